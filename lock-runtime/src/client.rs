@@ -1,0 +1,185 @@
+//! The client: connections to Redis, the watchdog, and the global instance.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use once_cell::sync::OnceCell;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::watchdog::Watchdog;
+use crate::{Config, Lock, LockError};
+
+static GLOBAL_CONFIG: OnceCell<Config> = OnceCell::new();
+static GLOBAL_CLIENT: OnceCell<LockClient> = OnceCell::new();
+
+/// Sets the configuration of the global client, before its first use.
+///
+/// Without `init`, the first lock reads `REDIS_URL` (default `redis://127.0.0.1:6379`).
+/// A second call, or a call after the first lock already configured the client, is an
+/// error rather than a silent replacement: locks taken under one configuration must not
+/// be released under another.
+///
+/// ```
+/// use lock_runtime::{init, Config};
+///
+/// init(Config::single("redis://127.0.0.1:6379")).expect("first init");
+/// assert!(init(Config::single("redis://127.0.0.1:6380")).is_err());
+/// ```
+pub fn init(config: Config) -> Result<(), LockError> {
+    let url = config.url.clone();
+    GLOBAL_CONFIG.set(config).map_err(|_| LockError::Config {
+        reason: format!(
+            "init({url}) called after the global client was already configured \
+             (by an earlier init or by the first lock, from REDIS_URL); call init once, \
+             before any lock is used"
+        ),
+    })
+}
+
+/// The global client, created on first use from [`init`]'s config or from `REDIS_URL`.
+///
+/// It must first be used inside a Tokio runtime; its connections and watchdog live on
+/// that runtime.
+pub fn client() -> Result<&'static LockClient, LockError> {
+    GLOBAL_CLIENT.get_or_try_init(|| {
+        let config = GLOBAL_CONFIG.get_or_init(Config::from_env).clone();
+        LockClient::new(config)
+    })
+}
+
+/// Whether anyone holds `key` now, on the global client.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// if lock_runtime::is_locked("stock:42").await? {
+///     println!("someone is buying item 42");
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn is_locked(key: &str) -> Result<bool, LockError> {
+    client()?.is_locked(key).await
+}
+
+/// A handle on Redis for locks: a small pool of multiplexed, auto-reconnecting
+/// connections and one watchdog that renews every lease taken through it.
+///
+/// Cheap to clone. Most code uses the global client implicitly (through the attribute or
+/// [`Lock::new`]); an explicit client serves tests and programs that talk to several
+/// Redis deployments.
+#[derive(Clone)]
+pub struct LockClient {
+    inner: Arc<ClientInner>,
+}
+
+struct ClientInner {
+    connections: Vec<ConnectionManager>,
+    next: AtomicUsize,
+    key_prefix: String,
+    watchdog: Watchdog,
+}
+
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockClient")
+            .field("connections", &self.inner.connections.len())
+            .field("key_prefix", &self.inner.key_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockClient {
+    /// Creates a client; connections open lazily on the first command.
+    ///
+    /// Must be called inside a Tokio runtime.
+    pub fn new(config: Config) -> Result<Self, LockError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(LockError::Config {
+                reason: "the lock client must be created inside a Tokio runtime \
+                         (use it from async code under #[tokio::main])"
+                    .into(),
+            });
+        }
+        let redis_client =
+            redis::Client::open(config.url.as_str()).map_err(|err| LockError::Config {
+                reason: format!("bad Redis URL `{}`: {err}", config.url),
+            })?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.response_timeout))
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(500));
+        let connections = (0..config.pool_size.max(1))
+            .map(|_| {
+                ConnectionManager::new_lazy_with_config(
+                    redis_client.clone(),
+                    manager_config.clone(),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| LockError::Config {
+                reason: format!("cannot set up connections to `{}`: {err}", config.url),
+            })?;
+        let watchdog = Watchdog::start(connections[0].clone());
+        Ok(LockClient {
+            inner: Arc::new(ClientInner {
+                connections,
+                next: AtomicUsize::new(0),
+                key_prefix: config.key_prefix,
+                watchdog,
+            }),
+        })
+    }
+
+    /// A lock on `key` taken through this client (options default; see [`Lock`]).
+    pub fn lock(&self, key: impl Into<String>) -> Lock {
+        Lock::new(key).client(self)
+    }
+
+    /// Whether anyone holds `key` now.
+    pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
+        let redis_key = self.redis_key(key)?;
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(&redis_key)
+            .query_async(&mut self.connection())
+            .await
+            .map_err(|err| LockError::backend(&redis_key, err))?;
+        Ok(exists)
+    }
+
+    /// How many held leases the watchdog is tracking now (renewed, or watched for expiry).
+    /// A released or dropped guard leaves it at once; useful to check for leaks.
+    pub fn held_leases(&self) -> usize {
+        self.inner.watchdog.len()
+    }
+
+    /// The next connection of the pool (round robin).
+    pub(crate) fn connection(&self) -> ConnectionManager {
+        let connections = &self.inner.connections;
+        let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % connections.len();
+        connections[index].clone()
+    }
+
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.inner.watchdog
+    }
+
+    /// The key as stored in Redis (prefix applied), validated.
+    pub(crate) fn redis_key(&self, key: &str) -> Result<String, LockError> {
+        crate::key::validate(key)?;
+        let prefix = &self.inner.key_prefix;
+        if prefix.is_empty() {
+            return Ok(key.to_owned());
+        }
+        let full = format!("{prefix}{key}");
+        crate::key::validate(&full)?;
+        Ok(full)
+    }
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        self.watchdog.shutdown();
+    }
+}

@@ -1,0 +1,352 @@
+//! The watchdog: one scheduler per client that renews every held lease in batches and
+//! tells a holder the moment its lease is lost.
+//!
+//! Each lease is renewed every `ttl/3`. Leases that fall due close together go out in one
+//! pipeline, so 10,000 held locks cost a handful of round trips per period, not 10,000
+//! timers. The scheduler also watches each lease's validity point on the local monotonic
+//! clock: a lease whose renewals failed until then, or whose token a renewal found gone,
+//! is marked lost and leaves the schedule.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::LostCause;
+use crate::scripts::RENEW;
+
+/// The safety margin taken off every lease for clock drift between us and Redis
+/// (1% of the ttl plus 2 ms, as in the Redlock algorithm).
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The last instant at which a lease whose command was *sent* at `sent` is still ours.
+pub(crate) fn validity(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl.saturating_sub(drift(ttl))
+}
+
+/// How long the scheduler sleeps when nothing is scheduled (it is woken on registration).
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// A renewal that failed with an error is retried after this share of the ttl.
+const RETRY_DIVISOR: u32 = 10;
+
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+    wake: Arc<Notify>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    stopped: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    leases: HashMap<u64, Lease>,
+}
+
+struct Lease {
+    key: String,
+    token: String,
+    ttl: Duration,
+    renew: bool,
+    next_renewal: Instant,
+    valid_until: Instant,
+    in_flight: bool,
+    lost: watch::Sender<Option<LostCause>>,
+}
+
+/// A held lease as the guard sees it: its schedule id and the lost signal.
+#[derive(Debug)]
+pub(crate) struct LeaseHandle {
+    pub(crate) id: u64,
+    pub(crate) lost: watch::Receiver<Option<LostCause>>,
+}
+
+struct Renewal {
+    id: u64,
+    key: String,
+    token: String,
+    ttl: Duration,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the map half-updated in a way that
+        // matters (every update is a single insert, remove or field store), so poisoning
+        // is ignored rather than turned into a panic of our own.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Watchdog {
+    /// Starts the scheduler task on the current Tokio runtime.
+    pub(crate) fn start(connection: ConnectionManager) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            stopped: AtomicBool::new(false),
+        });
+        let wake = Arc::new(Notify::new());
+        tokio::spawn(schedule(Arc::downgrade(&shared), wake.clone(), connection));
+        Watchdog { shared, wake }
+    }
+
+    /// Puts a freshly acquired lease (command sent at `sent`) on the schedule.
+    /// With `renew` false it is only watched for the end of its validity.
+    pub(crate) fn register(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        renew: bool,
+        sent: Instant,
+    ) -> LeaseHandle {
+        let (lost, receiver) = watch::channel(None);
+        let id = {
+            let mut state = self.shared.state();
+            state.next_id += 1;
+            let id = state.next_id;
+            state.leases.insert(
+                id,
+                Lease {
+                    key: key.to_owned(),
+                    token: token.to_owned(),
+                    ttl,
+                    renew,
+                    next_renewal: sent + ttl / 3,
+                    valid_until: validity(sent, ttl),
+                    in_flight: false,
+                    lost,
+                },
+            );
+            id
+        };
+        self.wake.notify_one();
+        LeaseHandle { id, lost: receiver }
+    }
+
+    /// Takes a lease off the schedule at once (release, drop, panic): no renewal follows.
+    pub(crate) fn remove(&self, id: u64) {
+        self.shared.state().leases.remove(&id);
+    }
+
+    /// How many leases are on the schedule.
+    pub(crate) fn len(&self) -> usize {
+        self.shared.state().leases.len()
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.shared.stopped.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
+/// The scheduler loop: renew what is due, expire what ran out, sleep until the next event.
+async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, connection: ConnectionManager) {
+    loop {
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let next_wake = {
+            let Some(shared_now) = shared.upgrade() else {
+                return;
+            };
+            if shared_now.stopped.load(Ordering::Acquire) {
+                return;
+            }
+            let (batch, next_wake) = collect_due(&mut shared_now.state(), Instant::now());
+            if !batch.is_empty() {
+                tokio::spawn(renew_batch(
+                    shared.clone(),
+                    wake.clone(),
+                    connection.clone(),
+                    batch,
+                ));
+            }
+            next_wake
+        };
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(next_wake) => {}
+        }
+    }
+}
+
+/// Marks leases past their validity as lost and takes out the renewals that are due.
+/// A renewal is sent up to a quarter interval early so that neighbours share a pipeline.
+fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant) {
+    let mut batch = Vec::new();
+    let mut next_wake = now + IDLE;
+    state.leases.retain(|&id, lease| {
+        if now >= lease.valid_until {
+            let cause = if lease.renew {
+                LostCause::RenewalFailed
+            } else {
+                LostCause::Expired
+            };
+            if lease.renew {
+                tracing::warn!(key = %lease.key, ?cause, "lock lost");
+            } else {
+                tracing::debug!(key = %lease.key, "lease reached its ttl");
+            }
+            lease.lost.send_replace(Some(cause));
+            return false;
+        }
+        if lease.renew && !lease.in_flight {
+            let early = lease.ttl / 12;
+            if lease.next_renewal <= now + early {
+                lease.in_flight = true;
+                batch.push(Renewal {
+                    id,
+                    key: lease.key.clone(),
+                    token: lease.token.clone(),
+                    ttl: lease.ttl,
+                });
+            } else {
+                next_wake = next_wake.min(lease.next_renewal);
+            }
+        }
+        next_wake = next_wake.min(lease.valid_until);
+        true
+    });
+    (batch, next_wake)
+}
+
+/// Sends one pipeline of renewals and applies the replies.
+async fn renew_batch(
+    shared: Weak<Shared>,
+    wake: Arc<Notify>,
+    mut connection: ConnectionManager,
+    batch: Vec<Renewal>,
+) {
+    let sent = Instant::now();
+    let replies = send_renewals(&mut connection, &batch).await;
+    let Some(shared) = shared.upgrade() else {
+        return;
+    };
+    let now = Instant::now();
+    let mut state = shared.state();
+    for (index, renewal) in batch.iter().enumerate() {
+        let Some(lease) = state.leases.get_mut(&renewal.id) else {
+            continue; // released while the renewal was in flight
+        };
+        lease.in_flight = false;
+        let reply = match &replies {
+            Ok(replies) => replies.get(index).copied().unwrap_or(Err(())),
+            Err(()) => Err(()),
+        };
+        match reply {
+            Ok(true) => {
+                lease.valid_until = lease.valid_until.max(validity(sent, renewal.ttl));
+                lease.next_renewal = sent + renewal.ttl / 3;
+                tracing::trace!(key = %renewal.key, "lease renewed");
+            }
+            Ok(false) => {
+                tracing::warn!(key = %renewal.key, "lock lost: the token is gone from Redis");
+                lease.lost.send_replace(Some(LostCause::TokenGone));
+                state.leases.remove(&renewal.id);
+            }
+            Err(()) => {
+                let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
+                lease.next_renewal = now + retry;
+            }
+        }
+    }
+    drop(state);
+    wake.notify_one();
+}
+
+/// Renews every lease of the batch in one pipeline; reloads the script once on NOSCRIPT.
+/// Returns, per lease, whether its token was still there; `Err(())` where the command
+/// failed (the failure is logged here).
+async fn send_renewals(
+    connection: &mut ConnectionManager,
+    batch: &[Renewal],
+) -> Result<Vec<Result<bool, ()>>, ()> {
+    let pipeline = |only: &dyn Fn(usize) -> bool| {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for (index, renewal) in batch.iter().enumerate() {
+            if only(index) {
+                pipe.cmd("EVALSHA")
+                    .arg(RENEW.get_hash())
+                    .arg(1)
+                    .arg(&renewal.key)
+                    .arg(&renewal.token)
+                    .arg(millis(renewal.ttl));
+            }
+        }
+        pipe
+    };
+    let first: Vec<redis::RedisResult<i64>> =
+        match pipeline(&|_| true).query_async(connection).await {
+            Ok(replies) => replies,
+            Err(err) => {
+                tracing::warn!(error = %err, leases = batch.len(), "lease renewal failed");
+                return Err(());
+            }
+        };
+    let missing: Vec<bool> = first.iter().map(is_noscript).collect();
+    let mut results: Vec<Result<bool, ()>> = first
+        .iter()
+        .map(|reply| match reply {
+            Ok(renewed) => Ok(*renewed == 1),
+            Err(_) => Err(()),
+        })
+        .collect();
+    if !missing.contains(&true) {
+        log_errors(&first, batch);
+        return Ok(results);
+    }
+    // The server lost its script cache (restart, SCRIPT FLUSH): load and resend those.
+    if let Err(err) = RENEW.prepare_invoke().load_async(connection).await {
+        tracing::warn!(error = %err, "reloading the renew script failed");
+        return Ok(results);
+    }
+    let retry: Vec<redis::RedisResult<i64>> = match pipeline(&|index| missing[index])
+        .query_async(connection)
+        .await
+    {
+        Ok(replies) => replies,
+        Err(err) => {
+            tracing::warn!(error = %err, "lease renewal failed after reloading the script");
+            return Ok(results);
+        }
+    };
+    let resent = missing
+        .iter()
+        .enumerate()
+        .filter(|(_, noscript)| **noscript);
+    for ((index, _), reply) in resent.zip(retry) {
+        results[index] = reply.map(|renewed| renewed == 1).map_err(|_| ());
+    }
+    Ok(results)
+}
+
+fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
+    matches!(reply, Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+}
+
+fn log_errors(replies: &[redis::RedisResult<i64>], batch: &[Renewal]) {
+    for (reply, renewal) in replies.iter().zip(batch) {
+        if let Err(err) = reply {
+            tracing::warn!(key = %renewal.key, error = %err, "lease renewal failed");
+        }
+    }
+}
+
+/// A duration in whole milliseconds for PX/PEXPIRE, at least 1.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}

@@ -1,0 +1,45 @@
+//! Running parts of a test in other OS processes.
+//!
+//! A test binary re-runs itself with `--exact <name>` and an environment variable that
+//! tells the named test to act as a worker; everywhere else that test returns at once.
+
+use std::process::{Child, Command, Stdio};
+
+/// The environment variable that carries a worker's role into the child process.
+pub const ROLE_ENV: &str = "LOCK_TESTS_CHILD_ROLE";
+
+/// The role of this process when it was started by [`spawn`], else `None`.
+pub fn role() -> Option<String> {
+    std::env::var(ROLE_ENV).ok()
+}
+
+/// Starts this test binary again running only `test_name`, with `role` and `env` set.
+/// Its stdout is piped (read it for results); stderr is inherited.
+pub fn spawn(test_name: &str, role: &str, env: &[(&str, String)]) -> Child {
+    let exe = std::env::current_exe().expect("current test binary");
+    let mut command = Command::new(exe);
+    command
+        .args([test_name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(ROLE_ENV, role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn().expect("spawn child test process")
+}
+
+/// Waits for a child and returns the lines it printed that start with `prefix`
+/// (with the prefix removed). Panics when the child failed.
+pub fn collect(child: Child, prefix: &str) -> Vec<String> {
+    let output = child.wait_with_output().expect("wait for child");
+    assert!(
+        output.status.success(),
+        "child process failed: {:?}",
+        output.status
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix(prefix).map(str::to_owned))
+        .collect()
+}

@@ -1,0 +1,278 @@
+//! The test harness: real `redis-server` processes on free loopback ports.
+//!
+//! Each [`RedisServer`] runs without persistence (unless asked), is ready when `start`
+//! returns, and is killed when dropped. It is started behind a tiny shell wrapper that
+//! holds a pipe from this process: if the test process dies without running destructors
+//! (a panic in a static, a killed run), the pipe closes and the wrapper kills the server,
+//! so no server outlives its test run.
+//!
+//! Test code may panic freely: a harness that cannot start Redis fails the test loudly.
+#![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use once_cell::sync::{Lazy, OnceCell};
+
+pub mod child;
+
+/// How long a server may take to answer PING after it was started.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A free TCP port on 127.0.0.1 (the OS picks it; a race with another process is possible,
+/// and `start` retries on a new port when it happens).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("no free loopback port")
+}
+
+/// A real redis-server on 127.0.0.1.
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+    wrapper: Option<(Child, ChildStdin)>,
+    pid: u32,
+}
+
+impl RedisServer {
+    /// Starts a server without persistence on a free port.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (e.g. `["--appendonly", "yes"]`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let dir =
+            std::env::temp_dir().join(format!("lock-tests-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut server = RedisServer {
+            port: 0,
+            dir,
+            extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
+            wrapper: None,
+            pid: 0,
+        };
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            server.port = free_port();
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(err) => last_error = err,
+            }
+        }
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut command = Command::new("sh");
+        // The server runs in the background; the wrapper prints its pid, then waits for
+        // this process's pipe to close (drop, exit or crash) and kills the server.
+        command
+            .arg("-c")
+            .arg(r#"redis-server "$@" & echo $!; read -r _; kill -9 $! 2>/dev/null"#)
+            .arg("redis-wrapper")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--dir", self.dir.to_str().unwrap()])
+            .args(["--logfile", self.dir.join("redis.log").to_str().unwrap()])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(&self.extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = command
+            .spawn()
+            .map_err(|err| format!("cannot run sh/redis-server: {err}"))?;
+        let stdin = child.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .map_err(|err| err.to_string())?;
+        self.pid = line
+            .trim()
+            .parse()
+            .map_err(|_| format!("wrapper said {line:?}"))?;
+        self.wrapper = Some((child, stdin));
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while Instant::now() < deadline {
+            if self.ping() {
+                return Ok(());
+            }
+            if !self.process_alive() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+        self.stop();
+        Err(format!(
+            "redis-server on port {} did not become ready: {log}",
+            self.port
+        ))
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.url()) else {
+            return false;
+        };
+        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+            return false;
+        };
+        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+    }
+
+    fn process_alive(&self) -> bool {
+        std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+            && !std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+                .unwrap_or_default()
+                .contains(") Z ")
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// kill -9 the server (it stays down until [`restart`](Self::restart)).
+    pub fn kill9(&mut self) {
+        self.signal("KILL");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.process_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.reap_wrapper();
+    }
+
+    /// Starts the server again on the same port with the same arguments.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn().unwrap();
+    }
+
+    /// Sends a signal by name (`STOP`, `CONT`, `KILL`, ...) to the server process.
+    pub fn signal(&self, name: &str) {
+        let _ = Command::new("kill")
+            .args([format!("-{name}"), self.pid.to_string()])
+            .status();
+    }
+
+    fn reap_wrapper(&mut self) {
+        if let Some((mut child, stdin)) = self.wrapper.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+
+    fn stop(&mut self) {
+        self.signal("KILL");
+        self.reap_wrapper();
+    }
+
+    /// A plain redis-rs client for assertions.
+    pub fn redis(&self) -> redis::Client {
+        redis::Client::open(self.url()).unwrap()
+    }
+
+    /// A blocking connection for assertions.
+    pub fn conn(&self) -> redis::Connection {
+        self.redis()
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap()
+    }
+
+    /// A lock client of its own on this server.
+    pub fn lock_client(&self) -> lock_runtime::LockClient {
+        lock_runtime::LockClient::new(lock_runtime::Config::single(self.url())).unwrap()
+    }
+
+    /// How many times the server executed `command` (lower-case, e.g. `evalsha`), from
+    /// `INFO commandstats`. Scripts count as `evalsha` (and the commands they run).
+    pub fn calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|calls| calls.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Resets `INFO commandstats`.
+    pub fn reset_stats(&self) {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut self.conn())
+            .unwrap();
+    }
+
+    /// The number of keys in db 0.
+    pub fn dbsize(&self) -> u64 {
+        redis::cmd("DBSIZE").query(&mut self.conn()).unwrap()
+    }
+
+    /// GET as an optional string.
+    pub fn get(&self, key: &str) -> Option<String> {
+        redis::cmd("GET").arg(key).query(&mut self.conn()).unwrap()
+    }
+
+    /// PTTL in milliseconds (-2 missing, -1 no expiry).
+    pub fn pttl(&self, key: &str) -> i64 {
+        redis::cmd("PTTL").arg(key).query(&mut self.conn()).unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One server shared by the tests of a binary that use the *global* client (the attribute,
+/// `Lock::new`), with the global client initialised to it.
+///
+/// The global client binds its connections to the Tokio runtime that first uses it, so
+/// such tests run on [`runtime()`] through [`block_on`] instead of `#[tokio::test]`.
+pub fn shared_server() -> &'static RedisServer {
+    static SERVER: Lazy<RedisServer> = Lazy::new(RedisServer::start);
+    static INIT: OnceCell<()> = OnceCell::new();
+    INIT.get_or_init(|| {
+        lock_runtime::init(lock_runtime::Config::single(SERVER.url())).unwrap();
+    });
+    &SERVER
+}
+
+/// The multi-thread runtime shared by the tests of one binary.
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: Lazy<tokio::runtime::Runtime> = Lazy::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    &RUNTIME
+}
+
+/// Runs `future` on [`runtime()`], with [`shared_server()`] up and the global client set.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    shared_server();
+    runtime().block_on(future)
+}
