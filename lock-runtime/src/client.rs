@@ -7,6 +7,7 @@ use std::time::Duration;
 use once_cell::sync::OnceCell;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use crate::wakeups::Wakeups;
 use crate::watchdog::Watchdog;
 use crate::{Config, Lock, LockError};
 
@@ -77,6 +78,7 @@ struct ClientInner {
     next: AtomicUsize,
     key_prefix: String,
     watchdog: Watchdog,
+    wakeups: Wakeups,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -121,6 +123,14 @@ impl LockClient {
             .map_err(|err| LockError::Config {
                 reason: format!("cannot set up connections to `{}`: {err}", config.url),
             })?;
+        let wakeups = resp3(&redis_client)
+            .and_then(|client| Wakeups::new(client, manager_config))
+            .map_err(|err| LockError::Config {
+                reason: format!(
+                    "cannot set up the release subscription to `{}`: {err}",
+                    config.url
+                ),
+            })?;
         let watchdog = Watchdog::start(connections[0].clone());
         Ok(LockClient {
             inner: Arc::new(ClientInner {
@@ -128,6 +138,7 @@ impl LockClient {
                 next: AtomicUsize::new(0),
                 key_prefix: config.key_prefix,
                 watchdog,
+                wakeups,
             }),
         })
     }
@@ -161,8 +172,23 @@ impl LockClient {
         connections[index].clone()
     }
 
+    /// How many tasks of this process wait for a lock now, and on how many keys'
+    /// release channels this process is subscribed. Both return to zero when no one waits.
+    pub fn waiting(&self) -> (usize, usize) {
+        (self.inner.wakeups.waiting(), self.inner.wakeups.channels())
+    }
+
     pub(crate) fn watchdog(&self) -> &Watchdog {
         &self.inner.watchdog
+    }
+
+    pub(crate) fn wakeups(&self) -> &Wakeups {
+        &self.inner.wakeups
+    }
+
+    /// Identifies this client (all its clones) for task-scoped reentrancy.
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
     }
 
     /// The key as stored in Redis (prefix applied), validated.
@@ -176,6 +202,16 @@ impl LockClient {
         crate::key::validate(&full)?;
         Ok(full)
     }
+}
+
+/// The same server, spoken to in RESP3, which carries pub/sub pushes on a normal connection.
+fn resp3(client: &redis::Client) -> redis::RedisResult<redis::Client> {
+    let info = client.get_connection_info().clone();
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    redis::Client::open(info.set_redis_settings(settings))
 }
 
 impl Drop for ClientInner {

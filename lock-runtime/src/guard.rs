@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::context::{self, CurrentLock};
 use crate::lock::release_script;
+use crate::scripts::KeyNames;
 use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
 
@@ -12,44 +14,84 @@ use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
 /// panic, early return) stops renewal at once and releases in the background.
 ///
 /// Release is owner-checked: it never deletes a key that another owner holds now.
+///
+/// A guard taken inside a guarded body of the same task for the same key is *reentrant*:
+/// it cost no round trip, and releasing or dropping it leaves the outer lock held.
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     client: LockClient,
-    key: String,
+    names: KeyNames,
     token: String,
     fence: Option<u64>,
     lease: LeaseHandle,
     acquired_at: Instant,
     released: bool,
+    reentrant: bool,
 }
 
 impl LockGuard {
     pub(crate) fn new(
         client: LockClient,
-        key: String,
+        names: KeyNames,
         token: String,
         fence: Option<u64>,
         options: &LockOptions,
         sent: Instant,
     ) -> Self {
-        let lease = client
-            .watchdog()
-            .register(&key, &token, options.ttl, options.watchdog, sent);
+        let lease =
+            client
+                .watchdog()
+                .register(&names.lock, &token, options.ttl, options.watchdog, sent);
         LockGuard {
             client,
-            key,
+            names,
             token,
             fence,
             lease,
             acquired_at: Instant::now(),
             released: false,
+            reentrant: false,
         }
+    }
+
+    /// A guard for a lock this task already holds: shares the outer lock's lease.
+    pub(crate) fn reentrant(client: LockClient, names: KeyNames, held: &CurrentLock) -> Self {
+        LockGuard {
+            client,
+            names,
+            token: held.token().to_owned(),
+            fence: held.fence(),
+            lease: LeaseHandle {
+                id: 0,
+                lost: held.lost_receiver(),
+            },
+            acquired_at: Instant::now(),
+            released: false,
+            reentrant: true,
+        }
+    }
+
+    /// What a guarded body sees of this lock through [`crate::current_lock`].
+    pub(crate) fn current(&self) -> CurrentLock {
+        CurrentLock::new(
+            self.client.id(),
+            self.names.lock.clone(),
+            self.token.clone(),
+            self.fence,
+            self.lease.lost.clone(),
+        )
+    }
+
+    /// Whether this guard re-entered a lock its task already held (no Redis traffic; the
+    /// outer holder releases it).
+    pub fn is_reentrant(&self) -> bool {
+        self.reentrant
     }
 
     /// The Redis key of the lock (with the client's prefix, if any).
     pub fn key(&self) -> &str {
-        &self.key
+        &self.names.lock
     }
 
     /// The random token stored under the key (a uuid v4, never reused).
@@ -80,29 +122,28 @@ impl LockGuard {
 
     /// Resolves when the lease is lost; never, while it is held.
     pub async fn lost(&self) -> LostCause {
-        let mut lost = self.lease.lost.clone();
-        if let Ok(cause) = lost.wait_for(Option::is_some).await {
-            if let Some(cause) = *cause {
-                return cause;
-            }
-        }
-        // The watchdog dropped the lease without a loss (it was released): never lost.
-        std::future::pending().await
+        context::lost(&self.lease.lost).await
     }
 
     /// Releases the lock and reports what Redis had: our token (released), nothing
     /// (the lease had expired), or another owner's token (left alone).
+    ///
+    /// Releasing a reentrant guard does nothing and reports `Released`: the outer holder
+    /// releases the lock.
     pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
         self.released = true;
+        if self.reentrant {
+            return Ok(ReleaseOutcome::Released);
+        }
         self.client.watchdog().remove(self.lease.id);
-        let reply = release_script(&self.client, &self.key, &self.token).await?;
+        let reply = release_script(&self.client, &self.names, &self.token).await?;
         let outcome = match reply {
             1 => ReleaseOutcome::Released,
             0 => ReleaseOutcome::AlreadyExpired,
             _ => ReleaseOutcome::NotOwner,
         };
         tracing::debug!(
-            key = %self.key,
+            key = %self.names.lock,
             held_ms = self.acquired_at.elapsed().as_millis() as u64,
             ?outcome,
             "lock released"
@@ -113,23 +154,23 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released {
+        if self.released || self.reentrant {
             return;
         }
         self.client.watchdog().remove(self.lease.id);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime to release on: the lease ends by its ttl.
-            tracing::warn!(key = %self.key, "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
+            tracing::warn!(key = %self.names.lock, "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
             return;
         };
         let client = self.client.clone();
-        let key = std::mem::take(&mut self.key);
+        let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
         runtime.spawn(async move {
-            match release_script(&client, &key, &token).await {
-                Ok(_) => tracing::debug!(key = %key, "lock released on drop"),
+            match release_script(&client, &names, &token).await {
+                Ok(_) => tracing::debug!(key = %names.lock, "lock released on drop"),
                 Err(err) => {
-                    tracing::warn!(key = %key, error = %err, "release on drop failed; the lease expires by its ttl")
+                    tracing::warn!(key = %names.lock, error = %err, "release on drop failed; the lease expires by its ttl")
                 }
             }
         });

@@ -59,11 +59,13 @@
 
 mod client;
 mod config;
+mod context;
 mod error;
 mod guard;
 mod key;
 mod lock;
 mod scripts;
+mod wakeups;
 mod watchdog;
 
 #[doc(hidden)]
@@ -72,6 +74,7 @@ pub mod __private;
 
 pub use client::{LockClient, client, init, is_locked};
 pub use config::{Config, DEFAULT_REDIS_URL, REDIS_URL_ENV};
+pub use context::{CurrentLock, current_lock};
 pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use guard::LockGuard;
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};

@@ -6,8 +6,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::context;
 use crate::guard::LockGuard;
-use crate::scripts::{ACQUIRE, RELEASE};
+use crate::scripts::{ACQUIRE, KeyNames, LEAVE, RELEASE};
 use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError};
 
@@ -58,9 +59,14 @@ impl Default for LockOptions {
 /// after it, the counter is re-seeded from the server clock, which keeps tokens increasing.
 pub const FENCE_COUNTER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
-/// The first pause between tries on a held lock; it doubles up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(2);
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a queued waiter keeps its place past the time it was told to wait, so that a
+/// waiter that crashed or hangs stops blocking the queue after this long.
+const QUEUE_GRACE: Duration = Duration::from_secs(2);
+
+/// The longest a waiter parks without checking again, should a wake-up be lost (the
+/// subscription reconnecting, a foreign client releasing without a message). A safety
+/// net only: releases wake the next waiter at once.
+const MAX_PARK: Duration = Duration::from_secs(2);
 
 /// A distributed lock on one key: build it, then [`acquire`](Lock::acquire) a guard or
 /// [`run`](Lock::run) a future under it.
@@ -90,8 +96,13 @@ pub struct Lock {
 }
 
 enum Attempt {
-    Acquired { fence: Option<u64> },
-    Held { pttl: Duration },
+    Acquired {
+        fence: Option<u64>,
+    },
+    /// Held (or another waiter's turn): try again after at most this long.
+    NotNow {
+        retry_in: Duration,
+    },
 }
 
 impl Lock {
@@ -165,46 +176,71 @@ impl Lock {
 
     /// Acquires the lock, waiting up to `wait` while another owner holds it.
     ///
+    /// Waiters are served in arrival order, across processes: a task that releases and asks
+    /// again queues behind those already waiting. A waiter parks until the release wakes it
+    /// (or until the holder's lease would end, should the holder crash), never in a poll loop.
+    ///
+    /// Inside a guarded body (`#[distributed_lock]` or [`run`](Lock::run)) that already
+    /// holds this key, this returns at once without a Redis round trip: the task owns it.
+    ///
     /// Errors: [`LockError::Busy`] when held and `wait` is zero, [`LockError::Timeout`]
     /// when still held after `wait`, [`LockError::InvalidKey`] before any Redis traffic,
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
         let client = self.resolve_client()?;
-        let key = client.redis_key(&self.key)?;
+        let names = KeyNames::new(client.redis_key(&self.key)?)?;
+        if let Some(held) = context::held_by_this_task(client.id(), &names.lock) {
+            return Ok(LockGuard::reentrant(client, names, &held));
+        }
+        self.acquire_new(client, names).await
+    }
+
+    async fn acquire_new(
+        &self,
+        client: LockClient,
+        names: KeyNames,
+    ) -> Result<LockGuard, LockError> {
         let ttl = self.options.ttl;
         if ttl < Duration::from_millis(1) {
             return Err(LockError::Config {
                 reason: format!(
-                    "lock `{key}` has a ttl under 1 ms; give it a lease of at least 1ms"
+                    "lock `{}` has a ttl under 1 ms; give it a lease of at least 1ms",
+                    names.lock
                 ),
             });
         }
-        let fence_key = if self.options.fencing {
-            Some(fence_key(&key)?)
-        } else {
-            None
-        };
+        let wait = self.options.wait;
+        let token = Uuid::new_v4().simple().to_string();
         let started = Instant::now();
-        let deadline = started + self.options.wait;
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 0u64;
+        let deadline = started + wait;
+        let mut seat = Seat::new(&client, &names, &token);
+        // Join the local waiters at once when the key's subscription is already up: then
+        // no release can slip between the first attempt and the wait.
+        let mut ticket = if wait.is_zero() {
+            None
+        } else {
+            client.wakeups().register(&names.channel, &token, true)
+        };
+        let mut attempts = 0u64;
         let mut late = false;
         loop {
-            attempt += 1;
-            let token = Uuid::new_v4().simple().to_string();
+            attempts += 1;
+            let subscribed_before = ticket.as_ref().is_some_and(|ticket| ticket.is_subscribed());
             let sent = Instant::now();
-            let pttl = match try_acquire(&client, &key, fence_key.as_deref(), &token, ttl).await? {
+            seat.joined |= !wait.is_zero();
+            let retry_in = match try_acquire(&client, &names, &token, &self.options).await? {
                 Attempt::Acquired { fence } if Instant::now() < validity(sent, ttl) => {
+                    seat.joined = false;
                     tracing::debug!(
-                        key = %key,
+                        key = %names.lock,
                         waited_ms = started.elapsed().as_millis() as u64,
-                        attempts = attempt,
+                        attempts,
                         "lock acquired"
                     );
                     return Ok(LockGuard::new(
-                        client,
-                        key,
-                        token,
+                        client.clone(),
+                        names.clone(),
+                        token.clone(),
                         fence,
                         &self.options,
                         sent,
@@ -212,26 +248,55 @@ impl Lock {
                 }
                 Attempt::Acquired { .. } => {
                     // The reply came after the lease's validity point: it acquires nothing.
-                    tracing::warn!(key = %key, "acquire reply arrived after the lease validity; retrying");
-                    release_token(&client, &key, &token).await;
+                    seat.joined = false;
+                    tracing::warn!(key = %names.lock, "acquire reply arrived after the lease validity; retrying");
+                    release_token(&client, &names, &token).await;
                     late = true;
                     Duration::ZERO
                 }
-                Attempt::Held { pttl } => pttl,
+                Attempt::NotNow { retry_in } => retry_in,
             };
             let now = Instant::now();
-            if self.options.wait.is_zero() && !late {
-                return Err(LockError::Busy { key });
+            if wait.is_zero() && !late {
+                return Err(LockError::Busy {
+                    key: names.lock.clone(),
+                });
             }
             if now >= deadline {
+                seat.leave().await;
                 return Err(LockError::Timeout {
-                    key,
+                    key: names.lock.clone(),
                     waited: now - started,
                 });
             }
-            let pause = jitter(backoff.min(pttl).max(Duration::from_millis(1))).min(deadline - now);
-            tokio::time::sleep(pause).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            let ticket = match &mut ticket {
+                Some(ticket) => ticket,
+                empty => empty.insert(
+                    client
+                        .wakeups()
+                        .register(&names.channel, &token, false)
+                        .ok_or_else(|| LockError::Config {
+                            reason: "waiter registry refused an unconditional registration".into(),
+                        })?,
+                ),
+            };
+            if !subscribed_before {
+                // Subscribe, then try again at once: a release between the attempt and the
+                // subscription would otherwise go unheard.
+                match ticket.subscribe().await {
+                    Ok(()) => continue,
+                    Err(err) => tracing::warn!(
+                        key = %names.lock,
+                        error = %err,
+                        "cannot subscribe to release messages; waiting for the lease instead"
+                    ),
+                }
+            }
+            let park = retry_in
+                .min(MAX_PARK)
+                .saturating_add(jitter())
+                .min(deadline - now);
+            ticket.wait(park).await;
         }
     }
 
@@ -240,7 +305,8 @@ impl Lock {
     ///
     /// On a lock error the body does not run and the error comes back as `E`. With
     /// [`OnLost::Cancel`], a lease lost while `body` runs drops `body` at its next await
-    /// point and returns [`LockError::Lost`].
+    /// point and returns [`LockError::Lost`]. Inside `body`, [`crate::current_lock`] describes
+    /// this lock, and a nested lock on the same key in the same task is reentrant.
     pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
     where
         F: Future<Output = Result<T, E>>,
@@ -250,9 +316,15 @@ impl Lock {
             Ok(guard) => guard,
             Err(err) => return Err(err.into()),
         };
+        if guard.is_reentrant() {
+            // The outer body of this task holds the lock, renews it and watches for loss.
+            return body.await;
+        }
+        let current = guard.current();
         let outcome = match self.options.on_lost {
-            OnLost::Continue => Ok(body.await),
+            OnLost::Continue => Ok(context::hold(current, body).await),
             _ => {
+                let body = context::hold(current, body);
                 tokio::pin!(body);
                 tokio::select! {
                     biased;
@@ -269,100 +341,129 @@ impl Lock {
     }
 }
 
+/// A waiter's place in the key's queue in Redis; leaves it when dropped before the lock
+/// was taken (wait ran out, the acquiring future was dropped, Redis failed).
+struct Seat<'a> {
+    client: &'a LockClient,
+    names: &'a KeyNames,
+    token: &'a str,
+    joined: bool,
+}
+
+impl<'a> Seat<'a> {
+    fn new(client: &'a LockClient, names: &'a KeyNames, token: &'a str) -> Self {
+        Seat {
+            client,
+            names,
+            token,
+            joined: false,
+        }
+    }
+
+    async fn leave(&mut self) {
+        if std::mem::take(&mut self.joined) {
+            if let Err(err) = leave_queue(self.client, self.names, self.token).await {
+                tracing::debug!(key = %self.names.lock, error = %err, "leaving the queue failed; the place expires by itself");
+            }
+        }
+    }
+}
+
+impl Drop for Seat<'_> {
+    fn drop(&mut self) {
+        if !self.joined {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (client, names, token) = (
+            self.client.clone(),
+            self.names.clone(),
+            self.token.to_owned(),
+        );
+        runtime.spawn(async move {
+            let _ = leave_queue(&client, &names, &token).await;
+        });
+    }
+}
+
 /// One acquire round trip.
 async fn try_acquire(
     client: &LockClient,
-    key: &str,
-    fence_key: Option<&str>,
+    names: &KeyNames,
     token: &str,
-    ttl: Duration,
+    options: &LockOptions,
 ) -> Result<Attempt, LockError> {
-    let mut invocation = ACQUIRE.key(key);
-    if let Some(fence_key) = fence_key {
-        invocation.key(fence_key);
-    }
-    invocation
+    let fence_lifetime = if options.fencing {
+        millis(FENCE_COUNTER_LIFETIME.max(options.ttl * 2))
+    } else {
+        0
+    };
+    let (acquired, value): (i64, i64) = ACQUIRE
+        .key(&names.lock)
+        .key(&names.fence)
+        .key(&names.queue)
+        .key(&names.deadlines)
         .arg(token)
-        .arg(millis(ttl))
-        .arg(millis(FENCE_COUNTER_LIFETIME.max(ttl * 2)));
-    let (acquired, value): (i64, i64) = invocation
+        .arg(millis(options.ttl))
+        .arg(fence_lifetime)
+        .arg(u8::from(!options.wait.is_zero()))
+        .arg(millis(QUEUE_GRACE))
         .invoke_async(&mut client.connection())
         .await
-        .map_err(|err| LockError::backend(key, err))?;
+        .map_err(|err| LockError::backend(&names.lock, err))?;
     let value = u64::try_from(value).unwrap_or(0);
     Ok(if acquired == 1 {
         Attempt::Acquired {
-            fence: fence_key.map(|_| value),
+            fence: options.fencing.then_some(value),
         }
     } else {
-        Attempt::Held {
-            pttl: Duration::from_millis(value),
+        Attempt::NotNow {
+            retry_in: Duration::from_millis(value),
         }
     })
 }
 
-/// Compare-and-delete; 1 released, 0 gone, -1 another owner.
+/// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 pub(crate) async fn release_script(
     client: &LockClient,
-    key: &str,
+    names: &KeyNames,
     token: &str,
 ) -> Result<i64, LockError> {
     RELEASE
-        .key(key)
+        .key(&names.lock)
+        .key(&names.queue)
+        .key(&names.deadlines)
         .arg(token)
+        .arg(&names.channel)
         .invoke_async(&mut client.connection())
         .await
-        .map_err(|err| LockError::backend(key, err))
+        .map_err(|err| LockError::backend(&names.lock, err))
+}
+
+async fn leave_queue(client: &LockClient, names: &KeyNames, token: &str) -> Result<(), LockError> {
+    LEAVE
+        .key(&names.lock)
+        .key(&names.queue)
+        .key(&names.deadlines)
+        .arg(token)
+        .arg(&names.channel)
+        .invoke_async::<i64>(&mut client.connection())
+        .await
+        .map(|_| ())
+        .map_err(|err| LockError::backend(&names.lock, err))
 }
 
 /// Best-effort release of a token we should not keep (a late acquire reply).
-async fn release_token(client: &LockClient, key: &str, token: &str) {
-    if let Err(err) = release_script(client, key, token).await {
-        tracing::warn!(key = %key, error = %err, "releasing a late acquisition failed; it expires by its ttl");
+async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
+    if let Err(err) = release_script(client, names, token).await {
+        tracing::warn!(key = %names.lock, error = %err, "releasing a late acquisition failed; it expires by its ttl");
     }
 }
 
-/// The fence counter's key, in the lock key's cluster slot.
-///
-/// A key with a hash tag keeps it (the suffix does not change the slot); a key without one
-/// is wrapped whole in braces, so its tag is the key itself. A key that contains `}` but no
-/// valid tag cannot be wrapped and is refused for fencing.
-pub(crate) fn fence_key(key: &str) -> Result<String, LockError> {
-    if has_hash_tag(key) {
-        return Ok(format!("{key}:fence"));
-    }
-    if key.contains('}') {
-        return Err(LockError::InvalidKey {
-            key: key.to_owned(),
-            reason: "fencing needs the counter in the lock's cluster slot, which this key's \
-                     `}` without a `{…}` hash tag prevents; remove the `}` or add a hash tag"
-                .into(),
-        });
-    }
-    Ok(format!("{{{key}}}:fence"))
-}
-
-/// Whether Redis Cluster would hash only part of `key` (a non-empty `{…}` section).
-fn has_hash_tag(key: &str) -> bool {
-    key.find('{')
-        .and_then(|open| key[open + 1..].find('}'))
-        .is_some_and(|len| len > 0)
-}
-
-/// A pause between half and all of `pause`, so waiters do not retry in lockstep.
-fn jitter(pause: Duration) -> Duration {
-    pause.mul_f64(0.5 + fastrand::f64() * 0.5)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fence_key_shares_the_slot() {
-        assert_eq!(fence_key("stock:1").unwrap(), "{stock:1}:fence");
-        assert_eq!(fence_key("{shop}:1").unwrap(), "{shop}:1:fence");
-        assert_eq!(fence_key("a{b").unwrap(), "{a{b}:fence");
-        assert!(fence_key("a{}b}").is_err());
-    }
+/// A few random milliseconds added to a park, so waiters woken by time do not retry in
+/// lockstep.
+fn jitter() -> Duration {
+    Duration::from_micros(fastrand::u64(0..=3_000))
 }

@@ -29,8 +29,9 @@ pub fn spawn(test_name: &str, role: &str, env: &[(&str, String)]) -> Child {
     command.spawn().expect("spawn child test process")
 }
 
-/// Waits for a child and returns the lines it printed that start with `prefix`
-/// (with the prefix removed). Panics when the child failed.
+/// Waits for a child and returns what follows `prefix` on each line that contains it
+/// (libtest may print `test name ... ` on the same line first). Panics when the child
+/// failed.
 pub fn collect(child: Child, prefix: &str) -> Vec<String> {
     let output = child.wait_with_output().expect("wait for child");
     assert!(
@@ -40,6 +41,9 @@ pub fn collect(child: Child, prefix: &str) -> Vec<String> {
     );
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter_map(|line| line.strip_prefix(prefix).map(str::to_owned))
+        .filter_map(|line| {
+            line.find(prefix)
+                .map(|at| line[at + prefix.len()..].to_owned())
+        })
         .collect()
 }

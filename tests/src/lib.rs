@@ -75,7 +75,9 @@ impl RedisServer {
         // this process's pipe to close (drop, exit or crash) and kills the server.
         command
             .arg("-c")
-            .arg(r#"redis-server "$@" & echo $!; read -r _; kill -9 $! 2>/dev/null"#)
+            .arg(
+                r#"redis-server "$@" >/dev/null 2>&1 & echo $!; read -r _; kill -9 $! 2>/dev/null"#,
+            )
             .arg("redis-wrapper")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--dir", self.dir.to_str().unwrap()])
@@ -202,15 +204,27 @@ impl RedisServer {
     /// How many times the server executed `command` (lower-case, e.g. `evalsha`), from
     /// `INFO commandstats`. Scripts count as `evalsha` (and the commands they run).
     pub fn calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "calls")
+    }
+
+    /// How many of those calls failed (e.g. EVALSHA answered NOSCRIPT before a reload).
+    pub fn failed_calls(&self, command: &str) -> u64 {
+        self.command_stat(command, "failed_calls")
+    }
+
+    fn command_stat(&self, command: &str, field: &str) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query(&mut self.conn())
             .unwrap();
-        let prefix = format!("cmdstat_{command}:calls=");
+        let prefix = format!("cmdstat_{command}:");
         info.lines()
             .find_map(|line| line.strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|calls| calls.parse().ok())
+            .and_then(|rest| {
+                rest.split(',')
+                    .find_map(|pair| pair.strip_prefix(field)?.strip_prefix('='))
+            })
+            .and_then(|value| value.parse().ok())
             .unwrap_or(0)
     }
 

@@ -1,12 +1,22 @@
--- Acquire a lock: a plain string key holding a random token with a PX expiry
--- (the layout of redis-py's Lock, bsm/redislock and single-node redsync).
+-- Acquire a lock: a plain string key holding a random token with a PX expiry (the layout
+-- of redis-py's Lock, bsm/redislock and single-node redsync), served fairly.
+--
 -- KEYS[1] lock key
--- KEYS[2] optional fence counter (same cluster slot as KEYS[1])
--- ARGV[1] token, ARGV[2] lease in milliseconds, ARGV[3] fence counter lifetime in milliseconds
--- Returns {1, fence} when acquired (fence 0 without a counter key), otherwise {0, pttl}:
--- the holder's remaining lease in milliseconds (0 when it set no expiry).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if #KEYS < 2 then
+-- KEYS[2] fence counter   } auxiliary keys, all in the lock key's cluster slot
+-- KEYS[3] wait queue      } (a sorted set: waiter token -> arrival time in microseconds)
+-- KEYS[4] queue deadlines } (a sorted set: waiter token -> server time in ms it expires)
+-- ARGV[1] token (also the waiter's id in the queue)
+-- ARGV[2] lease in milliseconds
+-- ARGV[3] fence counter lifetime in milliseconds, or 0 for no fence
+-- ARGV[4] 1 to join the queue when the lock cannot be taken now, 0 to try once
+-- ARGV[5] how long a queued waiter stays queued past the time it was told to wait (ms)
+--
+-- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}:
+-- how long the caller may sleep before trying again if no release wakes it.
+
+local function acquire()
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if ARGV[3] == '0' then
     return {1, 0}
   end
   -- Strictly above every earlier fence for this key, also after a restart that lost the
@@ -18,8 +28,61 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
   return {1, fence}
 end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl < 0 then
-  pttl = 0
+
+local function held_for()
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then
+    return 0
+  end
+  return pttl
 end
-return {0, pttl}
+
+-- The common case: nobody is queued, so the lock is first come, first served.
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    return acquire()
+  end
+  if ARGV[4] == '0' then
+    return {0, held_for()}
+  end
+end
+
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+
+-- Waiters that stopped asking (crashed, paused, gave up without leaving) lose their place.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms, 'LIMIT', 0, 100)
+for _, waiter in ipairs(expired) do
+  redis.call('ZREM', KEYS[3], waiter)
+  redis.call('ZREM', KEYS[4], waiter)
+end
+
+local wait_ms
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  if head == nil or head == ARGV[1] then
+    if head then
+      redis.call('ZREM', KEYS[3], head)
+      redis.call('ZREM', KEYS[4], head)
+    end
+    return acquire()
+  end
+  -- Free, but another waiter is first in line: wait for its turn (at most its deadline).
+  wait_ms = math.max(0, (tonumber(redis.call('ZSCORE', KEYS[4], head)) or now_ms) - now_ms)
+else
+  wait_ms = held_for()
+end
+
+if ARGV[4] == '1' then
+  local stay = wait_ms + tonumber(ARGV[5])
+  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
+  redis.call('ZADD', KEYS[4], now_ms + stay, ARGV[1])
+  -- The queue vanishes by itself once every waiter in it has expired.
+  for i = 3, 4 do
+    if redis.call('PTTL', KEYS[i]) < stay then
+      redis.call('PEXPIRE', KEYS[i], stay)
+    end
+  end
+end
+return {0, wait_ms}

@@ -1,13 +1,26 @@
--- Release a lock only if this owner still holds it (compare-and-delete).
--- KEYS[1] lock key
--- ARGV[1] token
+-- Release a lock only if this owner still holds it (compare-and-delete), and wake the
+-- waiter whose turn it is.
+-- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines
+-- ARGV[1] token, ARGV[2] the key's release channel
 -- Returns 1 released, 0 the key is gone (the lease had expired), -1 another owner holds it.
 local current = redis.call('GET', KEYS[1])
-if current == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
+if current ~= ARGV[1] then
+  if current then
+    return -1
+  end
+  return 0
 end
-if current then
-  return -1
+redis.call('DEL', KEYS[1])
+-- Nobody queued means nobody waits: no message at all on the uncontended path.
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms, 'LIMIT', 0, 100)
+  for _, waiter in ipairs(expired) do
+    redis.call('ZREM', KEYS[2], waiter)
+    redis.call('ZREM', KEYS[3], waiter)
+  end
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  redis.call('PUBLISH', ARGV[2], head or '')
 end
-return 0
+return 1

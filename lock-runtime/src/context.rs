@@ -1,0 +1,132 @@
+//! What the current task holds: task-scoped reentrancy and [`current_lock`].
+//!
+//! Ownership belongs to the Tokio task, not the thread: a guarded body that moves between
+//! worker threads keeps its locks, and a task it spawns is another owner.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::LostCause;
+
+tokio::task_local! {
+    /// The locks held by the guarded bodies running in this task, innermost last.
+    static HELD: Vec<CurrentLock>;
+}
+
+/// A lock held by the running guarded body (see [`current_lock`]).
+#[derive(Debug, Clone)]
+pub struct CurrentLock {
+    inner: Arc<HeldLock>,
+}
+
+#[derive(Debug)]
+struct HeldLock {
+    client: usize,
+    key: String,
+    token: String,
+    fence: Option<u64>,
+    lost: watch::Receiver<Option<LostCause>>,
+}
+
+impl CurrentLock {
+    pub(crate) fn new(
+        client: usize,
+        key: String,
+        token: String,
+        fence: Option<u64>,
+        lost: watch::Receiver<Option<LostCause>>,
+    ) -> Self {
+        CurrentLock {
+            inner: Arc::new(HeldLock {
+                client,
+                key,
+                token,
+                fence,
+                lost,
+            }),
+        }
+    }
+
+    /// The Redis key of the lock.
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// The fencing token of this acquisition, when the lock was taken with fencing.
+    pub fn fence(&self) -> Option<u64> {
+        self.inner.fence
+    }
+
+    /// Whether the lease has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.inner.lost.borrow().is_some()
+    }
+
+    /// Why the lease was lost, if it was.
+    pub fn lost_cause(&self) -> Option<LostCause> {
+        *self.inner.lost.borrow()
+    }
+
+    /// Resolves when the lease is lost; never, while it is held.
+    pub async fn lost(&self) -> LostCause {
+        lost(&self.inner.lost).await
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.inner.token
+    }
+
+    pub(crate) fn lost_receiver(&self) -> watch::Receiver<Option<LostCause>> {
+        self.inner.lost.clone()
+    }
+}
+
+/// Resolves when the watch says lost; pends forever once the lease ended without a loss.
+pub(crate) async fn lost(receiver: &watch::Receiver<Option<LostCause>>) -> LostCause {
+    let mut receiver = receiver.clone();
+    if let Ok(cause) = receiver.wait_for(Option::is_some).await {
+        if let Some(cause) = *cause {
+            return cause;
+        }
+    }
+    std::future::pending().await
+}
+
+/// The innermost lock held by the guarded body running in this task, if any.
+///
+/// ```no_run
+/// use lock_runtime::{current_lock, distributed_lock, LockError};
+///
+/// #[distributed_lock(key = "report:<day>", on_lost = "continue", fencing = true)]
+/// async fn build_report(day: u32) -> Result<(), LockError> {
+///     let lock = current_lock().expect("inside a guarded body");
+///     // ... write with lock.fence() so the storage can reject a stale writer ...
+///     if lock.is_lost() {
+///         // the lease was lost meanwhile: do not publish the result
+///     }
+///     Ok(())
+/// }
+/// ```
+pub fn current_lock() -> Option<CurrentLock> {
+    HELD.try_with(|held| held.last().cloned()).ok().flatten()
+}
+
+/// The lock this task already holds on `key` through `client`, if any.
+pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock> {
+    HELD.try_with(|held| {
+        held.iter()
+            .rev()
+            .find(|lock| lock.inner.client == client && lock.inner.key == key)
+            .cloned()
+    })
+    .ok()
+    .flatten()
+}
+
+/// Runs `body` with `lock` added to this task's held locks.
+pub(crate) async fn hold<F: std::future::Future>(lock: CurrentLock, body: F) -> F::Output {
+    let mut held = HELD.try_with(Clone::clone).unwrap_or_default();
+    held.push(lock);
+    HELD.scope(held, body).await
+}

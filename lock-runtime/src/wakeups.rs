@@ -1,0 +1,226 @@
+//! Release notifications: one subscription per key per process, shared by all local
+//! waiters, waking exactly the waiter whose turn it is.
+//!
+//! The release script publishes the token of the waiter at the head of the key's queue (or
+//! an empty message when the queue is empty). The push handler runs on the subscription
+//! connection's reader and only touches a map under a short lock: it wakes the local waiter
+//! with that token, or the longest-waiting local waiter for an empty message.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::{Notify, OnceCell};
+
+/// The registry of local waiters and the subscription connection.
+pub(crate) struct Wakeups {
+    channels: Arc<Channels>,
+    connection: ConnectionManager,
+}
+
+#[derive(Default)]
+struct Channels {
+    map: Mutex<HashMap<String, ChannelWaiters>>,
+}
+
+struct ChannelWaiters {
+    /// In arrival order; the first is the longest-waiting local waiter.
+    waiters: Vec<(String, Arc<Notify>)>,
+    subscribed: Arc<OnceCell<()>>,
+}
+
+impl Channels {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, ChannelWaiters>> {
+        self.map
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Handles one push from the subscription connection.
+    fn dispatch(&self, push: PushInfo) {
+        match push.kind {
+            PushKind::Message | PushKind::SMessage => {
+                let [channel, payload] = push.data.as_slice() else {
+                    return;
+                };
+                let (Some(channel), Some(payload)) = (text(channel), text(payload)) else {
+                    return;
+                };
+                let map = self.map();
+                let Some(entry) = map.get(channel) else {
+                    return;
+                };
+                let chosen = if payload.is_empty() {
+                    entry.waiters.first()
+                } else {
+                    entry.waiters.iter().find(|(token, _)| token == payload)
+                };
+                if let Some((_, notify)) = chosen {
+                    notify.notify_one();
+                }
+            }
+            // Messages may have been missed while disconnected: every waiter checks again.
+            PushKind::Disconnection => {
+                for entry in self.map().values() {
+                    for (_, notify) in &entry.waiters {
+                        notify.notify_one();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn text(value: &Value) -> Option<&str> {
+    match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        Value::SimpleString(text) => Some(text),
+        _ => None,
+    }
+}
+
+impl Wakeups {
+    /// Sets up the (lazily connected, RESP3) subscription connection.
+    pub(crate) fn new(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) -> redis::RedisResult<Self> {
+        let channels = Arc::new(Channels::default());
+        let handler = channels.clone();
+        let config = config
+            .set_push_sender(move |push: PushInfo| {
+                handler.dispatch(push);
+                Ok::<(), redis::aio::SendError>(())
+            })
+            .set_automatic_resubscription();
+        let connection = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(Wakeups {
+            channels,
+            connection,
+        })
+    }
+
+    /// Registers a local waiter on `channel`. With `only_if_subscribed`, registers only when
+    /// the channel's subscription is already confirmed (so no release can go unheard
+    /// between the caller's next attempt and its wait).
+    pub(crate) fn register(
+        &self,
+        channel: &str,
+        token: &str,
+        only_if_subscribed: bool,
+    ) -> Option<WaitTicket> {
+        let notify = Arc::new(Notify::new());
+        let mut map = self.channels.map();
+        if only_if_subscribed
+            && !map
+                .get(channel)
+                .is_some_and(|entry| entry.subscribed.initialized())
+        {
+            return None;
+        }
+        let entry = map
+            .entry(channel.to_owned())
+            .or_insert_with(|| ChannelWaiters {
+                waiters: Vec::new(),
+                subscribed: Arc::new(OnceCell::new()),
+            });
+        entry.waiters.push((token.to_owned(), notify.clone()));
+        Some(WaitTicket {
+            channels: self.channels.clone(),
+            connection: self.connection.clone(),
+            channel: channel.to_owned(),
+            token: token.to_owned(),
+            notify,
+            subscribed: entry.subscribed.clone(),
+        })
+    }
+
+    /// How many local waiters are registered (all channels).
+    pub(crate) fn waiting(&self) -> usize {
+        self.channels
+            .map()
+            .values()
+            .map(|entry| entry.waiters.len())
+            .sum()
+    }
+
+    /// How many channels this process is subscribed to (or subscribing).
+    pub(crate) fn channels(&self) -> usize {
+        self.channels.map().len()
+    }
+}
+
+/// A local waiter's place: it is woken through [`WaitTicket::wait`] and leaves the
+/// registry when dropped (unsubscribing when it was the channel's last waiter).
+pub(crate) struct WaitTicket {
+    channels: Arc<Channels>,
+    connection: ConnectionManager,
+    channel: String,
+    token: String,
+    notify: Arc<Notify>,
+    subscribed: Arc<OnceCell<()>>,
+}
+
+impl WaitTicket {
+    pub(crate) fn is_subscribed(&self) -> bool {
+        self.subscribed.initialized()
+    }
+
+    /// Subscribes the channel once for all local waiters; later callers wait for the first.
+    pub(crate) async fn subscribe(&self) -> redis::RedisResult<()> {
+        let connection = self.connection.clone();
+        self.subscribed
+            .get_or_try_init(|| async move {
+                let mut connection = connection;
+                connection.subscribe(&self.channel).await
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Waits until woken or `max` passes; true when woken.
+    pub(crate) async fn wait(&self, max: Duration) -> bool {
+        tokio::time::timeout(max, self.notify.notified())
+            .await
+            .is_ok()
+    }
+}
+
+impl Drop for WaitTicket {
+    fn drop(&mut self) {
+        let mut map = self.channels.map();
+        let Some(entry) = map.get_mut(&self.channel) else {
+            return;
+        };
+        entry
+            .waiters
+            .retain(|(token, notify)| !(token == &self.token && Arc::ptr_eq(notify, &self.notify)));
+        if !entry.waiters.is_empty() {
+            return;
+        }
+        let was_subscribed = entry.subscribed.initialized();
+        map.remove(&self.channel);
+        drop(map);
+        if !was_subscribed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let channels = self.channels.clone();
+        let mut connection = self.connection.clone();
+        let channel = std::mem::take(&mut self.channel);
+        runtime.spawn(async move {
+            // A new waiter may have subscribed the channel again meanwhile: keep it then.
+            if channels.map().contains_key(&channel) {
+                return;
+            }
+            if let Err(err) = connection.unsubscribe(&channel).await {
+                tracing::debug!(channel = %channel, error = %err, "unsubscribe failed");
+            }
+        });
+    }
+}

@@ -1,0 +1,486 @@
+//! Contention and safety against a real redis-server: wake-ups instead of polling, fair
+//! hand-over, task-scoped reentrancy, lock-lost cancellation, fencing tokens.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lock_runtime::{LockClient, LockError, LostCause, OnLost, current_lock};
+use lock_tests::{RedisServer, child};
+use tokio::sync::Mutex;
+
+const CONTENDED_KEY: &str = "hot";
+const PROCESSES: usize = 4;
+const TASKS_PER_PROCESS: usize = 250;
+
+/// The worker side of `thousand_tasks_across_four_processes`: runs only in child processes.
+#[test]
+fn contention_worker() {
+    let Some(role) = child::role() else { return };
+    let url = std::env::var("LOCK_TESTS_URL").unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let worker = role.clone();
+    runtime.block_on(async move {
+        let role = worker;
+        let client = LockClient::new(lock_runtime::Config::single(url)).unwrap();
+        let redis = client_conn(&client).await;
+        let mut tasks = Vec::new();
+        for task in 0..TASKS_PER_PROCESS {
+            let client = client.clone();
+            let mut redis = redis.clone();
+            let id = format!("{role}-{task}");
+            tasks.push(tokio::spawn(async move {
+                client
+                    .lock(CONTENDED_KEY)
+                    .ttl(Duration::from_secs(30))
+                    .wait(Duration::from_secs(120))
+                    .run(async {
+                        // A cross-process overlap detector: more than one inside is a
+                        // second holder.
+                        let inside: i64 = redis::cmd("INCR")
+                            .arg("inside")
+                            .query_async(&mut redis)
+                            .await
+                            .unwrap();
+                        if inside > 1 {
+                            let _: i64 = redis::cmd("INCR")
+                                .arg("overlaps")
+                                .query_async(&mut redis)
+                                .await
+                                .unwrap();
+                        }
+                        let _: i64 = redis::cmd("RPUSH")
+                            .arg("ran")
+                            .arg(&id)
+                            .query_async(&mut redis)
+                            .await
+                            .unwrap();
+                        let _: i64 = redis::cmd("DECR")
+                            .arg("inside")
+                            .query_async(&mut redis)
+                            .await
+                            .unwrap();
+                        Ok::<(), LockError>(())
+                    })
+                    .await
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(
+            client.waiting(),
+            (0, 0),
+            "a waiter or subscription was left behind"
+        );
+    });
+    println!("WORKER-DONE {role}");
+}
+
+async fn client_conn(_client: &LockClient) -> redis::aio::MultiplexedConnection {
+    let url = std::env::var("LOCK_TESTS_URL").unwrap();
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+#[test]
+fn thousand_tasks_across_four_processes() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    server.reset_stats();
+    let workers: Vec<_> = (0..PROCESSES)
+        .map(|index| {
+            child::spawn(
+                "contention_worker",
+                &format!("p{index}"),
+                &[("LOCK_TESTS_URL", server.url())],
+            )
+        })
+        .collect();
+    for worker in workers {
+        assert_eq!(child::collect(worker, "WORKER-DONE ").len(), 1);
+    }
+    let total = PROCESSES * TASKS_PER_PROCESS;
+    let mut conn = server.conn();
+    let overlaps: Option<u64> = redis::cmd("GET").arg("overlaps").query(&mut conn).unwrap();
+    assert_eq!(overlaps, None, "two holders overlapped");
+    let ran: Vec<String> = redis::cmd("LRANGE")
+        .arg("ran")
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    let distinct: std::collections::HashSet<_> = ran.iter().collect();
+    assert_eq!(ran.len(), total, "a body ran twice or never");
+    assert_eq!(distinct.len(), total);
+    // Every acquisition is one or more attempts plus one release, all EVALSHA.
+    // NOSCRIPT answers (the first calls of each process, before the script is loaded) are
+    // not attempts.
+    let failed = server.failed_calls("evalsha");
+    let scripts = server.calls("evalsha") - failed;
+    println!("evalsha: {scripts} executed, {failed} NOSCRIPT");
+    let attempts = scripts - total as u64;
+    let per_acquisition = attempts as f64 / total as f64;
+    println!("acquire attempts per acquisition: {per_acquisition:.2} ({attempts} for {total})");
+    // All tasks start at once, so each makes a first try, a second right after its process
+    // subscribed (a release in between would otherwise go unheard) and the winning try
+    // when woken: 3. Polling with backoff makes several times that.
+    assert!(
+        per_acquisition <= 3.5,
+        "{per_acquisition:.2} attempts per acquisition: waiters poll instead of being woken"
+    );
+    // Only the lock's own keys may remain: none (queues vanish when empty).
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*hot*").query(&mut conn).unwrap();
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+/// Waits (bounded) until `count` local tasks wait for a lock on `client`.
+async fn until_waiting(client: &LockClient, count: usize) {
+    for _ in 0..1000 {
+        if client.waiting().0 >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("only {:?} waiting, expected {count}", client.waiting());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_waiters_are_served_first_come_first_served() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let holder = client.lock("fifo").acquire().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for index in 0..8 {
+        let task_client = client.clone();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            task_client
+                .lock("fifo")
+                .run(async {
+                    order.lock().await.push(index);
+                    Ok::<(), LockError>(())
+                })
+                .await
+                .unwrap();
+        }));
+        // The next task arrives only after this one is queued.
+        until_waiting(&client, index + 1).await;
+    }
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().await, (0..8).collect::<Vec<_>>());
+    assert_eq!(client.waiting(), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_releasing_task_does_not_jump_ahead_of_a_waiter() {
+    let server = RedisServer::start();
+    let greedy = server.lock_client();
+    let patient = server.lock_client();
+    let first = greedy.lock("handover").acquire().await.unwrap();
+    let waiter = {
+        let patient = patient.clone();
+        tokio::spawn(async move { patient.lock("handover").acquire().await.unwrap() })
+    };
+    until_waiting(&patient, 1).await;
+    // Release and ask again at once, as a hot loop would.
+    first.release().await.unwrap();
+    let again = greedy.lock("handover").wait(Duration::from_secs(10));
+    let again = tokio::spawn(async move { again.acquire().await });
+    let waiter_guard = waiter.await.unwrap();
+    assert!(
+        !again.is_finished(),
+        "the releasing task took the lock back first"
+    );
+    waiter_guard.release().await.unwrap();
+    again.await.unwrap().unwrap().release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_holder_crashed_acquires_at_expiry() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    // A holder that crashed: its key stays until its expiry and nobody publishes a release.
+    let _: () = redis::cmd("SET")
+        .arg("crashed")
+        .arg("dead-holder")
+        .arg("PX")
+        .arg(800)
+        .query(&mut server.conn())
+        .unwrap();
+    server.reset_stats();
+    let guard = client
+        .lock("crashed")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(server.get("crashed").as_deref(), Some(guard.token()));
+    // Parked until the holder's PTTL, not polling: a handful of attempts.
+    let attempts = server.calls("evalsha");
+    assert!(
+        attempts <= 4,
+        "{attempts} attempts while the dead holder's lease ran out"
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_key_is_deleted_is_cancelled_with_lost() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let finished = Arc::new(AtomicBool::new(false));
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel();
+    let body_finished = finished.clone();
+    let run = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .lock("deleted-under")
+                .ttl(Duration::from_millis(600))
+                .run(async move {
+                    inside_tx.send(()).unwrap();
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    body_finished.store(true, Ordering::SeqCst);
+                    Ok::<(), LockError>(())
+                })
+                .await
+        }
+    });
+    inside_rx.await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("deleted-under")
+        .query(&mut server.conn())
+        .unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("the loss was not noticed within ttl/3 plus a round trip")
+        .unwrap();
+    match result {
+        Err(LockError::Lost { key, cause }) => {
+            assert_eq!(key, "deleted-under");
+            assert_eq!(cause, LostCause::TokenGone);
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the body ran on after the loss"
+    );
+    assert_eq!(client.held_leases(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_on_lost_continue_the_body_finishes_and_sees_the_loss() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel();
+    let run = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .lock("continue")
+                .ttl(Duration::from_millis(600))
+                .on_lost(OnLost::Continue)
+                .run(async move {
+                    let lock = current_lock().expect("inside a guarded body");
+                    assert_eq!(lock.key(), "continue");
+                    assert!(!lock.is_lost());
+                    inside_tx.send(()).unwrap();
+                    let cause = lock.lost().await;
+                    Ok::<_, LockError>((cause, current_lock().unwrap().is_lost()))
+                })
+                .await
+        }
+    });
+    inside_rx.await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("continue")
+        .query(&mut server.conn())
+        .unwrap();
+    let (cause, seen) = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("the loss was not noticed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(cause, LostCause::TokenGone);
+    assert!(seen);
+    assert!(
+        current_lock().is_none(),
+        "current_lock leaked out of the body"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_after_a_loss_never_deletes_the_new_holders_key() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let stale = client
+        .lock("taken-over")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("taken-over")
+        .query(&mut server.conn())
+        .unwrap();
+    let fresh = client.lock("taken-over").acquire().await.unwrap();
+    assert_eq!(stale.lost().await, LostCause::TokenGone);
+    drop(stale);
+    let fresh_token = fresh.token().to_owned();
+    // Bounded wait for the dropped guard's background release to have run.
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.get("taken-over"), Some(fresh_token));
+    fresh.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_is_scoped_to_the_task() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let outer = client.clone();
+    outer
+        .lock("reentrant")
+        .run(async {
+            let before = server.calls("evalsha");
+            // Nested, same task, wait = 0: granted without a round trip.
+            let nested = client
+                .lock("reentrant")
+                .wait(Duration::ZERO)
+                .run(async { Ok::<_, LockError>(current_lock().unwrap().key().to_owned()) })
+                .await
+                .unwrap();
+            assert_eq!(nested, "reentrant");
+            let guard = client
+                .lock("reentrant")
+                .wait(Duration::ZERO)
+                .acquire()
+                .await
+                .unwrap();
+            assert!(guard.is_reentrant());
+            guard.release().await.unwrap();
+            assert_eq!(
+                server.calls("evalsha"),
+                before,
+                "a nested call went to Redis"
+            );
+            // Still held by the outer body after the nested release.
+            assert!(client.is_locked("reentrant").await.unwrap());
+            // A spawned task is another owner.
+            let spawned = {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    client
+                        .lock("reentrant")
+                        .wait(Duration::ZERO)
+                        .acquire()
+                        .await
+                })
+            };
+            let refused = spawned.await.unwrap().unwrap_err();
+            assert!(matches!(refused, LockError::Busy { .. }), "{refused:?}");
+            Ok::<(), LockError>(())
+        })
+        .await
+        .unwrap();
+    assert!(!client.is_locked("reentrant").await.unwrap());
+}
+
+/// A store that accepts a write only with a fence above the last one it accepted.
+#[derive(Default)]
+struct FencedStore {
+    last_fence: u64,
+    value: Option<&'static str>,
+    rejected: u32,
+}
+
+impl FencedStore {
+    fn write(&mut self, fence: u64, value: &'static str) -> bool {
+        if fence <= self.last_fence {
+            self.rejected += 1;
+            return false;
+        }
+        self.last_fence = fence;
+        self.value = Some(value);
+        true
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_increase_across_a_restart_and_reject_a_stale_writer() {
+    let mut server = RedisServer::start();
+    let client = server.lock_client();
+    let lock = || {
+        client
+            .lock("fenced")
+            .fencing(true)
+            .ttl(Duration::from_millis(600))
+    };
+
+    let first = lock().acquire().await.unwrap();
+    let first_fence = first.fence().unwrap();
+    first.release().await.unwrap();
+    let second = lock().acquire().await.unwrap();
+    let second_fence = second.fence().unwrap();
+    assert!(second_fence > first_fence);
+    second.release().await.unwrap();
+    assert!(server.get("{fenced}:fence").is_some());
+    assert!(
+        server.pttl("{fenced}:fence") > 0,
+        "the fence counter never expires"
+    );
+
+    // Redis restarts without persistence: the counter is gone, fences still increase.
+    server.restart();
+    let mut third = None;
+    for _ in 0..50 {
+        match lock().acquire().await {
+            Ok(guard) => {
+                third = Some(guard);
+                break;
+            }
+            Err(LockError::Backend { .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    let third = third.expect("the client did not reconnect after the restart");
+    assert!(
+        third.fence().unwrap() > second_fence,
+        "a fence went backwards after a restart"
+    );
+
+    // The stale holder: its lease is taken away, a new holder writes, then the stale one.
+    let mut store = FencedStore::default();
+    let stale_fence = third.fence().unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("fenced")
+        .query(&mut server.conn())
+        .unwrap();
+    let fresh = lock().acquire().await.unwrap();
+    assert!(store.write(fresh.fence().unwrap(), "fresh"));
+    assert!(
+        !store.write(stale_fence, "stale"),
+        "the stale holder's write was accepted"
+    );
+    assert_eq!(store.value, Some("fresh"));
+    assert_eq!(store.rejected, 1);
+    fresh.release().await.unwrap();
+    drop(third);
+}
