@@ -62,6 +62,8 @@ mod config;
 mod context;
 mod error;
 mod guard;
+#[cfg(feature = "axum")]
+pub mod http;
 mod key;
 mod lock;
 mod scripts;

@@ -312,6 +312,15 @@ impl Lock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
+        let span = tracing::debug_span!("distributed_lock", key = %self.key);
+        tracing::Instrument::instrument(self.run_in_span(body), span).await
+    }
+
+    async fn run_in_span<F, T, E>(&self, body: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
         let guard = match self.acquire().await {
             Ok(guard) => guard,
             Err(err) => return Err(err.into()),

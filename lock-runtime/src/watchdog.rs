@@ -248,7 +248,7 @@ async fn renew_batch(
             Ok(true) => {
                 lease.valid_until = lease.valid_until.max(validity(sent, renewal.ttl));
                 lease.next_renewal = sent + renewal.ttl / 3;
-                tracing::trace!(key = %renewal.key, "lease renewed");
+                tracing::debug!(key = %renewal.key, "lease renewed");
             }
             Ok(false) => {
                 tracing::warn!(key = %renewal.key, "lock lost: the token is gone from Redis");
