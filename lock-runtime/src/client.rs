@@ -7,6 +7,7 @@ use std::time::Duration;
 use once_cell::sync::OnceCell;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use crate::config::Topology;
 use crate::wakeups::Wakeups;
 use crate::watchdog::Watchdog;
 use crate::{Config, Lock, LockError};
@@ -28,7 +29,7 @@ static GLOBAL_CLIENT: OnceCell<LockClient> = OnceCell::new();
 /// assert!(init(Config::single("redis://127.0.0.1:6380")).is_err());
 /// ```
 pub fn init(config: Config) -> Result<(), LockError> {
-    let url = config.url.clone();
+    let url = config.urls().join(", ");
     GLOBAL_CONFIG.set(config).map_err(|_| LockError::Config {
         reason: format!(
             "init({url}) called after the global client was already configured \
@@ -74,11 +75,21 @@ pub struct LockClient {
 }
 
 struct ClientInner {
+    /// Single mode: the pool, used round robin. Redlock mode: one per master, in order.
     connections: Vec<ConnectionManager>,
     next: AtomicUsize,
     key_prefix: String,
     watchdog: Watchdog,
     wakeups: Wakeups,
+    redlock: Option<Redlock>,
+}
+
+/// The Redlock settings of a client in that mode.
+#[derive(Debug)]
+pub(crate) struct Redlock {
+    pub(crate) urls: Vec<String>,
+    pub(crate) quorum: usize,
+    pub(crate) node_timeout: Duration,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -102,36 +113,64 @@ impl LockClient {
                     .into(),
             });
         }
-        let redis_client =
-            redis::Client::open(config.url.as_str()).map_err(|err| LockError::Config {
-                reason: format!("bad Redis URL `{}`: {err}", config.url),
-            })?;
+        let urls = config.urls().to_vec();
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.response_timeout))
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(500));
-        let connections = (0..config.pool_size.max(1))
-            .map(|_| {
-                ConnectionManager::new_lazy_with_config(
-                    redis_client.clone(),
-                    manager_config.clone(),
-                )
+        let redis_clients = urls
+            .iter()
+            .map(|url| {
+                redis::Client::open(url.as_str()).map_err(|err| LockError::Config {
+                    reason: format!("bad Redis URL `{url}`: {err}"),
+                })
             })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| LockError::Config {
-                reason: format!("cannot set up connections to `{}`: {err}", config.url),
-            })?;
-        let wakeups = resp3(&redis_client)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (connections, redlock) = match &config.topology {
+            Topology::Single(_) => {
+                let pool = (0..config.pool_size.max(1))
+                    .map(|_| manager(&redis_clients[0], &manager_config, &urls[0]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                (pool, None)
+            }
+            Topology::Redlock(_) => {
+                if urls.is_empty() {
+                    return Err(LockError::Config {
+                        reason: "Redlock mode needs at least one master URL (3 or 5 are usual)"
+                            .into(),
+                    });
+                }
+                let nodes = redis_clients
+                    .iter()
+                    .zip(&urls)
+                    .map(|(client, url)| manager(client, &manager_config, url))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let redlock = Redlock {
+                    urls: urls.clone(),
+                    quorum: urls.len() / 2 + 1,
+                    node_timeout: config.node_timeout,
+                };
+                (nodes, Some(redlock))
+            }
+        };
+        let wakeups = resp3(&redis_clients[0])
             .and_then(|client| Wakeups::new(client, manager_config))
             .map_err(|err| LockError::Config {
                 reason: format!(
                     "cannot set up the release subscription to `{}`: {err}",
-                    config.url
+                    urls[0]
                 ),
             })?;
-        let watchdog = Watchdog::start(connections[0].clone());
+        let watchdog = match &redlock {
+            None => Watchdog::start(vec![connections[0].clone()], 1, None),
+            Some(redlock) => Watchdog::start(
+                connections.clone(),
+                redlock.quorum,
+                Some(config.node_timeout.max(Duration::from_millis(1))),
+            ),
+        };
         Ok(LockClient {
             inner: Arc::new(ClientInner {
                 connections,
@@ -139,6 +178,7 @@ impl LockClient {
                 key_prefix: config.key_prefix,
                 watchdog,
                 wakeups,
+                redlock,
             }),
         })
     }
@@ -148,9 +188,12 @@ impl LockClient {
         Lock::new(key).client(self)
     }
 
-    /// Whether anyone holds `key` now.
+    /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;
+        if self.inner.redlock.is_some() {
+            return crate::redlock::is_locked(self, &redis_key).await;
+        }
         let exists: bool = redis::cmd("EXISTS")
             .arg(&redis_key)
             .query_async(&mut self.connection())
@@ -182,6 +225,16 @@ impl LockClient {
         &self.inner.watchdog
     }
 
+    /// The Redlock settings, in that mode.
+    pub(crate) fn redlock(&self) -> Option<&Redlock> {
+        self.inner.redlock.as_ref()
+    }
+
+    /// Every connection: the masters in Redlock mode.
+    pub(crate) fn nodes(&self) -> &[ConnectionManager] {
+        &self.inner.connections
+    }
+
     pub(crate) fn wakeups(&self) -> &Wakeups {
         &self.inner.wakeups
     }
@@ -202,6 +255,18 @@ impl LockClient {
         crate::key::validate(&full)?;
         Ok(full)
     }
+}
+
+fn manager(
+    client: &redis::Client,
+    config: &ConnectionManagerConfig,
+    url: &str,
+) -> Result<ConnectionManager, LockError> {
+    ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(|err| {
+        LockError::Config {
+            reason: format!("cannot set up connections to `{url}`: {err}"),
+        }
+    })
 }
 
 /// The same server, spoken to in RESP3, which carries pub/sub pushes on a normal connection.

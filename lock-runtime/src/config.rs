@@ -22,23 +22,69 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {
-    pub(crate) url: String,
+    pub(crate) topology: Topology,
     pub(crate) key_prefix: String,
     pub(crate) pool_size: usize,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
+    pub(crate) node_timeout: Duration,
+}
+
+/// Which servers hold the locks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One server (or a primary).
+    Single(String),
+    /// Independent masters; a lock needs a majority of them (Redlock).
+    Redlock(Vec<String>),
 }
 
 impl Config {
     /// One Redis server (or a primary), by URL: `redis://[user:pass@]host:port[/db]`.
     pub fn single(url: impl Into<String>) -> Self {
         Config {
-            url: url.into(),
+            topology: Topology::Single(url.into()),
             key_prefix: String::new(),
             pool_size: 1,
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            node_timeout: Duration::from_millis(100),
         }
+    }
+
+    /// Independent Redis masters (Redlock): a lock is held when a majority (N/2 + 1) of
+    /// them granted it within its validity.
+    ///
+    /// Each master must be restarted with a delay of at least the longest ttl in use after a
+    /// crash (or run with `appendfsync always`): a master that comes back empty at once can
+    /// hand a second owner the majority while the first still holds the lock.
+    ///
+    /// ```
+    /// use lock_runtime::Config;
+    ///
+    /// let config = Config::redlock([
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ]);
+    /// # let _ = config;
+    /// ```
+    pub fn redlock<I, S>(urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut config = Config::single(String::new());
+        config.topology = Topology::Redlock(urls.into_iter().map(Into::into).collect());
+        config
+    }
+
+    /// In Redlock mode, how long one master may take to answer an acquire or a renewal
+    /// before it counts as failed (default 100 ms). Keep it small against your ttls: grants
+    /// that arrive after the lease's validity (`ttl − elapsed − drift`) acquire nothing.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
     }
 
     /// The server named by `REDIS_URL`, or [`DEFAULT_REDIS_URL`].
@@ -74,8 +120,11 @@ impl Config {
         self
     }
 
-    /// The server URL.
-    pub fn url(&self) -> &str {
-        &self.url
+    /// The server URLs (one, or the Redlock masters).
+    pub fn urls(&self) -> &[String] {
+        match &self.topology {
+            Topology::Single(url) => std::slice::from_ref(url),
+            Topology::Redlock(urls) => urls,
+        }
     }
 }

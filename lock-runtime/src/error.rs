@@ -46,6 +46,23 @@ pub enum LockError {
         #[source]
         source: Arc<redis::RedisError>,
     },
+    /// Redlock mode: too few masters answered for a majority.
+    #[error(
+        "lock `{key}`: only {answered} of {nodes} Redis masters answered, a quorum needs \
+         {needed}: {failures}"
+    )]
+    NoQuorum {
+        /// The Redis key of the lock.
+        key: String,
+        /// How many masters answered.
+        answered: usize,
+        /// How many must grant the lock.
+        needed: usize,
+        /// How many masters there are.
+        nodes: usize,
+        /// What the others said.
+        failures: String,
+    },
     /// The key is empty, too long, or a placeholder rendered an empty value.
     /// Reported before any Redis traffic.
     #[error("invalid lock key `{key}`: {reason}")]
@@ -71,6 +88,7 @@ impl LockError {
             | LockError::Timeout { key, .. }
             | LockError::Lost { key, .. }
             | LockError::Backend { key, .. }
+            | LockError::NoQuorum { key, .. }
             | LockError::InvalidKey { key, .. } => key,
             LockError::Config { .. } => "",
         }

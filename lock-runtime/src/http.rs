@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `Busy` | 429 Too Many Requests | a concurrent request holds the resource (dedup: `wait = "0s"`) |
 //! | `Timeout` | 503 Service Unavailable, `Retry-After: 1` | the resource stayed busy for the whole wait |
-//! | `Backend` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing |
+//! | `Backend`, `NoQuorum` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing |
 //! | `Lost` | 503 Service Unavailable | the lease was lost mid-request; the work was cancelled |
 //! | `InvalidKey` | 400 Bad Request | a request value rendered an empty or over-long key |
 //! | `Config` | 500 Internal Server Error | the service is misconfigured |
@@ -45,9 +45,10 @@ impl LockError {
     pub fn status_code(&self) -> StatusCode {
         match self {
             LockError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
-            LockError::Timeout { .. } | LockError::Backend { .. } | LockError::Lost { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            LockError::Timeout { .. }
+            | LockError::Backend { .. }
+            | LockError::NoQuorum { .. }
+            | LockError::Lost { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
             LockError::Config { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -57,7 +58,9 @@ impl LockError {
         match self {
             LockError::Busy { .. } => "busy: the same request is already in progress; retry later",
             LockError::Timeout { .. } => "busy: the resource stayed locked; retry shortly",
-            LockError::Backend { .. } => "the lock service is unavailable; retry shortly",
+            LockError::Backend { .. } | LockError::NoQuorum { .. } => {
+                "the lock service is unavailable; retry shortly"
+            }
             LockError::Lost { .. } => "the request lost its lock and was stopped; retry",
             LockError::InvalidKey { .. } => "the request names an invalid resource",
             LockError::Config { .. } => "the lock service is misconfigured",
@@ -67,7 +70,10 @@ impl LockError {
 
 impl IntoResponse for LockError {
     fn into_response(self) -> Response {
-        let retry_after = matches!(self, LockError::Timeout { .. } | LockError::Backend { .. });
+        let retry_after = matches!(
+            self,
+            LockError::Timeout { .. } | LockError::Backend { .. } | LockError::NoQuorum { .. }
+        );
         let mut response = (self.status_code(), self.public_message()).into_response();
         if retry_after {
             response
@@ -84,7 +90,10 @@ mod tests {
 
     #[test]
     fn busy_is_429_and_timeout_is_503_with_retry_after() {
-        let busy = LockError::Busy { key: "sign-in:7".into() }.into_response();
+        let busy = LockError::Busy {
+            key: "sign-in:7".into(),
+        }
+        .into_response();
         assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
         assert!(busy.headers().get(header::RETRY_AFTER).is_none());
         let timeout = LockError::Timeout {

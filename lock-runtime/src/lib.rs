@@ -66,6 +66,7 @@ mod guard;
 pub mod http;
 mod key;
 mod lock;
+mod redlock;
 mod scripts;
 mod wakeups;
 mod watchdog;

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::context;
 use crate::guard::LockGuard;
+use crate::redlock;
 use crate::scripts::{ACQUIRE, KeyNames, LEAVE, RELEASE};
 use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError};
@@ -209,6 +210,9 @@ impl Lock {
                 ),
             });
         }
+        if let Some(redlock) = client.redlock() {
+            return self.acquire_redlock(&client, redlock, names).await;
+        }
         let wait = self.options.wait;
         let token = Uuid::new_v4().simple().to_string();
         let started = Instant::now();
@@ -297,6 +301,67 @@ impl Lock {
                 .saturating_add(jitter())
                 .min(deadline - now);
             ticket.wait(park).await;
+        }
+    }
+
+    /// Redlock mode: rounds on every master until a majority grants a valid lease.
+    async fn acquire_redlock(
+        &self,
+        client: &LockClient,
+        redlock: &crate::client::Redlock,
+        names: KeyNames,
+    ) -> Result<LockGuard, LockError> {
+        let ttl = self.options.ttl;
+        let wait = self.options.wait;
+        let started = Instant::now();
+        let deadline = started + wait;
+        let mut backoff = Duration::from_millis(5);
+        loop {
+            let token = Uuid::new_v4().simple().to_string();
+            let round =
+                redlock::acquire_round(client, redlock, &names, &token, &self.options).await?;
+            if redlock::won(&round, redlock, ttl) {
+                tracing::debug!(
+                    key = %names.lock,
+                    granted = round.granted,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "lock acquired on a quorum"
+                );
+                return Ok(LockGuard::new(
+                    client.clone(),
+                    names,
+                    token,
+                    None,
+                    &self.options,
+                    round.sent,
+                ));
+            }
+            // Give back every grant, also on masters that seemed to fail: their grant may
+            // only have been late.
+            if round.granted > 0 || !round.failures.is_empty() {
+                if let Err(err) = redlock::release_all(client, redlock, &names, &token).await {
+                    tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
+                }
+            }
+            let now = Instant::now();
+            let out_of_time = wait.is_zero() || now >= deadline;
+            if out_of_time {
+                if let Some(err) = redlock::no_quorum(&round, redlock, &names.lock) {
+                    return Err(err);
+                }
+                if wait.is_zero() && round.held_for.is_some() {
+                    return Err(LockError::Busy { key: names.lock });
+                }
+                return Err(LockError::Timeout {
+                    key: names.lock,
+                    waited: now - started,
+                });
+            }
+            let pause = backoff
+                .min(round.held_for.unwrap_or(backoff))
+                .max(Duration::from_millis(1));
+            tokio::time::sleep(pause.saturating_add(jitter()).min(deadline - now)).await;
+            backoff = (backoff * 2).min(Duration::from_millis(200));
         }
     }
 
@@ -440,6 +505,9 @@ pub(crate) async fn release_script(
     names: &KeyNames,
     token: &str,
 ) -> Result<i64, LockError> {
+    if let Some(redlock) = client.redlock() {
+        return redlock::release_all(client, redlock, names, token).await;
+    }
     RELEASE
         .key(&names.lock)
         .key(&names.queue)

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use redis::aio::ConnectionManager;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -39,6 +40,15 @@ const RETRY_DIVISOR: u32 = 10;
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
     wake: Arc<Notify>,
+}
+
+/// Where renewals go: every node (one in single mode), and how many must confirm.
+#[derive(Clone)]
+struct Nodes {
+    connections: Vec<ConnectionManager>,
+    quorum: usize,
+    /// Per-node time limit on a renewal pipeline (Redlock mode).
+    timeout: Option<Duration>,
 }
 
 struct Shared {
@@ -89,14 +99,24 @@ impl Shared {
 }
 
 impl Watchdog {
-    /// Starts the scheduler task on the current Tokio runtime.
-    pub(crate) fn start(connection: ConnectionManager) -> Self {
+    /// Starts the scheduler task on the current Tokio runtime. Renewals go to every one of
+    /// `connections`; a lease stays valid when `quorum` of them confirm it.
+    pub(crate) fn start(
+        connections: Vec<ConnectionManager>,
+        quorum: usize,
+        timeout: Option<Duration>,
+    ) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             stopped: AtomicBool::new(false),
         });
         let wake = Arc::new(Notify::new());
-        tokio::spawn(schedule(Arc::downgrade(&shared), wake.clone(), connection));
+        let nodes = Nodes {
+            connections,
+            quorum,
+            timeout,
+        };
+        tokio::spawn(schedule(Arc::downgrade(&shared), wake.clone(), nodes));
         Watchdog { shared, wake }
     }
 
@@ -151,7 +171,7 @@ impl Watchdog {
 }
 
 /// The scheduler loop: renew what is due, expire what ran out, sleep until the next event.
-async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, connection: ConnectionManager) {
+async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -168,7 +188,7 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, connection: Connectio
                 tokio::spawn(renew_batch(
                     shared.clone(),
                     wake.clone(),
-                    connection.clone(),
+                    nodes.clone(),
                     batch,
                 ));
             }
@@ -221,15 +241,49 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant) {
     (batch, next_wake)
 }
 
-/// Sends one pipeline of renewals and applies the replies.
-async fn renew_batch(
-    shared: Weak<Shared>,
-    wake: Arc<Notify>,
-    mut connection: ConnectionManager,
-    batch: Vec<Renewal>,
-) {
+/// What the nodes said of one lease's renewal.
+enum Verdict {
+    Renewed,
+    Gone,
+    Failed,
+}
+
+/// Sends one pipeline of renewals to every node and applies the replies: a lease is renewed
+/// when a quorum confirmed it, lost when so many found the token gone that no quorum is
+/// left, and retried soon otherwise.
+async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batch: Vec<Renewal>) {
     let sent = Instant::now();
-    let replies = send_renewals(&mut connection, &batch).await;
+    let per_node = join_all(nodes.connections.iter().map(|connection| {
+        let mut connection = connection.clone();
+        let batch = &batch;
+        async move {
+            match nodes.timeout {
+                Some(limit) => tokio::time::timeout(limit, send_renewals(&mut connection, batch))
+                    .await
+                    .unwrap_or(Err(())),
+                None => send_renewals(&mut connection, batch).await,
+            }
+        }
+    }))
+    .await;
+    let node_count = nodes.connections.len();
+    let verdict = |index: usize| {
+        let (mut renewed, mut gone) = (0, 0);
+        for replies in per_node.iter().flatten() {
+            match replies.get(index) {
+                Some(Ok(true)) => renewed += 1,
+                Some(Ok(false)) => gone += 1,
+                _ => {}
+            }
+        }
+        if renewed >= nodes.quorum {
+            Verdict::Renewed
+        } else if gone > node_count - nodes.quorum {
+            Verdict::Gone
+        } else {
+            Verdict::Failed
+        }
+    };
     let Some(shared) = shared.upgrade() else {
         return;
     };
@@ -240,22 +294,18 @@ async fn renew_batch(
             continue; // released while the renewal was in flight
         };
         lease.in_flight = false;
-        let reply = match &replies {
-            Ok(replies) => replies.get(index).copied().unwrap_or(Err(())),
-            Err(()) => Err(()),
-        };
-        match reply {
-            Ok(true) => {
+        match verdict(index) {
+            Verdict::Renewed => {
                 lease.valid_until = lease.valid_until.max(validity(sent, renewal.ttl));
                 lease.next_renewal = sent + renewal.ttl / 3;
                 tracing::debug!(key = %renewal.key, "lease renewed");
             }
-            Ok(false) => {
+            Verdict::Gone => {
                 tracing::warn!(key = %renewal.key, "lock lost: the token is gone from Redis");
                 lease.lost.send_replace(Some(LostCause::TokenGone));
                 state.leases.remove(&renewal.id);
             }
-            Err(()) => {
+            Verdict::Failed => {
                 let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
                 lease.next_renewal = now + retry;
             }

@@ -1,0 +1,196 @@
+//! Redlock: a lock held on a majority of independent masters.
+//!
+//! Acquire runs the acquire script on every master at once, each with a short time limit.
+//! The lock is ours when a majority granted it and the validity left (`ttl` − elapsed −
+//! drift, measured from the send time) is positive; otherwise every master is asked to
+//! release it, including those that seemed to fail (their grant may only have been slow),
+//! and the caller retries after a jittered pause. Renewal (the watchdog) and release also go
+//! to every master; a renewal keeps the lease only when a majority confirms it.
+//!
+//! Waiting here is a jittered retry capped by the holders' remaining leases, as in the
+//! reference algorithm: a fair queue across independent masters would need its own
+//! consensus. Fencing is refused: independent counters cannot give one total order.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::time::Instant;
+
+use crate::client::Redlock;
+use crate::scripts::{ACQUIRE, KeyNames, RELEASE};
+use crate::watchdog::{millis, validity};
+use crate::{LockClient, LockError, LockOptions};
+
+/// What one round of acquire requests to every master found.
+pub(crate) struct Round {
+    /// The send time of the round (the start of the lease's validity).
+    pub(crate) sent: Instant,
+    /// Masters that granted the lock.
+    pub(crate) granted: usize,
+    /// The shortest remaining lease among masters where another owner holds it.
+    pub(crate) held_for: Option<Duration>,
+    /// Masters that failed or did not answer in time, with why.
+    pub(crate) failures: Vec<String>,
+}
+
+/// One acquire round on every master.
+pub(crate) async fn acquire_round(
+    client: &LockClient,
+    redlock: &Redlock,
+    names: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+) -> Result<Round, LockError> {
+    if options.fencing {
+        return Err(LockError::Config {
+            reason: format!(
+                "lock `{}` asks for fencing, which Redlock mode does not offer: counters on \
+                 independent masters give no single order; use a single instance or a cluster",
+                names.lock
+            ),
+        });
+    }
+    let limit = redlock.node_timeout.max(Duration::from_millis(1));
+    let sent = Instant::now();
+    let replies = join_all(client.nodes().iter().map(|connection| {
+        let mut connection = connection.clone();
+        async move {
+            let mut invocation = ACQUIRE.key(&names.lock);
+            invocation
+                .key(&names.fence)
+                .key(&names.queue)
+                .key(&names.deadlines)
+                .arg(token)
+                .arg(millis(options.ttl))
+                .arg(0)
+                .arg(0)
+                .arg(0);
+            tokio::time::timeout(
+                limit,
+                invocation.invoke_async::<(i64, i64)>(&mut connection),
+            )
+            .await
+        }
+    }))
+    .await;
+    let mut round = Round {
+        sent,
+        granted: 0,
+        held_for: None,
+        failures: Vec::new(),
+    };
+    for (reply, url) in replies.into_iter().zip(&redlock.urls) {
+        match reply {
+            Ok(Ok((1, _))) => round.granted += 1,
+            Ok(Ok((_, pttl))) => {
+                let pttl = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
+                round.held_for = Some(round.held_for.map_or(pttl, |held| held.min(pttl)));
+            }
+            Ok(Err(err)) => round.failures.push(format!("{url}: {err}")),
+            Err(_) => round
+                .failures
+                .push(format!("{url}: no answer within {limit:?}")),
+        }
+    }
+    Ok(round)
+}
+
+/// Whether a round holds the lock: a majority granted it and the lease is still valid.
+pub(crate) fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
+    round.granted >= redlock.quorum && Instant::now() < validity(round.sent, ttl)
+}
+
+/// The error for a round in which too many masters failed for any quorum.
+pub(crate) fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
+    let nodes = redlock.urls.len();
+    (round.failures.len() > nodes - redlock.quorum).then(|| LockError::NoQuorum {
+        key: key.to_owned(),
+        answered: nodes - round.failures.len(),
+        needed: redlock.quorum,
+        nodes,
+        failures: round.failures.join("; "),
+    })
+}
+
+/// Releases on every master. 1 when a majority released our token, -1 when another owner
+/// holds it somewhere, 0 when it was gone everywhere else.
+pub(crate) async fn release_all(
+    client: &LockClient,
+    redlock: &Redlock,
+    names: &KeyNames,
+    token: &str,
+) -> Result<i64, LockError> {
+    let replies = join_all(client.nodes().iter().map(|connection| {
+        let mut connection = connection.clone();
+        async move {
+            RELEASE
+                .key(&names.lock)
+                .key(&names.queue)
+                .key(&names.deadlines)
+                .arg(token)
+                .arg(&names.channel)
+                .invoke_async::<i64>(&mut connection)
+                .await
+        }
+    }))
+    .await;
+    let mut released = 0;
+    let mut foreign = 0;
+    let mut last_error = None;
+    for reply in replies {
+        match reply {
+            Ok(1) => released += 1,
+            Ok(-1) => foreign += 1,
+            Ok(_) => {}
+            Err(err) => last_error = Some(err),
+        }
+    }
+    if released >= redlock.quorum {
+        return Ok(1);
+    }
+    if foreign > 0 {
+        return Ok(-1);
+    }
+    match last_error {
+        Some(err) if released == 0 => Err(LockError::backend(&names.lock, err)),
+        _ => Ok(0),
+    }
+}
+
+/// Whether a majority of the masters hold `key`.
+pub(crate) async fn is_locked(client: &LockClient, key: &str) -> Result<bool, LockError> {
+    let Some(redlock) = client.redlock() else {
+        return Ok(false);
+    };
+    let replies = join_all(client.nodes().iter().map(|connection| {
+        let mut connection = connection.clone();
+        async move {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query_async::<bool>(&mut connection)
+                .await
+        }
+    }))
+    .await;
+    let held = replies
+        .iter()
+        .filter(|reply| matches!(reply, Ok(true)))
+        .count();
+    let answered = replies.iter().filter(|reply| reply.is_ok()).count();
+    if answered < redlock.quorum {
+        let failures = replies
+            .into_iter()
+            .zip(&redlock.urls)
+            .filter_map(|(reply, url)| reply.err().map(|err| format!("{url}: {err}")))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(LockError::NoQuorum {
+            key: key.to_owned(),
+            answered,
+            needed: redlock.quorum,
+            nodes: redlock.urls.len(),
+            failures,
+        });
+    }
+    Ok(held >= redlock.quorum)
+}

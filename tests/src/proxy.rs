@@ -1,0 +1,201 @@
+//! A TCP fault proxy on loopback: delay, blackhole, or reset the traffic between a client
+//! and a real redis-server, per direction.
+//!
+//! It runs on its own thread and Tokio runtime, so sync and async tests use it alike, and
+//! stops when dropped.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// Which way the traffic goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client to server (requests).
+    Up,
+    /// Server to client (replies).
+    Down,
+}
+
+#[derive(Default)]
+struct Faults {
+    delay_up_ms: AtomicU64,
+    delay_down_ms: AtomicU64,
+    blackhole_up: AtomicBool,
+    blackhole_down: AtomicBool,
+}
+
+impl Faults {
+    fn delay(&self, direction: Direction) -> Duration {
+        let ms = match direction {
+            Direction::Up => &self.delay_up_ms,
+            Direction::Down => &self.delay_down_ms,
+        };
+        Duration::from_millis(ms.load(Ordering::SeqCst))
+    }
+
+    fn blackholed(&self, direction: Direction) -> bool {
+        match direction {
+            Direction::Up => self.blackhole_up.load(Ordering::SeqCst),
+            Direction::Down => self.blackhole_down.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// A running proxy to one target port on 127.0.0.1.
+pub struct FaultProxy {
+    port: u16,
+    faults: Arc<Faults>,
+    /// Bumped to reset every open connection.
+    generation: watch::Sender<u64>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `127.0.0.1:target_port` on a free loopback port.
+    pub fn start(target_port: u16) -> FaultProxy {
+        let faults = Arc::new(Faults::default());
+        let (generation, generation_rx) = watch::channel(0u64);
+        let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel();
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let thread_faults = faults.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("proxy runtime");
+            runtime.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy bind");
+                port_tx
+                    .send(listener.local_addr().expect("proxy addr").port())
+                    .expect("report port");
+                let target: SocketAddr = ([127, 0, 0, 1], target_port).into();
+                let accept = async {
+                    while let Ok((client, _)) = listener.accept().await {
+                        tokio::spawn(relay(
+                            client,
+                            target,
+                            thread_faults.clone(),
+                            generation_rx.clone(),
+                        ));
+                    }
+                };
+                tokio::select! {
+                    () = accept => {}
+                    _ = shutdown_rx => {}
+                }
+            });
+        });
+        let port = port_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("proxy did not start");
+        FaultProxy {
+            port,
+            faults,
+            generation,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT` of the proxy.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Delays every chunk going `direction` by `delay` (zero to stop).
+    pub fn set_delay(&self, direction: Direction, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        match direction {
+            Direction::Up => self.faults.delay_up_ms.store(ms, Ordering::SeqCst),
+            Direction::Down => self.faults.delay_down_ms.store(ms, Ordering::SeqCst),
+        }
+    }
+
+    /// Drops (true) or passes (false) everything going `direction`; connections stay open.
+    pub fn set_blackhole(&self, direction: Direction, on: bool) {
+        match direction {
+            Direction::Up => self.faults.blackhole_up.store(on, Ordering::SeqCst),
+            Direction::Down => self.faults.blackhole_down.store(on, Ordering::SeqCst),
+        }
+    }
+
+    /// Resets (RST) every connection open now; new connections are accepted as before.
+    pub fn reset_all(&self) {
+        self.generation.send_modify(|generation| *generation += 1);
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.reset_all();
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn relay(
+    client: TcpStream,
+    target: SocketAddr,
+    faults: Arc<Faults>,
+    mut generation: watch::Receiver<u64>,
+) {
+    let Ok(server) = TcpStream::connect(target).await else {
+        return;
+    };
+    generation.mark_unchanged();
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    // Linger 0: dropping the sockets sends RST, as a reset connection does.
+    let _ = client.set_zero_linger();
+    let _ = server.set_zero_linger();
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let up = pump(client_read, server_write, Direction::Up, faults.clone());
+    let down = pump(server_read, client_write, Direction::Down, faults);
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+        _ = generation.changed() => {}
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    direction: Direction,
+    faults: Arc<Faults>,
+) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        let delay = faults.delay(direction);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if faults.blackholed(direction) {
+            continue;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
+}

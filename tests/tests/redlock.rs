@@ -1,0 +1,281 @@
+//! Redlock mode on real, independent redis-server masters started by the harness.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome};
+use lock_tests::RedisServer;
+use lock_tests::proxy::{Direction, FaultProxy};
+
+fn masters(count: usize) -> Vec<RedisServer> {
+    (0..count).map(|_| RedisServer::start()).collect()
+}
+
+fn redlock_client(urls: impl IntoIterator<Item = String>) -> LockClient {
+    LockClient::new(
+        Config::redlock(urls)
+            .connect_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_millis(500)),
+    )
+    .unwrap()
+}
+
+fn client_for(servers: &[RedisServer]) -> LockClient {
+    redlock_client(servers.iter().map(RedisServer::url))
+}
+
+fn holders(servers: &[RedisServer], key: &str) -> Vec<Option<String>> {
+    servers.iter().map(|server| server.get(key)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_is_held_on_every_master_and_released_on_all() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    let guard = client.lock("order:1").acquire().await.unwrap();
+    let token = Some(guard.token().to_owned());
+    assert_eq!(holders(&servers, "order:1"), vec![token.clone(); 3]);
+    assert!(client.is_locked("order:1").await.unwrap());
+    let other = client
+        .lock("order:1")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(other, LockError::Busy { .. }), "{other:?}");
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(holders(&servers, "order:1"), vec![None; 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_of_three_down_still_acquires() {
+    let mut servers = masters(3);
+    servers[2].kill9();
+    let client = client_for(&servers);
+    let guard = client.lock("k").acquire().await.unwrap();
+    assert_eq!(
+        holders(&servers[..2], "k"),
+        vec![Some(guard.token().to_owned()); 2]
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_five_down_still_acquires() {
+    let mut servers = masters(5);
+    servers[0].kill9();
+    servers[3].kill9();
+    let client = client_for(&servers);
+    let guard = client.lock("k").acquire().await.unwrap();
+    let live: Vec<_> = [1, 2, 4]
+        .iter()
+        .map(|&index| servers[index].get("k"))
+        .collect();
+    assert_eq!(live, vec![Some(guard.token().to_owned()); 3]);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_down_fails_clearly_and_leaves_no_key() {
+    let mut servers = masters(3);
+    servers[0].kill9();
+    servers[1].kill9();
+    let client = client_for(&servers);
+    let err = client
+        .lock("k")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap_err();
+    match &err {
+        LockError::NoQuorum {
+            key,
+            answered,
+            needed,
+            nodes,
+            ..
+        } => {
+            assert_eq!((key.as_str(), *answered, *needed, *nodes), ("k", 1, 2, 3));
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    assert!(err.to_string().contains("quorum needs 2"), "{err}");
+    assert_eq!(
+        servers[2].get("k"),
+        None,
+        "a key was left on the live master"
+    );
+    assert_eq!(servers[2].dbsize(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_master_beyond_the_node_timeout_is_outvoted() {
+    let servers = masters(3);
+    let proxy = FaultProxy::start(servers[2].port());
+    proxy.set_delay(Direction::Down, Duration::from_millis(400));
+    let client = redlock_client([servers[0].url(), servers[1].url(), proxy.url()]);
+    let guard = client
+        .lock("slow")
+        .ttl(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(!guard.is_lost());
+    assert_eq!(servers[0].get("slow").as_deref(), Some(guard.token()));
+    guard.release().await.unwrap();
+}
+
+/// The validity is `ttl − elapsed − drift` from the send time: grants that come back after
+/// it acquire nothing, and are given back on every master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_that_arrive_after_the_validity_acquire_nothing() {
+    let servers = masters(3);
+    let proxies: Vec<_> = servers
+        .iter()
+        .map(|server| FaultProxy::start(server.port()))
+        .collect();
+    let client = LockClient::new(
+        Config::redlock(proxies.iter().map(FaultProxy::url)).node_timeout(Duration::from_secs(1)),
+    )
+    .unwrap();
+    // Warm the connections and script caches first.
+    client
+        .lock("late")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for proxy in &proxies[..2] {
+        proxy.set_delay(Direction::Down, Duration::from_millis(250));
+    }
+    let err = client
+        .lock("late")
+        .ttl(Duration::from_millis(200))
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    for proxy in &proxies {
+        proxy.set_delay(Direction::Down, Duration::ZERO);
+    }
+    // Whatever was granted late was released (or expired by its 200 ms lease).
+    for server in &servers {
+        for _ in 0..100 {
+            if server.get("late").is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(server.get("late"), None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_counts_a_quorum() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    let guard = client
+        .lock("renewed")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+    // One master loses the key: a majority still renews it.
+    let _: () = redis::cmd("DEL")
+        .arg("renewed")
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let still_held = tokio::time::timeout(Duration::from_millis(1500), guard.lost()).await;
+    assert!(still_held.is_err(), "lost with a majority still holding it");
+    // A second master loses it: no quorum is left.
+    let _: () = redis::cmd("DEL")
+        .arg("renewed")
+        .query(&mut servers[1].conn())
+        .unwrap();
+    let cause = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("the quorum loss was not noticed");
+    assert_eq!(cause, LostCause::TokenGone);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_is_refused_in_redlock_mode() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    let err = client
+        .lock("fenced")
+        .fencing(true)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::Config { reason } if reason.contains("fencing")),
+        "{err:?}"
+    );
+}
+
+/// The known-unsafe case, as a tested fact: a master that restarts empty at once (no
+/// persistence, no delay) can hand a second owner the majority while the first still holds
+/// the lock. Restarting it only after the longest ttl (the documented remedy) prevents it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_immediate_restart_without_persistence_allows_a_second_holder() {
+    let outcome = restart_scenario(Duration::ZERO).await;
+    assert!(outcome.both_held, "the unsafe setup did not reproduce");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_restart_prevents_the_second_holder() {
+    let outcome = restart_scenario(Duration::from_millis(1200)).await;
+    assert!(
+        !outcome.both_held,
+        "a second holder while the first was valid"
+    );
+}
+
+struct Outcome {
+    both_held: bool,
+}
+
+/// A takes the lock on masters 0 and 1 while master 2 is unreachable; master 0 crashes and
+/// comes back empty after `restart_delay`; B then asks, with master 2 reachable again.
+async fn restart_scenario(restart_delay: Duration) -> Outcome {
+    let mut servers = masters(3);
+    let proxy = FaultProxy::start(servers[2].port());
+    let urls = [servers[0].url(), servers[1].url(), proxy.url()];
+    let client_a = redlock_client(urls.clone());
+    let client_b = redlock_client(urls);
+    let ttl = Duration::from_secs(1);
+
+    proxy.set_blackhole(Direction::Up, true);
+    let a = client_a
+        .lock("job")
+        .ttl(ttl)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    proxy.set_blackhole(Direction::Up, false);
+    proxy.reset_all();
+
+    servers[0].kill9();
+    if !restart_delay.is_zero() {
+        tokio::time::sleep(restart_delay).await;
+    }
+    servers[0].restart();
+
+    let b = client_b
+        .lock("job")
+        .ttl(ttl)
+        .wait(Duration::ZERO)
+        .acquire()
+        .await;
+    let both_held = b.is_ok() && !a.is_lost();
+    if let Ok(b) = b {
+        b.release().await.unwrap();
+    }
+    drop(a);
+    Outcome { both_held }
+}
