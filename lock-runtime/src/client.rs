@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
 
 use crate::config::Topology;
+use crate::connection::{Connection, LazyCluster};
 use crate::wakeups::Wakeups;
 use crate::watchdog::Watchdog;
 use crate::{Config, Lock, LockError};
@@ -76,7 +78,8 @@ pub struct LockClient {
 
 struct ClientInner {
     /// Single mode: the pool, used round robin. Redlock mode: one per master, in order.
-    connections: Vec<ConnectionManager>,
+    /// Cluster mode: the one cluster connection.
+    connections: Vec<Connection>,
     next: AtomicUsize,
     key_prefix: String,
     watchdog: Watchdog,
@@ -114,55 +117,78 @@ impl LockClient {
             });
         }
         let urls = config.urls().to_vec();
+        if urls.is_empty() {
+            return Err(LockError::Config {
+                reason: "no Redis URL given (Redlock needs its masters, a cluster its seeds)"
+                    .into(),
+            });
+        }
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.response_timeout))
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(500));
-        let redis_clients = urls
-            .iter()
-            .map(|url| {
-                redis::Client::open(url.as_str()).map_err(|err| LockError::Config {
-                    reason: format!("bad Redis URL `{url}`: {err}"),
-                })
+        let open = |url: &String| {
+            redis::Client::open(url.as_str()).map_err(|err| LockError::Config {
+                reason: format!("bad Redis URL `{url}`: {err}"),
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        let (connections, redlock) = match &config.topology {
-            Topology::Single(_) => {
+        };
+        let setup_failed = |err: redis::RedisError| LockError::Config {
+            reason: format!("cannot set up connections to `{}`: {err}", urls.join(", ")),
+        };
+        let (connections, wakeups, redlock) = match &config.topology {
+            Topology::Single(url) => {
+                let client = open(url)?;
                 let pool = (0..config.pool_size.max(1))
-                    .map(|_| manager(&redis_clients[0], &manager_config, &urls[0]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                (pool, None)
+                    .map(|_| manager(&client, &manager_config))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(setup_failed)?;
+                let wakeups = resp3(&client)
+                    .and_then(|client| Wakeups::single(client, manager_config))
+                    .map_err(setup_failed)?;
+                (pool, wakeups, None)
             }
-            Topology::Redlock(_) => {
-                if urls.is_empty() {
-                    return Err(LockError::Config {
-                        reason: "Redlock mode needs at least one master URL (3 or 5 are usual)"
-                            .into(),
-                    });
-                }
-                let nodes = redis_clients
+            Topology::Redlock(urls) => {
+                let clients = urls.iter().map(open).collect::<Result<Vec<_>, _>>()?;
+                let nodes = clients
                     .iter()
-                    .zip(&urls)
-                    .map(|(client, url)| manager(client, &manager_config, url))
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .map(|client| manager(client, &manager_config))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(setup_failed)?;
+                // Redlock waits by jittered retry; the registry stays empty.
+                let wakeups = resp3(&clients[0])
+                    .and_then(|client| Wakeups::single(client, manager_config))
+                    .map_err(setup_failed)?;
                 let redlock = Redlock {
                     urls: urls.clone(),
                     quorum: urls.len() / 2 + 1,
                     node_timeout: config.node_timeout,
                 };
-                (nodes, Some(redlock))
+                (nodes, wakeups, Some(redlock))
+            }
+            Topology::Cluster(seeds) => {
+                // Short redirect/TRYAGAIN retries: a lock operation is latency-bound, and the
+                // acquire loop itself tries again within `wait` (the client's default first
+                // wait is over a second, longer than a whole response timeout).
+                let builder = || {
+                    ClusterClientBuilder::new(seeds.clone())
+                        .connection_timeout(config.connect_timeout)
+                        .response_timeout(config.response_timeout)
+                        .retries(6)
+                        .min_retry_wait(5)
+                        .max_retry_wait(200)
+                        .retry_wait_formula(5, 2)
+                };
+                let commands = builder().build().map_err(setup_failed)?;
+                let wakeups = Wakeups::cluster(builder()).map_err(setup_failed)?;
+                (
+                    vec![Connection::Cluster(LazyCluster::new(commands))],
+                    wakeups,
+                    None,
+                )
             }
         };
-        let wakeups = resp3(&redis_clients[0])
-            .and_then(|client| Wakeups::new(client, manager_config))
-            .map_err(|err| LockError::Config {
-                reason: format!(
-                    "cannot set up the release subscription to `{}`: {err}",
-                    urls[0]
-                ),
-            })?;
         let watchdog = match &redlock {
             None => Watchdog::start(vec![connections[0].clone()], 1, None),
             Some(redlock) => Watchdog::start(
@@ -209,7 +235,7 @@ impl LockClient {
     }
 
     /// The next connection of the pool (round robin).
-    pub(crate) fn connection(&self) -> ConnectionManager {
+    pub(crate) fn connection(&self) -> Connection {
         let connections = &self.inner.connections;
         let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % connections.len();
         connections[index].clone()
@@ -231,8 +257,17 @@ impl LockClient {
     }
 
     /// Every connection: the masters in Redlock mode.
-    pub(crate) fn nodes(&self) -> &[ConnectionManager] {
+    pub(crate) fn nodes(&self) -> &[Connection] {
         &self.inner.connections
+    }
+
+    /// The command that announces a release: sharded in a cluster.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        if self.inner.connections[0].is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        }
     }
 
     pub(crate) fn wakeups(&self) -> &Wakeups {
@@ -260,13 +295,8 @@ impl LockClient {
 fn manager(
     client: &redis::Client,
     config: &ConnectionManagerConfig,
-    url: &str,
-) -> Result<ConnectionManager, LockError> {
-    ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map_err(|err| {
-        LockError::Config {
-            reason: format!("cannot set up connections to `{url}`: {err}"),
-        }
-    })
+) -> redis::RedisResult<Connection> {
+    ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map(Connection::Single)
 }
 
 /// The same server, spoken to in RESP3, which carries pub/sub pushes on a normal connection.

@@ -37,6 +37,8 @@ pub(crate) enum Topology {
     Single(String),
     /// Independent masters; a lock needs a majority of them (Redlock).
     Redlock(Vec<String>),
+    /// A Redis Cluster, reached through these seed nodes.
+    Cluster(Vec<String>),
 }
 
 impl Config {
@@ -76,6 +78,26 @@ impl Config {
     {
         let mut config = Config::single(String::new());
         config.topology = Topology::Redlock(urls.into_iter().map(Into::into).collect());
+        config
+    }
+
+    /// A Redis Cluster, reached through any of these seed nodes. Every key a lock uses
+    /// (lock, fence counter, queue) sits in the lock key's slot, wake-ups use sharded
+    /// pub/sub, and MOVED/ASK during resharding are followed by the client.
+    ///
+    /// ```
+    /// use lock_runtime::Config;
+    ///
+    /// let config = Config::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]);
+    /// # let _ = config;
+    /// ```
+    pub fn cluster<I, S>(seeds: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut config = Config::single(String::new());
+        config.topology = Topology::Cluster(seeds.into_iter().map(Into::into).collect());
         config
     }
 
@@ -124,7 +146,7 @@ impl Config {
     pub fn urls(&self) -> &[String] {
         match &self.topology {
             Topology::Single(url) => std::slice::from_ref(url),
-            Topology::Redlock(urls) => urls,
+            Topology::Redlock(urls) | Topology::Cluster(urls) => urls,
         }
     }
 }

@@ -59,6 +59,7 @@
 
 mod client;
 mod config;
+mod connection;
 mod context;
 mod error;
 mod guard;

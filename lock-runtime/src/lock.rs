@@ -231,8 +231,24 @@ impl Lock {
             attempts += 1;
             let subscribed_before = ticket.as_ref().is_some_and(|ticket| ticket.is_subscribed());
             let sent = Instant::now();
-            seat.joined |= !wait.is_zero();
-            let retry_in = match try_acquire(&client, &names, &token, &self.options).await? {
+            // Until the reply says otherwise, this try may have queued us or granted us the
+            // lock: giving up now must clean both.
+            seat.joined = true;
+            let attempt = match try_acquire(&client, &names, &token, &self.options).await {
+                Ok(attempt) => attempt,
+                // A cluster moving the slot, a server loading, a reply that timed out: worth
+                // another try in time (with the same token, so a lost grant is found again).
+                Err(err)
+                    if (is_transient(&err) || is_timeout(&err)) && Instant::now() < deadline =>
+                {
+                    tracing::debug!(key = %names.lock, error = %err, "transient error; retrying");
+                    let pause = TRANSIENT_PAUSE.saturating_add(jitter());
+                    tokio::time::sleep(pause.min(deadline - Instant::now())).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let retry_in = match attempt {
                 Attempt::Acquired { fence } if Instant::now() < validity(sent, ttl) => {
                     seat.joined = false;
                     tracing::debug!(
@@ -262,6 +278,8 @@ impl Lock {
             };
             let now = Instant::now();
             if wait.is_zero() && !late {
+                // Tried once without joining the queue: nothing to clean.
+                seat.joined = false;
                 return Err(LockError::Busy {
                     key: names.lock.clone(),
                 });
@@ -415,8 +433,9 @@ impl Lock {
     }
 }
 
-/// A waiter's place in the key's queue in Redis; leaves it when dropped before the lock
-/// was taken (wait ran out, the acquiring future was dropped, Redis failed).
+/// A waiter's stake in Redis: its place in the key's queue, and possibly a grant whose reply
+/// it never saw. Leaving (on timeout, or on drop before the lock was taken: the acquiring
+/// future was dropped, Redis failed) removes both.
 struct Seat<'a> {
     client: &'a LockClient,
     names: &'a KeyNames,
@@ -500,7 +519,66 @@ async fn try_acquire(
 }
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
+///
+/// A release that fails on a transient or connection error is tried again a few times
+/// (about 2 s in all): compare-and-delete makes a repeat harmless, and a lock left to its
+/// ttl would stall every waiter.
 pub(crate) async fn release_script(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+) -> Result<i64, LockError> {
+    let mut pause = Duration::from_millis(25);
+    let mut tries = 1;
+    loop {
+        match release_once(client, names, token).await {
+            Err(err) if tries < RELEASE_TRIES && (is_transient(&err) || is_connection(&err)) => {
+                tracing::debug!(key = %names.lock, error = %err, "release failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(400));
+                tries += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// How many times a release is tried in all.
+const RELEASE_TRIES: u32 = 8;
+
+/// The pause before retrying an acquire after a transient error.
+const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+
+/// Errors that a retry may cure: a cluster in the middle of moving the slot (TRYAGAIN,
+/// ASK, MOVED past the client's own retries), a cluster or primary briefly down, a server
+/// loading its data set.
+pub(crate) fn is_transient(err: &LockError) -> bool {
+    use redis::ServerErrorKind as Server;
+    let LockError::Backend { source, .. } = err else {
+        return false;
+    };
+    matches!(
+        source.kind(),
+        redis::ErrorKind::Server(
+            Server::TryAgain
+                | Server::Ask
+                | Server::Moved
+                | Server::ClusterDown
+                | Server::BusyLoading
+                | Server::MasterDown
+        )
+    )
+}
+
+fn is_timeout(err: &LockError) -> bool {
+    matches!(err, LockError::Backend { source, .. } if source.is_timeout())
+}
+
+fn is_connection(err: &LockError) -> bool {
+    matches!(err, LockError::Backend { source, .. } if source.is_io_error() || source.is_timeout())
+}
+
+async fn release_once(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
@@ -514,6 +592,7 @@ pub(crate) async fn release_script(
         .key(&names.deadlines)
         .arg(token)
         .arg(&names.channel)
+        .arg(client.publish_command())
         .invoke_async(&mut client.connection())
         .await
         .map_err(|err| LockError::backend(&names.lock, err))
@@ -526,6 +605,7 @@ async fn leave_queue(client: &LockClient, names: &KeyNames, token: &str) -> Resu
         .key(&names.deadlines)
         .arg(token)
         .arg(&names.channel)
+        .arg(client.publish_command())
         .invoke_async::<i64>(&mut client.connection())
         .await
         .map(|_| ())

@@ -129,6 +129,7 @@ pub(crate) async fn release_all(
                 .key(&names.deadlines)
                 .arg(token)
                 .arg(&names.channel)
+                .arg(client.publish_command())
                 .invoke_async::<i64>(&mut connection)
                 .await
         }

@@ -11,13 +11,40 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{Notify, OnceCell};
+
+use crate::connection::LazyCluster;
 
 /// The registry of local waiters and the subscription connection.
 pub(crate) struct Wakeups {
     channels: Arc<Channels>,
-    connection: ConnectionManager,
+    subscriber: Subscriber,
+}
+
+/// Where subscriptions go: a dedicated RESP3 connection to a single server (`SUBSCRIBE`),
+/// or the cluster connection (`SSUBSCRIBE`: sharded, served by the key's own shard).
+#[derive(Clone)]
+enum Subscriber {
+    Single(ConnectionManager),
+    Cluster(LazyCluster),
+}
+
+impl Subscriber {
+    async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Subscriber::Single(connection) => connection.clone().subscribe(channel).await,
+            Subscriber::Cluster(lazy) => lazy.get().await?.ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Subscriber::Single(connection) => connection.clone().unsubscribe(channel).await,
+            Subscriber::Cluster(lazy) => lazy.get().await?.sunsubscribe(channel).await,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -61,6 +88,24 @@ impl Channels {
                     notify.notify_one();
                 }
             }
+            // The server dropped a subscription (in a cluster: the slot moved to another
+            // node). Forget it, and let the channel's waiters try again and resubscribe,
+            // which now reaches the slot's new owner.
+            PushKind::Unsubscribe | PushKind::SUnsubscribe => {
+                let Some(channel) = push.data.first().and_then(text) else {
+                    return;
+                };
+                let mut map = self.map();
+                let Some(entry) = map.get_mut(channel) else {
+                    return;
+                };
+                if entry.subscribed.initialized() {
+                    entry.subscribed = Arc::new(OnceCell::new());
+                    for (_, notify) in &entry.waiters {
+                        notify.notify_one();
+                    }
+                }
+            }
             // Messages may have been missed while disconnected: every waiter checks again.
             PushKind::Disconnection => {
                 for entry in self.map().values() {
@@ -82,24 +127,46 @@ fn text(value: &Value) -> Option<&str> {
     }
 }
 
+/// The push handler: runs on the connection's reader, so it only dispatches.
+fn handler(
+    channels: &Arc<Channels>,
+) -> impl Fn(PushInfo) -> Result<(), redis::aio::SendError> + Send + Sync + 'static {
+    let channels = channels.clone();
+    move |push: PushInfo| {
+        channels.dispatch(push);
+        Ok(())
+    }
+}
+
 impl Wakeups {
-    /// Sets up the (lazily connected, RESP3) subscription connection.
-    pub(crate) fn new(
+    /// Sets up the (lazily connected, RESP3) subscription connection to a single server.
+    pub(crate) fn single(
         client: redis::Client,
         config: ConnectionManagerConfig,
     ) -> redis::RedisResult<Self> {
         let channels = Arc::new(Channels::default());
-        let handler = channels.clone();
         let config = config
-            .set_push_sender(move |push: PushInfo| {
-                handler.dispatch(push);
-                Ok::<(), redis::aio::SendError>(())
-            })
+            .set_push_sender(handler(&channels))
             .set_automatic_resubscription();
         let connection = ConnectionManager::new_lazy_with_config(client, config)?;
         Ok(Wakeups {
             channels,
-            connection,
+            subscriber: Subscriber::Single(connection),
+        })
+    }
+
+    /// Sets up a (lazily connected, RESP3) cluster connection of its own for sharded
+    /// subscriptions, with this registry as its push handler. Commands go over another
+    /// connection, so a subscription being moved between nodes never holds them up.
+    pub(crate) fn cluster(builder: ClusterClientBuilder) -> redis::RedisResult<Self> {
+        let channels = Arc::new(Channels::default());
+        let client = builder
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(handler(&channels))
+            .build()?;
+        Ok(Wakeups {
+            channels,
+            subscriber: Subscriber::Cluster(LazyCluster::new(client)),
         })
     }
 
@@ -130,11 +197,10 @@ impl Wakeups {
         entry.waiters.push((token.to_owned(), notify.clone()));
         Some(WaitTicket {
             channels: self.channels.clone(),
-            connection: self.connection.clone(),
+            subscriber: self.subscriber.clone(),
             channel: channel.to_owned(),
             token: token.to_owned(),
             notify,
-            subscribed: entry.subscribed.clone(),
         })
     }
 
@@ -157,26 +223,31 @@ impl Wakeups {
 /// registry when dropped (unsubscribing when it was the channel's last waiter).
 pub(crate) struct WaitTicket {
     channels: Arc<Channels>,
-    connection: ConnectionManager,
+    subscriber: Subscriber,
     channel: String,
     token: String,
     notify: Arc<Notify>,
-    subscribed: Arc<OnceCell<()>>,
 }
 
 impl WaitTicket {
+    /// The channel's subscription state now (it is replaced when the server drops it).
+    fn subscription(&self) -> Option<Arc<OnceCell<()>>> {
+        self.channels
+            .map()
+            .get(&self.channel)
+            .map(|entry| entry.subscribed.clone())
+    }
+
     pub(crate) fn is_subscribed(&self) -> bool {
-        self.subscribed.initialized()
+        self.subscription().is_some_and(|cell| cell.initialized())
     }
 
     /// Subscribes the channel once for all local waiters; later callers wait for the first.
     pub(crate) async fn subscribe(&self) -> redis::RedisResult<()> {
-        let connection = self.connection.clone();
-        self.subscribed
-            .get_or_try_init(|| async move {
-                let mut connection = connection;
-                connection.subscribe(&self.channel).await
-            })
+        let Some(cell) = self.subscription() else {
+            return Ok(());
+        };
+        cell.get_or_try_init(|| self.subscriber.subscribe(&self.channel))
             .await
             .map(|_| ())
     }
@@ -211,14 +282,14 @@ impl Drop for WaitTicket {
             return;
         };
         let channels = self.channels.clone();
-        let mut connection = self.connection.clone();
+        let subscriber = self.subscriber.clone();
         let channel = std::mem::take(&mut self.channel);
         runtime.spawn(async move {
             // A new waiter may have subscribed the channel again meanwhile: keep it then.
             if channels.map().contains_key(&channel) {
                 return;
             }
-            if let Err(err) = connection.unsubscribe(&channel).await {
+            if let Err(err) = subscriber.unsubscribe(&channel).await {
                 tracing::debug!(channel = %channel, error = %err, "unsubscribe failed");
             }
         });

@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use redis::aio::ConnectionManager;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::LostCause;
+use crate::connection::Connection;
 use crate::scripts::RENEW;
 
 /// The safety margin taken off every lease for clock drift between us and Redis
@@ -45,7 +45,7 @@ pub(crate) struct Watchdog {
 /// Where renewals go: every node (one in single mode), and how many must confirm.
 #[derive(Clone)]
 struct Nodes {
-    connections: Vec<ConnectionManager>,
+    connections: Vec<Connection>,
     quorum: usize,
     /// Per-node time limit on a renewal pipeline (Redlock mode).
     timeout: Option<Duration>,
@@ -102,7 +102,7 @@ impl Watchdog {
     /// Starts the scheduler task on the current Tokio runtime. Renewals go to every one of
     /// `connections`; a lease stays valid when `quorum` of them confirm it.
     pub(crate) fn start(
-        connections: Vec<ConnectionManager>,
+        connections: Vec<Connection>,
         quorum: usize,
         timeout: Option<Duration>,
     ) -> Self {
@@ -258,10 +258,10 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
         let batch = &batch;
         async move {
             match nodes.timeout {
-                Some(limit) => tokio::time::timeout(limit, send_renewals(&mut connection, batch))
+                Some(limit) => tokio::time::timeout(limit, renew_on(&mut connection, batch))
                     .await
                     .unwrap_or(Err(())),
-                None => send_renewals(&mut connection, batch).await,
+                None => renew_on(&mut connection, batch).await,
             }
         }
     }))
@@ -315,11 +315,31 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
     wake.notify_one();
 }
 
+/// Renews a batch on one node: one pipeline, or in a cluster (where a pipeline must stay in
+/// one slot) one request per lease, all in flight at once on the multiplexed connection.
+async fn renew_on(
+    connection: &mut Connection,
+    batch: &[Renewal],
+) -> Result<Vec<Result<bool, ()>>, ()> {
+    if !connection.is_cluster() {
+        return send_renewals(connection, batch).await;
+    }
+    let replies = join_all(batch.iter().map(|renewal| {
+        let mut connection = connection.clone();
+        async move { send_renewals(&mut connection, std::slice::from_ref(renewal)).await }
+    }))
+    .await;
+    Ok(replies
+        .into_iter()
+        .map(|reply| reply.ok().and_then(|mut one| one.pop()).unwrap_or(Err(())))
+        .collect())
+}
+
 /// Renews every lease of the batch in one pipeline; reloads the script once on NOSCRIPT.
 /// Returns, per lease, whether its token was still there; `Err(())` where the command
 /// failed (the failure is logged here).
 async fn send_renewals(
-    connection: &mut ConnectionManager,
+    connection: &mut Connection,
     batch: &[Renewal],
 ) -> Result<Vec<Result<bool, ()>>, ()> {
     let pipeline = |only: &dyn Fn(usize) -> bool| {

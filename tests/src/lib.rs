@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use once_cell::sync::{Lazy, OnceCell};
 
 pub mod child;
+pub mod cluster;
 pub mod proxy;
 
 /// How long a server may take to answer PING after it was started.

@@ -37,9 +37,16 @@ local function held_for()
   return pttl
 end
 
+local holder = redis.call('GET', KEYS[1])
+-- Ours already: an earlier try of this same acquisition was granted but its reply was
+-- lost (a timeout, a reset connection). Granting it again makes retries idempotent.
+if holder == ARGV[1] then
+  return acquire()
+end
+
 -- The common case: nobody is queued, so the lock is first come, first served.
 if redis.call('EXISTS', KEYS[3]) == 0 then
-  if redis.call('EXISTS', KEYS[1]) == 0 then
+  if not holder then
     return acquire()
   end
   if ARGV[4] == '0' then
@@ -59,7 +66,7 @@ for _, waiter in ipairs(expired) do
 end
 
 local wait_ms
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if not holder then
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head == nil or head == ARGV[1] then
     if head then

@@ -1,7 +1,7 @@
 -- Release a lock only if this owner still holds it (compare-and-delete), and wake the
 -- waiter whose turn it is.
 -- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines
--- ARGV[1] token, ARGV[2] the key's release channel
+-- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster)
 -- Returns 1 released, 0 the key is gone (the lease had expired), -1 another owner holds it.
 local current = redis.call('GET', KEYS[1])
 if current ~= ARGV[1] then
@@ -21,6 +21,6 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
     redis.call('ZREM', KEYS[3], waiter)
   end
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  redis.call('PUBLISH', ARGV[2], head or '')
+  redis.call(ARGV[3], ARGV[2], head or '')
 end
 return 1

@@ -1,0 +1,109 @@
+//! One connection type for every topology: a single server's auto-reconnecting manager, or
+//! a Redis Cluster connection (opened lazily on first use, routing by key, following
+//! MOVED/ASK itself).
+
+use std::sync::Arc;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+use tokio::sync::RwLock;
+
+/// A connection to a single server or to a cluster.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Single(ConnectionManager),
+    Cluster(LazyCluster),
+}
+
+/// A cluster connection that opens on first use (so a client can be built synchronously)
+/// and is opened afresh after a request timed out on it.
+///
+/// Seen here: a cluster connection that lived through a slot migration under load kept
+/// timing out on the moved slot while a new connection worked at once; rebuilding on a
+/// timeout turns that stall into one response timeout.
+#[derive(Clone)]
+pub(crate) struct LazyCluster {
+    client: Arc<ClusterClient>,
+    connection: Arc<RwLock<Option<ClusterConnection>>>,
+}
+
+impl LazyCluster {
+    pub(crate) fn new(client: ClusterClient) -> Self {
+        LazyCluster {
+            client: Arc::new(client),
+            connection: Arc::new(RwLock::new(None)),
+        }
+    }
+
+    pub(crate) async fn get(&self) -> redis::RedisResult<ClusterConnection> {
+        if let Some(connection) = self.connection.read().await.as_ref() {
+            return Ok(connection.clone());
+        }
+        let mut slot = self.connection.write().await;
+        if let Some(connection) = slot.as_ref() {
+            return Ok(connection.clone());
+        }
+        let connection = self.client.get_async_connection().await?;
+        *slot = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Drops the connection after `result` timed out, so the next request opens a new one.
+    async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        if let Err(err) = &result {
+            if err.is_timeout() {
+                tracing::warn!(error = %err, "cluster request timed out; reconnecting");
+                *self.connection.write().await = None;
+            }
+        }
+        result
+    }
+}
+
+impl Connection {
+    /// Whether this is a cluster connection (sharded pub/sub, one slot per pipeline).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(lazy) => Box::pin(async move {
+                let mut connection = lazy.get().await?;
+                let result = connection.req_packed_command(cmd).await;
+                lazy.check(result).await
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+            Connection::Cluster(lazy) => Box::pin(async move {
+                let mut connection = lazy.get().await?;
+                connection
+                    .req_packed_commands(pipeline, offset, count)
+                    .await
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(connection) => connection.get_db(),
+            Connection::Cluster(_) => 0,
+        }
+    }
+}
