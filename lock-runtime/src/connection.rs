@@ -52,11 +52,11 @@ impl LazyCluster {
 
     /// Drops the connection after `result` timed out, so the next request opens a new one.
     async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
-        if let Err(err) = &result {
-            if err.is_timeout() {
-                tracing::warn!(error = %err, "cluster request timed out; reconnecting");
-                *self.connection.write().await = None;
-            }
+        if let Err(err) = &result
+            && err.is_timeout()
+        {
+            tracing::warn!(error = %err, "cluster request timed out; reconnecting");
+            *self.connection.write().await = None;
         }
         result
     }

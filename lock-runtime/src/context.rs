@@ -85,10 +85,10 @@ impl CurrentLock {
 /// Resolves when the watch says lost; pends forever once the lease ended without a loss.
 pub(crate) async fn lost(receiver: &watch::Receiver<Option<LostCause>>) -> LostCause {
     let mut receiver = receiver.clone();
-    if let Ok(cause) = receiver.wait_for(Option::is_some).await {
-        if let Some(cause) = *cause {
-            return cause;
-        }
+    if let Ok(cause) = receiver.wait_for(Option::is_some).await
+        && let Some(cause) = *cause
+    {
+        return cause;
     }
     std::future::pending().await
 }

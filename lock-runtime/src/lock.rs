@@ -356,10 +356,10 @@ impl Lock {
             }
             // Give back every grant, also on masters that seemed to fail: their grant may
             // only have been late.
-            if round.granted > 0 || !round.failures.is_empty() {
-                if let Err(err) = redlock::release_all(client, redlock, &names, &token).await {
-                    tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
-                }
+            if (round.granted > 0 || !round.failures.is_empty())
+                && let Err(err) = redlock::release_all(client, redlock, &names, &token).await
+            {
+                tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
             }
             let now = Instant::now();
             let out_of_time = wait.is_zero() || now >= deadline;
@@ -454,10 +454,10 @@ impl<'a> Seat<'a> {
     }
 
     async fn leave(&mut self) {
-        if std::mem::take(&mut self.joined) {
-            if let Err(err) = leave_queue(self.client, self.names, self.token).await {
-                tracing::debug!(key = %self.names.lock, error = %err, "leaving the queue failed; the place expires by itself");
-            }
+        if std::mem::take(&mut self.joined)
+            && let Err(err) = leave_queue(self.client, self.names, self.token).await
+        {
+            tracing::debug!(key = %self.names.lock, error = %err, "leaving the queue failed; the place expires by itself");
         }
     }
 }

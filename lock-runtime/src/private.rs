@@ -25,6 +25,13 @@ pub fn options(
     }
 }
 
+/// Returns `body` unchanged, with its output type fixed to `R` (the function's return type),
+/// so that rustc checks the body's `return`s and tail against it and reports a mismatch
+/// at the user's expression rather than at the attribute.
+pub fn body<R, F: Future<Output = R>>(body: F) -> F {
+    body
+}
+
 /// Runs `body` under the lock `key` on the global client.
 pub async fn run<F, T, E>(
     key: Result<String, LockError>,

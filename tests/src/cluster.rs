@@ -94,15 +94,14 @@ impl RedisCluster {
                 Some(redis::Value::Int(end)),
                 Some(redis::Value::Array(master)),
             ) = (range.first(), range.get(1), range.get(2))
+                && let Some(redis::Value::Int(port)) = master.get(1)
             {
-                if let Some(redis::Value::Int(port)) = master.get(1) {
-                    let node = self
-                        .nodes
-                        .iter()
-                        .position(|node| i64::from(node.port()) == *port)
-                        .expect("a range served by a node of ours");
-                    ranges.push((*start as u16, *end as u16, node));
-                }
+                let node = self
+                    .nodes
+                    .iter()
+                    .position(|node| i64::from(node.port()) == *port)
+                    .expect("a range served by a node of ours");
+                ranges.push((*start as u16, *end as u16, node));
             }
         }
         ranges

@@ -1,0 +1,285 @@
+//! Parses and checks the attribute's options.
+//!
+//! Input: `key = "stock:<id>", ttl = "10s", watchdog = false`.
+//! Output: [`Options`], with durations in milliseconds; or every error found, combined.
+
+use proc_macro2::Span;
+use syn::ext::IdentExt as _;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Token};
+
+/// The option names, in the order the documentation lists them.
+const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing";
+
+/// The lease when `ttl` is not given, in milliseconds.
+const DEFAULT_TTL_MS: u64 = 30_000;
+/// How long to wait for a held lock when `wait` is not given, in milliseconds.
+const DEFAULT_WAIT_MS: u64 = 10_000;
+
+/// What the body does when its lease is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    /// Drop the body at its next await point and return `LockError::Lost`.
+    Cancel,
+    /// Let the body finish; it can read `current_lock().is_lost()`.
+    Continue,
+}
+
+/// The checked options of one attribute.
+#[derive(Debug)]
+pub(crate) struct Options {
+    /// The key template, as written.
+    pub(crate) key: LitStr,
+    pub(crate) ttl_ms: u64,
+    pub(crate) wait_ms: u64,
+    pub(crate) watchdog: bool,
+    pub(crate) on_lost: OnLost,
+    pub(crate) fencing: bool,
+}
+
+/// One `name = value` pair, before it is checked.
+struct RawOption {
+    name: Ident,
+    value: Expr,
+}
+
+impl Parse for RawOption {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // `parse_any` so that a keyword (`type = ..`) reaches the "unknown option" error
+        // below instead of a bare "expected identifier".
+        let name = Ident::parse_any(input)?;
+        input.parse::<Token![=]>()?;
+        let value = input.parse()?;
+        Ok(RawOption { name, value })
+    }
+}
+
+/// All options as written, in order.
+pub(crate) struct RawOptions(Vec<RawOption>);
+
+impl Parse for RawOptions {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let list = Punctuated::<RawOption, Token![,]>::parse_terminated(input)?;
+        Ok(RawOptions(list.into_iter().collect()))
+    }
+}
+
+/// Collects option values one setter at a time; [`OptionsBuilder::build`] checks the whole.
+#[derive(Default)]
+struct OptionsBuilder {
+    key: Option<LitStr>,
+    ttl: Option<u64>,
+    wait: Option<u64>,
+    watchdog: Option<bool>,
+    on_lost: Option<OnLost>,
+    fencing: Option<bool>,
+    seen: Vec<String>,
+    errors: Errors,
+}
+
+impl RawOptions {
+    /// The `key` template if it is given as a string literal, so that the template can be
+    /// checked even when other options are wrong.
+    pub(crate) fn key(&self) -> Option<LitStr> {
+        self.0.iter().find_map(|option| match &option.value {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) if option.name == "key" && !lit.value().is_empty() => Some(lit.clone()),
+            _ => None,
+        })
+    }
+
+    /// Checks every option; `call_site` is where a missing `key` is reported.
+    pub(crate) fn check(self, call_site: Span) -> syn::Result<Options> {
+        let mut builder = OptionsBuilder::default();
+        for option in self.0 {
+            builder.set(option);
+        }
+        builder.build(call_site)
+    }
+}
+
+impl OptionsBuilder {
+    fn set(&mut self, option: RawOption) {
+        let name = option.name.unraw().to_string();
+        if self.seen.contains(&name) {
+            self.errors.push(syn::Error::new(
+                option.name.span(),
+                format!("`{name}` is given twice; keep one `{name} = ...`"),
+            ));
+            return;
+        }
+        self.seen.push(name.clone());
+        let result = match name.as_str() {
+            "key" => self.set_key(&option.value),
+            "ttl" => self.set_ttl(&option.value),
+            "wait" => self.set_wait(&option.value),
+            "watchdog" => bool_value(&option.value, "watchdog").map(|v| self.watchdog = Some(v)),
+            "fencing" => bool_value(&option.value, "fencing").map(|v| self.fencing = Some(v)),
+            "on_lost" => self.set_on_lost(&option.value),
+            _ => Err(syn::Error::new(
+                option.name.span(),
+                format!("unknown option `{name}`; the options are: {OPTION_NAMES}"),
+            )),
+        };
+        if let Err(err) = result {
+            self.errors.push(err);
+        }
+    }
+
+    fn set_key(&mut self, value: &Expr) -> syn::Result<()> {
+        let lit = str_value(
+            value,
+            "`key` takes a string literal template, e.g. key = \"stock:<id>\"",
+        )?;
+        if lit.value().is_empty() {
+            return Err(syn::Error::new(
+                lit.span(),
+                "the key template is empty; name the lock, e.g. key = \"stock:<id>\"",
+            ));
+        }
+        self.key = Some(lit.clone());
+        Ok(())
+    }
+
+    fn set_ttl(&mut self, value: &Expr) -> syn::Result<()> {
+        let lit = str_value(value, "`ttl` takes a duration string, e.g. ttl = \"10s\"")?;
+        let ms = parse_duration(lit)?;
+        if ms == 0 {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`ttl` must be greater than zero: a lease of zero expires before the body runs; \
+                 write e.g. ttl = \"10s\"",
+            ));
+        }
+        self.ttl = Some(ms);
+        Ok(())
+    }
+
+    fn set_wait(&mut self, value: &Expr) -> syn::Result<()> {
+        let lit = str_value(value, "`wait` takes a duration string, e.g. wait = \"5s\"")?;
+        self.wait = Some(parse_duration(lit)?);
+        Ok(())
+    }
+
+    fn set_on_lost(&mut self, value: &Expr) -> syn::Result<()> {
+        let message = "`on_lost` takes \"cancel\" or \"continue\"";
+        let lit = str_value(value, message)?;
+        self.on_lost = Some(match lit.value().as_str() {
+            "cancel" => OnLost::Cancel,
+            "continue" => OnLost::Continue,
+            other => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("unknown on_lost value \"{other}\"; {message}"),
+                ));
+            }
+        });
+        Ok(())
+    }
+
+    /// Cross-option checks, then the finished options.
+    fn build(mut self, call_site: Span) -> syn::Result<Options> {
+        if self.key.is_none() && !self.seen.iter().any(|name| name == "key") {
+            self.errors.push(syn::Error::new(
+                call_site,
+                "missing `key`; name the lock, e.g. #[distributed_lock(key = \"stock:<id>\")]",
+            ));
+        }
+        self.errors.finish()?;
+        let Some(key) = self.key else {
+            // Unreachable: a missing or invalid key pushed an error above.
+            return Err(syn::Error::new(call_site, "missing `key`"));
+        };
+        Ok(Options {
+            key,
+            ttl_ms: self.ttl.unwrap_or(DEFAULT_TTL_MS),
+            wait_ms: self.wait.unwrap_or(DEFAULT_WAIT_MS),
+            watchdog: self.watchdog.unwrap_or(true),
+            on_lost: self.on_lost.unwrap_or(OnLost::Cancel),
+            fencing: self.fencing.unwrap_or(false),
+        })
+    }
+}
+
+/// Several errors reported together rather than one per build.
+#[derive(Default)]
+pub(crate) struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(first) => first.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    pub(crate) fn finish(self) -> syn::Result<()> {
+        match self.0 {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+fn str_value<'a>(value: &'a Expr, message: &str) -> syn::Result<&'a LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Ok(lit),
+        other => Err(syn::Error::new_spanned(other, message)),
+    }
+}
+
+fn bool_value(value: &Expr, name: &str) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(LitBool { value, .. }),
+            ..
+        }) => Ok(*value),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{name}` takes `true` or `false`"),
+        )),
+    }
+}
+
+/// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"` into milliseconds.
+fn parse_duration(lit: &LitStr) -> syn::Result<u64> {
+    let text = lit.value();
+    let error = |message: String| syn::Error::new(lit.span(), message);
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(error(format!(
+            "invalid duration \"{text}\"; write a whole number and a unit (ms, s, m, h), \
+             e.g. \"10s\" or \"250ms\""
+        )));
+    }
+    let scale: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "" => {
+            return Err(error(format!(
+                "duration \"{text}\" has no unit; write \"{digits}s\" or \"{digits}ms\" \
+                 (units: ms, s, m, h)"
+            )));
+        }
+        other => {
+            return Err(error(format!(
+                "unknown unit \"{other}\" in duration \"{text}\"; use ms, s, m or h, \
+                 with a whole number (\"1500ms\", not \"1.5s\")"
+            )));
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| error(format!("duration \"{text}\" is too long")))
+}

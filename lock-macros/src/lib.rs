@@ -1,0 +1,49 @@
+//! The `#[distributed_lock]` attribute. Use it through the `lock-runtime` crate, which
+//! re-exports it and holds everything the expanded code calls.
+//!
+//! The crate works in three passes, one module each:
+//! - [`attr`] parses the attribute's options into a plain struct and checks them
+//!   (durations, repeated or unknown options);
+//! - [`template`] parses the key template and resolves every placeholder against the
+//!   function's arguments;
+//! - [`expand`] only generates code.
+//!
+//! Every error is a `syn::Error` spanned at the offending token; all errors of one
+//! attribute are reported together, and the original function is emitted beside them so
+//! that no follow-on errors appear.
+
+mod attr;
+mod expand;
+mod signature;
+mod template;
+
+use proc_macro::TokenStream;
+
+/// Runs an `async fn` under a distributed lock on Redis.
+///
+/// ```ignore
+/// use lock_runtime::{distributed_lock, LockError};
+///
+/// #[distributed_lock(key = "stock:<id>", ttl = "10s", wait = "5s")]
+/// async fn buy(id: u64) -> Result<(), LockError> {
+///     // at most one caller per `id` runs this at a time, across every process
+///     Ok(())
+/// }
+/// ```
+///
+/// Options (all but `key` optional):
+///
+/// | option | meaning | default |
+/// |---|---|---|
+/// | `key = "stock:<id>"` | the lock key; `<arg>`, `<arg.field>` and `<self.field>` render an argument with `Display` | required |
+/// | `ttl = "10s"` | the lease (`ms`, `s`, `m`, `h`) | `"30s"` |
+/// | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once | `"10s"` |
+/// | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
+/// | `on_lost = "continue"` | let the body finish when the lease is lost | `"cancel"` |
+/// | `fencing = true` | issue a fencing token, read with `current_lock()` | `false` |
+///
+/// The function must be `async` and return a `Result<T, E>` with `E: From<LockError>`.
+#[proc_macro_attribute]
+pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::distributed_lock(args.into(), item.into()).into()
+}

@@ -1,0 +1,287 @@
+//! Parses a key template and resolves its placeholders against the function's arguments.
+//!
+//! Input: `"order:<shop.id>:<item>"` and the bindings `shop`, `item`.
+//! Output: `[Literal("order:"), Placeholder(shop.id), Literal(":"), Placeholder(item)]`.
+//!
+//! `<` and `>` only delimit placeholders. A placeholder is an argument name, optionally
+//! followed by fields (`<user.id>`, `<pair.0>`, `<self.tenant>`).
+
+use proc_macro2::Ident;
+use syn::LitStr;
+use syn::ext::IdentExt as _;
+
+/// One piece of a key template.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Segment {
+    /// Text copied into the key as written.
+    Literal(String),
+    /// An argument (and fields of it) rendered with `Display` and escaped.
+    Placeholder(Placeholder),
+}
+
+/// `<root.field.sub>`: `root` names an argument, `fields` are followed from it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Placeholder {
+    /// The placeholder as written, without the brackets (`user.id`).
+    pub(crate) text: String,
+    pub(crate) root: String,
+    pub(crate) fields: Vec<String>,
+}
+
+/// A parsed template whose placeholders all name arguments.
+pub(crate) struct Template {
+    pub(crate) segments: Vec<Segment>,
+}
+
+/// Bytes a rendered value keeps unescaped (the runtime escapes all others as `%XX`), so a
+/// separator between two placeholders must be some other byte.
+fn is_plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '%')
+}
+
+impl Template {
+    /// Parses `lit` and checks every placeholder against `bindings`.
+    pub(crate) fn parse(lit: &LitStr, bindings: &[Ident]) -> syn::Result<Template> {
+        let text = lit.value();
+        let error = |message: String| syn::Error::new(lit.span(), message);
+        if text.is_empty() {
+            return Err(error(
+                "the key template is empty; name the lock, e.g. key = \"stock:<id>\"".into(),
+            ));
+        }
+        let segments = split(&text).map_err(error)?;
+        let names: Vec<String> = bindings.iter().map(|b| b.unraw().to_string()).collect();
+        let mut errors = crate::attr::Errors::default();
+        let mut previous: Option<&Placeholder> = None;
+        let mut separated = true;
+        for segment in &segments {
+            match segment {
+                Segment::Literal(literal) => {
+                    separated |= literal.chars().any(|c| !is_plain(c));
+                }
+                Segment::Placeholder(placeholder) => {
+                    if let Err(message) = resolve(placeholder, &names) {
+                        errors.push(error(message));
+                    }
+                    if let Some(before) = previous.filter(|_| !separated) {
+                        errors.push(error(format!(
+                            "placeholders <{}> and <{}> need a separator between them, such as \
+                             `:`, or two different values could render the same key; write \
+                             \"<{}>:<{}>\"",
+                            before.text, placeholder.text, before.text, placeholder.text
+                        )));
+                    }
+                    previous = Some(placeholder);
+                    separated = false;
+                }
+            }
+        }
+        errors.finish()?;
+        Ok(Template { segments })
+    }
+}
+
+/// Splits a template into literal text and placeholders; the error says what is wrong.
+fn split(text: &str) -> Result<Vec<Segment>, String> {
+    let mut segments = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(['<', '>']) {
+        literal.push_str(&rest[..at]);
+        if rest[at..].starts_with('>') {
+            return Err(format!(
+                "unbalanced `>` in key template \"{text}\": it closes no `<`; \
+                 `<` and `>` only delimit placeholders such as `<id>`"
+            ));
+        }
+        let after = &rest[at + 1..];
+        let close = match after.find(['<', '>']) {
+            Some(close) if after[close..].starts_with('>') => close,
+            _ => {
+                return Err(format!(
+                    "unbalanced `<` in key template \"{text}\": close the placeholder with `>`, \
+                     e.g. `<id>`"
+                ));
+            }
+        };
+        if !literal.is_empty() {
+            segments.push(Segment::Literal(std::mem::take(&mut literal)));
+        }
+        segments.push(Segment::Placeholder(placeholder(&after[..close])?));
+        rest = &after[close + 1..];
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        segments.push(Segment::Literal(literal));
+    }
+    Ok(segments)
+}
+
+/// Parses the inside of `<...>`.
+fn placeholder(inner: &str) -> Result<Placeholder, String> {
+    if inner.is_empty() {
+        return Err(
+            "empty placeholder `<>` in key template; name an argument inside, e.g. `<id>`".into(),
+        );
+    }
+    let mut parts = inner.split('.');
+    let root = parts.next().unwrap_or_default().to_owned();
+    let fields: Vec<String> = parts.map(str::to_owned).collect();
+    let root_ok = is_identifier(&root);
+    let fields_ok = fields
+        .iter()
+        .all(|f| is_identifier(f) || (!f.is_empty() && f.bytes().all(|b| b.is_ascii_digit())));
+    if !root_ok || !fields_ok {
+        return Err(format!(
+            "placeholder `<{inner}>` is not an argument or a field path; write `<name>`, \
+             `<name.field>` or `<self.field>`"
+        ));
+    }
+    Ok(Placeholder {
+        text: inner.to_owned(),
+        root,
+        fields,
+    })
+}
+
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+        && text != "_"
+}
+
+/// Checks that the placeholder's root is one of the function's bindings.
+fn resolve(placeholder: &Placeholder, names: &[String]) -> Result<(), String> {
+    if names.contains(&placeholder.root) {
+        return Ok(());
+    }
+    if placeholder.root == "self" {
+        return Err(format!(
+            "placeholder <{}> names `self`, but this function has no `self` argument; \
+             use `<self.field>` only in methods taking `&self`, `&mut self` or `self`",
+            placeholder.text
+        ));
+    }
+    let arguments = if names.is_empty() {
+        "the function has no arguments; use literal text or add an argument".to_owned()
+    } else {
+        format!("the arguments are: {}", names.join(", "))
+    };
+    let suggestion = nearest(&placeholder.root, names)
+        .map(|name| format!("did you mean `<{name}>`? "))
+        .unwrap_or_default();
+    Err(format!(
+        "unknown placeholder <{}>: no argument is named `{}`; {suggestion}{arguments}",
+        placeholder.text, placeholder.root
+    ))
+}
+
+/// The name closest to `wanted` by edit distance, if it is close enough to be a typo.
+fn nearest<'a>(wanted: &str, names: &'a [String]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|name| (edit_distance(wanted, name), name))
+        .filter(|(distance, name)| *distance <= (name.len().max(wanted.len()) / 2).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name.as_str())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, args: &[&str]) -> Result<Vec<Segment>, String> {
+        let lit = LitStr::new(text, proc_macro2::Span::call_site());
+        let bindings: Vec<Ident> = args
+            .iter()
+            .map(|a| Ident::new(a, proc_macro2::Span::call_site()))
+            .collect();
+        Template::parse(&lit, &bindings)
+            .map(|t| t.segments)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn literal_and_placeholders() {
+        let segments = parse("order:<shop.id>:<item>", &["shop", "item"]).unwrap();
+        assert_eq!(segments.len(), 4);
+        assert_eq!(segments[0], Segment::Literal("order:".into()));
+        match &segments[1] {
+            Segment::Placeholder(p) => {
+                assert_eq!(p.root, "shop");
+                assert_eq!(p.fields, vec!["id".to_string()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("global-job", &[]).is_ok());
+        assert!(parse("<pair.0>", &["pair"]).is_ok());
+    }
+
+    #[test]
+    fn errors_say_what_to_fix() {
+        let err = parse("stock:<idd>", &["id", "qty"]).unwrap_err();
+        assert!(err.contains("did you mean `<id>`"), "{err}");
+        assert!(
+            parse("stock:<id", &["id"])
+                .unwrap_err()
+                .contains("unbalanced `<`")
+        );
+        assert!(
+            parse("stock:id>", &["id"])
+                .unwrap_err()
+                .contains("unbalanced `>`")
+        );
+        assert!(
+            parse("a<b<c>>", &["b", "c"])
+                .unwrap_err()
+                .contains("unbalanced")
+        );
+        assert!(parse("<>", &[]).unwrap_err().contains("empty placeholder"));
+        assert!(parse("", &[]).unwrap_err().contains("empty"));
+        assert!(
+            parse("<a><b>", &["a", "b"])
+                .unwrap_err()
+                .contains("separator")
+        );
+        assert!(
+            parse("<a>-<b>", &["a", "b"])
+                .unwrap_err()
+                .contains("separator")
+        );
+        assert!(parse("<a>/<b>", &["a", "b"]).is_ok());
+        assert!(
+            parse("<self.x>", &["id"])
+                .unwrap_err()
+                .contains("no `self`")
+        );
+        assert!(
+            parse("<user id>", &["user"])
+                .unwrap_err()
+                .contains("not an argument")
+        );
+    }
+
+    #[test]
+    fn nearest_name() {
+        let names = vec!["user".to_string(), "id".to_string()];
+        assert_eq!(nearest("usr", &names), Some("user"));
+        assert_eq!(nearest("quantity", &names), None);
+    }
+}

@@ -1,0 +1,9 @@
+use lock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(key = "stock:<id>")]
+async fn buy(id: u64) -> Result<u64, LockError> {
+    let stock = ;
+    Ok(id + stock)
+}
+
+fn main() {}
