@@ -1,1 +1,7 @@
-//! Shared pieces of the examples.
+//! Shared pieces of the examples: throwaway servers, the data store, and the workloads
+//! (so that the integration tests run exactly the code the examples show).
+
+pub mod flash_sale;
+pub mod servers;
+pub mod store;
+pub mod web_shop;
