@@ -1,7 +1,9 @@
 //! Shared pieces of the examples: throwaway servers, the data store, and the workloads
 //! (so that the integration tests run exactly the code the examples show).
 
+pub mod dedup;
 pub mod flash_sale;
+pub mod id_generator;
 pub mod servers;
 pub mod store;
 pub mod web_shop;
