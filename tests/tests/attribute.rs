@@ -1,0 +1,252 @@
+//! `#[distributed_lock]` against a real redis-server, through the global client: the
+//! rendered key, release on every exit path (return, `?`, panic), reentrancy without a
+//! round trip, lost-lease cancellation, fencing, and run-time key errors.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use lock_runtime::{LockError, LostCause, current_lock, distributed_lock, is_locked};
+use lock_tests::{block_on, shared_server};
+use redis::Commands as _;
+
+/// The tests count the server's commands, so they run one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Every command the server ran that a lock sends (scripts, and the plain fallbacks).
+fn lock_commands() -> u64 {
+    let server = shared_server();
+    ["evalsha", "eval", "set", "get", "pttl", "del"]
+        .iter()
+        .map(|command| server.calls(command))
+        .sum()
+}
+
+#[distributed_lock(key = "attr:stock:<id>", ttl = "10s", wait = "0s")]
+async fn held_key(id: u64) -> Result<(String, bool), LockError> {
+    let current = current_lock().expect("inside a guarded body");
+    let locked = is_locked(&format!("attr:stock:{id}")).await?;
+    Ok((current.key().to_owned(), locked))
+}
+
+#[test]
+fn the_key_is_the_rendered_template_and_is_released_afterwards() {
+    let _serial = serial();
+    let id = u64::from(std::process::id()) * 1000 + 7;
+    let (key, locked) = block_on(held_key(id)).unwrap();
+    assert_eq!(key, format!("attr:stock:{id}"));
+    assert!(locked, "the key was not held while the body ran");
+    assert_eq!(shared_server().get(&key), None, "not released");
+}
+
+#[derive(Debug)]
+enum AppError {
+    Lock(LockError),
+    Parse,
+}
+
+impl From<LockError> for AppError {
+    fn from(err: LockError) -> Self {
+        AppError::Lock(err)
+    }
+}
+
+#[distributed_lock(key = "attr:early:<tag>", ttl = "10s")]
+async fn early_exits(tag: &str, mode: u8) -> Result<u8, AppError> {
+    if mode == 0 {
+        return Ok(0);
+    }
+    let parsed: u8 = "x".parse().map_err(|_| AppError::Parse)?;
+    Ok(parsed)
+}
+
+#[test]
+fn return_and_question_mark_release_the_lock() {
+    let _serial = serial();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    assert_eq!(block_on(early_exits(&tag, 0)).unwrap(), 0);
+    assert!(matches!(
+        block_on(early_exits(&tag, 1)),
+        Err(AppError::Parse)
+    ));
+    assert_eq!(shared_server().get(&format!("attr:early:{tag}")), None);
+}
+
+#[distributed_lock(key = "attr:panic:<tag>", ttl = "10s")]
+async fn panics(tag: String) -> Result<(), LockError> {
+    let _ = tag;
+    panic!("the body's own panic");
+}
+
+#[test]
+fn a_panicking_body_releases_and_the_panic_reaches_the_caller() {
+    let _serial = serial();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let key = format!("attr:panic:{tag}");
+    let joined = block_on(async { tokio::spawn(panics(tag)).await });
+    let panic = joined.unwrap_err().into_panic();
+    assert_eq!(panic.downcast_ref::<&str>(), Some(&"the body's own panic"));
+    // The release runs in the background after the unwind; wait for it by event count.
+    block_on(async {
+        for _ in 0..200 {
+            if !is_locked(&key).await.unwrap() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{key} still held 2 s after the panic");
+    });
+}
+
+#[distributed_lock(key = "attr:nested:<tag>", ttl = "10s", wait = "0s")]
+async fn inner(tag: &str) -> Result<u64, LockError> {
+    let _ = tag;
+    Ok(1)
+}
+
+#[distributed_lock(key = "attr:nested:<tag>", ttl = "10s", wait = "0s")]
+async fn outer(tag: &str) -> Result<(u64, u64), LockError> {
+    let before = lock_commands();
+    let nested = inner(tag).await?;
+    let during = lock_commands() - before;
+    // A spawned task is another owner: refused, since the key is held.
+    let other = tag.to_owned();
+    let spawned = tokio::spawn(async move { inner(&other).await })
+        .await
+        .unwrap();
+    assert!(
+        matches!(&spawned, Err(LockError::Busy { key }) if key.starts_with("attr:nested:")),
+        "{spawned:?}"
+    );
+    Ok((nested, during))
+}
+
+#[test]
+fn a_nested_call_in_the_same_task_is_reentrant_without_a_round_trip() {
+    let _serial = serial();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let (nested, commands) = block_on(outer(&tag)).unwrap();
+    assert_eq!(nested, 1);
+    assert_eq!(commands, 0, "the nested call sent commands to Redis");
+}
+
+#[distributed_lock(key = "attr:lost:<tag>", ttl = "600ms")]
+async fn cancelled_on_loss(tag: &str, reached_end: Arc<AtomicBool>) -> Result<(), LockError> {
+    shared_server()
+        .conn()
+        .del::<_, ()>(format!("attr:lost:{tag}"))
+        .unwrap();
+    // Far longer than the watchdog needs to notice (ttl/3 plus a round trip).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    reached_end.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+#[test]
+fn a_lost_lease_cancels_the_body_with_lost() {
+    let _serial = serial();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let reached_end = Arc::new(AtomicBool::new(false));
+    let result = block_on(cancelled_on_loss(&tag, reached_end.clone()));
+    assert!(
+        matches!(
+            &result,
+            Err(LockError::Lost {
+                cause: LostCause::TokenGone,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    assert!(!reached_end.load(Ordering::SeqCst), "the body ran on");
+}
+
+#[distributed_lock(key = "attr:continue:<tag>", ttl = "600ms", on_lost = "continue")]
+async fn continues_on_loss(tag: &str) -> Result<bool, LockError> {
+    shared_server()
+        .conn()
+        .del::<_, ()>(format!("attr:continue:{tag}"))
+        .unwrap();
+    let current = current_lock().unwrap();
+    let cause = tokio::time::timeout(Duration::from_secs(5), current.lost())
+        .await
+        .expect("the loss was not noticed");
+    assert_eq!(cause, LostCause::TokenGone);
+    Ok(current.is_lost())
+}
+
+#[test]
+fn with_continue_the_body_finishes_and_sees_the_loss() {
+    let _serial = serial();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    assert!(block_on(continues_on_loss(&tag)).unwrap());
+}
+
+#[distributed_lock(key = "attr:fenced:<tag>", ttl = "5s", fencing = true)]
+async fn fenced(tag: &str) -> Result<Option<u64>, LockError> {
+    let _ = tag;
+    Ok(current_lock().and_then(|lock| lock.fence()))
+}
+
+#[test]
+fn fencing_gives_increasing_tokens() {
+    let _serial = serial();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let first = block_on(fenced(&tag)).unwrap().expect("a fence");
+    let second = block_on(fenced(&tag)).unwrap().expect("a fence");
+    assert!(second > first, "{second} <= {first}");
+}
+
+#[distributed_lock(key = "attr:pair:<a>:<b>", ttl = "5s")]
+async fn pair_key(a: &str, b: &str) -> Result<String, LockError> {
+    let _ = (a, b);
+    Ok(current_lock().unwrap().key().to_owned())
+}
+
+#[test]
+fn values_are_escaped_so_keys_never_collide_or_form_hash_tags() {
+    let _serial = serial();
+    let one = block_on(pair_key("1:2", "3")).unwrap();
+    let two = block_on(pair_key("1", "2:3")).unwrap();
+    assert_ne!(one, two);
+    assert_eq!(one, "attr:pair:1%3A2:3");
+    let tagged = block_on(pair_key("{user}", "x")).unwrap();
+    assert!(!tagged.contains('{') && !tagged.contains('}'), "{tagged}");
+}
+
+#[test]
+fn an_empty_value_is_an_invalid_key_before_any_redis_traffic() {
+    let _serial = serial();
+    shared_server();
+    let before = lock_commands();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let result = block_on(async move {
+        #[distributed_lock(key = "attr:user:<name>")]
+        async fn named(name: &str, ran: Arc<AtomicBool>) -> Result<(), LockError> {
+            let _ = name;
+            ran.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        named("", flag).await
+    });
+    match result {
+        Err(LockError::InvalidKey { key, reason }) => {
+            assert_eq!(key, "attr:user:<name>");
+            assert!(reason.contains("<name>"), "{reason}");
+        }
+        other => panic!("expected InvalidKey, got {other:?}"),
+    }
+    assert!(!ran.load(Ordering::SeqCst));
+    assert_eq!(
+        lock_commands(),
+        before,
+        "Redis saw traffic for an invalid key"
+    );
+}
