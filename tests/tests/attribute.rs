@@ -47,6 +47,7 @@ fn the_key_is_the_rendered_template_and_is_released_afterwards() {
 
 #[derive(Debug)]
 enum AppError {
+    #[allow(dead_code)] // read through Debug only
     Lock(LockError),
     Parse,
 }
