@@ -7,7 +7,8 @@
 use lock_examples::flash_sale::{self, Outcome};
 use lock_examples::servers::Mode;
 use lock_examples::store::Store;
-use lock_tests::{block_on, child, shared_server};
+use lock_tests::cluster::RedisCluster;
+use lock_tests::{RedisServer, block_on, child, shared_server};
 
 const STOCK: i64 = 10;
 const BUYERS: usize = 100;
@@ -56,20 +57,26 @@ fn without_the_lock_the_same_sale_oversells() {
     assert_eq!(tally.bought as i64, outcome.sold);
 }
 
-/// The buyer side of `several_processes_sell_exactly_the_stock`: runs only in children.
+/// The buyer side of the multi-process tests: runs only in children, on the topology named
+/// by `LOCK_TESTS_MODE` with the nodes in `LOCK_TESTS_URLS`.
 #[test]
 fn flash_sale_buyers() {
     let Some(_role) = child::role() else { return };
-    let url = std::env::var("LOCK_TESTS_URL").unwrap();
+    let mode: Mode = std::env::var("LOCK_TESTS_MODE").unwrap().parse().unwrap();
+    let urls: Vec<String> = std::env::var("LOCK_TESTS_URLS")
+        .unwrap()
+        .split(',')
+        .map(str::to_owned)
+        .collect();
     let item = std::env::var("LOCK_TESTS_ITEM").unwrap();
-    lock_runtime::init(lock_runtime::Config::single(url.clone())).unwrap();
+    lock_runtime::init(mode.config(&urls)).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let tally = runtime.block_on(async {
-        let store = Store::connect_urls(Mode::Single, &[url]).await.unwrap();
+        let store = Store::connect_urls(mode, &urls).await.unwrap();
         flash_sale::run_buyers(&store, &item, BUYERS / 4, true, |_, _| {}).await
     });
     println!("TALLY {} {} {}", tally.bought, tally.sold_out, tally.failed);
@@ -87,20 +94,30 @@ fn several_processes_sell_exactly_the_stock() {
             .await
             .unwrap()
     });
+    let bought = sale_in_processes(Mode::Single, &[server.url()], &item);
+    let outcome = block_on(async { Outcome::read(&store().await, &item, STOCK).await.unwrap() });
+    assert!(outcome.is_exact(), "{outcome}");
+    assert_eq!(bought, STOCK as u64);
+    // Every lock was released: no lock key left behind for this item.
+    assert_eq!(server.get(&format!("stock:{item}")), None);
+}
+
+/// Runs 4 buyer processes on `mode`; returns the units they bought in all.
+fn sale_in_processes(mode: Mode, urls: &[String], item: &str) -> u64 {
     let workers: Vec<_> = (0..4)
         .map(|index| {
             child::spawn(
                 "flash_sale_buyers",
                 &format!("p{index}"),
                 &[
-                    ("LOCK_TESTS_URL", server.url()),
-                    ("LOCK_TESTS_ITEM", item.clone()),
+                    ("LOCK_TESTS_MODE", mode.name().to_owned()),
+                    ("LOCK_TESTS_URLS", urls.join(",")),
+                    ("LOCK_TESTS_ITEM", item.to_owned()),
                 ],
             )
         })
         .collect();
     let mut bought = 0;
-    let mut failed = 0;
     for worker in workers {
         let lines = child::collect(worker, "TALLY ");
         assert_eq!(lines.len(), 1, "{lines:?}");
@@ -109,12 +126,46 @@ fn several_processes_sell_exactly_the_stock() {
             .map(|n| n.parse().unwrap())
             .collect();
         bought += numbers[0];
-        failed += numbers[2];
+        assert_eq!(numbers[2], 0, "failed purchases in a buyer process");
     }
-    let outcome = block_on(async { Outcome::read(&store().await, &item, STOCK).await.unwrap() });
-    assert!(outcome.is_exact(), "{outcome}");
+    bought
+}
+
+/// The same sale, on Redlock (3 masters) and on a 3-master Redis Cluster.
+fn sale_on(mode: Mode, urls: &[String]) -> Outcome {
+    let item = unique_item();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = runtime.block_on(Store::connect_urls(mode, urls)).unwrap();
+    runtime
+        .block_on(flash_sale::open_sale(&store, &item, STOCK))
+        .unwrap();
+    let bought = sale_in_processes(mode, urls, &item);
     assert_eq!(bought, STOCK as u64);
-    assert_eq!(failed, 0);
-    // Every lock was released: no lock key, no queue left behind for this item.
-    assert_eq!(server.get(&format!("stock:{item}")), None);
+    runtime
+        .block_on(Outcome::read(&store, &item, STOCK))
+        .unwrap()
+}
+
+#[test]
+fn redlock_sells_exactly_the_stock() {
+    if child::role().is_some() {
+        return;
+    }
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
+    let outcome = sale_on(Mode::Redlock, &urls);
+    assert!(outcome.is_exact(), "{outcome}");
+}
+
+#[test]
+fn cluster_sells_exactly_the_stock() {
+    if child::role().is_some() {
+        return;
+    }
+    let cluster = RedisCluster::start(3);
+    let outcome = sale_on(Mode::Cluster, &cluster.urls());
+    assert!(outcome.is_exact(), "{outcome}");
 }
