@@ -22,6 +22,7 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use lock_examples::cli::Words;
 use lock_examples::dedup::{self, GIFT_COINS, User};
 use lock_examples::servers::{Mode, Servers};
 use lock_examples::store::Store;
@@ -46,19 +47,11 @@ impl Args {
             claims: 20,
             locked: true,
         };
-        let mut words = std::env::args().skip(1);
-        while let Some(word) = words.next() {
-            let mut number = |name: &str| -> Result<usize, String> {
-                let value = words
-                    .next()
-                    .ok_or_else(|| format!("{name} needs a value"))?;
-                value
-                    .parse()
-                    .map_err(|_| format!("{name} {value:?}: not a number"))
-            };
+        let mut words = Words::from_env();
+        while let Some(word) = words.next_flag() {
             match word.as_str() {
-                "--users" => args.users = number("--users")?,
-                "--claims" => args.claims = number("--claims")?,
+                "--users" => args.users = words.value("--users")?,
+                "--claims" => args.claims = words.value("--claims")?,
                 "--no-lock" => args.locked = false,
                 other => {
                     return Err(format!(

@@ -21,6 +21,7 @@
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use lock_examples::cli::Words;
 use lock_examples::flash_sale::{self, Outcome};
 use lock_examples::servers::{Mode, Servers};
 use lock_examples::store::Store;
@@ -51,15 +52,13 @@ impl Args {
             stock: 10,
             locked: true,
         };
-        let mut words = std::env::args().skip(1);
-        while let Some(word) = words.next() {
-            let mut value =
-                |name: &str| words.next().ok_or_else(|| format!("{name} needs a value"));
+        let mut words = Words::from_env();
+        while let Some(word) = words.next_flag() {
             match word.as_str() {
-                "--mode" => args.mode = value("--mode")?.parse()?,
-                "--processes" => args.processes = number(&value("--processes")?)?,
-                "--buyers" => args.buyers = number(&value("--buyers")?)?,
-                "--stock" => args.stock = number(&value("--stock")?)?,
+                "--mode" => args.mode = words.value("--mode")?,
+                "--processes" => args.processes = words.value("--processes")?,
+                "--buyers" => args.buyers = words.value("--buyers")?,
+                "--stock" => args.stock = words.value("--stock")?,
                 "--no-lock" => args.locked = false,
                 "--help" | "-h" => {
                     return Err("usage: flash_sale [--mode single|redlock|cluster] \
@@ -74,11 +73,6 @@ impl Args {
         }
         Ok(args)
     }
-}
-
-fn number<T: std::str::FromStr>(text: &str) -> Result<T, String> {
-    text.parse()
-        .map_err(|_| format!("{text:?} is not a number"))
 }
 
 fn main() -> ExitCode {

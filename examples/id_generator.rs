@@ -23,6 +23,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+use lock_examples::cli::Words;
 use lock_examples::id_generator::{self, Report};
 use lock_examples::servers::{Mode, Servers};
 use lock_examples::store::Store;
@@ -49,21 +50,13 @@ impl Args {
             ids: 10,
             locked: true,
         };
-        let mut words = std::env::args().skip(1);
-        while let Some(word) = words.next() {
-            let mut number = |name: &str| -> Result<usize, String> {
-                let value = words
-                    .next()
-                    .ok_or_else(|| format!("{name} needs a value"))?;
-                value
-                    .parse()
-                    .map_err(|_| format!("{name} {value:?}: not a number"))
-            };
+        let mut words = Words::from_env();
+        while let Some(word) = words.next_flag() {
             match word.as_str() {
-                "--worker" => args.worker = Some(number("--worker")?),
-                "--processes" => args.processes = number("--processes")?,
-                "--tasks" => args.tasks = number("--tasks")?,
-                "--ids" => args.ids = number("--ids")?,
+                "--worker" => args.worker = Some(words.value("--worker")?),
+                "--processes" => args.processes = words.value("--processes")?,
+                "--tasks" => args.tasks = words.value("--tasks")?,
+                "--ids" => args.ids = words.value("--ids")?,
                 "--no-lock" => args.locked = false,
                 other => {
                     return Err(format!(

@@ -26,6 +26,7 @@
 
 use std::error::Error;
 
+use lock_examples::cli::Words;
 use lock_examples::web_shop::{self, Shop};
 use lock_runtime::{Config, DEFAULT_REDIS_URL, REDIS_URL_ENV};
 use tracing_subscriber::EnvFilter;
@@ -46,16 +47,12 @@ impl Args {
             stock: 10,
             run: format!("{}-{}", std::process::id(), unix_millis()),
         };
-        let mut words = std::env::args().skip(1);
-        while let Some(flag) = words.next() {
-            let value = words
-                .next()
-                .ok_or_else(|| format!("{flag} needs a value"))?;
-            let bad = |err: &dyn std::fmt::Display| format!("{flag} {value}: {err}");
+        let mut words = Words::from_env();
+        while let Some(flag) = words.next_flag() {
             match flag.as_str() {
-                "--port" => args.port = value.parse().map_err(|err| bad(&err))?,
-                "--stock" => args.stock = value.parse().map_err(|err| bad(&err))?,
-                "--run" => args.run = value,
+                "--port" => args.port = words.value("--port")?,
+                "--stock" => args.stock = words.value("--stock")?,
+                "--run" => args.run = words.value("--run")?,
                 _ => return Err(format!("unknown option {flag}; use --port, --stock, --run")),
             }
         }
