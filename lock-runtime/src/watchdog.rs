@@ -60,6 +60,10 @@ struct Shared {
 struct State {
     next_id: u64,
     leases: HashMap<u64, Lease>,
+    /// When the scheduler will look at the schedule next (`None`: it has not yet). A new
+    /// lease wakes it only when it needs it sooner, so an acquire does not cost a wake-up
+    /// of the scheduler task (a thread switch) in the common case.
+    scheduled_wake: Option<Instant>,
 }
 
 struct Lease {
@@ -131,10 +135,20 @@ impl Watchdog {
         sent: Instant,
     ) -> LeaseHandle {
         let (lost, receiver) = watch::channel(None);
-        let id = {
+        let next_renewal = sent + ttl / 3;
+        let valid_until = validity(sent, ttl);
+        let first_event = if renew {
+            next_renewal.min(valid_until)
+        } else {
+            valid_until
+        };
+        let (id, wake_sooner) = {
             let mut state = self.shared.state();
             state.next_id += 1;
             let id = state.next_id;
+            let wake_sooner = state
+                .scheduled_wake
+                .is_none_or(|scheduled| first_event < scheduled);
             state.leases.insert(
                 id,
                 Lease {
@@ -142,15 +156,17 @@ impl Watchdog {
                     token: token.to_owned(),
                     ttl,
                     renew,
-                    next_renewal: sent + ttl / 3,
-                    valid_until: validity(sent, ttl),
+                    next_renewal,
+                    valid_until,
                     in_flight: false,
                     lost,
                 },
             );
-            id
+            (id, wake_sooner)
         };
-        self.wake.notify_one();
+        if wake_sooner {
+            self.wake.notify_one();
+        }
         LeaseHandle { id, lost: receiver }
     }
 
@@ -238,6 +254,7 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant) {
         next_wake = next_wake.min(lease.valid_until);
         true
     });
+    state.scheduled_wake = Some(next_wake);
     (batch, next_wake)
 }
 
