@@ -1,7 +1,7 @@
 //! The client: connections to Redis, the watchdog, and the global instance.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use once_cell::sync::OnceCell;
@@ -85,6 +85,8 @@ struct ClientInner {
     watchdog: Watchdog,
     wakeups: Wakeups,
     redlock: Option<Redlock>,
+    /// Whether Redis ever answered an acquire through this client.
+    answered: AtomicBool,
 }
 
 /// The Redlock settings of a client in that mode.
@@ -126,9 +128,16 @@ impl LockClient {
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.response_timeout))
-            .set_number_of_retries(2)
+            // One connection attempt per command that needs it, so a failure comes back
+            // within `connect_timeout`; the callers' own loops (acquire within `wait`, the
+            // watchdog, release) decide when to try again.
+            .set_number_of_retries(0)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(500));
+        // The eviction check gets as long as one connect and one reply.
+        let limit = config
+            .connect_timeout
+            .saturating_add(config.response_timeout);
         let open = |url: &String| {
             redis::Client::open(url.as_str()).map_err(|err| LockError::Config {
                 reason: format!("bad Redis URL `{url}`: {err}"),
@@ -144,6 +153,7 @@ impl LockClient {
                     .map(|_| manager(&client, &manager_config))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(setup_failed)?;
+                warn_if_evicting(&client, limit);
                 let wakeups = resp3(&client)
                     .and_then(|client| Wakeups::single(client, manager_config))
                     .map_err(setup_failed)?;
@@ -156,6 +166,9 @@ impl LockClient {
                     .map(|client| manager(client, &manager_config))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(setup_failed)?;
+                for client in &clients {
+                    warn_if_evicting(client, limit);
+                }
                 // Redlock waits by jittered retry; the registry stays empty.
                 let wakeups = resp3(&clients[0])
                     .and_then(|client| Wakeups::single(client, manager_config))
@@ -205,6 +218,7 @@ impl LockClient {
                 watchdog,
                 wakeups,
                 redlock,
+                answered: AtomicBool::new(false),
             }),
         })
     }
@@ -245,6 +259,17 @@ impl LockClient {
     /// release channels this process is subscribed. Both return to zero when no one waits.
     pub fn waiting(&self) -> (usize, usize) {
         (self.inner.wakeups.waiting(), self.inner.wakeups.channels())
+    }
+
+    /// Notes that Redis answered an acquire: a later timeout may hide a grant.
+    pub(crate) fn mark_answered(&self) {
+        self.inner.answered.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether Redis ever answered an acquire through this client. Until it has, a timeout
+    /// is a server that cannot be reached (no command got through, nothing to find again).
+    pub(crate) fn has_answered(&self) -> bool {
+        self.inner.answered.load(Ordering::Relaxed)
     }
 
     pub(crate) fn watchdog(&self) -> &Watchdog {
@@ -297,6 +322,42 @@ fn manager(
     config: &ConnectionManagerConfig,
 ) -> redis::RedisResult<Connection> {
     ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map(Connection::Single)
+}
+
+/// Warns once, in the background, when the server may evict lock keys: a `maxmemory` limit
+/// with an `allkeys-*` or `volatile-*` policy (every lock key has an expiry, so `volatile-*`
+/// can take it too). An evicted lock is a lock lost. Servers that refuse `CONFIG`
+/// (managed services, ACLs) or do not answer within `limit` are not checked.
+///
+/// The check opens a connection of its own and drops it: the shared connections stay lazy,
+/// so none of them is opened early and left stale by a server restart before first use.
+fn warn_if_evicting(client: &redis::Client, limit: Duration) {
+    let server = client.get_connection_info().addr().to_string();
+    let client = client.clone();
+    tokio::spawn(async move {
+        let check = async {
+            let mut connection = client.get_multiplexed_async_connection().await?;
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("maxmemory*")
+                .query_async::<std::collections::HashMap<String, String>>(&mut connection)
+                .await
+        };
+        let Ok(Ok(config)) = tokio::time::timeout(limit, check).await else {
+            return;
+        };
+        let policy = config.get("maxmemory-policy").map_or("", String::as_str);
+        let limited = config.get("maxmemory").is_some_and(|limit| limit != "0");
+        if limited && (policy.starts_with("allkeys-") || policy.starts_with("volatile-")) {
+            tracing::warn!(
+                %server,
+                policy,
+                "the Redis server may evict lock keys (maxmemory-policy {policy} with a \
+                 maxmemory limit): an evicted lock is lost while its holder runs; use \
+                 noeviction for the locks' server"
+            );
+        }
+    });
 }
 
 /// The same server, spoken to in RESP3, which carries pub/sub pushes on a normal connection.

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::context;
 use crate::guard::LockGuard;
 use crate::redlock;
-use crate::scripts::{ACQUIRE, KeyNames, LEAVE, RELEASE};
+use crate::scripts::{ACQUIRE, KeyNames, LEAVE, RELEASE, invoke};
 use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError};
 
@@ -238,8 +238,11 @@ impl Lock {
                 Ok(attempt) => attempt,
                 // A cluster moving the slot, a server loading, a reply that timed out: worth
                 // another try in time (with the same token, so a lost grant is found again).
+                // A timeout before Redis ever answered is an unreachable server: reported at
+                // once, within the connect timeout.
                 Err(err)
-                    if (is_transient(&err) || is_timeout(&err)) && Instant::now() < deadline =>
+                    if (is_transient(&err) || (is_timeout(&err) && client.has_answered()))
+                        && Instant::now() < deadline =>
                 {
                     tracing::debug!(key = %names.lock, error = %err, "transient error; retrying");
                     let pause = TRANSIENT_PAUSE.saturating_add(jitter());
@@ -475,8 +478,13 @@ impl Drop for Seat<'_> {
             self.names.clone(),
             self.token.to_owned(),
         );
+        // In the background, so retried like a release: a grant this waiter never heard of
+        // (its reply lost with a reset connection) would otherwise stay until its ttl.
         runtime.spawn(async move {
-            let _ = leave_queue(&client, &names, &token).await;
+            let _ = retrying(&names, "leaving the queue", || {
+                leave_queue(&client, &names, &token)
+            })
+            .await;
         });
     }
 }
@@ -493,19 +501,22 @@ async fn try_acquire(
     } else {
         0
     };
-    let (acquired, value): (i64, i64) = ACQUIRE
-        .key(&names.lock)
-        .key(&names.fence)
-        .key(&names.queue)
-        .key(&names.deadlines)
-        .arg(token)
-        .arg(millis(options.ttl))
-        .arg(fence_lifetime)
-        .arg(u8::from(!options.wait.is_zero()))
-        .arg(millis(QUEUE_GRACE))
-        .invoke_async(&mut client.connection())
-        .await
-        .map_err(|err| LockError::backend(&names.lock, err))?;
+    let (acquired, value): (i64, i64) = invoke(
+        ACQUIRE
+            .key(&names.lock)
+            .key(&names.fence)
+            .key(&names.queue)
+            .key(&names.deadlines)
+            .arg(token)
+            .arg(millis(options.ttl))
+            .arg(fence_lifetime)
+            .arg(u8::from(!options.wait.is_zero()))
+            .arg(millis(QUEUE_GRACE)),
+        &mut client.connection(),
+    )
+    .await
+    .map_err(|err| LockError::backend(&names.lock, err))?;
+    client.mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
     Ok(if acquired == 1 {
         Attempt::Acquired {
@@ -528,12 +539,22 @@ pub(crate) async fn release_script(
     names: &KeyNames,
     token: &str,
 ) -> Result<i64, LockError> {
+    retrying(names, "release", || release_once(client, names, token)).await
+}
+
+/// Makes `call` again after a transient or connection error, a few times (about 2 s in all),
+/// for the calls whose repeat is harmless: a release, a waiter leaving the queue.
+async fn retrying<T, F, Fut>(names: &KeyNames, what: &str, mut call: F) -> Result<T, LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
     let mut pause = Duration::from_millis(25);
     let mut tries = 1;
     loop {
-        match release_once(client, names, token).await {
+        match call().await {
             Err(err) if tries < RELEASE_TRIES && (is_transient(&err) || is_connection(&err)) => {
-                tracing::debug!(key = %names.lock, error = %err, "release failed; trying again");
+                tracing::debug!(key = %names.lock, error = %err, "{what} failed; trying again");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(400));
                 tries += 1;
@@ -543,7 +564,7 @@ pub(crate) async fn release_script(
     }
 }
 
-/// How many times a release is tried in all.
+/// How many times a release (or a dropped waiter's leave) is tried in all.
 const RELEASE_TRIES: u32 = 8;
 
 /// The pause before retrying an acquire after a transient error.
@@ -586,30 +607,34 @@ async fn release_once(
     if let Some(redlock) = client.redlock() {
         return redlock::release_all(client, redlock, names, token).await;
     }
-    RELEASE
-        .key(&names.lock)
-        .key(&names.queue)
-        .key(&names.deadlines)
-        .arg(token)
-        .arg(&names.channel)
-        .arg(client.publish_command())
-        .invoke_async(&mut client.connection())
-        .await
-        .map_err(|err| LockError::backend(&names.lock, err))
+    invoke(
+        RELEASE
+            .key(&names.lock)
+            .key(&names.queue)
+            .key(&names.deadlines)
+            .arg(token)
+            .arg(&names.channel)
+            .arg(client.publish_command()),
+        &mut client.connection(),
+    )
+    .await
+    .map_err(|err| LockError::backend(&names.lock, err))
 }
 
 async fn leave_queue(client: &LockClient, names: &KeyNames, token: &str) -> Result<(), LockError> {
-    LEAVE
-        .key(&names.lock)
-        .key(&names.queue)
-        .key(&names.deadlines)
-        .arg(token)
-        .arg(&names.channel)
-        .arg(client.publish_command())
-        .invoke_async::<i64>(&mut client.connection())
-        .await
-        .map(|_| ())
-        .map_err(|err| LockError::backend(&names.lock, err))
+    invoke::<i64>(
+        LEAVE
+            .key(&names.lock)
+            .key(&names.queue)
+            .key(&names.deadlines)
+            .arg(token)
+            .arg(&names.channel)
+            .arg(client.publish_command()),
+        &mut client.connection(),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|err| LockError::backend(&names.lock, err))
 }
 
 /// Best-effort release of a token we should not keep (a late acquire reply).

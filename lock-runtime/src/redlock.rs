@@ -17,7 +17,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::client::Redlock;
-use crate::scripts::{ACQUIRE, KeyNames, RELEASE};
+use crate::scripts::{ACQUIRE, KeyNames, RELEASE, invoke};
 use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError, LockOptions};
 
@@ -65,11 +65,7 @@ pub(crate) async fn acquire_round(
                 .arg(0)
                 .arg(0)
                 .arg(0);
-            tokio::time::timeout(
-                limit,
-                invocation.invoke_async::<(i64, i64)>(&mut connection),
-            )
-            .await
+            tokio::time::timeout(limit, invoke::<(i64, i64)>(&invocation, &mut connection)).await
         }
     }))
     .await;
@@ -123,15 +119,17 @@ pub(crate) async fn release_all(
     let replies = join_all(client.nodes().iter().map(|connection| {
         let mut connection = connection.clone();
         async move {
-            RELEASE
-                .key(&names.lock)
-                .key(&names.queue)
-                .key(&names.deadlines)
-                .arg(token)
-                .arg(&names.channel)
-                .arg(client.publish_command())
-                .invoke_async::<i64>(&mut connection)
-                .await
+            invoke::<i64>(
+                RELEASE
+                    .key(&names.lock)
+                    .key(&names.queue)
+                    .key(&names.deadlines)
+                    .arg(token)
+                    .arg(&names.channel)
+                    .arg(client.publish_command()),
+                &mut connection,
+            )
+            .await
         }
     }))
     .await;

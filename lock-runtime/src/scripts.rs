@@ -2,9 +2,10 @@
 //! the auxiliary keys and channel they use.
 
 use once_cell::sync::Lazy;
-use redis::Script;
+use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
 
 use crate::LockError;
+use crate::connection::Connection;
 
 /// Fair `SET NX PX` with a token (and a fence): `{1, fence}` or `{0, wait_ms}`.
 pub(crate) static ACQUIRE: Lazy<Script> =
@@ -19,6 +20,43 @@ pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("l
 
 /// A waiter leaves the queue.
 pub(crate) static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/leave.lua")));
+
+/// How many times a script call is made when it keeps finding the script cache empty.
+const NOSCRIPT_TRIES: u32 = 4;
+
+/// Runs a script call: EVALSHA, and on NOSCRIPT (a restart, `SCRIPT FLUSH`) redis-rs loads
+/// the script and sends EVALSHA again. A flush between that load and that EVALSHA fails the
+/// call with NOSCRIPT although the script never ran; such a call is made again, a few times.
+///
+/// A call that meets a connection the server has dropped (an idle connection across a
+/// restart, a reset) is made once more: the connection manager reconnects for it. Every
+/// script here is safe to run twice with the same token (acquire grants its own token
+/// again; release, renew and leave compare the token). A server that refuses connections
+/// is reported at once.
+pub(crate) async fn invoke<T: FromRedisValue>(
+    invocation: &ScriptInvocation<'_>,
+    connection: &mut Connection,
+) -> RedisResult<T> {
+    let mut noscript_tries = 1;
+    let mut reconnected = false;
+    loop {
+        match invocation.invoke_async(connection).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    && noscript_tries < NOSCRIPT_TRIES =>
+            {
+                noscript_tries += 1;
+            }
+            Err(err)
+                if !reconnected && err.is_connection_dropped() && !err.is_connection_refusal() =>
+            {
+                tracing::debug!(error = %err, "connection dropped; trying once more");
+                reconnected = true;
+            }
+            result => return result,
+        }
+    }
+}
 
 /// The names that travel with one lock key: its auxiliary keys and its release channel,
 /// all hashing to the lock key's cluster slot.

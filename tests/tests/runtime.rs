@@ -428,3 +428,33 @@ async fn invalid_keys_are_rejected_before_any_redis_traffic() {
     assert!(matches!(long, LockError::InvalidKey { .. }), "{long:?}");
     assert_eq!(server.calls("evalsha") + server.calls("eval"), 0);
 }
+
+/// A client that sat idle while Redis restarted holds a dead connection; its next acquire
+/// must reconnect and succeed, not report the dead connection as a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_acquires_at_once_after_a_redis_restart() {
+    let mut server = RedisServer::start();
+    let client = server.lock_client();
+    client
+        .lock("idle")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.kill9();
+    server.restart();
+    for wait in [Duration::from_secs(2), Duration::ZERO] {
+        let guard = client
+            .lock("idle")
+            .wait(wait)
+            .acquire()
+            .await
+            .unwrap_or_else(|err| panic!("wait {wait:?}: {err}"));
+        assert_eq!(server.get("idle").as_deref(), Some(guard.token()));
+        guard.release().await.unwrap();
+        server.kill9();
+        server.restart();
+    }
+}
