@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use once_cell::sync::{Lazy, OnceCell};
 
+pub mod checkers;
 pub mod child;
 pub mod cluster;
 pub mod proxy;
