@@ -31,8 +31,12 @@ pub(crate) fn validity(sent: Instant, ttl: Duration) -> Instant {
     sent + ttl.saturating_sub(drift(ttl))
 }
 
-/// How long the scheduler sleeps when nothing is scheduled (it is woken on registration).
+/// The longest the scheduler sleeps when nothing is scheduled (a registration that needs it
+/// sooner wakes it).
 const IDLE: Duration = Duration::from_secs(3600);
+
+/// The shortest idle look-again period, so that a tiny ttl cannot make the scheduler spin.
+const MIN_IDLE: Duration = Duration::from_millis(1);
 
 /// A renewal that failed with an error is retried after this share of the ttl.
 const RETRY_DIVISOR: u32 = 10;
@@ -64,6 +68,11 @@ struct State {
     /// lease wakes it only when it needs it sooner, so an acquire does not cost a wake-up
     /// of the scheduler task (a thread switch) in the common case.
     scheduled_wake: Option<Instant>,
+    /// The shortest time from an acquire to its lease's first event among the leases
+    /// registered since the scheduler last looked.
+    recent_period: Option<Duration>,
+    /// How long the scheduler last slept with nothing scheduled.
+    idle_period: Duration,
 }
 
 struct Lease {
@@ -149,6 +158,8 @@ impl Watchdog {
             let wake_sooner = state
                 .scheduled_wake
                 .is_none_or(|scheduled| first_event < scheduled);
+            let period = first_event.saturating_duration_since(sent).max(MIN_IDLE);
+            state.recent_period = Some(state.recent_period.map_or(period, |p| p.min(period)));
             state.leases.insert(
                 id,
                 Lease {
@@ -254,6 +265,21 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant) {
         next_wake = next_wake.min(lease.valid_until);
         true
     });
+    let recent_period = state.recent_period.take();
+    if batch.is_empty() && state.leases.is_empty() {
+        // Nothing to watch. While locks keep coming and going (each held for less than its
+        // first renewal interval), look again after that interval: a new lease is then due
+        // no sooner than this look and need not wake the scheduler (a thread switch per
+        // acquire). Once they stop, back off towards IDLE.
+        let idle = recent_period
+            .unwrap_or_else(|| match state.idle_period {
+                Duration::ZERO => IDLE,
+                last => last.saturating_mul(2),
+            })
+            .clamp(MIN_IDLE, IDLE);
+        state.idle_period = idle;
+        next_wake = now + idle;
+    }
     state.scheduled_wake = Some(next_wake);
     (batch, next_wake)
 }
@@ -436,4 +462,47 @@ pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis())
         .unwrap_or(u64::MAX)
         .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(ttl: Duration, now: Instant) -> Lease {
+        Lease {
+            key: "k".into(),
+            token: "t".into(),
+            ttl,
+            renew: true,
+            next_renewal: now + ttl / 3,
+            valid_until: validity(now, ttl),
+            in_flight: false,
+            lost: watch::channel(None).0,
+        }
+    }
+
+    #[test]
+    fn an_idle_scheduler_looks_again_after_the_recent_renewal_interval_then_backs_off() {
+        let now = Instant::now();
+        let mut state = State::default();
+        // Never used: the long idle sleep.
+        assert_eq!(collect_due(&mut state, now).1, now + IDLE);
+        // A 3 s lease came and went before the scheduler looked: it looks again after 1 s,
+        // so the next such lease (due no sooner) need not wake it.
+        state.recent_period = Some(Duration::from_secs(1));
+        assert_eq!(collect_due(&mut state, now).1, now + Duration::from_secs(1));
+        // No lease since: the look-again period doubles.
+        assert_eq!(collect_due(&mut state, now).1, now + Duration::from_secs(2));
+        assert_eq!(collect_due(&mut state, now).1, now + Duration::from_secs(4));
+    }
+
+    #[test]
+    fn a_held_lease_sets_the_next_look_at_its_renewal() {
+        let now = Instant::now();
+        let mut state = State::default();
+        state.leases.insert(1, lease(Duration::from_secs(3), now));
+        let (batch, next) = collect_due(&mut state, now);
+        assert!(batch.is_empty());
+        assert_eq!(next, now + Duration::from_secs(1));
+    }
 }

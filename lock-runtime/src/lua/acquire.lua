@@ -14,8 +14,8 @@
 -- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}:
 -- how long the caller may sleep before trying again if no release wakes it.
 
-local function acquire()
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+-- The fence of a grant just made (the lock key already holds the token).
+local function fenced()
   if ARGV[3] == '0' then
     return {1, 0}
   end
@@ -29,12 +29,24 @@ local function acquire()
   return {1, fence}
 end
 
+local function acquire()
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return fenced()
+end
+
 local function held_for()
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then
     return 0
   end
   return pttl
+end
+
+-- The common case: nobody is queued, so the lock is first come, first served. Two calls
+-- when it is free.
+local queued = redis.call('EXISTS', KEYS[3]) == 1
+if not queued and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return fenced()
 end
 
 local holder = redis.call('GET', KEYS[1])
@@ -44,14 +56,9 @@ if holder == ARGV[1] then
   return acquire()
 end
 
--- The common case: nobody is queued, so the lock is first come, first served.
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  if not holder then
-    return acquire()
-  end
-  if ARGV[4] == '0' then
-    return {0, held_for()}
-  end
+-- Held by another with nobody queued (the SET above failed): try-once callers stop here.
+if not queued and ARGV[4] == '0' then
+  return {0, held_for()}
 end
 
 local now = redis.call('TIME')
