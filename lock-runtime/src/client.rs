@@ -234,12 +234,13 @@ impl LockClient {
         if self.inner.redlock.is_some() {
             return crate::redlock::is_locked(self, &redis_key).await;
         }
-        let exists: bool = redis::cmd("EXISTS")
+        let value: Option<String> = redis::cmd("GET")
             .arg(&redis_key)
             .query_async(&mut self.connection())
             .await
             .map_err(|err| LockError::backend(&redis_key, err))?;
-        Ok(exists)
+        // A key being handed to the next waiter has no holder yet.
+        Ok(value.is_some_and(|value| value != crate::scripts::HANDOVER))
     }
 
     /// How many held leases the watchdog is tracking now (renewed, or watched for expiry).

@@ -21,6 +21,10 @@ pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("l
 /// A waiter leaves the queue.
 pub(crate) static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/leave.lua")));
 
+/// What a released lock key holds while it is handed to the head of its queue (never a
+/// token: tokens are hex). The scripts spell it out too.
+pub(crate) const HANDOVER: &str = "~handover";
+
 /// How many times a script call is made when it keeps finding the script cache empty.
 const NOSCRIPT_TRIES: u32 = 4;
 

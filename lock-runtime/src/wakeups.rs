@@ -204,6 +204,14 @@ impl Wakeups {
         })
     }
 
+    /// Whether any local waiter is registered on `channel`: the key is contended here.
+    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+        self.channels
+            .map()
+            .get(channel)
+            .is_some_and(|entry| !entry.waiters.is_empty())
+    }
+
     /// How many local waiters are registered (all channels).
     pub(crate) fn waiting(&self) -> usize {
         self.channels

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lock_runtime::{LockClient, LockError, LostCause, OnLost, current_lock};
+use lock_runtime::{Config, LockClient, LockError, LostCause, OnLost, current_lock};
+use lock_tests::proxy::{Direction, FaultProxy};
 use lock_tests::{RedisServer, child};
 use tokio::sync::Mutex;
 
@@ -208,6 +209,120 @@ async fn a_releasing_task_does_not_jump_ahead_of_a_waiter() {
     );
     waiter_guard.release().await.unwrap();
     again.await.unwrap().unwrap().release().await.unwrap();
+}
+
+/// A client that knows of no waiter tries a plain `SET NX` first. While a released key is
+/// handed to a waiter in another process (whose wake-up is slowed down here), that try
+/// must fail: the release left the key to the waiter, not free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_cannot_take_a_key_being_handed_to_a_waiter() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let newcomer = server.lock_client();
+    let patient = LockClient::new(Config::single(proxy.url())).unwrap();
+    let first = newcomer.lock("turn").acquire().await.unwrap();
+    let waiter = {
+        let patient = patient.clone();
+        tokio::spawn(async move { patient.lock("turn").acquire().await })
+    };
+    until_waiting(&patient, 1).await;
+    // The waiter hears of the release 300 ms late.
+    proxy.set_delay(Direction::Down, Duration::from_millis(300));
+    first.release().await.unwrap();
+    let attempt = newcomer.lock("turn").wait(Duration::ZERO).acquire().await;
+    assert!(
+        matches!(attempt, Err(LockError::Busy { .. })),
+        "the newcomer took a key being handed to a waiter: {attempt:?}"
+    );
+    let guard = waiter.await.unwrap().unwrap();
+    assert_eq!(server.get("turn").as_deref(), Some(guard.token()));
+    proxy.set_delay(Direction::Down, Duration::ZERO);
+    guard.release().await.unwrap();
+    assert_eq!(server.dbsize(), 0, "keys left behind");
+}
+
+/// The waiter a key is being handed to gives up (its task is aborted) before it takes it:
+/// its clean-up passes the key on to the next waiter and wakes it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_during_its_hand_over_passes_the_key_on() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let holder = server.lock_client();
+    let first_in_line = LockClient::new(Config::single(proxy.url())).unwrap();
+    let second_in_line = server.lock_client();
+    let held = holder.lock("relay").acquire().await.unwrap();
+    // A waiter that times out leaves the queue: that loads the leave script into the
+    // server's cache, so the slowed-down waiter's leave below needs no reply to run.
+    let timed_out = second_in_line
+        .lock("relay")
+        .wait(Duration::from_millis(50))
+        .acquire()
+        .await;
+    assert!(
+        matches!(timed_out, Err(LockError::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    let first = {
+        let client = first_in_line.clone();
+        tokio::spawn(async move { client.lock("relay").acquire().await })
+    };
+    until_waiting(&first_in_line, 1).await;
+    let second = {
+        let client = second_in_line.clone();
+        tokio::spawn(async move {
+            client
+                .lock("relay")
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+        })
+    };
+    until_waiting(&second_in_line, 1).await;
+    // The first in line never hears of the release; it gives up instead.
+    proxy.set_delay(Direction::Down, Duration::from_secs(5));
+    held.release().await.unwrap();
+    assert_eq!(server.get("relay").as_deref(), Some("~handover"));
+    first.abort();
+    // Woken by the pass-on message; without it the second waiter would sleep out its
+    // 2 s park (the holder's lease is far from its end) before trying again.
+    let guard = tokio::time::timeout(Duration::from_millis(1500), second)
+        .await
+        .expect("the second waiter was not woken: the key was not passed on")
+        .unwrap()
+        .unwrap();
+    assert_eq!(server.get("relay").as_deref(), Some(guard.token()));
+    guard.release().await.unwrap();
+}
+
+/// A hand-over whose waiters all went away (their queue expired) is free for anyone who
+/// may wait, has no holder for `is_locked`, and refuses a try-once (it expires shortly).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_left_without_waiters_is_taken_by_the_next_comer() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let _: () = redis::cmd("SET")
+        .arg("orphan")
+        .arg("~handover")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!client.is_locked("orphan").await.unwrap());
+    let attempt = client.lock("orphan").wait(Duration::ZERO).acquire().await;
+    assert!(
+        matches!(attempt, Err(LockError::Busy { .. })),
+        "{attempt:?}"
+    );
+    let guard = client
+        .lock("orphan")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(server.get("orphan").as_deref(), Some(guard.token()));
+    assert!(client.is_locked("orphan").await.unwrap());
+    guard.release().await.unwrap();
+    assert_eq!(server.dbsize(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

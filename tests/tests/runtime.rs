@@ -183,10 +183,10 @@ async fn the_watchdog_keeps_a_short_lease_through_a_long_hold() {
     }
     assert!(refusals >= 10);
     assert!(!guard.is_lost());
-    assert!(
-        server.calls("evalsha") > refusals,
-        "no renewal reached the server"
-    );
+    // The refusals are plain `SET NX`s; the scripts are the renewals, one per ttl/3
+    // (about 10 in 3.5 s).
+    let renewals = server.calls("evalsha");
+    assert!(renewals >= 5, "only {renewals} renewals reached the server");
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     let after = other
         .lock("long-job")

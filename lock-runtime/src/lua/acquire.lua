@@ -13,6 +13,10 @@
 --
 -- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}:
 -- how long the caller may sleep before trying again if no release wakes it.
+--
+-- A release that finds waiters leaves the key holding '~handover' (never a token) until
+-- the head of the queue takes it: so a plain `SET NX`, which the client sends as its first
+-- try when it knows of no contention, never jumps the queue. Here it counts as free.
 
 -- The fence of a grant just made (the lock key already holds the token).
 local function fenced()
@@ -50,15 +54,24 @@ if not queued and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 
 local holder = redis.call('GET', KEYS[1])
+if holder == '~handover' then
+  holder = false
+end
 -- Ours already: an earlier try of this same acquisition was granted but its reply was
 -- lost (a timeout, a reset connection). Granting it again makes retries idempotent.
 if holder == ARGV[1] then
   return acquire()
 end
 
--- Held by another with nobody queued (the SET above failed): try-once callers stop here.
-if not queued and ARGV[4] == '0' then
-  return {0, held_for()}
+if not queued then
+  -- A hand-over left behind by a queue that has since expired.
+  if not holder then
+    return acquire()
+  end
+  -- Held by another with nobody queued: try-once callers stop here.
+  if ARGV[4] == '0' then
+    return {0, held_for()}
+  end
 end
 
 local now = redis.call('TIME')

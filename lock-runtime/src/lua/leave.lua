@@ -1,20 +1,26 @@
 -- A waiter gives up (its wait ran out, its future was dropped, Redis failed under it): it
 -- leaves the queue, gives back a grant it may not have heard of (an earlier try whose reply
--- was lost), and if that made the lock free for the next waiter, wakes it.
+-- was lost) or a hand-over meant for it, and passes the lock on to the next waiter.
 -- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines
 -- ARGV[1] the waiter's token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-local freed = false
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  freed = true
+local current = redis.call('GET', KEYS[1])
+-- Ours to pass on: a grant carrying our token, or (as the head) a hand-over or a free key.
+local ours = current == ARGV[1]
+  or (head == ARGV[1] and (not current or current == '~handover'))
+if not ours then
+  return 1
 end
-if (freed or head == ARGV[1]) and redis.call('EXISTS', KEYS[1]) == 0 then
-  local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if next then
-    redis.call(ARGV[3], ARGV[2], next)
-  end
+local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if next then
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], next)) or now_ms
+  redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
+  redis.call(ARGV[3], ARGV[2], next)
+elseif current then
+  redis.call('DEL', KEYS[1])
 end
 return 1

@@ -1,16 +1,19 @@
--- Release a lock only if this owner still holds it (compare-and-delete), and wake the
+-- Release a lock only if this owner still holds it (compare-and-delete), and hand it to the
 -- waiter whose turn it is.
 -- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines
 -- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster)
 -- Returns 1 released, 0 the key is gone (the lease had expired), -1 another owner holds it.
+--
+-- With waiters queued the key is not deleted but set to '~handover' until the head's queue
+-- deadline: a newcomer's plain `SET NX` then fails and it queues behind, while the head,
+-- woken by the message, takes the key through acquire.lua.
 local current = redis.call('GET', KEYS[1])
 if current ~= ARGV[1] then
-  if current then
+  if current and current ~= '~handover' then
     return -1
   end
   return 0
 end
-redis.call('DEL', KEYS[1])
 -- Nobody queued means nobody waits: no message at all on the uncontended path.
 if redis.call('EXISTS', KEYS[2]) == 1 then
   local now = redis.call('TIME')
@@ -21,6 +24,15 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
     redis.call('ZREM', KEYS[3], waiter)
   end
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  redis.call(ARGV[3], ARGV[2], head or '')
+  if head then
+    local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
+    redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
+    redis.call(ARGV[3], ARGV[2], head)
+    return 1
+  end
+  redis.call('DEL', KEYS[1])
+  redis.call(ARGV[3], ARGV[2], '')
+  return 1
 end
+redis.call('DEL', KEYS[1])
 return 1
