@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""redis-py's Lock as a cross-ecosystem reference for the lock benchmark (issue 5).
+
+Run by the bench driver (bench/src/python.rs), never by hand in the normal flow:
+
+    redis_py_bench.py uncontended URL KEY SECONDS
+    redis_py_bench.py hot URL KEY SECONDS TASKS HOLD_MS
+
+Prints one JSON object on stdout. Every loop is bounded by SECONDS and by a count.
+The lock is used as a user would: `Redis.lock(name, timeout=10)` with its defaults
+(blocking, polling every 0.1 s), one thread per contending task.
+"""
+
+import json
+import resource
+import sys
+import threading
+import time
+
+import redis
+
+MAX_CYCLES = 5_000_000
+
+
+def cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def uncontended(url, key, seconds):
+    client = redis.Redis.from_url(url)
+    lock = client.lock(key, timeout=10, blocking=False)
+    for _ in range(200):  # warm-up: connection, script load
+        if lock.acquire():
+            lock.release()
+    cycles = failures = 0
+    cpu0 = cpu_seconds()
+    start = time.perf_counter()
+    deadline = start + seconds
+    while cycles < MAX_CYCLES and time.perf_counter() < deadline:
+        if lock.acquire():
+            lock.release()
+            cycles += 1
+        else:
+            failures += 1
+    elapsed = time.perf_counter() - start
+    return {
+        "cycles": cycles,
+        "failures": failures,
+        "elapsed_s": elapsed,
+        "client_cpu_s": cpu_seconds() - cpu0,
+    }
+
+
+def hot(url, key, seconds, tasks, hold_ms):
+    client = redis.Redis.from_url(url, max_connections=tasks + 4)
+    client.ping()
+    start = time.perf_counter()
+    end = start + seconds
+    state = {"last_releaser": -1, "held": False}
+    guard = threading.Lock()
+    results = []
+
+    def worker(me):
+        waits, censored, holds = [], [], []
+        same = violations = 0
+        for _ in range(MAX_CYCLES):
+            t0 = time.perf_counter()
+            if t0 >= end:
+                break
+            lock = client.lock(key, timeout=10)
+            if not lock.acquire(blocking=True, blocking_timeout=max(end - t0, 0.001)):
+                censored.append(time.perf_counter() - t0)
+                break
+            acquired = time.perf_counter()
+            with guard:
+                if state["held"]:
+                    violations += 1
+                state["held"] = True
+                if state["last_releaser"] == me:
+                    same += 1
+            if acquired >= end:
+                # Too late to count: give it back at once.
+                with guard:
+                    state["held"] = False
+                lock.release()
+                censored.append(acquired - t0)
+                break
+            waits.append(acquired - t0)
+            time.sleep(hold_ms / 1000.0)
+            holds.append(time.perf_counter() - acquired)
+            with guard:
+                state["held"] = False
+                state["last_releaser"] = me
+            lock.release()
+        results.append((waits, censored, holds, same, violations))
+
+    cpu0 = cpu_seconds()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(tasks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=seconds + 30)
+    waits = [w for r in results for w in r[0]]
+    censored = [w for r in results for w in r[1]]
+    holds = [h for r in results for h in r[2]]
+    return {
+        "acquisitions": len(waits),
+        "elapsed_s": seconds,
+        "waits_us": [int(w * 1e6) for w in waits],
+        "censored_us": [int(w * 1e6) for w in censored],
+        "mean_hold_us": (sum(holds) / len(holds) * 1e6) if holds else 0.0,
+        "same_task": sum(r[3] for r in results),
+        "violations": sum(r[4] for r in results),
+        "client_cpu_s": cpu_seconds() - cpu0,
+    }
+
+
+def main(argv):
+    mode = argv[1]
+    if mode == "version":
+        out = {"redis_py": redis.__version__, "python": sys.version.split()[0]}
+    elif mode == "uncontended":
+        out = uncontended(argv[2], argv[3], float(argv[4]))
+    elif mode == "hot":
+        out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,319 @@
+//! The contenders: ours (through the attribute and the API), the raw limit, and the peers.
+//!
+//! Every contender locks the same layout (a plain string key holding a random token with a
+//! PX expiry) on the same server, so the figures compare clients, not data models.
+
+use std::time::Duration;
+
+use lock_runtime::{LockClient, LockError, LockGuard, distributed_lock};
+use redis::aio::MultiplexedConnection;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::BenchResult;
+
+/// The lease every cycle takes (long enough never to expire during a measurement).
+pub(crate) const TTL: Duration = Duration::from_secs(10);
+
+/// One of the measured lock clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Contender {
+    /// `#[distributed_lock]` on an async fn.
+    Attribute,
+    /// `Lock::new(key).acquire()` and `guard.release()`.
+    Api,
+    /// `SET NX PX` plus an `EVALSHA` compare-and-delete: two round trips, nothing else.
+    Raw,
+    /// The `rslock` crate (Redlock on one server).
+    Rslock,
+    /// The `async-redis-lock` crate.
+    AsyncRedisLock,
+    /// redis-py's `Lock`, run by a Python subprocess.
+    RedisPy,
+}
+
+impl Contender {
+    /// The short id used in file names and JSON.
+    pub(crate) fn id(self) -> &'static str {
+        match self {
+            Contender::Attribute => "attribute",
+            Contender::Api => "api",
+            Contender::Raw => "raw",
+            Contender::Rslock => "rslock",
+            Contender::AsyncRedisLock => "async-redis-lock",
+            Contender::RedisPy => "redis-py",
+        }
+    }
+
+    /// The name shown in tables and plots.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Contender::Attribute => "ours, #[distributed_lock]",
+            Contender::Api => "ours, Lock API",
+            Contender::Raw => "raw limit (SET NX PX + EVALSHA)",
+            Contender::Rslock => "rslock 0.10",
+            Contender::AsyncRedisLock => "async-redis-lock 0.4",
+            Contender::RedisPy => "redis-py Lock",
+        }
+    }
+
+    /// A distinct range of numeric key ids per contender, so no contender ever meets
+    /// another's keys.
+    pub(crate) fn key_base(self) -> u64 {
+        1_000_000
+            * match self {
+                Contender::Attribute => 1,
+                Contender::Api => 2,
+                Contender::Raw => 3,
+                Contender::Rslock => 4,
+                Contender::AsyncRedisLock => 5,
+                Contender::RedisPy => 6,
+            }
+    }
+}
+
+/// The key of lock number `id` (the attribute renders `bench:<id>` the same way).
+pub(crate) fn key_of(id: u64) -> String {
+    format!("bench:{id}")
+}
+
+/// The uncontended cycle through the attribute: acquire, run an empty body, release.
+#[distributed_lock(key = "bench:<id>", ttl = "10s", wait = "0s")]
+pub(crate) async fn attribute_cycle(id: u64) -> Result<(), LockError> {
+    Ok(())
+}
+
+/// The raw limit: one multiplexed connection, `SET NX PX`, then an `EVALSHA`
+/// compare-and-delete.
+#[derive(Clone)]
+pub(crate) struct Raw {
+    connection: MultiplexedConnection,
+    release: redis::Script,
+}
+
+/// Compare-and-delete, as every token lock releases.
+const RAW_RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#;
+
+impl Raw {
+    async fn connect(url: &str) -> BenchResult<Self> {
+        let client = redis::Client::open(url)?;
+        let connection = client.get_multiplexed_async_connection().await?;
+        Ok(Raw {
+            connection,
+            release: redis::Script::new(RAW_RELEASE),
+        })
+    }
+
+    /// Tries once; true when the lock was taken and given back.
+    async fn cycle(&self, key: &str) -> BenchResult<bool> {
+        let mut connection = self.connection.clone();
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let reply: redis::Value = redis::cmd("SET")
+            .arg(key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(TTL.as_millis() as u64)
+            .query_async(&mut connection)
+            .await?;
+        if !matches!(reply, redis::Value::Okay) {
+            return Ok(false);
+        }
+        let deleted: i64 = self
+            .release
+            .key(key)
+            .arg(&token)
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(deleted == 1)
+    }
+}
+
+/// Every contender's client, connected to the one server under test.
+pub(crate) struct Clients {
+    /// The global client (what the attribute uses); the API contender uses it too, so the
+    /// two differ only in the code path.
+    pub(crate) ours: LockClient,
+    raw: Raw,
+    rslock: rslock::LockManager,
+    arl: async_redis_lock::Locker,
+}
+
+/// A lock held by one contender in the hot-key scenario.
+pub(crate) enum Held {
+    /// Ours.
+    Ours(LockGuard),
+    /// rslock's guard.
+    Rslock(rslock::LockGuard),
+    /// async-redis-lock's guard.
+    Arl(async_redis_lock::Lock),
+}
+
+impl Clients {
+    /// Connects every contender (ours through the global client, set up by the caller).
+    pub(crate) async fn connect(url: &str) -> BenchResult<Self> {
+        let ours = lock_runtime::client()?.clone();
+        Ok(Clients {
+            ours,
+            raw: Raw::connect(url).await?,
+            rslock: rslock::LockManager::new(vec![url.to_owned()]),
+            arl: async_redis_lock::Locker::from_redis_url(url).await?,
+        })
+    }
+
+    /// One uncontended cycle on lock `id`: acquire without waiting, release. Returns false
+    /// when the lock was busy (never expected: every key has one user).
+    pub(crate) async fn cycle(&self, contender: Contender, id: u64) -> BenchResult<bool> {
+        match contender {
+            Contender::Attribute => match attribute_cycle(id).await {
+                Ok(()) => Ok(true),
+                Err(LockError::Busy { .. }) => Ok(false),
+                Err(err) => Err(err.into()),
+            },
+            Contender::Api => {
+                let lock = lock_runtime::Lock::new(key_of(id))
+                    .ttl(TTL)
+                    .wait(Duration::ZERO)
+                    .client(&self.ours);
+                match lock.acquire().await {
+                    Ok(guard) => {
+                        guard.release().await?;
+                        Ok(true)
+                    }
+                    Err(LockError::Busy { .. }) => Ok(false),
+                    Err(err) => Err(err.into()),
+                }
+            }
+            Contender::Raw => self.raw.cycle(&key_of(id)).await,
+            Contender::Rslock => {
+                let key = key_of(id);
+                match self.rslock.lock(key.as_str(), TTL).await {
+                    Ok(lock) => {
+                        self.rslock.unlock(&lock).await;
+                        Ok(true)
+                    }
+                    Err(rslock::LockError::Unavailable) => Ok(false),
+                    Err(err) => Err(err.into()),
+                }
+            }
+            Contender::AsyncRedisLock => {
+                let options = async_redis_lock::Options::new()
+                    .ttl(TTL)
+                    .timeout(Some(Duration::ZERO));
+                match self.arl.acquire_with_options(&options, key_of(id)).await {
+                    Ok(lock) => {
+                        lock.release().await?;
+                        Ok(true)
+                    }
+                    Err(async_redis_lock::Error::Timeout) => Ok(false),
+                    Err(err) => Err(err.into()),
+                }
+            }
+            Contender::RedisPy => Err("redis-py runs in its own process".into()),
+        }
+    }
+
+    /// Waits for the hot `key` until `until` (each contender's own waiting: ours parks on
+    /// release notifications, the peers poll with their default intervals). `None` when the
+    /// window closed first.
+    pub(crate) async fn acquire_hot(
+        &self,
+        contender: Contender,
+        key: &str,
+        until: Instant,
+    ) -> BenchResult<Option<Held>> {
+        let remaining = until.saturating_duration_since(Instant::now());
+        let held = match contender {
+            Contender::Api => {
+                let lock = lock_runtime::Lock::new(key)
+                    .ttl(TTL)
+                    .wait(remaining + Duration::from_secs(5))
+                    .client(&self.ours);
+                match tokio::time::timeout_at(until, lock.acquire()).await {
+                    Ok(guard) => Some(Held::Ours(guard?)),
+                    Err(_) => None,
+                }
+            }
+            Contender::Rslock => {
+                // `acquire` polls until it wins (3 tries 0-200 ms apart, then again).
+                match tokio::time::timeout_at(until, self.rslock.acquire(key, TTL)).await {
+                    Ok(guard) => Some(Held::Rslock(guard?)),
+                    Err(_) => None,
+                }
+            }
+            Contender::AsyncRedisLock => {
+                // Polls every 100 ms (its default) until the timeout.
+                let options = async_redis_lock::Options::new()
+                    .ttl(TTL)
+                    .timeout(Some(remaining));
+                match self.arl.acquire_with_options(&options, key).await {
+                    Ok(lock) => Some(Held::Arl(lock)),
+                    Err(async_redis_lock::Error::Timeout) => None,
+                    Err(err) => return Err(err.into()),
+                }
+            }
+            other => return Err(format!("{} has no hot-key waiter", other.id()).into()),
+        };
+        Ok(held)
+    }
+
+    /// Acquires lock `id` for the watchdog scenario (ttl 3 s, renewed every second).
+    pub(crate) async fn acquire_renewed(
+        &self,
+        contender: Contender,
+        client: &LockClient,
+        id: u64,
+        ttl: Duration,
+    ) -> BenchResult<Held> {
+        match contender {
+            Contender::Api => {
+                let guard = lock_runtime::Lock::new(key_of(id))
+                    .ttl(ttl)
+                    .wait(Duration::ZERO)
+                    .client(client)
+                    .acquire()
+                    .await?;
+                Ok(Held::Ours(guard))
+            }
+            Contender::AsyncRedisLock => {
+                let options = async_redis_lock::Options::new()
+                    .ttl(ttl)
+                    .extend(ttl / 3)
+                    .timeout(Some(Duration::ZERO));
+                Ok(Held::Arl(
+                    self.arl.acquire_with_options(&options, key_of(id)).await?,
+                ))
+            }
+            other => Err(format!("{} has no watchdog", other.id()).into()),
+        }
+    }
+}
+
+impl Held {
+    /// Releases the lock (owner-checked for every contender).
+    pub(crate) async fn release(self) -> BenchResult<()> {
+        match self {
+            Held::Ours(guard) => {
+                guard.release().await?;
+            }
+            Held::Rslock(guard) => guard.release().await,
+            Held::Arl(lock) => lock.release().await?,
+        }
+        Ok(())
+    }
+
+    /// Whether the holder was told its lease was lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        match self {
+            Held::Ours(guard) => guard.is_lost(),
+            Held::Rslock(_) => false,
+            Held::Arl(lock) => lock.is_lost(),
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! The comparative lock benchmark of issue 5: ours (attribute and API) against the raw
+//! Redis limit, rslock, async-redis-lock and redis-py, on one server in one run.
+//!
+//! Run it with `bench/run` from the repository root: the script provides the server and
+//! the settings through the environment (`REDIS_URL`, `BENCH_*`), builds this binary in
+//! release mode, and this binary writes `bench/results/` and `BENCHMARKS.md`.
+
+mod admin;
+mod contenders;
+mod plot;
+mod python;
+mod report;
+mod scenarios;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_runtime::Config;
+use tokio::time::Instant;
+
+use crate::admin::Admin;
+use crate::contenders::{Clients, Contender};
+use crate::python::Python;
+use crate::report::{Machine, Results, Settings};
+
+/// The bench's error type: anything, with its message.
+pub(crate) type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Reads a number from the environment, or the default.
+fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+fn env_path(name: &str, default: &str) -> PathBuf {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default))
+}
+
+/// The list rotated by `run`, so that no contender always goes first.
+fn rotated(list: &[Contender], run: usize) -> Vec<Contender> {
+    let mut list = list.to_vec();
+    if !list.is_empty() {
+        let by = run % list.len();
+        list.rotate_left(by);
+    }
+    list
+}
+
+fn main() -> BenchResult<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(bench())
+}
+
+async fn bench() -> BenchResult<()> {
+    let url = std::env::var("REDIS_URL")
+        .map_err(|_| "REDIS_URL is not set: run the bench through bench/run")?;
+    let scale: f64 = env_number("BENCH_SCALE", 1.0);
+    let seconds = |base: f64| Duration::from_secs_f64(base * scale);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let settings = Settings {
+        runs: env_number("BENCH_RUNS", 5),
+        uncontended_s: 1.5 * scale,
+        many_tasks: 256,
+        many_s: 2.0 * scale,
+        hot_tasks: 64,
+        hot_hold_ms: 1.0,
+        hot_window_s: 5.0 * scale,
+        watchdog_locks: env_number("BENCH_WATCHDOG_LOCKS", 10_000),
+        watchdog_ttl_ms: 3_000,
+        watchdog_hold_s: 4.0 * scale.max(0.5),
+        server: std::env::var("BENCH_SERVER").unwrap_or_else(|_| "REDIS_URL".into()),
+        command: std::env::var("BENCH_COMMAND").unwrap_or_else(|_| "bench/run".into()),
+        worker_threads: workers,
+    };
+    let results_dir = env_path("BENCH_RESULTS", "results");
+    let report_path = env_path("BENCH_REPORT", "../BENCHMARKS.md");
+    let plot_path = env_path("BENCH_PLOT", "results/hot-key-waits.svg");
+
+    lock_runtime::init(Config::single(url.clone()))?;
+    let admin = Admin::connect(&url).await?;
+    let clients = Arc::new(Clients::connect(&url).await?);
+    let python = match std::env::var_os("BENCH_PYTHON") {
+        Some(interpreter) if !interpreter.is_empty() => {
+            let script = env_path("BENCH_PY_SCRIPT", "redis_py_bench.py");
+            Python::find(PathBuf::from(interpreter), script, &url).await
+        }
+        _ => None,
+    };
+    let mut skipped = Vec::new();
+    if python.is_none() {
+        skipped.push("redis-py: no Python interpreter with `redis` (BENCH_PYTHON)".to_owned());
+    }
+    let machine = machine(&admin, python.as_ref()).await?;
+    eprintln!(
+        "bench: {} runs on {} CPUs ({}), redis {}, scale {scale}",
+        settings.runs, machine.nproc, machine.cpu_model, machine.redis_version
+    );
+
+    let mut uncontended_list = vec![
+        Contender::Attribute,
+        Contender::Api,
+        Contender::Raw,
+        Contender::Rslock,
+        Contender::AsyncRedisLock,
+    ];
+    let mut many_list = uncontended_list.clone();
+    let mut hot_list = vec![Contender::Api, Contender::Rslock, Contender::AsyncRedisLock];
+    if python.is_some() {
+        uncontended_list.push(Contender::RedisPy);
+        hot_list.push(Contender::RedisPy);
+    }
+    let mut watchdog_list = vec![Contender::Api, Contender::AsyncRedisLock];
+    // BENCH_ONLY=scenario[/contender] narrows the run (for profiling); the report is then
+    // not rewritten, only bench/results.
+    let only = std::env::var("BENCH_ONLY")
+        .ok()
+        .filter(|only| !only.is_empty());
+    if let Some(only) = &only {
+        let (scenario, contender) = only.split_once('/').unwrap_or((only.as_str(), ""));
+        for (name, list) in [
+            ("uncontended", &mut uncontended_list),
+            ("many", &mut many_list),
+            ("hot", &mut hot_list),
+            ("watchdog", &mut watchdog_list),
+        ] {
+            list.retain(|c| name == scenario && (contender.is_empty() || c.id() == contender));
+        }
+    }
+
+    let mut results = Results {
+        machine,
+        settings: settings.clone(),
+        uncontended: Vec::new(),
+        many_keys: Vec::new(),
+        hot_key: Vec::new(),
+        watchdog: Vec::new(),
+        skipped,
+        wall_s: 0.0,
+    };
+    let started = Instant::now();
+    for run in 0..settings.runs {
+        for contender in rotated(&uncontended_list, run) {
+            let measured = if contender == Contender::RedisPy {
+                match &python {
+                    Some(python) => {
+                        scenarios::python_cycles(python, &admin, run, seconds(1.5)).await
+                    }
+                    None => continue,
+                }
+            } else {
+                scenarios::cycles(&clients, &admin, contender, run, 1, seconds(1.5)).await
+            };
+            match measured {
+                Ok(record) => {
+                    eprintln!(
+                        "run {run} uncontended {:<18} {:>9.0} cycles/s",
+                        contender.id(),
+                        record.per_s
+                    );
+                    results.uncontended.push(record);
+                }
+                Err(err) => failed(&mut results.skipped, run, "uncontended", contender, &*err),
+            }
+        }
+        for contender in rotated(&many_list, run) {
+            match scenarios::cycles(
+                &clients,
+                &admin,
+                contender,
+                run,
+                settings.many_tasks,
+                seconds(2.0),
+            )
+            .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "run {run} 256 keys    {:<18} {:>9.0} cycles/s",
+                        contender.id(),
+                        record.per_s
+                    );
+                    results.many_keys.push(record);
+                }
+                Err(err) => failed(&mut results.skipped, run, "256 keys", contender, &*err),
+            }
+        }
+        for contender in rotated(&hot_list, run) {
+            match scenarios::hot_key(
+                &clients,
+                &admin,
+                contender,
+                run,
+                settings.hot_tasks,
+                Duration::from_millis(1),
+                seconds(5.0),
+                python.as_ref(),
+            )
+            .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "run {run} hot key     {:<18} {:>9.0} acq/s, p99 {:.1} ms, max {:.1} ms, {:.2} requests/acq",
+                        contender.id(),
+                        record.per_s,
+                        record.p99_us as f64 / 1e3,
+                        record.max_us as f64 / 1e3,
+                        record.requests_per_acq.unwrap_or(f64::NAN)
+                    );
+                    results.hot_key.push(record);
+                }
+                Err(err) => failed(&mut results.skipped, run, "hot key", contender, &*err),
+            }
+        }
+        for contender in rotated(&watchdog_list, run) {
+            match scenarios::watchdog(
+                &clients,
+                &admin,
+                &url,
+                contender,
+                run,
+                settings.watchdog_locks,
+                Duration::from_millis(settings.watchdog_ttl_ms),
+                Duration::from_secs_f64(settings.watchdog_hold_s),
+            )
+            .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "run {run} watchdog    {:<18} {:>9.0} renewals/period, {:.0} reads/period, CPU {:.1}%",
+                        contender.id(),
+                        record.renewals_per_period,
+                        record.server_reads_per_period,
+                        record.client_cpu_share * 100.0
+                    );
+                    results.watchdog.push(record);
+                }
+                Err(err) => failed(&mut results.skipped, run, "watchdog", contender, &*err),
+            }
+        }
+    }
+    results.wall_s = started.elapsed().as_secs_f64();
+    results.machine.load.1 = load_average();
+
+    if only.is_some() {
+        std::fs::create_dir_all(&results_dir)?;
+        std::fs::write(
+            results_dir.join("only.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        eprintln!("bench: BENCH_ONLY run; BENCHMARKS.md left as it was");
+        return Ok(());
+    }
+    if !results.hot_key.is_empty() {
+        plot::hot_key_cdf(&results.hot_key, settings.hot_tasks, &plot_path)?;
+    }
+    let plot_link = relative_link(&report_path, &plot_path);
+    report::write_all(&results, &results_dir, &report_path, plot_link.as_deref())?;
+    eprintln!(
+        "bench: wrote {} and {}/ in {:.0} s",
+        report_path.display(),
+        results_dir.display(),
+        results.wall_s
+    );
+    Ok(())
+}
+
+/// Notes a failed measurement (and carries on with the others).
+fn failed(
+    skipped: &mut Vec<String>,
+    run: usize,
+    scenario: &str,
+    contender: Contender,
+    err: &dyn std::fmt::Display,
+) {
+    let note = format!(
+        "run {run}, {scenario}, {}: failed: {err}",
+        contender.label()
+    );
+    eprintln!("{note}");
+    skipped.push(note);
+}
+
+/// The plot's path as a link relative to the report's directory, when it lies beneath it.
+fn relative_link(report: &Path, plot: &Path) -> Option<String> {
+    let report = std::fs::canonicalize(report.parent()?).ok()?;
+    let plot = std::fs::canonicalize(plot).ok()?;
+    plot.strip_prefix(&report)
+        .ok()
+        .map(|path| path.to_string_lossy().into_owned())
+}
+
+async fn machine(admin: &Admin, python: Option<&Python>) -> BenchResult<Machine> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == "model name").then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let rustc = std::env::var("BENCH_RUSTC").unwrap_or_else(|_| {
+        std::process::Command::new("rustc")
+            .arg("--version")
+            .output()
+            .ok()
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            .unwrap_or_else(|| "unknown".into())
+    });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|release| format!("Linux {}", release.trim()))
+        .unwrap_or_else(|_| "unknown".into());
+    Ok(Machine {
+        nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_model,
+        redis_version: admin.info_text("server", "redis_version").await?,
+        rustc,
+        kernel,
+        python: python.map(|python| python.versions.clone()),
+        load: (load_average(), String::new()),
+        code: std::env::var("BENCH_CODE").unwrap_or_else(|_| "unknown".into()),
+    })
+}
+
+/// The first three fields of `/proc/loadavg`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".into())
+}

@@ -1,0 +1,137 @@
+//! redis-py's `Lock`, run in a Python subprocess against the same server
+//! (`bench/redis_py_bench.py`).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use tokio::process::Command;
+
+use crate::BenchResult;
+use crate::scenarios::HotOutcome;
+
+/// The interpreter (with `redis` installed) and the script.
+pub(crate) struct Python {
+    interpreter: PathBuf,
+    script: PathBuf,
+    url: String,
+    /// redis-py's and Python's versions.
+    pub(crate) versions: String,
+}
+
+/// The uncontended measurement as the script reports it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PyCycles {
+    pub(crate) cycles: u64,
+    pub(crate) failures: u64,
+    pub(crate) elapsed_s: f64,
+    pub(crate) client_cpu_s: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct PyHot {
+    waits_us: Vec<u64>,
+    censored_us: Vec<u64>,
+    mean_hold_us: f64,
+    same_task: u64,
+    violations: u64,
+    client_cpu_s: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct PyVersions {
+    redis_py: String,
+    python: String,
+}
+
+impl Python {
+    /// Checks that `interpreter` can import redis; `None` (with the reason on stderr) when
+    /// it cannot.
+    pub(crate) async fn find(interpreter: PathBuf, script: PathBuf, url: &str) -> Option<Self> {
+        let mut python = Python {
+            interpreter,
+            script,
+            url: url.to_owned(),
+            versions: String::new(),
+        };
+        match python
+            .call::<PyVersions>(&["version"], Duration::from_secs(30))
+            .await
+        {
+            Ok(versions) => {
+                python.versions = format!(
+                    "redis-py {} on Python {}",
+                    versions.redis_py, versions.python
+                );
+                Some(python)
+            }
+            Err(err) => {
+                eprintln!("redis-py is not usable, skipping it: {err}");
+                None
+            }
+        }
+    }
+
+    async fn call<T: DeserializeOwned>(&self, args: &[&str], limit: Duration) -> BenchResult<T> {
+        let child = Command::new(&self.interpreter)
+            .arg(&self.script)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let output = tokio::time::timeout(limit, child.wait_with_output())
+            .await
+            .map_err(|_| format!("the redis-py script ran over {limit:?}"))??;
+        if !output.status.success() {
+            return Err(format!(
+                "the redis-py script failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+            .into());
+        }
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    /// One task, one key, acquire + release for `duration`.
+    pub(crate) async fn uncontended(&self, key: &str, duration: Duration) -> BenchResult<PyCycles> {
+        let seconds = duration.as_secs_f64().to_string();
+        self.call(
+            &["uncontended", &self.url, key, &seconds],
+            duration + Duration::from_secs(60),
+        )
+        .await
+    }
+
+    /// `tasks` threads contending for `key` for `window`, each holding it for `hold`.
+    pub(crate) async fn hot(
+        &self,
+        key: &str,
+        window: Duration,
+        tasks: u64,
+        hold: Duration,
+    ) -> BenchResult<HotOutcome> {
+        let seconds = window.as_secs_f64().to_string();
+        let hold_ms = (hold.as_secs_f64() * 1e3).to_string();
+        let tasks = tasks.to_string();
+        let out: PyHot = self
+            .call(
+                &["hot", &self.url, key, &seconds, &tasks, &hold_ms],
+                window + Duration::from_secs(60),
+            )
+            .await?;
+        let acquisitions = out.waits_us.len() as u64;
+        Ok(HotOutcome {
+            waits_us: out.waits_us,
+            censored_us: out.censored_us,
+            // The script reports the mean; spread it so the record's mean comes out the same.
+            holds_us: vec![out.mean_hold_us.round() as u64; acquisitions as usize],
+            same_task: out.same_task,
+            violations: out.violations,
+            client_cpu_s: out.client_cpu_s,
+        })
+    }
+}
