@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::context;
 use crate::guard::LockGuard;
 use crate::redlock;
-use crate::scripts::{ACQUIRE, KeyNames, LEAVE, RELEASE, invoke};
+use crate::scripts::{ACQUIRE, KeyNames, LEAVE, RELEASE, invoke, queue_call};
 use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError};
 
@@ -643,13 +643,7 @@ async fn release_once(
         return redlock::release_all(client, redlock, names, token).await;
     }
     invoke(
-        RELEASE
-            .key(&names.lock)
-            .key(&names.queue)
-            .key(&names.deadlines)
-            .arg(token)
-            .arg(&names.channel)
-            .arg(client.publish_command()),
+        &queue_call(&RELEASE, names, token, client.publish_command()),
         &mut client.connection(),
     )
     .await
@@ -658,13 +652,7 @@ async fn release_once(
 
 async fn leave_queue(client: &LockClient, names: &KeyNames, token: &str) -> Result<(), LockError> {
     invoke::<i64>(
-        LEAVE
-            .key(&names.lock)
-            .key(&names.queue)
-            .key(&names.deadlines)
-            .arg(token)
-            .arg(&names.channel)
-            .arg(client.publish_command()),
+        &queue_call(&LEAVE, names, token, client.publish_command()),
         &mut client.connection(),
     )
     .await

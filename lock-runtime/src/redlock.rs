@@ -17,7 +17,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::client::Redlock;
-use crate::scripts::{ACQUIRE, KeyNames, RELEASE, invoke};
+use crate::scripts::{ACQUIRE, KeyNames, RELEASE, invoke, queue_call};
 use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError, LockOptions};
 
@@ -120,13 +120,7 @@ pub(crate) async fn release_all(
         let mut connection = connection.clone();
         async move {
             invoke::<i64>(
-                RELEASE
-                    .key(&names.lock)
-                    .key(&names.queue)
-                    .key(&names.deadlines)
-                    .arg(token)
-                    .arg(&names.channel)
-                    .arg(client.publish_command()),
+                &queue_call(&RELEASE, names, token, client.publish_command()),
                 &mut connection,
             )
             .await

@@ -62,6 +62,24 @@ pub(crate) async fn invoke<T: FromRedisValue>(
     }
 }
 
+/// A call of release.lua or leave.lua, which take the same keys and arguments: the lock
+/// and its queue, the caller's token, and the channel to wake the next waiter on.
+pub(crate) fn queue_call<'a>(
+    script: &'a Script,
+    names: &KeyNames,
+    token: &str,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let mut invocation = script.key(&names.lock);
+    invocation
+        .key(&names.queue)
+        .key(&names.deadlines)
+        .arg(token)
+        .arg(&names.channel)
+        .arg(publish);
+    invocation
+}
+
 /// The names that travel with one lock key: its auxiliary keys and its release channel,
 /// all hashing to the lock key's cluster slot.
 #[derive(Debug, Clone)]
