@@ -327,6 +327,30 @@ impl Lock {
                 .saturating_add(jitter())
                 .min(deadline - now);
             ticket.wait(park).await;
+            if ticket.granted() {
+                // The release granted us the lock outright: the key holds our token since
+                // a moment after one of our tries queued us, so the lease is dated from
+                // before the first try (`started`), which can only make it shorter.
+                if Instant::now() < validity(started, ttl) {
+                    seat.joined = false;
+                    tracing::debug!(
+                        key = %names.lock,
+                        waited_ms = started.elapsed().as_millis() as u64,
+                        attempts,
+                        "lock granted by the release"
+                    );
+                    return Ok(LockGuard::new(
+                        client.clone(),
+                        names.clone(),
+                        token.clone(),
+                        None,
+                        &self.options,
+                        started,
+                    ));
+                }
+                // Waited too long to trust that date: the next try finds our token and
+                // grants it again with a fresh lease.
+            }
         }
     }
 
@@ -542,6 +566,7 @@ async fn try_acquire(
             .key(&names.fence)
             .key(&names.queue)
             .key(&names.deadlines)
+            .key(&names.ttls)
             .arg(token)
             .arg(millis(options.ttl))
             .arg(fence_lifetime)

@@ -60,6 +60,7 @@ pub(crate) async fn acquire_round(
                 .key(&names.fence)
                 .key(&names.queue)
                 .key(&names.deadlines)
+                .key(&names.ttls)
                 .arg(token)
                 .arg(millis(options.ttl))
                 .arg(0)

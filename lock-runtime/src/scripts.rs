@@ -74,6 +74,7 @@ pub(crate) fn queue_call<'a>(
     invocation
         .key(&names.queue)
         .key(&names.deadlines)
+        .key(&names.ttls)
         .arg(token)
         .arg(&names.channel)
         .arg(publish);
@@ -88,6 +89,8 @@ pub(crate) struct KeyNames {
     pub(crate) fence: String,
     pub(crate) queue: String,
     pub(crate) deadlines: String,
+    /// Each queued waiter's ttl, so that a release can grant it the lock directly.
+    pub(crate) ttls: String,
     pub(crate) channel: String,
 }
 
@@ -98,6 +101,7 @@ impl KeyNames {
             fence: format!("{base}:fence"),
             queue: format!("{base}:queue"),
             deadlines: format!("{base}:queue-deadlines"),
+            ttls: format!("{base}:queue-ttls"),
             channel: format!("{base}:released"),
             lock,
         })

@@ -1,12 +1,14 @@
 //! Release notifications: one subscription per key per process, shared by all local
 //! waiters, waking exactly the waiter whose turn it is.
 //!
-//! The release script publishes the token of the waiter at the head of the key's queue (or
-//! an empty message when the queue is empty). The push handler runs on the subscription
-//! connection's reader and only touches a map under a short lock: it wakes the local waiter
-//! with that token, or the longest-waiting local waiter for an empty message.
+//! The release script publishes the token of the waiter at the head of the key's queue
+//! (`=token` when it granted that waiter the lock outright, or an empty message when the
+//! queue is empty). The push handler runs on the subscription connection's reader and only
+//! touches a map under a short lock: it wakes the local waiter with that token (marking it
+//! granted for `=token`), or the longest-waiting local waiter for an empty message.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -54,8 +56,15 @@ struct Channels {
 
 struct ChannelWaiters {
     /// In arrival order; the first is the longest-waiting local waiter.
-    waiters: Vec<(String, Arc<Notify>)>,
+    waiters: Vec<(String, Arc<Wake>)>,
     subscribed: Arc<OnceCell<()>>,
+}
+
+/// How one local waiter is woken, and whether the release granted it the lock.
+#[derive(Default)]
+struct Wake {
+    notify: Notify,
+    granted: AtomicBool,
 }
 
 impl Channels {
@@ -79,13 +88,20 @@ impl Channels {
                 let Some(entry) = map.get(channel) else {
                     return;
                 };
+                let (granted, payload) = match payload.strip_prefix('=') {
+                    Some(token) => (true, token),
+                    None => (false, payload),
+                };
                 let chosen = if payload.is_empty() {
                     entry.waiters.first()
                 } else {
                     entry.waiters.iter().find(|(token, _)| token == payload)
                 };
-                if let Some((_, notify)) = chosen {
-                    notify.notify_one();
+                if let Some((_, wake)) = chosen {
+                    if granted {
+                        wake.granted.store(true, Ordering::Release);
+                    }
+                    wake.notify.notify_one();
                 }
             }
             // The server dropped a subscription (in a cluster: the slot moved to another
@@ -101,16 +117,16 @@ impl Channels {
                 };
                 if entry.subscribed.initialized() {
                     entry.subscribed = Arc::new(OnceCell::new());
-                    for (_, notify) in &entry.waiters {
-                        notify.notify_one();
+                    for (_, wake) in &entry.waiters {
+                        wake.notify.notify_one();
                     }
                 }
             }
             // Messages may have been missed while disconnected: every waiter checks again.
             PushKind::Disconnection => {
                 for entry in self.map().values() {
-                    for (_, notify) in &entry.waiters {
-                        notify.notify_one();
+                    for (_, wake) in &entry.waiters {
+                        wake.notify.notify_one();
                     }
                 }
             }
@@ -179,7 +195,7 @@ impl Wakeups {
         token: &str,
         only_if_subscribed: bool,
     ) -> Option<WaitTicket> {
-        let notify = Arc::new(Notify::new());
+        let wake = Arc::new(Wake::default());
         let mut map = self.channels.map();
         if only_if_subscribed
             && !map
@@ -194,13 +210,13 @@ impl Wakeups {
                 waiters: Vec::new(),
                 subscribed: Arc::new(OnceCell::new()),
             });
-        entry.waiters.push((token.to_owned(), notify.clone()));
+        entry.waiters.push((token.to_owned(), wake.clone()));
         Some(WaitTicket {
             channels: self.channels.clone(),
             subscriber: self.subscriber.clone(),
             channel: channel.to_owned(),
             token: token.to_owned(),
-            notify,
+            wake,
         })
     }
 
@@ -234,7 +250,7 @@ pub(crate) struct WaitTicket {
     subscriber: Subscriber,
     channel: String,
     token: String,
-    notify: Arc<Notify>,
+    wake: Arc<Wake>,
 }
 
 impl WaitTicket {
@@ -260,9 +276,14 @@ impl WaitTicket {
             .map(|_| ())
     }
 
+    /// Whether a release granted this waiter the lock outright (the key holds its token).
+    pub(crate) fn granted(&self) -> bool {
+        self.wake.granted.load(Ordering::Acquire)
+    }
+
     /// Waits until woken or `max` passes; true when woken.
     pub(crate) async fn wait(&self, max: Duration) -> bool {
-        tokio::time::timeout(max, self.notify.notified())
+        tokio::time::timeout(max, self.wake.notify.notified())
             .await
             .is_ok()
     }
@@ -276,7 +297,7 @@ impl Drop for WaitTicket {
         };
         entry
             .waiters
-            .retain(|(token, notify)| !(token == &self.token && Arc::ptr_eq(notify, &self.notify)));
+            .retain(|(token, wake)| !(token == &self.token && Arc::ptr_eq(wake, &self.wake)));
         if !entry.waiters.is_empty() {
             return;
         }

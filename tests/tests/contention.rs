@@ -241,8 +241,59 @@ async fn a_newcomer_cannot_take_a_key_being_handed_to_a_waiter() {
     assert_eq!(server.dbsize(), 0, "keys left behind");
 }
 
-/// The waiter a key is being handed to gives up (its task is aborted) before it takes it:
-/// its clean-up passes the key on to the next waiter and wakes it at once.
+/// A release grants the lock to the waiter at the head of the queue outright: the key
+/// holds the waiter's token at once and the waiter starts without another request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_grants_the_head_waiter_without_another_request() {
+    let server = RedisServer::start();
+    let holder = server.lock_client();
+    let waiter_client = server.lock_client();
+    let held = holder.lock("grant").acquire().await.unwrap();
+    // Load the scripts first, so the counts below hold no NOSCRIPT round.
+    let timed_out = waiter_client
+        .lock("grant")
+        .wait(Duration::from_millis(20))
+        .acquire()
+        .await;
+    assert!(
+        matches!(timed_out, Err(LockError::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    holder
+        .lock("warm")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.reset_stats();
+    let waiter = {
+        let client = waiter_client.clone();
+        tokio::spawn(async move { client.lock("grant").acquire().await })
+    };
+    // The waiter's two tries: the one that queues it, and the one right after it subscribed.
+    for _ in 0..1000 {
+        if server.calls("evalsha") >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(server.calls("evalsha"), 2, "the waiter's tries");
+    held.release().await.unwrap();
+    let guard = waiter.await.unwrap().unwrap();
+    assert_eq!(server.get("grant").as_deref(), Some(guard.token()));
+    assert_eq!(
+        server.calls("evalsha"),
+        3,
+        "the waiter sent another script after the release (expected: its 2 tries + the release)"
+    );
+    guard.release().await.unwrap();
+    assert_eq!(server.dbsize(), 0, "keys left behind");
+}
+
+/// The waiter a release granted the key to gives up (its task is aborted) before it hears
+/// of the grant: its clean-up passes the key on to the next waiter and wakes it at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_gives_up_during_its_hand_over_passes_the_key_on() {
     let server = RedisServer::start();
@@ -280,8 +331,15 @@ async fn a_waiter_that_gives_up_during_its_hand_over_passes_the_key_on() {
     until_waiting(&second_in_line, 1).await;
     // The first in line never hears of the release; it gives up instead.
     proxy.set_delay(Direction::Down, Duration::from_secs(5));
+    let holder_token = held.token().to_owned();
     held.release().await.unwrap();
-    assert_eq!(server.get("relay").as_deref(), Some("~handover"));
+    // Granted to the first in line (the key holds its token), which never hears of it.
+    let granted = server.get("relay").expect("the release left the key free");
+    assert_ne!(granted, holder_token);
+    assert_ne!(
+        granted, "~handover",
+        "no direct grant to a waiter without a fence"
+    );
     first.abort();
     // Woken by the pass-on message; without it the second waiter would sleep out its
     // 2 s park (the holder's lease is far from its end) before trying again.

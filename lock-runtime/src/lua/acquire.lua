@@ -5,6 +5,7 @@
 -- KEYS[2] fence counter   } auxiliary keys, all in the lock key's cluster slot
 -- KEYS[3] wait queue      } (a sorted set: waiter token -> arrival time in microseconds)
 -- KEYS[4] queue deadlines } (a sorted set: waiter token -> server time in ms it expires)
+-- KEYS[5] queue ttls      } (a hash: waiter token -> its lease in ms, for a direct grant)
 -- ARGV[1] token (also the waiter's id in the queue)
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] fence counter lifetime in milliseconds, or 0 for no fence
@@ -17,6 +18,8 @@
 -- A release that finds waiters leaves the key holding '~handover' (never a token) until
 -- the head of the queue takes it: so a plain `SET NX`, which the client sends as its first
 -- try when it knows of no contention, never jumps the queue. Here it counts as free.
+-- A waiter that wants no fence leaves its lease in KEYS[5]: the release then grants it the
+-- lock directly (the key holds its token) instead of a hand-over.
 
 -- The fence of a grant just made (the lock key already holds the token).
 local function fenced()
@@ -83,6 +86,7 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms, 'LIMIT', 0,
 for _, waiter in ipairs(expired) do
   redis.call('ZREM', KEYS[3], waiter)
   redis.call('ZREM', KEYS[4], waiter)
+  redis.call('HDEL', KEYS[5], waiter)
 end
 
 local wait_ms
@@ -92,6 +96,7 @@ if not holder then
     if head then
       redis.call('ZREM', KEYS[3], head)
       redis.call('ZREM', KEYS[4], head)
+      redis.call('HDEL', KEYS[5], head)
     end
     return acquire()
   end
@@ -105,8 +110,11 @@ if ARGV[4] == '1' then
   local stay = wait_ms + tonumber(ARGV[5])
   redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
   redis.call('ZADD', KEYS[4], now_ms + stay, ARGV[1])
+  if ARGV[3] == '0' then
+    redis.call('HSET', KEYS[5], ARGV[1], ARGV[2])
+  end
   -- The queue vanishes by itself once every waiter in it has expired.
-  for i = 3, 4 do
+  for i = 3, 5 do
     if redis.call('PTTL', KEYS[i]) < stay then
       redis.call('PEXPIRE', KEYS[i], stay)
     end

@@ -1,11 +1,12 @@
 -- A waiter gives up (its wait ran out, its future was dropped, Redis failed under it): it
 -- leaves the queue, gives back a grant it may not have heard of (an earlier try whose reply
 -- was lost) or a hand-over meant for it, and passes the lock on to the next waiter.
--- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines
+-- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls
 -- ARGV[1] the waiter's token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 local current = redis.call('GET', KEYS[1])
 -- Ours to pass on: a grant carrying our token, or (as the head) a hand-over or a free key.
 local ours = current == ARGV[1]

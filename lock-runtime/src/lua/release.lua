@@ -1,12 +1,15 @@
 -- Release a lock only if this owner still holds it (compare-and-delete), and hand it to the
 -- waiter whose turn it is.
--- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines
+-- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls
 -- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster)
 -- Returns 1 released, 0 the key is gone (the lease had expired), -1 another owner holds it.
 --
--- With waiters queued the key is not deleted but set to '~handover' until the head's queue
--- deadline: a newcomer's plain `SET NX` then fails and it queues behind, while the head,
--- woken by the message, takes the key through acquire.lua.
+-- With waiters queued the key is not deleted. A head that left its ttl is granted the lock
+-- at once: the key holds its token for that ttl, it leaves the queue, and the message is
+-- '=' .. token (the waiter dates its lease from its first try, before it could be queued).
+-- Otherwise (a fenced waiter) the key holds '~handover' until the head's queue deadline and
+-- the message is its token: it takes the key through acquire.lua. Either way a newcomer's
+-- plain `SET NX` fails and it queues behind.
 local current = redis.call('GET', KEYS[1])
 if current ~= ARGV[1] then
   if current and current ~= '~handover' then
@@ -22,9 +25,19 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   for _, waiter in ipairs(expired) do
     redis.call('ZREM', KEYS[2], waiter)
     redis.call('ZREM', KEYS[3], waiter)
+    redis.call('HDEL', KEYS[4], waiter)
   end
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   if head then
+    local ttl = redis.call('HGET', KEYS[4], head)
+    if ttl then
+      redis.call('SET', KEYS[1], head, 'PX', ttl)
+      redis.call('ZREM', KEYS[2], head)
+      redis.call('ZREM', KEYS[3], head)
+      redis.call('HDEL', KEYS[4], head)
+      redis.call(ARGV[3], ARGV[2], '=' .. head)
+      return 1
+    end
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
     redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
     redis.call(ARGV[3], ARGV[2], head)
