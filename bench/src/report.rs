@@ -417,10 +417,12 @@ fn goals(
                         String::new()
                     } else {
                         format!(
-                            " A fair hand-over costs a round trip per acquisition that the \
-                             peers skip when the releasing task takes the lock straight back \
-                             ({:.0}% of their acquisitions); ours holds {:.2} ms per \
-                             acquisition against their {:.2} ms.",
+                            " A fair hand-over passes the lock to another task: the release \
+                             reaches Redis, the grant message reaches the waiter's process and \
+                             wakes its task, which the peers skip when the releasing task \
+                             takes the lock straight back ({:.0}% of their acquisitions); \
+                             ours holds {:.2} ms per acquisition against their {:.2} ms \
+                             (redis-py's sleep is closer to the 1 ms asked).",
                             peer.same_task_share * 100.0,
                             ours.mean_hold_us / 1e3,
                             peer.mean_hold_us / 1e3
