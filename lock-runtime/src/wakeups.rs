@@ -123,8 +123,14 @@ impl Channels {
                 }
             }
             // Messages may have been missed while disconnected: every waiter checks again.
+            // The subscriptions count as gone too: the connection's one reconnection
+            // attempt may fail (the server still down), and then only a command on it
+            // reconnects it, so the waiters subscribe again themselves.
             PushKind::Disconnection => {
-                for entry in self.map().values() {
+                for entry in self.map().values_mut() {
+                    if entry.subscribed.initialized() {
+                        entry.subscribed = Arc::new(OnceCell::new());
+                    }
                     for (_, wake) in &entry.waiters {
                         wake.notify.notify_one();
                     }

@@ -1396,3 +1396,121 @@ fn unreachable_or_auth_failing_redis_at_start_is_a_typed_error_in_time() {
         );
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Row: the subscription connection dies while the server refuses new connections.
+
+/// `INFO commandstats` calls of `command`, over a connection the test already holds (the
+/// row refuses new connections for a while).
+fn calls_over(admin: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(admin).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+fn subscribers(admin: &mut redis::Connection, channel: &str) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(admin)
+        .unwrap();
+    reply.1
+}
+
+#[test]
+fn a_waiter_resubscribes_after_its_subscription_connection_fails_to_reconnect() {
+    row(async {
+        let server = RedisServer::start();
+        let mut admin = server.conn();
+        let key = "resubscribe";
+        let channel = "{resubscribe}:released";
+        let holder = server.lock_client();
+        let client = client_for(
+            &server.url(),
+            Duration::from_millis(300),
+            Duration::from_secs(1),
+        );
+        warm(&client, "warm-up").await;
+        let held = holder
+            .lock(key)
+            .ttl(Duration::from_secs(10))
+            .acquire()
+            .await
+            .unwrap();
+        let waiter = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .lock(key)
+                    .ttl(Duration::from_secs(10))
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await
+            })
+        };
+        let subscribed = until(Duration::from_secs(5), || {
+            subscribers(&mut admin, channel) == 1
+        })
+        .await;
+        assert!(subscribed.is_some(), "the waiter never subscribed");
+
+        // Kill the subscription connection while no new connection is accepted: its one
+        // reconnection attempt fails, and nothing about the waiter changes on the server.
+        let scripts_before = calls_over(&mut admin, "evalsha");
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxclients")
+            .arg(1)
+            .query(&mut admin)
+            .unwrap();
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut admin)
+            .unwrap();
+        // The disconnection wakes the waiter, which asks again over its command connection.
+        let retried = until(Duration::from_secs(5), || {
+            calls_over(&mut admin, "evalsha") > scripts_before
+        })
+        .await;
+        assert!(
+            retried.is_some(),
+            "the waiter did not try again after the disconnection"
+        );
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxclients")
+            .arg(10_000)
+            .query(&mut admin)
+            .unwrap();
+
+        // Without a new subscription the release below would go unheard: the waiter must
+        // subscribe again by itself once connections are accepted again.
+        let resubscribed = until(Duration::from_secs(6), || {
+            subscribers(&mut admin, channel) == 1
+        })
+        .await;
+        let resubscribed =
+            resubscribed.expect("the waiter never subscribed again after the failed reconnection");
+        assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+        let guard = tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .expect("the waiter hung")
+            .unwrap()
+            .expect("the waiter did not get the lock");
+        assert_eq!(server.get(key).as_deref(), Some(guard.token()));
+        guard.release().await.unwrap();
+        figure(
+            "resubscribe",
+            &format!(
+                "subscribed again {} after new connections were accepted",
+                ms(resubscribed)
+            ),
+        );
+    });
+}
