@@ -124,7 +124,9 @@ fn thousand_tasks_across_four_processes() {
     let distinct: std::collections::HashSet<_> = ran.iter().collect();
     assert_eq!(ran.len(), total, "a body ran twice or never");
     assert_eq!(distinct.len(), total);
-    // Every acquisition is one or more attempts plus one release, all EVALSHA.
+    // Every acquisition is one or more script attempts plus one release, all EVALSHA; a
+    // task whose process knew of no waiter may also make one plain SET NX first, which
+    // this cannot count (commandstats counts the SETs run inside the scripts too).
     // NOSCRIPT answers (the first calls of each process, before the script is loaded) are
     // not attempts.
     let failed = server.failed_calls("evalsha");
@@ -410,6 +412,37 @@ async fn a_waiter_whose_holder_crashed_acquires_at_expiry() {
         "{attempts} attempts while the dead holder's lease ran out"
     );
     guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_a_key_without_expiry_parks_instead_of_polling() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    // A foreign lock with no expiry (redis-py's `Lock(timeout=None)` leaves one): PTTL -1.
+    let _: () = redis::cmd("SET")
+        .arg("forever")
+        .arg("foreign-holder")
+        .query(&mut server.conn())
+        .unwrap();
+    server.reset_stats();
+    let outcome = client
+        .lock("forever")
+        .wait(Duration::from_millis(1500))
+        .acquire()
+        .await;
+    assert!(
+        matches!(outcome, Err(LockError::Timeout { ref key, .. }) if key == "forever"),
+        "{outcome:?}"
+    );
+    // Parked between tries (a release would wake it), not asking every few ms: a handful
+    // of scripts (the tries around subscribing, one per safety-net park, the last try at
+    // the deadline, leaving the queue). Polling made about 500.
+    let attempts = server.calls("evalsha");
+    assert!(
+        attempts <= 8,
+        "{attempts} script calls in 1.5 s behind a key without expiry: the waiter polls"
+    );
+    assert_eq!(server.get("forever").as_deref(), Some("foreign-holder"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

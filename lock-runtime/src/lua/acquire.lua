@@ -41,8 +41,15 @@ local function acquire()
   return fenced()
 end
 
+-- How long the holder may keep the key. A key without expiry (a foreign lock taken with
+-- no timeout) has no end to wait for: the caller parks for its longest park and asks
+-- again, rather than asking again at once.
+local NO_EXPIRY_WAIT_MS = 2000
 local function held_for()
   local pttl = redis.call('PTTL', KEYS[1])
+  if pttl == -1 then
+    return NO_EXPIRY_WAIT_MS
+  end
   if pttl < 0 then
     return 0
   end
