@@ -82,5 +82,5 @@ pub use context::{CurrentLock, current_lock};
 pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use guard::LockGuard;
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
-pub use lock::{FENCE_COUNTER_LIFETIME, Lock, LockOptions, OnLost};
+pub use lock::{FENCE_COUNTER_LIFETIME, Lock, LockOptions, MAX_TTL, OnLost};
 pub use lock_macros::distributed_lock;

@@ -30,7 +30,7 @@ pub enum OnLost {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockOptions {
-    /// The lease: how long Redis keeps the key without renewal.
+    /// The lease: how long Redis keeps the key without renewal (at most [`MAX_TTL`]).
     pub ttl: Duration,
     /// How long to wait for a held lock; zero tries once.
     pub wait: Duration,
@@ -59,6 +59,14 @@ impl Default for LockOptions {
 /// Long enough that a stale holder's token is always compared against a newer counter;
 /// after it, the counter is re-seeded from the server clock, which keeps tokens increasing.
 pub const FENCE_COUNTER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest lease a lock takes (365 days); a longer `ttl` is refused with
+/// [`LockError::Config`] before any Redis traffic.
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
+/// that deadlines stay representable.
+const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// How long a queued waiter keeps its place past the time it was told to wait, so that a
 /// waiter that crashed or hangs stops blocking the queue after this long.
@@ -116,7 +124,7 @@ impl Lock {
         }
     }
 
-    /// Sets the lease (default 30 s).
+    /// Sets the lease (default 30 s, at most [`MAX_TTL`]).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.options.ttl = ttl;
         self
@@ -210,10 +218,19 @@ impl Lock {
                 ),
             });
         }
+        if ttl > MAX_TTL {
+            return Err(LockError::Config {
+                reason: format!(
+                    "lock `{}` has a ttl of {ttl:?}, over the maximum of 365 days; give it a \
+                     shorter lease (the watchdog renews it for as long as it is held)",
+                    names.lock
+                ),
+            });
+        }
         if let Some(redlock) = client.redlock() {
             return self.acquire_redlock(&client, redlock, names).await;
         }
-        let wait = self.options.wait;
+        let wait = self.options.wait.min(MAX_WAIT);
         let token = Uuid::new_v4().simple().to_string();
         let started = Instant::now();
         let deadline = started + wait;
@@ -362,7 +379,7 @@ impl Lock {
         names: KeyNames,
     ) -> Result<LockGuard, LockError> {
         let ttl = self.options.ttl;
-        let wait = self.options.wait;
+        let wait = self.options.wait.min(MAX_WAIT);
         let started = Instant::now();
         let deadline = started + wait;
         let mut backoff = Duration::from_millis(5);

@@ -458,3 +458,36 @@ async fn an_idle_client_acquires_at_once_after_a_redis_restart() {
         server.restart();
     }
 }
+
+/// Durations at the edge of `Duration` are user input too: "wait forever" works, an
+/// absurd lease is a clear error before any traffic, and neither panics.
+#[tokio::test]
+async fn extreme_durations_are_handled_not_panicked_on() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let guard = client
+        .lock("forever-wait")
+        .wait(Duration::MAX)
+        .fencing(true)
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(server.get("forever-wait").as_deref(), Some(guard.token()));
+    guard.release().await.unwrap();
+    server.reset_stats();
+    for fencing in [false, true] {
+        let err = client
+            .lock("huge-ttl")
+            .ttl(Duration::MAX)
+            .fencing(fencing)
+            .acquire()
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, LockError::Config { .. }) && text.contains("huge-ttl"),
+            "{err:?}"
+        );
+    }
+    assert_eq!(server.calls("evalsha") + server.calls("set"), 0);
+}
