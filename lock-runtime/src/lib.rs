@@ -49,13 +49,31 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # What is promised
+//! # What is promised, and what is not
 //!
-//! Without faults: mutual exclusion per key. A lease can be lost (process pause, Redis
-//! restart, eviction, an operator's `DEL`); the watchdog notices within `ttl/3` plus a round
-//! trip and, by default, cancels the guarded body with [`LockError::Lost`]. No lease lock
-//! promises exclusion under every fault; fencing tokens (`fencing = true`,
-//! [`LockGuard::fence`]) let the storage you protect reject a stale holder's writes.
+//! - **Without faults: mutual exclusion per key.** The key is `SET NX PX` with a random
+//!   token; release and renewal compare the token first, so an owner never deletes or
+//!   extends another owner's key.
+//! - **A lease is valid until `send_time + ttl − drift`** (drift = 1% of ttl + 2 ms) on the
+//!   local monotonic clock: a reply that arrives later acquires nothing.
+//! - **A lease can be lost** (process pause, Redis restart, eviction, an operator's `DEL`).
+//!   The watchdog notices within `ttl/3` plus a round trip. With `on_lost = "cancel"` (the
+//!   default) the guarded body is dropped at its next await point and the call returns
+//!   [`LockError::Lost`]; with `on_lost = "continue"` it finishes and can read
+//!   [`current_lock`]`().is_lost()` or await `lost()`.
+//! - **Mutual exclusion under faults is not promised** by this or any lease lock: a holder
+//!   paused past its lease may still act on stale belief. **Fencing** closes the gap: with
+//!   `fencing = true` ([`LockGuard::fence`], [`CurrentLock::fence`]) every acquisition gets a
+//!   token strictly greater than every earlier one for that key, also across a Redis restart
+//!   without persistence (the acquire script seeds it with `max(counter + 1, server TIME in
+//!   µs)`), so storage that remembers the highest token it saw rejects a stale holder's
+//!   writes. The counter key sits in the lock key's cluster slot and expires
+//!   [`FENCE_COUNTER_LIFETIME`] after the last fenced acquisition.
+//! - **Known-unsafe setups** (documented in `RELIABILITY.md`, reproduced by the tests where
+//!   the harness can): a single primary whose asynchronous replica is promoted on failover
+//!   can grant a lock twice; a Redlock master restarted without persistence and without a
+//!   delay of at least the longest ttl can let a second holder in. Fencing protects storage
+//!   in both cases.
 
 mod client;
 mod config;
