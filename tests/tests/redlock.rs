@@ -127,6 +127,58 @@ async fn a_slow_master_beyond_the_node_timeout_is_outvoted() {
 
 /// The validity is `ttl − elapsed − drift` from the send time: grants that come back after
 /// it acquire nothing, and are given back on every master.
+/// A failed round gives its grants back on every master, also on those whose reply was
+/// lost: there the grant landed although the client saw only a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_round_gives_back_grants_whose_replies_were_lost() {
+    let servers = masters(3);
+    let proxies: Vec<_> = servers
+        .iter()
+        .map(|server| FaultProxy::start(server.port()))
+        .collect();
+    let client = LockClient::new(
+        Config::redlock(proxies.iter().map(FaultProxy::url))
+            .node_timeout(Duration::from_millis(200)),
+    )
+    .unwrap();
+    client
+        .lock("lost-replies")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    // Masters 0 and 1 execute what they get but their replies never come back.
+    for proxy in &proxies[..2] {
+        proxy.set_blackhole(Direction::Down, true);
+    }
+    let ttl = Duration::from_secs(30);
+    let err = client
+        .lock("lost-replies")
+        .ttl(ttl)
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("lost-replies"), "{err}");
+    for (index, server) in servers.iter().enumerate() {
+        let mut gone = false;
+        for _ in 0..250 {
+            if server.get("lost-replies").is_none() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            gone,
+            "master {index} kept the failed round's grant (pttl {} of a {ttl:?} lease)",
+            server.pttl("lost-replies")
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grants_that_arrive_after_the_validity_acquire_nothing() {
     let servers = masters(3);
@@ -233,10 +285,21 @@ async fn a_delayed_restart_prevents_the_second_holder() {
         !outcome.both_held,
         "a second holder while the first was valid"
     );
+    // While the master stays down, A's lease still stands on a majority: B is refused.
+    assert_eq!(outcome.refused_while_down, Some(true));
+    // After the delay A's lease has run out, and B gets the lock: the remedy costs only
+    // the wait.
+    assert!(
+        outcome.b_acquired,
+        "B was refused after the delayed restart"
+    );
 }
 
 struct Outcome {
     both_held: bool,
+    /// With a delay: whether B was refused while the master was down and A still valid.
+    refused_while_down: Option<bool>,
+    b_acquired: bool,
 }
 
 /// A takes the lock on masters 0 and 1 while master 2 is unreachable; master 0 crashes and
@@ -261,7 +324,19 @@ async fn restart_scenario(restart_delay: Duration) -> Outcome {
     proxy.reset_all();
 
     servers[0].kill9();
+    let mut refused_while_down = None;
     if !restart_delay.is_zero() {
+        let early = client_b
+            .lock("job")
+            .ttl(ttl)
+            .wait(Duration::ZERO)
+            .acquire()
+            .await;
+        assert!(!a.is_lost(), "A's lease ran out before B's early try");
+        refused_while_down = Some(early.is_err());
+        if let Ok(early) = early {
+            early.release().await.unwrap();
+        }
         tokio::time::sleep(restart_delay).await;
     }
     servers[0].restart();
@@ -273,9 +348,14 @@ async fn restart_scenario(restart_delay: Duration) -> Outcome {
         .acquire()
         .await;
     let both_held = b.is_ok() && !a.is_lost();
+    let b_acquired = b.is_ok();
     if let Ok(b) = b {
         b.release().await.unwrap();
     }
     drop(a);
-    Outcome { both_held }
+    Outcome {
+        both_held,
+        refused_while_down,
+        b_acquired,
+    }
 }
