@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError};
@@ -190,32 +190,54 @@ async fn a_slot_migration_during_a_run_grants_no_lock_twice() {
     let clients: Vec<_> = (0..2).map(|_| cluster_client(&cluster)).collect();
     let detector = Arc::new(Detector::default());
     let gave_up = Arc::new(AtomicUsize::new(0));
-    let tasks = 150;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Tasks keep taking the lock until told to stop (each at most 3,000 times), so the run
+    // surely spans the whole migration.
+    let tasks = 16;
     let handles: Vec<_> = (0..tasks)
         .map(|task| {
             let client = clients[task % clients.len()].clone();
-            let (detector, gave_up, key) = (detector.clone(), gave_up.clone(), key.clone());
+            let (detector, gave_up, stop, key) =
+                (detector.clone(), gave_up.clone(), stop.clone(), key.clone());
             tokio::spawn(async move {
-                let run = client
-                    .lock(key)
-                    .wait(Duration::from_secs(8))
-                    .run(async {
-                        {
+                for _ in 0..3_000 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let run = client
+                        .lock(key.clone())
+                        .wait(Duration::from_secs(8))
+                        .run(async {
                             detector.hold(Duration::from_millis(3)).await;
                             Ok::<_, LockError>(())
+                        })
+                        .await;
+                    match run {
+                        Ok(()) => {}
+                        Err(LockError::Timeout { .. } | LockError::Backend { .. }) => {
+                            gave_up.fetch_add(1, Ordering::SeqCst);
                         }
-                    })
-                    .await;
-                match run {
-                    Ok(()) => {}
-                    Err(LockError::Timeout { .. } | LockError::Backend { .. }) => {
-                        gave_up.fetch_add(1, Ordering::SeqCst);
+                        Err(other) => panic!("{other:?}"),
                     }
-                    Err(other) => panic!("{other:?}"),
                 }
             })
         })
         .collect();
+    let entries = |detector: &Detector| detector.entries.load(Ordering::SeqCst);
+    let until_entries = |target: usize| {
+        let detector = detector.clone();
+        async move {
+            for _ in 0..10_000 {
+                if entries(&detector) >= target {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            false
+        }
+    };
+    assert!(until_entries(20).await, "the run did not get going");
+    let before = entries(&detector);
     // Move the first 100 slots of node 0, the key's among them, while the run goes on.
     let cluster = tokio::task::spawn_blocking(move || {
         cluster.reshard(0, 1, 100);
@@ -223,21 +245,27 @@ async fn a_slot_migration_during_a_run_grants_no_lock_twice() {
     })
     .await
     .unwrap();
+    let at_move = entries(&detector);
+    // Served by the slot's new owner after the move, by the same running tasks.
+    let served_after = until_entries(at_move + 50).await;
+    stop.store(true, Ordering::SeqCst);
     for handle in handles {
         handle.await.unwrap();
     }
-    let (entries, gave_up) = (
-        detector.entries.load(Ordering::SeqCst),
-        gave_up.load(Ordering::SeqCst),
+    let (total, gave_up) = (entries(&detector), gave_up.load(Ordering::SeqCst));
+    println!(
+        "migration run: {before} acquisitions before the move, {} during it, {} after; \
+         {gave_up} waiters gave up",
+        at_move - before,
+        total - at_move
     );
-    println!("migration run: {entries} acquisitions, {gave_up} waiters gave up");
     assert_eq!(cluster.owner(slot), 1, "the slot did not move");
+    assert!(served_after, "no acquisitions after the move");
     assert_eq!(
         detector.overlaps.load(Ordering::SeqCst),
         0,
         "a lock was granted twice"
     );
-    assert_eq!(entries + gave_up, tasks);
     assert_eq!(gave_up, 0, "waiters stalled through the migration");
     // After the move the slot's new owner grants the lock.
     let after = clients[0]
