@@ -12,6 +12,10 @@ use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Token};
 /// The option names, in the order the documentation lists them.
 const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing";
 
+/// The longest lease, in milliseconds: `lock_runtime::MAX_TTL`, which the runtime enforces
+/// for the programmatic API.
+const MAX_TTL_MS: u64 = 365 * 24 * 3600 * 1000;
+
 /// The lease when `ttl` is not given, in milliseconds.
 const DEFAULT_TTL_MS: u64 = 30_000;
 /// How long to wait for a held lock when `wait` is not given, in milliseconds.
@@ -153,6 +157,13 @@ impl OptionsBuilder {
                  write e.g. ttl = \"10s\"",
             ));
         }
+        if ms > MAX_TTL_MS {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`ttl` is over the maximum of 365 days (`lock_runtime::MAX_TTL`); give a \
+                 shorter lease, e.g. ttl = \"30s\": the watchdog renews it while the body runs",
+            ));
+        }
         self.ttl = Some(ms);
         Ok(())
     }
@@ -281,5 +292,10 @@ fn parse_duration(lit: &LitStr) -> syn::Result<u64> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| error(format!("duration \"{text}\" is too long")))
+        .ok_or_else(|| {
+            error(format!(
+                "duration \"{text}\" is too long to count in milliseconds; write a shorter \
+                 one, e.g. \"10s\""
+            ))
+        })
 }

@@ -128,13 +128,20 @@ fn placeholder(inner: &str) -> Result<Placeholder, String> {
     let root = parts.next().unwrap_or_default().to_owned();
     let fields: Vec<String> = parts.map(str::to_owned).collect();
     let root_ok = is_identifier(&root);
-    let fields_ok = fields
-        .iter()
-        .all(|f| is_identifier(f) || (!f.is_empty() && f.bytes().all(|b| b.is_ascii_digit())));
+    let fields_ok = fields.iter().all(|f| is_identifier(f) || is_tuple_index(f));
     if !root_ok || !fields_ok {
         return Err(format!(
             "placeholder `<{inner}>` is not an argument or a field path; write `<name>`, \
-             `<name.field>` or `<self.field>`"
+             `<name.field>` or `<self.field>` (ASCII names; tuple fields as `<pair.0>`)"
+        ));
+    }
+    if let Some(keyword) = fields
+        .iter()
+        .find(|f| CANNOT_BE_FIELDS.contains(&f.as_str()))
+    {
+        return Err(format!(
+            "placeholder `<{inner}>` uses `{keyword}` as a field name, which no field can \
+             have; name a field of the argument, as in `<user.id>`"
         ));
     }
     Ok(Placeholder {
@@ -144,11 +151,25 @@ fn placeholder(inner: &str) -> Result<Placeholder, String> {
     })
 }
 
+/// Keywords that are not identifiers even as raw identifiers (`r#self` is not allowed).
+const CANNOT_BE_FIELDS: [&str; 4] = ["self", "Self", "super", "crate"];
+
+/// An ASCII identifier: the generated code names it as written (or as `r#name` for a
+/// keyword), so it must be one that `proc_macro2::Ident` accepts.
 fn is_identifier(text: &str) -> bool {
     let mut chars = text.chars();
-    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
-        && chars.all(|c| c.is_alphanumeric() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && text != "_"
+}
+
+/// A tuple field as Rust writes it: `0`, or digits without a leading zero, within `u32`.
+fn is_tuple_index(text: &str) -> bool {
+    text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'))
+        && text.parse::<u32>().is_ok()
 }
 
 /// Checks that the placeholder's root is one of the function's bindings.
@@ -276,6 +297,19 @@ mod tests {
                 .unwrap_err()
                 .contains("not an argument")
         );
+        for bad in ["<pair.01>", "<pair.4294967296>", "<pair.é>", "<pair.>"] {
+            assert!(
+                parse(bad, &["pair"])
+                    .unwrap_err()
+                    .contains("not an argument"),
+                "{bad}"
+            );
+        }
+        for keyword in ["self", "Self", "super", "crate"] {
+            let err = parse(&format!("<user.{keyword}>"), &["user"]).unwrap_err();
+            assert!(err.contains("as a field name"), "{err}");
+        }
+        assert!(parse("<pair.0>:<pair.10>:<user.type>", &["pair", "user"]).is_ok());
     }
 
     #[test]

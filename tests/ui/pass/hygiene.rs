@@ -12,8 +12,18 @@ struct KeyBuilder;
 struct __lock_key;
 
 mod inner {
-    // A module where `lock_runtime` is something else entirely.
+    // The annotated function's own scope: `lock_runtime` is something else entirely, and
+    // `core`, `std` and the prelude's types are shadowed here, where the expansion lands.
     use ::std as lock_runtime;
+
+    mod core {}
+    mod std {}
+
+    struct Result;
+    struct Option;
+    struct String;
+    struct Box;
+    struct KeyBuilder;
 
     #[::lock_runtime::distributed_lock(key = "hygiene:<id>", ttl = "1s")]
     pub async fn locked(id: u32) -> ::core::result::Result<u32, ::lock_runtime::LockError> {

@@ -1,0 +1,8 @@
+use lock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(key = "pair:<pair.01>")]
+async fn pick(pair: (u32, u32)) -> Result<u32, LockError> {
+    Ok(0)
+}
+
+fn main() {}
