@@ -127,8 +127,21 @@ fn placeholder(inner: &str) -> Result<Placeholder, String> {
     let mut parts = inner.split('.');
     let root = parts.next().unwrap_or_default().to_owned();
     let fields: Vec<String> = parts.map(str::to_owned).collect();
-    let root_ok = is_identifier(&root);
+    // The root only has to be word characters here: it must then equal an argument's name,
+    // which Rust has already checked (so `<größe>` works when an argument is `größe`).
+    let root_ok = !root.is_empty()
+        && !root.starts_with(|c: char| c.is_numeric())
+        && root.chars().all(|c| c.is_alphanumeric() || c == '_');
     let fields_ok = fields.iter().all(|f| is_identifier(f) || is_tuple_index(f));
+    if let Some(index) = fields
+        .iter()
+        .find(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) && !is_tuple_index(f))
+    {
+        return Err(format!(
+            "placeholder `<{inner}>` has `{index}` as a tuple field; write the index without \
+             leading zeros and below 2^32, as in `<pair.0>`"
+        ));
+    }
     if !root_ok || !fields_ok {
         return Err(format!(
             "placeholder `<{inner}>` is not an argument or a field path; write `<name>`, \
@@ -297,7 +310,7 @@ mod tests {
                 .unwrap_err()
                 .contains("not an argument")
         );
-        for bad in ["<pair.01>", "<pair.4294967296>", "<pair.é>", "<pair.>"] {
+        for bad in ["<pair.é>", "<pair.>", "<1pair>"] {
             assert!(
                 parse(bad, &["pair"])
                     .unwrap_err()
@@ -305,6 +318,13 @@ mod tests {
                 "{bad}"
             );
         }
+        for bad in ["<pair.01>", "<pair.4294967296>"] {
+            assert!(
+                parse(bad, &["pair"]).unwrap_err().contains("leading zeros"),
+                "{bad}"
+            );
+        }
+        assert!(parse("<größe>", &["größe"]).is_ok());
         for keyword in ["self", "Self", "super", "crate"] {
             let err = parse(&format!("<user.{keyword}>"), &["user"]).unwrap_err();
             assert!(err.contains("as a field name"), "{err}");

@@ -58,6 +58,12 @@ pub async fn buy(Path(id): Path<u64>, (a, _b): (u8, u8)) -> Result<u64, ShopErro
     Ok(id + u64::from(a))
 }
 
+/// An argument with a non-ASCII name (Rust allows it, so the key may name it).
+#[distributed_lock(key = "size:<größe>")]
+pub async fn sized(größe: u32) -> Result<u32, LockError> {
+    Ok(größe)
+}
+
 /// Generic function with a where-clause and a tuple field.
 #[distributed_lock(key = "pair:<pair.0>/<label>", ttl = "250ms")]
 pub async fn generic<T, L>(pair: (T, T), label: L) -> Result<T, LockError>
@@ -139,6 +145,7 @@ fn main() {
     assert_send(&claim(&user, 1));
     assert_send(&buy(Path(1), (1, 2)));
     assert_send(&generic((1, 2), "x"));
+    assert_send(&sized(1));
     assert_send(&alias(1));
     assert_send(&shop.stock(1));
     assert_send(&shop.sell());
