@@ -184,8 +184,9 @@ fn render_key(lit: &LitStr, template: &Template, key_var: &Ident) -> TokenStream
 
 /// An identifier with the given span, raw when the name is a keyword (`r#type`).
 ///
-/// The template pass admits only ASCII identifiers that are not `self`, `Self`, `super` or
-/// `crate` (which not even a raw identifier may be), so neither constructor can panic.
+/// Neither constructor can panic on what the template pass admits: a root equal to one of
+/// the function's own argument names, and fields that are ASCII identifiers other than
+/// `self`, `Self`, `super` and `crate` (which not even a raw identifier may be).
 fn member(name: &str, span: Span) -> TokenStream {
     let ident = match syn::parse_str::<Ident>(name) {
         Ok(_) => Ident::new(name, span),

@@ -60,6 +60,25 @@ struct ChannelWaiters {
     subscribed: Arc<OnceCell<()>>,
 }
 
+impl ChannelWaiters {
+    /// Marks the channel unsubscribed, so that its next waiter subscribes it again; true when
+    /// it was subscribed.
+    fn forget_subscription(&mut self) -> bool {
+        let was = self.subscribed.initialized();
+        if was {
+            self.subscribed = Arc::new(OnceCell::new());
+        }
+        was
+    }
+
+    /// Wakes every local waiter on the channel to try again.
+    fn wake_all(&self) {
+        for (_, wake) in &self.waiters {
+            wake.notify.notify_one();
+        }
+    }
+}
+
 /// How one local waiter is woken, and whether the release granted it the lock.
 #[derive(Default)]
 struct Wake {
@@ -115,11 +134,8 @@ impl Channels {
                 let Some(entry) = map.get_mut(channel) else {
                     return;
                 };
-                if entry.subscribed.initialized() {
-                    entry.subscribed = Arc::new(OnceCell::new());
-                    for (_, wake) in &entry.waiters {
-                        wake.notify.notify_one();
-                    }
+                if entry.forget_subscription() {
+                    entry.wake_all();
                 }
             }
             // Messages may have been missed while disconnected: every waiter checks again.
@@ -128,12 +144,8 @@ impl Channels {
             // reconnects it, so the waiters subscribe again themselves.
             PushKind::Disconnection => {
                 for entry in self.map().values_mut() {
-                    if entry.subscribed.initialized() {
-                        entry.subscribed = Arc::new(OnceCell::new());
-                    }
-                    for (_, wake) in &entry.waiters {
-                        wake.notify.notify_one();
-                    }
+                    entry.forget_subscription();
+                    entry.wake_all();
                 }
             }
             _ => {}
