@@ -216,19 +216,7 @@ impl RedisServer {
     }
 
     fn command_stat(&self, command: &str, field: &str) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.conn())
-            .unwrap();
-        let prefix = format!("cmdstat_{command}:");
-        info.lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .and_then(|rest| {
-                rest.split(',')
-                    .find_map(|pair| pair.strip_prefix(field)?.strip_prefix('='))
-            })
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0)
+        command_stat_on(&mut self.conn(), command, field)
     }
 
     /// Resets `INFO commandstats`.
@@ -292,4 +280,19 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     shared_server();
     runtime().block_on(future)
+}
+
+/// `field` of `command` in `INFO commandstats` (0 when the server never ran it), over a
+/// connection the caller already holds: for rows that refuse new connections for a while.
+pub fn command_stat_on(conn: &mut redis::Connection, command: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    let prefix = format!("cmdstat_{command}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| {
+            rest.split(',')
+                .find_map(|pair| pair.strip_prefix(field)?.strip_prefix('='))
+        })
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
 }

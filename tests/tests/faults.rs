@@ -21,7 +21,7 @@ use std::time::Duration;
 use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome};
 use lock_tests::checkers::{FencedStore, HoldLog, LossClock, OrphanCheck, ms, now_us};
 use lock_tests::proxy::{Direction, FaultProxy};
-use lock_tests::{RedisServer, child, free_port};
+use lock_tests::{RedisServer, child, command_stat_on, free_port};
 use tokio::time::Instant;
 
 /// Whether the slow variants run (`FAULTS_FULL=1`).
@@ -1400,18 +1400,6 @@ fn unreachable_or_auth_failing_redis_at_start_is_a_typed_error_in_time() {
 // ---------------------------------------------------------------------------------------
 // Row: the subscription connection dies while the server refuses new connections.
 
-/// `INFO commandstats` calls of `command`, over a connection the test already holds (the
-/// row refuses new connections for a while).
-fn calls_over(admin: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(admin).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
-
 fn subscribers(admin: &mut redis::Connection, channel: &str) -> i64 {
     let reply: (String, i64) = redis::cmd("PUBSUB")
         .arg("NUMSUB")
@@ -1460,7 +1448,7 @@ fn a_waiter_resubscribes_after_its_subscription_connection_fails_to_reconnect() 
 
         // Kill the subscription connection while no new connection is accepted: its one
         // reconnection attempt fails, and nothing about the waiter changes on the server.
-        let scripts_before = calls_over(&mut admin, "evalsha");
+        let scripts_before = command_stat_on(&mut admin, "evalsha", "calls");
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
             .arg("maxclients")
@@ -1475,7 +1463,7 @@ fn a_waiter_resubscribes_after_its_subscription_connection_fails_to_reconnect() 
             .unwrap();
         // The disconnection wakes the waiter, which asks again over its command connection.
         let retried = until(Duration::from_secs(5), || {
-            calls_over(&mut admin, "evalsha") > scripts_before
+            command_stat_on(&mut admin, "evalsha", "calls") > scripts_before
         })
         .await;
         assert!(

@@ -125,30 +125,50 @@ async fn a_slow_master_beyond_the_node_timeout_is_outvoted() {
     guard.release().await.unwrap();
 }
 
-/// The validity is `ttl − elapsed − drift` from the send time: grants that come back after
-/// it acquire nothing, and are given back on every master.
-/// A failed round gives its grants back on every master, also on those whose reply was
-/// lost: there the grant landed although the client saw only a timeout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_round_gives_back_grants_whose_replies_were_lost() {
+/// Three masters, each behind a fault proxy, and a Redlock client on the proxies whose
+/// connections and script caches are warmed with one cycle on `key`.
+async fn proxied_masters(
+    node_timeout: Duration,
+    key: &str,
+) -> (Vec<RedisServer>, Vec<FaultProxy>, LockClient) {
     let servers = masters(3);
     let proxies: Vec<_> = servers
         .iter()
         .map(|server| FaultProxy::start(server.port()))
         .collect();
     let client = LockClient::new(
-        Config::redlock(proxies.iter().map(FaultProxy::url))
-            .node_timeout(Duration::from_millis(200)),
+        Config::redlock(proxies.iter().map(FaultProxy::url)).node_timeout(node_timeout),
     )
     .unwrap();
     client
-        .lock("lost-replies")
+        .lock(key)
         .acquire()
         .await
         .unwrap()
         .release()
         .await
         .unwrap();
+    (servers, proxies, client)
+}
+
+/// Polls (every 10 ms, `polls` times at most) until no master holds `key`; the index of
+/// the first master that still does, or `None`.
+async fn still_held_on(servers: &[RedisServer], key: &str, polls: usize) -> Option<usize> {
+    for _ in 0..polls {
+        if servers.iter().all(|server| server.get(key).is_none()) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    servers.iter().position(|server| server.get(key).is_some())
+}
+
+/// A failed round gives its grants back on every master, also on those whose reply was
+/// lost: there the grant landed although the client saw only a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_round_gives_back_grants_whose_replies_were_lost() {
+    let (servers, proxies, client) =
+        proxied_masters(Duration::from_millis(200), "lost-replies").await;
     // Masters 0 and 1 execute what they get but their replies never come back.
     for proxy in &proxies[..2] {
         proxy.set_blackhole(Direction::Down, true);
@@ -162,43 +182,19 @@ async fn a_failed_round_gives_back_grants_whose_replies_were_lost() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("lost-replies"), "{err}");
-    for (index, server) in servers.iter().enumerate() {
-        let mut gone = false;
-        for _ in 0..250 {
-            if server.get("lost-replies").is_none() {
-                gone = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(
-            gone,
+    if let Some(index) = still_held_on(&servers, "lost-replies", 250).await {
+        panic!(
             "master {index} kept the failed round's grant (pttl {} of a {ttl:?} lease)",
-            server.pttl("lost-replies")
+            servers[index].pttl("lost-replies")
         );
     }
 }
 
+/// The validity is `ttl − elapsed − drift` from the send time: grants that come back after
+/// it acquire nothing, and are given back on every master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grants_that_arrive_after_the_validity_acquire_nothing() {
-    let servers = masters(3);
-    let proxies: Vec<_> = servers
-        .iter()
-        .map(|server| FaultProxy::start(server.port()))
-        .collect();
-    let client = LockClient::new(
-        Config::redlock(proxies.iter().map(FaultProxy::url)).node_timeout(Duration::from_secs(1)),
-    )
-    .unwrap();
-    // Warm the connections and script caches first.
-    client
-        .lock("late")
-        .acquire()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    let (servers, proxies, client) = proxied_masters(Duration::from_secs(1), "late").await;
     for proxy in &proxies[..2] {
         proxy.set_delay(Direction::Down, Duration::from_millis(250));
     }
@@ -214,15 +210,7 @@ async fn grants_that_arrive_after_the_validity_acquire_nothing() {
         proxy.set_delay(Direction::Down, Duration::ZERO);
     }
     // Whatever was granted late was released (or expired by its 200 ms lease).
-    for server in &servers {
-        for _ in 0..100 {
-            if server.get("late").is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(server.get("late"), None);
-    }
+    assert_eq!(still_held_on(&servers, "late", 100).await, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
