@@ -279,8 +279,9 @@ pub(crate) async fn hot_key(
     admin
         .del(&[
             key.clone(),
-            format!("{{{key}}}:queue"),
-            format!("{{{key}}}:queue-deadlines"),
+            format!("~lock/queue{{{key}}}"),
+            format!("~lock/deadlines{{{key}}}"),
+            format!("~lock/ttls{{{key}}}"),
         ])
         .await?;
     Ok(hot_record(

@@ -83,6 +83,10 @@ pub(crate) fn queue_call<'a>(
 
 /// The names that travel with one lock key: its auxiliary keys and its release channel,
 /// all hashing to the lock key's cluster slot.
+///
+/// Every auxiliary name starts with [`AUX_PREFIX`], which no lock key may start with, and
+/// spells the whole lock key out, so two different lock keys never share a name: not `x`
+/// and `{x}`, not `a` and `{a}:queue`, whatever prefix or braces they carry.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyNames {
     pub(crate) lock: String,
@@ -94,28 +98,68 @@ pub(crate) struct KeyNames {
     pub(crate) channel: String,
 }
 
+/// What every auxiliary key and channel name starts with; a lock key that starts with it
+/// is refused, so no lock key can name another lock's queue, fence or channel.
+pub(crate) const AUX_PREFIX: &str = "~lock/";
+
 impl KeyNames {
     pub(crate) fn new(lock: String) -> Result<Self, LockError> {
-        let base = slot_base(&lock)?;
+        let slot = slot_of(&lock)?;
         Ok(KeyNames {
-            fence: format!("{base}:fence"),
-            queue: format!("{base}:queue"),
-            deadlines: format!("{base}:queue-deadlines"),
-            ttls: format!("{base}:queue-ttls"),
-            channel: format!("{base}:released"),
+            fence: auxiliary("fence", &lock, slot),
+            queue: auxiliary("queue", &lock, slot),
+            deadlines: auxiliary("deadlines", &lock, slot),
+            ttls: auxiliary("ttls", &lock, slot),
+            channel: auxiliary("released", &lock, slot),
             lock,
         })
     }
 }
 
-/// A prefix for auxiliary names that keeps them in the lock key's cluster slot.
+/// The release channel of `lock`, or `None` for a key that cannot be locked.
+pub(crate) fn channel_of(lock: &str) -> Option<String> {
+    slot_of(lock)
+        .ok()
+        .map(|slot| auxiliary("released", lock, slot))
+}
+
+/// How a lock key chooses its cluster slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// By its first `{…}` hash tag.
+    Tag,
+    /// By the whole key.
+    Whole,
+}
+
+/// The auxiliary name of `kind` for `lock`: `~lock/KIND/LOCK` for a key with a hash tag
+/// (the prefix has no braces, so the name's first tag is the key's), `~lock/KIND{LOCK}`
+/// for one without (the braces make the whole key the tag). The character after the kind,
+/// `/` or `{`, tells the two forms apart, so the name is distinct for every lock key.
+fn auxiliary(kind: &str, lock: &str, slot: Slot) -> String {
+    match slot {
+        Slot::Tag => format!("{AUX_PREFIX}{kind}/{lock}"),
+        Slot::Whole => format!("{AUX_PREFIX}{kind}{{{lock}}}"),
+    }
+}
+
+/// How `key` hashes, or why it cannot have auxiliary names in its slot.
 ///
-/// A key with a hash tag keeps it (a suffix does not change the slot); a key without one is
-/// wrapped whole in braces, so its tag is the key itself. A key that contains `}` but no
-/// valid tag cannot be wrapped and is refused.
-fn slot_base(key: &str) -> Result<String, LockError> {
+/// A key without a hash tag is hashed whole; wrapping it in braces keeps that slot unless
+/// it contains a `}` (the tag would end there), so such a key is refused. So is a key that
+/// starts with [`AUX_PREFIX`]: it could be another lock's auxiliary name.
+fn slot_of(key: &str) -> Result<Slot, LockError> {
+    if key.starts_with(AUX_PREFIX) {
+        return Err(LockError::InvalidKey {
+            key: key.to_owned(),
+            reason: format!(
+                "keys starting with `{AUX_PREFIX}` are reserved for the queues, fence counters \
+                 and channels of other locks; rename the key (or its prefix)"
+            ),
+        });
+    }
     if has_hash_tag(key) {
-        return Ok(key.to_owned());
+        return Ok(Slot::Tag);
     }
     if key.contains('}') {
         return Err(LockError::InvalidKey {
@@ -125,7 +169,7 @@ fn slot_base(key: &str) -> Result<String, LockError> {
                 .into(),
         });
     }
-    Ok(format!("{{{key}}}"))
+    Ok(Slot::Whole)
 }
 
 /// Whether Redis Cluster would hash only part of `key` (a non-empty `{…}` section).
@@ -139,16 +183,110 @@ fn has_hash_tag(key: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Redis Cluster's slot of a key (CRC16/XMODEM of its hash tag, or of the whole key).
+    fn slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = key
+            .find('{')
+            .and_then(|open| {
+                let close = key[open + 1..].find('}')?;
+                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+            })
+            .unwrap_or(bytes);
+        let mut crc: u16 = 0;
+        for &byte in hashed {
+            crc ^= u16::from(byte) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc % 16384
+    }
+
+    fn all(names: &KeyNames) -> [&str; 6] {
+        [
+            &names.lock,
+            &names.fence,
+            &names.queue,
+            &names.deadlines,
+            &names.ttls,
+            &names.channel,
+        ]
+    }
+
+    /// Keys a user can write that look like each other's or like auxiliary names.
+    const ODD_KEYS: &[&str] = &[
+        "x",
+        "{x}",
+        "{x}:queue",
+        "{x}:fence",
+        "{x}:released",
+        "x:queue",
+        "{{x}}",
+        "{x}{y}",
+        "a{b",
+        "{",
+        "{app}:k",
+        "{app}:k:queue",
+        "{app}:{k}",
+        "lock/queue/x",
+        "~lock",
+        "~lockx",
+        "{~lock/queue/x}",
+        "stock:1",
+        "{stock:1}",
+        "{shop}:1",
+    ];
+
     #[test]
     fn auxiliary_names_share_the_slot() {
-        let names = KeyNames::new("stock:1".into()).unwrap();
-        assert_eq!(names.fence, "{stock:1}:fence");
-        assert_eq!(names.channel, "{stock:1}:released");
+        for key in ODD_KEYS {
+            let names = KeyNames::new((*key).into()).unwrap();
+            for name in all(&names) {
+                assert_eq!(slot(name), slot(key), "{name} is not in the slot of {key}");
+            }
+        }
+        assert_eq!(slot("{shop}:1"), slot("shop"));
+        assert_eq!(
+            KeyNames::new("stock:1".into()).unwrap().fence,
+            "~lock/fence{stock:1}"
+        );
         assert_eq!(
             KeyNames::new("{shop}:1".into()).unwrap().queue,
-            "{shop}:1:queue"
+            "~lock/queue/{shop}:1"
         );
-        assert_eq!(KeyNames::new("a{b".into()).unwrap().fence, "{a{b}:fence");
-        assert!(KeyNames::new("a{}b}".into()).is_err());
+    }
+
+    #[test]
+    fn no_two_lock_keys_share_a_name() {
+        let mut seen = std::collections::HashMap::new();
+        for key in ODD_KEYS {
+            let names = KeyNames::new((*key).into()).unwrap();
+            for name in all(&names) {
+                if let Some(other) = seen.insert(name.to_owned(), *key) {
+                    panic!("`{name}` belongs to both `{other}` and `{key}`");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn keys_that_could_be_auxiliary_names_or_leave_the_slot_are_refused() {
+        for key in [
+            "~lock/queue{x}",
+            "~lock/fence/{x}",
+            "a}b",
+            "a{}b}",
+            "}",
+            "{}",
+            "{}x",
+        ] {
+            let err = KeyNames::new(key.into()).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! waiters, waking exactly the waiter whose turn it is.
 //!
 //! The release script publishes the token of the waiter at the head of the key's queue
-//! (`=token` when it granted that waiter the lock outright, or an empty message when the
+//! (`=token key` when it granted that waiter the lock outright, or an empty message when the
 //! queue is empty). The push handler runs on the subscription connection's reader and only
 //! touches a map under a short lock: it wakes the local waiter with that token (marking it
 //! granted for `=token`), or the longest-waiting local waiter for an empty message.
@@ -108,7 +108,7 @@ impl Channels {
                     return;
                 };
                 let (granted, payload) = match payload.strip_prefix('=') {
-                    Some(token) => (true, token),
+                    Some(grant) => grant_on(channel, grant),
                     None => (false, payload),
                 };
                 let chosen = if payload.is_empty() {
@@ -150,6 +150,18 @@ impl Channels {
             }
             _ => {}
         }
+    }
+}
+
+/// Reads a grant message `TOKEN KEY`: the token it grants the lock to, and whether it is a
+/// grant of this channel's own key (a message naming another key only wakes the waiter).
+fn grant_on<'a>(channel: &str, grant: &'a str) -> (bool, &'a str) {
+    match grant.split_once(' ') {
+        Some((token, key)) => (
+            crate::scripts::channel_of(key).is_some_and(|own| own == channel),
+            token,
+        ),
+        None => (false, grant),
     }
 }
 

@@ -647,9 +647,9 @@ async fn fences_increase_across_a_restart_and_reject_a_stale_writer() {
     let second_fence = second.fence().unwrap();
     assert!(second_fence > first_fence);
     second.release().await.unwrap();
-    assert!(server.get("{fenced}:fence").is_some());
+    assert!(server.get("~lock/fence{fenced}").is_some());
     assert!(
-        server.pttl("{fenced}:fence") > 0,
+        server.pttl("~lock/fence{fenced}") > 0,
         "the fence counter never expires"
     );
 

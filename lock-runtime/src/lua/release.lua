@@ -6,7 +6,8 @@
 --
 -- With waiters queued the key is not deleted. A head that left its ttl is granted the lock
 -- at once: the key holds its token for that ttl, it leaves the queue, and the message is
--- '=' .. token (the waiter dates its lease from its first try, before it could be queued).
+-- '=' .. token .. ' ' .. key, naming the grant's key and token so that a client takes only its
+-- own grants (the waiter dates its lease from its first try, before it could be queued).
 -- Otherwise (a fenced waiter) the key holds '~handover' until the head's queue deadline and
 -- the message is its token: it takes the key through acquire.lua. Either way a newcomer's
 -- plain `SET NX` fails and it queues behind.
@@ -35,7 +36,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
       redis.call('ZREM', KEYS[2], head)
       redis.call('ZREM', KEYS[3], head)
       redis.call('HDEL', KEYS[4], head)
-      redis.call(ARGV[3], ARGV[2], '=' .. head)
+      redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
       return 1
     end
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
