@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use once_cell::sync::OnceCell;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 
 use crate::config::Topology;
-use crate::connection::{Connection, LazyCluster};
+use crate::connection::{Connection, LazyCluster, SingleServer};
 use crate::wakeups::Wakeups;
 use crate::watchdog::Watchdog;
 use crate::{Config, Lock, LockError};
@@ -87,6 +87,8 @@ struct ClientInner {
     redlock: Option<Redlock>,
     /// Whether Redis ever answered an acquire through this client.
     answered: AtomicBool,
+    /// How long one request may wait for its reply.
+    response_timeout: Duration,
 }
 
 /// The Redlock settings of a client in that mode.
@@ -219,6 +221,7 @@ impl LockClient {
                 wakeups,
                 redlock,
                 answered: AtomicBool::new(false),
+                response_timeout: config.response_timeout,
             }),
         })
     }
@@ -273,6 +276,11 @@ impl LockClient {
         self.inner.answered.load(Ordering::Relaxed)
     }
 
+    /// How long one request may wait for its reply.
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.inner.response_timeout
+    }
+
     pub(crate) fn watchdog(&self) -> &Watchdog {
         &self.inner.watchdog
     }
@@ -322,7 +330,7 @@ fn manager(
     client: &redis::Client,
     config: &ConnectionManagerConfig,
 ) -> redis::RedisResult<Connection> {
-    ConnectionManager::new_lazy_with_config(client.clone(), config.clone()).map(Connection::Single)
+    SingleServer::new(client.clone(), config.clone()).map(Connection::Single)
 }
 
 /// Warns once, in the background, when the server may evict lock keys: a `maxmemory` limit

@@ -1,10 +1,11 @@
-//! One connection type for every topology: a single server's auto-reconnecting manager, or
+//! One connection type for every topology: a single server's auto-reconnecting manager
+//! (replaced after a timeout), or
 //! a Redis Cluster connection (opened lazily on first use, routing by key, following
 //! MOVED/ASK itself).
 
 use std::sync::Arc;
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -13,8 +14,77 @@ use tokio::sync::RwLock;
 /// A connection to a single server or to a cluster.
 #[derive(Clone)]
 pub(crate) enum Connection {
-    Single(ConnectionManager),
+    Single(SingleServer),
     Cluster(LazyCluster),
+}
+
+/// A single server's auto-reconnecting connection, replaced by a new one after a request
+/// timed out on it.
+///
+/// The connection manager reconnects when the server closes the connection, but not when
+/// the path only stops answering (a blackhole, a stalled proxy): every later request would
+/// time out on the dead socket. Replacing it after a timeout lets the client recover within
+/// one response timeout of the path coming back.
+#[derive(Clone)]
+pub(crate) struct SingleServer {
+    inner: Arc<SingleInner>,
+}
+
+struct SingleInner {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    /// The connection in use and its generation (bumped on each replacement, so that many
+    /// requests timing out on one dead connection replace it once).
+    current: std::sync::RwLock<(u64, ConnectionManager)>,
+}
+
+impl SingleServer {
+    /// A lazily connected server connection: nothing is opened before the first request.
+    pub(crate) fn new(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) -> redis::RedisResult<Self> {
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        Ok(SingleServer {
+            inner: Arc::new(SingleInner {
+                client,
+                config,
+                current: std::sync::RwLock::new((0, manager)),
+            }),
+        })
+    }
+
+    fn current(&self) -> (u64, ConnectionManager) {
+        let current = self
+            .inner
+            .current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        (current.0, current.1.clone())
+    }
+
+    /// Replaces connection `generation` after `result` timed out on it.
+    fn check<T>(&self, generation: u64, result: &redis::RedisResult<T>) {
+        let Err(err) = result else { return };
+        if !err.is_timeout() {
+            return;
+        }
+        let Ok(fresh) = ConnectionManager::new_lazy_with_config(
+            self.inner.client.clone(),
+            self.inner.config.clone(),
+        ) else {
+            return;
+        };
+        let mut current = self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if current.0 == generation {
+            tracing::warn!(error = %err, "Redis request timed out; opening a new connection");
+            *current = (generation + 1, fresh);
+        }
+    }
 }
 
 /// A cluster connection that opens on first use (so a client can be built synchronously)
@@ -72,7 +142,12 @@ impl Connection {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Single(single) => Box::pin(async move {
+                let (generation, mut connection) = single.current();
+                let result = connection.req_packed_command(cmd).await;
+                single.check(generation, &result);
+                result
+            }),
             Connection::Cluster(lazy) => Box::pin(async move {
                 let mut connection = lazy.get().await?;
                 let result = connection.req_packed_command(cmd).await;
@@ -88,9 +163,14 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Single(connection) => {
-                connection.req_packed_commands(pipeline, offset, count)
-            }
+            Connection::Single(single) => Box::pin(async move {
+                let (generation, mut connection) = single.current();
+                let result = connection
+                    .req_packed_commands(pipeline, offset, count)
+                    .await;
+                single.check(generation, &result);
+                result
+            }),
             Connection::Cluster(lazy) => Box::pin(async move {
                 let mut connection = lazy.get().await?;
                 connection
@@ -102,7 +182,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(connection) => connection.get_db(),
+            Connection::Single(single) => single.current().1.get_db(),
             Connection::Cluster(_) => 0,
         }
     }

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use crate::context::{self, CurrentLock};
 use crate::lock::release_script;
 use crate::scripts::KeyNames;
-use crate::watchdog::LeaseHandle;
+use crate::watchdog::{LeaseHandle, validity};
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
 
 /// A held lock. Release it with [`release`](LockGuard::release); dropping it (cancellation,
@@ -26,6 +26,8 @@ pub struct LockGuard {
     fence: Option<u64>,
     lease: LeaseHandle,
     acquired_at: Instant,
+    /// The lease's validity point as last known (the watchdog's, until it lets go).
+    valid_until: Instant,
     released: bool,
     reentrant: bool,
 }
@@ -50,6 +52,7 @@ impl LockGuard {
             fence,
             lease,
             acquired_at: Instant::now(),
+            valid_until: validity(sent, options.ttl),
             released: false,
             reentrant: false,
         }
@@ -67,9 +70,19 @@ impl LockGuard {
                 lost: held.lost_receiver(),
             },
             acquired_at: Instant::now(),
+            valid_until: Instant::now(),
             released: false,
             reentrant: true,
         }
+    }
+
+    /// Takes the lease off the watchdog (once: a release cut short comes here again on drop)
+    /// and returns its validity point, past which a release no longer matters.
+    fn stop_renewing(&mut self) -> Instant {
+        let removed = self.client.watchdog().remove(self.lease.id);
+        let valid_until = removed.unwrap_or(self.valid_until);
+        self.valid_until = valid_until;
+        valid_until
     }
 
     /// What a guarded body sees of this lock through [`crate::current_lock`].
@@ -130,14 +143,21 @@ impl LockGuard {
     ///
     /// Releasing a reentrant guard does nothing and reports `Released`: the outer holder
     /// releases the lock.
+    ///
+    /// The release survives the cancellation of this future: dropped before Redis answered,
+    /// the guard releases in the background as on any drop (releasing twice is harmless).
+    /// It gives up when the lease's validity point passes, and after 2 s at most: the lease
+    /// then ends by its ttl.
     pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
-        self.released = true;
         if self.reentrant {
+            self.released = true;
             return Ok(ReleaseOutcome::Released);
         }
-        self.client.watchdog().remove(self.lease.id);
-        let reply = release_script(&self.client, &self.names, &self.token).await?;
-        let outcome = match reply {
+        let valid_until = self.stop_renewing();
+        let reply = release_script(&self.client, &self.names, &self.token, valid_until).await;
+        // Only now: until Redis answered, a drop of this future must still release.
+        self.released = true;
+        let outcome = match reply? {
             1 => ReleaseOutcome::Released,
             0 => ReleaseOutcome::AlreadyExpired,
             _ => ReleaseOutcome::NotOwner,
@@ -157,7 +177,7 @@ impl Drop for LockGuard {
         if self.released || self.reentrant {
             return;
         }
-        self.client.watchdog().remove(self.lease.id);
+        let valid_until = self.stop_renewing();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime to release on: the lease ends by its ttl.
             tracing::warn!(key = %self.names.lock, "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
@@ -167,7 +187,7 @@ impl Drop for LockGuard {
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
         runtime.spawn(async move {
-            match release_script(&client, &names, &token).await {
+            match release_script(&client, &names, &token, valid_until).await {
                 Ok(_) => tracing::debug!(key = %names.lock, "lock released on drop"),
                 Err(err) => {
                     tracing::warn!(key = %names.lock, error = %err, "release on drop failed; the lease expires by its ttl")

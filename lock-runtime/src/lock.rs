@@ -246,6 +246,9 @@ impl Lock {
         } else {
             client.wakeups().register(&names.channel, &token, true)
         };
+        // No try may keep the caller past its wait by more than one response timeout.
+        let overrun = deadline + client.response_timeout();
+        let mut transient_pause = TRANSIENT_PAUSE;
         let mut attempts = 0u64;
         let mut late = false;
         loop {
@@ -256,22 +259,29 @@ impl Lock {
             // lock: giving up now must clean both.
             seat.joined = true;
             let quick = std::mem::take(&mut quick);
-            let attempt = match try_acquire(&client, &names, &token, &self.options, quick).await {
-                Ok(attempt) => attempt,
-                // A cluster moving the slot, a server loading, a reply that timed out: worth
-                // another try in time (with the same token, so a lost grant is found again).
-                // A timeout before Redis ever answered is an unreachable server: reported at
-                // once, within the connect timeout.
-                Err(err)
-                    if (is_transient(&err) || (is_timeout(&err) && client.has_answered()))
-                        && Instant::now() < deadline =>
-                {
+            let attempt = try_acquire(&client, &names, &token, &self.options, quick);
+            let attempt = match tokio::time::timeout_at(overrun, attempt).await {
+                Ok(Ok(attempt)) => attempt,
+                // A cluster moving the slot, a server loading or restarting, a reset
+                // connection, a reply that timed out: worth another try in time (with the
+                // same token, so a lost grant is found again). A server that never answered
+                // is unreachable: reported at once, within the connect timeout.
+                Ok(Err(err)) if is_retryable(&client, &err) && Instant::now() < deadline => {
                     tracing::debug!(key = %names.lock, error = %err, "transient error; retrying");
-                    let pause = TRANSIENT_PAUSE.saturating_add(jitter());
+                    let pause = transient_pause.saturating_add(jitter());
                     tokio::time::sleep(pause.min(deadline - Instant::now())).await;
+                    transient_pause = (transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
                     continue;
                 }
-                Err(err) => return Err(err),
+                Ok(Err(err)) => return Err(err),
+                // The try outlasted the wait by a whole response timeout: give up; the seat
+                // leaves the queue in the background.
+                Err(_) => {
+                    return Err(LockError::Timeout {
+                        key: names.lock.clone(),
+                        waited: started.elapsed(),
+                    });
+                }
             };
             let retry_in = match attempt {
                 Attempt::Acquired { fence } if Instant::now() < validity(sent, ttl) => {
@@ -310,7 +320,13 @@ impl Lock {
                 });
             }
             if now >= deadline {
-                seat.leave().await;
+                // Leave the queue before reporting, but never past the overrun bound: a seat
+                // still joined then leaves in the background when it is dropped.
+                if let Ok(Ok(())) =
+                    tokio::time::timeout_at(overrun, leave_queue(&client, &names, &token)).await
+                {
+                    seat.joined = false;
+                }
                 return Err(LockError::Timeout {
                     key: names.lock.clone(),
                     waited: now - started,
@@ -330,19 +346,20 @@ impl Lock {
             if !subscribed_before {
                 // Subscribe, then try again at once: a release between the attempt and the
                 // subscription would otherwise go unheard.
-                match ticket.subscribe().await {
-                    Ok(()) => continue,
-                    Err(err) => tracing::warn!(
+                match tokio::time::timeout_at(deadline, ticket.subscribe()).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(err)) => tracing::warn!(
                         key = %names.lock,
                         error = %err,
                         "cannot subscribe to release messages; waiting for the lease instead"
                     ),
+                    Err(_) => continue,
                 }
             }
             let park = retry_in
                 .min(MAX_PARK)
                 .saturating_add(jitter())
-                .min(deadline - now);
+                .min(deadline - Instant::now());
             ticket.wait(park).await;
             if ticket.granted() {
                 // The release granted us the lock outright: the key holds our token since
@@ -501,14 +518,6 @@ impl<'a> Seat<'a> {
             joined: false,
         }
     }
-
-    async fn leave(&mut self) {
-        if std::mem::take(&mut self.joined)
-            && let Err(err) = leave_queue(self.client, self.names, self.token).await
-        {
-            tracing::debug!(key = %self.names.lock, error = %err, "leaving the queue failed; the place expires by itself");
-        }
-    }
 }
 
 impl Drop for Seat<'_> {
@@ -527,7 +536,8 @@ impl Drop for Seat<'_> {
         // In the background, so retried like a release: a grant this waiter never heard of
         // (its reply lost with a reset connection) would otherwise stay until its ttl.
         runtime.spawn(async move {
-            let _ = retrying(&names, "leaving the queue", || {
+            let give_up = Instant::now() + RELEASE_BUDGET;
+            let _ = retrying(&names, "leaving the queue", give_up, || {
                 leave_queue(&client, &names, &token)
             })
             .await;
@@ -608,44 +618,85 @@ async fn try_acquire(
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 ///
-/// A release that fails on a transient or connection error is tried again a few times
-/// (about 2 s in all): compare-and-delete makes a repeat harmless, and a lock left to its
-/// ttl would stall every waiter.
+/// A release that fails on a transient or connection error is tried again: compare-and-
+/// delete makes a repeat harmless, and a lock left to its ttl would stall every waiter.
+/// It gives up at the lease's validity point `valid_until` (after it the key expires by
+/// itself) and after [`RELEASE_BUDGET`] at most, whichever comes first.
 pub(crate) async fn release_script(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
+    valid_until: Instant,
 ) -> Result<i64, LockError> {
-    retrying(names, "release", || release_once(client, names, token)).await
+    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
+    retrying(names, "release", give_up, || {
+        release_once(client, names, token)
+    })
+    .await
 }
 
-/// Makes `call` again after a transient or connection error, a few times (about 2 s in all),
-/// for the calls whose repeat is harmless: a release, a waiter leaving the queue.
-async fn retrying<T, F, Fut>(names: &KeyNames, what: &str, mut call: F) -> Result<T, LockError>
+/// Makes `call` again after a transient or connection error, for the calls whose repeat is
+/// harmless (a release, a waiter leaving the queue), until `give_up`; one try at least.
+async fn retrying<T, F, Fut>(
+    names: &KeyNames,
+    what: &str,
+    give_up: Instant,
+    mut call: F,
+) -> Result<T, LockError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
 {
+    let give_up = give_up.max(Instant::now() + MIN_RELEASE_TRY);
     let mut pause = Duration::from_millis(25);
-    let mut tries = 1;
-    loop {
-        match call().await {
-            Err(err) if tries < RELEASE_TRIES && (is_transient(&err) || is_connection(&err)) => {
+    for _ in 0..RELEASE_TRIES {
+        let outcome = match tokio::time::timeout_at(give_up, call()).await {
+            Ok(outcome) => outcome,
+            Err(_) => break,
+        };
+        match outcome {
+            Err(err) if is_transient(&err) || is_connection(&err) => {
                 tracing::debug!(key = %names.lock, error = %err, "{what} failed; trying again");
+                if Instant::now() + pause >= give_up {
+                    return Err(err);
+                }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(400));
-                tries += 1;
             }
             outcome => return outcome,
         }
     }
+    Err(gave_up(names, what))
 }
 
-/// How many times a release (or a dropped waiter's leave) is tried in all.
+/// The error of a release or leave that ran out of time: the lease (or the queue place)
+/// then ends by itself.
+fn gave_up(names: &KeyNames, what: &str) -> LockError {
+    LockError::backend(
+        &names.lock,
+        redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{what} gave up: Redis did not answer before the lease could end by itself"),
+        )),
+    )
+}
+
+/// The longest a release (or a dropped waiter's leave) keeps trying.
+const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
+/// A release past its lease's validity point is still tried once, this long at most: the
+/// key may outlive the local validity by the drift margin.
+const MIN_RELEASE_TRY: Duration = Duration::from_millis(50);
+
+/// How many times a release (or a dropped waiter's leave) is tried at most.
 const RELEASE_TRIES: u32 = 8;
 
-/// The pause before retrying an acquire after a transient error.
+/// The first pause before retrying an acquire after a transient error; it doubles up to
+/// [`MAX_TRANSIENT_PAUSE`] while the errors go on (a server restarting).
 const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest pause between acquire tries while Redis keeps failing.
+const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
 
 /// Errors that a retry may cure: a cluster in the middle of moving the slot (TRYAGAIN,
 /// ASK, MOVED past the client's own retries), a cluster or primary briefly down, a server
@@ -668,12 +719,19 @@ pub(crate) fn is_transient(err: &LockError) -> bool {
     )
 }
 
-fn is_timeout(err: &LockError) -> bool {
-    matches!(err, LockError::Backend { source, .. } if source.is_timeout())
+/// Whether an acquire may try again after `err`: a transient server state, or, once Redis
+/// has answered this client, a lost connection (refused or reset while it restarts, a
+/// reply that timed out and may hide a grant).
+fn is_retryable(client: &LockClient, err: &LockError) -> bool {
+    is_transient(err) || (client.has_answered() && is_connection(err))
 }
 
 fn is_connection(err: &LockError) -> bool {
-    matches!(err, LockError::Backend { source, .. } if source.is_io_error() || source.is_timeout())
+    matches!(err, LockError::Backend { source, .. }
+        if source.is_io_error()
+            || source.is_timeout()
+            || source.is_connection_dropped()
+            || source.is_connection_refusal())
 }
 
 async fn release_once(
@@ -704,7 +762,8 @@ async fn leave_queue(client: &LockClient, names: &KeyNames, token: &str) -> Resu
 
 /// Best-effort release of a token we should not keep (a late acquire reply).
 async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
-    if let Err(err) = release_script(client, names, token).await {
+    let give_up = Instant::now() + RELEASE_BUDGET;
+    if let Err(err) = release_script(client, names, token, give_up).await {
         tracing::warn!(key = %names.lock, error = %err, "releasing a late acquisition failed; it expires by its ttl");
     }
 }

@@ -182,8 +182,13 @@ impl Watchdog {
     }
 
     /// Takes a lease off the schedule at once (release, drop, panic): no renewal follows.
-    pub(crate) fn remove(&self, id: u64) {
-        self.shared.state().leases.remove(&id);
+    /// Returns the lease's validity point, when it was still on the schedule.
+    pub(crate) fn remove(&self, id: u64) -> Option<Instant> {
+        self.shared
+            .state()
+            .leases
+            .remove(&id)
+            .map(|lease| lease.valid_until)
     }
 
     /// How many leases are on the schedule.

@@ -1415,7 +1415,7 @@ fn a_waiter_resubscribes_after_its_subscription_connection_fails_to_reconnect() 
         let server = RedisServer::start();
         let mut admin = server.conn();
         let key = "resubscribe";
-        let channel = "{resubscribe}:released";
+        let channel = "~lock/released{resubscribe}";
         let holder = server.lock_client();
         let client = client_for(
             &server.url(),
@@ -1498,6 +1498,159 @@ fn a_waiter_resubscribes_after_its_subscription_connection_fails_to_reconnect() 
             &format!(
                 "subscribed again {} after new connections were accepted",
                 ms(resubscribed)
+            ),
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Row: a Redis restart while 50 tasks wait.
+
+/// Fifty waiters with `wait = 20s` behind a held key; Redis is killed and back 200 ms
+/// later. A client that has reached the server before treats the refused connections as
+/// transient within each caller's wait: every waiter acquires, none fails.
+#[test]
+fn a_redis_restart_while_tasks_wait_fails_none_of_them() {
+    row(async {
+        let mut server = RedisServer::start();
+        let holder = server.lock_client();
+        let waiters = server.lock_client();
+        let held = holder.lock("restart-wait").acquire().await.unwrap();
+        let mut tasks = Vec::new();
+        for _ in 0..50 {
+            let lock = waiters.lock("restart-wait").wait(Duration::from_secs(20));
+            tasks.push(tokio::spawn(async move {
+                let guard = lock.acquire().await?;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                guard.release().await.map(|_| ())
+            }));
+        }
+        until(Duration::from_secs(10), || waiters.waiting().0 == 50)
+            .await
+            .expect("50 tasks waiting");
+        let killed = Instant::now();
+        server.kill9();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        server.restart();
+        let mut failures = Vec::new();
+        for task in tasks {
+            if let Err(err) = task.await.unwrap() {
+                failures.push(err.to_string());
+            }
+        }
+        let all_done = killed.elapsed();
+        std::mem::forget(held); // its key died with the restart
+        assert!(
+            failures.is_empty(),
+            "{} of 50 waiters failed: {:?}",
+            failures.len(),
+            &failures[..failures.len().min(3)]
+        );
+        figure(
+            "restart while 50 wait",
+            &format!(
+                "Redis down 200 ms: 50 of 50 waiters acquired, the last {} after the kill",
+                ms(all_done)
+            ),
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Row: a blackholed connection (stops answering, not closed).
+
+/// The path to Redis drops everything while a lock is held (ttl 3 s, response timeout
+/// 2 s): the release gives up by the lease's validity point instead of retrying for many
+/// response timeouts.
+#[test]
+fn a_blackholed_release_gives_up_by_the_lease_validity() {
+    row(async {
+        let server = RedisServer::start();
+        let proxy = FaultProxy::start(server.port());
+        let client = client_for(&proxy.url(), Duration::from_secs(1), Duration::from_secs(2));
+        let guard = client
+            .lock("blackhole")
+            .ttl(Duration::from_secs(3))
+            .acquire()
+            .await
+            .unwrap();
+        proxy.set_blackhole(Direction::Up, true);
+        proxy.set_blackhole(Direction::Down, true);
+        let started = Instant::now();
+        let released = guard.release().await;
+        let release_took = started.elapsed();
+        assert!(
+            released.is_err(),
+            "released through a blackhole: {released:?}"
+        );
+        assert!(
+            release_took < Duration::from_secs(3),
+            "the release kept trying past the lease's ttl: {}",
+            ms(release_took)
+        );
+        figure(
+            "blackholed release",
+            &format!(
+                "gave up after {} (ttl 3 s, response timeout 2 s)",
+                ms(release_took)
+            ),
+        );
+    });
+}
+
+/// While the path drops everything, a `wait = 1s` acquire returns within its wait plus one
+/// response timeout (2 s); once the path is back, the client acquires again at once (its
+/// dead connection is replaced) instead of timing out on it forever.
+#[test]
+fn a_client_recovers_when_a_blackholed_path_comes_back() {
+    row(async {
+        let server = RedisServer::start();
+        let proxy = FaultProxy::start(server.port());
+        let client = client_for(&proxy.url(), Duration::from_secs(1), Duration::from_secs(2));
+        warm(&client, "warm").await;
+        proxy.set_blackhole(Direction::Up, true);
+        proxy.set_blackhole(Direction::Down, true);
+        let mut slowest = Duration::ZERO;
+        for index in 0..3 {
+            let started = Instant::now();
+            let outcome = client
+                .lock(format!("during-{index}"))
+                .wait(Duration::from_secs(1))
+                .acquire()
+                .await;
+            slowest = slowest.max(started.elapsed());
+            assert!(outcome.is_err(), "acquired through a blackhole");
+        }
+        assert!(
+            slowest <= Duration::from_millis(3_500),
+            "a 1 s wait took {} (more than one 2 s response timeout over)",
+            ms(slowest)
+        );
+        proxy.set_blackhole(Direction::Up, false);
+        proxy.set_blackhole(Direction::Down, false);
+        let back = Instant::now();
+        let mut acquired = 0;
+        for index in 0..16 {
+            let lock = client
+                .lock(format!("after-{index}"))
+                .wait(Duration::from_secs(1));
+            if let Ok(guard) = lock.acquire().await {
+                acquired += 1;
+                let _ = guard.release().await;
+            }
+        }
+        let recovered = back.elapsed();
+        assert_eq!(
+            acquired, 16,
+            "after the path came back: {acquired} of 16 acquired"
+        );
+        figure(
+            "blackholed connection",
+            &format!(
+                "a 1 s wait returned after {} at most; 16 of 16 acquired {} after the path \
+                 came back",
+                ms(slowest),
+                ms(recovered)
             ),
         );
     });

@@ -491,3 +491,62 @@ async fn extreme_durations_are_handled_not_panicked_on() {
     }
     assert_eq!(server.calls("evalsha") + server.calls("set"), 0);
 }
+
+/// The shape of every request-timeout layer: `timeout(50.3 ms, run(/* 50 ms body */))`,
+/// one after another on a current-thread runtime.
+/// The deadline falls while the release is on its way, and dropping the release must not
+/// leave the lock held for its ttl (30 s here).
+#[tokio::test]
+async fn a_release_cut_short_by_a_timeout_still_frees_the_key() {
+    const KEYS: usize = 100;
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let mut cut = 0;
+    for index in 0..KEYS {
+        let lock = client.lock(format!("cut-{index}"));
+        let run = lock.run(async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok::<_, LockError>(())
+        });
+        if tokio::time::timeout(Duration::from_micros(50_300), run)
+            .await
+            .is_err()
+        {
+            cut += 1;
+        }
+    }
+    // The background releases need the runtime: poll the server, at most 3 s (ttl 30 s).
+    let mut held = server.dbsize();
+    for _ in 0..300 {
+        if held == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        held = server.dbsize();
+    }
+    assert_eq!(
+        held, 0,
+        "{held} of {KEYS} keys still held ({cut} runs were cut short)"
+    );
+    assert_eq!(client.held_leases(), 0);
+}
+
+/// A release future polled once (the script on its way) and then dropped still releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_future_dropped_after_its_first_poll_still_releases() {
+    use futures::FutureExt;
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    for index in 0..50 {
+        let key = format!("dropped-release-{index}");
+        let guard = client.lock(&key).acquire().await.unwrap();
+        // Boxed, so that dropping it drops the future itself (not a pin of it).
+        let mut release = Box::pin(guard.release());
+        assert!(
+            (&mut release).now_or_never().is_none(),
+            "released without a round trip"
+        );
+        drop(release);
+        wait_until_gone(&server, &key).await;
+    }
+}
