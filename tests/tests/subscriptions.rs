@@ -132,7 +132,8 @@ fn waiter(client: &LockClient, key: String) -> JoinHandle<LockGuard> {
 }
 
 /// Holds every key of `keys` through `holder` (long lease, no renewals: the holder sends
-/// nothing while the test counts script calls).
+/// nothing while the test counts script calls). Right after a restart the holder's
+/// connection may still be down: it tries again, for a few seconds at most.
 async fn hold(holder: &LockClient, keys: &[String]) -> Vec<LockGuard> {
     let mut guards = Vec::new();
     for key in keys {
@@ -140,7 +141,18 @@ async fn hold(holder: &LockClient, keys: &[String]) -> Vec<LockGuard> {
             .lock(key.as_str())
             .ttl(Duration::from_secs(300))
             .watchdog(false);
-        guards.push(lock.acquire().await.unwrap());
+        let mut tries = 0;
+        let guard = loop {
+            match lock.acquire().await {
+                Ok(guard) => break guard,
+                Err(LockError::Backend { .. }) if tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(err) => panic!("holder on {key}: {err:?}"),
+            }
+        };
+        guards.push(guard);
     }
     guards
 }
