@@ -186,27 +186,49 @@ impl Subscriber {
 async fn single(connection: &ConnectionManager, pass: &Pass) -> Outcome {
     let subscribe: Vec<&str> = pass.subscribe.iter().map(|(c, _)| c.as_str()).collect();
     let unsubscribe: Vec<&str> = pass.unsubscribe.iter().map(String::as_str).collect();
-    // Neither command may go out empty: an `UNSUBSCRIBE` without channels drops them all.
     let (subscribed, unsubscribed) = join(
-        async {
-            if subscribe.is_empty() {
-                Ok(())
-            } else {
-                connection.clone().subscribe(&subscribe).await
-            }
-        },
-        async {
-            if unsubscribe.is_empty() {
-                Ok(())
-            } else {
-                connection.clone().unsubscribe(&unsubscribe).await
-            }
-        },
+        send(connection, Command::Subscribe, &subscribe),
+        send(connection, Command::Unsubscribe, &unsubscribe),
     )
     .await;
     Outcome {
         subscribed: vec![subscribed; subscribe.len()],
         unsubscribed: vec![unsubscribed; unsubscribe.len()],
+    }
+}
+
+/// Which of the two a [`send`] is.
+#[derive(Clone, Copy)]
+enum Command {
+    Subscribe,
+    Unsubscribe,
+}
+
+/// Sends one (un)subscription of `channels` (none: sends nothing, as an `UNSUBSCRIBE`
+/// without channels drops them all). When it finds the connection down it is sent once
+/// more at once: the manager starts reconnecting only when a command finds its last
+/// reconnection failed (the server was still down after a restart), and without a second
+/// try the waiters would park until they ask again.
+async fn send(
+    connection: &ConnectionManager,
+    command: Command,
+    channels: &[&str],
+) -> RedisResult<()> {
+    if channels.is_empty() {
+        return Ok(());
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut connection = connection.clone();
+        let result = match command {
+            Command::Subscribe => connection.subscribe(channels).await,
+            Command::Unsubscribe => connection.unsubscribe(channels).await,
+        };
+        match result {
+            Err(err) if err.is_io_error() && tries < 2 => continue,
+            result => return result,
+        }
     }
 }
 
