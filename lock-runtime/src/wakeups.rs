@@ -6,75 +6,95 @@
 //! queue is empty). The push handler runs on the subscription connection's reader and only
 //! touches a map under a short lock: it wakes the local waiter with that token (marking it
 //! granted for `=token`), or the longest-waiting local waiter for an empty message.
+//!
+//! Subscriptions follow the waiters: a channel is subscribed while it has a local waiter
+//! that asked for it, and only then. One task per client, the [`reconciler`], sends every
+//! `SUBSCRIBE` and `UNSUBSCRIBE` (sharded in a cluster), so the commands for one channel
+//! are strictly ordered, and it remembers every channel it may have left on the server, so
+//! a waiter that leaves mid-`SUBSCRIBE`, or while the server is down, still gets its
+//! channel unsubscribed. redis-rs's own resubscription after a reconnect is off: it would
+//! restore channels whose waiters left while the connection was down.
 
-use std::collections::HashMap;
+mod reconciler;
+
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
-use redis::{PushInfo, PushKind, Value};
-use tokio::sync::{Notify, OnceCell};
+use redis::{PushInfo, PushKind, RedisResult, Value};
+use tokio::sync::{Notify, oneshot};
 
 use crate::connection::LazyCluster;
+use reconciler::Subscriber;
 
-/// The registry of local waiters and the subscription connection.
+/// The registry of local waiters; its reconciler owns the subscription connection.
 pub(crate) struct Wakeups {
-    channels: Arc<Channels>,
-    subscriber: Subscriber,
+    shared: Arc<Shared>,
 }
 
-/// Where subscriptions go: a dedicated RESP3 connection to a single server (`SUBSCRIBE`),
-/// or the cluster connection (`SSUBSCRIBE`: sharded, served by the key's own shard).
-#[derive(Clone)]
-enum Subscriber {
-    Single(ConnectionManager),
-    Cluster(LazyCluster),
-}
-
-impl Subscriber {
-    async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
-        match self {
-            Subscriber::Single(connection) => connection.clone().subscribe(channel).await,
-            Subscriber::Cluster(lazy) => lazy.get().await?.ssubscribe(channel).await,
-        }
-    }
-
-    async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
-        match self {
-            Subscriber::Single(connection) => connection.clone().unsubscribe(channel).await,
-            Subscriber::Cluster(lazy) => lazy.get().await?.sunsubscribe(channel).await,
-        }
-    }
+/// What the push handler, the waiters and the reconciler share.
+struct Shared {
+    registry: Mutex<Registry>,
+    /// Wakes the reconciler: a waiter asked for a subscription, a channel's last waiter
+    /// left, the connection dropped, the client was dropped.
+    wake: Arc<Notify>,
 }
 
 #[derive(Default)]
-struct Channels {
-    map: Mutex<HashMap<String, ChannelWaiters>>,
+struct Registry {
+    /// The channels with local waiters: the only ones that may stay subscribed.
+    channels: HashMap<String, ChannelWaiters>,
+    /// Channels the reconciler must look at again: asked for, left by their last waiter,
+    /// dropped by the server while being subscribed, or not unsubscribed yet.
+    pending: HashSet<String>,
+    /// A disconnection happened: the reconciler looks at every channel, the wanted ones and
+    /// every one it may have left on the server.
+    resync: bool,
+    /// The source of [`ChannelWaiters::stamp`]s, so that no two are ever equal.
+    last_stamp: u64,
+    /// The client is gone: no subscription will be made any more.
+    closed: bool,
 }
 
 struct ChannelWaiters {
     /// In arrival order; the first is the longest-waiting local waiter.
     waiters: Vec<(String, Arc<Wake>)>,
-    subscribed: Arc<OnceCell<()>>,
+    state: Subscription,
+    /// Renewed whenever the subscription may have been lost (a disconnection, the server
+    /// dropping it); a new entry gets a fresh one. A `SUBSCRIBE` reply confirms the channel
+    /// only if the stamp is still the one it was sent under.
+    stamp: u64,
+    /// The waiters blocked in [`WaitTicket::subscribe`], answered with the outcome of the
+    /// next `SUBSCRIBE`.
+    asking: Vec<oneshot::Sender<RedisResult<()>>>,
+}
+
+/// A channel's subscription as this process knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Subscription {
+    /// Not asked for, or the last try failed: a waiter asks again after its park.
+    Idle,
+    /// A waiter asked (or a disconnection dropped it): the reconciler subscribes it.
+    Wanted,
+    /// The server confirmed it on the current connection.
+    Confirmed,
 }
 
 impl ChannelWaiters {
-    /// Marks the channel unsubscribed, so that its next waiter subscribes it again; true when
-    /// it was subscribed.
-    fn forget_subscription(&mut self) -> bool {
-        let was = self.subscribed.initialized();
-        if was {
-            self.subscribed = Arc::new(OnceCell::new());
-        }
-        was
-    }
-
     /// Wakes every local waiter on the channel to try again.
     fn wake_all(&self) {
         for (_, wake) in &self.waiters {
             wake.notify.notify_one();
+        }
+    }
+
+    /// Answers the waiters blocked in `subscribe` (a waiter that gave up is gone: ignored).
+    fn answer(&mut self, outcome: &RedisResult<()>) {
+        for asking in self.asking.drain(..) {
+            let _ = asking.send(outcome.clone());
         }
     }
 }
@@ -86,71 +106,98 @@ struct Wake {
     granted: AtomicBool,
 }
 
-impl Channels {
-    fn map(&self) -> MutexGuard<'_, HashMap<String, ChannelWaiters>> {
-        self.map
+impl Shared {
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        // Every update under this lock is a few field stores or single map operations, so
+        // a panic elsewhere cannot leave it half-done: poisoning is ignored.
+        self.registry
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
 
-    /// Handles one push from the subscription connection.
-    fn dispatch(&self, push: PushInfo) {
-        match push.kind {
-            PushKind::Message | PushKind::SMessage => {
-                let [channel, payload] = push.data.as_slice() else {
-                    return;
-                };
-                let (Some(channel), Some(payload)) = (text(channel), text(payload)) else {
-                    return;
-                };
-                let map = self.map();
-                let Some(entry) = map.get(channel) else {
-                    return;
-                };
-                let (granted, payload) = match payload.strip_prefix('=') {
-                    Some(grant) => grant_on(channel, grant),
-                    None => (false, payload),
-                };
-                let chosen = if payload.is_empty() {
-                    entry.waiters.first()
-                } else {
-                    entry.waiters.iter().find(|(token, _)| token == payload)
-                };
-                if let Some((_, wake)) = chosen {
-                    if granted {
-                        wake.granted.store(true, Ordering::Release);
-                    }
-                    wake.notify.notify_one();
-                }
+impl Registry {
+    fn next_stamp(&mut self) -> u64 {
+        self.last_stamp += 1;
+        self.last_stamp
+    }
+
+    /// Wakes the waiter a release message names (or the longest-waiting one).
+    fn deliver(&self, channel: &str, payload: &str) {
+        let Some(entry) = self.channels.get(channel) else {
+            return;
+        };
+        let (granted, payload) = match payload.strip_prefix('=') {
+            Some(grant) => grant_on(channel, grant),
+            None => (false, payload),
+        };
+        let chosen = if payload.is_empty() {
+            entry.waiters.first()
+        } else {
+            entry.waiters.iter().find(|(token, _)| token == payload)
+        };
+        if let Some((_, wake)) = chosen {
+            if granted {
+                wake.granted.store(true, Ordering::Release);
             }
-            // The server dropped a subscription (in a cluster: the slot moved to another
-            // node). Forget it, and let the channel's waiters try again and resubscribe,
-            // which now reaches the slot's new owner.
-            PushKind::Unsubscribe | PushKind::SUnsubscribe => {
-                let Some(channel) = push.data.first().and_then(text) else {
-                    return;
-                };
-                let mut map = self.map();
-                let Some(entry) = map.get_mut(channel) else {
-                    return;
-                };
-                if entry.forget_subscription() {
-                    entry.wake_all();
-                }
-            }
-            // Messages may have been missed while disconnected: every waiter checks again.
-            // The subscriptions count as gone too: the connection's one reconnection
-            // attempt may fail (the server still down), and then only a command on it
-            // reconnects it, so the waiters subscribe again themselves.
-            PushKind::Disconnection => {
-                for entry in self.map().values_mut() {
-                    entry.forget_subscription();
-                    entry.wake_all();
-                }
-            }
-            _ => {}
+            wake.notify.notify_one();
         }
     }
+
+    /// The server dropped `channel` (in a cluster: its slot moved to another node), or
+    /// confirmed an `UNSUBSCRIBE` of ours that a new waiter overtook; true when the
+    /// reconciler has work. A confirmed channel is forgotten and its waiters try again
+    /// and ask anew, which reaches the slot's new owner; one being subscribed is
+    /// subscribed again, as the reply may predate the drop.
+    fn dropped(&mut self, channel: &str) -> bool {
+        let stamp = self.next_stamp();
+        let Some(entry) = self.channels.get_mut(channel) else {
+            return false;
+        };
+        entry.stamp = stamp;
+        match entry.state {
+            Subscription::Confirmed => {
+                entry.state = Subscription::Idle;
+                entry.wake_all();
+                false
+            }
+            Subscription::Wanted => {
+                self.pending.insert(channel.to_owned());
+                true
+            }
+            Subscription::Idle => false,
+        }
+    }
+
+    /// The connection dropped: every subscription is gone, and messages may have been
+    /// missed. Every waiter checks again, and the reconciler subscribes again whatever
+    /// still has waiters (the connection manager's one reconnection attempt may fail with
+    /// the server still down; a failed subscription is tried again when a waiter asks).
+    fn disconnected(&mut self) {
+        for entry in self.channels.values_mut() {
+            self.last_stamp += 1;
+            entry.stamp = self.last_stamp;
+            entry.state = Subscription::Wanted;
+            entry.wake_all();
+        }
+        self.resync = true;
+    }
+
+    /// The client is gone: the waiters still asking get an error instead of hanging.
+    fn close(&mut self) {
+        self.closed = true;
+        let outcome = Err(closed());
+        for entry in self.channels.values_mut() {
+            entry.answer(&outcome);
+        }
+    }
+}
+
+fn closed() -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "the lock client was dropped; its release subscriptions are closed",
+    ))
 }
 
 /// Reads a grant message `TOKEN KEY`: the token it grants the lock to, and whether it is a
@@ -173,47 +220,86 @@ fn text(value: &Value) -> Option<&str> {
     }
 }
 
-/// The push handler: runs on the connection's reader, so it only dispatches.
+/// Handles one push from the subscription connection.
+fn dispatch(shared: &Shared, push: PushInfo) {
+    let reconcile = match push.kind {
+        PushKind::Message | PushKind::SMessage => {
+            if let [channel, payload] = push.data.as_slice()
+                && let (Some(channel), Some(payload)) = (text(channel), text(payload))
+            {
+                shared.registry().deliver(channel, payload);
+            }
+            false
+        }
+        PushKind::Unsubscribe | PushKind::SUnsubscribe => push
+            .data
+            .first()
+            .and_then(text)
+            .is_some_and(|channel| shared.registry().dropped(channel)),
+        PushKind::Disconnection => {
+            shared.registry().disconnected();
+            true
+        }
+        _ => false,
+    };
+    if reconcile {
+        shared.wake.notify_one();
+    }
+}
+
+/// The push handler: runs on the connection's reader, so it only dispatches. It holds the
+/// registry weakly: the connection lives in the reconciler, which outlives the client by
+/// a moment.
 fn handler(
-    channels: &Arc<Channels>,
+    shared: &Arc<Shared>,
 ) -> impl Fn(PushInfo) -> Result<(), redis::aio::SendError> + Send + Sync + 'static {
-    let channels = channels.clone();
+    let shared = Arc::downgrade(shared);
     move |push: PushInfo| {
-        channels.dispatch(push);
+        if let Some(shared) = shared.upgrade() {
+            dispatch(&shared, push);
+        }
         Ok(())
     }
 }
 
 impl Wakeups {
-    /// Sets up the (lazily connected, RESP3) subscription connection to a single server.
+    /// Sets up the (lazily connected, RESP3) subscription connection to a single server,
+    /// and its reconciler on the current Tokio runtime.
     pub(crate) fn single(
         client: redis::Client,
         config: ConnectionManagerConfig,
     ) -> redis::RedisResult<Self> {
-        let channels = Arc::new(Channels::default());
-        let config = config
-            .set_push_sender(handler(&channels))
-            .set_automatic_resubscription();
+        let shared = Shared::new();
+        // No automatic resubscription: the reconciler subscribes again what still has
+        // waiters after a disconnection, and only that.
+        let config = config.set_push_sender(handler(&shared));
         let connection = ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(Wakeups {
-            channels,
-            subscriber: Subscriber::Single(connection),
-        })
+        Ok(Wakeups::start(shared, Subscriber::Single(connection)))
     }
 
     /// Sets up a (lazily connected, RESP3) cluster connection of its own for sharded
-    /// subscriptions, with this registry as its push handler. Commands go over another
-    /// connection, so a subscription being moved between nodes never holds them up.
+    /// subscriptions, with this registry as its push handler, and its reconciler. Commands
+    /// go over another connection, so a subscription being moved between nodes never holds
+    /// them up.
     pub(crate) fn cluster(builder: ClusterClientBuilder) -> redis::RedisResult<Self> {
-        let channels = Arc::new(Channels::default());
+        let shared = Shared::new();
         let client = builder
             .use_protocol(redis::ProtocolVersion::RESP3)
-            .push_sender(handler(&channels))
+            .push_sender(handler(&shared))
             .build()?;
-        Ok(Wakeups {
-            channels,
-            subscriber: Subscriber::Cluster(LazyCluster::new(client)),
-        })
+        Ok(Wakeups::start(
+            shared,
+            Subscriber::Cluster(LazyCluster::new(client)),
+        ))
+    }
+
+    fn start(shared: Arc<Shared>, subscriber: Subscriber) -> Self {
+        tokio::spawn(reconciler::run(
+            Arc::downgrade(&shared),
+            shared.wake.clone(),
+            subscriber,
+        ));
+        Wakeups { shared }
     }
 
     /// Registers a local waiter on `channel`. With `only_if_subscribed`, registers only when
@@ -226,24 +312,27 @@ impl Wakeups {
         only_if_subscribed: bool,
     ) -> Option<WaitTicket> {
         let wake = Arc::new(Wake::default());
-        let mut map = self.channels.map();
-        if only_if_subscribed
-            && !map
-                .get(channel)
-                .is_some_and(|entry| entry.subscribed.initialized())
-        {
+        let mut registry = self.shared.registry();
+        let confirmed = registry
+            .channels
+            .get(channel)
+            .is_some_and(|entry| entry.state == Subscription::Confirmed);
+        if only_if_subscribed && !confirmed {
             return None;
         }
-        let entry = map
+        let stamp = registry.next_stamp();
+        let entry = registry
+            .channels
             .entry(channel.to_owned())
             .or_insert_with(|| ChannelWaiters {
                 waiters: Vec::new(),
-                subscribed: Arc::new(OnceCell::new()),
+                state: Subscription::Idle,
+                stamp,
+                asking: Vec::new(),
             });
         entry.waiters.push((token.to_owned(), wake.clone()));
         Some(WaitTicket {
-            channels: self.channels.clone(),
-            subscriber: self.subscriber.clone(),
+            shared: self.shared.clone(),
             channel: channel.to_owned(),
             token: token.to_owned(),
             wake,
@@ -252,58 +341,90 @@ impl Wakeups {
 
     /// Whether any local waiter is registered on `channel`: the key is contended here.
     pub(crate) fn has_waiters(&self, channel: &str) -> bool {
-        self.channels
-            .map()
+        self.shared
+            .registry()
+            .channels
             .get(channel)
             .is_some_and(|entry| !entry.waiters.is_empty())
     }
 
     /// How many local waiters are registered (all channels).
     pub(crate) fn waiting(&self) -> usize {
-        self.channels
-            .map()
+        self.shared
+            .registry()
+            .channels
             .values()
             .map(|entry| entry.waiters.len())
             .sum()
     }
 
-    /// How many channels this process is subscribed to (or subscribing).
+    /// How many channels have local waiters (each subscribed, or being subscribed, once
+    /// one of its waiters asked).
     pub(crate) fn channels(&self) -> usize {
-        self.channels.map().len()
+        self.shared.registry().channels.len()
+    }
+}
+
+impl Shared {
+    fn new() -> Arc<Self> {
+        Arc::new(Shared {
+            registry: Mutex::new(Registry::default()),
+            wake: Arc::new(Notify::new()),
+        })
+    }
+}
+
+impl Drop for Wakeups {
+    /// Stops the reconciler, which closes the subscription connection (and with it every
+    /// subscription on the server).
+    fn drop(&mut self) {
+        self.shared.registry().close();
+        self.shared.wake.notify_one();
     }
 }
 
 /// A local waiter's place: it is woken through [`WaitTicket::wait`] and leaves the
-/// registry when dropped (unsubscribing when it was the channel's last waiter).
+/// registry when dropped (the channel is unsubscribed when it was the last waiter).
 pub(crate) struct WaitTicket {
-    channels: Arc<Channels>,
-    subscriber: Subscriber,
+    shared: Arc<Shared>,
     channel: String,
     token: String,
     wake: Arc<Wake>,
 }
 
 impl WaitTicket {
-    /// The channel's subscription state now (it is replaced when the server drops it).
-    fn subscription(&self) -> Option<Arc<OnceCell<()>>> {
-        self.channels
-            .map()
-            .get(&self.channel)
-            .map(|entry| entry.subscribed.clone())
-    }
-
+    /// Whether the channel's subscription is confirmed on the current connection.
     pub(crate) fn is_subscribed(&self) -> bool {
-        self.subscription().is_some_and(|cell| cell.initialized())
+        self.shared
+            .registry()
+            .channels
+            .get(&self.channel)
+            .is_some_and(|entry| entry.state == Subscription::Confirmed)
     }
 
-    /// Subscribes the channel once for all local waiters; later callers wait for the first.
-    pub(crate) async fn subscribe(&self) -> redis::RedisResult<()> {
-        let Some(cell) = self.subscription() else {
-            return Ok(());
+    /// Asks the reconciler to subscribe the channel (once for all local waiters) and waits
+    /// for the server's answer; an error leaves the channel unsubscribed until a waiter
+    /// asks again.
+    pub(crate) async fn subscribe(&self) -> RedisResult<()> {
+        let answer = {
+            let mut registry = self.shared.registry();
+            if registry.closed {
+                return Err(closed());
+            }
+            let Some(entry) = registry.channels.get_mut(&self.channel) else {
+                return Ok(());
+            };
+            if entry.state == Subscription::Confirmed {
+                return Ok(());
+            }
+            entry.state = Subscription::Wanted;
+            let (asking, answer) = oneshot::channel();
+            entry.asking.push(asking);
+            registry.pending.insert(self.channel.clone());
+            answer
         };
-        cell.get_or_try_init(|| self.subscriber.subscribe(&self.channel))
-            .await
-            .map(|_| ())
+        self.shared.wake.notify_one();
+        answer.await.unwrap_or_else(|_| Err(closed()))
     }
 
     /// Whether a release granted this waiter the lock outright (the key holds its token).
@@ -321,8 +442,8 @@ impl WaitTicket {
 
 impl Drop for WaitTicket {
     fn drop(&mut self) {
-        let mut map = self.channels.map();
-        let Some(entry) = map.get_mut(&self.channel) else {
+        let mut registry = self.shared.registry();
+        let Some(entry) = registry.channels.get_mut(&self.channel) else {
             return;
         };
         entry
@@ -331,26 +452,11 @@ impl Drop for WaitTicket {
         if !entry.waiters.is_empty() {
             return;
         }
-        let was_subscribed = entry.subscribed.initialized();
-        map.remove(&self.channel);
-        drop(map);
-        if !was_subscribed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let channels = self.channels.clone();
-        let subscriber = self.subscriber.clone();
-        let channel = std::mem::take(&mut self.channel);
-        runtime.spawn(async move {
-            // A new waiter may have subscribed the channel again meanwhile: keep it then.
-            if channels.map().contains_key(&channel) {
-                return;
-            }
-            if let Err(err) = subscriber.unsubscribe(&channel).await {
-                tracing::debug!(channel = %channel, error = %err, "unsubscribe failed");
-            }
-        });
+        // The last waiter: the reconciler unsubscribes the channel if it may be on the
+        // server, whatever this waiter saw (it may leave mid-SUBSCRIBE).
+        registry.channels.remove(&self.channel);
+        registry.pending.insert(std::mem::take(&mut self.channel));
+        drop(registry);
+        self.shared.wake.notify_one();
     }
 }

@@ -162,7 +162,10 @@ async fn waiters_on_keys_of_different_nodes_are_woken_not_polling() {
 async fn fences_increase_and_the_counter_shares_the_slot() {
     let cluster = RedisCluster::start(3);
     let client = cluster_client(&cluster);
-    assert_eq!(cluster.slot("order:7"), cluster.slot("~lock/fence{order:7}"));
+    assert_eq!(
+        cluster.slot("order:7"),
+        cluster.slot("~lock/fence{order:7}")
+    );
     let mut last = 0;
     for _ in 0..5 {
         let guard = client
