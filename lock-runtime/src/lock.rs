@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::context;
 use crate::guard::LockGuard;
 use crate::redlock;
-use crate::scripts::{ACQUIRE, KeyNames, LEAVE, RELEASE, invoke, queue_call};
+use crate::scripts::{ACQUIRE, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, invoke, queue_call};
 use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError};
 
@@ -67,10 +67,6 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
 /// that deadlines stay representable.
 const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// How long a queued waiter keeps its place past the time it was told to wait, so that a
-/// waiter that crashed or hangs stops blocking the queue after this long.
-const QUEUE_GRACE: Duration = Duration::from_secs(2);
 
 /// The longest a waiter parks without checking again, should a wake-up be lost (the
 /// subscription reconnecting, a foreign client releasing without a message). A safety
@@ -309,7 +305,13 @@ impl Lock {
                     late = true;
                     Duration::ZERO
                 }
-                Attempt::NotNow { retry_in } => retry_in,
+                Attempt::NotNow { retry_in } => {
+                    if !wait.is_zero() {
+                        // This try queued us: from now on the watchdog keeps our place.
+                        seat.keep_place();
+                    }
+                    retry_in
+                }
             };
             let now = Instant::now();
             if wait.is_zero() && !late {
@@ -361,29 +363,12 @@ impl Lock {
                 .saturating_add(jitter())
                 .min(deadline - Instant::now());
             ticket.wait(park).await;
-            if ticket.granted() {
-                // The release granted us the lock outright: the key holds our token since
-                // a moment after one of our tries queued us, so the lease is dated from
-                // before the first try (`started`), which can only make it shorter.
-                if Instant::now() < validity(started, ttl) {
-                    seat.joined = false;
-                    tracing::debug!(
-                        key = %names.lock,
-                        waited_ms = started.elapsed().as_millis() as u64,
-                        attempts,
-                        "lock granted by the release"
-                    );
-                    return Ok(LockGuard::new(
-                        client.clone(),
-                        names.clone(),
-                        token.clone(),
-                        None,
-                        &self.options,
-                        started,
-                    ));
-                }
-                // Waited too long to trust that date: the next try finds our token and
-                // grants it again with a fresh lease.
+            if ticket.take_grant() {
+                // The release granted us the lock for its confirmation window: the next try
+                // finds our token and takes the key for our whole ttl, so the lease is dated
+                // from that try, as any other. A grant that lapsed meanwhile (this process
+                // was too slow to confirm) queues us again instead.
+                continue;
             }
         }
     }
@@ -507,6 +492,8 @@ struct Seat<'a> {
     names: &'a KeyNames,
     token: &'a str,
     joined: bool,
+    /// The watchdog's keep-alive of our place in the queue, once a try queued us.
+    kept: Option<u64>,
 }
 
 impl<'a> Seat<'a> {
@@ -516,12 +503,23 @@ impl<'a> Seat<'a> {
             names,
             token,
             joined: false,
+            kept: None,
+        }
+    }
+
+    /// Has the watchdog keep our place in the queue alive (once).
+    fn keep_place(&mut self) {
+        if self.kept.is_none() {
+            self.kept = Some(self.client.watchdog().keep_queued(self.names, self.token));
         }
     }
 }
 
 impl Drop for Seat<'_> {
     fn drop(&mut self) {
+        if let Some(id) = self.kept.take() {
+            self.client.watchdog().forget_queued(id);
+        }
         if !self.joined {
             return;
         }
@@ -598,7 +596,7 @@ async fn try_acquire(
             .arg(millis(options.ttl))
             .arg(fence_lifetime)
             .arg(u8::from(!options.wait.is_zero()))
-            .arg(millis(QUEUE_GRACE)),
+            .arg(millis(QUEUE_LEASE)),
         &mut client.connection(),
     )
     .await

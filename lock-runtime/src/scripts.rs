@@ -7,19 +7,41 @@ use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
 use crate::LockError;
 use crate::connection::Connection;
 
+/// A queue script: the shared prelude (server time, queue book-keeping) and its own body.
+macro_rules! queue_script {
+    ($file:literal) => {
+        Lazy::new(|| {
+            Script::new(concat!(
+                include_str!("lua/prelude.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+}
+
 /// Fair `SET NX PX` with a token (and a fence): `{1, fence}` or `{0, wait_ms}`.
-pub(crate) static ACQUIRE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("lua/acquire.lua")));
+pub(crate) static ACQUIRE: Lazy<Script> = queue_script!("acquire.lua");
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
-pub(crate) static RELEASE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("lua/release.lua")));
+pub(crate) static RELEASE: Lazy<Script> = queue_script!("release.lua");
 
-/// Compare-and-PEXPIRE; 1 renewed, 0 token gone.
+/// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant.
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/renew.lua")));
 
 /// A waiter leaves the queue.
-pub(crate) static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/leave.lua")));
+pub(crate) static LEAVE: Lazy<Script> = queue_script!("leave.lua");
+
+/// A process keeps its waiters' places in a queue.
+pub(crate) static KEEPALIVE: Lazy<Script> = queue_script!("keepalive.lua");
+
+/// How long a queued waiter keeps its place unless its process keeps it: each try and each
+/// keep-alive of the watchdog (every third of this) start a new one. A waiting process that
+/// dies or stops loses its places within this long.
+pub(crate) const QUEUE_LEASE: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// How long a direct grant lasts before its grantee confirms it (extending the key to its
+/// ttl): a grantee whose process died or stopped blocks the key no longer than this.
+pub(crate) const GRANT_CONFIRM_WINDOW: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What a released lock key holds while it is handed to the head of its queue (never a
 /// token: tokens are hex). The scripts spell it out too.
@@ -63,7 +85,8 @@ pub(crate) async fn invoke<T: FromRedisValue>(
 }
 
 /// A call of release.lua or leave.lua, which take the same keys and arguments: the lock
-/// and its queue, the caller's token, and the channel to wake the next waiter on.
+/// and its queue, the caller's token, the channel to wake the next waiter on, and how long
+/// a direct grant waits for its confirmation.
 pub(crate) fn queue_call<'a>(
     script: &'a Script,
     names: &KeyNames,
@@ -77,7 +100,8 @@ pub(crate) fn queue_call<'a>(
         .key(&names.ttls)
         .arg(token)
         .arg(&names.channel)
-        .arg(publish);
+        .arg(publish)
+        .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
     invocation
 }
 

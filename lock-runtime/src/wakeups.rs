@@ -427,9 +427,10 @@ impl WaitTicket {
         answer.await.unwrap_or_else(|_| Err(closed()))
     }
 
-    /// Whether a release granted this waiter the lock outright (the key holds its token).
-    pub(crate) fn granted(&self) -> bool {
-        self.wake.granted.load(Ordering::Acquire)
+    /// Whether a release granted this waiter the lock outright (the key holds its token
+    /// until the grant's confirmation window ends); true once per grant message.
+    pub(crate) fn take_grant(&self) -> bool {
+        self.wake.granted.swap(false, Ordering::AcqRel)
     }
 
     /// Waits until woken or `max` passes; true when woken.

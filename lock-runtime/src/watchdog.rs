@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::LostCause;
 use crate::connection::Connection;
-use crate::scripts::RENEW;
+use crate::scripts::{KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
 
 /// The safety margin taken off every lease for clock drift between us and Redis
 /// (1% of the ttl plus 2 ms, as in the Redlock algorithm).
@@ -64,6 +64,10 @@ struct Shared {
 struct State {
     next_id: u64,
     leases: HashMap<u64, Lease>,
+    /// Queue places this process keeps alive (its waiters), by id.
+    queued: HashMap<u64, Queued>,
+    /// When the queue places are kept alive next (`None`: no place is kept).
+    next_keepalive: Option<Instant>,
     /// When the scheduler will look at the schedule next (`None`: it has not yet). A new
     /// lease wakes it only when it needs it sooner, so an acquire does not cost a wake-up
     /// of the scheduler task (a thread switch) in the common case.
@@ -85,6 +89,22 @@ struct Lease {
     in_flight: bool,
     lost: watch::Sender<Option<LostCause>>,
 }
+
+/// A waiter's place in a key's queue, kept alive while the waiter waits.
+struct Queued {
+    names: KeyNames,
+    token: String,
+}
+
+/// One keep-alive call: a key's queue and the places this process keeps in it.
+struct KeepAlive {
+    names: KeyNames,
+    tokens: Vec<String>,
+}
+
+/// How often queue places are kept alive: three times per queue lease, so that one lost
+/// or late keep-alive does not cost a live waiter its place.
+const KEEPALIVE_EVERY: Duration = Duration::from_millis(QUEUE_LEASE.as_millis() as u64 / 3);
 
 /// A held lease as the guard sees it: its schedule id and the lost signal.
 #[derive(Debug)]
@@ -191,6 +211,37 @@ impl Watchdog {
             .map(|lease| lease.valid_until)
     }
 
+    /// Keeps a waiter's place in a key's queue alive until [`forget_queued`](Self::forget_queued):
+    /// its process renews it with the others, so a process that dies or stops loses it
+    /// within one queue lease. The place was just refreshed by the waiter's own try.
+    pub(crate) fn keep_queued(&self, names: &KeyNames, token: &str) -> u64 {
+        let now = Instant::now();
+        let (id, wake_sooner) = {
+            let mut state = self.shared.state();
+            state.next_id += 1;
+            let id = state.next_id;
+            state.queued.insert(
+                id,
+                Queued {
+                    names: names.clone(),
+                    token: token.to_owned(),
+                },
+            );
+            let due = *state.next_keepalive.get_or_insert(now + KEEPALIVE_EVERY);
+            let wake_sooner = state.scheduled_wake.is_none_or(|wake| due < wake);
+            (id, wake_sooner)
+        };
+        if wake_sooner {
+            self.wake.notify_one();
+        }
+        id
+    }
+
+    /// Stops keeping a place alive (the waiter acquired, left or was dropped).
+    pub(crate) fn forget_queued(&self, id: u64) {
+        self.shared.state().queued.remove(&id);
+    }
+
     /// How many leases are on the schedule.
     pub(crate) fn len(&self) -> usize {
         self.shared.state().leases.len()
@@ -215,7 +266,10 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
             if shared_now.stopped.load(Ordering::Acquire) {
                 return;
             }
-            let (batch, next_wake) = collect_due(&mut shared_now.state(), Instant::now());
+            let (batch, next_wake, places) = collect_due(&mut shared_now.state(), Instant::now());
+            if !places.is_empty() {
+                tokio::spawn(keep_places(nodes.connections[0].clone(), places));
+            }
             if !batch.is_empty() {
                 tokio::spawn(renew_batch(
                     shared.clone(),
@@ -233,9 +287,10 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
     }
 }
 
-/// Marks leases past their validity as lost and takes out the renewals that are due.
-/// A renewal is sent up to a quarter interval early so that neighbours share a pipeline.
-fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant) {
+/// Marks leases past their validity as lost and takes out the renewals that are due, and
+/// the queue places to keep alive when their time has come. A renewal is sent up to a
+/// quarter interval early so that neighbours share a pipeline.
+fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<KeepAlive>) {
     let mut batch = Vec::new();
     let mut next_wake = now + IDLE;
     state.leases.retain(|&id, lease| {
@@ -270,8 +325,12 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant) {
         next_wake = next_wake.min(lease.valid_until);
         true
     });
+    let places = due_places(state, now);
+    if let Some(keepalive) = state.next_keepalive {
+        next_wake = next_wake.min(keepalive);
+    }
     let recent_period = state.recent_period.take();
-    if batch.is_empty() && state.leases.is_empty() {
+    if batch.is_empty() && state.leases.is_empty() && state.queued.is_empty() {
         // Nothing to watch. While locks keep coming and going (each held for less than its
         // first renewal interval), look again after that interval: a new lease is then due
         // no sooner than this look and need not wake the scheduler (a thread switch per
@@ -286,7 +345,53 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant) {
         next_wake = now + idle;
     }
     state.scheduled_wake = Some(next_wake);
-    (batch, next_wake)
+    (batch, next_wake, places)
+}
+
+/// The queue places to keep alive now, one call per key, when their time has come.
+fn due_places(state: &mut State, now: Instant) -> Vec<KeepAlive> {
+    if state.queued.is_empty() {
+        state.next_keepalive = None;
+        return Vec::new();
+    }
+    if state.next_keepalive.is_some_and(|due| due > now) {
+        return Vec::new();
+    }
+    state.next_keepalive = Some(now + KEEPALIVE_EVERY);
+    let mut by_key: HashMap<&str, KeepAlive> = HashMap::new();
+    for place in state.queued.values() {
+        by_key
+            .entry(&place.names.lock)
+            .or_insert_with(|| KeepAlive {
+                names: place.names.clone(),
+                tokens: Vec::new(),
+            })
+            .tokens
+            .push(place.token.clone());
+    }
+    by_key.into_values().collect()
+}
+
+/// Keeps queue places alive: one script call per key, all in flight at once on the
+/// multiplexed connection. A failure is only logged: the next keep-alive comes a third of
+/// a queue lease later, and a place that lapses costs its waiter its turn, never safety.
+async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
+    join_all(places.iter().map(|place| {
+        let mut connection = connection.clone();
+        async move {
+            let mut call = KEEPALIVE.key(&place.names.queue);
+            call.key(&place.names.deadlines)
+                .key(&place.names.ttls)
+                .arg(millis(QUEUE_LEASE));
+            for token in &place.tokens {
+                call.arg(token);
+            }
+            if let Err(err) = invoke::<i64>(&call, &mut connection).await {
+                tracing::debug!(key = %place.names.lock, error = %err, "keeping queue places alive failed");
+            }
+        }
+    }))
+    .await;
 }
 
 /// What the nodes said of one lease's renewal.
@@ -502,11 +607,42 @@ mod tests {
     }
 
     #[test]
+    fn queue_places_are_kept_alive_a_third_of_a_queue_lease_apart() {
+        let now = Instant::now();
+        let mut state = State::default();
+        let names = KeyNames::new("k".into()).unwrap();
+        for token in ["a", "b"] {
+            state.next_id += 1;
+            let id = state.next_id;
+            let token = token.to_owned();
+            let names = names.clone();
+            state.queued.insert(id, Queued { names, token });
+        }
+        // Due at once (never kept yet): one call for the key, with both places.
+        let (_, next, places) = collect_due(&mut state, now);
+        assert_eq!(places.len(), 1);
+        assert_eq!(places[0].tokens.len(), 2);
+        assert_eq!(next, now + KEEPALIVE_EVERY);
+        // Not again before its time; then again.
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY / 2)
+                .2
+                .is_empty()
+        );
+        assert_eq!(collect_due(&mut state, now + KEEPALIVE_EVERY).2.len(), 1);
+        // No place left: nothing to keep, and the scheduler may idle.
+        state.queued.clear();
+        let (_, next, places) = collect_due(&mut state, now + KEEPALIVE_EVERY * 2);
+        assert!(places.is_empty());
+        assert!(next > now + KEEPALIVE_EVERY * 3);
+    }
+
+    #[test]
     fn a_held_lease_sets_the_next_look_at_its_renewal() {
         let now = Instant::now();
         let mut state = State::default();
         state.leases.insert(1, lease(Duration::from_secs(3), now));
-        let (batch, next) = collect_due(&mut state, now);
+        let (batch, next, _) = collect_due(&mut state, now);
         assert!(batch.is_empty());
         assert_eq!(next, now + Duration::from_secs(1));
     }

@@ -10,7 +10,8 @@
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] fence counter lifetime in milliseconds, or 0 for no fence
 -- ARGV[4] 1 to join the queue when the lock cannot be taken now, 0 to try once
--- ARGV[5] how long a queued waiter stays queued past the time it was told to wait (ms)
+-- ARGV[5] queue lease (ms): how long a queued waiter keeps its place unless its process
+--         keeps it (each try, and the watchdog's keep-alive, start a new lease)
 --
 -- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}:
 -- how long the caller may sleep before trying again if no release wakes it.
@@ -28,8 +29,7 @@ local function fenced()
   end
   -- Strictly above every earlier fence for this key, also after a restart that lost the
   -- counter: seeded from the server clock in microseconds.
-  local now = redis.call('TIME')
-  local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local _, now_us = server_time()
   local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
   local fence = math.max(last + 1, now_us)
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
@@ -85,26 +85,15 @@ if not queued then
   end
 end
 
-local now = redis.call('TIME')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-
--- Waiters that stopped asking (crashed, paused, gave up without leaving) lose their place.
-local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms, 'LIMIT', 0, 100)
-for _, waiter in ipairs(expired) do
-  redis.call('ZREM', KEYS[3], waiter)
-  redis.call('ZREM', KEYS[4], waiter)
-  redis.call('HDEL', KEYS[5], waiter)
-end
+local now_ms, now_us = server_time()
+purge(KEYS[3], KEYS[4], KEYS[5], now_ms)
 
 local wait_ms
 if not holder then
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head == nil or head == ARGV[1] then
     if head then
-      redis.call('ZREM', KEYS[3], head)
-      redis.call('ZREM', KEYS[4], head)
-      redis.call('HDEL', KEYS[5], head)
+      forget(KEYS[3], KEYS[4], KEYS[5], head)
     end
     return acquire()
   end
@@ -115,17 +104,12 @@ else
 end
 
 if ARGV[4] == '1' then
-  local stay = wait_ms + tonumber(ARGV[5])
+  local lease = tonumber(ARGV[5])
   redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
-  redis.call('ZADD', KEYS[4], now_ms + stay, ARGV[1])
+  redis.call('ZADD', KEYS[4], now_ms + lease, ARGV[1])
   if ARGV[3] == '0' then
     redis.call('HSET', KEYS[5], ARGV[1], ARGV[2])
   end
-  -- The queue vanishes by itself once every waiter in it has expired.
-  for i = 3, 5 do
-    if redis.call('PTTL', KEYS[i]) < stay then
-      redis.call('PEXPIRE', KEYS[i], stay)
-    end
-  end
+  keep_queue(KEYS[3], KEYS[4], KEYS[5], lease)
 end
 return {0, wait_ms}

@@ -3,10 +3,9 @@
 -- was lost) or a hand-over meant for it, and passes the lock on to the next waiter.
 -- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls
 -- ARGV[1] the waiter's token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH
+-- (ARGV[4], the grant confirmation window, is release.lua's; unused here)
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
+forget(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 local current = redis.call('GET', KEYS[1])
 -- Ours to pass on: a grant carrying our token, or (as the head) a hand-over or a free key.
 local ours = current == ARGV[1]
@@ -16,8 +15,7 @@ if not ours then
 end
 local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if next then
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local now_ms = server_time()
   local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], next)) or now_ms
   redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
   redis.call(ARGV[3], ARGV[2], next)

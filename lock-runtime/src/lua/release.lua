@@ -1,11 +1,13 @@
 -- Release a lock only if this owner still holds it (compare-and-delete), and hand it to the
 -- waiter whose turn it is.
 -- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls
--- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster)
+-- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster),
+-- ARGV[4] the confirmation window of a direct grant (ms)
 -- Returns 1 released, 0 the key is gone (the lease had expired), -1 another owner holds it.
 --
 -- With waiters queued the key is not deleted. A head that left its ttl is granted the lock
--- at once: the key holds its token for that ttl, it leaves the queue, and the message is
+-- at once: the key holds its token for the confirmation window (the grantee extends it to
+-- its ttl when it confirms), it leaves the queue, and the message is
 -- '=' .. token .. ' ' .. key, naming the grant's key and token so that a client takes only its
 -- own grants (the waiter dates its lease from its first try, before it could be queued).
 -- Otherwise (a fenced waiter) the key holds '~handover' until the head's queue deadline and
@@ -20,22 +22,16 @@ if current ~= ARGV[1] then
 end
 -- Nobody queued means nobody waits: no message at all on the uncontended path.
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms, 'LIMIT', 0, 100)
-  for _, waiter in ipairs(expired) do
-    redis.call('ZREM', KEYS[2], waiter)
-    redis.call('ZREM', KEYS[3], waiter)
-    redis.call('HDEL', KEYS[4], waiter)
-  end
+  local now_ms = server_time()
+  purge(KEYS[2], KEYS[3], KEYS[4], now_ms)
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   if head then
     local ttl = redis.call('HGET', KEYS[4], head)
     if ttl then
-      redis.call('SET', KEYS[1], head, 'PX', ttl)
-      redis.call('ZREM', KEYS[2], head)
-      redis.call('ZREM', KEYS[3], head)
-      redis.call('HDEL', KEYS[4], head)
+      -- Until the grantee confirms (extending the key to its ttl), the grant lasts only
+      -- the confirmation window: a grantee whose process died or stopped holds it no longer.
+      redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[4])))
+      forget(KEYS[2], KEYS[3], KEYS[4], head)
       redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
       return 1
     end
