@@ -486,7 +486,7 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
             // acquire / body / release, each phase cut on its own.
             let cut_acquire = cut(&mut rng, 10, 50);
             let cut_body = cut(&mut rng, 10, 20);
-            let cut_release = cut(&mut rng, 15, 3);
+            let cut_release = cut(&mut rng, 25, 3);
             let started = Instant::now();
             let guard = match phase(lock.acquire(), cut_acquire, wait + HANG).await {
                 Phase::Done(Ok(guard)) => guard,
@@ -762,7 +762,8 @@ struct Fault {
 }
 
 /// Faults the lock server at random times until `until`; every fault is shorter than the
-/// smallest ttl (a pause up to 500 ms, a blackhole up to 500 ms then a reset, a restart).
+/// smallest ttl (a pause up to 500 ms, a blackhole up to 500 ms then a reset, a stall of
+/// 100-600 ms on every chunk, a connection reset, a restart).
 fn nemesis(
     server: &mut RedisServer,
     proxy: &FaultProxy,
@@ -777,7 +778,7 @@ fn nemesis(
         }
         std::thread::sleep(gap);
         let start_us = now_us();
-        let kind = match rng.below(4) {
+        let kind = match rng.below(5) {
             0 => {
                 server.restart();
                 "restart"
@@ -796,6 +797,17 @@ fn nemesis(
             2 => {
                 proxy.reset_all();
                 "reset"
+            }
+            3 => {
+                // The connections stop answering and are not closed, then heal with nothing
+                // lost (as TCP does after a short partition): every chunk waits.
+                let stall = rng.millis(100, 600);
+                proxy.set_delay(Direction::Up, stall);
+                proxy.set_delay(Direction::Down, stall);
+                std::thread::sleep(stall);
+                proxy.set_delay(Direction::Up, Duration::ZERO);
+                proxy.set_delay(Direction::Down, Duration::ZERO);
+                "stall"
             }
             _ => {
                 let both = rng.chance(50);
