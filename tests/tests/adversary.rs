@@ -1,6 +1,6 @@
 //! The randomized adversarial test (issue 13): several processes, many tasks, colliding key
 //! shapes, a foreign client (redis-py), futures dropped at random points, and a nemesis that
-//! restarts, pauses, resets and blackholes the lock server; then the invariants.
+//! restarts, pauses, resets, blackholes and stalls the lock server; then the invariants.
 //!
 //! ```text
 //! ADVERSARY_SECS=600 ADVERSARY_SEED=12345 \
@@ -35,7 +35,7 @@
 //! - fencing tokens of successive tenures on a key increase;
 //! - no acquire fails with `Backend` while more than a second of its wait is left (a fault
 //!   here is always shorter than the wait: a waiter must ride it out);
-//! - no lock stays held by a token whose release future was dropped for a second or more,
+//! - no lock stays held by a token whose release future was dropped for 700 ms or more,
 //!   outside any fault;
 //! - no phase hangs (an uncut acquire past wait + 10 s, an uncut release past 10 s), every
 //!   task finishes;
