@@ -834,6 +834,16 @@ fn nemesis(
     faults
 }
 
+/// The kind of the fault in progress at `at_us` (or ended at most [`FAULT_SHADOW_US`]
+/// before), or `none`.
+fn fault_at(faults: &[Fault], at_us: u64) -> &'static str {
+    faults
+        .iter()
+        .rev()
+        .find(|fault| fault.start_us <= at_us && at_us <= fault.end_us + FAULT_SHADOW_US)
+        .map_or("none", |fault| fault.kind)
+}
+
 /// Whether `[from_us, to_us]` holds a stretch of [`LEAK`] without a fault (a fault lasts
 /// until [`FAULT_SHADOW_US`] after its end: the clients reconnect meanwhile).
 fn quiet_stretch(faults: &[Fault], from_us: u64, to_us: u64) -> bool {
@@ -1066,6 +1076,7 @@ fn parent() {
     let mut holds: HashMap<String, Vec<HoldRecord>> = HashMap::new();
     let mut clients = Vec::new();
     let mut findings: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut early_by_fault: BTreeMap<&str, u64> = BTreeMap::new();
     for line in &lines {
         if let Some((key, hold)) = parse_hold(line) {
             holds.entry(key).or_default().push(hold);
@@ -1104,6 +1115,14 @@ fn parent() {
             } else {
                 "waiter failed with Backend before its wait"
             };
+            let failed_us: u64 = line[at..]
+                .split_whitespace()
+                .nth(2)
+                .and_then(|us| us.parse().ok())
+                .unwrap_or(0);
+            *early_by_fault
+                .entry(fault_at(&faults, failed_us))
+                .or_default() += 1;
             findings
                 .entry(invariant)
                 .or_default()
@@ -1224,7 +1243,7 @@ fn parent() {
          drops: acquire={} body={} release={}; lost={} busy={} timeout={} backend={} \
          release-errors={}; faults={kinds:?}; overlaps={overlaps} (witnessed {witnessed}, \
          keys {overlapping_keys:?}; excused after a lost lease {excused}); \
-         fence-regressions={fence_regressions}; early-backend={}; leaked-releases={} \
+         fence-regressions={fence_regressions}; early-backend={} (by fault {early_by_fault:?}); leaked-releases={} \
          (near faults {}); hung={}; unfinished={}; leftovers: keys={leftover_keys:?} \
          fence-counters={} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}",
         count("acquisitions") + count("python_acquisitions"),
