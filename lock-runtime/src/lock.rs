@@ -69,9 +69,11 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The longest a waiter parks without checking again, should a wake-up be lost (the
-/// subscription reconnecting, a foreign client releasing without a message). A safety
-/// net only: releases wake the next waiter at once.
-const MAX_PARK: Duration = Duration::from_secs(2);
+/// subscription reconnecting, a foreign client releasing without a message, a grant to a
+/// waiter whose process died and lapses without any message). Releases wake the next
+/// waiter at once; this bounds how long the waiters behind a dead one learn of its lapse
+/// (one queue lease), so it is no longer than the queue lease.
+const MAX_PARK: Duration = QUEUE_LEASE;
 
 /// A distributed lock on one key: build it, then [`acquire`](Lock::acquire) a guard or
 /// [`run`](Lock::run) a future under it.

@@ -537,16 +537,18 @@ async fn a_release_future_dropped_after_its_first_poll_still_releases() {
     use futures::FutureExt;
     let server = RedisServer::start();
     let client = server.lock_client();
+    let mut cut = 0;
     for index in 0..50 {
         let key = format!("dropped-release-{index}");
         let guard = client.lock(&key).acquire().await.unwrap();
         // Boxed, so that dropping it drops the future itself (not a pin of it).
         let mut release = Box::pin(guard.release());
-        assert!(
-            (&mut release).now_or_never().is_none(),
-            "released without a round trip"
-        );
+        // A reply can, rarely, come back within the first poll: then nothing was cut.
+        if (&mut release).now_or_never().is_none() {
+            cut += 1;
+        }
         drop(release);
         wait_until_gone(&server, &key).await;
     }
+    assert!(cut >= 25, "only {cut} of 50 releases were cut by the drop");
 }

@@ -44,7 +44,7 @@ end
 -- How long the holder may keep the key. A key without expiry (a foreign lock taken with
 -- no timeout) has no end to wait for: the caller parks for its longest park and asks
 -- again, rather than asking again at once. The client caps every park at its MAX_PARK
--- (2 s, lock.rs), so any value at least that long gives the same wait.
+-- (1 s, lock.rs), so any value at least that long gives the same wait.
 local NO_EXPIRY_WAIT_MS = 2000
 local function held_for()
   local pttl = redis.call('PTTL', KEYS[1])

@@ -1,0 +1,316 @@
+//! Liveness of the wait queue when waiting processes die or stop (issue: "crash-proof
+//! queue"): a waiter's place lives only while its process keeps it alive, and a direct grant
+//! that its process does not confirm lapses. Each test kills or pauses a real process that
+//! has tasks queued on a key, and measures how long the live waiters of another process are
+//! held up.
+//!
+//! ```text
+//! cargo test -p lock-tests --test queue_liveness -- --nocapture | grep FIGURE
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use lock_runtime::{Config, LockClient, LockError, OnLost};
+use lock_tests::{RedisServer, child};
+use tokio::time::Instant;
+
+const KEY: &str = "liveness";
+
+/// The waiting process: `LIVENESS_TASKS` tasks queue on [`KEY`] (ttl 30 s, wait 60 s), it
+/// prints `QUEUED` once all of them wait, and each task that acquires runs a body with a
+/// cross-process overlap detector (`inside` in Redis) and prints `RAN <inside>`.
+#[test]
+fn waiting_process() {
+    let Some(_) = child::role() else { return };
+    let url = std::env::var("LIVENESS_URL").unwrap();
+    let tasks: usize = std::env::var("LIVENESS_TASKS").unwrap().parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let client = LockClient::new(Config::single(url.as_str())).unwrap();
+        let redis = redis::Client::open(url.as_str()).unwrap();
+        let redis = redis.get_multiplexed_async_connection().await.unwrap();
+        let mut handles = Vec::new();
+        for _ in 0..tasks {
+            let lock = client
+                .lock(KEY)
+                .ttl(Duration::from_secs(30))
+                .wait(Duration::from_secs(60));
+            let mut redis = redis.clone();
+            handles.push(tokio::spawn(async move {
+                let _ = lock
+                    .run(async {
+                        let inside: i64 = redis::cmd("INCR")
+                            .arg("inside")
+                            .query_async(&mut redis)
+                            .await
+                            .unwrap();
+                        println!("RAN {inside}");
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        let _: i64 = redis::cmd("DECR")
+                            .arg("inside")
+                            .query_async(&mut redis)
+                            .await
+                            .unwrap();
+                        Ok::<_, LockError>(())
+                    })
+                    .await;
+            }));
+        }
+        for _ in 0..2000 {
+            if client.waiting().0 == tasks {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!("QUEUED {}", client.waiting().0);
+        for handle in handles {
+            handle.await.unwrap();
+        }
+    });
+}
+
+/// Starts the waiting process with `tasks` tasks and returns it with its stdout lines.
+fn start_waiters(
+    server: &RedisServer,
+    tasks: usize,
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut worker = child::spawn(
+        "waiting_process",
+        "waiters",
+        &[
+            ("LIVENESS_URL", server.url()),
+            ("LIVENESS_TASKS", tasks.to_string()),
+        ],
+    );
+    let stdout = worker.stdout.take().unwrap();
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (worker, lines)
+}
+
+/// Waits (bounded) for a line of the child's that contains `prefix`.
+fn expect_line(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains(prefix) => return line,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    panic!("the child never printed {prefix}");
+}
+
+/// The length of the queue of [`KEY`] on the server.
+fn queued(server: &RedisServer) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(format!("~lock/queue{{{KEY}}}"))
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// kill -9 of a process with 64 tasks queued on a key (ahead of a live waiter of another
+/// process), then the holder releases: the live waiter acquires within 1.5 s, not after
+/// the 30 s ttl a grant to the dead head used to hold the key for.
+#[test]
+fn a_killed_waiting_process_holds_the_others_up_about_a_second() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let holder = server.lock_client();
+        let held = holder
+            .lock(KEY)
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+            .unwrap();
+        let (mut worker, lines) = start_waiters(&server, 64);
+        expect_line(&lines, "QUEUED 64");
+        assert_eq!(queued(&server), 64);
+        let live = server.lock_client();
+        let waiter = {
+            let lock = live
+                .lock(KEY)
+                .ttl(Duration::from_secs(30))
+                .wait(Duration::from_secs(60));
+            tokio::spawn(async move {
+                let guard = lock.acquire().await;
+                (Instant::now(), guard)
+            })
+        };
+        for _ in 0..2000 {
+            if queued(&server) == 65 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(queued(&server), 65, "the live waiter queued behind the 64");
+        worker.kill().unwrap();
+        worker.wait().unwrap();
+        let released = Instant::now();
+        held.release().await.unwrap();
+        let (acquired, guard) = waiter.await.unwrap();
+        let guard = guard.unwrap();
+        let delay = acquired - released;
+        println!(
+            "FIGURE killed-waiting-process: 64 tasks queued, kill -9, release: the live waiter of \
+             another process acquired {:.0} ms after the release (ttl 30 s)",
+            delay.as_secs_f64() * 1000.0
+        );
+        // The goal: held up no more than 1.5 s (one queue lease, then one park at most).
+        assert!(
+            delay < Duration::from_millis(1500),
+            "the dead waiters held the key up for {delay:?}"
+        );
+        guard.release().await.unwrap();
+    });
+}
+
+/// A waiting process paused (SIGSTOP) for longer than the ttl while it is at the head of
+/// the queue: the other process's waiter is held up about a second, and after SIGCONT the
+/// paused process never runs a body while the other holds the key (the overlap detector
+/// `inside` in Redis stays at 1).
+#[test]
+fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resumes() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let holder = server.lock_client();
+        let held = holder
+            .lock(KEY)
+            .ttl(Duration::from_secs(2))
+            .acquire()
+            .await
+            .unwrap();
+        let (mut worker, lines) = start_waiters(&server, 16);
+        expect_line(&lines, "QUEUED 16");
+        let live = server.lock_client();
+        let waiter = {
+            let lock = live
+                .lock(KEY)
+                .ttl(Duration::from_secs(2))
+                .wait(Duration::from_secs(60));
+            let url = server.url();
+            tokio::spawn(async move {
+                let guard = lock.acquire().await.unwrap();
+                let acquired = Instant::now();
+                let mut redis = redis::Client::open(url.as_str())
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap();
+                let inside: i64 = redis::cmd("INCR")
+                    .arg("inside")
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap();
+                // Held past the paused process's SIGCONT (the watchdog renews the 2 s ttl).
+                tokio::time::sleep(Duration::from_millis(3500)).await;
+                let _: i64 = redis::cmd("DECR")
+                    .arg("inside")
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap();
+                guard.release().await.unwrap();
+                (acquired, inside)
+            })
+        };
+        for _ in 0..2000 {
+            if queued(&server) == 17 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(queued(&server), 17, "the live waiter queued behind the 16");
+        let signal = |name: &str| {
+            Command::new("kill")
+                .args([format!("-{name}"), worker.id().to_string()])
+                .status()
+                .unwrap();
+        };
+        signal("STOP");
+        let released = Instant::now();
+        held.release().await.unwrap();
+        // Paused longer than the ttl (2 s); the live waiter holds the key meanwhile.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        signal("CONT");
+        let (acquired, inside) = waiter.await.unwrap();
+        let delay = acquired - released;
+        assert_eq!(inside, 1, "the live waiter was not alone in its body");
+        // After SIGCONT the 16 run one at a time, each alone.
+        let mut ran = Vec::new();
+        for _ in 0..16 {
+            ran.push(expect_line(&lines, "RAN "));
+        }
+        worker.wait().unwrap();
+        assert!(
+            ran.iter().all(|line| line.ends_with("RAN 1")),
+            "a body of the resumed process overlapped another: {ran:?}"
+        );
+        println!(
+            "FIGURE paused-waiting-process: 16 tasks queued, SIGSTOP 2.5 s (ttl 2 s), release: \
+             the live waiter of another process acquired {:.0} ms after the release; after \
+             SIGCONT 16 of 16 bodies ran alone",
+            delay.as_secs_f64() * 1000.0
+        );
+        assert!(
+            delay < Duration::from_millis(1500),
+            "the paused waiters held the key up for {delay:?}"
+        );
+    });
+}
+
+/// With `watchdog = false`, a waiter that a release granted the lock gets the lease its
+/// options promise (its whole ttl from when it took the key), not `ttl − time waited`.
+#[test]
+fn a_granted_waiter_without_watchdog_gets_its_whole_ttl() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let holder = server.lock_client();
+        let ttl = Duration::from_millis(1500);
+        let held = holder.lock(KEY).ttl(ttl).acquire().await.unwrap();
+        let waiter = server.lock_client();
+        let body = tokio::spawn(async move {
+            waiter
+                .lock(KEY)
+                .ttl(ttl)
+                .watchdog(false)
+                .on_lost(OnLost::Cancel)
+                .wait(Duration::from_secs(10))
+                .run(async {
+                    // Well within one ttl of taking the lock.
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                    Ok::<_, LockError>(())
+                })
+                .await
+        });
+        // The waiter waits 1.2 s of its 1.5 s ttl before the release grants it the key.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        held.release().await.unwrap();
+        let outcome = body.await.unwrap();
+        assert!(
+            outcome.is_ok(),
+            "the granted body was cut short: {outcome:?}"
+        );
+    });
+}
