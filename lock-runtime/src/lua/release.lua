@@ -9,7 +9,7 @@
 -- at once: the key holds its token for the confirmation window (the grantee extends it to
 -- its ttl when it confirms), it leaves the queue, and the message is
 -- '=' .. token .. ' ' .. key, naming the grant's key and token so that a client takes only its
--- own grants (the waiter dates its lease from its first try, before it could be queued).
+-- own grants (the grantee's confirming try dates its lease).
 -- Otherwise (a fenced waiter) the key holds '~handover' until the head's queue deadline and
 -- the message is its token: it takes the key through acquire.lua. Either way a newcomer's
 -- plain `SET NX` fails and it queues behind.
