@@ -47,3 +47,40 @@ pub fn collect(child: Child, prefix: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// The lines of a child's stdout as they come, read on a thread of their own (take the
+/// child's stdout first: `child.stdout.take()`).
+pub fn stream_lines(
+    stdout: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines_rx
+}
+
+/// Waits, at most `bound`, for the child's next line containing `prefix`, and returns the
+/// rest of that line (trimmed). Panics when none comes.
+pub fn expect_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    prefix: &str,
+    bound: std::time::Duration,
+) -> String {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("the child never printed {prefix:?}"));
+        if let Some(at) = line.find(prefix) {
+            return line[at + prefix.len()..].trim().to_owned();
+        }
+    }
+}

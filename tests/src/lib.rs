@@ -296,3 +296,23 @@ pub fn command_stat_on(conn: &mut redis::Connection, command: &str, field: &str)
         .and_then(|value| value.parse().ok())
         .unwrap_or(0)
 }
+
+/// Polls `condition` (a server- or client-side state with no event to wait on) every
+/// `every`, for at most `bound`; how long it took to hold, or `None`.
+pub async fn until(
+    bound: Duration,
+    every: Duration,
+    mut condition: impl FnMut() -> bool,
+) -> Option<Duration> {
+    let started = Instant::now();
+    for _ in 0..1_000_000 {
+        if condition() {
+            return Some(started.elapsed());
+        }
+        if started.elapsed() > bound {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+    }
+    None
+}

@@ -46,7 +46,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -871,20 +871,6 @@ fn quiet_stretch(faults: &[Fault], from_us: u64, to_us: u64) -> bool {
 // ---------------------------------------------------------------------------------------
 // The parent: servers, processes, nemesis, verdict.
 
-/// Lines of a child's stdout, as they come.
-fn stream_lines(stdout: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (lines_tx, lines_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if lines_tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    lines_rx
-}
-
 /// The lines up to (not including) the one containing `until`, or to the end of the stream,
 /// bounded by `deadline`; whether `until` was seen.
 fn lines_until(
@@ -1002,7 +988,7 @@ fn parent() {
             ("ADV_RELEASE", release_file.to_str().unwrap().to_owned()),
         ];
         let mut worker = child::spawn(TEST, &format!("w{index}"), &env);
-        streams.push(stream_lines(worker.stdout.take().unwrap()));
+        streams.push(child::stream_lines(worker.stdout.take().unwrap()));
         processes.0.push(worker);
     }
     let mut python = Command::new("python3")
@@ -1016,7 +1002,7 @@ fn parent() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn python3");
-    let python_lines = stream_lines(python.stdout.take().unwrap());
+    let python_lines = child::stream_lines(python.stdout.take().unwrap());
     processes.0.push(python);
 
     let started = std::time::Instant::now();

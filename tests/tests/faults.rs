@@ -11,7 +11,6 @@
 //! minute instead of 15 s.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -59,18 +58,8 @@ fn client_for(url: &str, connect: Duration, response: Duration) -> LockClient {
 
 /// Polls `condition` (a server-side state with no event to wait on) every 2 ms, for at
 /// most `bound`; how long it took, or `None`.
-async fn until(bound: Duration, mut condition: impl FnMut() -> bool) -> Option<Duration> {
-    let started = Instant::now();
-    for _ in 0..100_000 {
-        if condition() {
-            return Some(started.elapsed());
-        }
-        if started.elapsed() > bound {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    None
+async fn until(bound: Duration, condition: impl FnMut() -> bool) -> Option<Duration> {
+    lock_tests::until(bound, Duration::from_millis(2), condition).await
 }
 
 fn del(server: &RedisServer, key: &str) {
@@ -154,31 +143,7 @@ fn paused_holder_worker() {
 
 /// Lines of a child's stdout, as they come.
 fn stream_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().unwrap();
-    let (lines_tx, lines_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if lines_tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    lines_rx
-}
-
-/// Waits (bounded) for the child's line containing `prefix`; the rest of that line.
-fn expect_line(lines: &mpsc::Receiver<String>, prefix: &str, bound: Duration) -> String {
-    let deadline = std::time::Instant::now() + bound;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("the child never printed {prefix:?}"));
-        if let Some(at) = line.find(prefix) {
-            return line[at + prefix.len()..].trim().to_owned();
-        }
-    }
+    child::stream_lines(child.stdout.take().unwrap())
 }
 
 fn signal(pid: u32, name: &str) {
@@ -212,7 +177,7 @@ fn sigstop_past_the_ttl_the_paused_holder_is_told_lost_and_its_writes_are_fenced
         );
         let pid = worker.id();
         let lines = stream_lines(&mut worker);
-        let paused_fence: u64 = expect_line(&lines, "HOLDING ", Duration::from_secs(20))
+        let paused_fence: u64 = child::expect_line(&lines, "HOLDING ", Duration::from_secs(20))
             .parse()
             .unwrap();
         signal(pid, "STOP");
@@ -243,10 +208,10 @@ fn sigstop_past_the_ttl_the_paused_holder_is_told_lost_and_its_writes_are_fenced
         let paused_for = stopped.elapsed();
         let resumed_us = now_us();
         signal(pid, "CONT");
-        let lost = expect_line(&lines, "LOST ", Duration::from_secs(10));
-        let stale = expect_line(&lines, "STALE-WRITE ", Duration::from_secs(10));
-        let hold = expect_line(&lines, "HOLD ", Duration::from_secs(10));
-        let release = expect_line(&lines, "RELEASE ", Duration::from_secs(10));
+        let lost = child::expect_line(&lines, "LOST ", Duration::from_secs(10));
+        let stale = child::expect_line(&lines, "STALE-WRITE ", Duration::from_secs(10));
+        let hold = child::expect_line(&lines, "HOLD ", Duration::from_secs(10));
+        let release = child::expect_line(&lines, "RELEASE ", Duration::from_secs(10));
         let status = worker.wait().unwrap();
         assert!(status.success(), "the paused holder failed: {status:?}");
         let scripts_after_resume = scripts_run(&lock_server) - before;

@@ -9,7 +9,6 @@
 //! ```
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -90,29 +89,13 @@ fn start_waiters(
             ("LIVENESS_TASKS", tasks.to_string()),
         ],
     );
-    let stdout = worker.stdout.take().unwrap();
-    let (sender, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = child::stream_lines(worker.stdout.take().unwrap());
     (worker, lines)
 }
 
-/// Waits (bounded) for a line of the child's that contains `prefix`.
+/// Waits (30 s at most) for a line of the child's that contains `prefix`: the rest of it.
 fn expect_line(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-        match lines.recv_timeout(left) {
-            Ok(line) if line.contains(prefix) => return line,
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    panic!("the child never printed {prefix}");
+    child::expect_line(lines, prefix, Duration::from_secs(30))
 }
 
 /// The length of the queue of [`KEY`] on the server.
@@ -146,7 +129,7 @@ fn a_killed_waiting_process_holds_the_others_up_about_a_second() {
             .await
             .unwrap();
         let (mut worker, lines) = start_waiters(&server, 64);
-        expect_line(&lines, "QUEUED 64");
+        assert_eq!(expect_line(&lines, "QUEUED "), "64");
         assert_eq!(queued(&server), 64);
         let live = server.lock_client();
         let waiter = {
@@ -203,7 +186,7 @@ fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resum
             .await
             .unwrap();
         let (mut worker, lines) = start_waiters(&server, 16);
-        expect_line(&lines, "QUEUED 16");
+        assert_eq!(expect_line(&lines, "QUEUED "), "16");
         let live = server.lock_client();
         let waiter = {
             let lock = live
@@ -264,7 +247,7 @@ fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resum
         }
         worker.wait().unwrap();
         assert!(
-            ran.iter().all(|line| line.ends_with("RAN 1")),
+            ran.iter().all(|inside| inside == "1"),
             "a body of the resumed process overlapped another: {ran:?}"
         );
         println!(

@@ -93,18 +93,8 @@ fn server_has_exactly(admin: &mut redis::Connection, keys: &BTreeSet<String>) ->
 
 /// Polls `condition` (server state, which has no event to wait on) every 5 ms, for at most
 /// `bound`; how long it took, or `None`.
-async fn until(bound: Duration, mut condition: impl FnMut() -> bool) -> Option<Duration> {
-    let started = Instant::now();
-    for _ in 0..100_000 {
-        if condition() {
-            return Some(started.elapsed());
-        }
-        if started.elapsed() > bound {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    None
+async fn until(bound: Duration, condition: impl FnMut() -> bool) -> Option<Duration> {
+    lock_tests::until(bound, Duration::from_millis(5), condition).await
 }
 
 /// A task that waits for `key` until it gets it, trying again when Redis was unreachable
