@@ -1,0 +1,262 @@
+//! The queue scripts on their own: each test sets up a key's queue state directly on a real
+//! redis-server, runs one script as the runtime sends it (the shared prelude, then the
+//! script), and checks what it left.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use lock_tests::RedisServer;
+
+const PRELUDE: &str = include_str!("../../lock-runtime/src/lua/prelude.lua");
+
+fn script(body: &str) -> redis::Script {
+    redis::Script::new(&format!("{PRELUDE}{body}"))
+}
+
+fn acquire() -> redis::Script {
+    script(include_str!("../../lock-runtime/src/lua/acquire.lua"))
+}
+
+fn release() -> redis::Script {
+    script(include_str!("../../lock-runtime/src/lua/release.lua"))
+}
+
+fn keepalive() -> redis::Script {
+    script(include_str!("../../lock-runtime/src/lua/keepalive.lua"))
+}
+
+// The names of the key `k` (no hash tag), as `KeyNames` builds them.
+const LOCK: &str = "k";
+const FENCE: &str = "~lock/fence{k}";
+const QUEUE: &str = "~lock/queue{k}";
+const DEADLINES: &str = "~lock/deadlines{k}";
+const TTLS: &str = "~lock/ttls{k}";
+const CHANNEL: &str = "~lock/released{k}";
+
+/// The server's clock in milliseconds.
+fn server_ms(conn: &mut redis::Connection) -> i64 {
+    let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(conn).unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+/// Queues `waiter` at `arrival` (µs) with a deadline `deadline_in` ms from now and, unless
+/// fenced, its ttl.
+fn queue(
+    conn: &mut redis::Connection,
+    waiter: &str,
+    arrival: i64,
+    deadline_in: i64,
+    ttl: Option<u64>,
+) {
+    let now = server_ms(conn);
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg(QUEUE)
+        .arg(arrival)
+        .arg(waiter)
+        .ignore()
+        .cmd("ZADD")
+        .arg(DEADLINES)
+        .arg(now + deadline_in)
+        .arg(waiter)
+        .ignore()
+        .query(conn)
+        .unwrap();
+    if let Some(ttl) = ttl {
+        let _: () = redis::cmd("HSET")
+            .arg(TTLS)
+            .arg(waiter)
+            .arg(ttl)
+            .query(conn)
+            .unwrap();
+    }
+}
+
+fn queued(conn: &mut redis::Connection) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(QUEUE)
+        .arg(0)
+        .arg(-1)
+        .query(conn)
+        .unwrap()
+}
+
+/// acquire.lua as a waiting caller sends it: `{acquired, fence or wait_ms}`.
+fn try_acquire(conn: &mut redis::Connection, token: &str, ttl: u64) -> (i64, i64) {
+    acquire()
+        .key(LOCK)
+        .key(FENCE)
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .arg(token)
+        .arg(ttl)
+        .arg(0)
+        .arg(1)
+        .arg(1000)
+        .invoke(conn)
+        .unwrap()
+}
+
+fn release_as(conn: &mut redis::Connection, token: &str, window: u64) -> i64 {
+    release()
+        .key(LOCK)
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .arg(token)
+        .arg(CHANNEL)
+        .arg("PUBLISH")
+        .arg(window)
+        .invoke(conn)
+        .unwrap()
+}
+
+#[test]
+fn acquire_drops_waiters_whose_place_lapsed_and_takes_a_key_they_blocked() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    // Two waiters ahead of us whose processes stopped keeping their places.
+    queue(&mut conn, "dead-1", 1, -5, Some(30_000));
+    queue(&mut conn, "dead-2", 2, -1, Some(30_000));
+    let (acquired, _) = try_acquire(&mut conn, "me", 10_000);
+    assert_eq!(acquired, 1, "the free key was left to lapsed waiters");
+    assert_eq!(server.get(LOCK).as_deref(), Some("me"));
+    assert!(
+        queued(&mut conn).is_empty(),
+        "lapsed places stayed: {:?}",
+        queued(&mut conn)
+    );
+}
+
+#[test]
+fn acquire_behind_a_live_waiter_queues_with_one_queue_lease_and_waits_its_turn() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    queue(&mut conn, "ahead", 1, 800, Some(30_000));
+    let (acquired, wait_ms) = try_acquire(&mut conn, "me", 10_000);
+    assert_eq!(acquired, 0);
+    assert!(
+        (0..=800).contains(&wait_ms),
+        "wait {wait_ms} ms, at most the head's deadline"
+    );
+    assert_eq!(queued(&mut conn), ["ahead", "me"]);
+    let deadline: f64 = redis::cmd("ZSCORE")
+        .arg(DEADLINES)
+        .arg("me")
+        .query(&mut conn)
+        .unwrap();
+    let lease = deadline as i64 - server_ms(&mut conn);
+    assert!(
+        (900..=1000).contains(&lease),
+        "our place lasts one queue lease: {lease} ms"
+    );
+    assert_eq!(
+        server.get(LOCK),
+        None,
+        "a queued waiter took the key out of turn"
+    );
+}
+
+#[test]
+fn keepalive_renews_only_places_still_queued() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    queue(&mut conn, "alive", 1, 100, Some(30_000));
+    let kept: i64 = keepalive()
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .arg(1000)
+        .arg("alive")
+        .arg("gone")
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(kept, 1);
+    let deadline: f64 = redis::cmd("ZSCORE")
+        .arg(DEADLINES)
+        .arg("alive")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        deadline as i64 - server_ms(&mut conn) > 900,
+        "the place was not renewed"
+    );
+    let gone: Option<f64> = redis::cmd("ZSCORE")
+        .arg(DEADLINES)
+        .arg("gone")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(gone, None, "a place that was not queued was created");
+    assert!(
+        server.pttl(QUEUE) > 900,
+        "the queue would vanish before its places"
+    );
+}
+
+#[test]
+fn release_grants_the_head_for_the_confirmation_window_and_names_key_and_token() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let mut subscriber = server.redis().get_connection().unwrap();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.subscribe(CHANNEL).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(LOCK)
+        .arg("holder")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut conn)
+        .unwrap();
+    queue(&mut conn, "lapsed", 1, -1, Some(30_000));
+    queue(&mut conn, "head", 2, 1000, Some(30_000));
+    queue(&mut conn, "next", 3, 1000, Some(30_000));
+    assert_eq!(release_as(&mut conn, "holder", 500), 1);
+    assert_eq!(
+        server.get(LOCK).as_deref(),
+        Some("head"),
+        "the live head is granted"
+    );
+    let pttl = server.pttl(LOCK);
+    assert!(
+        (0..=500).contains(&pttl),
+        "the grant outlasts its window: {pttl} ms"
+    );
+    assert_eq!(
+        queued(&mut conn),
+        ["next"],
+        "the head and the lapsed waiter left the queue"
+    );
+    pubsub
+        .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    let message: String = pubsub.get_message().unwrap().get_payload().unwrap();
+    assert_eq!(message, "=head k");
+    // The grantee confirms with its next try: the key is its for its whole ttl.
+    drop(pubsub);
+    let (acquired, _) = try_acquire(&mut conn, "head", 10_000);
+    assert_eq!(acquired, 1);
+    assert!(server.pttl(LOCK) > 9_000);
+}
+
+#[test]
+fn a_grant_that_is_not_confirmed_lapses_and_the_next_waiter_gets_the_key() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg(LOCK)
+        .arg("holder")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut conn)
+        .unwrap();
+    queue(&mut conn, "dead", 1, 1000, Some(30_000));
+    queue(&mut conn, "live", 2, 1000, Some(30_000));
+    assert_eq!(release_as(&mut conn, "holder", 50), 1);
+    assert_eq!(server.get(LOCK).as_deref(), Some("dead"));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let (acquired, _) = try_acquire(&mut conn, "live", 10_000);
+    assert_eq!(
+        acquired, 1,
+        "the dead grantee's lapsed grant still blocks the key"
+    );
+    assert_eq!(server.get(LOCK).as_deref(), Some("live"));
+}
