@@ -264,6 +264,26 @@ pub fn shared_server() -> &'static RedisServer {
     &SERVER
 }
 
+/// A fresh multi-thread runtime with two workers (the machine's cores): for a test, a row
+/// or a child process that wants a runtime of its own.
+pub fn two_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `future` on a fresh [`two_worker_runtime`], one such call at a time in this test
+/// binary: for tests that measure latencies, which two at once on two cores would spoil.
+pub fn one_at_a_time<F: std::future::Future>(future: F) -> F::Output {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    two_worker_runtime().block_on(future)
+}
+
 /// The multi-thread runtime shared by the tests of one binary.
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: Lazy<tokio::runtime::Runtime> = Lazy::new(|| {

@@ -616,11 +616,7 @@ fn worker_process(role: &str) {
     let seed = env_u64("ADV_SEED").unwrap();
     let secs = env_u64("ADV_SECS").unwrap();
     let release_file = std::env::var("ADV_RELEASE").unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     runtime.block_on(async move {
         lock_runtime::init(Config::single(url.clone()).connect_timeout(CONNECT_TIMEOUT)).unwrap();
         let plain =

@@ -20,11 +20,7 @@ const TASKS_PER_PROCESS: usize = 250;
 fn contention_worker() {
     let Some(role) = child::role() else { return };
     let url = std::env::var("LOCK_TESTS_URL").unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     let worker = role.clone();
     runtime.block_on(async move {
         let role = worker;

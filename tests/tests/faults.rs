@@ -35,16 +35,7 @@ fn figure(row: &str, text: &str) {
 /// Runs one row on a fresh two-worker runtime, one row at a time in this binary: the rows
 /// measure latencies, and two of them at once on two cores would measure each other.
 fn row<F: std::future::Future>(future: F) -> F::Output {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
+    lock_tests::one_at_a_time(future)
 }
 
 fn client_for(url: &str, connect: Duration, response: Duration) -> LockClient {
@@ -98,11 +89,7 @@ fn paused_holder_worker() {
     assert_eq!(role, "paused-holder");
     let url = std::env::var("LOCK_TESTS_URL").unwrap();
     let store_url = std::env::var("LOCK_TESTS_STORE").unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     runtime.block_on(async move {
         let client = LockClient::new(Config::single(url)).unwrap();
         let store = FencedStore::new(&store_url, "store");

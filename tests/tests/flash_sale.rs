@@ -70,11 +70,7 @@ fn flash_sale_buyers() {
         .collect();
     let item = std::env::var("LOCK_TESTS_ITEM").unwrap();
     lock_runtime::init(mode.config(&urls)).unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     let tally = runtime.block_on(async {
         let store = Store::connect_urls(mode, &urls).await.unwrap();
         flash_sale::run_buyers(&store, &item, BUYERS / 4, true, |_, _| {}).await

@@ -29,11 +29,7 @@ fn global_client_worker() {
         .get_connection()
         .unwrap();
     let before = connected_clients(&mut admin);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     runtime.block_on(async {
         let tasks: Vec<_> = (0..LOCKS)
             .map(|index| {

@@ -25,11 +25,7 @@ fn id_generator_worker() {
     let url = std::env::var(URL_ENV).unwrap();
     let name = std::env::var(NAME_ENV).unwrap();
     let locked = std::env::var(LOCKED_ENV).unwrap() == "1";
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     let ids = runtime.block_on(async {
         lock_runtime::init(lock_runtime::Config::single(url.clone())).unwrap();
         let store = Store::connect_urls(Mode::Single, &[url]).await.unwrap();

@@ -70,6 +70,17 @@ fn queue(
     }
 }
 
+/// The key held by `token` for 30 s, as a holder's acquire leaves it.
+fn hold(conn: &mut redis::Connection, token: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(LOCK)
+        .arg(token)
+        .arg("PX")
+        .arg(30_000)
+        .query(conn)
+        .unwrap();
+}
+
 fn queued(conn: &mut redis::Connection) -> Vec<String> {
     redis::cmd("ZRANGE")
         .arg(QUEUE)
@@ -199,13 +210,7 @@ fn release_grants_the_head_for_the_confirmation_window_and_names_key_and_token()
     let mut subscriber = server.redis().get_connection().unwrap();
     let mut pubsub = subscriber.as_pubsub();
     pubsub.subscribe(CHANNEL).unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(LOCK)
-        .arg("holder")
-        .arg("PX")
-        .arg(30_000)
-        .query(&mut conn)
-        .unwrap();
+    hold(&mut conn, "holder");
     queue(&mut conn, "lapsed", 1, -1, Some(30_000));
     queue(&mut conn, "head", 2, 1000, Some(30_000));
     queue(&mut conn, "next", 3, 1000, Some(30_000));
@@ -241,13 +246,7 @@ fn release_grants_the_head_for_the_confirmation_window_and_names_key_and_token()
 fn a_grant_that_is_not_confirmed_lapses_and_the_next_waiter_gets_the_key() {
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let _: () = redis::cmd("SET")
-        .arg(LOCK)
-        .arg("holder")
-        .arg("PX")
-        .arg(30_000)
-        .query(&mut conn)
-        .unwrap();
+    hold(&mut conn, "holder");
     queue(&mut conn, "dead", 1, 1000, Some(30_000));
     queue(&mut conn, "live", 2, 1000, Some(30_000));
     assert_eq!(release_as(&mut conn, "holder", 50), 1);

@@ -27,11 +27,7 @@ fn waiting_process() {
     let Some(_) = child::role() else { return };
     let url = std::env::var("LIVENESS_URL").unwrap();
     let tasks: usize = std::env::var("LIVENESS_TASKS").unwrap().parse().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     runtime.block_on(async move {
         let client = LockClient::new(Config::single(url.as_str())).unwrap();
         let redis = redis::Client::open(url.as_str()).unwrap();
@@ -106,21 +102,13 @@ fn queued(server: &RedisServer) -> u64 {
         .unwrap()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// kill -9 of a process with 64 tasks queued on a key (ahead of a live waiter of another
 /// process), then the holder releases: the live waiter acquires within 1.5 s, not after
 /// the 30 s ttl a grant to the dead head used to hold the key for.
 #[test]
 fn a_killed_waiting_process_holds_the_others_up_about_a_second() {
     let server = RedisServer::start();
-    runtime().block_on(async {
+    lock_tests::two_worker_runtime().block_on(async {
         let holder = server.lock_client();
         let held = holder
             .lock(KEY)
@@ -177,7 +165,7 @@ fn a_killed_waiting_process_holds_the_others_up_about_a_second() {
 #[test]
 fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resumes() {
     let server = RedisServer::start();
-    runtime().block_on(async {
+    lock_tests::two_worker_runtime().block_on(async {
         let holder = server.lock_client();
         let held = holder
             .lock(KEY)
@@ -268,7 +256,7 @@ fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resum
 #[test]
 fn a_granted_waiter_without_watchdog_gets_its_whole_ttl() {
     let server = RedisServer::start();
-    runtime().block_on(async {
+    lock_tests::two_worker_runtime().block_on(async {
         let holder = server.lock_client();
         let ttl = Duration::from_millis(1500);
         let held = holder.lock(KEY).ttl(ttl).acquire().await.unwrap();

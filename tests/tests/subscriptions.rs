@@ -11,7 +11,6 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError, LockGuard};
@@ -23,16 +22,7 @@ use tokio::time::Instant;
 /// Runs one test on a fresh two-worker runtime, one test at a time in this binary: they
 /// restart servers and poll them, and two at once on two cores would slow each other.
 fn serial<F: std::future::Future>(future: F) -> F::Output {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
+    lock_tests::one_at_a_time(future)
 }
 
 /// A server that keeps its data over a restart (AOF, fsync always): the held keys and the

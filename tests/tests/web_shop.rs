@@ -37,11 +37,7 @@ fn web_shop_replica() {
     let Some(name) = child::role() else { return };
     let url = std::env::var("LOCK_TESTS_URL").unwrap();
     let run = std::env::var("WEB_SHOP_RUN").unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = lock_tests::two_worker_runtime();
     runtime.block_on(async {
         lock_runtime::init(lock_runtime::Config::single(url.clone())).unwrap();
         let shop = Shop::connect(&url, run, name.clone()).await.unwrap();
