@@ -8,8 +8,8 @@ use once_cell::sync::OnceCell;
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 
-use crate::config::Topology;
-use crate::connection::{Connection, LazyCluster, SingleServer};
+use crate::config::{TlsFiles, Topology};
+use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::wakeups::Wakeups;
 use crate::watchdog::Watchdog;
 use crate::{Config, Lock, LockError};
@@ -140,19 +140,42 @@ impl LockClient {
         let limit = config
             .connect_timeout
             .saturating_add(config.response_timeout);
-        let open = |url: &String| {
-            redis::Client::open(url.as_str()).map_err(|err| LockError::Config {
-                reason: format!("bad Redis URL `{url}`: {err}"),
-            })
-        };
+        #[cfg(feature = "tls-rustls")]
+        ensure_crypto_provider();
+        let open = |url: &String| open_client(url, &config.tls);
         let setup_failed = |err: redis::RedisError| LockError::Config {
             reason: format!("cannot set up connections to `{}`: {err}", urls.join(", ")),
         };
         let (connections, wakeups, redlock) = match &config.topology {
-            Topology::Single(url) => {
-                let client = open(url)?;
+            Topology::Single(_) | Topology::Client { .. } | Topology::Sentinel { .. } => {
+                let (client, sentinel) = match &config.topology {
+                    Topology::Client { client, .. } => ((**client).clone(), None),
+                    Topology::Sentinel { master, sentinels } => {
+                        let sentinel = Sentinel::new(
+                            master.clone(),
+                            sentinels.iter().map(open).collect::<Result<Vec<_>, _>>()?,
+                            limit,
+                        );
+                        let primary = find_primary(&sentinel).map_err(|err| LockError::Config {
+                            reason: format!(
+                                "cannot find the primary `{master}` through the sentinels \
+                                 {}: {err}",
+                                urls.join(", ")
+                            ),
+                        })?;
+                        (primary, Some(Arc::new(sentinel)))
+                    }
+                    _ => (open(&urls[0])?, None),
+                };
                 let pool = (0..config.pool_size.max(1))
-                    .map(|_| manager(&client, &manager_config))
+                    .map(|_| {
+                        SingleServer::with_sentinel(
+                            client.clone(),
+                            manager_config.clone(),
+                            sentinel.clone(),
+                        )
+                        .map(Connection::Single)
+                    })
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(setup_failed)?;
                 warn_if_evicting(&client, limit);
@@ -182,21 +205,33 @@ impl LockClient {
                 };
                 (nodes, wakeups, Some(redlock))
             }
-            Topology::Cluster(seeds) => {
+            Topology::Cluster(_) | Topology::ClusterBuilder { .. } => {
                 // Short redirect/TRYAGAIN retries: a lock operation is latency-bound, and the
                 // acquire loop itself tries again within `wait` (the client's default first
                 // wait is over a second, longer than a whole response timeout).
-                let builder = || {
-                    ClusterClientBuilder::new(seeds.clone())
-                        .connection_timeout(config.connect_timeout)
-                        .response_timeout(config.response_timeout)
+                let retries = |builder: ClusterClientBuilder| {
+                    builder
                         .retries(6)
                         .min_retry_wait(5)
                         .max_retry_wait(200)
                         .retry_wait_formula(5, 2)
                 };
-                let commands = builder().build().map_err(setup_failed)?;
-                let wakeups = Wakeups::cluster(builder()).map_err(setup_failed)?;
+                let builder = || -> Result<ClusterClientBuilder, LockError> {
+                    match &config.topology {
+                        // The application's builder: its own timeouts apply.
+                        Topology::ClusterBuilder { builder, .. } => Ok(retries(builder())),
+                        _ => cluster_tls(
+                            retries(
+                                ClusterClientBuilder::new(urls.clone())
+                                    .connection_timeout(config.connect_timeout)
+                                    .response_timeout(config.response_timeout),
+                            ),
+                            &config.tls,
+                        ),
+                    }
+                };
+                let commands = builder()?.build().map_err(setup_failed)?;
+                let wakeups = Wakeups::cluster(builder()?).map_err(setup_failed)?;
                 (
                     vec![Connection::Cluster(LazyCluster::new(commands))],
                     wakeups,
@@ -224,6 +259,28 @@ impl LockClient {
                 response_timeout: config.response_timeout,
             }),
         })
+    }
+
+    /// A client on the application's own [`redis::Client`]: its connection settings
+    /// (TLS certificates, credentials, database, protocol, TCP settings) apply to the lock
+    /// connections, with the default timeouts and pool size. The same as
+    /// `LockClient::new(Config::from_client(client))`; for other options, or for the
+    /// global client through [`crate::init`], use [`Config::from_client`].
+    ///
+    /// Must be called inside a Tokio runtime.
+    ///
+    /// ```no_run
+    /// use lock_runtime::LockClient;
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = redis::Client::open("redis://10.0.0.1:6379/2")?;
+    /// let locks = LockClient::from_client(redis.clone())?;
+    /// let guard = locks.lock("report:daily").acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_client(client: redis::Client) -> Result<Self, LockError> {
+        LockClient::new(Config::from_client(client))
     }
 
     /// A lock on `key` taken through this client (options default; see [`Lock`]).
@@ -323,6 +380,95 @@ impl LockClient {
         let full = format!("{prefix}{key}");
         crate::key::validate(&full)?;
         Ok(full)
+    }
+}
+
+/// A client for `url`, with the configured TLS certificates if any.
+fn open_client(url: &str, tls: &TlsFiles) -> Result<redis::Client, LockError> {
+    let opened = if tls.is_set() {
+        with_certificates(url, tls)
+    } else {
+        redis::Client::open(url)
+    };
+    opened.map_err(|err| {
+        let hint = if url.starts_with("rediss://") && !cfg!(any(feature = "tls-rustls", feature = "tls-native-tls")) {
+            " (turn on the lock-runtime feature `tls-rustls` or `tls-native-tls` for rediss:// URLs)"
+        } else {
+            ""
+        };
+        let reason = if tls.is_set() {
+            format!("bad Redis URL or TLS certificates for `{url}`: {err}{hint}")
+        } else {
+            format!("bad Redis URL `{url}`: {err}{hint}")
+        };
+        LockError::Config { reason }
+    })
+}
+
+#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+fn certificates(tls: &TlsFiles) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: tls.client_cert.clone().map(|(client_cert, client_key)| {
+            redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            }
+        }),
+        root_cert: tls.ca_cert.clone(),
+    }
+}
+
+#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+fn with_certificates(url: &str, tls: &TlsFiles) -> redis::RedisResult<redis::Client> {
+    redis::Client::build_with_tls(url, certificates(tls))
+}
+
+#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
+fn with_certificates(_url: &str, _tls: &TlsFiles) -> redis::RedisResult<redis::Client> {
+    Err(redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "TLS certificates were configured, but lock-runtime was built without TLS: turn on \
+         its feature `tls-rustls` or `tls-native-tls`",
+    )))
+}
+
+/// The cluster builder with the configured TLS certificates, if any.
+fn cluster_tls(
+    builder: ClusterClientBuilder,
+    tls: &TlsFiles,
+) -> Result<ClusterClientBuilder, LockError> {
+    if !tls.is_set() {
+        return Ok(builder);
+    }
+    #[cfg(feature = "tls-rustls")]
+    return Ok(builder.certs(certificates(tls)));
+    #[cfg(not(feature = "tls-rustls"))]
+    Err(LockError::Config {
+        reason: "TLS certificates for a cluster need the lock-runtime feature `tls-rustls` \
+                 (redis-rs takes cluster certificates only through rustls)"
+            .into(),
+    })
+}
+
+/// rustls needs a process-wide crypto provider; ours is ring. One the application
+/// installed already stays.
+#[cfg(feature = "tls-rustls")]
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing the race to another installer is fine: a provider is there either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// Asks the sentinels for the primary while the client is being built. The constructor is
+/// synchronous, so the lookup blocks, bounded by the timeout per sentinel; on a
+/// multi-thread runtime the worker hands its other tasks away meanwhile.
+fn find_primary(sentinel: &Sentinel) -> redis::RedisResult<redis::Client> {
+    match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            tokio::task::block_in_place(|| sentinel.lookup_blocking())
+        }
+        _ => sentinel.lookup_blocking(),
     }
 }
 

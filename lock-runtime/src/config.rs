@@ -1,6 +1,9 @@
 //! How the runtime reaches Redis.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use redis::cluster::ClusterClientBuilder;
 
 /// The environment variable read when the global client is created without [`crate::init`].
 pub const REDIS_URL_ENV: &str = "REDIS_URL";
@@ -28,10 +31,41 @@ pub struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) node_timeout: Duration,
+    pub(crate) tls: TlsFiles,
 }
 
+/// Certificates for TLS connections (`rediss://`), as PEM bytes.
+#[derive(Clone, Default)]
+pub(crate) struct TlsFiles {
+    /// The certificate authority that signed the server's certificate (instead of the
+    /// system's trust store).
+    pub(crate) ca_cert: Option<Vec<u8>>,
+    /// The client's certificate chain and private key, for mutual TLS.
+    pub(crate) client_cert: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsFiles {
+    pub(crate) fn is_set(&self) -> bool {
+        self.ca_cert.is_some() || self.client_cert.is_some()
+    }
+}
+
+impl std::fmt::Debug for TlsFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print a private key.
+        f.debug_struct("TlsFiles")
+            .field("ca_cert", &self.ca_cert.is_some())
+            .field("client_cert", &self.client_cert.is_some())
+            .finish()
+    }
+}
+
+/// Makes the application's cluster client builder, once for commands and once for the
+/// wake-up subscriptions (a builder cannot be cloned).
+pub(crate) type ClusterBuilderFn = Arc<dyn Fn() -> ClusterClientBuilder + Send + Sync>;
+
 /// Which servers hold the locks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) enum Topology {
     /// One server (or a primary).
     Single(String),
@@ -39,6 +73,43 @@ pub(crate) enum Topology {
     Redlock(Vec<String>),
     /// A Redis Cluster, reached through these seed nodes.
     Cluster(Vec<String>),
+    /// A primary found through Redis Sentinel, followed across failovers.
+    Sentinel {
+        /// The name the sentinels monitor the primary under.
+        master: String,
+        /// The sentinels' URLs; `urls[..]` of the config.
+        sentinels: Vec<String>,
+    },
+    /// One server, through the application's own client (its settings apply).
+    Client {
+        client: Box<redis::Client>,
+        /// The server's address, for messages.
+        described: Vec<String>,
+    },
+    /// A Redis Cluster, through the application's own builder.
+    ClusterBuilder {
+        builder: ClusterBuilderFn,
+        described: Vec<String>,
+    },
+}
+
+impl std::fmt::Debug for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Topology::Single(url) => f.debug_tuple("Single").field(url).finish(),
+            Topology::Redlock(urls) => f.debug_tuple("Redlock").field(urls).finish(),
+            Topology::Cluster(urls) => f.debug_tuple("Cluster").field(urls).finish(),
+            Topology::Sentinel { master, sentinels } => f
+                .debug_struct("Sentinel")
+                .field("master", master)
+                .field("sentinels", sentinels)
+                .finish(),
+            Topology::Client { client, .. } => f.debug_tuple("Client").field(client).finish(),
+            Topology::ClusterBuilder { described, .. } => {
+                f.debug_tuple("ClusterBuilder").field(described).finish()
+            }
+        }
+    }
 }
 
 impl Config {
@@ -51,6 +122,7 @@ impl Config {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
             node_timeout: Duration::from_millis(100),
+            tls: TlsFiles::default(),
         }
     }
 
@@ -101,6 +173,145 @@ impl Config {
         config
     }
 
+    /// A primary found through Redis Sentinel: `master` is the name the sentinels monitor
+    /// it under, `sentinels` their URLs (`redis://host:26379`, any number; each is tried in
+    /// turn).
+    ///
+    /// The client asks the sentinels for the primary before its first connection, and again
+    /// whenever a command fails in a way that says the primary moved: the connection was
+    /// refused or dropped (sentinels disconnect every client when they switch the primary),
+    /// or the server answered `READONLY` (it is a replica now). Locks taken before a
+    /// failover can be lost in it: replication is asynchronous, so a lock written to the
+    /// old primary just before it failed may not be on the new one (see RELIABILITY.md).
+    ///
+    /// The URL options that apply to the primary (`rediss://`, user, password, database)
+    /// are taken from the first sentinel URL's; [`tls_ca_cert`](Self::tls_ca_cert) and
+    /// [`tls_client_cert`](Self::tls_client_cert) apply to both the sentinels and the
+    /// primary.
+    ///
+    /// ```
+    /// use lock_runtime::Config;
+    ///
+    /// let config = Config::sentinel(
+    ///     "mymaster",
+    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
+    /// );
+    /// # let _ = config;
+    /// ```
+    pub fn sentinel<I, S>(master: impl Into<String>, sentinels: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut config = Config::single(String::new());
+        config.topology = Topology::Sentinel {
+            master: master.into(),
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+        };
+        config
+    }
+
+    /// One server through the application's own [`redis::Client`], so its connection
+    /// settings apply (TLS certificates, credentials, database, protocol, TCP settings):
+    /// the lock client opens its own connections from it. `connect_timeout`,
+    /// `response_timeout` and `pool_size` still apply to those connections.
+    ///
+    /// Pass it to [`crate::init`] to make it the global client's, or to
+    /// [`crate::LockClient::new`] (or use [`crate::LockClient::from_client`]).
+    ///
+    /// ```no_run
+    /// use lock_runtime::{init, Config};
+    ///
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// // The application's client, configured once for all its Redis traffic.
+    /// let redis = redis::Client::open("redis://:secret@10.0.0.1:6379/2")?;
+    /// init(Config::from_client(redis.clone()).key_prefix("shop:"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_client(client: redis::Client) -> Self {
+        let described = vec![client.get_connection_info().addr().to_string()];
+        let mut config = Config::single(String::new());
+        config.topology = Topology::Client {
+            client: Box::new(client),
+            described,
+        };
+        config
+    }
+
+    /// A Redis Cluster through the application's own cluster client settings: `builder`
+    /// makes a [`ClusterClientBuilder`](redis::cluster::ClusterClientBuilder) the way the
+    /// application makes its own (seeds, credentials, TLS, timeouts). It is called twice,
+    /// once for the command connection and once for the wake-up subscriptions, because a
+    /// builder cannot be cloned and the wake-ups add RESP3 and a push handler to theirs.
+    /// The lock client keeps its own short redirect retries.
+    ///
+    /// ```no_run
+    /// use lock_runtime::{init, Config};
+    /// use redis::cluster::ClusterClientBuilder;
+    ///
+    /// # fn demo() -> Result<(), lock_runtime::LockError> {
+    /// init(Config::cluster_builder(|| {
+    ///     ClusterClientBuilder::new(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///         .username("locks")
+    ///         .password("secret")
+    /// }))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster_builder<F>(builder: F) -> Self
+    where
+        F: Fn() -> ClusterClientBuilder + Send + Sync + 'static,
+    {
+        let mut config = Config::single(String::new());
+        config.topology = Topology::ClusterBuilder {
+            builder: Arc::new(builder),
+            described: vec!["the application's Redis Cluster".to_owned()],
+        };
+        config
+    }
+
+    /// For `rediss://` URLs: trust the certificate authority in `pem` (PEM bytes, one or
+    /// more certificates) for the server's certificate, instead of the system's trust
+    /// store. Needs the feature `tls-rustls` or `tls-native-tls`.
+    ///
+    /// ```no_run
+    /// use lock_runtime::Config;
+    ///
+    /// # fn demo() -> std::io::Result<()> {
+    /// let config = Config::single("rediss://redis.internal:6380")
+    ///     .tls_ca_cert(std::fs::read("/etc/redis/ca.crt")?);
+    /// # let _ = config; Ok(()) }
+    /// ```
+    pub fn tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca_cert = Some(pem.into());
+        self
+    }
+
+    /// For `rediss://` URLs: present this client certificate (PEM chain) and private key
+    /// (PEM, PKCS#8 or RSA/SEC1) to the server, for servers that require mutual TLS
+    /// (`tls-auth-clients yes`). Needs the feature `tls-rustls` or `tls-native-tls` (which
+    /// reads PKCS#8 keys only).
+    ///
+    /// ```no_run
+    /// use lock_runtime::Config;
+    ///
+    /// # fn demo() -> std::io::Result<()> {
+    /// let config = Config::single("rediss://redis.internal:6380")
+    ///     .tls_ca_cert(std::fs::read("/etc/redis/ca.crt")?)
+    ///     .tls_client_cert(
+    ///         std::fs::read("/etc/redis/client.crt")?,
+    ///         std::fs::read("/etc/redis/client.key")?,
+    ///     );
+    /// # let _ = config; Ok(()) }
+    /// ```
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_cert = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
     /// In Redlock mode, how long one master may take to answer an acquire or a renewal
     /// before it counts as failed (default 100 ms). Keep it small against your ttls: grants
     /// that arrive after the lease's validity (`ttl − elapsed − drift`) acquire nothing.
@@ -142,11 +353,16 @@ impl Config {
         self
     }
 
-    /// The server URLs (one, or the Redlock masters).
+    /// The server URLs (one, or the Redlock masters, the cluster seeds, the sentinels; for
+    /// an application's own client, the address it connects to).
     pub fn urls(&self) -> &[String] {
         match &self.topology {
             Topology::Single(url) => std::slice::from_ref(url),
             Topology::Redlock(urls) | Topology::Cluster(urls) => urls,
+            Topology::Sentinel { sentinels, .. } => sentinels,
+            Topology::Client { described, .. } | Topology::ClusterBuilder { described, .. } => {
+                described
+            }
         }
     }
 }

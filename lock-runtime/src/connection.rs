@@ -4,6 +4,7 @@
 //! MOVED/ASK itself).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -19,7 +20,7 @@ pub(crate) enum Connection {
 }
 
 /// A single server's auto-reconnecting connection, replaced by a new one after a request
-/// timed out on it.
+/// timed out on it, and (behind Sentinel) moved to the new primary after a failover.
 ///
 /// The connection manager reconnects when the server closes the connection, but not when
 /// the path only stops answering (a blackhole, a stalled proxy): every later request would
@@ -31,11 +32,19 @@ pub(crate) struct SingleServer {
 }
 
 struct SingleInner {
-    client: redis::Client,
     config: ConnectionManagerConfig,
-    /// The connection in use and its generation (bumped on each replacement, so that many
-    /// requests timing out on one dead connection replace it once).
-    current: std::sync::RwLock<(u64, ConnectionManager)>,
+    /// The connection in use, its client and its generation (bumped on each replacement,
+    /// so that many requests timing out on one dead connection replace it once).
+    current: std::sync::RwLock<Current>,
+    /// Where to ask for the primary, when it is found through Sentinel.
+    sentinel: Option<Arc<Sentinel>>,
+}
+
+#[derive(Clone)]
+struct Current {
+    generation: u64,
+    client: redis::Client,
+    manager: ConnectionManager,
 }
 
 impl SingleServer {
@@ -44,47 +53,297 @@ impl SingleServer {
         client: redis::Client,
         config: ConnectionManagerConfig,
     ) -> redis::RedisResult<Self> {
+        SingleServer::with_sentinel(client, config, None)
+    }
+
+    /// The same, for the primary `client` found through `sentinel`, which is asked again
+    /// when a request finds the primary gone.
+    pub(crate) fn with_sentinel(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        sentinel: Option<Arc<Sentinel>>,
+    ) -> redis::RedisResult<Self> {
         let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
         Ok(SingleServer {
             inner: Arc::new(SingleInner {
-                client,
                 config,
-                current: std::sync::RwLock::new((0, manager)),
+                current: std::sync::RwLock::new(Current {
+                    generation: 0,
+                    client,
+                    manager,
+                }),
+                sentinel,
             }),
         })
     }
 
-    fn current(&self) -> (u64, ConnectionManager) {
-        let current = self
-            .inner
+    fn current(&self) -> Current {
+        self.inner
             .current
             .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        (current.0, current.1.clone())
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
-    /// Replaces connection `generation` after `result` timed out on it.
-    fn check<T>(&self, generation: u64, result: &redis::RedisResult<T>) {
-        let Err(err) = result else { return };
-        if !err.is_timeout() {
-            return;
-        }
-        let Ok(fresh) = ConnectionManager::new_lazy_with_config(
-            self.inner.client.clone(),
-            self.inner.config.clone(),
-        ) else {
-            return;
+    /// Opens a fresh connection to `client` in place of connection `generation` (unless
+    /// another request replaced it already). Returns whether it replaced it.
+    fn replace(&self, generation: u64, client: redis::Client) -> bool {
+        let Ok(fresh) =
+            ConnectionManager::new_lazy_with_config(client.clone(), self.inner.config.clone())
+        else {
+            return false;
         };
         let mut current = self
             .inner
             .current
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if current.0 == generation {
+        if current.generation != generation {
+            return false;
+        }
+        *current = Current {
+            generation: generation + 1,
+            client,
+            manager: fresh,
+        };
+        true
+    }
+
+    /// After a failed request on connection `used`, sent at `sent`: behind Sentinel, asks
+    /// for the primary when the error says it may have moved, and connects to the new one;
+    /// otherwise replaces the connection after a timeout. Returns whether the request may
+    /// be sent again on the new primary: only when the old server refused it unexecuted
+    /// (a refused connection, `READONLY` from a demoted primary).
+    async fn recover<T>(
+        &self,
+        used: &Current,
+        sent: Instant,
+        result: &redis::RedisResult<T>,
+    ) -> bool {
+        let Err(err) = result else { return false };
+        if let Some(sentinel) = &self.inner.sentinel
+            && primary_may_have_moved(err)
+            && let Some(primary) = sentinel.primary_after(sent).await
+            && primary.get_connection_info().addr() != used.client.get_connection_info().addr()
+        {
+            if self.replace(used.generation, primary.clone()) {
+                tracing::warn!(
+                    master = %sentinel.master,
+                    from = %used.client.get_connection_info().addr(),
+                    to = %primary.get_connection_info().addr(),
+                    error = %err,
+                    "the Redis primary moved (Sentinel failover); connecting to the new one"
+                );
+            }
+            return err.is_connection_refusal() || is_read_only(err);
+        }
+        if err.is_timeout() && self.replace(used.generation, used.client.clone()) {
             tracing::warn!(error = %err, "Redis request timed out; opening a new connection");
-            *current = (generation + 1, fresh);
+        }
+        false
+    }
+
+    /// The address of the server in use, for error messages.
+    fn address(&self) -> String {
+        self.current()
+            .client
+            .get_connection_info()
+            .addr()
+            .to_string()
+    }
+
+    /// Sends one request; on a primary that moved, once more on the new primary.
+    async fn request<T, F, Fut>(&self, send: F) -> redis::RedisResult<T>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let used = self.current();
+        let sent = Instant::now();
+        let result = send(used.manager.clone()).await;
+        if self.recover(&used, sent, &result).await {
+            return send(self.current().manager)
+                .await
+                .map_err(|err| name_server(err, &self.address()));
+        }
+        result
+            .map_err(|err| name_server(err, &used.client.get_connection_info().addr().to_string()))
+    }
+}
+
+/// Errors after which a Sentinel-managed primary may be elsewhere: the server refused or
+/// dropped the connection (sentinels disconnect every client when they switch the
+/// primary), did not answer, or is a replica now.
+fn primary_may_have_moved(err: &redis::RedisError) -> bool {
+    err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || err.is_timeout()
+        || err.is_io_error()
+        || is_read_only(err)
+        || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown)
+}
+
+fn is_read_only(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+        || err.code() == Some("READONLY")
+}
+
+/// Puts the server's address in front of a connection-level error (refused, reset, a TLS
+/// handshake that failed), so that the caller's checks (`is_io_error`, `is_timeout`,
+/// `is_connection_refusal`, `is_connection_dropped`) answer as before: the new error's I/O
+/// kind is chosen to give the same answers. Server replies are left as they are.
+pub(crate) fn name_server(err: redis::RedisError, server: &str) -> redis::RedisError {
+    use std::io::ErrorKind;
+    if !err.is_io_error() || err.to_string().starts_with("Redis server ") {
+        return err;
+    }
+    let kind = if err.is_timeout() {
+        ErrorKind::TimedOut
+    } else if err.is_connection_refusal() {
+        ErrorKind::ConnectionRefused
+    } else if err.is_connection_dropped() {
+        ErrorKind::ConnectionReset
+    } else {
+        ErrorKind::Other
+    };
+    let message = err.to_string();
+    let hint = if message.contains("invalid peer certificate") {
+        " (the server's TLS certificate is not trusted: give its authority with \
+         Config::tls_ca_cert, and check that it names this host)"
+    } else {
+        ""
+    };
+    std::io::Error::new(kind, format!("Redis server {server}: {message}{hint}")).into()
+}
+
+/// How to find a primary through Redis Sentinel.
+pub(crate) struct Sentinel {
+    /// The name the sentinels monitor the primary under.
+    pub(crate) master: String,
+    /// One client per sentinel, in the configured order.
+    sentinels: Vec<redis::Client>,
+    /// The primary's connection settings (TLS, credentials, database): the first
+    /// sentinel's, with the address the sentinels name.
+    template: Option<redis::ConnectionInfo>,
+    /// How long one sentinel may take to connect and answer.
+    timeout: Duration,
+    /// When the last lookup finished: requests that failed before it use its answer.
+    last_lookup: tokio::sync::Mutex<Option<(Instant, redis::Client)>>,
+}
+
+impl Sentinel {
+    pub(crate) fn new(master: String, sentinels: Vec<redis::Client>, timeout: Duration) -> Self {
+        let template = sentinels
+            .first()
+            .map(|sentinel| sentinel.get_connection_info().clone());
+        Sentinel {
+            master,
+            sentinels,
+            template,
+            timeout,
+            last_lookup: tokio::sync::Mutex::new(None),
         }
     }
+
+    /// The primary now: the answer of a lookup that finished after `sent` (one lookup
+    /// at a time; requests that failed meanwhile wait for it), or a new lookup.
+    async fn primary_after(&self, sent: Instant) -> Option<redis::Client> {
+        let mut last = self.last_lookup.lock().await;
+        if let Some((at, primary)) = last.as_ref()
+            && *at >= sent
+        {
+            return Some(primary.clone());
+        }
+        match self.lookup().await {
+            Ok(primary) => {
+                *last = Some((Instant::now(), primary.clone()));
+                Some(primary)
+            }
+            Err(err) => {
+                tracing::warn!(master = %self.master, error = %err, "no sentinel named the primary");
+                None
+            }
+        }
+    }
+
+    /// Asks each sentinel in turn for the primary's address; the first answer wins.
+    pub(crate) async fn lookup(&self) -> redis::RedisResult<redis::Client> {
+        let mut failures = Vec::new();
+        for sentinel in &self.sentinels {
+            let asked = async {
+                let mut connection = sentinel.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&self.master)
+                    .query_async::<Option<(String, u16)>>(&mut connection)
+                    .await
+            };
+            let address = sentinel.get_connection_info().addr().to_string();
+            match tokio::time::timeout(self.timeout, asked).await {
+                Ok(Ok(Some((host, port)))) => return self.primary(host, port),
+                Ok(Ok(None)) => {
+                    failures.push(format!("{address}: does not know `{}`", self.master))
+                }
+                Ok(Err(err)) => failures.push(format!("{address}: {err}")),
+                Err(_) => failures.push(format!("{address}: no answer within {:?}", self.timeout)),
+            }
+        }
+        Err(sentinel_error(&self.master, &failures))
+    }
+
+    /// The same lookup with blocking connections, for a client being built outside async
+    /// code (each sentinel bounded by the timeout).
+    pub(crate) fn lookup_blocking(&self) -> redis::RedisResult<redis::Client> {
+        let mut failures = Vec::new();
+        for sentinel in &self.sentinels {
+            let address = sentinel.get_connection_info().addr().to_string();
+            let asked =
+                sentinel
+                    .get_connection_with_timeout(self.timeout)
+                    .and_then(|mut connection| {
+                        connection.set_read_timeout(Some(self.timeout))?;
+                        connection.set_write_timeout(Some(self.timeout))?;
+                        redis::cmd("SENTINEL")
+                            .arg("get-master-addr-by-name")
+                            .arg(&self.master)
+                            .query::<Option<(String, u16)>>(&mut connection)
+                    });
+            match asked {
+                Ok(Some((host, port))) => return self.primary(host, port),
+                Ok(None) => failures.push(format!("{address}: does not know `{}`", self.master)),
+                Err(err) => failures.push(format!("{address}: {err}")),
+            }
+        }
+        Err(sentinel_error(&self.master, &failures))
+    }
+
+    fn primary(&self, host: String, port: u16) -> redis::RedisResult<redis::Client> {
+        let Some(template) = &self.template else {
+            return redis::Client::open((host.as_str(), port));
+        };
+        let addr = match template.addr().clone() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => redis::ConnectionAddr::Tcp(host, port),
+        };
+        redis::Client::open(template.clone().set_addr(addr))
+    }
+}
+
+fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "no sentinel named the primary",
+        format!("master `{master}`: {}", failures.join("; ")),
+    ))
 }
 
 /// A cluster connection that opens on first use (so a client can be built synchronously)
@@ -143,10 +402,11 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(single) => Box::pin(async move {
-                let (generation, mut connection) = single.current();
-                let result = connection.req_packed_command(cmd).await;
-                single.check(generation, &result);
-                result
+                single
+                    .request(
+                        |mut connection| async move { connection.req_packed_command(cmd).await },
+                    )
+                    .await
             }),
             Connection::Cluster(lazy) => Box::pin(async move {
                 let mut connection = lazy.get().await?;
@@ -164,12 +424,13 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(single) => Box::pin(async move {
-                let (generation, mut connection) = single.current();
-                let result = connection
-                    .req_packed_commands(pipeline, offset, count)
-                    .await;
-                single.check(generation, &result);
-                result
+                single
+                    .request(|mut connection| async move {
+                        connection
+                            .req_packed_commands(pipeline, offset, count)
+                            .await
+                    })
+                    .await
             }),
             Connection::Cluster(lazy) => Box::pin(async move {
                 let mut connection = lazy.get().await?;
@@ -182,7 +443,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(single) => single.current().1.get_db(),
+            Connection::Single(single) => single.current().manager.get_db(),
             Connection::Cluster(_) => 0,
         }
     }

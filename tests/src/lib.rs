@@ -21,6 +21,7 @@ pub mod checkers;
 pub mod child;
 pub mod cluster;
 pub mod proxy;
+pub mod tls;
 
 /// How long a server may take to answer PING after it was started.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);

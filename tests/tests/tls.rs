@@ -1,0 +1,122 @@
+//! TLS (`rediss://`): a real redis-server with `--tls-port` and certificates made by the
+//! test; the lock client trusts the test's authority and, for mutual TLS, presents a client
+//! certificate. A wrong authority is refused with an error that names the server.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
+use lock_tests::tls::{Certificates, TlsServer};
+
+fn client(config: Config) -> LockClient {
+    LockClient::new(
+        config
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2)),
+    )
+    .unwrap()
+}
+
+/// Takes and releases a lock through `client`, checking the key on the plain port.
+async fn lock_round_trip(client: &LockClient, server: &TlsServer, key: &str) {
+    let guard = client
+        .lock(key)
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(server.server.get(key).as_deref(), Some(guard.token()));
+    assert!(client.is_locked(key).await.unwrap());
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(server.server.get(key), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_with_the_servers_authority_takes_and_releases_locks() {
+    let certificates = Certificates::generate();
+    let server = TlsServer::start(&certificates, false);
+    let client = client(Config::single(server.url()).tls_ca_cert(certificates.read("ca.crt")));
+    lock_round_trip(&client, &server, "tls:one-way").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_with_a_client_certificate_takes_and_releases_locks() {
+    let certificates = Certificates::generate();
+    let server = TlsServer::start(&certificates, true);
+    let client = client(
+        Config::single(server.url())
+            .tls_ca_cert(certificates.read("ca.crt"))
+            .tls_client_cert(
+                certificates.read("client.crt"),
+                certificates.read("client.key"),
+            ),
+    );
+    lock_round_trip(&client, &server, "tls:mutual").await;
+    // The global-client path (init) builds its client through the same constructor; the
+    // own-client path keeps the application's TLS settings too.
+    let own = redis::Client::build_with_tls(
+        server.url(),
+        redis::TlsCertificates {
+            client_tls: Some(redis::ClientTlsConfig {
+                client_cert: certificates.read("client.crt"),
+                client_key: certificates.read("client.key"),
+            }),
+            root_cert: Some(certificates.read("ca.crt")),
+        },
+    )
+    .unwrap();
+    let client = LockClient::from_client(own).unwrap();
+    lock_round_trip(&client, &server, "tls:own-client").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_wants_a_client_certificate_refuses_a_client_without_one() {
+    let certificates = Certificates::generate();
+    let server = TlsServer::start(&certificates, true);
+    let client = client(Config::single(server.url()).tls_ca_cert(certificates.read("ca.crt")));
+    let err = client
+        .lock("tls:no-client-cert")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    println!("without a client certificate: {err}");
+    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+    assert_eq!(server.server.get("tls:no-client-cert"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_authority_is_a_clear_error_naming_the_server() {
+    let certificates = Certificates::generate();
+    let server = TlsServer::start(&certificates, false);
+    let client =
+        client(Config::single(server.url()).tls_ca_cert(certificates.read("other-ca.crt")));
+    let err = client
+        .lock("tls:wrong-ca")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    println!("with a wrong authority: {message}");
+    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", server.tls_port)),
+        "the error names the server: {message}"
+    );
+    assert!(
+        message.to_lowercase().contains("certificate") || message.contains("UnknownIssuer"),
+        "the error says the certificate is the cause: {message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_that_do_not_parse_are_a_configuration_error() {
+    let err = LockClient::new(Config::single("rediss://127.0.0.1:6380").tls_ca_cert(
+        b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".to_vec(),
+    ))
+    .unwrap_err();
+    println!("unparsable authority: {err}");
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("rediss://127.0.0.1:6380"), "{err}");
+}
