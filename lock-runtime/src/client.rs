@@ -178,6 +178,16 @@ impl LockClient {
                     })
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(setup_failed)?;
+                if let Some(sentinel) = &sentinel {
+                    let servers: Vec<SingleServer> = pool
+                        .iter()
+                        .filter_map(|connection| match connection {
+                            Connection::Single(server) => Some(server.clone()),
+                            Connection::Cluster(_) => None,
+                        })
+                        .collect();
+                    sentinel.follow(&servers);
+                }
                 warn_if_evicting(&client, limit);
                 let wakeups = resp3(&client)
                     .and_then(|client| Wakeups::single(client, manager_config))

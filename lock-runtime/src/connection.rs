@@ -338,6 +338,94 @@ impl Sentinel {
     }
 }
 
+impl SingleServer {
+    /// Moves this connection to `primary` unless it is there already.
+    fn move_to(&self, primary: &redis::Client) {
+        let used = self.current();
+        let from = used.client.get_connection_info().addr().clone();
+        if &from != primary.get_connection_info().addr()
+            && self.replace(used.generation, primary.clone())
+        {
+            tracing::warn!(
+                %from,
+                to = %primary.get_connection_info().addr(),
+                "the Redis primary moved (Sentinel +switch-master); connecting to the new one"
+            );
+        }
+    }
+}
+
+impl Sentinel {
+    /// Follows the primary for `servers` in the background, as Sentinel's client
+    /// guidelines ask: subscribed to the failover events ([`SENTINEL_EVENTS`]) on one
+    /// sentinel at a time (the next one when it goes away), asking for the primary after
+    /// each event and after each subscription (for a switch missed meanwhile). Without this, a forced failover leaves the old primary accepting writes
+    /// until the sentinels demote it (seconds later): our renewals would go there while
+    /// another client takes the lock on the new primary. Ends when the servers are dropped.
+    pub(crate) fn follow(self: &Arc<Self>, servers: &[SingleServer]) {
+        let servers: Vec<_> = servers
+            .iter()
+            .map(|server| Arc::downgrade(&server.inner))
+            .collect();
+        tokio::spawn(follow(Arc::clone(self), servers));
+    }
+}
+
+/// The sentinel events after which the primary may have changed: the replica promoted
+/// (from then on the sentinels name it), the other replicas being moved to it, and the
+/// switch announced when that is done.
+const SENTINEL_EVENTS: [&str; 3] = [
+    "+promoted-slave",
+    "+failover-state-reconf-slaves",
+    "+switch-master",
+];
+
+async fn follow(sentinel: Arc<Sentinel>, servers: Vec<std::sync::Weak<SingleInner>>) {
+    use futures_util::StreamExt as _;
+    let alive = || servers.iter().any(|server| server.strong_count() > 0);
+    let move_all = |primary: &redis::Client| {
+        for server in servers.iter().filter_map(std::sync::Weak::upgrade) {
+            SingleServer { inner: server }.move_to(primary);
+        }
+    };
+    let mut next = 0;
+    while alive() && !sentinel.sentinels.is_empty() {
+        let client = &sentinel.sentinels[next % sentinel.sentinels.len()];
+        next += 1;
+        let subscribe = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&SENTINEL_EVENTS[..]).await?;
+            redis::RedisResult::Ok(pubsub)
+        };
+        let Ok(Ok(pubsub)) = tokio::time::timeout(sentinel.timeout, subscribe).await else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        if let Ok(primary) = sentinel.lookup().await {
+            move_all(&primary);
+        }
+        let mut messages = pubsub.into_on_message();
+        while alive() {
+            let message = match tokio::time::timeout(Duration::from_secs(1), messages.next()).await
+            {
+                Err(_) => continue,
+                Ok(None) => break,
+                Ok(Some(message)) => message,
+            };
+            // Each event names the master ("+switch-master <name> ..." or
+            // "... @ <name> <ip> <port>"); the sentinel's current answer is the new primary.
+            let Ok(payload) = message.get_payload::<String>() else {
+                continue;
+            };
+            if payload.split(' ').any(|field| field == sentinel.master)
+                && let Ok(primary) = sentinel.lookup().await
+            {
+                move_all(&primary);
+            }
+        }
+    }
+}
+
 fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::Io,

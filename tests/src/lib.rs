@@ -21,6 +21,7 @@ pub mod checkers;
 pub mod child;
 pub mod cluster;
 pub mod proxy;
+pub mod sentinel;
 pub mod tls;
 
 /// How long a server may take to answer PING after it was started.
@@ -40,6 +41,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    /// A config file given before the options (sentinels need one they can rewrite).
+    config_file: Option<PathBuf>,
     wrapper: Option<(Child, ChildStdin)>,
     pid: u32,
 }
@@ -52,13 +55,25 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments (e.g. `["--appendonly", "yes"]`).
     pub fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::start_with_config(None, extra)
+    }
+
+    /// Starts a server with a config file (written into its directory) and extra arguments,
+    /// e.g. a sentinel: `start_with_config(Some("sentinel monitor ..."), &["--sentinel"])`.
+    pub fn start_with_config(config: Option<&str>, extra: &[&str]) -> RedisServer {
         let dir =
             std::env::temp_dir().join(format!("lock-tests-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
+        let config_file = config.map(|contents| {
+            let path = dir.join("redis.conf");
+            std::fs::write(&path, format!("{contents}\n")).unwrap();
+            path
+        });
         let mut server = RedisServer {
             port: 0,
             dir,
             extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
+            config_file,
             wrapper: None,
             pid: 0,
         };
@@ -83,6 +98,7 @@ impl RedisServer {
                 r#"redis-server "$@" >/dev/null 2>&1 & echo $!; read -r _; kill -9 $! 2>/dev/null"#,
             )
             .arg("redis-wrapper")
+            .args(&self.config_file)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--dir", self.dir.to_str().unwrap()])
             .args(["--logfile", self.dir.join("redis.log").to_str().unwrap()])

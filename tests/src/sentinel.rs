@@ -1,0 +1,148 @@
+//! A real Sentinel deployment on loopback: one primary, one replica and three
+//! `redis-server --sentinel` processes monitoring it under the name [`MASTER`], with short
+//! timeouts (down after 1 s, failover timeout 5 s) so that a failover takes seconds.
+
+use std::time::{Duration, Instant};
+
+use crate::RedisServer;
+
+/// The name the sentinels monitor the primary under.
+pub const MASTER: &str = "mymaster";
+
+/// Polls `condition` every 20 ms for at most `bound`; panics with `what` if it never holds.
+fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    for _ in 0..100_000 {
+        if condition() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < bound,
+            "{what} did not happen within {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what}: poll budget spent");
+}
+
+/// One primary, one replica, three sentinels.
+pub struct SentinelDeployment {
+    /// `servers[0]` started as the primary, `servers[1]` as its replica; after a failover
+    /// the roles are swapped (see [`primary_index`](Self::primary_index)).
+    pub servers: Vec<RedisServer>,
+    pub sentinels: Vec<RedisServer>,
+}
+
+impl SentinelDeployment {
+    /// Starts the servers, waits for the replica to be in sync, starts the sentinels and
+    /// waits until each of them knows the replica (a forced failover needs one).
+    pub fn start() -> SentinelDeployment {
+        let primary = RedisServer::start();
+        let replica =
+            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+        wait_for(Duration::from_secs(20), "replica in sync", || {
+            info(&replica, "replication").contains("master_link_status:up")
+        });
+        let config = format!(
+            "sentinel monitor {MASTER} 127.0.0.1 {} 2\n\
+             sentinel down-after-milliseconds {MASTER} 1000\n\
+             sentinel failover-timeout {MASTER} 5000\n\
+             sentinel parallel-syncs {MASTER} 1",
+            primary.port()
+        );
+        let sentinels: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_with_config(Some(&config), &["--sentinel"]))
+            .collect();
+        let deployment = SentinelDeployment {
+            servers: vec![primary, replica],
+            sentinels,
+        };
+        for sentinel in &deployment.sentinels {
+            wait_for(Duration::from_secs(20), "sentinel sees the replica", || {
+                replicas_known(sentinel) >= 1
+            });
+        }
+        deployment
+    }
+
+    /// The sentinels' URLs.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The port the first sentinel names as the primary.
+    pub fn primary_port(&self) -> u16 {
+        let (_, port): (String, u16) = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(MASTER)
+            .query(&mut self.sentinels[0].conn())
+            .unwrap();
+        port
+    }
+
+    /// The index in `servers` of the server the first sentinel names as the primary.
+    pub fn primary_index(&self) -> usize {
+        let port = self.primary_port();
+        self.servers
+            .iter()
+            .position(|server| server.port() == port)
+            .expect("the primary is one of ours")
+    }
+
+    /// Forces a failover with `SENTINEL FAILOVER` and waits (at most 30 s) until the first
+    /// sentinel names the other server and that server says `role:master`. Returns how
+    /// long that took. The old primary is demoted later (see [`demoted`](Self::demoted)).
+    pub fn failover(&self) -> Duration {
+        let old = self.primary_index();
+        let new = 1 - old;
+        let started = Instant::now();
+        let _: () = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER)
+            .query(&mut self.sentinels[0].conn())
+            .unwrap();
+        wait_for(Duration::from_secs(30), "the failover", || {
+            self.primary_port() == self.servers[new].port()
+                && info(&self.servers[new], "replication").contains("role:master")
+        });
+        started.elapsed()
+    }
+
+    /// Waits (at most 30 s) until server `old` says `role:slave` with its link up: the
+    /// sentinels demoted the old primary. Returns how long that took.
+    pub fn demoted(&self, old: usize) -> Duration {
+        wait_for(
+            Duration::from_secs(30),
+            "the old primary's demotion",
+            || {
+                let old_info = info(&self.servers[old], "replication");
+                old_info.contains("role:slave") && old_info.contains("master_link_status:up")
+            },
+        )
+    }
+}
+
+/// `INFO section` of `server`.
+pub fn info(server: &RedisServer, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(&mut server.conn())
+        .unwrap_or_default()
+}
+
+/// How many replicas of [`MASTER`] `sentinel` knows and considers up.
+fn replicas_known(sentinel: &RedisServer) -> usize {
+    let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
+        .arg("REPLICAS")
+        .arg(MASTER)
+        .query(&mut sentinel.conn())
+        .unwrap_or_default();
+    replicas
+        .iter()
+        .filter(|replica| {
+            replica
+                .get("flags")
+                .is_some_and(|flags| !flags.contains("s_down") && !flags.contains("disconnected"))
+        })
+        .count()
+}

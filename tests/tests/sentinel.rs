@@ -1,0 +1,179 @@
+//! Redis Sentinel: a real primary, replica and three sentinels on loopback
+//! (`lock_tests::sentinel`). Locks work before a failover forced with `SENTINEL FAILOVER`
+//! and after it, on the new primary, without a new client; the figures for RELIABILITY.md
+//! are printed on lines that start with `FIGURE sentinel`.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
+use lock_tests::sentinel::{MASTER, SentinelDeployment, info};
+
+fn client(deployment: &SentinelDeployment) -> LockClient {
+    LockClient::new(
+        Config::sentinel(MASTER, deployment.sentinel_urls())
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1)),
+    )
+    .unwrap()
+}
+
+/// `master_repl_offset` minus the replica's acknowledged offset, from the primary's view.
+fn replication_lag(deployment: &SentinelDeployment) -> Option<i64> {
+    let primary = info(
+        &deployment.servers[deployment.primary_index()],
+        "replication",
+    );
+    let field = |name: &str| {
+        primary
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    let master: i64 = field("master_repl_offset:")?.parse().ok()?;
+    let replica = field("slave0:")?;
+    let acknowledged: i64 = replica
+        .split(',')
+        .find_map(|pair| pair.strip_prefix("offset="))?
+        .parse()
+        .ok()?;
+    Some(master - acknowledged)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_work_before_and_after_a_forced_failover() {
+    let deployment = SentinelDeployment::start();
+    let client = client(&deployment);
+    assert_eq!(deployment.primary_index(), 0);
+
+    // Before: the lock is on the first primary.
+    let guard = client.lock("sentinel:before").acquire().await.unwrap();
+    assert_eq!(
+        deployment.servers[0].get("sentinel:before").as_deref(),
+        Some(guard.token())
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+
+    // A lease held across the failover, renewed every second by the watchdog.
+    let held = client
+        .lock("sentinel:held")
+        .ttl(Duration::from_secs(3))
+        .acquire()
+        .await
+        .unwrap();
+    let lag = replication_lag(&deployment);
+    let took = tokio::task::block_in_place(|| deployment.failover());
+    assert_eq!(deployment.primary_index(), 1);
+    println!("FIGURE sentinel failover: SENTINEL FAILOVER to a new primary in {took:?}");
+    println!(
+        "FIGURE sentinel lag: primary's offset minus the replica's last acknowledged one \
+         when the failover was forced: {lag:?} bytes"
+    );
+    // The old primary is not demoted yet: it still takes writes from clients that do
+    // not follow the sentinels (the sentinels demote it seconds later).
+    let old_takes_writes = redis::cmd("SET")
+        .arg("sentinel:probe")
+        .arg("1")
+        .query::<String>(&mut deployment.servers[0].conn())
+        .is_ok();
+    println!(
+        "FIGURE sentinel old: the old primary still accepts writes after the switch: {old_takes_writes}"
+    );
+
+    // After: the same client follows the sentinels' events to the new primary. Until it
+    // has, its locks still land on the old primary (the unsafe window): measured here by
+    // taking a lock every 10 ms until one lands on the new primary.
+    let started = Instant::now();
+    let mut on_old = 0;
+    let mut guard = None;
+    for attempt in 0..500 {
+        let acquired = client
+            .lock(format!("sentinel:after:{attempt}"))
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .unwrap();
+        if deployment.servers[1].get(acquired.key()).as_deref() == Some(acquired.token()) {
+            guard = Some(acquired);
+            break;
+        }
+        on_old += 1;
+        acquired.release().await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the client did not follow"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let guard = guard.expect("a lock on the new primary");
+    println!(
+        "FIGURE sentinel after: locks land on the new primary {:?} after the sentinel named \
+         it; {on_old} locks landed on the old primary meanwhile",
+        started.elapsed()
+    );
+    let key = guard.key().to_owned();
+    assert_eq!(deployment.servers[0].get(&key), None, "not on the old one");
+    assert!(client.is_locked(&key).await.unwrap());
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(deployment.servers[1].get(&key), None);
+
+    // The lease taken before the failover: replication had copied it, so the new primary
+    // has it, another client finds it busy there, and the watchdog renews it there (two
+    // renewal periods at ttl/3 = 1 s; the copy alone would expire 3 s after the take).
+    let on_new = deployment.servers[1].get("sentinel:held");
+    println!(
+        "FIGURE sentinel held: the lease taken before the failover is on the new primary: {}",
+        on_new.as_deref() == Some(held.token())
+    );
+    assert_eq!(on_new.as_deref(), Some(held.token()));
+    let other = LockClient::new(Config::sentinel(MASTER, deployment.sentinel_urls())).unwrap();
+    let busy = other
+        .lock("sentinel:held")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
+    let lost = tokio::time::timeout(Duration::from_millis(3500), held.lost()).await;
+    assert!(
+        lost.is_err(),
+        "the lease stays held across the failover: {lost:?}"
+    );
+    let pttl = deployment.servers[1].pttl("sentinel:held");
+    println!("FIGURE sentinel renewed: 3.5 s later the new primary's pttl is {pttl} ms (ttl 3000)");
+    assert!(pttl > 1000, "renewed on the new primary: pttl {pttl}");
+    assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_master_name_or_no_sentinel_is_a_clear_error() {
+    let deployment = SentinelDeployment::start();
+    let err = LockClient::new(Config::sentinel(
+        "no-such-master",
+        deployment.sentinel_urls(),
+    ))
+    .unwrap_err();
+    println!("unknown master: {err}");
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("no-such-master"), "{message}");
+    assert!(
+        message.contains(&deployment.sentinel_urls()[0]),
+        "{message}"
+    );
+
+    let nowhere = format!("redis://127.0.0.1:{}", lock_tests::free_port());
+    let started = Instant::now();
+    let err = LockClient::new(
+        Config::sentinel(MASTER, [nowhere.clone()]).connect_timeout(Duration::from_millis(300)),
+    )
+    .unwrap_err();
+    println!("no sentinel: {err} ({:?})", started.elapsed());
+    assert!(
+        err.to_string()
+            .contains(nowhere.trim_start_matches("redis://")),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
