@@ -64,6 +64,7 @@ async fn locks_work_before_and_after_a_forced_failover() {
         .unwrap();
     let lag = replication_lag(&deployment);
     let took = tokio::task::block_in_place(|| deployment.failover());
+    let named_at = Instant::now();
     assert_eq!(deployment.primary_index(), 1);
     println!("FIGURE sentinel failover: SENTINEL FAILOVER to a new primary in {took:?}");
     println!(
@@ -144,6 +145,19 @@ async fn locks_work_before_and_after_a_forced_failover() {
     println!("FIGURE sentinel renewed: 3.5 s later the new primary's pttl is {pttl} ms (ttl 3000)");
     assert!(pttl > 1000, "renewed on the new primary: pttl {pttl}");
     assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+
+    // The window in which the old primary takes writes: until the sentinels demote it.
+    // What it took meanwhile (the probe; a lock of a client that does not follow the
+    // sentinels) is discarded when it resynchronises from the new primary.
+    tokio::task::block_in_place(|| deployment.demoted(0));
+    let window = named_at.elapsed();
+    let probe_kept = deployment.servers[0].get("sentinel:probe").is_some();
+    println!(
+        "FIGURE sentinel window: the old primary took writes for {:?} after the new one was \
+         named; the write it took then survived: {probe_kept}",
+        window
+    );
+    assert!(!probe_kept, "a write to the demoted primary is discarded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
