@@ -401,7 +401,10 @@ fn open_client(url: &str, tls: &TlsFiles) -> Result<redis::Client, LockError> {
         redis::Client::open(url)
     };
     opened.map_err(|err| {
-        let hint = if url.starts_with("rediss://") && !cfg!(any(feature = "tls-rustls", feature = "tls-native-tls")) {
+        let hint = if url.contains("+sentinel://") {
+            " (Sentinel URLs are not supported: use Config::sentinel(master_name, sentinel_urls) \
+             with lock_runtime::init)"
+        } else if url.starts_with("rediss://") && !cfg!(any(feature = "tls-rustls", feature = "tls-native-tls")) {
             " (turn on the lock-runtime feature `tls-rustls` or `tls-native-tls` for rediss:// URLs)"
         } else {
             ""

@@ -177,12 +177,29 @@ impl Config {
     /// it under, `sentinels` their URLs (`redis://host:26379`, any number; each is tried in
     /// turn).
     ///
-    /// The client asks the sentinels for the primary before its first connection, and again
-    /// whenever a command fails in a way that says the primary moved: the connection was
-    /// refused or dropped (sentinels disconnect every client when they switch the primary),
-    /// or the server answered `READONLY` (it is a replica now). Locks taken before a
-    /// failover can be lost in it: replication is asynchronous, so a lock written to the
-    /// old primary just before it failed may not be on the new one (see RELIABILITY.md).
+    /// Behavior:
+    /// - Building the client asks the sentinels for the primary, in order; this blocks for
+    ///   at most `connect_timeout + response_timeout` per sentinel. An unknown master name
+    ///   or no reachable sentinel is a [`LockError::Config`](crate::LockError::Config)
+    ///   naming them.
+    /// - The client then subscribes to one sentinel's failover events (`+promoted-slave`,
+    ///   `+failover-state-reconf-slaves`, `+switch-master`; the next sentinel when that one
+    ///   goes away) and moves its connections to the primary the sentinels name after each.
+    ///   The old primary keeps taking writes until the sentinels demote it, so following
+    ///   the events, not waiting for errors, is what keeps locks off it.
+    /// - A request refused by the server, dropped, timed out, or answered `READONLY` (a
+    ///   demoted primary) also makes it ask; a refused or `READONLY` request is sent again
+    ///   on the new primary.
+    /// - The wake-up subscription stays on the first primary found: after a failover,
+    ///   waiters may sleep up to their safety-net park until the demoted primary relays the
+    ///   releases through replication.
+    ///
+    /// There is no URL form (`redis+sentinel://` does not parse: redis-rs has no parser for
+    /// it), so `REDIS_URL` cannot name a Sentinel deployment; use this with [`crate::init`].
+    ///
+    /// Locks taken before a failover can be lost in it: replication is asynchronous, so a
+    /// lock written to the old primary just before it failed may not be on the new one (see
+    /// RELIABILITY.md, "Sentinel failover"). Use fencing where that matters.
     ///
     /// The URL options that apply to the primary (`rediss://`, user, password, database)
     /// are taken from the first sentinel URL's; [`tls_ca_cert`](Self::tls_ca_cert) and

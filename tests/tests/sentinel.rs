@@ -177,6 +177,11 @@ async fn an_unknown_master_name_or_no_sentinel_is_a_clear_error() {
         "{message}"
     );
 
+    let err =
+        LockClient::new(Config::single("redis+sentinel://127.0.0.1:26379/mymaster")).unwrap_err();
+    println!("sentinel URL: {err}");
+    assert!(err.to_string().contains("Config::sentinel"), "{err}");
+
     let nowhere = format!("redis://127.0.0.1:{}", lock_tests::free_port());
     let started = Instant::now();
     let err = LockClient::new(
