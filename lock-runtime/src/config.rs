@@ -28,7 +28,17 @@ pub struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) node_timeout: Duration,
+    pub(crate) local_passes: u32,
+    pub(crate) local_pass_time: Duration,
 }
+
+/// How many times a process passes a lock between its own tasks, by default, before the
+/// next process gets it (see [`Config::local_passes`]).
+pub const DEFAULT_LOCAL_PASSES: u32 = 16;
+
+/// How long a process passes a lock between its own tasks, by default, before the next
+/// process gets it (see [`Config::local_pass_time`]).
+pub const DEFAULT_LOCAL_PASS_TIME: Duration = Duration::from_millis(25);
 
 /// Which servers hold the locks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +61,8 @@ impl Config {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
             node_timeout: Duration::from_millis(100),
+            local_passes: DEFAULT_LOCAL_PASSES,
+            local_pass_time: DEFAULT_LOCAL_PASS_TIME,
         }
     }
 
@@ -139,6 +151,38 @@ impl Config {
     /// How long one command may wait for its reply before it fails (default 2 s).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// How many times in a row a lock passes between tasks of this process without Redis
+    /// (default [`DEFAULT_LOCAL_PASSES`]). The tasks of a process that want the same key
+    /// queue locally, and a release hands the lock straight to the next of them: no round
+    /// trip, the same token and lease. After this many passes (or
+    /// [`local_pass_time`](Config::local_pass_time)), the release goes through Redis: the
+    /// next process in the key's queue gets the lock, and this process queues again behind
+    /// it in the same round trip (or keeps the lock when no other process waits). Zero
+    /// turns local passing off: every release goes through Redis.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::Config;
+    ///
+    /// // Let other processes in after at most 4 local passes or 10 ms.
+    /// let config = Config::single("redis://127.0.0.1:6379")
+    ///     .local_passes(4)
+    ///     .local_pass_time(Duration::from_millis(10));
+    /// # let _ = config;
+    /// ```
+    pub fn local_passes(mut self, passes: u32) -> Self {
+        self.local_passes = passes;
+        self
+    }
+
+    /// How long a process keeps passing a lock between its own tasks, from when it took the
+    /// lock in Redis, before the next process gets it (default
+    /// [`DEFAULT_LOCAL_PASS_TIME`]; see [`local_passes`](Config::local_passes)).
+    pub fn local_pass_time(mut self, time: Duration) -> Self {
+        self.local_pass_time = time;
         self
     }
 

@@ -237,6 +237,29 @@ impl RedisServer {
         redis::cmd("GET").arg(key).query(&mut self.conn()).unwrap()
     }
 
+    /// How many waiters (processes: one entry each) the Redis queue of `lock` holds; `lock`
+    /// without a hash tag (its queue is `~lock/queue{LOCK}`).
+    pub fn queued(&self, lock: &str) -> usize {
+        redis::cmd("ZCARD")
+            .arg(format!("~lock/queue{{{lock}}}"))
+            .query(&mut self.conn())
+            .unwrap()
+    }
+
+    /// Waits (bounded: 5 s) until the Redis queue of `lock` holds `count` waiters.
+    pub async fn until_queued(&self, lock: &str, count: usize) {
+        for _ in 0..2500 {
+            if self.queued(lock) >= count {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        panic!(
+            "only {} queued on {lock}, expected {count}",
+            self.queued(lock)
+        );
+    }
+
     /// PTTL in milliseconds (-2 missing, -1 no expiry).
     pub fn pttl(&self, key: &str) -> i64 {
         redis::cmd("PTTL").arg(key).query(&mut self.conn()).unwrap()

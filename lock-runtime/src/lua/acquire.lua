@@ -22,18 +22,12 @@
 -- A waiter that wants no fence leaves its lease in KEYS[5]: the release then grants it the
 -- lock directly (the key holds its token) instead of a hand-over.
 
--- The fence of a grant just made (the lock key already holds the token).
+-- The reply for a grant just made (the lock key already holds the token).
 local function fenced()
   if ARGV[3] == '0' then
     return {1, 0}
   end
-  -- Strictly above every earlier fence for this key, also after a restart that lost the
-  -- counter: seeded from the server clock in microseconds.
-  local _, now_us = server_time()
-  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  local fence = math.max(last + 1, now_us)
-  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
-  return {1, fence}
+  return {1, next_fence(KEYS[2], ARGV[3])}
 end
 
 local function acquire()
@@ -104,12 +98,10 @@ else
 end
 
 if ARGV[4] == '1' then
-  local lease = tonumber(ARGV[5])
-  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
-  redis.call('ZADD', KEYS[4], now_ms + lease, ARGV[1])
-  if ARGV[3] == '0' then
-    redis.call('HSET', KEYS[5], ARGV[1], ARGV[2])
+  local ttl = ARGV[2]
+  if ARGV[3] ~= '0' then
+    ttl = '0'
   end
-  keep_queue(KEYS[3], KEYS[4], KEYS[5], lease)
+  join(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ttl, tonumber(ARGV[5]), now_ms, now_us)
 end
 return {0, wait_ms}
