@@ -219,6 +219,24 @@ impl RedisServer {
         command_stat_on(&mut self.conn(), command, field)
     }
 
+    /// Every command the server executed since the last [`reset_stats`](Self::reset_stats)
+    /// (commands inside Lua included), but the harness's own `INFO` and `CONFIG`.
+    pub fn server_commands(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        info.lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_"))
+            .filter(|line| !line.starts_with("info:") && !line.starts_with("config"))
+            .filter_map(|line| {
+                line.split(|c| c == ':' || c == ',')
+                    .find_map(|pair| pair.strip_prefix("calls="))
+                    .and_then(|calls| calls.parse::<u64>().ok())
+            })
+            .sum()
+    }
+
     /// Resets `INFO commandstats`.
     pub fn reset_stats(&self) {
         let _: () = redis::cmd("CONFIG")
