@@ -230,7 +230,7 @@ impl RedisServer {
             .filter_map(|line| line.strip_prefix("cmdstat_"))
             .filter(|line| !line.starts_with("info:") && !line.starts_with("config"))
             .filter_map(|line| {
-                line.split(|c| c == ':' || c == ',')
+                line.split([':', ','])
                     .find_map(|pair| pair.strip_prefix("calls="))
                     .and_then(|calls| calls.parse::<u64>().ok())
             })
