@@ -393,13 +393,13 @@ async fn a_task_dropped_while_the_lock_passes_to_it_leaves_nothing_behind() {
         let first = client.lock(&key).acquire().await.unwrap();
         let doomed = {
             let lock = client.lock(&key);
-            tokio::spawn(async move { lock.acquire().await.map(|guard| drop(guard)) })
+            tokio::spawn(async move { lock.acquire().await.map(drop) })
         };
         until_waiting(&client, 1).await;
         // Every other round, a second waiter behind the doomed one must get the lock.
         let next = (round % 2 == 0).then(|| {
             let lock = client.lock(&key);
-            tokio::spawn(async move { lock.acquire().await.map(|guard| drop(guard)) })
+            tokio::spawn(async move { lock.acquire().await.map(drop) })
         });
         if next.is_some() {
             until_waiting(&client, 2).await;
