@@ -222,10 +222,13 @@ impl LockClient {
                 key_prefix: config.key_prefix,
                 watchdog,
                 wakeups,
-                cohorts: Cohorts::new(PassBound {
-                    passes: config.local_passes,
-                    time: config.local_pass_time,
-                }),
+                cohorts: Cohorts::new(
+                    PassBound {
+                        passes: config.local_passes,
+                        time: config.local_pass_time,
+                    },
+                    config.foreign_window,
+                ),
                 redlock,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,

@@ -39,7 +39,18 @@ pub(crate) struct PassBound {
 pub(crate) struct Cohorts {
     map: Mutex<HashMap<String, Arc<Cohort>>>,
     bound: PassBound,
+    /// How long a foreign window leaves the key free (zero: never).
+    foreign_window: Duration,
 }
+
+/// How long a process wants a key without a break before it first leaves it free for a
+/// foreign window (see [`Ending::Gap`]).
+const FIRST_FOREIGN_WINDOW: Duration = Duration::from_secs(1);
+
+/// The longest time between two foreign windows: each window that no foreign client used
+/// makes the next come four times later, up to this. A foreign client that starts to wait
+/// for a key that our processes keep busy gets in within about this long.
+const MAX_FOREIGN_EVERY: Duration = Duration::from_secs(16);
 
 /// One key's local queue and what the process holds of the key between two of its tasks.
 struct Cohort {
@@ -49,7 +60,6 @@ struct Cohort {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     /// Tasks that acquire or hold the key through this client.
     members: usize,
@@ -63,6 +73,25 @@ struct State {
     place: Option<Place>,
     /// The process's subscription to the key's release messages, kept while it has members.
     ticket: Option<WaitTicket>,
+    /// When the process next leaves the key free for a foreign window (`None`: a window is
+    /// under way), and the period of such windows now.
+    window_due: Option<Instant>,
+    window_every: Duration,
+}
+
+impl State {
+    fn new() -> Self {
+        State {
+            members: 0,
+            waiting: 0,
+            queued: 0,
+            tenure: None,
+            place: None,
+            ticket: None,
+            window_due: Some(Instant::now() + FIRST_FOREIGN_WINDOW),
+            window_every: FIRST_FOREIGN_WINDOW,
+        }
+    }
 }
 
 /// The lock as the process holds it between two of its tasks.
@@ -93,10 +122,11 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Cohorts {
-    pub(crate) fn new(bound: PassBound) -> Self {
+    pub(crate) fn new(bound: PassBound, foreign_window: Duration) -> Self {
         Cohorts {
             map: Mutex::new(HashMap::new()),
             bound,
+            foreign_window,
         }
     }
 
@@ -108,7 +138,7 @@ impl Cohorts {
             .or_insert_with(|| {
                 Arc::new(Cohort {
                     turn: Arc::new(tokio::sync::Mutex::new(())),
-                    state: Mutex::new(State::default()),
+                    state: Mutex::new(State::new()),
                 })
             })
             .clone();
@@ -217,6 +247,28 @@ impl Member {
         Some(place)
     }
 
+    /// The process's leading task took the key at `taken` after the foreign window its
+    /// place was queued with. Foreign clients that `used` it count as one more process in
+    /// the rotation: their next window comes after one tenure of ours (the pass bound's
+    /// time). An unused window makes the next come four times later than the last.
+    pub(crate) fn window_closed(&self, used: bool, taken: Instant) {
+        let tenure = self.client.cohorts().bound.time;
+        let mut state = self.state();
+        state.window_every = if used {
+            tenure.max(Duration::from_millis(1))
+        } else {
+            (state.window_every.max(FIRST_FOREIGN_WINDOW / 4) * 4).min(MAX_FOREIGN_EVERY)
+        };
+        state.window_due = Some(taken + state.window_every);
+    }
+
+    /// A foreign window was due but the key could not be left free (the lease was gone,
+    /// Redis failed): the next one is due a period from now.
+    pub(crate) fn window_skipped(&self) {
+        let mut state = self.state();
+        state.window_due = Some(Instant::now() + state.window_every);
+    }
+
     /// The task holds the lock now: it no longer counts as waiting.
     pub(crate) fn holds(&mut self) {
         if std::mem::take(&mut self.waiting) {
@@ -279,6 +331,12 @@ pub(crate) enum Ending {
     Yield,
     /// In Redis: no local waiter, or the lease is too short (or lost) to pass on.
     Release,
+    /// Free for a foreign window: clients that do not queue (redis-py's `Lock`, redsync,
+    /// node-redlock) take a lock only when they find the key free, which a queue that is
+    /// never empty never leaves it. A process that has wanted the key without a break for
+    /// [`FOREIGN_EVERY`] (more after unused windows) leaves it free this once, queued again
+    /// behind the window; none of our waiters takes it before the window ends.
+    Gap,
 }
 
 /// What a holding task has of the local level: its membership and where the process's
@@ -335,7 +393,11 @@ impl Holding {
         if !passable(valid_until, ttl, now) {
             return Ending::Release;
         }
-        let bound = self.member.client.cohorts().bound;
+        let cohorts = self.member.client.cohorts();
+        if yields && !cohorts.foreign_window.is_zero() && self.window_due(now) {
+            return Ending::Gap;
+        }
+        let bound = cohorts.bound;
         if self.passes < bound.passes && now.saturating_duration_since(self.began) < bound.time {
             return Ending::Pass;
         }
@@ -344,6 +406,21 @@ impl Holding {
         } else {
             Ending::Release
         }
+    }
+
+    /// Whether a foreign window is due; if so, none is due again until it closed.
+    fn window_due(&self, now: Instant) -> bool {
+        let mut state = self.member.state();
+        let due = state.window_due.is_some_and(|due| now >= due);
+        if due {
+            state.window_due = None;
+        }
+        due
+    }
+
+    /// How long a foreign window leaves the key free.
+    pub(crate) fn foreign_window(&self) -> Duration {
+        self.member.client.cohorts().foreign_window
     }
 
     /// Parks the lock for the next local waiter and gives up the turn: a pass.
@@ -375,6 +452,11 @@ impl Holding {
     /// Parks the lock for the next local waiter; the caller gives up the turn after this.
     fn park(self, tenure: Tenure) {
         self.member.state().tenure = Some(tenure);
+    }
+
+    /// A due foreign window could not be given (see [`Member::window_skipped`]).
+    pub(crate) fn window_skipped(&self) {
+        self.member.window_skipped();
     }
 
     /// The lock went to another process and the process queued again with `place`: the

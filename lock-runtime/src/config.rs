@@ -30,7 +30,12 @@ pub struct Config {
     pub(crate) node_timeout: Duration,
     pub(crate) local_passes: u32,
     pub(crate) local_pass_time: Duration,
+    pub(crate) foreign_window: Duration,
 }
+
+/// How long a foreign window leaves a contended key free, by default (see
+/// [`Config::foreign_window`]).
+pub const DEFAULT_FOREIGN_WINDOW: Duration = Duration::from_millis(100);
 
 /// How many times a process passes a lock between its own tasks, by default, before the
 /// next process gets it (see [`Config::local_passes`]).
@@ -63,6 +68,7 @@ impl Config {
             node_timeout: Duration::from_millis(100),
             local_passes: DEFAULT_LOCAL_PASSES,
             local_pass_time: DEFAULT_LOCAL_PASS_TIME,
+            foreign_window: DEFAULT_FOREIGN_WINDOW,
         }
     }
 
@@ -183,6 +189,24 @@ impl Config {
     /// [`DEFAULT_LOCAL_PASS_TIME`]; see [`local_passes`](Config::local_passes)).
     pub fn local_pass_time(mut self, time: Duration) -> Self {
         self.local_pass_time = time;
+        self
+    }
+
+    /// How long a process that keeps a key busy leaves it free, now and then, for clients
+    /// that do not queue (default [`DEFAULT_FOREIGN_WINDOW`]; zero: never).
+    ///
+    /// redis-py's `Lock`, redsync and node-redlock take a lock only when a `SET NX` finds
+    /// the key free; our queue hands a contended key from holder to waiter and never leaves
+    /// it free, so without this they would wait until their timeout. A process that has
+    /// wanted a key without a break for 4 s leaves it free this long at the end of a hold
+    /// (none of our waiters takes it meanwhile), then waits for it again; a window that no
+    /// foreign client used makes the next come four times later (up to 64 s), a used one
+    /// brings the next 250 ms after it. While a foreign client holds a key it took so, our
+    /// waiters ask again every 20 ms (its release publishes nothing). The window should
+    /// span the foreign clients' retry period (redis-py's `Lock` retries every 100 ms,
+    /// node-redlock every 200 ms, redsync every 50 to 250 ms), or they may miss it.
+    pub fn foreign_window(mut self, window: Duration) -> Self {
+        self.foreign_window = window;
         self
     }
 

@@ -196,10 +196,10 @@ impl LockGuard {
                 self.pass();
                 return Ok(ReleaseOutcome::Released);
             }
-            Ending::Yield => {
+            ending @ (Ending::Yield | Ending::Gap) => {
                 // In a task of its own: the other processes and this one's next task
                 // depend on it, so it must not stop half-way when this future is dropped.
-                let yielding = tokio::spawn(self.yield_lock());
+                let yielding = tokio::spawn(self.yield_lock(ending == Ending::Gap));
                 self.released = true;
                 return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
             }
@@ -250,8 +250,12 @@ impl LockGuard {
     }
 
     /// Gives the lock to the next process and queues this one again (its tasks still
-    /// wait), or keeps it when no other process waits. Holds the turn until Redis answered.
-    fn yield_lock(&mut self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> + use<> {
+    /// wait), or keeps it when no other process waits; with `gap`, leaves the key free for
+    /// a foreign window first. Holds the turn until Redis answered.
+    fn yield_lock(
+        &mut self,
+        gap: bool,
+    ) -> impl Future<Output = Result<ReleaseOutcome, LockError>> + use<> {
         self.released = true;
         let (client, names, token) = (
             self.client.clone(),
@@ -265,9 +269,14 @@ impl LockGuard {
             .lease_state(lease)
             .map_or(self.valid_until, |(valid_until, _)| valid_until);
         async move {
+            let window = match (&local, gap) {
+                (Some(local), true) => local.foreign_window(),
+                _ => Duration::ZERO,
+            };
             let requeue = Requeue {
                 token: crate::lease::new_token(),
                 ttl,
+                window,
             };
             let yielded = yield_lock(&client, &names, &token, &requeue, valid_until).await;
             // The turn is given up only once the lock is parked, or the next place is.
@@ -280,15 +289,22 @@ impl LockGuard {
                 return Ok(ReleaseOutcome::Released);
             }
             client.watchdog().remove(lease);
+            if gap && !matches!(yielded, Ok(Yielded::Gapped)) {
+                local.window_skipped();
+            }
             if !matches!(yielded, Ok(Yielded::Gone | Yielded::NotOwner)) {
                 // Queued with the release (or perhaps, when it failed): the next local
                 // waiter leads the wait with this place, or it is left.
-                local.requeued(Place::new(&client, &names, requeue.token, true));
+                let mut place = Place::new(&client, &names, requeue.token, true);
+                if let Ok(Yielded::Gapped) = yielded {
+                    place = place.after_window();
+                }
+                local.requeued(place);
             }
             let outcome = match yielded? {
                 Yielded::Gone => ReleaseOutcome::AlreadyExpired,
                 Yielded::NotOwner => ReleaseOutcome::NotOwner,
-                Yielded::Passed | Yielded::Kept => ReleaseOutcome::Released,
+                Yielded::Passed | Yielded::Kept | Yielded::Gapped => ReleaseOutcome::Released,
             };
             tracing::debug!(key = %names.lock, ?outcome, "lock yielded to the next process");
             Ok(outcome)
@@ -321,8 +337,8 @@ impl Drop for LockGuard {
             tracing::warn!(key = %self.names.lock, "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
             return;
         };
-        if ending == Ending::Yield {
-            runtime.spawn(self.yield_lock());
+        if matches!(ending, Ending::Yield | Ending::Gap) {
+            runtime.spawn(self.yield_lock(ending == Ending::Gap));
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.

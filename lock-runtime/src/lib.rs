@@ -99,7 +99,8 @@ pub mod __private;
 
 pub use client::{LockClient, client, init, is_locked};
 pub use config::{
-    Config, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES, DEFAULT_REDIS_URL, REDIS_URL_ENV,
+    Config, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
+    DEFAULT_REDIS_URL, REDIS_URL_ENV,
 };
 pub use context::{CurrentLock, current_lock};
 pub use error::{LockError, LostCause, ReleaseOutcome};

@@ -342,7 +342,12 @@ impl Lock {
         .await;
         member.put_ticket(ticket);
         match taken {
-            Ok(taken) => Ok((place.token().to_owned(), taken)),
+            Ok(taken) => {
+                if place.is_after_window() {
+                    member.window_closed(taken.window_used, taken.sent);
+                }
+                Ok((place.token().to_owned(), taken))
+            }
             Err(err) => {
                 if let Some(place) = member.keep_place(place) {
                     // Leave before reporting, but never past the overrun bound.

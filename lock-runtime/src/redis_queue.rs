@@ -32,11 +32,11 @@ const MAX_PARK: Duration = QUEUE_LEASE;
 enum Attempt {
     Acquired {
         fence: Option<u64>,
+        /// This try closed a foreign window that a foreign client used.
+        window_used: bool,
     },
     /// Held (or another waiter's turn): try again after at most this long.
-    NotNow {
-        retry_in: Duration,
-    },
+    NotNow { retry_in: Duration },
 }
 
 /// A process's stake in a key's Redis queue: its place (one per key, whichever of its
@@ -51,6 +51,8 @@ pub(crate) struct Place {
     joined: bool,
     /// The watchdog's keep-alive of the place, once a try queued it.
     kept: Option<u64>,
+    /// This place was queued with a foreign window its process left the key free for.
+    after_window: bool,
 }
 
 impl Place {
@@ -63,11 +65,23 @@ impl Place {
             token,
             joined,
             kept: None,
+            after_window: false,
         };
         if joined {
             place.keep();
         }
         place
+    }
+
+    /// The place of a process that left the key free for a foreign window.
+    pub(crate) fn after_window(mut self) -> Self {
+        self.after_window = true;
+        self
+    }
+
+    /// Whether this place was queued with a foreign window its process left.
+    pub(crate) fn is_after_window(&self) -> bool {
+        self.after_window
     }
 
     /// The token this place waits under: the process's token once it takes the lock.
@@ -247,7 +261,9 @@ impl RedisWait<'_> {
             Err(_) => return Err(self.timeout()),
         };
         Ok(match attempt {
-            Attempt::Acquired { fence } if Instant::now() < validity(sent, self.options.ttl) => {
+            Attempt::Acquired { fence, window_used }
+                if Instant::now() < validity(sent, self.options.ttl) =>
+            {
                 self.place.settle();
                 tracing::debug!(
                     key = %self.names.lock,
@@ -255,7 +271,11 @@ impl RedisWait<'_> {
                     attempts = self.attempts,
                     "lock acquired"
                 );
-                Step::Done(Taken { sent, fence })
+                Step::Done(Taken {
+                    sent,
+                    fence,
+                    window_used,
+                })
             }
             Attempt::Acquired { .. } => {
                 // The reply came after the lease's validity point: it acquires nothing.
@@ -376,6 +396,8 @@ pub(crate) enum Yielded {
     Passed,
     /// No other process waits: the holder keeps the lock.
     Kept,
+    /// The key is free for a foreign window, and the process's next place is queued.
+    Gapped,
     /// The key was gone (the lease had expired).
     Gone,
     /// Another owner holds the key.
@@ -404,6 +426,7 @@ pub(crate) async fn yield_lock(
     .await?;
     Ok(match reply {
         2 => Yielded::Kept,
+        3 => Yielded::Gapped,
         1 => Yielded::Passed,
         0 => Yielded::Gone,
         _ => Yielded::NotOwner,
@@ -440,7 +463,10 @@ async fn try_acquire(
         match reply {
             Ok(Some(_)) => {
                 client.mark_answered();
-                return Ok(Attempt::Acquired { fence: None });
+                return Ok(Attempt::Acquired {
+                    fence: None,
+                    window_used: false,
+                });
             }
             Ok(None) => {
                 client.mark_answered();
@@ -474,9 +500,10 @@ async fn try_acquire(
     .map_err(|err| LockError::backend(&names.lock, err))?;
     client.mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
-    Ok(if acquired == 1 {
+    Ok(if acquired >= 1 {
         Attempt::Acquired {
             fence: options.fencing.then_some(value),
+            window_used: acquired == 2,
         }
     } else {
         Attempt::NotNow {

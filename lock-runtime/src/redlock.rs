@@ -45,6 +45,7 @@ pub(crate) async fn acquire(
             let taken = Taken {
                 sent: round.sent,
                 fence: None,
+                window_used: false,
             };
             return Ok((token, taken));
         }

@@ -118,9 +118,13 @@ pub(crate) struct Requeue {
     pub(crate) token: String,
     /// The lease a direct grant to that entry would be confirmed with.
     pub(crate) ttl: std::time::Duration,
+    /// A foreign window to leave the key free for, instead of passing it on or keeping it
+    /// (zero: none).
+    pub(crate) window: std::time::Duration,
 }
 
-/// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key.
+/// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or
+/// leaves it free for a foreign window.
 pub(crate) fn release_call<'a>(
     names: &KeyNames,
     token: &str,
@@ -131,7 +135,8 @@ pub(crate) fn release_call<'a>(
     invocation
         .arg(&requeue.token)
         .arg(crate::lease::millis(requeue.ttl))
-        .arg(crate::lease::millis(QUEUE_LEASE));
+        .arg(crate::lease::millis(QUEUE_LEASE))
+        .arg(requeue.window.as_millis() as u64);
     invocation
 }
 

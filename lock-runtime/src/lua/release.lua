@@ -4,10 +4,12 @@
 -- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster),
 -- ARGV[4] the confirmation window of a direct grant (ms),
 -- ARGV[5] the releasing process's next queue entry when more of its tasks wait for the key
---         ('' or absent: none), ARGV[6] that entry's ttl (ms), ARGV[7] the queue lease (ms)
+--         ('' or absent: none), ARGV[6] that entry's ttl (ms), ARGV[7] the queue lease (ms),
+-- ARGV[8] a foreign window (ms, '0' or absent: none): leave the key free that long for
+--         clients that do not queue (redis-py's Lock, redsync), none of our waiters takes it
 -- Returns 1 released, 2 kept (ARGV[5] was given and no other process is queued: the holder
--- keeps the key and passes it on in its process), 0 the key is gone (the lease had
--- expired), -1 another owner holds it.
+-- keeps the key and passes it on in its process), 3 left free for a foreign window,
+-- 0 the key is gone (the lease had expired), -1 another owner holds it.
 --
 -- With waiters queued the key is not deleted. A head that left its ttl is granted the lock
 -- at once: the key holds its token for the confirmation window (the grantee extends it to
@@ -26,6 +28,7 @@ if current ~= ARGV[1] then
   return 0
 end
 local requeue = ARGV[5] or ''
+local window = tonumber(ARGV[8] or '0') or 0
 -- Nobody queued means nobody waits: no message at all on the uncontended path.
 local queued = redis.call('EXISTS', KEYS[2]) == 1
 local now_ms, now_us, head
@@ -33,6 +36,25 @@ if queued then
   now_ms, now_us = server_time()
   purge(KEYS[2], KEYS[3], KEYS[4], now_ms)
   head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+end
+if window > 0 then
+  -- A foreign window: the key is free until its end for anyone's SET NX, and acquire.lua
+  -- makes our waiters (the head, woken now, and the releasing process's next entry) wait
+  -- for the end; after it they take the key if it is still free.
+  if not now_ms then
+    now_ms, now_us = server_time()
+  end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[4], '~gap', now_ms + window)
+  if head then
+    redis.call(ARGV[3], ARGV[2], head)
+  end
+  if requeue ~= '' then
+    join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
+  else
+    keep_queue(KEYS[2], KEYS[3], KEYS[4], window + tonumber(ARGV[7] or '0'))
+  end
+  return 3
 end
 if not head and requeue ~= '' then
   return 2
