@@ -8,6 +8,7 @@ use once_cell::sync::OnceCell;
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 
+use crate::cohort::{Cohorts, PassBound};
 use crate::config::{TlsFiles, Topology};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::wakeups::Wakeups;
@@ -84,6 +85,8 @@ struct ClientInner {
     key_prefix: String,
     watchdog: Watchdog,
     wakeups: Wakeups,
+    /// The local queues: the tasks of this process that want the same key.
+    cohorts: Cohorts,
     redlock: Option<Redlock>,
     /// Whether Redis ever answered an acquire through this client.
     answered: AtomicBool,
@@ -264,6 +267,13 @@ impl LockClient {
                 key_prefix: config.key_prefix,
                 watchdog,
                 wakeups,
+                cohorts: Cohorts::new(
+                    PassBound {
+                        passes: config.local_passes,
+                        time: config.local_pass_time,
+                    },
+                    config.foreign_window,
+                ),
                 redlock,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
@@ -329,7 +339,7 @@ impl LockClient {
     /// How many tasks of this process wait for a lock now, and on how many keys'
     /// release channels this process is subscribed. Both return to zero when no one waits.
     pub fn waiting(&self) -> (usize, usize) {
-        (self.inner.wakeups.waiting(), self.inner.wakeups.channels())
+        (self.inner.cohorts.waiting(), self.inner.wakeups.channels())
     }
 
     /// Notes that Redis answered an acquire: a later timeout may hide a grant.
@@ -369,6 +379,10 @@ impl LockClient {
         } else {
             "PUBLISH"
         }
+    }
+
+    pub(crate) fn cohorts(&self) -> &Cohorts {
+        &self.inner.cohorts
     }
 
     pub(crate) fn wakeups(&self) -> &Wakeups {

@@ -32,7 +32,22 @@ pub struct Config {
     pub(crate) response_timeout: Duration,
     pub(crate) node_timeout: Duration,
     pub(crate) tls: TlsFiles,
+    pub(crate) local_passes: u32,
+    pub(crate) local_pass_time: Duration,
+    pub(crate) foreign_window: Duration,
 }
+
+/// How long a foreign window leaves a contended key free, by default (see
+/// [`Config::foreign_window`]).
+pub const DEFAULT_FOREIGN_WINDOW: Duration = Duration::from_millis(100);
+
+/// How many times a process passes a lock between its own tasks, by default, before the
+/// next process gets it (see [`Config::local_passes`]).
+pub const DEFAULT_LOCAL_PASSES: u32 = 16;
+
+/// How long a process passes a lock between its own tasks, by default, before the next
+/// process gets it (see [`Config::local_pass_time`]).
+pub const DEFAULT_LOCAL_PASS_TIME: Duration = Duration::from_millis(25);
 
 /// Certificates for TLS connections (`rediss://`), as PEM bytes.
 #[derive(Clone, Default)]
@@ -123,6 +138,9 @@ impl Config {
             response_timeout: Duration::from_secs(2),
             node_timeout: Duration::from_millis(100),
             tls: TlsFiles::default(),
+            local_passes: DEFAULT_LOCAL_PASSES,
+            local_pass_time: DEFAULT_LOCAL_PASS_TIME,
+            foreign_window: DEFAULT_FOREIGN_WINDOW,
         }
     }
 
@@ -367,6 +385,56 @@ impl Config {
     /// How long one command may wait for its reply before it fails (default 2 s).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// How many times in a row a lock passes between tasks of this process without Redis
+    /// (default [`DEFAULT_LOCAL_PASSES`]). The tasks of a process that want the same key
+    /// queue locally, and a release hands the lock straight to the next of them: no round
+    /// trip, the same token and lease. After this many passes (or
+    /// [`local_pass_time`](Config::local_pass_time)), the release goes through Redis: the
+    /// next process in the key's queue gets the lock, and this process queues again behind
+    /// it in the same round trip (or keeps the lock when no other process waits). Zero
+    /// turns local passing off: every release goes through Redis.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::Config;
+    ///
+    /// // Let other processes in after at most 4 local passes or 10 ms.
+    /// let config = Config::single("redis://127.0.0.1:6379")
+    ///     .local_passes(4)
+    ///     .local_pass_time(Duration::from_millis(10));
+    /// # let _ = config;
+    /// ```
+    pub fn local_passes(mut self, passes: u32) -> Self {
+        self.local_passes = passes;
+        self
+    }
+
+    /// How long a process keeps passing a lock between its own tasks, from when it took the
+    /// lock in Redis, before the next process gets it (default
+    /// [`DEFAULT_LOCAL_PASS_TIME`]; see [`local_passes`](Config::local_passes)).
+    pub fn local_pass_time(mut self, time: Duration) -> Self {
+        self.local_pass_time = time;
+        self
+    }
+
+    /// How long a process that keeps a key busy leaves it free, now and then, for clients
+    /// that do not queue (default [`DEFAULT_FOREIGN_WINDOW`]; zero: never).
+    ///
+    /// redis-py's `Lock`, redsync and node-redlock take a lock only when a `SET NX` finds
+    /// the key free; our queue hands a contended key from holder to waiter and never leaves
+    /// it free, so without this they would wait until their timeout. A process that has
+    /// wanted a key without a break for 4 s leaves it free this long at the end of a hold
+    /// (none of our waiters takes it meanwhile), then waits for it again; a window that no
+    /// foreign client used makes the next come four times later (up to 64 s), a used one
+    /// brings the next 250 ms after it. While a foreign client holds a key it took so, our
+    /// waiters ask again every 20 ms (its release publishes nothing). The window should
+    /// span the foreign clients' retry period (redis-py's `Lock` retries every 100 ms,
+    /// node-redlock every 200 ms, redsync every 50 to 250 ms), or they may miss it.
+    pub fn foreign_window(mut self, window: Duration) -> Self {
+        self.foreign_window = window;
         self
     }
 

@@ -1,13 +1,15 @@
 //! The guard of a held lock.
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::cohort::{Ending, Holding};
 use crate::context::{self, CurrentLock};
-use crate::lock::release_script;
-use crate::scripts::KeyNames;
-use crate::watchdog::{LeaseHandle, validity};
+use crate::redis_queue::{Place, Yielded, release_script, yield_lock};
+use crate::scripts::{KeyNames, Requeue};
+use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
 
 /// A held lock. Release it with [`release`](LockGuard::release); dropping it (cancellation,
@@ -30,9 +32,17 @@ pub struct LockGuard {
     valid_until: Instant,
     released: bool,
     reentrant: bool,
+    /// The lease's ttl and whether the watchdog renews it (the next local holder may keep
+    /// them as they are).
+    ttl: Duration,
+    renew: bool,
+    /// The key's local level: the turn, passed to the next local waiter on release.
+    local: Option<Holding>,
 }
 
 impl LockGuard {
+    /// The guard of a lock just taken in Redis with the command sent at `sent`: its lease
+    /// goes on the watchdog.
     pub(crate) fn new(
         client: LockClient,
         names: KeyNames,
@@ -40,11 +50,33 @@ impl LockGuard {
         fence: Option<u64>,
         options: &LockOptions,
         sent: Instant,
+        local: Option<Holding>,
     ) -> Self {
         let lease =
             client
                 .watchdog()
                 .register(&names.lock, &token, options.ttl, options.watchdog, sent);
+        Self::passed(client, names, token, fence, options, lease, local)
+    }
+
+    /// The guard of a lock whose lease is already on the watchdog (`lease`): one taken in
+    /// Redis, or passed on by another task of this process.
+    pub(crate) fn passed(
+        client: LockClient,
+        names: KeyNames,
+        token: String,
+        fence: Option<u64>,
+        options: &LockOptions,
+        lease: LeaseHandle,
+        mut local: Option<Holding>,
+    ) -> Self {
+        if let Some(turn) = local.as_mut().and_then(Holding::take_turn) {
+            client.watchdog().attach(lease.id, Box::new(turn));
+        }
+        let valid_until = client
+            .watchdog()
+            .lease_state(lease.id)
+            .map_or_else(Instant::now, |(valid_until, _)| valid_until);
         LockGuard {
             client,
             names,
@@ -52,9 +84,12 @@ impl LockGuard {
             fence,
             lease,
             acquired_at: Instant::now(),
-            valid_until: validity(sent, options.ttl),
+            valid_until,
             released: false,
             reentrant: false,
+            ttl: options.ttl,
+            renew: options.watchdog,
+            local,
         }
     }
 
@@ -73,6 +108,9 @@ impl LockGuard {
             valid_until: Instant::now(),
             released: false,
             reentrant: true,
+            ttl: Duration::ZERO,
+            renew: false,
+            local: None,
         }
     }
 
@@ -153,15 +191,28 @@ impl LockGuard {
             self.released = true;
             return Ok(ReleaseOutcome::Released);
         }
+        match self.ending() {
+            Ending::Pass => {
+                self.pass();
+                return Ok(ReleaseOutcome::Released);
+            }
+            ending @ (Ending::Yield | Ending::Gap) => {
+                // In a task of its own: the other processes and this one's next task
+                // depend on it, so it must not stop half-way when this future is dropped.
+                let yielding = tokio::spawn(self.yield_lock(ending == Ending::Gap));
+                self.released = true;
+                return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
+            }
+            Ending::Release => {}
+        }
+        // No pass after this point, also when this future is dropped before Redis answers
+        // (the drop then releases in the background); the turn is held until the reply.
+        let _turn = (self.local.take(), self.detach_turn());
         let valid_until = self.stop_renewing();
         let reply = release_script(&self.client, &self.names, &self.token, valid_until).await;
         // Only now: until Redis answered, a drop of this future must still release.
         self.released = true;
-        let outcome = match reply? {
-            1 => ReleaseOutcome::Released,
-            0 => ReleaseOutcome::AlreadyExpired,
-            _ => ReleaseOutcome::NotOwner,
-        };
+        let outcome = outcome_of(reply?);
         tracing::debug!(
             key = %self.names.lock,
             held_ms = self.acquired_at.elapsed().as_millis() as u64,
@@ -170,6 +221,104 @@ impl LockGuard {
         );
         Ok(outcome)
     }
+
+    /// How this hold ends: passed on in this process, yielded to the next process, or
+    /// released.
+    fn ending(&self) -> Ending {
+        match &self.local {
+            Some(local) => local.ending(self.lease.id, self.client.redlock().is_none()),
+            None => Ending::Release,
+        }
+    }
+
+    /// Takes back this holder's turn in the local queue from the watchdog (gone when the
+    /// lease was lost: the next local waiter has gone on already).
+    fn detach_turn(&self) -> Option<crate::watchdog::Attachment> {
+        self.client.watchdog().detach(self.lease.id)
+    }
+
+    /// Parks the lock for the next task of this process (no Redis round trip), then gives
+    /// up the turn.
+    fn pass(&mut self) {
+        self.released = true;
+        let turn = self.detach_turn();
+        if let Some(local) = self.local.take() {
+            local.pass(self.token.clone(), self.lease.id, self.ttl, self.renew);
+            tracing::debug!(key = %self.names.lock, "lock passed to the next local waiter");
+        }
+        drop(turn);
+    }
+
+    /// Gives the lock to the next process and queues this one again (its tasks still
+    /// wait), or keeps it when no other process waits; with `gap`, leaves the key free for
+    /// a foreign window first. Holds the turn until Redis answered.
+    fn yield_lock(
+        &mut self,
+        gap: bool,
+    ) -> impl Future<Output = Result<ReleaseOutcome, LockError>> + use<> {
+        self.released = true;
+        let (client, names, token) = (
+            self.client.clone(),
+            self.names.clone(),
+            std::mem::take(&mut self.token),
+        );
+        let (lease, ttl, renew, local) = (self.lease.id, self.ttl, self.renew, self.local.take());
+        let turn = self.detach_turn();
+        let valid_until = client
+            .watchdog()
+            .lease_state(lease)
+            .map_or(self.valid_until, |(valid_until, _)| valid_until);
+        async move {
+            let window = match (&local, gap) {
+                (Some(local), true) => local.foreign_window(),
+                _ => Duration::ZERO,
+            };
+            let requeue = Requeue {
+                token: crate::lease::new_token(),
+                ttl,
+                window,
+            };
+            let yielded = yield_lock(&client, &names, &token, &requeue, valid_until).await;
+            // The turn is given up only once the lock is parked, or the next place is.
+            let _turn = turn;
+            let Some(local) = local else {
+                return yielded.map(|_| ReleaseOutcome::Released);
+            };
+            if let Ok(Yielded::Kept) = yielded {
+                local.kept(token, lease, ttl, renew);
+                return Ok(ReleaseOutcome::Released);
+            }
+            client.watchdog().remove(lease);
+            if gap && !matches!(yielded, Ok(Yielded::Gapped)) {
+                local.window_skipped();
+            }
+            if !matches!(yielded, Ok(Yielded::Gone | Yielded::NotOwner)) {
+                // Queued with the release (or perhaps, when it failed): the next local
+                // waiter leads the wait with this place, or it is left.
+                let mut place = Place::new(&client, &names, requeue.token, true);
+                if let Ok(Yielded::Gapped) = yielded {
+                    place = place.after_window();
+                }
+                local.requeued(place);
+            }
+            let outcome = match yielded? {
+                Yielded::Gone => ReleaseOutcome::AlreadyExpired,
+                Yielded::NotOwner => ReleaseOutcome::NotOwner,
+                Yielded::Passed | Yielded::Kept | Yielded::Gapped => ReleaseOutcome::Released,
+            };
+            tracing::debug!(key = %names.lock, ?outcome, "lock yielded to the next process");
+            Ok(outcome)
+        }
+    }
+}
+
+/// What a release script's reply says.
+fn outcome_of(reply: i64) -> ReleaseOutcome {
+    match reply {
+        1 => ReleaseOutcome::Released,
+        0 => ReleaseOutcome::AlreadyExpired,
+        _ => ReleaseOutcome::NotOwner,
+    }
 }
 
 impl Drop for LockGuard {
@@ -177,12 +326,24 @@ impl Drop for LockGuard {
         if self.released || self.reentrant {
             return;
         }
-        let valid_until = self.stop_renewing();
+        let ending = self.ending();
+        if ending == Ending::Pass {
+            self.pass();
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime to release on: the lease ends by its ttl.
+            self.stop_renewing();
             tracing::warn!(key = %self.names.lock, "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
             return;
         };
+        if matches!(ending, Ending::Yield | Ending::Gap) {
+            runtime.spawn(self.yield_lock(ending == Ending::Gap));
+            return;
+        }
+        // The turn goes with the release: the next local waiter starts once it is done.
+        let local = (self.local.take(), self.detach_turn());
+        let valid_until = self.stop_renewing();
         let client = self.client.clone();
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
@@ -193,6 +354,7 @@ impl Drop for LockGuard {
                     tracing::warn!(key = %names.lock, error = %err, "release on drop failed; the lease expires by its ttl")
                 }
             }
+            drop(local);
         });
     }
 }

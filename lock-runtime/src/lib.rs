@@ -76,6 +76,7 @@
 //!   in both cases.
 
 mod client;
+mod cohort;
 mod config;
 mod connection;
 mod context;
@@ -84,7 +85,9 @@ mod guard;
 #[cfg(feature = "axum")]
 pub mod http;
 mod key;
+mod lease;
 mod lock;
+mod redis_queue;
 mod redlock;
 mod scripts;
 mod wakeups;
@@ -95,7 +98,10 @@ mod watchdog;
 pub mod __private;
 
 pub use client::{LockClient, client, init, is_locked};
-pub use config::{Config, DEFAULT_REDIS_URL, REDIS_URL_ENV};
+pub use config::{
+    Config, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
+    DEFAULT_REDIS_URL, REDIS_URL_ENV,
+};
 pub use context::{CurrentLock, current_lock};
 pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use guard::LockGuard;

@@ -17,9 +17,67 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::client::Redlock;
+use crate::lease::{Taken, jitter, millis, new_token, validity};
 use crate::scripts::{ACQUIRE, KeyNames, RELEASE, invoke, queue_call};
-use crate::watchdog::{millis, validity};
 use crate::{LockClient, LockError, LockOptions};
+
+/// Rounds on every master until a majority grants a valid lease, or the wait ends: the
+/// process's leading task runs them (its other tasks wait in the local queue). Returns the
+/// token and when its round was sent.
+pub(crate) async fn acquire(
+    client: &LockClient,
+    redlock: &Redlock,
+    names: &KeyNames,
+    options: &LockOptions,
+    (started, deadline): (Instant, Instant),
+) -> Result<(String, Taken), LockError> {
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let token = new_token();
+        let round = acquire_round(client, redlock, names, &token, options).await?;
+        if won(&round, redlock, options.ttl) {
+            tracing::debug!(
+                key = %names.lock,
+                granted = round.granted,
+                waited_ms = started.elapsed().as_millis() as u64,
+                "lock acquired on a quorum"
+            );
+            let taken = Taken {
+                sent: round.sent,
+                fence: None,
+                window_used: false,
+            };
+            return Ok((token, taken));
+        }
+        // Give back every grant, also on masters that seemed to fail: their grant may
+        // only have been late.
+        if (round.granted > 0 || !round.failures.is_empty())
+            && let Err(err) = release_all(client, redlock, names, &token).await
+        {
+            tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
+        }
+        let now = Instant::now();
+        if options.wait.is_zero() || now >= deadline {
+            if let Some(err) = no_quorum(&round, redlock, &names.lock) {
+                return Err(err);
+            }
+            if options.wait.is_zero() && round.held_for.is_some() {
+                return Err(LockError::Busy {
+                    key: names.lock.clone(),
+                });
+            }
+            return Err(LockError::Timeout {
+                key: names.lock.clone(),
+                waited: now - started,
+            });
+        }
+        let pause = backoff
+            .min(round.held_for.unwrap_or(backoff))
+            .max(Duration::from_millis(1));
+        tokio::time::sleep(pause.saturating_add(jitter()).min(deadline - now)).await;
+        backoff = (backoff * 2).min(Duration::from_millis(200));
+    }
+}
 
 /// What one round of acquire requests to every master found.
 pub(crate) struct Round {
@@ -34,7 +92,7 @@ pub(crate) struct Round {
 }
 
 /// One acquire round on every master.
-pub(crate) async fn acquire_round(
+async fn acquire_round(
     client: &LockClient,
     redlock: &Redlock,
     names: &KeyNames,
@@ -93,12 +151,12 @@ pub(crate) async fn acquire_round(
 }
 
 /// Whether a round holds the lock: a majority granted it and the lease is still valid.
-pub(crate) fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
+fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
     round.granted >= redlock.quorum && Instant::now() < validity(round.sent, ttl)
 }
 
 /// The error for a round in which too many masters failed for any quorum.
-pub(crate) fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
+fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
     let nodes = redlock.urls.len();
     (round.failures.len() > nodes - redlock.quorum).then(|| LockError::NoQuorum {
         key: key.to_owned(),

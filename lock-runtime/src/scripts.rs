@@ -7,7 +7,8 @@ use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
 use crate::LockError;
 use crate::connection::Connection;
 
-/// A queue script: the shared prelude (server time, queue book-keeping) and its own body.
+/// A script with the shared prelude (server time, fence counter, queue book-keeping) and its
+/// own body.
 macro_rules! queue_script {
     ($file:literal) => {
         Lazy::new(|| {
@@ -27,6 +28,9 @@ pub(crate) static RELEASE: Lazy<Script> = queue_script!("release.lua");
 
 /// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant.
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/renew.lua")));
+
+/// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
+pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
 
 /// A waiter leaves the queue.
 pub(crate) static LEAVE: Lazy<Script> = queue_script!("leave.lua");
@@ -102,6 +106,37 @@ pub(crate) fn queue_call<'a>(
         .arg(&names.channel)
         .arg(publish)
         .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
+    invocation
+}
+
+/// The process's next place in the queue, given with a release when more of its tasks wait
+/// for the key: it joins the tail in the same call (or, when no other process is queued,
+/// the holder keeps the key).
+#[derive(Debug, Clone)]
+pub(crate) struct Requeue {
+    /// The process's next token, and its entry in the queue.
+    pub(crate) token: String,
+    /// The lease a direct grant to that entry would be confirmed with.
+    pub(crate) ttl: std::time::Duration,
+    /// A foreign window to leave the key free for, instead of passing it on or keeping it
+    /// (zero: none).
+    pub(crate) window: std::time::Duration,
+}
+
+/// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or
+/// leaves it free for a foreign window.
+pub(crate) fn release_call<'a>(
+    names: &KeyNames,
+    token: &str,
+    publish: &str,
+    requeue: &Requeue,
+) -> ScriptInvocation<'a> {
+    let mut invocation = queue_call(&RELEASE, names, token, publish);
+    invocation
+        .arg(&requeue.token)
+        .arg(crate::lease::millis(requeue.ttl))
+        .arg(crate::lease::millis(QUEUE_LEASE))
+        .arg(requeue.window.as_millis() as u64);
     invocation
 }
 

@@ -302,24 +302,11 @@ impl Wakeups {
         Wakeups { shared }
     }
 
-    /// Registers a local waiter on `channel`. With `only_if_subscribed`, registers only when
-    /// the channel's subscription is already confirmed (so no release can go unheard
-    /// between the caller's next attempt and its wait).
-    pub(crate) fn register(
-        &self,
-        channel: &str,
-        token: &str,
-        only_if_subscribed: bool,
-    ) -> Option<WaitTicket> {
+    /// Registers this process's waiter on `channel` (one per key: the tasks of the process
+    /// wait for it in the key's local queue), under the token of its place in the queue.
+    pub(crate) fn register(&self, channel: &str, token: &str) -> WaitTicket {
         let wake = Arc::new(Wake::default());
         let mut registry = self.shared.registry();
-        let confirmed = registry
-            .channels
-            .get(channel)
-            .is_some_and(|entry| entry.state == Subscription::Confirmed);
-        if only_if_subscribed && !confirmed {
-            return None;
-        }
         let stamp = registry.next_stamp();
         let entry = registry
             .channels
@@ -331,31 +318,11 @@ impl Wakeups {
                 asking: Vec::new(),
             });
         entry.waiters.push((token.to_owned(), wake.clone()));
-        Some(WaitTicket {
+        WaitTicket {
             shared: self.shared.clone(),
             channel: channel.to_owned(),
-            token: token.to_owned(),
             wake,
-        })
-    }
-
-    /// Whether any local waiter is registered on `channel`: the key is contended here.
-    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
-        self.shared
-            .registry()
-            .channels
-            .get(channel)
-            .is_some_and(|entry| !entry.waiters.is_empty())
-    }
-
-    /// How many local waiters are registered (all channels).
-    pub(crate) fn waiting(&self) -> usize {
-        self.shared
-            .registry()
-            .channels
-            .values()
-            .map(|entry| entry.waiters.len())
-            .sum()
+        }
     }
 
     /// How many channels have local waiters (each subscribed, or being subscribed, once
@@ -388,11 +355,28 @@ impl Drop for Wakeups {
 pub(crate) struct WaitTicket {
     shared: Arc<Shared>,
     channel: String,
-    token: String,
     wake: Arc<Wake>,
 }
 
 impl WaitTicket {
+    /// The process waits under a new token (its next place in the queue): grants name it.
+    pub(crate) fn retoken(&self, token: &str) {
+        let mut registry = self.shared.registry();
+        let Some(entry) = registry.channels.get_mut(&self.channel) else {
+            return;
+        };
+        if let Some((waiting_as, _)) = entry
+            .waiters
+            .iter_mut()
+            .find(|(_, wake)| Arc::ptr_eq(wake, &self.wake))
+            && waiting_as != token
+        {
+            token.clone_into(waiting_as);
+            // A grant or wake-up meant for the old token is no longer ours.
+            self.wake.granted.store(false, Ordering::Release);
+        }
+    }
+
     /// Whether the channel's subscription is confirmed on the current connection.
     pub(crate) fn is_subscribed(&self) -> bool {
         self.shared
@@ -449,7 +433,7 @@ impl Drop for WaitTicket {
         };
         entry
             .waiters
-            .retain(|(token, wake)| !(token == &self.token && Arc::ptr_eq(wake, &self.wake)));
+            .retain(|(_, wake)| !Arc::ptr_eq(wake, &self.wake));
         if !entry.waiters.is_empty() {
             return;
         }

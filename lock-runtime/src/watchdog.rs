@@ -18,18 +18,8 @@ use tokio::time::Instant;
 
 use crate::LostCause;
 use crate::connection::Connection;
+use crate::lease::{millis, validity};
 use crate::scripts::{KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
-
-/// The safety margin taken off every lease for clock drift between us and Redis
-/// (1% of the ttl plus 2 ms, as in the Redlock algorithm).
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// The last instant at which a lease whose command was *sent* at `sent` is still ours.
-pub(crate) fn validity(sent: Instant, ttl: Duration) -> Instant {
-    sent + ttl.saturating_sub(drift(ttl))
-}
 
 /// The longest the scheduler sleeps when nothing is scheduled (a registration that needs it
 /// sooner wakes it).
@@ -88,7 +78,13 @@ struct Lease {
     valid_until: Instant,
     in_flight: bool,
     lost: watch::Sender<Option<LostCause>>,
+    /// What the holder keeps only while its lease lives (its turn in the key's local
+    /// queue): dropped with the lease when it is lost, so the next local waiter goes on.
+    attached: Option<Attachment>,
 }
+
+/// A value kept with a lease and dropped when the lease is lost.
+pub(crate) type Attachment = Box<dyn std::any::Any + Send>;
 
 /// A waiter's place in a key's queue, kept alive while the waiter waits.
 struct Queued {
@@ -105,6 +101,15 @@ struct KeepAlive {
 /// How often queue places are kept alive: three times per queue lease, so that one lost
 /// or late keep-alive does not cost a live waiter its place.
 const KEEPALIVE_EVERY: Duration = Duration::from_millis(QUEUE_LEASE.as_millis() as u64 / 3);
+
+/// A lease re-dated for its next holder in this process: the owner-checked command that
+/// set its new expiry was sent at `sent`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retake {
+    pub(crate) ttl: Duration,
+    pub(crate) renew: bool,
+    pub(crate) sent: Instant,
+}
 
 /// A held lease as the guard sees it: its schedule id and the lost signal.
 #[derive(Debug)]
@@ -191,6 +196,7 @@ impl Watchdog {
                     valid_until,
                     in_flight: false,
                     lost,
+                    attached: None,
                 },
             );
             (id, wake_sooner)
@@ -209,6 +215,67 @@ impl Watchdog {
             .leases
             .remove(&id)
             .map(|lease| lease.valid_until)
+    }
+
+    /// Gives a lease that stays on the schedule to its next holder in this process (a local
+    /// pass): the holder gets a lost signal of its own, and the one before it no longer hears
+    /// of this lease. With `retake`, the lease was just re-dated by an owner-checked round
+    /// trip sent at that instant, with that ttl and renewal (the new holder's options).
+    /// `None` when the lease is no longer on the schedule (lost, or past its validity).
+    pub(crate) fn hand_over(&self, id: u64, retake: Option<Retake>) -> Option<LeaseHandle> {
+        let (sender, receiver) = watch::channel(None);
+        let wake_sooner = {
+            let mut state = self.shared.state();
+            let lease = state.leases.get_mut(&id)?;
+            lease.lost = sender;
+            let Some(retake) = retake else {
+                return Some(LeaseHandle { id, lost: receiver });
+            };
+            lease.ttl = retake.ttl;
+            lease.renew = retake.renew;
+            lease.valid_until = validity(retake.sent, retake.ttl);
+            lease.next_renewal = retake.sent + retake.ttl / 3;
+            let first_event = if retake.renew {
+                lease.next_renewal.min(lease.valid_until)
+            } else {
+                lease.valid_until
+            };
+            state
+                .scheduled_wake
+                .is_none_or(|scheduled| first_event < scheduled)
+        };
+        if wake_sooner {
+            self.wake.notify_one();
+        }
+        Some(LeaseHandle { id, lost: receiver })
+    }
+
+    /// Keeps `value` with the lease `id` until [`detach`](Self::detach), or drops it when the
+    /// lease is lost; a lease no longer on the schedule drops it at once.
+    pub(crate) fn attach(&self, id: u64, value: Attachment) {
+        let mut state = self.shared.state();
+        if let Some(lease) = state.leases.get_mut(&id) {
+            lease.attached = Some(value);
+        }
+    }
+
+    /// Takes back what [`attach`](Self::attach) kept with the lease `id`, if it was not
+    /// lost meanwhile.
+    pub(crate) fn detach(&self, id: u64) -> Option<Attachment> {
+        self.shared
+            .state()
+            .leases
+            .get_mut(&id)
+            .and_then(|lease| lease.attached.take())
+    }
+
+    /// A lease's validity point and ttl as the schedule knows them, while it is on it.
+    pub(crate) fn lease_state(&self, id: u64) -> Option<(Instant, Duration)> {
+        self.shared
+            .state()
+            .leases
+            .get(&id)
+            .map(|lease| (lease.valid_until, lease.ttl))
     }
 
     /// Keeps a waiter's place in a key's queue alive until [`forget_queued`](Self::forget_queued):
@@ -567,13 +634,6 @@ fn log_errors(replies: &[redis::RedisResult<i64>], batch: &[Renewal]) {
     }
 }
 
-/// A duration in whole milliseconds for PX/PEXPIRE, at least 1.
-pub(crate) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,6 +648,7 @@ mod tests {
             valid_until: validity(now, ttl),
             in_flight: false,
             lost: watch::channel(None).0,
+            attached: None,
         }
     }
 

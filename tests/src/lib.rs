@@ -236,6 +236,24 @@ impl RedisServer {
         command_stat_on(&mut self.conn(), command, field)
     }
 
+    /// Every command the server executed since the last [`reset_stats`](Self::reset_stats)
+    /// (commands inside Lua included), but the harness's own `INFO` and `CONFIG`.
+    pub fn server_commands(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        info.lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_"))
+            .filter(|line| !line.starts_with("info:") && !line.starts_with("config"))
+            .filter_map(|line| {
+                line.split([':', ','])
+                    .find_map(|pair| pair.strip_prefix("calls="))
+                    .and_then(|calls| calls.parse::<u64>().ok())
+            })
+            .sum()
+    }
+
     /// Resets `INFO commandstats`.
     pub fn reset_stats(&self) {
         let _: () = redis::cmd("CONFIG")
@@ -252,6 +270,29 @@ impl RedisServer {
     /// GET as an optional string.
     pub fn get(&self, key: &str) -> Option<String> {
         redis::cmd("GET").arg(key).query(&mut self.conn()).unwrap()
+    }
+
+    /// How many waiters (processes: one entry each) the Redis queue of `lock` holds; `lock`
+    /// without a hash tag (its queue is `~lock/queue{LOCK}`).
+    pub fn queued(&self, lock: &str) -> usize {
+        redis::cmd("ZCARD")
+            .arg(format!("~lock/queue{{{lock}}}"))
+            .query(&mut self.conn())
+            .unwrap()
+    }
+
+    /// Waits (bounded: 5 s) until the Redis queue of `lock` holds `count` waiters.
+    pub async fn until_queued(&self, lock: &str, count: usize) {
+        for _ in 0..2500 {
+            if self.queued(lock) >= count {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        panic!(
+            "only {} queued on {lock}, expected {count}",
+            self.queued(lock)
+        );
     }
 
     /// PTTL in milliseconds (-2 missing, -1 no expiry).

@@ -147,11 +147,14 @@ async fn waiters_on_keys_of_different_nodes_are_woken_not_polling() {
         .map(|node| node.calls("evalsha") - node.failed_calls("evalsha"))
         .sum();
     let acquisitions = (tasks * keys.len()) as u64;
-    let per_acquisition = (executed - acquisitions) as f64 / acquisitions as f64;
-    println!("acquire attempts per acquisition on the cluster: {per_acquisition:.2}");
+    // Tasks of one client pass the lock between them; each client waits in Redis as one
+    // place per key, woken by releases: a few script calls per Redis tenure, shared by its
+    // acquisitions. Waiting per task costs two or more per acquisition, polling many more.
+    let per_acquisition = executed as f64 / acquisitions as f64;
+    println!("script calls per acquisition on the cluster: {per_acquisition:.2}");
     assert!(
-        per_acquisition <= 3.5,
-        "{per_acquisition:.2} attempts per acquisition"
+        per_acquisition <= 1.5,
+        "{per_acquisition:.2} script calls per acquisition"
     );
     for client in &clients {
         assert_eq!(client.waiting(), (0, 0));

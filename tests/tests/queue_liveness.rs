@@ -20,8 +20,9 @@ use tokio::time::Instant;
 const KEY: &str = "liveness";
 
 /// The waiting process: `LIVENESS_TASKS` tasks queue on [`KEY`] (ttl 30 s, wait 60 s), it
-/// prints `QUEUED` once all of them wait, and each task that acquires runs a body with a
-/// cross-process overlap detector (`inside` in Redis) and prints `RAN <inside>`.
+/// prints `QUEUED` once all of them wait (in its local queue, and the process in the Redis
+/// queue, subscribed to the key's releases), and each task that acquires runs a body with
+/// a cross-process overlap detector (`inside` in Redis) and prints `RAN <inside>`.
 #[test]
 fn waiting_process() {
     let Some(_) = child::role() else { return };
@@ -60,7 +61,7 @@ fn waiting_process() {
             }));
         }
         for _ in 0..2000 {
-            if client.waiting().0 == tasks {
+            if client.waiting() == (tasks, 1) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -118,7 +119,8 @@ fn a_killed_waiting_process_holds_the_others_up_about_a_second() {
             .unwrap();
         let (mut worker, lines) = start_waiters(&server, 64);
         assert_eq!(expect_line(&lines, "QUEUED "), "64");
-        assert_eq!(queued(&server), 64);
+        // One place for the process, however many of its tasks wait.
+        assert_eq!(queued(&server), 1);
         let live = server.lock_client();
         let waiter = {
             let lock = live
@@ -131,12 +133,12 @@ fn a_killed_waiting_process_holds_the_others_up_about_a_second() {
             })
         };
         for _ in 0..2000 {
-            if queued(&server) == 65 {
+            if queued(&server) == 2 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert_eq!(queued(&server), 65, "the live waiter queued behind the 64");
+        assert_eq!(queued(&server), 2, "the live waiter queued behind the 64");
         worker.kill().unwrap();
         worker.wait().unwrap();
         let released = Instant::now();
@@ -207,12 +209,12 @@ fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resum
             })
         };
         for _ in 0..2000 {
-            if queued(&server) == 17 {
+            if queued(&server) == 2 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert_eq!(queued(&server), 17, "the live waiter queued behind the 16");
+        assert_eq!(queued(&server), 2, "the live waiter queued behind the 16");
         let signal = |name: &str| {
             Command::new("kill")
                 .args([format!("-{name}"), worker.id().to_string()])
@@ -283,5 +285,91 @@ fn a_granted_waiter_without_watchdog_gets_its_whole_ttl() {
             outcome.is_ok(),
             "the granted body was cut short: {outcome:?}"
         );
+    });
+}
+
+/// The holding process: takes [`KEY`] (ttl 2 s, watchdog on), queues `LIVENESS_TASKS` more
+/// of its tasks behind it (local waiters), prints `HOLDING` and keeps the lock until killed.
+#[test]
+fn holding_process() {
+    let Some(_) = child::role() else { return };
+    let url = std::env::var("LIVENESS_URL").unwrap();
+    let tasks: usize = std::env::var("LIVENESS_TASKS").unwrap().parse().unwrap();
+    lock_tests::two_worker_runtime().block_on(async move {
+        let client = LockClient::new(Config::single(url.as_str())).unwrap();
+        let lock = client.lock(KEY).ttl(Duration::from_secs(2));
+        let held = lock.acquire().await.unwrap();
+        let waiters: Vec<_> = (0..tasks)
+            .map(|_| {
+                let lock = lock.clone().wait(Duration::from_secs(60));
+                tokio::spawn(
+                    async move { lock.acquire().await.map(|guard| guard.token().to_owned()) },
+                )
+            })
+            .collect();
+        for _ in 0..2000 {
+            if client.waiting().0 == tasks {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!("HOLDING {}", held.token());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        drop((held, waiters));
+    });
+}
+
+/// kill -9 of a process that holds the lock with 16 of its tasks queued locally behind the
+/// holder: its local waiters die with it, and the other process's waiter acquires once the
+/// lease ends (the key expires: no pass can outlive the process), within one queue lease of
+/// that.
+#[test]
+fn a_killed_holding_process_with_local_waiters_frees_the_key_when_its_lease_ends() {
+    let server = RedisServer::start();
+    lock_tests::two_worker_runtime().block_on(async {
+        let mut worker = child::spawn(
+            "holding_process",
+            "holder",
+            &[
+                ("LIVENESS_URL", server.url()),
+                ("LIVENESS_TASKS", "16".into()),
+            ],
+        );
+        let lines = child::stream_lines(worker.stdout.take().unwrap());
+        let token = expect_line(&lines, "HOLDING ");
+        assert_eq!(server.get(KEY).as_deref(), Some(token.as_str()));
+        assert_eq!(queued(&server), 0, "local waiters do not queue in Redis");
+        let live = server.lock_client();
+        let waiter = {
+            let lock = live.lock(KEY).wait(Duration::from_secs(30));
+            tokio::spawn(async move {
+                let guard = lock.acquire().await;
+                (Instant::now(), guard)
+            })
+        };
+        server.until_queued(KEY, 1).await;
+        worker.kill().unwrap();
+        worker.wait().unwrap();
+        let killed = Instant::now();
+        let left = Duration::from_millis(u64::try_from(server.pttl(KEY)).unwrap_or(0));
+        let (acquired, guard) = waiter.await.unwrap();
+        let guard = guard.unwrap();
+        let delay = acquired - killed;
+        println!(
+            "FIGURE killed-holding-process: holder with 16 local waiters killed with {:.0} ms of \
+             its lease left: the other process acquired {:.0} ms after the kill",
+            left.as_secs_f64() * 1000.0,
+            delay.as_secs_f64() * 1000.0
+        );
+        assert!(
+            delay >= left.saturating_sub(Duration::from_millis(50)),
+            "acquired before the lease ended"
+        );
+        assert!(
+            delay < left + Duration::from_millis(1500),
+            "held up {delay:?} with {left:?} of the lease left"
+        );
+        assert_ne!(guard.token(), token);
+        guard.release().await.unwrap();
     });
 }

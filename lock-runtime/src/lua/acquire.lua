@@ -13,8 +13,9 @@
 -- ARGV[5] queue lease (ms): how long a queued waiter keeps its place unless its process
 --         keeps it (each try, and the watchdog's keep-alive, start a new lease)
 --
--- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}:
--- how long the caller may sleep before trying again if no release wakes it.
+-- Returns {1, fence} when acquired (fence 0 without fencing; {2, fence} when this closed a
+-- foreign window that a foreign client used), otherwise {0, wait_ms}: how long the caller
+-- may sleep before trying again if no release wakes it.
 --
 -- A release that finds waiters leaves the key holding '~handover' (never a token) until
 -- the head of the queue takes it: so a plain `SET NX`, which the client sends as its first
@@ -22,18 +23,15 @@
 -- A waiter that wants no fence leaves its lease in KEYS[5]: the release then grants it the
 -- lock directly (the key holds its token) instead of a hand-over.
 
--- The fence of a grant just made (the lock key already holds the token).
+-- 1 acquired; 2 acquired, closing a foreign window that a client that does not queue used.
+local acquired = 1
+
+-- The reply for a grant just made (the lock key already holds the token).
 local function fenced()
   if ARGV[3] == '0' then
-    return {1, 0}
+    return {acquired, 0}
   end
-  -- Strictly above every earlier fence for this key, also after a restart that lost the
-  -- counter: seeded from the server clock in microseconds.
-  local _, now_us = server_time()
-  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  local fence = math.max(last + 1, now_us)
-  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
-  return {1, fence}
+  return {acquired, next_fence(KEYS[2], ARGV[3])}
 end
 
 local function acquire()
@@ -46,6 +44,10 @@ end
 -- again, rather than asking again at once. The client caps every park at its MAX_PARK
 -- (1 s, lock.rs), so any value at least that long gives the same wait.
 local NO_EXPIRY_WAIT_MS = 2000
+
+-- How soon our waiters ask again while a client that does not queue holds the key it took
+-- in a foreign window (its release publishes nothing). redis-py's Lock asks every 100 ms.
+local FOREIGN_POLL_MS = 20
 local function held_for()
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl == -1 then
@@ -89,11 +91,29 @@ local now_ms, now_us = server_time()
 purge(KEYS[3], KEYS[4], KEYS[5], now_ms)
 
 local wait_ms
-if not holder then
+-- A foreign window left by a release (release.lua): until its end our waiters leave the
+-- free key to clients that do not queue, asking every FOREIGN_POLL_MS. A foreign holder seen
+-- meanwhile marks the window used, and ends it once the key is free again; the first of
+-- ours to take the key closes the window.
+local gap_end = tonumber(redis.call('HGET', KEYS[5], '~gap'))
+local gap_used = gap_end and redis.call('HEXISTS', KEYS[5], '~gap-used') == 1
+if gap_end and holder then
+  redis.call('HSET', KEYS[5], '~gap-used', 1)
+  gap_used = true
+end
+if gap_end and not holder and not gap_used and now_ms < gap_end then
+  wait_ms = math.min(gap_end - now_ms, FOREIGN_POLL_MS)
+elseif not holder then
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head == nil or head == ARGV[1] then
     if head then
       forget(KEYS[3], KEYS[4], KEYS[5], head)
+    end
+    if gap_end then
+      redis.call('HDEL', KEYS[5], '~gap', '~gap-used')
+      if gap_used then
+        acquired = 2
+      end
     end
     return acquire()
   end
@@ -101,15 +121,17 @@ if not holder then
   wait_ms = math.max(0, (tonumber(redis.call('ZSCORE', KEYS[4], head)) or now_ms) - now_ms)
 else
   wait_ms = held_for()
+  if gap_end then
+    -- Taken in a foreign window by a client that publishes no release: ask again soon.
+    wait_ms = math.min(wait_ms, FOREIGN_POLL_MS)
+  end
 end
 
 if ARGV[4] == '1' then
-  local lease = tonumber(ARGV[5])
-  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
-  redis.call('ZADD', KEYS[4], now_ms + lease, ARGV[1])
-  if ARGV[3] == '0' then
-    redis.call('HSET', KEYS[5], ARGV[1], ARGV[2])
+  local ttl = ARGV[2]
+  if ARGV[3] ~= '0' then
+    ttl = '0'
   end
-  keep_queue(KEYS[3], KEYS[4], KEYS[5], lease)
+  join(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ttl, tonumber(ARGV[5]), now_ms, now_us)
 end
 return {0, wait_ms}

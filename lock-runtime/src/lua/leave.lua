@@ -13,6 +13,11 @@ local ours = current == ARGV[1]
 if not ours then
   return 1
 end
+-- A free key in a foreign window stays free; the next waiter takes it after the window.
+local gap_end = tonumber(redis.call('HGET', KEYS[4], '~gap'))
+if not current and gap_end and gap_end > server_time() then
+  return 1
+end
 local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if next then
   local now_ms = server_time()

@@ -1,6 +1,6 @@
--- Shared by the queue scripts (prepended to each of them): the server's clock and the
--- book-keeping of the wait queue. KEYS of the queue are passed in, as each script numbers
--- them its own way.
+-- Shared by the scripts (prepended to each of them but renew.lua): the server's clock, the
+-- fence counter and the book-keeping of the wait queue. Keys are passed in, as each script
+-- numbers them its own way.
 
 -- The server's time in milliseconds and in microseconds.
 local function server_time()
@@ -34,3 +34,26 @@ local function keep_queue(queue, deadlines, ttls, ms)
   end
 end
 
+
+-- Puts a waiter (a process: one entry per key) at the tail of the queue, or refreshes its
+-- place: a queue lease of `lease` ms from now, and its ttl (ms, or '0' for none) for a
+-- direct grant by a release. A waiter already queued keeps its place in the order.
+local function join(queue, deadlines, ttls, waiter, ttl, lease, now_ms, now_us)
+  redis.call('ZADD', queue, 'NX', now_us, waiter)
+  redis.call('ZADD', deadlines, now_ms + lease, waiter)
+  if ttl ~= '0' then
+    redis.call('HSET', ttls, waiter, ttl)
+  end
+  keep_queue(queue, deadlines, ttls, lease)
+end
+
+-- The next fence of a lock (the key just granted): strictly above every earlier fence for
+-- this key, also after a restart that lost the counter, as it is seeded from the server
+-- clock in microseconds. The counter lives `lifetime` ms after its last use.
+local function next_fence(counter, lifetime)
+  local _, now_us = server_time()
+  local last = tonumber(redis.call('GET', counter) or '0') or 0
+  local fence = math.max(last + 1, now_us)
+  redis.call('SET', counter, string.format('%.0f', fence), 'PX', lifetime)
+  return fence
+end

@@ -1,9 +1,15 @@
 -- Release a lock only if this owner still holds it (compare-and-delete), and hand it to the
--- waiter whose turn it is.
+-- waiter whose turn it is. A waiter is a process: its tasks queue locally, one entry here.
 -- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls
 -- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster),
--- ARGV[4] the confirmation window of a direct grant (ms)
--- Returns 1 released, 0 the key is gone (the lease had expired), -1 another owner holds it.
+-- ARGV[4] the confirmation window of a direct grant (ms),
+-- ARGV[5] the releasing process's next queue entry when more of its tasks wait for the key
+--         ('' or absent: none), ARGV[6] that entry's ttl (ms), ARGV[7] the queue lease (ms),
+-- ARGV[8] a foreign window (ms, '0' or absent: none): leave the key free that long for
+--         clients that do not queue (redis-py's Lock, redsync), none of our waiters takes it
+-- Returns 1 released, 2 kept (ARGV[5] was given and no other process is queued: the holder
+-- keeps the key and passes it on in its process), 3 left free for a foreign window,
+-- 0 the key is gone (the lease had expired), -1 another owner holds it.
 --
 -- With waiters queued the key is not deleted. A head that left its ttl is granted the lock
 -- at once: the key holds its token for the confirmation window (the grantee extends it to
@@ -12,7 +18,8 @@
 -- own grants (the grantee's confirming try dates its lease).
 -- Otherwise (a fenced waiter) the key holds '~handover' until the head's queue deadline and
 -- the message is its token: it takes the key through acquire.lua. Either way a newcomer's
--- plain `SET NX` fails and it queues behind.
+-- plain `SET NX` fails and it queues behind. The releasing process's next entry, if any,
+-- joins the tail in the same call.
 local current = redis.call('GET', KEYS[1])
 if current ~= ARGV[1] then
   if current and current ~= '~handover' then
@@ -20,29 +27,61 @@ if current ~= ARGV[1] then
   end
   return 0
 end
+local requeue = ARGV[5] or ''
+local window = tonumber(ARGV[8] or '0') or 0
 -- Nobody queued means nobody waits: no message at all on the uncontended path.
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local now_ms = server_time()
+local queued = redis.call('EXISTS', KEYS[2]) == 1
+local now_ms, now_us, head
+if queued then
+  now_ms, now_us = server_time()
   purge(KEYS[2], KEYS[3], KEYS[4], now_ms)
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+end
+if window > 0 then
+  -- A foreign window: the key is free until its end for anyone's SET NX, and acquire.lua
+  -- makes our waiters (the head, woken now, and the releasing process's next entry) wait
+  -- for the end; after it they take the key if it is still free.
+  if not now_ms then
+    now_ms, now_us = server_time()
+  end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[4], '~gap', now_ms + window)
   if head then
-    local ttl = redis.call('HGET', KEYS[4], head)
-    if ttl then
-      -- Until the grantee confirms (extending the key to its ttl), the grant lasts only
-      -- the confirmation window: a grantee whose process died or stopped holds it no longer.
-      redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[4])))
-      forget(KEYS[2], KEYS[3], KEYS[4], head)
-      redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
-      return 1
-    end
+    redis.call(ARGV[3], ARGV[2], head)
+  end
+  if requeue ~= '' then
+    join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
+  else
+    keep_queue(KEYS[2], KEYS[3], KEYS[4], window + tonumber(ARGV[7] or '0'))
+  end
+  return 3
+end
+if not head and requeue ~= '' then
+  return 2
+end
+if head then
+  local ttl = redis.call('HGET', KEYS[4], head)
+  if ttl then
+    -- Until the grantee confirms (extending the key to its ttl), the grant lasts only
+    -- the confirmation window: a grantee whose process died or stopped holds it no longer.
+    redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[4])))
+    forget(KEYS[2], KEYS[3], KEYS[4], head)
+    redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
+  else
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
     redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
     redis.call(ARGV[3], ARGV[2], head)
-    return 1
   end
+else
   redis.call('DEL', KEYS[1])
-  redis.call(ARGV[3], ARGV[2], '')
-  return 1
+  if queued then
+    redis.call(ARGV[3], ARGV[2], '')
+  end
 end
-redis.call('DEL', KEYS[1])
+if requeue ~= '' then
+  if not now_ms then
+    now_ms, now_us = server_time()
+  end
+  join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
+end
 return 1

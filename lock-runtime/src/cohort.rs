@@ -1,0 +1,467 @@
+//! The local level of the two-level queue (lock cohorting: Dice, Marathe and Shavit, "Lock
+//! Cohorting", PPoPP 2012; the process plays the NUMA node, Redis the global lock).
+//!
+//! The tasks of this process that want the same key wait in a local first-come-first-served
+//! queue, the key's *turn*; only the process waits in Redis, as one [`Place`] per key,
+//! however many of its tasks wait. The task that has the turn either takes over the lock
+//! the process already holds (a *pass*: no Redis round trip), or leads the process's wait
+//! in Redis.
+//!
+//! A holder that ends its hold with local waiters behind it passes the lock on while the
+//! [`PassBound`] and the lease allow. Past the bound the process *yields*: one release call
+//! gives the lock to the next process in the Redis queue and puts this one at the tail, or
+//! lets it keep the lock when no other process waits. A task that releases and asks again
+//! queues behind the waiters already there, here and in Redis.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
+
+use crate::LockClient;
+use crate::lease::passable;
+use crate::redis_queue::{Place, release_script};
+use crate::scripts::KeyNames;
+use crate::wakeups::WaitTicket;
+
+/// How far a process passes a lock between its own tasks before other processes get it:
+/// at most `passes` passes and `time` since the process took the lock in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PassBound {
+    pub(crate) passes: u32,
+    pub(crate) time: Duration,
+}
+
+/// The local queues of one client, by Redis key; a key's entry lives while a task of this
+/// process acquires or holds it.
+pub(crate) struct Cohorts {
+    map: Mutex<HashMap<String, Arc<Cohort>>>,
+    bound: PassBound,
+    /// How long a foreign window leaves the key free (zero: never).
+    foreign_window: Duration,
+}
+
+/// How long a process wants a key without a break before it first leaves it free for a
+/// foreign window (see [`Ending::Gap`]).
+const FIRST_FOREIGN_WINDOW: Duration = Duration::from_secs(1);
+
+/// The longest time between two foreign windows: each window that no foreign client used
+/// makes the next come four times later, up to this. A foreign client that starts to wait
+/// for a key that our processes keep busy gets in within about this long.
+const MAX_FOREIGN_EVERY: Duration = Duration::from_secs(16);
+
+/// One key's local queue and what the process holds of the key between two of its tasks.
+struct Cohort {
+    /// The local queue: a fair (first-come-first-served) mutex. Its holder holds the lock,
+    /// or leads the process's wait in Redis.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// Tasks that acquire or hold the key through this client.
+    members: usize,
+    /// Of those, the ones still acquiring.
+    waiting: usize,
+    /// Of those, the ones queued for the turn.
+    queued: usize,
+    /// The lock, held by the process while it passes from one task to the next.
+    tenure: Option<Tenure>,
+    /// The process's place in the Redis queue while no task leads the wait.
+    place: Option<Place>,
+    /// The process's subscription to the key's release messages, kept while it has members.
+    ticket: Option<WaitTicket>,
+    /// When the process next leaves the key free for a foreign window (`None`: a window is
+    /// under way), and the period of such windows now.
+    window_due: Option<Instant>,
+    window_every: Duration,
+}
+
+impl State {
+    fn new() -> Self {
+        State {
+            members: 0,
+            waiting: 0,
+            queued: 0,
+            tenure: None,
+            place: None,
+            ticket: None,
+            window_due: Some(Instant::now() + FIRST_FOREIGN_WINDOW),
+            window_every: FIRST_FOREIGN_WINDOW,
+        }
+    }
+}
+
+/// The lock as the process holds it between two of its tasks.
+#[derive(Debug)]
+pub(crate) struct Tenure {
+    /// The process's token: the key's value for the whole tenure.
+    pub(crate) token: String,
+    /// The lease's id on the watchdog, which keeps renewing it.
+    pub(crate) lease: u64,
+    pub(crate) ttl: Duration,
+    /// Whether the watchdog renews the lease.
+    pub(crate) renew: bool,
+    /// When the process took the lock in Redis (or kept it when nobody else waited).
+    pub(crate) began: Instant,
+    /// Local passes since then.
+    pub(crate) passes: u32,
+}
+
+/// The turn: held by the task that holds the lock or leads the wait in Redis.
+pub(crate) type Turn = OwnedMutexGuard<()>;
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update under these locks is a few field stores or one map operation, so a
+    // panic elsewhere cannot leave them half-done: poisoning is ignored.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Cohorts {
+    pub(crate) fn new(bound: PassBound, foreign_window: Duration) -> Self {
+        Cohorts {
+            map: Mutex::new(HashMap::new()),
+            bound,
+            foreign_window,
+        }
+    }
+
+    /// A task starts to acquire `names.lock`: it joins the key's local level.
+    pub(crate) fn join(&self, client: &LockClient, names: &KeyNames) -> Member {
+        let mut map = locked(&self.map);
+        let cohort = map
+            .entry(names.lock.clone())
+            .or_insert_with(|| {
+                Arc::new(Cohort {
+                    turn: Arc::new(tokio::sync::Mutex::new(())),
+                    state: Mutex::new(State::new()),
+                })
+            })
+            .clone();
+        {
+            let mut state = locked(&cohort.state);
+            state.members += 1;
+            state.waiting += 1;
+        }
+        Member {
+            client: client.clone(),
+            names: names.clone(),
+            cohort,
+            waiting: true,
+        }
+    }
+
+    /// How many tasks of this process are acquiring a lock now (all keys).
+    pub(crate) fn waiting(&self) -> usize {
+        locked(&self.map)
+            .values()
+            .map(|cohort| locked(&cohort.state).waiting)
+            .sum()
+    }
+}
+
+/// A task's membership in a key's local level, from the start of its acquire to its
+/// release. The last member to leave gives back what the process still has of the key:
+/// a lock parked between two tasks is released, a place in the Redis queue is left.
+pub(crate) struct Member {
+    client: LockClient,
+    names: KeyNames,
+    cohort: Arc<Cohort>,
+    /// Still acquiring (counted in `waiting`).
+    waiting: bool,
+}
+
+/// Counts a task queued for the turn while it is.
+struct Queued<'a>(&'a Cohort);
+
+impl<'a> Queued<'a> {
+    fn new(cohort: &'a Cohort) -> Self {
+        locked(&cohort.state).queued += 1;
+        Queued(cohort)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        locked(&self.0.state).queued -= 1;
+    }
+}
+
+impl Member {
+    fn state(&self) -> MutexGuard<'_, State> {
+        locked(&self.cohort.state)
+    }
+
+    /// The turn without waiting: `None` when another task of this process has it.
+    pub(crate) fn try_turn(&self) -> Option<Turn> {
+        self.cohort.turn.clone().try_lock_owned().ok()
+    }
+
+    /// Waits for the turn, behind the tasks of this process already waiting, until
+    /// `deadline`.
+    pub(crate) async fn turn(&self, deadline: Instant) -> Option<Turn> {
+        if let Some(turn) = self.try_turn() {
+            return Some(turn);
+        }
+        let _queued = Queued::new(&self.cohort);
+        tokio::time::timeout_at(deadline, self.cohort.turn.clone().lock_owned())
+            .await
+            .ok()
+    }
+
+    /// The lock the process holds between two of its tasks, for the task that has the turn.
+    pub(crate) fn take_tenure(&self) -> Option<Tenure> {
+        self.state().tenure.take()
+    }
+
+    /// The process's place in the Redis queue, for the task that leads the wait.
+    pub(crate) fn take_place(&self) -> Option<Place> {
+        self.state().place.take()
+    }
+
+    /// The process's subscription to the key's release messages, while a task leads the wait.
+    pub(crate) fn take_ticket(&self) -> Option<WaitTicket> {
+        self.state().ticket.take()
+    }
+
+    /// Puts the subscription back for the next task that leads the wait.
+    pub(crate) fn put_ticket(&self, ticket: Option<WaitTicket>) {
+        if ticket.is_some() {
+            self.state().ticket = ticket;
+        }
+    }
+
+    /// A leading task gave up (its wait ran out): the place stays for the process's next
+    /// leading task when other tasks still want the key; otherwise it is handed back, to
+    /// be left.
+    pub(crate) fn keep_place(&self, place: Place) -> Option<Place> {
+        let mut state = self.state();
+        if state.members > 1 {
+            state.place = Some(place);
+            return None;
+        }
+        Some(place)
+    }
+
+    /// The process's leading task took the key at `taken` after the foreign window its
+    /// place was queued with. Foreign clients that `used` it count as one more process in
+    /// the rotation: their next window comes after one tenure of ours (the pass bound's
+    /// time). An unused window makes the next come four times later than the last.
+    pub(crate) fn window_closed(&self, used: bool, taken: Instant) {
+        let tenure = self.client.cohorts().bound.time;
+        let mut state = self.state();
+        state.window_every = if used {
+            tenure.max(Duration::from_millis(1))
+        } else {
+            (state.window_every.max(FIRST_FOREIGN_WINDOW / 4) * 4).min(MAX_FOREIGN_EVERY)
+        };
+        state.window_due = Some(taken + state.window_every);
+    }
+
+    /// A foreign window was due but the key could not be left free (the lease was gone,
+    /// Redis failed): the next one is due a period from now.
+    pub(crate) fn window_skipped(&self) {
+        let mut state = self.state();
+        state.window_due = Some(Instant::now() + state.window_every);
+    }
+
+    /// The task holds the lock now: it no longer counts as waiting.
+    pub(crate) fn holds(&mut self) {
+        if std::mem::take(&mut self.waiting) {
+            self.state().waiting -= 1;
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let leftovers = {
+            let mut map = locked(&self.client.cohorts().map);
+            let mut state = self.state();
+            state.members -= 1;
+            if self.waiting {
+                state.waiting -= 1;
+            }
+            if state.members > 0 {
+                return;
+            }
+            if map
+                .get(&self.names.lock)
+                .is_some_and(|cohort| Arc::ptr_eq(cohort, &self.cohort))
+            {
+                map.remove(&self.names.lock);
+            }
+            (state.tenure.take(), state.place.take(), state.ticket.take())
+        };
+        // The place leaves the queue and the subscription ends as they are dropped here.
+        let (tenure, _place, _ticket) = leftovers;
+        if let Some(tenure) = tenure {
+            release_parked(&self.client, &self.names, tenure);
+        }
+    }
+}
+
+/// Releases, in the background, a lock parked for a task that gave up before taking it.
+fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
+    let Some(valid_until) = client.watchdog().remove(tenure.lease) else {
+        return; // lost meanwhile: nothing of ours to release
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (client, names) = (client.clone(), names.clone());
+    runtime.spawn(async move {
+        if let Err(err) = release_script(&client, &names, &tenure.token, valid_until).await {
+            tracing::warn!(key = %names.lock, error = %err, "releasing a parked lock failed; it expires by its ttl");
+        }
+    });
+}
+
+/// How a holder with this local level ends its hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// To the next local waiter, without Redis.
+    Pass,
+    /// To the next process in Redis, requeueing this one (or keeping the lock when no other
+    /// process waits).
+    Yield,
+    /// In Redis: no local waiter, or the lease is too short (or lost) to pass on.
+    Release,
+    /// Free for a foreign window: clients that do not queue (redis-py's `Lock`, redsync,
+    /// node-redlock) take a lock only when they find the key free, which a queue that is
+    /// never empty never leaves it. A process that has wanted the key without a break for
+    /// [`FOREIGN_EVERY`] (more after unused windows) leaves it free this once, queued again
+    /// behind the window; none of our waiters takes it before the window ends.
+    Gap,
+}
+
+/// What a holding task has of the local level: its membership and where the process's
+/// tenure stands. Its turn is kept with its lease on the watchdog (see
+/// [`Holding::take_turn`]), so that a lost lease lets the next local waiter go on at once.
+pub(crate) struct Holding {
+    member: Member,
+    turn: Option<Turn>,
+    began: Instant,
+    passes: u32,
+}
+
+impl std::fmt::Debug for Holding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Holding")
+            .field("key", &self.member.names.lock)
+            .field("passes", &self.passes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Holding {
+    /// The holding of a task that took the lock: in Redis (`tenure` none: a new tenure
+    /// begins) or from the task before it.
+    pub(crate) fn new(mut member: Member, turn: Turn, tenure: Option<&Tenure>) -> Self {
+        member.holds();
+        let (began, passes) = tenure.map_or((Instant::now(), 0), |t| (t.began, t.passes));
+        Holding {
+            member,
+            turn: Some(turn),
+            began,
+            passes,
+        }
+    }
+
+    /// The turn, to be kept with the holder's lease on the watchdog: the lease's loss
+    /// drops it, and the end of the hold takes it back (`detach`) and gives it up once the
+    /// lock is parked, yielded or released.
+    pub(crate) fn take_turn(&mut self) -> Option<Turn> {
+        self.turn.take()
+    }
+
+    /// How the hold of the lease `lease` should end now.
+    pub(crate) fn ending(&self, lease: u64, yields: bool) -> Ending {
+        let queued = self.member.state().queued;
+        if queued == 0 {
+            return Ending::Release;
+        }
+        let now = Instant::now();
+        let watchdog = self.member.client.watchdog();
+        let Some((valid_until, ttl)) = watchdog.lease_state(lease) else {
+            return Ending::Release;
+        };
+        if !passable(valid_until, ttl, now) {
+            return Ending::Release;
+        }
+        let cohorts = self.member.client.cohorts();
+        if yields && !cohorts.foreign_window.is_zero() && self.window_due(now) {
+            return Ending::Gap;
+        }
+        let bound = cohorts.bound;
+        if self.passes < bound.passes && now.saturating_duration_since(self.began) < bound.time {
+            return Ending::Pass;
+        }
+        if yields {
+            Ending::Yield
+        } else {
+            Ending::Release
+        }
+    }
+
+    /// Whether a foreign window is due; if so, none is due again until it closed.
+    fn window_due(&self, now: Instant) -> bool {
+        let mut state = self.member.state();
+        let due = state.window_due.is_some_and(|due| now >= due);
+        if due {
+            state.window_due = None;
+        }
+        due
+    }
+
+    /// How long a foreign window leaves the key free.
+    pub(crate) fn foreign_window(&self) -> Duration {
+        self.member.client.cohorts().foreign_window
+    }
+
+    /// Parks the lock for the next local waiter and gives up the turn: a pass.
+    pub(crate) fn pass(self, token: String, lease: u64, ttl: Duration, renew: bool) {
+        let tenure = Tenure {
+            token,
+            lease,
+            ttl,
+            renew,
+            began: self.began,
+            passes: self.passes + 1,
+        };
+        self.park(tenure);
+    }
+
+    /// No other process waited at a yield: the process keeps the lock, with a new bound.
+    pub(crate) fn kept(self, token: String, lease: u64, ttl: Duration, renew: bool) {
+        let tenure = Tenure {
+            token,
+            lease,
+            ttl,
+            renew,
+            began: Instant::now(),
+            passes: 0,
+        };
+        self.park(tenure);
+    }
+
+    /// Parks the lock for the next local waiter; the caller gives up the turn after this.
+    fn park(self, tenure: Tenure) {
+        self.member.state().tenure = Some(tenure);
+    }
+
+    /// A due foreign window could not be given (see [`Member::window_skipped`]).
+    pub(crate) fn window_skipped(&self) {
+        self.member.window_skipped();
+    }
+
+    /// The lock went to another process and the process queued again with `place`: the
+    /// next local waiter leads the wait for it (the caller gives up the turn after this).
+    pub(crate) fn requeued(self, place: Place) {
+        self.member.state().place = Some(place);
+    }
+}

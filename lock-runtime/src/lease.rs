@@ -1,0 +1,86 @@
+//! Lease arithmetic: how long a lease taken or renewed at a given instant is ours, on the
+//! local monotonic clock, and how much of it a local pass needs left.
+//!
+//! A lease is valid until `send_time + ttl − drift`: measured from when the command was
+//! *sent* (not when the reply came), less a margin for the clocks of this process and
+//! Redis running at different rates. A reply that arrives after that point acquires
+//! nothing; the same rule holds for renewals.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The safety margin taken off every lease for clock drift between us and Redis
+/// (1% of the ttl plus 2 ms, as in the Redlock algorithm).
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The last instant at which a lease whose command was *sent* at `sent` is still ours.
+pub(crate) fn validity(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl.saturating_sub(drift(ttl))
+}
+
+/// Whether a lease valid until `valid_until` still has enough left to be passed to another
+/// task of this process without a round trip: a quarter of its ttl (the watchdog renews at
+/// every third, so a lease it keeps has more), and never less than 5 ms.
+pub(crate) fn passable(valid_until: Instant, ttl: Duration, now: Instant) -> bool {
+    valid_until.saturating_duration_since(now) >= (ttl / 4).max(Duration::from_millis(5))
+}
+
+/// A fresh token: a uuid v4 (122 random bits), never reused. A process keeps one for a
+/// whole tenure, while it passes the lock between its own tasks.
+pub(crate) fn new_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// A duration in whole milliseconds for PX/PEXPIRE, at least 1.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// A lock taken in Redis: when the command that took it was sent, and its fence.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Taken {
+    pub(crate) sent: Instant,
+    pub(crate) fence: Option<u64>,
+    /// The take closed a foreign window that a client that does not queue used.
+    pub(crate) window_used: bool,
+}
+
+/// A few random milliseconds added to a park, so waiters woken by time do not retry in
+/// lockstep.
+pub(crate) fn jitter() -> Duration {
+    Duration::from_micros(fastrand::u64(0..=3_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_valid_from_its_send_time_less_the_drift() {
+        let sent = Instant::now();
+        let ttl = Duration::from_secs(10);
+        assert_eq!(validity(sent, ttl), sent + Duration::from_millis(9_898));
+        assert_eq!(validity(sent, Duration::from_millis(1)), sent);
+    }
+
+    #[test]
+    fn a_lease_is_passed_only_with_a_quarter_of_its_ttl_left() {
+        let now = Instant::now();
+        let ttl = Duration::from_secs(30);
+        assert!(passable(now + Duration::from_secs(20), ttl, now));
+        assert!(!passable(now + Duration::from_secs(7), ttl, now));
+        assert!(!passable(now, Duration::from_millis(4), now));
+    }
+
+    #[test]
+    fn whole_milliseconds_at_least_one() {
+        assert_eq!(millis(Duration::from_micros(10)), 1);
+        assert_eq!(millis(Duration::from_millis(1500)), 1500);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,679 @@
+//! The Redis level of the two-level queue, client side: one process's place in a key's
+//! Redis queue ([`Place`]), the wait for the lock that the process's leading task runs
+//! ([`acquire`]), and the script calls that take, give back, pass on or re-date the lock.
+//!
+//! A process waits in Redis as one entry per key, whatever number of its tasks want the key
+//! (those wait in the local queue, [`crate::cohort`]). The entry lives only while the
+//! process keeps it alive (the watchdog's keep-alive); a release grants the head entry the
+//! lock for a short confirmation window, which the process's next try confirms.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::lease::{Taken, jitter, millis, validity};
+use crate::redlock;
+use crate::scripts::{
+    ACQUIRE, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RETAKE, Requeue, invoke, queue_call,
+    release_call,
+};
+use crate::wakeups::WaitTicket;
+use crate::{FENCE_COUNTER_LIFETIME, LockClient, LockError, LockOptions};
+
+/// The longest a waiter parks without checking again, should a wake-up be lost (the
+/// subscription reconnecting, a foreign client releasing without a message, a grant to a
+/// waiter whose process died and lapses without any message). Releases wake the next
+/// waiter at once; this bounds how long the waiters behind a dead one learn of its lapse
+/// (one queue lease), so it is no longer than the queue lease.
+const MAX_PARK: Duration = QUEUE_LEASE;
+
+/// What one acquire try found.
+enum Attempt {
+    Acquired {
+        fence: Option<u64>,
+        /// This try closed a foreign window that a foreign client used.
+        window_used: bool,
+    },
+    /// Held (or another waiter's turn): try again after at most this long.
+    NotNow { retry_in: Duration },
+}
+
+/// A process's stake in a key's Redis queue: its place (one per key, whichever of its
+/// tasks leads the wait), and possibly a grant whose reply it never saw. Dropping it
+/// before the lock was taken (every task of the process gave up, Redis failed) leaves the
+/// queue in the background, which also passes such a grant on.
+pub(crate) struct Place {
+    client: LockClient,
+    names: KeyNames,
+    token: String,
+    /// A try may have queued this token or granted it the lock: leaving must clean both.
+    joined: bool,
+    /// The watchdog's keep-alive of the place, once a try queued it.
+    kept: Option<u64>,
+    /// This place was queued with a foreign window its process left the key free for.
+    after_window: bool,
+}
+
+impl Place {
+    /// A place not yet in Redis (`joined` false), or one a release just put at the tail of
+    /// the queue (`joined` true: kept alive from now on).
+    pub(crate) fn new(client: &LockClient, names: &KeyNames, token: String, joined: bool) -> Self {
+        let mut place = Place {
+            client: client.clone(),
+            names: names.clone(),
+            token,
+            joined,
+            kept: None,
+            after_window: false,
+        };
+        if joined {
+            place.keep();
+        }
+        place
+    }
+
+    /// The place of a process that left the key free for a foreign window.
+    pub(crate) fn after_window(mut self) -> Self {
+        self.after_window = true;
+        self
+    }
+
+    /// Whether this place was queued with a foreign window its process left.
+    pub(crate) fn is_after_window(&self) -> bool {
+        self.after_window
+    }
+
+    /// The token this place waits under: the process's token once it takes the lock.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Has the watchdog keep the place alive (once).
+    fn keep(&mut self) {
+        if self.kept.is_none() {
+            self.kept = Some(self.client.watchdog().keep_queued(&self.names, &self.token));
+        }
+    }
+
+    /// Stops keeping the place: the lock was taken (or nothing of it is in Redis).
+    fn settle(&mut self) {
+        self.joined = false;
+        if let Some(id) = self.kept.take() {
+            self.client.watchdog().forget_queued(id);
+        }
+    }
+
+    /// Leaves the queue now, but not past `bound`; a place still joined then leaves in the
+    /// background when it is dropped.
+    pub(crate) async fn leave(mut self, bound: Instant) {
+        if !self.joined {
+            return;
+        }
+        if let Ok(Ok(())) =
+            tokio::time::timeout_at(bound, leave_queue(&self.client, &self.names, &self.token))
+                .await
+        {
+            self.settle();
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let joined = self.joined;
+        self.settle();
+        if !joined {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (client, names, token) = (
+            self.client.clone(),
+            self.names.clone(),
+            std::mem::take(&mut self.token),
+        );
+        // In the background, so retried like a release: a grant this process never heard of
+        // (its reply lost with a reset connection) would otherwise stay until its window ends.
+        runtime.spawn(async move {
+            let give_up = Instant::now() + RELEASE_BUDGET;
+            let _ = retrying(&names, "leaving the queue", give_up, || {
+                leave_queue(&client, &names, &token)
+            })
+            .await;
+        });
+    }
+}
+
+/// The wait of a process for a key in Redis, run by its leading task: tries, joins the
+/// queue, subscribes to the key's release messages once, and parks until a release wakes
+/// or grants it, the holder's lease would end, or `deadline`.
+struct RedisWait<'a> {
+    client: &'a LockClient,
+    names: &'a KeyNames,
+    options: &'a LockOptions,
+    place: &'a mut Place,
+    ticket: &'a mut Option<WaitTicket>,
+    started: Instant,
+    deadline: Instant,
+    /// No try may keep the caller past its wait by more than one response timeout.
+    overrun: Instant,
+    /// The first try is a plain `SET NX PX` (no place in the queue yet, no fence wanted).
+    quick: bool,
+    transient_pause: Duration,
+    attempts: u64,
+    /// The last grant arrived after its validity point and was given back.
+    late: bool,
+}
+
+/// What to do after one try.
+enum Step {
+    Done(Taken),
+    Again,
+    Park(Duration),
+}
+
+/// Waits for the lock on behalf of the process in `place` (see [`RedisWait`]).
+///
+/// On success the place is settled (its token is the lock's). On an error the place is
+/// left to the caller: kept for the process's next leading task, or dropped (it leaves).
+pub(crate) async fn acquire(
+    client: &LockClient,
+    names: &KeyNames,
+    options: &LockOptions,
+    place: &mut Place,
+    ticket: &mut Option<WaitTicket>,
+    (started, deadline): (Instant, Instant),
+) -> Result<Taken, LockError> {
+    let quick = !options.fencing && !place.joined;
+    if let Some(ticket) = ticket.as_ref() {
+        ticket.retoken(&place.token);
+    }
+    let mut wait = RedisWait {
+        client,
+        names,
+        options,
+        place,
+        ticket,
+        started,
+        deadline,
+        overrun: deadline + client.response_timeout(),
+        quick,
+        transient_pause: TRANSIENT_PAUSE,
+        attempts: 0,
+        late: false,
+    };
+    for _ in 0..MAX_TRIES {
+        let subscribed_before = wait.ticket.as_ref().is_some_and(WaitTicket::is_subscribed);
+        let retry_in = match wait.attempt().await? {
+            Step::Done(taken) => return Ok(taken),
+            Step::Again => continue,
+            Step::Park(retry_in) => retry_in,
+        };
+        wait.check_time()?;
+        if !subscribed_before && wait.subscribe().await {
+            continue;
+        }
+        wait.park(retry_in).await;
+    }
+    Err(LockError::Timeout {
+        key: names.lock.clone(),
+        waited: started.elapsed(),
+    })
+}
+
+/// A bound on the tries of one wait, far above what any wait makes (each try but the
+/// first is preceded by a park, a subscription or a back-off).
+const MAX_TRIES: u32 = 10_000_000;
+
+impl RedisWait<'_> {
+    /// One try and what it means.
+    async fn attempt(&mut self) -> Result<Step, LockError> {
+        self.attempts += 1;
+        let sent = Instant::now();
+        // Until the reply says otherwise, this try may have queued us or granted us the
+        // lock: giving up now must clean both.
+        self.place.joined = true;
+        let quick = std::mem::take(&mut self.quick);
+        let attempt = try_acquire(
+            self.client,
+            self.names,
+            &self.place.token,
+            self.options,
+            quick,
+        );
+        let attempt = match tokio::time::timeout_at(self.overrun, attempt).await {
+            Ok(Ok(attempt)) => attempt,
+            // A cluster moving the slot, a server loading or restarting, a reset
+            // connection, a reply that timed out: worth another try in time (with the
+            // same token, so a lost grant is found again). A server that never answered
+            // is unreachable: reported at once, within the connect timeout.
+            Ok(Err(err)) if is_retryable(self.client, &err) && Instant::now() < self.deadline => {
+                tracing::debug!(key = %self.names.lock, error = %err, "transient error; retrying");
+                let pause = self.transient_pause.saturating_add(jitter());
+                tokio::time::sleep(pause.min(self.deadline - Instant::now())).await;
+                self.transient_pause = (self.transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
+                return Ok(Step::Again);
+            }
+            Ok(Err(err)) => return Err(err),
+            // The try outlasted the wait by a whole response timeout: give up.
+            Err(_) => return Err(self.timeout()),
+        };
+        Ok(match attempt {
+            Attempt::Acquired { fence, window_used }
+                if Instant::now() < validity(sent, self.options.ttl) =>
+            {
+                self.place.settle();
+                tracing::debug!(
+                    key = %self.names.lock,
+                    waited_ms = self.started.elapsed().as_millis() as u64,
+                    attempts = self.attempts,
+                    "lock acquired"
+                );
+                Step::Done(Taken {
+                    sent,
+                    fence,
+                    window_used,
+                })
+            }
+            Attempt::Acquired { .. } => {
+                // The reply came after the lease's validity point: it acquires nothing.
+                self.place.joined = false;
+                tracing::warn!(key = %self.names.lock, "acquire reply arrived after the lease validity; retrying");
+                release_token(self.client, self.names, &self.place.token).await;
+                self.late = true;
+                Step::Park(Duration::ZERO)
+            }
+            Attempt::NotNow { retry_in } => {
+                if self.options.wait.is_zero() {
+                    // Tried once without joining the queue: nothing to clean.
+                    self.place.joined = false;
+                } else {
+                    // This try queued us: from now on the watchdog keeps our place.
+                    self.place.keep();
+                }
+                Step::Park(retry_in)
+            }
+        })
+    }
+
+    /// `Busy` for a try-once caller, `Timeout` once the wait ran out.
+    fn check_time(&self) -> Result<(), LockError> {
+        if self.options.wait.is_zero() && !self.late {
+            return Err(LockError::Busy {
+                key: self.names.lock.clone(),
+            });
+        }
+        if Instant::now() >= self.deadline {
+            return Err(self.timeout());
+        }
+        Ok(())
+    }
+
+    fn timeout(&self) -> LockError {
+        LockError::Timeout {
+            key: self.names.lock.clone(),
+            waited: self.started.elapsed(),
+        }
+    }
+
+    /// Registers the process's waiter and, unless its subscription is already up,
+    /// subscribes and returns true: the caller then tries again at once, as a release
+    /// between the last try and the subscription would otherwise go unheard.
+    async fn subscribe(&mut self) -> bool {
+        let ticket = match &mut *self.ticket {
+            Some(ticket) => ticket,
+            empty => empty.insert(
+                self.client
+                    .wakeups()
+                    .register(&self.names.channel, &self.place.token),
+            ),
+        };
+        if ticket.is_subscribed() {
+            return true;
+        }
+        match tokio::time::timeout_at(self.deadline, ticket.subscribe()).await {
+            Ok(Ok(())) | Err(_) => true,
+            Ok(Err(err)) => {
+                tracing::warn!(
+                    key = %self.names.lock,
+                    error = %err,
+                    "cannot subscribe to release messages; waiting for the lease instead"
+                );
+                false
+            }
+        }
+    }
+
+    /// Parks until a release wakes us, `retry_in` (capped) passes, or the wait ends.
+    async fn park(&mut self, retry_in: Duration) {
+        let park = retry_in
+            .min(MAX_PARK)
+            .saturating_add(jitter())
+            .min(self.deadline.saturating_duration_since(Instant::now()));
+        if let Some(ticket) = self.ticket.as_ref() {
+            ticket.wait(park).await;
+            // A grant (the key holds our token for its confirmation window) is confirmed
+            // by the next try, which takes the key for our whole ttl, so the lease is
+            // dated from that try, as any other. A grant that lapsed meanwhile (this
+            // process was too slow to confirm) queues us again instead.
+            ticket.take_grant();
+        } else {
+            tokio::time::sleep(park).await;
+        }
+    }
+}
+
+/// Re-dates the lock `token` holds for a task of its process that takes it over: the
+/// key's expiry becomes `options.ttl` and, with fencing, a fresh fence is issued.
+/// `Ok(None)` when the token no longer holds the key.
+pub(crate) async fn retake(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+) -> Result<Option<Option<u64>>, LockError> {
+    let (taken, fence): (i64, i64) = invoke(
+        RETAKE
+            .key(&names.lock)
+            .key(&names.fence)
+            .arg(token)
+            .arg(millis(options.ttl))
+            .arg(fence_lifetime(options)),
+        &mut client.connection(),
+    )
+    .await
+    .map_err(|err| LockError::backend(&names.lock, err))?;
+    Ok((taken == 1).then(|| options.fencing.then(|| u64::try_from(fence).unwrap_or(0))))
+}
+
+/// What a release that offers to requeue the process found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Yielded {
+    /// The lock went to the next process (or is free), and the process's next place is at
+    /// the tail of the queue.
+    Passed,
+    /// No other process waits: the holder keeps the lock.
+    Kept,
+    /// The key is free for a foreign window, and the process's next place is queued.
+    Gapped,
+    /// The key was gone (the lease had expired).
+    Gone,
+    /// Another owner holds the key.
+    NotOwner,
+}
+
+/// Gives the lock to the next process in the queue and puts this one at the tail with
+/// `requeue`, in one round trip; keeps it when no other process waits. Retried as a
+/// release, until `valid_until` (2 s at most).
+pub(crate) async fn yield_lock(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    requeue: &Requeue,
+    valid_until: Instant,
+) -> Result<Yielded, LockError> {
+    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
+    let reply: i64 = retrying(names, "release", give_up, || async {
+        invoke(
+            &release_call(names, token, client.publish_command(), requeue),
+            &mut client.connection(),
+        )
+        .await
+        .map_err(|err| LockError::backend(&names.lock, err))
+    })
+    .await?;
+    Ok(match reply {
+        2 => Yielded::Kept,
+        3 => Yielded::Gapped,
+        1 => Yielded::Passed,
+        0 => Yielded::Gone,
+        _ => Yielded::NotOwner,
+    })
+}
+
+/// The fence counter's lifetime for an acquisition with `options`, or 0 for no fence.
+fn fence_lifetime(options: &LockOptions) -> u64 {
+    if options.fencing {
+        millis(FENCE_COUNTER_LIFETIME.max(options.ttl * 2))
+    } else {
+        0
+    }
+}
+
+/// One acquire try: a round trip to the acquire script, or with `quick` first a plain
+/// `SET NX PX` (and the script only when that finds the key taken and we may wait).
+async fn try_acquire(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+    quick: bool,
+) -> Result<Attempt, LockError> {
+    if quick {
+        let reply: redis::RedisResult<Option<String>> = redis::cmd("SET")
+            .arg(&names.lock)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(options.ttl))
+            .query_async(&mut client.connection())
+            .await;
+        match reply {
+            Ok(Some(_)) => {
+                client.mark_answered();
+                return Ok(Attempt::Acquired {
+                    fence: None,
+                    window_used: false,
+                });
+            }
+            Ok(None) => {
+                client.mark_answered();
+                if options.wait.is_zero() {
+                    return Ok(Attempt::NotNow {
+                        retry_in: Duration::ZERO,
+                    });
+                }
+            }
+            // A connection the server dropped: the script below reconnects, and grants our
+            // token again if this SET did get through.
+            Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => {}
+            Err(err) => return Err(LockError::backend(&names.lock, err)),
+        }
+    }
+    let (acquired, value): (i64, i64) = invoke(
+        ACQUIRE
+            .key(&names.lock)
+            .key(&names.fence)
+            .key(&names.queue)
+            .key(&names.deadlines)
+            .key(&names.ttls)
+            .arg(token)
+            .arg(millis(options.ttl))
+            .arg(fence_lifetime(options))
+            .arg(u8::from(!options.wait.is_zero()))
+            .arg(millis(QUEUE_LEASE)),
+        &mut client.connection(),
+    )
+    .await
+    .map_err(|err| LockError::backend(&names.lock, err))?;
+    client.mark_answered();
+    let value = u64::try_from(value).unwrap_or(0);
+    Ok(if acquired >= 1 {
+        Attempt::Acquired {
+            fence: options.fencing.then_some(value),
+            window_used: acquired == 2,
+        }
+    } else {
+        Attempt::NotNow {
+            retry_in: Duration::from_millis(value),
+        }
+    })
+}
+
+/// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
+///
+/// A release that fails on a transient or connection error is tried again: compare-and-
+/// delete makes a repeat harmless, and a lock left to its ttl would stall every waiter.
+/// It gives up at the lease's validity point `valid_until` (after it the key expires by
+/// itself) and after [`RELEASE_BUDGET`] at most, whichever comes first.
+pub(crate) async fn release_script(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    valid_until: Instant,
+) -> Result<i64, LockError> {
+    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
+    retrying(names, "release", give_up, || {
+        release_once(client, names, token)
+    })
+    .await
+}
+
+/// Makes `call` again after a transient or connection error, for the calls whose repeat is
+/// harmless (a release, a waiter leaving the queue), until `give_up`; one try at least.
+async fn retrying<T, F, Fut>(
+    names: &KeyNames,
+    what: &str,
+    give_up: Instant,
+    mut call: F,
+) -> Result<T, LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    let give_up = give_up.max(Instant::now() + MIN_RELEASE_TRY);
+    let mut pause = Duration::from_millis(25);
+    for _ in 0..RELEASE_TRIES {
+        let outcome = match tokio::time::timeout_at(give_up, call()).await {
+            Ok(outcome) => outcome,
+            Err(_) => break,
+        };
+        match outcome {
+            Err(err) if is_transient(&err) || is_connection(&err) => {
+                tracing::debug!(key = %names.lock, error = %err, "{what} failed; trying again");
+                if Instant::now() + pause >= give_up {
+                    return Err(err);
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(400));
+            }
+            outcome => return outcome,
+        }
+    }
+    Err(gave_up(names, what))
+}
+
+/// The error of a release or leave that ran out of time: the lease (or the queue place)
+/// then ends by itself.
+fn gave_up(names: &KeyNames, what: &str) -> LockError {
+    LockError::backend(
+        &names.lock,
+        redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{what} gave up: Redis did not answer before the lease could end by itself"),
+        )),
+    )
+}
+
+/// The longest a release (or a dropped waiter's leave) keeps trying.
+const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
+/// A release past its lease's validity point is still tried once, this long at most: the
+/// key may outlive the local validity by the drift margin.
+const MIN_RELEASE_TRY: Duration = Duration::from_millis(50);
+
+/// How many times a release (or a dropped waiter's leave) is tried at most.
+const RELEASE_TRIES: u32 = 8;
+
+/// The first pause before retrying an acquire after a transient error; it doubles up to
+/// [`MAX_TRANSIENT_PAUSE`] while the errors go on (a server restarting).
+const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest pause between acquire tries while Redis keeps failing.
+const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
+
+/// Errors that a retry may cure: a cluster in the middle of moving the slot (TRYAGAIN,
+/// ASK, MOVED past the client's own retries), a cluster or primary briefly down, a server
+/// loading its data set.
+pub(crate) fn is_transient(err: &LockError) -> bool {
+    use redis::ServerErrorKind as Server;
+    let LockError::Backend { source, .. } = err else {
+        return false;
+    };
+    matches!(
+        source.kind(),
+        redis::ErrorKind::Server(
+            Server::TryAgain
+                | Server::Ask
+                | Server::Moved
+                | Server::ClusterDown
+                | Server::BusyLoading
+                | Server::MasterDown
+        )
+    )
+}
+
+/// Whether an acquire may try again after `err`: a transient server state, or, once Redis
+/// has answered this client, a lost connection (refused or reset while it restarts, a
+/// reply that timed out and may hide a grant).
+fn is_retryable(client: &LockClient, err: &LockError) -> bool {
+    is_transient(err) || (client.has_answered() && is_connection(err))
+}
+
+fn is_connection(err: &LockError) -> bool {
+    matches!(err, LockError::Backend { source, .. }
+        if source.is_io_error()
+            || source.is_timeout()
+            || source.is_connection_dropped()
+            || source.is_connection_refusal())
+}
+
+async fn release_once(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+) -> Result<i64, LockError> {
+    if let Some(redlock) = client.redlock() {
+        return redlock::release_all(client, redlock, names, token).await;
+    }
+    invoke(
+        &queue_call(&RELEASE, names, token, client.publish_command()),
+        &mut client.connection(),
+    )
+    .await
+    .map_err(|err| LockError::backend(&names.lock, err))
+}
+
+pub(crate) async fn leave_queue(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+) -> Result<(), LockError> {
+    invoke::<i64>(
+        &queue_call(&LEAVE, names, token, client.publish_command()),
+        &mut client.connection(),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|err| LockError::backend(&names.lock, err))
+}
+
+/// Best-effort release of a token we should not keep (a late acquire reply).
+async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
+    let give_up = Instant::now() + RELEASE_BUDGET;
+    if let Err(err) = release_script(client, names, token, give_up).await {
+        tracing::warn!(key = %names.lock, error = %err, "releasing a late acquisition failed; it expires by its ttl");
+    }
+}
+
+/// Gives back, in the background, a lock `token` may still hold: a lease the watchdog gave
+/// up on (renewals failing past its validity), which may still be in Redis.
+pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (client, names, token) = (client.clone(), names.clone(), token.to_owned());
+    runtime.spawn(async move { release_token(&client, &names, &token).await });
+}

@@ -1,0 +1,176 @@
+//! Sharing a contended key with a client that does not queue: redis-py's `Lock` takes a lock
+//! only when its `SET NX` finds the key free, which our queue never leaves it while our
+//! waiters wait. The foreign window (`Config::foreign_window`) leaves it free now and then.
+//!
+//! ```text
+//! cargo test -p lock-tests --test interop -- --nocapture | grep FIGURE
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use lock_runtime::LockError;
+use lock_tests::{RedisServer, child};
+use tokio::time::Instant;
+
+const KEY: &str = "shared";
+const SECONDS: u64 = 10;
+const TASKS: usize = 20;
+const HOLD: Duration = Duration::from_millis(20);
+
+/// 20 threads, each taking redis-py's `Lock` on the key in a loop (its default 0.1 s poll),
+/// holding it 20 ms with the shared overlap detector and then working 20 ms without it, for
+/// the given seconds; then one line `PY <acquisitions of each thread>`. Without the pause a
+/// thread that releases takes the free key back within microseconds, and redis-py's own
+/// threads starve one another (its `Lock` has no queue), whoever else shares the key.
+const PYTHON: &str = r#"
+import sys, threading, time, redis
+url, key, seconds, tasks, hold = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+client = redis.Redis.from_url(url)
+end = time.monotonic() + seconds
+counts = [0] * tasks
+def run(index):
+    while time.monotonic() < end:
+        lock = client.lock(key, timeout=5, sleep=0.1, blocking_timeout=max(0.01, end - time.monotonic()))
+        if not lock.acquire():
+            continue
+        if client.incr("inside") > 1:
+            client.incr("overlaps")
+        time.sleep(hold)
+        client.decr("inside")
+        counts[index] += 1
+        lock.release()
+        time.sleep(hold)
+threads = [threading.Thread(target=run, args=(i,)) for i in range(tasks)]
+print("READY", flush=True)
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print("PY " + " ".join(map(str, counts)), flush=True)
+"#;
+
+/// 20 redis-py threads and 20 of our tasks (one process) take one key for 10 s, holding it
+/// 20 ms (redis-py's threads work 20 ms between two holds): every redis-py thread acquires
+/// at least once (without the foreign window, all of
+/// them timed out with 6 acquisitions between them), mutual exclusion holds across both, and
+/// each side's share is printed.
+#[test]
+fn redis_py_clients_get_the_key_beside_our_queue() {
+    let python = Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .unwrap_or_else(|err| panic!("python3 cannot run ({err}): install python3 and redis-py"));
+    assert!(
+        python.success(),
+        "python3 cannot import redis: run `pip install 'redis>=5,<6'` (scripts/ensure-redis)"
+    );
+    let server = RedisServer::start();
+    lock_tests::two_worker_runtime().block_on(async {
+        let mut python = Command::new("python3")
+            .arg("-c")
+            .arg(PYTHON)
+            .arg(server.url())
+            .arg(KEY)
+            .arg(SECONDS.to_string())
+            .arg(TASKS.to_string())
+            .arg(HOLD.as_secs_f64().to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn python3");
+        let lines = child::stream_lines(python.stdout.take().unwrap());
+        child::expect_line(&lines, "READY", Duration::from_secs(30));
+        let client = server.lock_client();
+        let redis = server
+            .redis()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(SECONDS);
+        let ours: Vec<Arc<AtomicU64>> = (0..TASKS).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let tasks: Vec<_> = ours
+            .iter()
+            .map(|count| {
+                let (client, count, mut redis) = (client.clone(), count.clone(), redis.clone());
+                tokio::spawn(async move {
+                    for _ in 0..100_000 {
+                        let left = end.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        let lock = client.lock(KEY).ttl(Duration::from_secs(5)).wait(left);
+                        let held = lock
+                            .run(async {
+                                let inside: i64 = redis::cmd("INCR")
+                                    .arg("inside")
+                                    .query_async(&mut redis)
+                                    .await
+                                    .unwrap();
+                                if inside > 1 {
+                                    let _: i64 = redis::cmd("INCR")
+                                        .arg("overlaps")
+                                        .query_async(&mut redis)
+                                        .await
+                                        .unwrap();
+                                }
+                                tokio::time::sleep(HOLD).await;
+                                let _: i64 = redis::cmd("DECR")
+                                    .arg("inside")
+                                    .query_async(&mut redis)
+                                    .await
+                                    .unwrap();
+                                Ok::<_, LockError>(())
+                            })
+                            .await;
+                        match held {
+                            Ok(()) => {
+                                count.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(LockError::Timeout { .. }) => break,
+                            Err(other) => panic!("{other:?}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let py: Vec<u64> = child::expect_line(&lines, "PY ", Duration::from_secs(30))
+            .split_whitespace()
+            .map(|count| count.parse().unwrap())
+            .collect();
+        assert!(python.wait().unwrap().success());
+        let ours: Vec<u64> = ours
+            .iter()
+            .map(|count| count.load(Ordering::SeqCst))
+            .collect();
+        let (py_total, ours_total) = (py.iter().sum::<u64>(), ours.iter().sum::<u64>());
+        let overlaps = server.get("overlaps");
+        println!(
+            "FIGURE foreign-share: {SECONDS} s, hold 20 ms: ours {ours_total} acquisitions \
+             ({:.0} %, per task {}..{}), redis-py {py_total} ({:.0} %, per thread {}..{}); \
+             overlaps {overlaps:?}",
+            100.0 * ours_total as f64 / (ours_total + py_total) as f64,
+            ours.iter().min().unwrap(),
+            ours.iter().max().unwrap(),
+            100.0 * py_total as f64 / (ours_total + py_total) as f64,
+            py.iter().min().unwrap(),
+            py.iter().max().unwrap(),
+        );
+        assert_eq!(overlaps, None, "our lock and redis-py's let two holders in");
+        assert_eq!(py.len(), TASKS);
+        assert!(
+            py.iter().all(|&count| count > 0),
+            "a redis-py thread never acquired: {py:?}"
+        );
+        assert!(
+            ours.iter().all(|&count| count > 0),
+            "a task of ours never acquired: {ours:?}"
+        );
+    });
+}

@@ -1,0 +1,424 @@
+//! The local level of the two-level queue: the tasks of one process that want the same key
+//! wait in a local first-come-first-served queue, the lock passes between them without a
+//! Redis round trip (bounded while another process waits), each holder gets its own lost
+//! signal, fence and options, and only the process waits in Redis, as one entry per key.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lock_runtime::{Config, LockClient, LockError, LostCause, current_lock};
+use lock_tests::{RedisServer, until};
+use tokio::sync::Mutex;
+
+/// Waits (at most `bound`) until `condition` holds; panics with `what` otherwise.
+async fn eventually(bound: Duration, what: &str, condition: impl FnMut() -> bool) {
+    let held = until(bound, Duration::from_millis(5), condition).await;
+    assert!(held.is_some(), "not within {bound:?}: {what}");
+}
+
+/// Waits (bounded) until `count` tasks of `client` wait for a lock.
+async fn until_waiting(client: &LockClient, count: usize) {
+    for _ in 0..2500 {
+        if client.waiting().0 >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("only {:?} waiting, expected {count}", client.waiting());
+}
+
+/// 16 tasks of one process take a hot key 20 times each: the lock passes between them, so
+/// the server runs less than one command per acquisition (each acquisition through Redis
+/// costs three or more: a try, the release, the commands inside the scripts), a tenure
+/// keeps one token, and no two bodies ever overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_passes_between_tasks_of_a_process_without_redis() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    // Warm: scripts loaded, connection open.
+    client
+        .lock("pass")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.reset_stats();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (client, inside, overlaps, tokens) = (
+                client.clone(),
+                inside.clone(),
+                overlaps.clone(),
+                tokens.clone(),
+            );
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    let guard = client.lock("pass").acquire().await.unwrap();
+                    if inside.fetch_add(1, Ordering::SeqCst) > 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokens.lock().await.push(guard.token().to_owned());
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let acquisitions = 16 * 20;
+    let commands = server.server_commands();
+    let tokens = tokens.lock().await;
+    let distinct: HashSet<_> = tokens.iter().collect();
+    println!(
+        "{acquisitions} acquisitions: {commands} server commands, {} tokens",
+        distinct.len()
+    );
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two bodies overlapped");
+    assert_eq!(tokens.len(), acquisitions);
+    assert!(
+        commands < acquisitions as u64,
+        "{commands} server commands for {acquisitions} acquisitions: no local passing"
+    );
+    // One token per tenure: the first holder and its passes (16 by default) share it.
+    assert!(
+        distinct.len() <= acquisitions / 8,
+        "{} tokens for {acquisitions} acquisitions",
+        distinct.len()
+    );
+    assert_eq!(client.waiting(), (0, 0));
+    eventually(Duration::from_secs(3), "keys left behind", || {
+        server.dbsize() == 0
+    })
+    .await;
+    assert_eq!(client.held_leases(), 0);
+}
+
+/// The next holder of a passed lock gets its own lost signal and `current_lock()`: when the
+/// lease is then lost, the task that holds it at that moment is cancelled with `Lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_lock_gives_its_holder_its_own_lost_signal() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let first = client.lock("lost-pass").acquire().await.unwrap();
+    let first_token = first.token().to_owned();
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let second = {
+        let (client, entered) = (client.clone(), entered.clone());
+        tokio::spawn(async move {
+            client
+                .lock("lost-pass")
+                .ttl(Duration::from_millis(900))
+                .run(async {
+                    let held = current_lock().unwrap();
+                    assert_eq!(held.key(), "lost-pass");
+                    assert!(!held.is_lost());
+                    entered.notify_one();
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    Ok::<_, LockError>(())
+                })
+                .await
+        })
+    };
+    until_waiting(&client, 1).await;
+    first.release().await.unwrap();
+    entered.notified().await;
+    // Passed, not taken anew: the key still holds the first holder's token.
+    assert_eq!(server.get("lost-pass"), Some(first_token));
+    let _: () = redis::cmd("DEL")
+        .arg("lost-pass")
+        .query(&mut server.conn())
+        .unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("the holder was not told of its lost lease")
+        .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            Err(LockError::Lost {
+                cause: LostCause::TokenGone,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+}
+
+/// With fencing, a task that takes over a lock from another task of its process gets a
+/// fresh fence, strictly greater than the one before, while the token stays the process's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_task_gets_a_greater_fence_when_the_lock_passes_to_it() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let lock = client.lock("fenced-pass").fencing(true);
+    let first = lock.acquire().await.unwrap();
+    let second = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire().await.unwrap() })
+    };
+    until_waiting(&client, 1).await;
+    let (first_fence, first_token) = (first.fence().unwrap(), first.token().to_owned());
+    first.release().await.unwrap();
+    let second = second.await.unwrap();
+    assert_eq!(second.token(), first_token, "the lock was not passed");
+    let second_fence = second.fence().unwrap();
+    assert!(
+        second_fence > first_fence,
+        "{second_fence} <= {first_fence}"
+    );
+    assert_eq!(
+        server.get("~lock/fence{fenced-pass}"),
+        Some(second_fence.to_string())
+    );
+    second.release().await.unwrap();
+}
+
+/// A task whose options differ from the lease it takes over gets what its options promise:
+/// its own ttl (without watchdog the lease ends a ttl after it took over), and a later task
+/// with the watchdog gets its long ttl back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_with_other_options_gets_its_own_lease_on_a_pass() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let first = client.lock("options-pass").acquire().await.unwrap();
+    let short = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .lock("options-pass")
+                .ttl(Duration::from_millis(1500))
+                .watchdog(false)
+                .acquire()
+                .await
+                .unwrap()
+        })
+    };
+    until_waiting(&client, 1).await;
+    let token = first.token().to_owned();
+    first.release().await.unwrap();
+    let short = short.await.unwrap();
+    assert_eq!(short.token(), token, "the lock was not passed");
+    let pttl = server.pttl("options-pass");
+    assert!(
+        (1..=1500).contains(&pttl),
+        "the 1.5 s lease kept the 30 s expiry: pttl {pttl}"
+    );
+    let long = {
+        let client = client.clone();
+        tokio::spawn(async move { client.lock("options-pass").acquire().await.unwrap() })
+    };
+    until_waiting(&client, 1).await;
+    short.release().await.unwrap();
+    let long = long.await.unwrap();
+    assert!(
+        server.pttl("options-pass") > 20_000,
+        "the 30 s ttl was not restored"
+    );
+    long.release().await.unwrap();
+}
+
+/// `wait = 0` fails at once with `Busy` when another task of this process holds the key,
+/// without any Redis traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_once_is_busy_at_once_behind_a_local_holder() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let held = client.lock("busy-local").acquire().await.unwrap();
+    server.reset_stats();
+    let attempt = client
+        .lock("busy-local")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await;
+    assert!(
+        matches!(attempt, Err(LockError::Busy { .. })),
+        "{attempt:?}"
+    );
+    assert_eq!(server.server_commands(), 0, "the try went to Redis");
+    held.release().await.unwrap();
+}
+
+/// A task that releases and asks again at once queues behind the task of its process
+/// already waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_releasing_task_queues_behind_the_local_waiters() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let first = client.lock("again").acquire().await.unwrap();
+    let waiter = {
+        let (client, order) = (client.clone(), order.clone());
+        tokio::spawn(async move {
+            let guard = client.lock("again").acquire().await.unwrap();
+            order.lock().await.push("waiter");
+            guard.release().await.unwrap();
+        })
+    };
+    until_waiting(&client, 1).await;
+    first.release().await.unwrap();
+    let again = client.lock("again").acquire().await.unwrap();
+    order.lock().await.push("again");
+    again.release().await.unwrap();
+    waiter.await.unwrap();
+    assert_eq!(*order.lock().await, ["waiter", "again"]);
+}
+
+/// While another process waits, a process passes the lock between its tasks at most
+/// `local_passes` times; then the other process gets it, and the first (its tasks still
+/// waiting) is queued again behind it in the same round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_passes_are_bounded_and_the_process_queues_again() {
+    let server = RedisServer::start();
+    let busy = LockClient::new(Config::single(server.url()).local_passes(4)).unwrap();
+    let other = server.lock_client();
+    let acquisitions = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> = (0..8)
+        .map(|_| {
+            let (busy, acquisitions, stop) = (busy.clone(), acquisitions.clone(), stop.clone());
+            tokio::spawn(async move {
+                for _ in 0..10_000 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let guard = busy.lock("bounded").acquire().await.unwrap();
+                    acquisitions.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    eventually(Duration::from_secs(5), "the busy process runs", || {
+        acquisitions.load(Ordering::SeqCst) > 20
+    })
+    .await;
+    let outsider = {
+        let (other, acquisitions) = (other.clone(), acquisitions.clone());
+        tokio::spawn(async move {
+            let guard = other.lock("bounded").acquire().await.unwrap();
+            (acquisitions.load(Ordering::SeqCst), guard)
+        })
+    };
+    server.until_queued("bounded", 1).await;
+    let queued_at = acquisitions.load(Ordering::SeqCst);
+    let (acquired_at, guard) = outsider.await.unwrap();
+    // The busy process queued again with its release: one entry, behind the outsider.
+    let requeued = server.queued("bounded");
+    guard.release().await.unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for task in loops {
+        task.await.unwrap();
+    }
+    println!(
+        "the busy process passed the lock {} times after the outsider queued",
+        acquired_at - queued_at
+    );
+    assert!(
+        acquired_at - queued_at <= 5,
+        "{} local acquisitions while another process waited (bound: 4 passes)",
+        acquired_at - queued_at
+    );
+    assert_eq!(
+        requeued, 1,
+        "the busy process did not queue again as one entry"
+    );
+    eventually(Duration::from_secs(3), "keys left behind", || {
+        server.dbsize() == 0
+    })
+    .await;
+}
+
+/// However many of its tasks wait, a process is one entry in the key's Redis queue and one
+/// subscription to its release channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_waits_in_redis_as_one_entry_per_key() {
+    let server = RedisServer::start();
+    let holder = server.lock_client();
+    let waiters = server.lock_client();
+    let held = holder.lock("one-entry").acquire().await.unwrap();
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let waiters = waiters.clone();
+            tokio::spawn(async move {
+                let guard = waiters.lock("one-entry").acquire().await.unwrap();
+                guard.release().await.unwrap();
+            })
+        })
+        .collect();
+    until_waiting(&waiters, 10).await;
+    server.until_queued("one-entry", 1).await;
+    eventually(Duration::from_secs(3), "one subscription", || {
+        waiters.waiting() == (10, 1)
+    })
+    .await;
+    let subscribers: (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("~lock/released{one-entry}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(server.queued("one-entry"), 1, "a Redis entry per task");
+    assert_eq!(subscribers.1, 1);
+    held.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(waiters.waiting(), (0, 0));
+    eventually(Duration::from_secs(3), "keys left behind", || {
+        server.dbsize() == 0
+    })
+    .await;
+}
+
+/// A waiting task dropped while the lock is being passed to it (or just before) leaves
+/// nothing behind: the next local waiter gets the lock, or without one the parked lock is
+/// released, and no key, lease or waiter remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_dropped_while_the_lock_passes_to_it_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    for round in 0..40u64 {
+        let key = format!("dropped-pass-{round}");
+        let first = client.lock(&key).acquire().await.unwrap();
+        let doomed = {
+            let lock = client.lock(&key);
+            tokio::spawn(async move { lock.acquire().await.map(drop) })
+        };
+        until_waiting(&client, 1).await;
+        // Every other round, a second waiter behind the doomed one must get the lock.
+        let next = (round % 2 == 0).then(|| {
+            let lock = client.lock(&key);
+            tokio::spawn(async move { lock.acquire().await.map(drop) })
+        });
+        if next.is_some() {
+            until_waiting(&client, 2).await;
+        }
+        let release = tokio::spawn(first.release());
+        // Abort at varying points around the pass.
+        for _ in 0..round % 5 {
+            tokio::task::yield_now().await;
+        }
+        doomed.abort();
+        release.await.unwrap().unwrap();
+        if let Some(next) = next {
+            next.await.unwrap().unwrap();
+        }
+        eventually(
+            Duration::from_secs(5),
+            &format!("round {round} left something"),
+            || server.dbsize() == 0 && client.held_leases() == 0 && client.waiting() == (0, 0),
+        )
+        .await;
+    }
+}
