@@ -305,6 +305,43 @@ impl Drop for Member {
     }
 }
 
+/// A tenure taken out of the cohort by the task that has the turn, until that task has
+/// taken the lock over: a task dropped before that (cancelled during the round trip that
+/// re-dates the lease) gives the lock back instead of leaving it held and renewed.
+pub(crate) struct Unclaimed<'a> {
+    tenure: Option<Tenure>,
+    client: &'a LockClient,
+    names: &'a KeyNames,
+}
+
+impl<'a> Unclaimed<'a> {
+    pub(crate) fn new(member: &'a Member) -> Self {
+        Unclaimed {
+            tenure: member.take_tenure(),
+            client: &member.client,
+            names: &member.names,
+        }
+    }
+
+    /// The tenure, while it is unclaimed.
+    pub(crate) fn tenure(&self) -> Option<&Tenure> {
+        self.tenure.as_ref()
+    }
+
+    /// The task took the lock over, or its lease is gone: nothing to give back.
+    pub(crate) fn claim(&mut self) -> Option<Tenure> {
+        self.tenure.take()
+    }
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        if let Some(tenure) = self.tenure.take() {
+            release_parked(self.client, self.names, tenure);
+        }
+    }
+}
+
 /// Releases, in the background, a lock parked for a task that gave up before taking it.
 fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
     let Some(valid_until) = client.watchdog().remove(tenure.lease) else {

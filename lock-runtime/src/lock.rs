@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cohort::{Holding, Member, Tenure};
+use crate::cohort::{Holding, Member, Tenure, Unclaimed};
 use crate::context;
 use crate::guard::LockGuard;
 use crate::lease::{Taken, new_token};
@@ -212,21 +212,25 @@ impl Lock {
                 })?
         };
         // The task before us passed the lock on: take it over.
-        if let Some(tenure) = member.take_tenure()
-            && let Some((lease, fence)) = self.take_over(&client, &names, &tenure).await?
-        {
-            let local = Holding::new(member, turn, Some(&tenure));
-            let token = tenure.token.clone();
-            return Ok(LockGuard::passed(
-                client,
-                names,
-                token,
-                fence,
-                &self.options,
-                lease,
-                Some(local),
-            ));
+        let mut unclaimed = Unclaimed::new(&member);
+        if let Some(tenure) = unclaimed.tenure() {
+            let taken = self.take_over(&client, &names, tenure).await;
+            // Claimed either way: taken over, or (`None`) its lease already given back.
+            if let (Some(tenure), Some((lease, fence))) = (unclaimed.claim(), taken) {
+                drop(unclaimed);
+                let local = Holding::new(member, turn, Some(&tenure));
+                return Ok(LockGuard::passed(
+                    client,
+                    names,
+                    tenure.token,
+                    fence,
+                    &self.options,
+                    lease,
+                    Some(local),
+                ));
+            }
         }
+        drop(unclaimed);
         // Lead the process's wait in Redis.
         let window = (started, deadline);
         let (token, taken) = match client.redlock() {
@@ -274,47 +278,49 @@ impl Lock {
     /// Takes over the lock the process holds from the task before this one. Free when this
     /// task's options match the lease (same ttl, watchdog on, no fence); otherwise one
     /// owner-checked round trip gives the lease this task's ttl and, with fencing, a fresh
-    /// fence. `None` when the lease was lost meanwhile: the caller takes the lock in Redis.
+    /// fence. `None` when the lease is gone (lost meanwhile, or that round trip failed: the
+    /// lock is given back): the caller takes the lock in Redis, where a failing Redis is
+    /// tried again within the wait.
     async fn take_over(
         &self,
         client: &LockClient,
         names: &KeyNames,
         tenure: &Tenure,
-    ) -> Result<Option<(LeaseHandle, Option<u64>)>, LockError> {
+    ) -> Option<(LeaseHandle, Option<u64>)> {
         let options = &self.options;
         let as_is =
             tenure.renew && options.watchdog && tenure.ttl == options.ttl && !options.fencing;
-        if as_is {
-            let lease = client.watchdog().hand_over(tenure.lease, None);
-            if lease.is_none() {
-                redis_queue::give_back(client, names, &tenure.token);
-            }
-            return Ok(lease.map(|lease| (lease, None)));
-        }
-        let sent = Instant::now();
-        match redis_queue::retake(client, names, &tenure.token, options).await {
-            Ok(Some(fence)) => {
-                let retake = Retake {
-                    ttl: options.ttl,
-                    renew: options.watchdog,
-                    sent,
-                };
-                let lease = client.watchdog().hand_over(tenure.lease, Some(retake));
-                if lease.is_none() {
-                    redis_queue::give_back(client, names, &tenure.token);
+        let (retake, fence) = if as_is {
+            (None, None)
+        } else {
+            let sent = Instant::now();
+            match redis_queue::retake(client, names, &tenure.token, options).await {
+                Ok(Some(fence)) => {
+                    let retake = Retake {
+                        ttl: options.ttl,
+                        renew: options.watchdog,
+                        sent,
+                    };
+                    (Some(retake), fence)
                 }
-                Ok(lease.map(|lease| (lease, fence)))
+                Ok(None) => {
+                    client.watchdog().remove(tenure.lease);
+                    return None;
+                }
+                Err(err) => {
+                    tracing::debug!(key = %names.lock, error = %err, "taking a passed lock over failed; taking it in Redis");
+                    client.watchdog().remove(tenure.lease);
+                    redis_queue::give_back(client, names, &tenure.token);
+                    return None;
+                }
             }
-            Ok(None) => {
-                client.watchdog().remove(tenure.lease);
-                Ok(None)
-            }
-            Err(err) => {
-                client.watchdog().remove(tenure.lease);
-                redis_queue::give_back(client, names, &tenure.token);
-                Err(err)
-            }
+        };
+        let lease = client.watchdog().hand_over(tenure.lease, retake);
+        if lease.is_none() {
+            // Lost meanwhile: the watchdog gave up on it, and the key may still hold it.
+            redis_queue::give_back(client, names, &tenure.token);
         }
+        lease.map(|lease| (lease, fence))
     }
 
     /// Leads the process's wait in the Redis queue, with its place there (one is made for
@@ -349,8 +355,12 @@ impl Lock {
                 Ok((place.token().to_owned(), taken))
             }
             Err(err) => {
-                if let Some(place) = member.keep_place(place) {
-                    // Leave before reporting, but never past the overrun bound.
+                // A wait that ran out leaves before reporting, but never past the overrun
+                // bound; after a Redis error the place leaves in the background as it is
+                // dropped (a synchronous leave would wait on the failing Redis again).
+                if let Some(place) = member.keep_place(place)
+                    && matches!(err, LockError::Timeout { .. })
+                {
                     place.leave(window.1 + client.response_timeout()).await;
                 }
                 Err(err)
