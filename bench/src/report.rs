@@ -669,10 +669,12 @@ fn contention_goals(
         "hot key, {} processes × {} tasks",
         s.hot_processes, s.hot_tasks_per_process
     );
-    for (scenario, list, bound) in [(&one, hot, 0.97), (&many, spread, 0.93)] {
+    for (scenario, list, utilization, commands) in
+        [(&one, hot, 0.97, 1.0), (&many, spread, 0.93, 5.0)]
+    {
         rows.push(side_by_side(
             scenario,
-            format!("utilization (acquisitions/s × mean hold) ≥ {bound:.2}"),
+            format!("utilization (acquisitions/s × mean hold) ≥ {utilization:.2}"),
             list,
             |h| h.contender,
             |h| {
@@ -683,21 +685,19 @@ fn contention_goals(
                         h.per_s,
                         ms(h.mean_hold_us)
                     ),
-                    h.utilization >= bound,
+                    h.utilization >= utilization,
                 ))
             },
         ));
-    }
-    for (scenario, list, bound) in [(&one, hot, 1.0), (&many, spread, 5.0)] {
         rows.push(side_by_side(
             scenario,
-            format!("server commands per acquisition (Lua included) ≤ {bound:.0}"),
+            format!("server commands per acquisition (Lua included) ≤ {commands:.0}"),
             list,
             |h| h.contender,
             |h| {
                 Some((
                     format!("{:.1}", h.server_cmds_per_acq),
-                    h.server_cmds_per_acq <= bound,
+                    h.server_cmds_per_acq <= commands,
                 ))
             },
         ));
@@ -1135,7 +1135,9 @@ fn markdown(results: &Results, tables: Tables<'_>, plot_link: Option<&str>) -> S
         out,
         "\n*Requests sent* are the commands clients sent (counted by a `MONITOR` tap, which \
          tells them from commands run inside Lua); *server cmds* are `INFO commandstats` \
-         calls, Lua included. A fair hand-over bounds the wait by contenders × hold: here \
+         calls, Lua included. *Utilization* is acquisitions/s × mean hold: the share of the \
+         window in which some task held the lock (1 would be a lock never idle between \
+         holders). A fair hand-over bounds the wait by contenders × hold: here \
          {} × {} = {}.\n",
         s.hot_tasks,
         hot.iter()
@@ -1295,9 +1297,11 @@ fn hot_processes_section(out: &mut String, s: &Settings, spread: &[HotSummary]) 
          what that really took). The children connect and warm up, say `ready`, and start \
          together on `go`; the server's counters and the `MONITOR` tap cover the window. \
          Waits still open when the window closed count at their length so far. A process's \
-         share is its part of all acquisitions (smallest – largest). Exclusion is checked \
-         across processes from every hold's wall-clock interval, measured inside the \
-         critical section.\n",
+         share is its part of all acquisitions (smallest – largest); *went back to the \
+         releaser* counts, over the holds of all processes in time order, a hold by the task \
+         that held just before. Utilization, requests sent and server cmds are as in section \
+         3. Exclusion is checked across processes from every hold's wall-clock interval, \
+         measured inside the critical section.\n",
         s.hot_processes,
         s.hot_processes,
         s.hot_tasks_per_process,
