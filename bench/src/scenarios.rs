@@ -317,14 +317,9 @@ pub(crate) async fn hot_key(
     let commands = admin.command_stats().await?;
     // Let background give-ups (dropped waiters leaving the queue) finish before clean-up.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    admin
-        .del(&[
-            key.clone(),
-            format!("~lock/queue{{{key}}}"),
-            format!("~lock/deadlines{{{key}}}"),
-            format!("~lock/ttls{{{key}}}"),
-        ])
-        .await?;
+    // The key and whatever the contender keeps beside it (ours: its queue, whatever the
+    // runtime names it), found by the key's name inside theirs.
+    admin.del_matching(&format!("*{key}*")).await?;
     let acquisitions = vec![outcome.waits_us.len() as u64];
     Ok(hot_record(
         contender,
