@@ -286,8 +286,6 @@ async fn worker(args: &[String]) -> BenchResult<()> {
     .await
     .map_err(|_| "the hot-key tasks overran their window")??;
     let client_cpu_s = crate::admin::cpu_time().saturating_sub(cpu0).as_secs_f64();
-    // Let background give-ups of the waiters cut off by the window reach the server.
-    tokio::time::sleep(Duration::from_millis(100)).await;
 
     let holds = outcome.holds_us.len().max(1) as f64;
     let report = WorkerReport {
@@ -300,5 +298,9 @@ async fn worker(args: &[String]) -> BenchResult<()> {
     };
     writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
     stdout.flush()?;
+    // Reported first, so that the server's counters, read when every report is in, leave
+    // out the give-ups of the waiters cut off by the window, as scenario 3's do; then a
+    // moment for those give-ups to reach the server before the process goes.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
 }
