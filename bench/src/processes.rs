@@ -304,3 +304,42 @@ async fn worker(args: &[String]) -> BenchResult<()> {
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{WorkerReport, pooled};
+
+    fn report(intervals: &[(u64, u64, u64)]) -> WorkerReport {
+        WorkerReport {
+            waits_us: vec![10; intervals.len()],
+            mean_hold_us: 100.0,
+            intervals_us: intervals.to_vec(),
+            ..WorkerReport::default()
+        }
+    }
+
+    #[test]
+    fn holds_of_two_processes_that_overlap_are_violations() {
+        // Process 0 holds 0–100 and 300–400; process 1 holds 100–200 (touching is fine)
+        // and 350–450 (inside process 0's second hold).
+        let outcome = pooled(vec![
+            report(&[(0, 100, 0), (300, 400, 0)]),
+            report(&[(100, 200, 0), (350, 450, 1)]),
+        ]);
+        assert_eq!(outcome.violations, 1);
+        assert_eq!(outcome.waits_us.len(), 4);
+        assert_eq!(outcome.holds_us, vec![100; 4]);
+    }
+
+    #[test]
+    fn the_same_task_counts_only_within_its_own_process() {
+        // Task 0 of process 0 twice in a row, then task 0 of process 1 (another task), then
+        // task 0 of process 1 again.
+        let outcome = pooled(vec![
+            report(&[(0, 10, 0), (20, 30, 0)]),
+            report(&[(40, 50, 0), (60, 70, 0)]),
+        ]);
+        assert_eq!(outcome.violations, 0);
+        assert_eq!(outcome.same_task, 2);
+    }
+}
