@@ -126,7 +126,8 @@ async fn bench() -> BenchResult<()> {
     }
     let mut hot_processes_list = hot_list.clone();
     let mut watchdog_list = vec![Contender::Api, Contender::AsyncRedisLock];
-    // BENCH_ONLY=scenario[/contender] narrows the run (for profiling); the report is then
+    // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog; e.g. hot4/api)
+    // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
         .ok()
