@@ -2,11 +2,11 @@
 //! re-exports it and holds everything the expanded code calls.
 //!
 //! The crate works in three passes, one module each:
-//! - [`attr`] parses the attribute's options into a plain struct and checks them
+//! - `attr` parses the attribute's options into a plain struct and checks them
 //!   (durations, repeated or unknown options);
-//! - [`template`] parses the key template and resolves every placeholder against the
+//! - `template` parses the key template and resolves every placeholder against the
 //!   function's arguments;
-//! - [`expand`] only generates code.
+//! - `expand` only generates code.
 //!
 //! Every error is a `syn::Error` spanned at the offending token; all errors of one
 //! attribute are reported together, and the original function is emitted beside them so

@@ -75,6 +75,8 @@
 //!   delay of at least the longest ttl can let a second holder in. Fencing protects storage
 //!   in both cases.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod client;
 mod config;
 mod connection;
@@ -82,6 +84,7 @@ mod context;
 mod error;
 mod guard;
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
 mod lock;
