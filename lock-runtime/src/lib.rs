@@ -87,14 +87,15 @@ mod guard;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub mod layer;
 mod lock;
 mod redlock;
 mod scripts;
 mod wakeups;
 mod watchdog;
+
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod layer;
 
 #[doc(hidden)]
 #[path = "private.rs"]
