@@ -144,13 +144,9 @@ impl LockClient {
             .connect_timeout
             .saturating_add(config.response_timeout);
         let open = |url: &String| {
-            redis::Client::open(url.as_str()).map_err(|err| LockError::Config {
-                reason: format!("bad Redis URL `{url}`: {err}"),
-            })
+            redis::Client::open(url.as_str()).map_err(|err| LockError::invalid_url(url, err))
         };
-        let setup_failed = |err: redis::RedisError| LockError::Config {
-            reason: format!("cannot set up connections to `{}`: {err}", urls.join(", ")),
-        };
+        let setup_failed = |err: redis::RedisError| LockError::invalid_url(urls.join(", "), err);
         let (connections, wakeups, redlock) = match &config.topology {
             Topology::Single(url) => {
                 let client = open(url)?;

@@ -97,6 +97,8 @@
 //!   delay of at least the longest ttl can let a second holder in. Fencing protects storage
 //!   in both cases.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod client;
 mod cohort;
 mod config;
@@ -105,6 +107,7 @@ mod context;
 mod error;
 mod guard;
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
 mod lease;
@@ -114,6 +117,10 @@ mod redlock;
 mod scripts;
 mod wakeups;
 mod watchdog;
+
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod layer;
 
 #[doc(hidden)]
 #[path = "private.rs"]
