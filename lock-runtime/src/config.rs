@@ -45,6 +45,14 @@ pub const DEFAULT_LOCAL_PASSES: u32 = 16;
 /// process gets it (see [`Config::local_pass_time`]).
 pub const DEFAULT_LOCAL_PASS_TIME: Duration = Duration::from_millis(25);
 
+/// How far a process passes a lock between its own tasks before other processes get it:
+/// at most `passes` passes and `time` since the process took the lock in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PassBound {
+    pub(crate) passes: u32,
+    pub(crate) time: Duration,
+}
+
 /// Which servers hold the locks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Topology {

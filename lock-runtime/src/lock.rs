@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cohort::{Holding, Member, Tenure, Unclaimed};
+use crate::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::context;
 use crate::guard::LockGuard;
 use crate::lease::{Taken, new_token};
@@ -13,62 +13,18 @@ use crate::redis_queue::{self, Place};
 use crate::redlock;
 use crate::scripts::KeyNames;
 use crate::watchdog::{LeaseHandle, Retake};
-use crate::{LockClient, LockError};
-
-/// What happens when the lease is lost while a guarded body runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum OnLost {
-    /// Drop the body at its next await point and return [`LockError::Lost`].
-    #[default]
-    Cancel,
-    /// Let the body finish; it can check `current_lock().is_lost()` or the guard.
-    Continue,
-}
-
-/// How a lock behaves: lease, waiting, renewal, loss, fencing.
-///
-/// Defaults: `ttl` 30 s, `wait` 10 s, watchdog on, [`OnLost::Cancel`], no fencing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockOptions {
-    /// The lease: how long Redis keeps the key without renewal (at most [`MAX_TTL`]).
-    pub ttl: Duration,
-    /// How long to wait for a held lock; zero tries once.
-    pub wait: Duration,
-    /// Renew the lease every `ttl/3` while held.
-    pub watchdog: bool,
-    /// What a guarded body does when the lease is lost.
-    pub on_lost: OnLost,
-    /// Issue a fencing token on every acquisition.
-    pub fencing: bool,
-}
-
-impl Default for LockOptions {
-    fn default() -> Self {
-        LockOptions {
-            ttl: Duration::from_secs(30),
-            wait: Duration::from_secs(10),
-            watchdog: true,
-            on_lost: OnLost::Cancel,
-            fencing: false,
-        }
-    }
-}
-
-/// How long a fence counter outlives the last acquisition of its key.
-///
-/// Long enough that a stale holder's token is always compared against a newer counter;
-/// after it, the counter is re-seeded from the server clock, which keeps tokens increasing.
-pub const FENCE_COUNTER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
-
-/// The longest lease a lock takes (365 days); a longer `ttl` is refused with
-/// [`LockError::Config`] before any Redis traffic.
-pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+use crate::{LockClient, LockError, LockOptions, MAX_TTL, OnLost};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
 /// that deadlines stay representable.
 const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl LockClient {
+    /// A lock on `key` taken through this client (options default; see [`Lock`]).
+    pub fn lock(&self, key: impl Into<String>) -> Lock {
+        Lock::new(key).client(self)
+    }
+}
 
 /// A distributed lock on one key: build it, then [`acquire`](Lock::acquire) a guard or
 /// [`run`](Lock::run) a future under it.
@@ -197,7 +153,7 @@ impl Lock {
         let started = Instant::now();
         let deadline = started + wait;
         // First the local queue: behind the tasks of this process that want the key.
-        let member = client.cohorts().join(&client, &names);
+        let member = cohort::join(&client, &names);
         let turn = if wait.is_zero() {
             member.try_turn().ok_or_else(|| LockError::Busy {
                 key: names.lock.clone(),
@@ -235,7 +191,7 @@ impl Lock {
         let window = (started, deadline);
         let (token, taken) = match client.redlock() {
             Some(redlock) => {
-                redlock::acquire(&client, redlock, &names, &self.options, window).await?
+                redlock::acquire(client.nodes(), redlock, &names, &self.options, window).await?
             }
             None => {
                 self.acquire_in_redis(&client, &names, &member, window)
