@@ -5,14 +5,20 @@ Run by the bench driver (bench/src/python.rs), never by hand in the normal flow:
 
     redis_py_bench.py uncontended URL KEY SECONDS
     redis_py_bench.py hot URL KEY SECONDS TASKS HOLD_MS
+    redis_py_bench.py hotworker URL KEY SECONDS TASKS HOLD_MS
 
 Prints one JSON object on stdout. Every loop is bounded by SECONDS and by a count.
+`hotworker` is one process of the multi-process hot key (bench/src/processes.rs): it
+connects and warms up, prints "ready", starts its window when "go" arrives on stdin
+(waiting 60 s at most), and prints its JSON object as one line.
 The lock is used as a user would: `Redis.lock(name, timeout=10)` with its defaults
 (blocking, polling every 0.1 s), one thread per contending task.
 """
 
 import json
+import os
 import resource
+import select
 import sys
 import threading
 import time
@@ -52,9 +58,37 @@ def uncontended(url, key, seconds):
     }
 
 
-def hot(url, key, seconds, tasks, hold_ms):
+def wall_us():
+    return time.time_ns() // 1000
+
+
+def ready_then_go(client, key, tasks):
+    """Warm-up (a cycle on a key of its own, the threads' connections opened), then
+    "ready" on stdout and "go" awaited on stdin."""
+    warm = client.lock(f"{key}:warm:{os.getpid()}", timeout=10)
+    if warm.acquire(blocking=False):
+        warm.release()
+    pool = client.connection_pool
+    connections = []
+    for _ in range(tasks):
+        try:
+            connections.append(pool.get_connection())  # redis-py 6 and later
+        except TypeError:
+            connections.append(pool.get_connection("PING"))  # redis-py 5
+    for connection in connections:
+        pool.release(connection)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    readable, _, _ = select.select([sys.stdin], [], [], 60)
+    if not readable or sys.stdin.readline().strip() != "go":
+        raise SystemExit("hotworker: no go from the bench within 60 s")
+
+
+def hot(url, key, seconds, tasks, hold_ms, worker_mode=False):
     client = redis.Redis.from_url(url, max_connections=tasks + 4)
     client.ping()
+    if worker_mode:
+        ready_then_go(client, key, tasks)
     start = time.perf_counter()
     end = start + seconds
     state = {"last_releaser": -1, "held": False}
@@ -62,7 +96,7 @@ def hot(url, key, seconds, tasks, hold_ms):
     results = []
 
     def worker(me):
-        waits, censored, holds = [], [], []
+        waits, censored, holds, intervals = [], [], [], []
         same = violations = 0
         for _ in range(MAX_CYCLES):
             t0 = time.perf_counter()
@@ -73,6 +107,7 @@ def hot(url, key, seconds, tasks, hold_ms):
                 censored.append(time.perf_counter() - t0)
                 break
             acquired = time.perf_counter()
+            acquired_wall = wall_us()
             with guard:
                 if state["held"]:
                     violations += 1
@@ -89,11 +124,12 @@ def hot(url, key, seconds, tasks, hold_ms):
             waits.append(acquired - t0)
             time.sleep(hold_ms / 1000.0)
             holds.append(time.perf_counter() - acquired)
+            intervals.append((acquired_wall, wall_us(), me))
             with guard:
                 state["held"] = False
                 state["last_releaser"] = me
             lock.release()
-        results.append((waits, censored, holds, same, violations))
+        results.append((waits, censored, holds, same, violations, intervals))
 
     cpu0 = cpu_seconds()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(tasks)]
@@ -104,7 +140,7 @@ def hot(url, key, seconds, tasks, hold_ms):
     waits = [w for r in results for w in r[0]]
     censored = [w for r in results for w in r[1]]
     holds = [h for r in results for h in r[2]]
-    return {
+    out = {
         "acquisitions": len(waits),
         "elapsed_s": seconds,
         "waits_us": [int(w * 1e6) for w in waits],
@@ -114,6 +150,9 @@ def hot(url, key, seconds, tasks, hold_ms):
         "violations": sum(r[4] for r in results),
         "client_cpu_s": cpu_seconds() - cpu0,
     }
+    if worker_mode:
+        out["intervals_us"] = [i for r in results for i in r[5]]
+    return out
 
 
 def main(argv):
@@ -124,6 +163,8 @@ def main(argv):
         out = uncontended(argv[2], argv[3], float(argv[4]))
     elif mode == "hot":
         out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]))
+    elif mode == "hotworker":
+        out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]), True)
     else:
         raise SystemExit(f"unknown mode {mode}")
     json.dump(out, sys.stdout)

@@ -173,6 +173,28 @@ impl Admin {
         Ok(())
     }
 
+    /// Deletes every key matching the glob `pattern` (`SCAN`, bounded to 10,000 pages).
+    pub(crate) async fn del_matching(&self, pattern: &str) -> BenchResult<()> {
+        let mut connection = self.connection.clone();
+        let mut cursor = 0u64;
+        for _ in 0..10_000 {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1_000)
+                .query_async(&mut connection)
+                .await?;
+            self.del(&keys).await?;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Starts a `MONITOR` tap, when the server is reachable without a password.
     pub(crate) async fn monitor(&self) -> BenchResult<Option<Monitor>> {
         let Some(address) = &self.address else {

@@ -46,6 +46,20 @@ impl Contender {
         }
     }
 
+    /// The contender of a short id (the reverse of [`Contender::id`]).
+    pub(crate) fn from_id(id: &str) -> Option<Self> {
+        [
+            Contender::Attribute,
+            Contender::Api,
+            Contender::Raw,
+            Contender::Rslock,
+            Contender::AsyncRedisLock,
+            Contender::RedisPy,
+        ]
+        .into_iter()
+        .find(|c| c.id() == id)
+    }
+
     /// The name shown in tables and plots.
     pub(crate) fn label(self) -> &'static str {
         match self {

@@ -8,6 +8,7 @@
 mod admin;
 mod contenders;
 mod plot;
+mod processes;
 mod python;
 mod report;
 mod scenarios;
@@ -52,6 +53,10 @@ fn rotated(list: &[Contender], run: usize) -> Vec<Contender> {
 }
 
 fn main() -> BenchResult<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(processes::WORKER_ARG) {
+        return processes::worker_main(&args[2..]);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -72,6 +77,9 @@ async fn bench() -> BenchResult<()> {
         hot_tasks: 64,
         hot_hold_ms: 1.0,
         hot_window_s: 5.0 * scale,
+        hot_processes: 4,
+        hot_tasks_per_process: 16,
+        hot_processes_window_s: 4.0 * scale,
         watchdog_locks: env_number("BENCH_WATCHDOG_LOCKS", 10_000),
         watchdog_ttl_ms: 3_000,
         watchdog_hold_s: 4.0 * scale.max(0.5),
@@ -116,8 +124,10 @@ async fn bench() -> BenchResult<()> {
         uncontended_list.push(Contender::RedisPy);
         hot_list.push(Contender::RedisPy);
     }
+    let mut hot_processes_list = hot_list.clone();
     let mut watchdog_list = vec![Contender::Api, Contender::AsyncRedisLock];
-    // BENCH_ONLY=scenario[/contender] narrows the run (for profiling); the report is then
+    // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog; e.g. hot4/api)
+    // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
         .ok()
@@ -128,6 +138,7 @@ async fn bench() -> BenchResult<()> {
             ("uncontended", &mut uncontended_list),
             ("many", &mut many_list),
             ("hot", &mut hot_list),
+            ("hot4", &mut hot_processes_list),
             ("watchdog", &mut watchdog_list),
         ] {
             list.retain(|c| name == scenario && (contender.is_empty() || c.id() == contender));
@@ -140,6 +151,7 @@ async fn bench() -> BenchResult<()> {
         uncontended: Vec::new(),
         many_keys: Vec::new(),
         hot_key: Vec::new(),
+        hot_key_processes: Vec::new(),
         watchdog: Vec::new(),
         skipped,
         wall_s: 0.0,
@@ -160,9 +172,10 @@ async fn bench() -> BenchResult<()> {
             match measured {
                 Ok(record) => {
                     eprintln!(
-                        "run {run} uncontended {:<18} {:>9.0} cycles/s",
+                        "run {run} uncontended {:<18} {:>9.0} cycles/s, {:.2} requests/cycle",
                         contender.id(),
-                        record.per_s
+                        record.per_s,
+                        record.requests_per_cycle.unwrap_or(f64::NAN)
                     );
                     results.uncontended.push(record);
                 }
@@ -206,16 +219,47 @@ async fn bench() -> BenchResult<()> {
             {
                 Ok(record) => {
                     eprintln!(
-                        "run {run} hot key     {:<18} {:>9.0} acq/s, p99 {:.1} ms, max {:.1} ms, {:.2} requests/acq",
+                        "run {run} hot key     {:<18} {:>9.0} acq/s, utilization {:.2}, p99 {:.1} ms, max {:.1} ms, {:.2} requests/acq, {:.1} server cmds/acq",
                         contender.id(),
                         record.per_s,
+                        record.utilization,
                         record.p99_us as f64 / 1e3,
                         record.max_us as f64 / 1e3,
-                        record.requests_per_acq.unwrap_or(f64::NAN)
+                        record.requests_per_acq.unwrap_or(f64::NAN),
+                        record.server_cmds_per_acq
                     );
                     results.hot_key.push(record);
                 }
                 Err(err) => failed(&mut results.skipped, run, "hot key", contender, &*err),
+            }
+        }
+        let shape = processes::Shape {
+            processes: settings.hot_processes,
+            tasks_each: settings.hot_tasks_per_process,
+            hold: Duration::from_millis(1),
+            window: Duration::from_secs_f64(settings.hot_processes_window_s),
+        };
+        for contender in rotated(&hot_processes_list, run) {
+            let scenario = format!("hot key, {} processes", shape.processes);
+            match processes::hot_key_processes(&admin, &url, contender, run, shape, python.as_ref())
+                .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "run {run} hot key {}×{:<2} {:<18} {:>9.0} acq/s, utilization {:.2}, p99 {:.1} ms, max {:.1} ms, {:.1} server cmds/acq, per process {:?}",
+                        shape.processes,
+                        shape.tasks_each,
+                        contender.id(),
+                        record.per_s,
+                        record.utilization,
+                        record.p99_us as f64 / 1e3,
+                        record.max_us as f64 / 1e3,
+                        record.server_cmds_per_acq,
+                        record.process_acquisitions
+                    );
+                    results.hot_key_processes.push(record);
+                }
+                Err(err) => failed(&mut results.skipped, run, &scenario, contender, &*err),
             }
         }
         for contender in rotated(&watchdog_list, run) {

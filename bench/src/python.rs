@@ -106,6 +106,27 @@ impl Python {
         .await
     }
 
+    /// The command of one worker of scenario 3b: `tasks` threads on `key`, started by `go`
+    /// on stdin (the protocol of [`crate::processes`]).
+    pub(crate) fn hot_worker(
+        &self,
+        key: &str,
+        window: Duration,
+        tasks: u64,
+        hold: Duration,
+    ) -> Command {
+        let mut command = Command::new(&self.interpreter);
+        command.arg(&self.script).args([
+            "hotworker",
+            &self.url,
+            key,
+            &window.as_secs_f64().to_string(),
+            &tasks.to_string(),
+            &(hold.as_secs_f64() * 1e3).to_string(),
+        ]);
+        command
+    }
+
     /// `tasks` threads contending for `key` for `window`, each holding it for `hold`.
     pub(crate) async fn hot(
         &self,
@@ -129,6 +150,7 @@ impl Python {
             censored_us: out.censored_us,
             // The script reports the mean; spread it so the record's mean comes out the same.
             holds_us: vec![out.mean_hold_us.round() as u64; acquisitions as usize],
+            intervals_us: Vec::new(),
             same_task: out.same_task,
             violations: out.violations,
             client_cpu_s: out.client_cpu_s,

@@ -48,6 +48,12 @@ pub(crate) struct Settings {
     pub(crate) hot_hold_ms: f64,
     /// Scenario 3 window per measurement.
     pub(crate) hot_window_s: f64,
+    /// Scenario 3b: processes.
+    pub(crate) hot_processes: u64,
+    /// Scenario 3b: tasks in each process.
+    pub(crate) hot_tasks_per_process: u64,
+    /// Scenario 3b window per measurement.
+    pub(crate) hot_processes_window_s: f64,
     /// Scenario 4 locks.
     pub(crate) watchdog_locks: u64,
     /// Scenario 4 ttl.
@@ -75,6 +81,8 @@ pub(crate) struct Results {
     pub(crate) many_keys: Vec<CycleRecord>,
     /// Scenario 3, every measurement.
     pub(crate) hot_key: Vec<HotRecord>,
+    /// Scenario 3b (several processes), every measurement.
+    pub(crate) hot_key_processes: Vec<HotRecord>,
     /// Scenario 4, every measurement.
     pub(crate) watchdog: Vec<WatchdogRecord>,
     /// Contenders or scenarios that could not run, and why.
@@ -114,6 +122,8 @@ pub(crate) struct CycleSummary {
     client_switches_per_cycle: Option<f64>,
     server_cmds_per_cycle: f64,
     server_us_per_cycle: f64,
+    /// Requests sent per cycle (MONITOR, one task only).
+    requests_per_cycle: Option<f64>,
     failures: u64,
 }
 
@@ -158,6 +168,10 @@ fn cycle_summaries(records: &[CycleRecord]) -> Vec<CycleSummary> {
                     .then(|| median(mine.iter().filter_map(|r| r.client_switches_per_cycle))),
                 server_cmds_per_cycle: median(mine.iter().map(|r| r.server_cmds_per_cycle)),
                 server_us_per_cycle: median(mine.iter().map(|r| r.server_us_per_cycle)),
+                requests_per_cycle: mine
+                    .iter()
+                    .any(|r| r.requests_per_cycle.is_some())
+                    .then(|| median(mine.iter().filter_map(|r| r.requests_per_cycle))),
                 failures: mine.iter().map(|r| r.failures).sum(),
             }
         })
@@ -169,7 +183,16 @@ fn cycle_summaries(records: &[CycleRecord]) -> Vec<CycleSummary> {
 pub(crate) struct HotSummary {
     contender: Contender,
     runs: usize,
+    /// Processes the tasks ran in.
+    processes: u64,
+    /// All contending tasks.
+    tasks: u64,
     per_s: f64,
+    /// Acquisitions/s × mean hold (medians of the per-run values).
+    utilization: f64,
+    /// The smallest and the largest process's share of the acquisitions (medians over runs).
+    share_min: f64,
+    share_max: f64,
     p50_us: f64,
     p99_us: f64,
     max_us: f64,
@@ -195,10 +218,19 @@ fn hot_summaries(records: &[HotRecord]) -> Vec<HotSummary> {
             let per_acq = |r: &HotRecord, name: &str| {
                 r.commands.get(name) as f64 / r.acquisitions.max(1) as f64
             };
+            let share = |r: &HotRecord, pick: fn(u64, u64) -> u64| {
+                let picked = r.process_acquisitions.iter().copied().reduce(pick);
+                picked.unwrap_or(0) as f64 / r.acquisitions.max(1) as f64
+            };
             HotSummary {
                 contender,
                 runs: mine.len(),
+                processes: mine.first().map_or(1, |r| r.processes),
+                tasks: mine.first().map_or(0, |r| r.tasks),
                 per_s: median(mine.iter().map(|r| r.per_s)),
+                utilization: median(mine.iter().map(|r| r.utilization)),
+                share_min: median(mine.iter().map(|r| share(r, u64::min))),
+                share_max: median(mine.iter().map(|r| share(r, u64::max))),
                 p50_us: median(mine.iter().map(|r| r.p50_us as f64)),
                 p99_us: median(mine.iter().map(|r| r.p99_us as f64)),
                 max_us: median(mine.iter().map(|r| r.max_us as f64)),
@@ -289,8 +321,10 @@ struct Summary<'a> {
     uncontended: Vec<CycleSummary>,
     many_keys: Vec<CycleSummary>,
     hot_key: Vec<HotSummary>,
+    hot_key_processes: Vec<HotSummary>,
     watchdog: Vec<WatchdogSummary>,
     goals: Vec<Goal>,
+    contention_goals: Vec<SideBySide>,
     results: &'a Results,
 }
 
@@ -558,6 +592,164 @@ fn goals(
     goals
 }
 
+/// One goal of issue 18, judged for every contender of the run, side by side.
+#[derive(Debug, Clone, Serialize)]
+struct SideBySide {
+    /// The scenario it is measured in.
+    scenario: String,
+    /// The goal, with its bound.
+    goal: String,
+    /// Per contender: the measured value (as shown) and whether it meets the bound.
+    cells: Vec<Cell>,
+}
+
+/// One contender's value of a [`SideBySide`] goal.
+#[derive(Debug, Clone, Serialize)]
+struct Cell {
+    contender: Contender,
+    measured: String,
+    met: bool,
+}
+
+/// The contenders that get a column in the side-by-side goals: ours, then the peers.
+const SIDE_BY_SIDE: [Contender; 4] = [
+    Contender::Api,
+    Contender::Rslock,
+    Contender::AsyncRedisLock,
+    Contender::RedisPy,
+];
+
+/// One row of the side-by-side goals: `judge` gives a contender's value and verdict.
+fn side_by_side<T>(
+    scenario: &str,
+    goal: String,
+    list: &[T],
+    of: impl Fn(&T) -> Contender,
+    judge: impl Fn(&T) -> Option<(String, bool)>,
+) -> Option<SideBySide> {
+    let cells: Vec<Cell> = SIDE_BY_SIDE
+        .iter()
+        .filter_map(|&contender| {
+            let (measured, met) = judge(find(list, contender, &of)?)?;
+            Some(Cell {
+                contender,
+                measured,
+                met,
+            })
+        })
+        .collect();
+    (!cells.is_empty()).then(|| SideBySide {
+        scenario: scenario.to_owned(),
+        goal,
+        cells,
+    })
+}
+
+/// The goals of issue 18 item 5: the uncontended cycle's round trips, the hot key in one
+/// process and the hot key across processes, each for every contender of the run.
+fn contention_goals(
+    s: &Settings,
+    uncontended: &[CycleSummary],
+    hot: &[HotSummary],
+    spread: &[HotSummary],
+) -> Vec<SideBySide> {
+    let mut rows = Vec::new();
+    rows.push(side_by_side(
+        "uncontended, 1 task",
+        "requests sent (round trips) per cycle ≤ 2".into(),
+        uncontended,
+        |c| c.contender,
+        |c| {
+            c.requests_per_cycle
+                .map(|r| (format!("{r:.2}"), r <= 2.005))
+        },
+    ));
+    let one = format!("hot key, {} tasks in 1 process", s.hot_tasks);
+    let many = format!(
+        "hot key, {} processes × {} tasks",
+        s.hot_processes, s.hot_tasks_per_process
+    );
+    for (scenario, list, utilization, commands) in
+        [(&one, hot, 0.97, 1.0), (&many, spread, 0.93, 5.0)]
+    {
+        rows.push(side_by_side(
+            scenario,
+            format!("utilization (acquisitions/s × mean hold) ≥ {utilization:.2}"),
+            list,
+            |h| h.contender,
+            |h| {
+                Some((
+                    format!(
+                        "{:.2} ({:.0}/s × {})",
+                        h.utilization,
+                        h.per_s,
+                        ms(h.mean_hold_us)
+                    ),
+                    h.utilization >= utilization,
+                ))
+            },
+        ));
+        rows.push(side_by_side(
+            scenario,
+            format!("server commands per acquisition (Lua included) ≤ {commands:.0}"),
+            list,
+            |h| h.contender,
+            |h| {
+                Some((
+                    format!("{:.1}", h.server_cmds_per_acq),
+                    h.server_cmds_per_acq <= commands,
+                ))
+            },
+        ));
+    }
+    let quarter = 1.0 / s.hot_processes.max(1) as f64;
+    rows.push(side_by_side(
+        &many,
+        format!(
+            "each process's share of acquisitions within ±25 % of 1/{} ({:.1}–{:.1} %)",
+            s.hot_processes,
+            75.0 * quarter,
+            125.0 * quarter
+        ),
+        spread,
+        |h| h.contender,
+        |h| {
+            Some((
+                format!("{:.1}–{:.1} %", h.share_min * 100.0, h.share_max * 100.0),
+                h.share_min >= 0.75 * quarter && h.share_max <= 1.25 * quarter,
+            ))
+        },
+    ));
+    for (name, times, pick) in [
+        (
+            "p99",
+            2.0,
+            (|h: &HotSummary| h.p99_us) as fn(&HotSummary) -> f64,
+        ),
+        ("max", 3.0, |h: &HotSummary| h.max_us),
+    ] {
+        rows.push(side_by_side(
+            &many,
+            format!("{name} wait ≤ {times:.0} × (contenders × mean hold)"),
+            spread,
+            |h| h.contender,
+            |h| {
+                let bound = times * h.tasks as f64 * h.mean_hold_us;
+                let wait = pick(h);
+                Some((format!("{} vs {}", ms(wait), ms(bound)), wait <= bound))
+            },
+        ));
+    }
+    rows.push(side_by_side(
+        &many,
+        "no two holders at once (wall-clock holds of all processes)".into(),
+        spread,
+        |h| h.contender,
+        |h| Some((format!("{} overlaps", h.violations), h.violations == 0)),
+    ));
+    rows.into_iter().flatten().collect()
+}
+
 /// Writes results.json, the CSV files, and BENCHMARKS.md.
 pub(crate) fn write_all(
     results: &Results,
@@ -569,14 +761,18 @@ pub(crate) fn write_all(
     let uncontended = cycle_summaries(&results.uncontended);
     let many = cycle_summaries(&results.many_keys);
     let hot = hot_summaries(&results.hot_key);
+    let spread = hot_summaries(&results.hot_key_processes);
     let watchdog = watchdog_summaries(&results.watchdog);
     let goals = goals(results, &uncontended, &many, &hot);
+    let contention = contention_goals(&results.settings, &uncontended, &hot, &spread);
     let summary = Summary {
         uncontended: uncontended.clone(),
         many_keys: many.clone(),
         hot_key: hot.clone(),
+        hot_key_processes: spread.clone(),
         watchdog: watchdog.clone(),
         goals: goals.clone(),
+        contention_goals: contention.clone(),
         results,
     };
     std::fs::write(
@@ -586,11 +782,15 @@ pub(crate) fn write_all(
     write_csv(results, results_dir)?;
     let markdown = markdown(
         results,
-        &uncontended,
-        &many,
-        &hot,
-        &watchdog,
-        &goals,
+        Tables {
+            uncontended: &uncontended,
+            many: &many,
+            hot: &hot,
+            spread: &spread,
+            watchdog: &watchdog,
+            goals: &goals,
+            contention: &contention,
+        },
         plot_link,
     );
     std::fs::write(report, markdown)?;
@@ -625,13 +825,13 @@ fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
     std::fs::write(dir.join("cycles.csv"), cycles)?;
 
     let mut hot = String::from(
-        "contender,run,tasks,acquisitions,per_s,p50_us,p99_us,max_us,mean_hold_us,same_task_share,requests_per_acq,lua_cmds_per_acq,server_cmds_per_acq,open_waits,violations\n",
+        "contender,run,tasks,acquisitions,per_s,p50_us,p99_us,max_us,mean_hold_us,same_task_share,requests_per_acq,lua_cmds_per_acq,server_cmds_per_acq,open_waits,violations,utilization\n",
     );
     for r in &results.hot_key {
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
         let _ = writeln!(
             hot,
-            "{},{},{},{},{:.1},{},{},{},{:.1},{:.4},{},{},{:.3},{},{}",
+            "{},{},{},{},{:.1},{},{},{},{:.1},{:.4},{},{},{:.3},{},{},{:.4}",
             r.contender.id(),
             r.run,
             r.tasks,
@@ -646,10 +846,41 @@ fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             opt(r.lua_cmds_per_acq),
             r.server_cmds_per_acq,
             r.censored_us.len(),
-            r.violations
+            r.violations,
+            r.utilization
         );
     }
     std::fs::write(dir.join("hot_key.csv"), hot)?;
+
+    let mut spread = String::from(
+        "contender,run,processes,tasks,acquisitions,per_s,utilization,mean_hold_us,p50_us,p99_us,max_us,process_acquisitions,same_task_share,requests_per_acq,server_cmds_per_acq,open_waits,violations\n",
+    );
+    for r in &results.hot_key_processes {
+        let per_process: Vec<String> = r.process_acquisitions.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            spread,
+            "{},{},{},{},{},{:.1},{:.4},{:.1},{},{},{},{},{:.4},{},{:.3},{},{}",
+            r.contender.id(),
+            r.run,
+            r.processes,
+            r.tasks,
+            r.acquisitions,
+            r.per_s,
+            r.utilization,
+            r.mean_hold_us,
+            r.p50_us,
+            r.p99_us,
+            r.max_us,
+            per_process.join(" "),
+            r.same_task_share,
+            r.requests_per_acq
+                .map_or(String::new(), |v| format!("{v:.3}")),
+            r.server_cmds_per_acq,
+            r.censored_us.len(),
+            r.violations
+        );
+    }
+    std::fs::write(dir.join("hot_key_processes.csv"), spread)?;
 
     let mut waits = String::from("contender,run,wait_us,open\n");
     for r in &results.hot_key {
@@ -724,23 +955,35 @@ fn verdict(goal: &Goal) -> &'static str {
     }
 }
 
+/// The summaries BENCHMARKS.md is made of.
+struct Tables<'a> {
+    uncontended: &'a [CycleSummary],
+    many: &'a [CycleSummary],
+    hot: &'a [HotSummary],
+    spread: &'a [HotSummary],
+    watchdog: &'a [WatchdogSummary],
+    goals: &'a [Goal],
+    contention: &'a [SideBySide],
+}
+
 #[allow(clippy::too_many_lines)]
-fn markdown(
-    results: &Results,
-    uncontended: &[CycleSummary],
-    many: &[CycleSummary],
-    hot: &[HotSummary],
-    watchdog: &[WatchdogSummary],
-    goals: &[Goal],
-    plot_link: Option<&str>,
-) -> String {
+fn markdown(results: &Results, tables: Tables<'_>, plot_link: Option<&str>) -> String {
+    let Tables {
+        uncontended,
+        many,
+        hot,
+        spread,
+        watchdog,
+        goals,
+        contention,
+    } = tables;
     let s = &results.settings;
     let m = &results.machine;
     let mut out = String::new();
     let _ = writeln!(out, "# Benchmarks\n");
     let _ = writeln!(
         out,
-        "Generated by `{}` (issue 5). Every figure below is the median of {} runs measured in \
+        "Generated by `{}` (issues 5 and 18). Every figure below is the median of {} runs measured in \
          one invocation against one `redis-server` ({}), with the contenders interleaved (the \
          order rotates each run). Ratios are against the raw limit measured in the same run. \
          Regenerate it with the same command; the raw measurements are in \
@@ -768,8 +1011,8 @@ fn markdown(
     );
     let _ = writeln!(
         out,
-        "| client runtime | tokio multi-thread, {} worker threads, one process; the server on the same cores |",
-        s.worker_threads
+        "| client runtime | tokio multi-thread, {} worker threads, one process (section 3b: {} child processes, each with as many threads); the server on the same cores |",
+        s.worker_threads, s.hot_processes
     );
     let _ = writeln!(
         out,
@@ -789,6 +1032,7 @@ fn markdown(
         );
     }
     let _ = writeln!(out);
+    side_by_side_table(&mut out, contention);
 
     for (title, note, list) in [
         (
@@ -811,13 +1055,16 @@ fn markdown(
         let _ = writeln!(out, "## {title}\n\n{note}\n");
         let _ = writeln!(
             out,
-            "| contender | cycles/s (median) | range over runs | × raw | × raw, same run (median) | client CPU µs/cycle | client thread switches/cycle | server µs/cycle | server cmds/cycle | busy |"
+            "| contender | cycles/s (median) | range over runs | × raw | × raw, same run (median) | client CPU µs/cycle | client thread switches/cycle | server µs/cycle | server cmds/cycle | requests sent/cycle | busy |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            out,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         for c in list {
             let _ = writeln!(
                 out,
-                "| {} | {} | {}–{} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {} |",
+                "| {} | {} | {}–{} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {} | {} |",
                 c.contender.label(),
                 thousands(c.per_s),
                 thousands(c.per_s_min),
@@ -831,6 +1078,8 @@ fn markdown(
                     .map_or("–".to_owned(), |v| format!("{v:.1}")),
                 c.server_us_per_cycle,
                 c.server_cmds_per_cycle,
+                c.requests_per_cycle
+                    .map_or("–".to_owned(), |r| format!("{r:.2}")),
                 c.failures
             );
         }
@@ -838,7 +1087,10 @@ fn markdown(
             out,
             "\nServer commands count what `INFO commandstats` counts, commands run inside Lua \
              scripts included. Client CPU is this process's (or the Python process's) user + \
-             system time over the measurement.\n"
+             system time over the measurement. Requests sent per cycle are counted by a \
+             `MONITOR` tap over a pass of up to 1,000 cycles of its own after the timed one \
+             (the tap slows the server); one task waits for each reply, so every request is \
+             a round trip.\n"
         );
     }
 
@@ -854,22 +1106,23 @@ fn markdown(
     );
     let _ = writeln!(
         out,
-        "| contender | acquisitions/s | p50 wait | p99 wait | max wait | mean hold | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
+        "| contender | acquisitions/s | p50 wait | p99 wait | max wait | mean hold | utilization | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for h in hot {
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {} | {} | {} | {:.1}% | {} | {:.1} | {:.0} | {} |",
+            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.1}% | {} | {:.1} | {:.0} | {} |",
             h.contender.label(),
             h.per_s,
             ms(h.p50_us),
             ms(h.p99_us),
             ms(h.max_us),
             ms(h.mean_hold_us),
+            h.utilization,
             h.same_task_share * 100.0,
             h.requests_per_acq
                 .map_or("–".to_owned(), |r| format!("{r:.2}")),
@@ -882,7 +1135,9 @@ fn markdown(
         out,
         "\n*Requests sent* are the commands clients sent (counted by a `MONITOR` tap, which \
          tells them from commands run inside Lua); *server cmds* are `INFO commandstats` \
-         calls, Lua included. A fair hand-over bounds the wait by contenders × hold: here \
+         calls, Lua included. *Utilization* is acquisitions/s × mean hold: the share of the \
+         window in which some task held the lock (1 would be a lock never idle between \
+         holders). A fair hand-over bounds the wait by contenders × hold: here \
          {} × {} = {}.\n",
         s.hot_tasks,
         hot.iter()
@@ -898,6 +1153,8 @@ fn markdown(
             "![Acquire-wait distributions on the hot key (CDF, all runs pooled)]({link})\n"
         );
     }
+
+    hot_processes_section(&mut out, s, spread);
 
     let _ = writeln!(out, "## 4. Watchdog at scale\n");
     let _ = writeln!(
@@ -974,6 +1231,118 @@ fn markdown(
         results.wall_s
     );
     out
+}
+
+/// The goals of issue 18 with every contender of the run side by side.
+fn side_by_side_table(out: &mut String, rows: &[SideBySide]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Goals (issue 18): contention, every contender side by side\n"
+    );
+    let _ = writeln!(
+        out,
+        "The bounds are issue 18's goals for ours; the peers are judged by the same bounds \
+         for comparison. Each value is the median over the runs.\n"
+    );
+    let columns: Vec<Contender> = SIDE_BY_SIDE
+        .iter()
+        .copied()
+        .filter(|c| {
+            rows.iter()
+                .any(|r| r.cells.iter().any(|x| x.contender == *c))
+        })
+        .collect();
+    let _ = write!(out, "| scenario | goal |");
+    for c in &columns {
+        let _ = write!(out, " {} |", c.label());
+    }
+    let _ = write!(out, "\n|---|---|");
+    for _ in &columns {
+        let _ = write!(out, "---|");
+    }
+    let _ = writeln!(out);
+    for row in rows {
+        let _ = write!(out, "| {} | {} |", row.scenario, row.goal);
+        for c in &columns {
+            match row.cells.iter().find(|x| x.contender == *c) {
+                Some(cell) => {
+                    let verdict = if cell.met { "**met**" } else { "**missed**" };
+                    let _ = write!(out, " {} {verdict} |", cell.measured);
+                }
+                None => {
+                    let _ = write!(out, " not measured |");
+                }
+            }
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out);
+}
+
+/// Section 3b: the hot key contended from several processes.
+fn hot_processes_section(out: &mut String, s: &Settings, spread: &[HotSummary]) {
+    let _ = writeln!(
+        out,
+        "## 3b. One hot key, {} processes × {} tasks\n",
+        s.hot_processes, s.hot_tasks_per_process
+    );
+    let _ = writeln!(
+        out,
+        "The bench starts {} child processes of its own (this binary in worker mode; for \
+         redis-py, {} Python processes with {} threads each), each with {} tasks contending \
+         for one key for {:.1} s per run and holding it for a 1 ms sleep (the mean hold is \
+         what that really took). The children connect and warm up, say `ready`, and start \
+         together on `go`; the server's counters and the `MONITOR` tap cover the window. \
+         Waits still open when the window closed count at their length so far. A process's \
+         share is its part of all acquisitions (smallest – largest); *went back to the \
+         releaser* counts, over the holds of all processes in time order, a hold by the task \
+         that held just before. Utilization, requests sent and server cmds are as in section \
+         3. Exclusion is checked across processes from every hold's wall-clock interval, \
+         measured inside the critical section.\n",
+        s.hot_processes,
+        s.hot_processes,
+        s.hot_tasks_per_process,
+        s.hot_tasks_per_process,
+        s.hot_processes_window_s
+    );
+    if spread.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| contender | acquisitions/s | utilization | mean hold | p50 wait | p99 wait | max wait | contenders × mean hold | share per process | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for h in spread {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {:.1}–{:.1} % | {:.1}% | {} | {:.1} | {:.0} | {} |",
+            h.contender.label(),
+            h.per_s,
+            h.utilization,
+            ms(h.mean_hold_us),
+            ms(h.p50_us),
+            ms(h.p99_us),
+            ms(h.max_us),
+            ms(h.tasks as f64 * h.mean_hold_us),
+            h.share_min * 100.0,
+            h.share_max * 100.0,
+            h.same_task_share * 100.0,
+            h.requests_per_acq
+                .map_or("–".to_owned(), |r| format!("{r:.2}")),
+            h.server_cmds_per_acq,
+            h.open_waits,
+            h.violations
+        );
+    }
+    let _ = writeln!(out);
 }
 
 /// What the figures say about lock-runtime's own costs; each paragraph appears only while

@@ -42,9 +42,16 @@ pub(crate) struct CycleRecord {
     pub(crate) server_cmds_per_cycle: f64,
     /// Server time per cycle (commandstats usec).
     pub(crate) server_us_per_cycle: f64,
+    /// Requests sent per cycle (one task only: every request is a round trip), counted by a
+    /// `MONITOR` tap over a short pass of its own after the measurement, so that the tap
+    /// does not slow the timed cycles. `None` without a tap, for many tasks and redis-py.
+    pub(crate) requests_per_cycle: Option<f64>,
     /// The server's counters for the measurement.
     pub(crate) commands: CommandStats,
 }
+
+/// Cycles in the `MONITOR`-tapped pass that counts requests per uncontended cycle.
+const TAPPED_CYCLES: u64 = 1_000;
 
 /// Runs `tasks` tasks on distinct keys, each cycling for `duration`.
 pub(crate) async fn cycles(
@@ -85,7 +92,30 @@ pub(crate) async fn cycles(
         commands,
     );
     record.client_switches_per_cycle = Some(used.switches as f64 / cycles.max(1) as f64);
+    if tasks == 1 {
+        record.requests_per_cycle = requests_per_cycle(clients, admin, contender, base).await?;
+    }
     Ok(record)
+}
+
+/// Requests sent per cycle by one task on one key, over a short pass under a `MONITOR` tap
+/// (bounded by [`TAPPED_CYCLES`] and 5 s); `None` when the server cannot be tapped.
+async fn requests_per_cycle(
+    clients: &Arc<Clients>,
+    admin: &Admin,
+    contender: Contender,
+    base: u64,
+) -> BenchResult<Option<f64>> {
+    let Some(monitor) = admin.monitor().await? else {
+        return Ok(None);
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (cycles, busy) = spread(clients, contender, base, 1, deadline, TAPPED_CYCLES).await?;
+    let monitored = monitor.finish(admin).await?;
+    // A busy try is a request too; the pass runs alone, so there is none.
+    Ok(Some(
+        monitored.requests as f64 / (cycles + busy).max(1) as f64,
+    ))
 }
 
 #[allow(clippy::too_many_arguments)] // a plain constructor of one record
@@ -118,6 +148,7 @@ fn cycle_record(
         client_switches_per_cycle: None,
         server_cmds_per_cycle: per(commands.total_calls() as f64),
         server_us_per_cycle: per(commands.total_usec() as f64),
+        requests_per_cycle: None,
         commands,
     }
 }
@@ -191,15 +222,19 @@ pub(crate) async fn python_cycles(
     ))
 }
 
-/// One measurement of the hot key (scenario 3).
+/// One measurement of the hot key (scenario 3: one process; scenario 3b: several).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct HotRecord {
     /// Which client.
     pub(crate) contender: Contender,
     /// Which repetition (0-based).
     pub(crate) run: usize,
-    /// Contending tasks.
+    /// Contending tasks, all processes together.
     pub(crate) tasks: u64,
+    /// Processes the tasks ran in (1: this one; more: child processes).
+    pub(crate) processes: u64,
+    /// Acquisitions inside the window won by each process.
+    pub(crate) process_acquisitions: Vec<u64>,
     /// How long each holder sleeps while holding.
     pub(crate) hold_ms: f64,
     /// The measurement window.
@@ -220,6 +255,8 @@ pub(crate) struct HotRecord {
     pub(crate) max_us: u64,
     /// Mean time from acquired to release called.
     pub(crate) mean_hold_us: f64,
+    /// Acquisitions per second × mean hold: the share of the window the lock was held.
+    pub(crate) utilization: f64,
     /// Share of acquisitions won by the task that released last.
     pub(crate) same_task_share: f64,
     /// Times two tasks held the lock at once (must be 0).
@@ -242,6 +279,10 @@ pub(crate) struct HotOutcome {
     pub(crate) waits_us: Vec<u64>,
     pub(crate) censored_us: Vec<u64>,
     pub(crate) holds_us: Vec<u64>,
+    /// Each hold inside the window as (acquired, about to release, task) in microseconds
+    /// of the wall clock (`CLOCK_REALTIME`, comparable between processes), for the checks
+    /// across processes.
+    pub(crate) intervals_us: Vec<(u64, u64, u64)>,
     pub(crate) same_task: u64,
     pub(crate) violations: u64,
     pub(crate) client_cpu_s: f64,
@@ -276,24 +317,28 @@ pub(crate) async fn hot_key(
     let commands = admin.command_stats().await?;
     // Let background give-ups (dropped waiters leaving the queue) finish before clean-up.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    admin
-        .del(&[
-            key.clone(),
-            format!("~lock/queue{{{key}}}"),
-            format!("~lock/deadlines{{{key}}}"),
-            format!("~lock/ttls{{{key}}}"),
-        ])
-        .await?;
+    // The key and whatever the contender keeps beside it (ours: its queue, whatever the
+    // runtime names it), found by the key's name inside theirs.
+    admin.del_matching(&format!("*{key}*")).await?;
+    let acquisitions = vec![outcome.waits_us.len() as u64];
     Ok(hot_record(
-        contender, run, tasks, hold, window, outcome, monitored, commands,
+        contender,
+        run,
+        (tasks, acquisitions),
+        hold,
+        window,
+        outcome,
+        monitored,
+        commands,
     ))
 }
 
+/// The record of one hot-key measurement; `tasks` is (all tasks, acquisitions per process).
 #[allow(clippy::too_many_arguments)] // a plain constructor of one record
-fn hot_record(
+pub(crate) fn hot_record(
     contender: Contender,
     run: usize,
-    tasks: u64,
+    (tasks, process_acquisitions): (u64, Vec<u64>),
     hold: Duration,
     window: Duration,
     outcome: HotOutcome,
@@ -314,20 +359,24 @@ fn hot_record(
     } else {
         outcome.holds_us.iter().sum::<u64>() as f64 / outcome.holds_us.len() as f64
     };
+    let per_s = acquisitions as f64 / window.as_secs_f64();
     HotRecord {
         contender,
         run,
         tasks,
+        processes: process_acquisitions.len() as u64,
+        process_acquisitions,
         hold_ms: hold.as_secs_f64() * 1e3,
         window_s: window.as_secs_f64(),
         acquisitions,
-        per_s: acquisitions as f64 / window.as_secs_f64(),
+        per_s,
         p50_us: percentile(&all, 0.50),
         p99_us: percentile(&all, 0.99),
         max_us: all.last().copied().unwrap_or(0),
         waits_us: outcome.waits_us,
         censored_us: outcome.censored_us,
         mean_hold_us,
+        utilization: per_s * mean_hold_us / 1e6,
         same_task_share: per_acq(outcome.same_task as f64),
         violations: outcome.violations,
         requests_per_acq: monitored.map(|m| per_acq(m.requests as f64)),
@@ -347,8 +396,8 @@ pub(crate) fn percentile(sorted: &[u64], q: f64) -> u64 {
     sorted[rank - 1]
 }
 
-/// The contending tasks of one Rust contender.
-async fn hot_tasks(
+/// The contending tasks of one Rust contender (in this process).
+pub(crate) async fn hot_tasks(
     clients: &Arc<Clients>,
     contender: Contender,
     key: &str,
@@ -392,9 +441,12 @@ async fn hot_tasks(
                         out.censored_us.push(micros(acquired - t0));
                         break;
                     }
+                    let acquired_wall = wall_micros();
                     out.waits_us.push(micros(acquired - t0));
                     tokio::time::sleep(hold).await;
                     out.holds_us.push(micros(acquired.elapsed()));
+                    out.intervals_us
+                        .push((acquired_wall, wall_micros(), me as u64));
                     held_now.store(false, Ordering::SeqCst);
                     last_releaser.store(me, Ordering::SeqCst);
                     held.release().await?;
@@ -409,6 +461,7 @@ async fn hot_tasks(
         total.waits_us.extend(out.waits_us);
         total.censored_us.extend(out.censored_us);
         total.holds_us.extend(out.holds_us);
+        total.intervals_us.extend(out.intervals_us);
         total.same_task += out.same_task;
         total.violations += out.violations;
     }
@@ -419,6 +472,29 @@ async fn hot_tasks(
 
 fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Microseconds since the Unix epoch on the wall clock (the same clock in every process).
+fn wall_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, micros)
+}
+
+/// Holds of different processes that overlap: `intervals` are (acquired, about to release)
+/// on the wall clock, each measured inside its holder's critical section, so any overlap
+/// is two holders at once. Counts the holds that start before an earlier one ended.
+pub(crate) fn overlaps(mut intervals: Vec<(u64, u64)>) -> u64 {
+    intervals.sort_unstable();
+    let mut ended = 0u64;
+    let mut overlapping = 0;
+    for (start, end) in intervals {
+        if start < ended {
+            overlapping += 1;
+        }
+        ended = ended.max(end);
+    }
+    overlapping
 }
 
 /// One measurement of many held, renewed locks (scenario 4).

@@ -2,24 +2,20 @@
 //!
 //! Input: `key = "stock:<id>", ttl = "10s", watchdog = false`.
 //! Output: [`Options`], with durations in milliseconds; or every error found, combined.
+//!
+//! Only what the user wrote is kept: an option left out stays `None`, and the expansion
+//! leaves it at the runtime's own default (`LockOptions::default()`), so the defaults
+//! exist once, in the runtime. The same holds for the longest lease: the expansion asserts
+//! a written `ttl` against `lock_runtime::MAX_TTL` in a constant, at compile time.
 
 use proc_macro2::Span;
 use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Token};
+use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
-const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing";
-
-/// The longest lease, in milliseconds: `lock_runtime::MAX_TTL`, which the runtime enforces
-/// for the programmatic API.
-const MAX_TTL_MS: u64 = 365 * 24 * 3600 * 1000;
-
-/// The lease when `ttl` is not given, in milliseconds.
-const DEFAULT_TTL_MS: u64 = 30_000;
-/// How long to wait for a held lock when `wait` is not given, in milliseconds.
-const DEFAULT_WAIT_MS: u64 = 10_000;
+const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, crate";
 
 /// What the body does when its lease is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,16 +26,19 @@ pub(crate) enum OnLost {
     Continue,
 }
 
-/// The checked options of one attribute.
+/// The checked options of one attribute: `None` for an option the user did not write.
 #[derive(Debug)]
 pub(crate) struct Options {
     /// The key template, as written.
     pub(crate) key: LitStr,
-    pub(crate) ttl_ms: u64,
-    pub(crate) wait_ms: u64,
-    pub(crate) watchdog: bool,
-    pub(crate) on_lost: OnLost,
-    pub(crate) fencing: bool,
+    /// The lease in milliseconds, with the span of its literal.
+    pub(crate) ttl_ms: Option<(u64, Span)>,
+    pub(crate) wait_ms: Option<u64>,
+    pub(crate) watchdog: Option<bool>,
+    pub(crate) on_lost: Option<OnLost>,
+    pub(crate) fencing: Option<bool>,
+    /// `crate = "..."`: the path of the runtime crate, for a renamed dependency.
+    pub(crate) krate: Option<Path>,
 }
 
 /// One `name = value` pair, before it is checked.
@@ -73,11 +72,12 @@ impl Parse for RawOptions {
 #[derive(Default)]
 struct OptionsBuilder {
     key: Option<LitStr>,
-    ttl: Option<u64>,
+    ttl: Option<(u64, Span)>,
     wait: Option<u64>,
     watchdog: Option<bool>,
     on_lost: Option<OnLost>,
     fencing: Option<bool>,
+    krate: Option<Path>,
     seen: Vec<String>,
     errors: Errors,
 }
@@ -122,6 +122,7 @@ impl OptionsBuilder {
             "watchdog" => bool_value(&option.value, "watchdog").map(|v| self.watchdog = Some(v)),
             "fencing" => bool_value(&option.value, "fencing").map(|v| self.fencing = Some(v)),
             "on_lost" => self.set_on_lost(&option.value),
+            "crate" => self.set_crate(&option.value),
             _ => Err(syn::Error::new(
                 option.name.span(),
                 format!("unknown option `{name}`; the options are: {OPTION_NAMES}"),
@@ -157,14 +158,9 @@ impl OptionsBuilder {
                  write e.g. ttl = \"10s\"",
             ));
         }
-        if ms > MAX_TTL_MS {
-            return Err(syn::Error::new(
-                lit.span(),
-                "`ttl` is over the maximum of 365 days (`lock_runtime::MAX_TTL`); give a \
-                 shorter lease, e.g. ttl = \"30s\": the watchdog renews it while the body runs",
-            ));
-        }
-        self.ttl = Some(ms);
+        // The maximum (`lock_runtime::MAX_TTL`) is checked by the expansion, against the
+        // runtime's constant.
+        self.ttl = Some((ms, lit.span()));
         Ok(())
     }
 
@@ -190,6 +186,18 @@ impl OptionsBuilder {
         Ok(())
     }
 
+    fn set_crate(&mut self, value: &Expr) -> syn::Result<()> {
+        let message = "`crate` takes the path of the lock-runtime crate as a string, e.g. \
+                       crate = \"locks\" after `locks = { package = \"lock-runtime\", .. }` \
+                       in Cargo.toml, or crate = \"my_app::locks\" for a re-export";
+        let lit = str_value(value, message)?;
+        let path = lit
+            .parse::<Path>()
+            .map_err(|_| syn::Error::new(lit.span(), format!("invalid `crate` path: {message}")))?;
+        self.krate = Some(path);
+        Ok(())
+    }
+
     /// Cross-option checks, then the finished options.
     fn build(mut self, call_site: Span) -> syn::Result<Options> {
         if self.key.is_none() && !self.seen.iter().any(|name| name == "key") {
@@ -205,11 +213,12 @@ impl OptionsBuilder {
         };
         Ok(Options {
             key,
-            ttl_ms: self.ttl.unwrap_or(DEFAULT_TTL_MS),
-            wait_ms: self.wait.unwrap_or(DEFAULT_WAIT_MS),
-            watchdog: self.watchdog.unwrap_or(true),
-            on_lost: self.on_lost.unwrap_or(OnLost::Cancel),
-            fencing: self.fencing.unwrap_or(false),
+            ttl_ms: self.ttl,
+            wait_ms: self.wait,
+            watchdog: self.watchdog,
+            on_lost: self.on_lost,
+            fencing: self.fencing,
+            krate: self.krate,
         })
     }
 }

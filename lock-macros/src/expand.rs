@@ -6,18 +6,22 @@
 //! #[distributed_lock(key = "stock:<id>", ttl = "10s")]
 //! pub async fn buy(id: u64) -> Result<Order, ShopError> { BODY }
 //! ```
-//! Output:
+//! Output (every path through `::lock_runtime::__private`, or the `crate = "..."` path):
 //! ```text
 //! pub async fn buy(id: u64) -> Result<Order, ShopError> {
+//!     #![inner attributes of BODY]
+//!     const _: () = assert!(10000 <= MAX_TTL_MS, "..");
 //!     if false { let fake: Result<Order, ShopError> = loop {}; return fake; }
 //!     let key = { let mut k = KeyBuilder::new("stock:<id>"); k.literal("stock:");
 //!                 k.value("id", &id); k.finish() };
-//!     let options = options(10000, 10000, true, OnLost::Cancel, false);
+//!     let options = Options::new().ttl_ms(10000).finish();
 //!     run(key, options, body::<Result<Order, ShopError>, _>(async move { BODY })).await
 //! }
 //! ```
-//! `body::<R, _>` only names the body's output type, so a mismatch in the body is
-//! reported at the body.
+//! `Options::new()` is the runtime's `LockOptions::default()`; only the options the user
+//! wrote are set on it. `body::<R, _>` only names the body's output type, so a mismatch
+//! in the body is reported at the body. Where `R` mentions `impl Trait`, the fake return
+//! and `body` name it with each `impl Trait` erased to `_`.
 //! The key is rendered from borrows before the body takes the arguments by move. The
 //! body stays a block of its own, so its `return` and `?` leave only that block and the
 //! release in `run` always follows.
@@ -25,7 +29,8 @@
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
-use syn::{LitStr, ReturnType};
+use syn::visit_mut::VisitMut;
+use syn::{LitStr, ReturnType, Type};
 
 use crate::attr::{Errors, OnLost, Options, RawOptions};
 use crate::signature::LockedFn;
@@ -94,24 +99,18 @@ fn generate(options: &Options, template: &Template, function: LockedFn) -> Token
         body,
         brace_span,
     } = function;
-    let private = quote!(::lock_runtime::__private);
+    let krate = match &options.krate {
+        Some(path) => quote!(#path),
+        None => quote!(::lock_runtime),
+    };
+    let private = quote!(#krate::__private);
     let key_var = Ident::new("__lock_key", Span::mixed_site());
     let options_var = Ident::new("__lock_options", Span::mixed_site());
 
-    let render = render_key(&options.key, template, &key_var);
-    let Options {
-        ttl_ms,
-        wait_ms,
-        watchdog,
-        on_lost,
-        fencing,
-        ..
-    } = options;
-    let on_lost = match on_lost {
-        OnLost::Cancel => quote!(#private::OnLost::Cancel),
-        OnLost::Continue => quote!(#private::OnLost::Continue),
-    };
+    let render = render_key(&private, &options.key, template, &key_var);
+    let (max_ttl_check, build_options) = options_expr(&private, options);
 
+    let (inner_attrs, body) = split_inner_attributes(body);
     let mut block = Group::new(Delimiter::Brace, body);
     block.set_span(brace_span);
     let mut body = quote_spanned!(brace_span=> async move #block);
@@ -119,35 +118,105 @@ fn generate(options: &Options, template: &Template, function: LockedFn) -> Token
     let mut run_span = Span::call_site();
     if let ReturnType::Type(_, ty) = &sig.output {
         run_span = ty.span();
-        if !mentions_impl(quote::ToTokens::to_token_stream(ty)) {
-            fake_return = self::fake_return(ty);
-            body = quote!(#private::body::<#ty, _>(#body));
-        }
+        let ty = erase_impl_trait(ty);
+        fake_return = self::fake_return(&ty);
+        body = quote!(#private::body::<#ty, _>(#body));
     }
     // The whole call is spanned at the return type, so a missing `From<LockError>` for
     // the error type is reported there.
+    let private_at_ty = respan(private.clone(), run_span);
     let run = quote_spanned! {run_span=>
-        ::lock_runtime::__private::run(#key_var, #options_var, #body)
+        #private_at_ty::run(#key_var, #options_var, #body)
     };
 
     quote! {
         #(#attrs)*
         #vis #sig {
+            #inner_attrs
+            #max_ttl_check
             #fake_return
             let #key_var = #render;
-            let #options_var = #private::options(
-                #ttl_ms, #wait_ms, #watchdog, #on_lost, #fencing,
-            );
+            let #options_var = #build_options;
             #run.await
         }
     }
+}
+
+/// The options expression, `Options::new().ttl_ms(10000).finish()`, with a setter for each
+/// option the user wrote; and, for a written `ttl`, a constant that asserts it against the
+/// runtime's maximum (spanned at the `ttl` literal, so rustc reports it there).
+fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, TokenStream) {
+    let mut setters = TokenStream::new();
+    let mut max_ttl_check = TokenStream::new();
+    if let Some((ttl_ms, span)) = options.ttl_ms {
+        setters.extend(quote!(.ttl_ms(#ttl_ms)));
+        max_ttl_check = quote_spanned! {span=>
+            const _: () = ::core::assert!(
+                #ttl_ms <= #private::MAX_TTL_MS,
+                "`ttl` is over the maximum lease, `lock_runtime::MAX_TTL`; give a shorter \
+                 one, e.g. ttl = \"30s\": the watchdog renews it while the body runs",
+            );
+        };
+    }
+    if let Some(wait_ms) = options.wait_ms {
+        setters.extend(quote!(.wait_ms(#wait_ms)));
+    }
+    if let Some(watchdog) = options.watchdog {
+        setters.extend(quote!(.watchdog(#watchdog)));
+    }
+    if let Some(on_lost) = options.on_lost {
+        let on_lost = match on_lost {
+            OnLost::Cancel => quote!(#private::OnLost::Cancel),
+            OnLost::Continue => quote!(#private::OnLost::Continue),
+        };
+        setters.extend(quote!(.on_lost(#on_lost)));
+    }
+    if let Some(fencing) = options.fencing {
+        setters.extend(quote!(.fencing(#fencing)));
+    }
+    let build = quote!(#private::Options::new() #setters .finish());
+    (max_ttl_check, build)
+}
+
+/// Splits the body's leading inner attributes (`#![allow(..)]`, `//!` docs) from the rest,
+/// so they can be lifted to the generated function's body, where they apply to the whole
+/// function as the user meant (an `async` block does not accept them).
+///
+/// Input: `#![allow(unused)] let x = 1; Ok(x)`.
+/// Output: (`#![allow(unused)]`, `let x = 1; Ok(x)`).
+fn split_inner_attributes(body: TokenStream) -> (TokenStream, TokenStream) {
+    let tokens: Vec<TokenTree> = body.into_iter().collect();
+    let mut split = 0;
+    while let [
+        TokenTree::Punct(pound),
+        TokenTree::Punct(bang),
+        TokenTree::Group(group),
+        ..,
+    ] = &tokens[split..]
+    {
+        if pound.as_char() != '#'
+            || bang.as_char() != '!'
+            || group.delimiter() != Delimiter::Bracket
+        {
+            break;
+        }
+        split += 3;
+    }
+    let inner = tokens[..split].iter().cloned().collect();
+    let rest = tokens[split..].iter().cloned().collect();
+    (inner, rest)
 }
 
 /// `{ let mut k = KeyBuilder::new(..); k.literal(..); k.value(..); k.finish() }`.
 ///
 /// Placeholder expressions carry the key literal's span: they resolve to the user's
 /// arguments, and a missing field or `Display` impl is reported at the template.
-fn render_key(lit: &LitStr, template: &Template, key_var: &Ident) -> TokenStream {
+fn render_key(
+    private: &TokenStream,
+    lit: &LitStr,
+    template: &Template,
+    key_var: &Ident,
+) -> TokenStream {
     let span = lit.span();
     let steps = template.segments.iter().map(|segment| match segment {
         Segment::Literal(text) => quote! { #key_var.literal(#text); },
@@ -175,9 +244,9 @@ fn render_key(lit: &LitStr, template: &Template, key_var: &Ident) -> TokenStream
     });
     quote! {
         {
-            let mut #key_var = ::lock_runtime::__private::KeyBuilder::new(#lit);
+            let mut #key_var = #private::KeyBuilder::new(#lit);
             #(#steps)*
-            ::lock_runtime::__private::KeyBuilder::finish(#key_var)
+            #private::KeyBuilder::finish(#key_var)
         }
     }
 }
@@ -196,8 +265,8 @@ fn member(name: &str, span: Span) -> TokenStream {
 }
 
 /// Pins the function's return type before the body is checked, so a type mismatch in
-/// the body is reported at the user's expression, not at this attribute. Not used when
-/// the type mentions `impl Trait`, which a `let` may not name.
+/// the body is reported at the user's expression, not at this attribute. `ty` has its
+/// `impl Trait`s erased (a `let` may not name one).
 fn fake_return(ty: &syn::Type) -> TokenStream {
     let fake = Ident::new("__lock_fake_return", Span::mixed_site());
     quote_spanned! {ty.span()=>
@@ -215,10 +284,41 @@ fn fake_return(ty: &syn::Type) -> TokenStream {
     }
 }
 
-fn mentions_impl(tokens: TokenStream) -> bool {
-    tokens.into_iter().any(|tree| match tree {
-        TokenTree::Ident(ident) => ident == "impl",
-        TokenTree::Group(group) => mentions_impl(group.stream()),
-        _ => false,
-    })
+/// `tokens` with every span set to `span` (resolution stays that of `span`).
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let TokenTree::Group(group) = &tree {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                tree = TokenTree::Group(inner);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
+}
+
+/// The return type with every `impl Trait` replaced by `_`, which a `let` and a turbofish
+/// may name: rustc infers it from the body, and still checks everything around it.
+///
+/// Input: `Result<impl Display, E>`. Output: `Result<_, E>`.
+fn erase_impl_trait(ty: &Type) -> Type {
+    struct EraseImplTrait;
+    impl VisitMut for EraseImplTrait {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::ImplTrait(impl_trait) = ty {
+                *ty = Type::Infer(syn::TypeInfer {
+                    underscore_token: syn::Token![_](impl_trait.impl_token.span),
+                });
+            } else {
+                syn::visit_mut::visit_type_mut(self, ty);
+            }
+        }
+    }
+    let mut ty = ty.clone();
+    EraseImplTrait.visit_type_mut(&mut ty);
+    ty
 }

@@ -2,11 +2,11 @@
 //! re-exports it and holds everything the expanded code calls.
 //!
 //! The crate works in three passes, one module each:
-//! - [`attr`] parses the attribute's options into a plain struct and checks them
+//! - `attr` parses the attribute's options into a plain struct and checks them
 //!   (durations, repeated or unknown options);
-//! - [`template`] parses the key template and resolves every placeholder against the
+//! - `template` parses the key template and resolves every placeholder against the
 //!   function's arguments;
-//! - [`expand`] only generates code.
+//! - `expand` only generates code.
 //!
 //! Every error is a `syn::Error` spanned at the offending token; all errors of one
 //! attribute are reported together, and the original function is emitted beside them so
@@ -41,8 +41,13 @@ use proc_macro::TokenStream;
 /// | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
 /// | `on_lost = "continue"` | let the body finish when the lease is lost | `"cancel"` |
 /// | `fencing = true` | issue a fencing token, read with `current_lock()` | `false` |
+/// | `crate = "locks"` | the path of the `lock-runtime` crate, when it is renamed in `Cargo.toml` or re-exported | `"::lock_runtime"` |
+///
+/// An option left out keeps the runtime's default (`LockOptions::default()`); a `ttl`
+/// over `lock_runtime::MAX_TTL` is a compile error.
 ///
 /// The function must be `async` and return a `Result<T, E>` with `E: From<LockError>`.
+/// Inner attributes at the top of the body (`#![allow(..)]`) apply to the whole function.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::distributed_lock(args.into(), item.into()).into()

@@ -8,12 +8,12 @@ use once_cell::sync::OnceCell;
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 
-use crate::cohort::{Cohorts, PassBound};
-use crate::config::{TlsFiles, Topology};
+use crate::config::{PassBound, TlsFiles, Topology};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
+use crate::redlock::Redlock;
 use crate::wakeups::Wakeups;
 use crate::watchdog::Watchdog;
-use crate::{Config, Lock, LockError};
+use crate::{Config, LockError};
 
 static GLOBAL_CONFIG: OnceCell<Config> = OnceCell::new();
 static GLOBAL_CLIENT: OnceCell<LockClient> = OnceCell::new();
@@ -70,7 +70,7 @@ pub async fn is_locked(key: &str) -> Result<bool, LockError> {
 /// connections and one watchdog that renews every lease taken through it.
 ///
 /// Cheap to clone. Most code uses the global client implicitly (through the attribute or
-/// [`Lock::new`]); an explicit client serves tests and programs that talk to several
+/// [`Lock::new`](crate::Lock::new)); an explicit client serves tests and programs that talk to several
 /// Redis deployments.
 #[derive(Clone)]
 pub struct LockClient {
@@ -85,21 +85,15 @@ struct ClientInner {
     key_prefix: String,
     watchdog: Watchdog,
     wakeups: Wakeups,
-    /// The local queues: the tasks of this process that want the same key.
-    cohorts: Cohorts,
+    /// How far the lock passes between tasks of this process (see `cohort.rs`).
+    pass_bound: PassBound,
+    /// How long a foreign window leaves a contended key free (zero: never).
+    foreign_window: Duration,
     redlock: Option<Redlock>,
     /// Whether Redis ever answered an acquire through this client.
     answered: AtomicBool,
     /// How long one request may wait for its reply.
     response_timeout: Duration,
-}
-
-/// The Redlock settings of a client in that mode.
-#[derive(Debug)]
-pub(crate) struct Redlock {
-    pub(crate) urls: Vec<String>,
-    pub(crate) quorum: usize,
-    pub(crate) node_timeout: Duration,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -146,9 +140,7 @@ impl LockClient {
         #[cfg(feature = "tls-rustls")]
         ensure_crypto_provider();
         let open = |url: &String| open_client(url, &config.tls);
-        let setup_failed = |err: redis::RedisError| LockError::Config {
-            reason: format!("cannot set up connections to `{}`: {err}", urls.join(", ")),
-        };
+        let setup_failed = |err: redis::RedisError| LockError::invalid_url(urls.join(", "), err);
         let (connections, wakeups, redlock) = match &config.topology {
             Topology::Single(_) | Topology::Client { .. } | Topology::Sentinel { .. } => {
                 let (client, sentinel) = match &config.topology {
@@ -267,13 +259,11 @@ impl LockClient {
                 key_prefix: config.key_prefix,
                 watchdog,
                 wakeups,
-                cohorts: Cohorts::new(
-                    PassBound {
-                        passes: config.local_passes,
-                        time: config.local_pass_time,
-                    },
-                    config.foreign_window,
-                ),
+                pass_bound: PassBound {
+                    passes: config.local_passes,
+                    time: config.local_pass_time,
+                },
+                foreign_window: config.foreign_window,
                 redlock,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
@@ -303,16 +293,11 @@ impl LockClient {
         LockClient::new(Config::from_client(client))
     }
 
-    /// A lock on `key` taken through this client (options default; see [`Lock`]).
-    pub fn lock(&self, key: impl Into<String>) -> Lock {
-        Lock::new(key).client(self)
-    }
-
     /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;
-        if self.inner.redlock.is_some() {
-            return crate::redlock::is_locked(self, &redis_key).await;
+        if let Some(redlock) = &self.inner.redlock {
+            return crate::redlock::is_locked(&self.inner.connections, redlock, &redis_key).await;
         }
         let value: Option<String> = redis::cmd("GET")
             .arg(&redis_key)
@@ -334,12 +319,6 @@ impl LockClient {
         let connections = &self.inner.connections;
         let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % connections.len();
         connections[index].clone()
-    }
-
-    /// How many tasks of this process wait for a lock now, and on how many keys'
-    /// release channels this process is subscribed. Both return to zero when no one waits.
-    pub fn waiting(&self) -> (usize, usize) {
-        (self.inner.cohorts.waiting(), self.inner.wakeups.channels())
     }
 
     /// Notes that Redis answered an acquire: a later timeout may hide a grant.
@@ -381,8 +360,14 @@ impl LockClient {
         }
     }
 
-    pub(crate) fn cohorts(&self) -> &Cohorts {
-        &self.inner.cohorts
+    /// How far the lock passes between tasks of this process.
+    pub(crate) fn pass_bound(&self) -> PassBound {
+        self.inner.pass_bound
+    }
+
+    /// How long a foreign window leaves a contended key free (zero: never).
+    pub(crate) fn foreign_window(&self) -> Duration {
+        self.inner.foreign_window
     }
 
     pub(crate) fn wakeups(&self) -> &Wakeups {
@@ -409,27 +394,31 @@ impl LockClient {
 
 /// A client for `url`, with the configured TLS certificates if any.
 fn open_client(url: &str, tls: &TlsFiles) -> Result<redis::Client, LockError> {
-    let opened = if tls.is_set() {
-        with_certificates(url, tls)
-    } else {
-        redis::Client::open(url)
-    };
-    opened.map_err(|err| {
-        let hint = if url.contains("+sentinel://") {
-            " (Sentinel URLs are not supported: use Config::sentinel(master_name, sentinel_urls) \
-             with lock_runtime::init)"
-        } else if url.starts_with("rediss://") && !cfg!(any(feature = "tls-rustls", feature = "tls-native-tls")) {
-            " (turn on the lock-runtime feature `tls-rustls` or `tls-native-tls` for rediss:// URLs)"
-        } else {
-            ""
-        };
-        let reason = if tls.is_set() {
-            format!("bad Redis URL or TLS certificates for `{url}`: {err}{hint}")
-        } else {
-            format!("bad Redis URL `{url}`: {err}{hint}")
-        };
-        LockError::Config { reason }
+    // The URL alone first: a URL the client rejects is `InvalidUrl`; certificates that
+    // cannot be used with it are a configuration error of their own.
+    let client =
+        redis::Client::open(url).map_err(|err| LockError::invalid_url(url, with_hint(url, err)))?;
+    if !tls.is_set() {
+        return Ok(client);
+    }
+    with_certificates(url, tls).map_err(|err| LockError::Config {
+        reason: format!("the TLS certificates given for `{url}` cannot be used: {err}"),
     })
+}
+
+/// The client's error about `url`, with the fix when there is one we know.
+fn with_hint(url: &str, err: redis::RedisError) -> redis::RedisError {
+    let hint = if url.contains("+sentinel://") {
+        "Sentinel URLs are not supported: use Config::sentinel(master_name, sentinel_urls) \
+         with lock_runtime::init"
+    } else if url.starts_with("rediss://")
+        && !cfg!(any(feature = "tls-rustls", feature = "tls-native-tls"))
+    {
+        "rediss:// needs TLS: turn on the lock-runtime feature `tls-rustls` or `tls-native-tls`"
+    } else {
+        return err;
+    };
+    redis::RedisError::from((err.kind(), hint, err.to_string()))
 }
 
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]

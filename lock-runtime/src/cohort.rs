@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use once_cell::sync::Lazy;
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
@@ -26,22 +27,13 @@ use crate::redis_queue::{Place, release_script};
 use crate::scripts::KeyNames;
 use crate::wakeups::WaitTicket;
 
-/// How far a process passes a lock between its own tasks before other processes get it:
-/// at most `passes` passes and `time` since the process took the lock in Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PassBound {
-    pub(crate) passes: u32,
-    pub(crate) time: Duration,
-}
+/// The local queues of every client of this process, by client and Redis key; a key's
+/// entry lives while a task acquires or holds it through that client.
+static COHORTS: Lazy<Mutex<HashMap<CohortKey, Arc<Cohort>>>> =
+    Lazy::new(|| Mutex::new(HashMap::new()));
 
-/// The local queues of one client, by Redis key; a key's entry lives while a task of this
-/// process acquires or holds it.
-pub(crate) struct Cohorts {
-    map: Mutex<HashMap<String, Arc<Cohort>>>,
-    bound: PassBound,
-    /// How long a foreign window leaves the key free (zero: never).
-    foreign_window: Duration,
-}
+/// A client (its id) and a Redis key.
+type CohortKey = (usize, String);
 
 /// How long a process wants a key without a break before it first leaves it free for a
 /// foreign window (see [`Ending::Gap`]).
@@ -121,46 +113,44 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl Cohorts {
-    pub(crate) fn new(bound: PassBound, foreign_window: Duration) -> Self {
-        Cohorts {
-            map: Mutex::new(HashMap::new()),
-            bound,
-            foreign_window,
-        }
-    }
-
-    /// A task starts to acquire `names.lock`: it joins the key's local level.
-    pub(crate) fn join(&self, client: &LockClient, names: &KeyNames) -> Member {
-        let mut map = locked(&self.map);
-        let cohort = map
-            .entry(names.lock.clone())
-            .or_insert_with(|| {
-                Arc::new(Cohort {
-                    turn: Arc::new(tokio::sync::Mutex::new(())),
-                    state: Mutex::new(State::new()),
-                })
+/// A task starts to acquire `names.lock` through `client`: it joins the key's local level.
+pub(crate) fn join(client: &LockClient, names: &KeyNames) -> Member {
+    let mut map = locked(&COHORTS);
+    let cohort = map
+        .entry((client.id(), names.lock.clone()))
+        .or_insert_with(|| {
+            Arc::new(Cohort {
+                turn: Arc::new(tokio::sync::Mutex::new(())),
+                state: Mutex::new(State::new()),
             })
-            .clone();
-        {
-            let mut state = locked(&cohort.state);
-            state.members += 1;
-            state.waiting += 1;
-        }
-        Member {
-            client: client.clone(),
-            names: names.clone(),
-            cohort,
-            waiting: true,
-        }
+        })
+        .clone();
+    {
+        let mut state = locked(&cohort.state);
+        state.members += 1;
+        state.waiting += 1;
     }
+    Member {
+        client: client.clone(),
+        names: names.clone(),
+        cohort,
+        waiting: true,
+    }
+}
 
-    /// How many tasks of this process are acquiring a lock now (all keys).
-    pub(crate) fn waiting(&self) -> usize {
-        locked(&self.map)
-            .values()
-            .map(|cohort| locked(&cohort.state).waiting)
-            .sum()
+impl LockClient {
+    /// How many tasks of this process wait for a lock through this client now (in a key's
+    /// local queue, or leading the process's wait in Redis), and on how many keys' release
+    /// channels it is subscribed (one per key the process waits for in Redis). Both return
+    /// to zero when no one waits.
+    pub fn waiting(&self) -> (usize, usize) {
+        let id = self.id();
+        let tasks = locked(&COHORTS)
+            .iter()
+            .filter(|((client, _), _)| *client == id)
+            .map(|(_, cohort)| locked(&cohort.state).waiting)
+            .sum();
+        (tasks, self.wakeups().channels())
     }
 }
 
@@ -252,7 +242,7 @@ impl Member {
     /// the rotation: their next window comes after one tenure of ours (the pass bound's
     /// time). An unused window makes the next come four times later than the last.
     pub(crate) fn window_closed(&self, used: bool, taken: Instant) {
-        let tenure = self.client.cohorts().bound.time;
+        let tenure = self.client.pass_bound().time;
         let mut state = self.state();
         state.window_every = if used {
             tenure.max(Duration::from_millis(1))
@@ -280,7 +270,7 @@ impl Member {
 impl Drop for Member {
     fn drop(&mut self) {
         let leftovers = {
-            let mut map = locked(&self.client.cohorts().map);
+            let mut map = locked(&COHORTS);
             let mut state = self.state();
             state.members -= 1;
             if self.waiting {
@@ -289,11 +279,12 @@ impl Drop for Member {
             if state.members > 0 {
                 return;
             }
+            let key = (self.client.id(), self.names.lock.clone());
             if map
-                .get(&self.names.lock)
+                .get(&key)
                 .is_some_and(|cohort| Arc::ptr_eq(cohort, &self.cohort))
             {
-                map.remove(&self.names.lock);
+                map.remove(&key);
             }
             (state.tenure.take(), state.place.take(), state.ticket.take())
         };
@@ -301,6 +292,43 @@ impl Drop for Member {
         let (tenure, _place, _ticket) = leftovers;
         if let Some(tenure) = tenure {
             release_parked(&self.client, &self.names, tenure);
+        }
+    }
+}
+
+/// A tenure taken out of the cohort by the task that has the turn, until that task has
+/// taken the lock over: a task dropped before that (cancelled during the round trip that
+/// re-dates the lease) gives the lock back instead of leaving it held and renewed.
+pub(crate) struct Unclaimed<'a> {
+    tenure: Option<Tenure>,
+    client: &'a LockClient,
+    names: &'a KeyNames,
+}
+
+impl<'a> Unclaimed<'a> {
+    pub(crate) fn new(member: &'a Member) -> Self {
+        Unclaimed {
+            tenure: member.take_tenure(),
+            client: &member.client,
+            names: &member.names,
+        }
+    }
+
+    /// The tenure, while it is unclaimed.
+    pub(crate) fn tenure(&self) -> Option<&Tenure> {
+        self.tenure.as_ref()
+    }
+
+    /// The task took the lock over, or its lease is gone: nothing to give back.
+    pub(crate) fn claim(&mut self) -> Option<Tenure> {
+        self.tenure.take()
+    }
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        if let Some(tenure) = self.tenure.take() {
+            release_parked(self.client, self.names, tenure);
         }
     }
 }
@@ -393,11 +421,11 @@ impl Holding {
         if !passable(valid_until, ttl, now) {
             return Ending::Release;
         }
-        let cohorts = self.member.client.cohorts();
-        if yields && !cohorts.foreign_window.is_zero() && self.window_due(now) {
+        let client = &self.member.client;
+        if yields && !client.foreign_window().is_zero() && self.window_due(now) {
             return Ending::Gap;
         }
-        let bound = cohorts.bound;
+        let bound = client.pass_bound();
         if self.passes < bound.passes && now.saturating_duration_since(self.began) < bound.time {
             return Ending::Pass;
         }
@@ -420,7 +448,7 @@ impl Holding {
 
     /// How long a foreign window leaves the key free.
     pub(crate) fn foreign_window(&self) -> Duration {
-        self.member.client.cohorts().foreign_window
+        self.member.client.foreign_window()
     }
 
     /// Parks the lock for the next local waiter and gives up the turn: a pass.

@@ -79,6 +79,14 @@ impl std::fmt::Debug for TlsFiles {
 /// wake-up subscriptions (a builder cannot be cloned).
 pub(crate) type ClusterBuilderFn = Arc<dyn Fn() -> ClusterClientBuilder + Send + Sync>;
 
+/// How far a process passes a lock between its own tasks before other processes get it:
+/// at most `passes` passes and `time` since the process took the lock in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PassBound {
+    pub(crate) passes: u32,
+    pub(crate) time: Duration,
+}
+
 /// Which servers hold the locks.
 #[derive(Clone)]
 pub(crate) enum Topology {

@@ -1,5 +1,6 @@
 //! The one error type of the crate.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,21 +9,26 @@ use std::time::Duration;
 /// Every variant names the key, so a log line says which lock failed and why.
 /// Functions guarded by `#[distributed_lock]` return these through their own error
 /// type (`E: From<LockError>`), and the body does not run.
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// `Display` says what failed, for which key, and the fix when there is one; it never
+/// repeats the underlying cause, which [`source()`](std::error::Error::source) returns
+/// instead. Printing the chain (as `anyhow`, `eyre` or `{:#}` reporters do) therefore names
+/// each cause once:
+///
+/// ```text
+/// lock `stock:7`: the request to Redis failed (Redis unreachable or answering with an error)
+/// caused by: Connection refused (os error 111)
+/// ```
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum LockError {
     /// Another owner holds the lock and `wait` is zero (try once).
-    #[error("lock `{key}` is busy: another owner holds it (wait = 0s, so it was tried once)")]
     Busy {
         /// The Redis key of the lock.
         key: String,
     },
     /// The lock was still held by another owner when `wait` ran out (or, with `wait`
     /// zero, Redis answered only after the lease's validity had passed).
-    #[error(
-        "lock `{key}` could not be acquired within {waited:?}: another owner held it \
-         (or Redis answered too late); raise `wait` or shorten the holder's work"
-    )]
     Timeout {
         /// The Redis key of the lock.
         key: String,
@@ -30,7 +36,6 @@ pub enum LockError {
         waited: Duration,
     },
     /// The lease was lost while the guarded body ran.
-    #[error("lock `{key}` was lost while the body ran: {cause}")]
     Lost {
         /// The Redis key of the lock.
         key: String,
@@ -38,19 +43,17 @@ pub enum LockError {
         cause: LostCause,
     },
     /// Redis could not be reached, or answered with an error.
-    #[error("lock `{key}`: Redis failed: {source}")]
+    ///
+    /// [`source()`](std::error::Error::source) is the cause: for a connection failure the
+    /// I/O error itself (redis-rs' error only repeats its text), else the redis-rs error.
+    /// The redis-rs error is in the `source` field for code that inspects it.
     Backend {
         /// The Redis key of the lock (empty when no key was involved).
         key: String,
         /// The client's error.
-        #[source]
         source: Arc<redis::RedisError>,
     },
     /// Redlock mode: too few masters answered for a majority.
-    #[error(
-        "lock `{key}`: only {answered} of {nodes} Redis masters answered, a quorum needs \
-         {needed}: {failures}"
-    )]
     NoQuorum {
         /// The Redis key of the lock.
         key: String,
@@ -65,19 +68,98 @@ pub enum LockError {
     },
     /// The key is empty, too long, or a placeholder rendered an empty value.
     /// Reported before any Redis traffic.
-    #[error("invalid lock key `{key}`: {reason}")]
     InvalidKey {
         /// The key as far as it could be rendered (or its template).
         key: String,
         /// What is wrong with it, and how to fix it.
         reason: String,
     },
-    /// The runtime is misconfigured: `init` twice, a bad `REDIS_URL`, no Tokio runtime.
-    #[error("lock runtime configuration: {reason}")]
+    /// The runtime is misconfigured: `init` twice, no Tokio runtime, an out-of-range
+    /// option. A configuration the Redis client itself rejects (a bad URL) is
+    /// [`LockError::InvalidUrl`], with the client's error as its source.
     Config {
         /// What is wrong, and how to fix it.
         reason: String,
     },
+    /// The Redis client rejected the configured URL(s): a malformed URL, an unknown
+    /// scheme, TLS asked for but not compiled in. [`source()`](std::error::Error::source)
+    /// is the client's error.
+    InvalidUrl {
+        /// The URL (or, for Redlock and cluster, the URLs) as configured.
+        url: String,
+        /// The client's error.
+        source: Arc<redis::RedisError>,
+    },
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Busy { key } => write!(
+                f,
+                "lock `{key}` is busy: another owner holds it (wait = 0s, so it was tried once)"
+            ),
+            LockError::Timeout { key, waited } => write!(
+                f,
+                "lock `{key}` could not be acquired within {waited:?}: another owner held it \
+                 (or Redis answered too late); raise `wait` or shorten the holder's work"
+            ),
+            LockError::Lost { key, cause } => {
+                write!(f, "lock `{key}` was lost while the body ran: {cause}")
+            }
+            LockError::Backend { key, .. } if key.is_empty() => f.write_str(
+                "the request to Redis failed (Redis unreachable or answering with an error)",
+            ),
+            LockError::Backend { key, .. } => write!(
+                f,
+                "lock `{key}`: the request to Redis failed (Redis unreachable or answering \
+                 with an error)"
+            ),
+            LockError::NoQuorum {
+                key,
+                answered,
+                needed,
+                nodes,
+                failures,
+            } => write!(
+                f,
+                "lock `{key}`: only {answered} of {nodes} Redis masters answered, a quorum \
+                 needs {needed}: {failures}"
+            ),
+            LockError::InvalidKey { key, reason } => {
+                write!(f, "invalid lock key `{key}`: {reason}")
+            }
+            LockError::Config { reason } => write!(f, "lock runtime configuration: {reason}"),
+            LockError::InvalidUrl { url, .. } => write!(
+                f,
+                "lock runtime configuration: the Redis client rejects the URL `{url}`; fix \
+                 REDIS_URL or the URLs given to `Config` (e.g. redis://127.0.0.1:6379)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LockError::Backend { source, .. } | LockError::InvalidUrl { source, .. } => {
+                Some(redis_cause(source))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The cause to report for a redis-rs error. redis-rs' error for an I/O, server or parse
+/// failure displays its inner error's text verbatim and returns that error as its own
+/// `source()`: reporting both would print the same text twice, so the inner error stands
+/// for it. Its other kinds (its own descriptions) are reported as they are.
+fn redis_cause(err: &redis::RedisError) -> &(dyn std::error::Error + 'static) {
+    use std::error::Error as _;
+    match err.source() {
+        Some(inner) => inner,
+        None => err,
+    }
 }
 
 impl LockError {
@@ -90,13 +172,20 @@ impl LockError {
             | LockError::Backend { key, .. }
             | LockError::NoQuorum { key, .. }
             | LockError::InvalidKey { key, .. } => key,
-            LockError::Config { .. } => "",
+            LockError::Config { .. } | LockError::InvalidUrl { .. } => "",
         }
     }
 
     pub(crate) fn backend(key: &str, source: redis::RedisError) -> Self {
         LockError::Backend {
             key: key.to_owned(),
+            source: Arc::new(source),
+        }
+    }
+
+    pub(crate) fn invalid_url(url: impl Into<String>, source: redis::RedisError) -> Self {
+        LockError::InvalidUrl {
+            url: url.into(),
             source: Arc::new(source),
         }
     }

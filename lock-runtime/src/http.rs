@@ -8,7 +8,7 @@
 //! | `Backend`, `NoQuorum` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing |
 //! | `Lost` | 503 Service Unavailable | the lease was lost mid-request; the work was cancelled |
 //! | `InvalidKey` | 400 Bad Request | a request value rendered an empty or over-long key |
-//! | `Config` | 500 Internal Server Error | the service is misconfigured |
+//! | `Config`, `InvalidUrl` | 500 Internal Server Error | the service is misconfigured |
 //!
 //! The body is a short plain-text message that does not reveal the key. To map differently,
 //! wrap `LockError` in your own error type and implement `IntoResponse` for it, calling
@@ -50,7 +50,9 @@ impl LockError {
             | LockError::NoQuorum { .. }
             | LockError::Lost { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
-            LockError::Config { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            LockError::Config { .. } | LockError::InvalidUrl { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -63,7 +65,9 @@ impl LockError {
             }
             LockError::Lost { .. } => "the request lost its lock and was stopped; retry",
             LockError::InvalidKey { .. } => "the request names an invalid resource",
-            LockError::Config { .. } => "the lock service is misconfigured",
+            LockError::Config { .. } | LockError::InvalidUrl { .. } => {
+                "the lock service is misconfigured"
+            }
         }
     }
 }
@@ -108,5 +112,20 @@ mod tests {
             reason: "empty".into(),
         };
         assert_eq!(invalid.into_response().status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn configuration_errors_are_500_without_retry_after() {
+        let config = LockError::Config {
+            reason: "init called twice".into(),
+        }
+        .into_response();
+        assert_eq!(config.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(config.headers().get(header::RETRY_AFTER).is_none());
+        let url = LockError::invalid_url(
+            "redis//nope",
+            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad URL")),
+        );
+        assert_eq!(url.status_code(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -49,6 +49,28 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Waiting: two levels
+//!
+//! The tasks of one process that want the same key wait in a local first-come-first-served
+//! queue, and a holder passes the lock to the next of them without a Redis round trip; only
+//! the process waits in Redis, as one queue entry per key. Passes are bounded
+//! ([`Config::local_passes`], [`Config::local_pass_time`]): then the next process in the
+//! key's Redis queue gets the lock. Clients that do not queue (redis-py's `Lock`) get the key
+//! in occasional foreign windows ([`Config::foreign_window`]).
+//!
+//! # Glossary
+//!
+//! | term | meaning | where |
+//! |---|---|---|
+//! | lease | the key's expiry a holder owns: valid until `send time + ttl − drift` on the local clock, renewed by the watchdog | `lease.rs`, `watchdog.rs` |
+//! | tenure | one process's hold of a key in Redis, under one token, across the local passes | `cohort.rs` |
+//! | pass | a holder gives the lock to the next task of its process, without Redis | `cohort.rs`, `guard.rs` |
+//! | yield | past the pass bound, one release call gives the lock to the next process and queues this one again (or keeps it when no other waits) | `guard.rs`, `lua/release.lua` |
+//! | queue entry (place) | a process's place in a key's Redis queue, kept alive by its watchdog for one queue lease at a time | `redis_queue.rs`, `lua/acquire.lua`, `lua/keepalive.lua` |
+//! | grant | a release gives the lock to the head entry outright (the key holds its token for a confirmation window) | `lua/release.lua` |
+//! | hand-over | the whole path from a holder's release to the next holder: a pass, or a grant and its confirming try | `cohort.rs`, `redis_queue.rs` |
+//! | foreign window | a contended key left free for a moment for clients that do not queue | `cohort.rs`, `lua/release.lua` |
+//!
 //! # What is promised, and what is not
 //!
 //! - **Without faults: mutual exclusion per key.** The key is `SET NX PX` with a random
@@ -75,6 +97,8 @@
 //!   delay of at least the longest ttl can let a second holder in. Fencing protects storage
 //!   in both cases.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod client;
 mod cohort;
 mod config;
@@ -83,15 +107,21 @@ mod context;
 mod error;
 mod guard;
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
 mod lease;
 mod lock;
+mod options;
 mod redis_queue;
 mod redlock;
 mod scripts;
 mod wakeups;
 mod watchdog;
+
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod layer;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -106,5 +136,6 @@ pub use context::{CurrentLock, current_lock};
 pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use guard::LockGuard;
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
-pub use lock::{FENCE_COUNTER_LIFETIME, Lock, LockOptions, MAX_TTL, OnLost};
+pub use lock::Lock;
 pub use lock_macros::distributed_lock;
+pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cohort::{Holding, Member, Tenure};
+use crate::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::context;
 use crate::guard::LockGuard;
 use crate::lease::{Taken, new_token};
@@ -13,62 +13,18 @@ use crate::redis_queue::{self, Place};
 use crate::redlock;
 use crate::scripts::KeyNames;
 use crate::watchdog::{LeaseHandle, Retake};
-use crate::{LockClient, LockError};
-
-/// What happens when the lease is lost while a guarded body runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum OnLost {
-    /// Drop the body at its next await point and return [`LockError::Lost`].
-    #[default]
-    Cancel,
-    /// Let the body finish; it can check `current_lock().is_lost()` or the guard.
-    Continue,
-}
-
-/// How a lock behaves: lease, waiting, renewal, loss, fencing.
-///
-/// Defaults: `ttl` 30 s, `wait` 10 s, watchdog on, [`OnLost::Cancel`], no fencing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockOptions {
-    /// The lease: how long Redis keeps the key without renewal (at most [`MAX_TTL`]).
-    pub ttl: Duration,
-    /// How long to wait for a held lock; zero tries once.
-    pub wait: Duration,
-    /// Renew the lease every `ttl/3` while held.
-    pub watchdog: bool,
-    /// What a guarded body does when the lease is lost.
-    pub on_lost: OnLost,
-    /// Issue a fencing token on every acquisition.
-    pub fencing: bool,
-}
-
-impl Default for LockOptions {
-    fn default() -> Self {
-        LockOptions {
-            ttl: Duration::from_secs(30),
-            wait: Duration::from_secs(10),
-            watchdog: true,
-            on_lost: OnLost::Cancel,
-            fencing: false,
-        }
-    }
-}
-
-/// How long a fence counter outlives the last acquisition of its key.
-///
-/// Long enough that a stale holder's token is always compared against a newer counter;
-/// after it, the counter is re-seeded from the server clock, which keeps tokens increasing.
-pub const FENCE_COUNTER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
-
-/// The longest lease a lock takes (365 days); a longer `ttl` is refused with
-/// [`LockError::Config`] before any Redis traffic.
-pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+use crate::{LockClient, LockError, LockOptions, MAX_TTL, OnLost};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
 /// that deadlines stay representable.
 const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl LockClient {
+    /// A lock on `key` taken through this client (options default; see [`Lock`]).
+    pub fn lock(&self, key: impl Into<String>) -> Lock {
+        Lock::new(key).client(self)
+    }
+}
 
 /// A distributed lock on one key: build it, then [`acquire`](Lock::acquire) a guard or
 /// [`run`](Lock::run) a future under it.
@@ -197,7 +153,7 @@ impl Lock {
         let started = Instant::now();
         let deadline = started + wait;
         // First the local queue: behind the tasks of this process that want the key.
-        let member = client.cohorts().join(&client, &names);
+        let member = cohort::join(&client, &names);
         let turn = if wait.is_zero() {
             member.try_turn().ok_or_else(|| LockError::Busy {
                 key: names.lock.clone(),
@@ -212,26 +168,30 @@ impl Lock {
                 })?
         };
         // The task before us passed the lock on: take it over.
-        if let Some(tenure) = member.take_tenure()
-            && let Some((lease, fence)) = self.take_over(&client, &names, &tenure).await?
-        {
-            let local = Holding::new(member, turn, Some(&tenure));
-            let token = tenure.token.clone();
-            return Ok(LockGuard::passed(
-                client,
-                names,
-                token,
-                fence,
-                &self.options,
-                lease,
-                Some(local),
-            ));
+        let mut unclaimed = Unclaimed::new(&member);
+        if let Some(tenure) = unclaimed.tenure() {
+            let taken = self.take_over(&client, &names, tenure).await;
+            // Claimed either way: taken over, or (`None`) its lease already given back.
+            if let (Some(tenure), Some((lease, fence))) = (unclaimed.claim(), taken) {
+                drop(unclaimed);
+                let local = Holding::new(member, turn, Some(&tenure));
+                return Ok(LockGuard::passed(
+                    client,
+                    names,
+                    tenure.token,
+                    fence,
+                    &self.options,
+                    lease,
+                    Some(local),
+                ));
+            }
         }
+        drop(unclaimed);
         // Lead the process's wait in Redis.
         let window = (started, deadline);
         let (token, taken) = match client.redlock() {
             Some(redlock) => {
-                redlock::acquire(&client, redlock, &names, &self.options, window).await?
+                redlock::acquire(client.nodes(), redlock, &names, &self.options, window).await?
             }
             None => {
                 self.acquire_in_redis(&client, &names, &member, window)
@@ -274,47 +234,49 @@ impl Lock {
     /// Takes over the lock the process holds from the task before this one. Free when this
     /// task's options match the lease (same ttl, watchdog on, no fence); otherwise one
     /// owner-checked round trip gives the lease this task's ttl and, with fencing, a fresh
-    /// fence. `None` when the lease was lost meanwhile: the caller takes the lock in Redis.
+    /// fence. `None` when the lease is gone (lost meanwhile, or that round trip failed: the
+    /// lock is given back): the caller takes the lock in Redis, where a failing Redis is
+    /// tried again within the wait.
     async fn take_over(
         &self,
         client: &LockClient,
         names: &KeyNames,
         tenure: &Tenure,
-    ) -> Result<Option<(LeaseHandle, Option<u64>)>, LockError> {
+    ) -> Option<(LeaseHandle, Option<u64>)> {
         let options = &self.options;
         let as_is =
             tenure.renew && options.watchdog && tenure.ttl == options.ttl && !options.fencing;
-        if as_is {
-            let lease = client.watchdog().hand_over(tenure.lease, None);
-            if lease.is_none() {
-                redis_queue::give_back(client, names, &tenure.token);
-            }
-            return Ok(lease.map(|lease| (lease, None)));
-        }
-        let sent = Instant::now();
-        match redis_queue::retake(client, names, &tenure.token, options).await {
-            Ok(Some(fence)) => {
-                let retake = Retake {
-                    ttl: options.ttl,
-                    renew: options.watchdog,
-                    sent,
-                };
-                let lease = client.watchdog().hand_over(tenure.lease, Some(retake));
-                if lease.is_none() {
-                    redis_queue::give_back(client, names, &tenure.token);
+        let (retake, fence) = if as_is {
+            (None, None)
+        } else {
+            let sent = Instant::now();
+            match redis_queue::retake(client, names, &tenure.token, options).await {
+                Ok(Some(fence)) => {
+                    let retake = Retake {
+                        ttl: options.ttl,
+                        renew: options.watchdog,
+                        sent,
+                    };
+                    (Some(retake), fence)
                 }
-                Ok(lease.map(|lease| (lease, fence)))
+                Ok(None) => {
+                    client.watchdog().remove(tenure.lease);
+                    return None;
+                }
+                Err(err) => {
+                    tracing::debug!(key = %names.lock, error = %err, "taking a passed lock over failed; taking it in Redis");
+                    client.watchdog().remove(tenure.lease);
+                    redis_queue::give_back(client, names, &tenure.token);
+                    return None;
+                }
             }
-            Ok(None) => {
-                client.watchdog().remove(tenure.lease);
-                Ok(None)
-            }
-            Err(err) => {
-                client.watchdog().remove(tenure.lease);
-                redis_queue::give_back(client, names, &tenure.token);
-                Err(err)
-            }
+        };
+        let lease = client.watchdog().hand_over(tenure.lease, retake);
+        if lease.is_none() {
+            // Lost meanwhile: the watchdog gave up on it, and the key may still hold it.
+            redis_queue::give_back(client, names, &tenure.token);
         }
+        lease.map(|lease| (lease, fence))
     }
 
     /// Leads the process's wait in the Redis queue, with its place there (one is made for
@@ -349,8 +311,12 @@ impl Lock {
                 Ok((place.token().to_owned(), taken))
             }
             Err(err) => {
-                if let Some(place) = member.keep_place(place) {
-                    // Leave before reporting, but never past the overrun bound.
+                // A wait that ran out leaves before reporting, but never past the overrun
+                // bound; after a Redis error the place leaves in the background as it is
+                // dropped (a synchronous leave would wait on the failing Redis again).
+                if let Some(place) = member.keep_place(place)
+                    && matches!(err, LockError::Timeout { .. })
+                {
                     place.leave(window.1 + client.response_timeout()).await;
                 }
                 Err(err)

@@ -1,27 +1,70 @@
 //! What `#[distributed_lock]` expands to. Not a public API: names here may change in any
 //! release. Everything forwards to the public programmatic API, so there is one code path.
+//!
+//! The attribute crate is pinned to this crate's exact version (`=` in the dependency), so
+//! an expansion never meets a `__private` of another release.
 
 use std::future::Future;
 use std::time::Duration;
 
 pub use crate::OnLost;
 pub use crate::key::KeyBuilder;
-use crate::{Lock, LockError, LockOptions};
+use crate::{Lock, LockError, LockOptions, MAX_TTL};
 
-/// The options of one annotated function, from values the attribute checked at compile time.
-pub fn options(
-    ttl_ms: u64,
-    wait_ms: u64,
-    watchdog: bool,
-    on_lost: OnLost,
-    fencing: bool,
-) -> LockOptions {
-    LockOptions {
-        ttl: Duration::from_millis(ttl_ms),
-        wait: Duration::from_millis(wait_ms),
-        watchdog,
-        on_lost,
-        fencing,
+/// [`MAX_TTL`] in milliseconds: the expansion asserts a written `ttl` against it in a
+/// constant, so the attribute's compile-time check and the runtime's share one limit.
+pub const MAX_TTL_MS: u64 = {
+    let ms = MAX_TTL.as_millis();
+    assert!(ms <= u64::MAX as u128);
+    ms as u64
+};
+
+/// The options of one annotated function: the runtime's defaults
+/// ([`LockOptions::default`]), with the options the attribute names set on them, each
+/// from a value it checked at compile time.
+#[derive(Debug)]
+pub struct Options(LockOptions);
+
+impl Options {
+    /// The defaults of [`LockOptions`].
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Options(LockOptions::default())
+    }
+
+    /// `ttl = "..."`.
+    pub fn ttl_ms(mut self, ms: u64) -> Self {
+        self.0.ttl = Duration::from_millis(ms);
+        self
+    }
+
+    /// `wait = "..."`.
+    pub fn wait_ms(mut self, ms: u64) -> Self {
+        self.0.wait = Duration::from_millis(ms);
+        self
+    }
+
+    /// `watchdog = true | false`.
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.0.watchdog = on;
+        self
+    }
+
+    /// `on_lost = "cancel" | "continue"`.
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.0.on_lost = on_lost;
+        self
+    }
+
+    /// `fencing = true | false`.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.0.fencing = on;
+        self
+    }
+
+    /// The finished options.
+    pub fn finish(self) -> LockOptions {
+        self.0
     }
 }
 

@@ -16,16 +16,24 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use crate::client::Redlock;
+use crate::connection::Connection;
 use crate::lease::{Taken, jitter, millis, new_token, validity};
 use crate::scripts::{ACQUIRE, KeyNames, RELEASE, invoke, queue_call};
-use crate::{LockClient, LockError, LockOptions};
+use crate::{LockError, LockOptions};
+
+/// The Redlock settings of a client in that mode.
+#[derive(Debug)]
+pub(crate) struct Redlock {
+    pub(crate) urls: Vec<String>,
+    pub(crate) quorum: usize,
+    pub(crate) node_timeout: Duration,
+}
 
 /// Rounds on every master until a majority grants a valid lease, or the wait ends: the
 /// process's leading task runs them (its other tasks wait in the local queue). Returns the
 /// token and when its round was sent.
 pub(crate) async fn acquire(
-    client: &LockClient,
+    nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,
     options: &LockOptions,
@@ -34,7 +42,7 @@ pub(crate) async fn acquire(
     let mut backoff = Duration::from_millis(5);
     loop {
         let token = new_token();
-        let round = acquire_round(client, redlock, names, &token, options).await?;
+        let round = acquire_round(nodes, redlock, names, &token, options).await?;
         if won(&round, redlock, options.ttl) {
             tracing::debug!(
                 key = %names.lock,
@@ -52,7 +60,7 @@ pub(crate) async fn acquire(
         // Give back every grant, also on masters that seemed to fail: their grant may
         // only have been late.
         if (round.granted > 0 || !round.failures.is_empty())
-            && let Err(err) = release_all(client, redlock, names, &token).await
+            && let Err(err) = release_all(nodes, redlock, names, &token).await
         {
             tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
         }
@@ -93,7 +101,7 @@ pub(crate) struct Round {
 
 /// One acquire round on every master.
 async fn acquire_round(
-    client: &LockClient,
+    nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,
     token: &str,
@@ -110,7 +118,7 @@ async fn acquire_round(
     }
     let limit = redlock.node_timeout.max(Duration::from_millis(1));
     let sent = Instant::now();
-    let replies = join_all(client.nodes().iter().map(|connection| {
+    let replies = join_all(nodes.iter().map(|connection| {
         let mut connection = connection.clone();
         async move {
             let mut invocation = ACQUIRE.key(&names.lock);
@@ -170,16 +178,16 @@ fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
 /// Releases on every master. 1 when a majority released our token, -1 when another owner
 /// holds it somewhere, 0 when it was gone everywhere else.
 pub(crate) async fn release_all(
-    client: &LockClient,
+    nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,
     token: &str,
 ) -> Result<i64, LockError> {
-    let replies = join_all(client.nodes().iter().map(|connection| {
+    let replies = join_all(nodes.iter().map(|connection| {
         let mut connection = connection.clone();
         async move {
             invoke::<i64>(
-                &queue_call(&RELEASE, names, token, client.publish_command()),
+                &queue_call(&RELEASE, names, token, "PUBLISH"),
                 &mut connection,
             )
             .await
@@ -210,11 +218,12 @@ pub(crate) async fn release_all(
 }
 
 /// Whether a majority of the masters hold `key`.
-pub(crate) async fn is_locked(client: &LockClient, key: &str) -> Result<bool, LockError> {
-    let Some(redlock) = client.redlock() else {
-        return Ok(false);
-    };
-    let replies = join_all(client.nodes().iter().map(|connection| {
+pub(crate) async fn is_locked(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    key: &str,
+) -> Result<bool, LockError> {
+    let replies = join_all(nodes.iter().map(|connection| {
         let mut connection = connection.clone();
         async move {
             redis::cmd("EXISTS")

@@ -1,12 +1,14 @@
-//! The README's web-service code is the example's code, verbatim: the lines between
-//! `// README:start` and `// README:end` in the web shop must appear in README.md as one
-//! ```rust block, so the README cannot drift from code that compiles and is tested.
+//! The README's code is the examples' code, verbatim: the lines between
+//! `// README:start` and `// README:end` in each source below must appear in README.md as
+//! one ```rust block, so the README cannot drift from code that compiles and is tested.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::path::PathBuf;
 
-/// The file that holds the marked excerpt, relative to the workspace root.
-const SOURCE: &str = "examples/src/web_shop.rs";
+/// The files that hold a marked excerpt, relative to the workspace root: the README's first
+/// example (Usage) and its web-service code.
+const QUICK_START: &str = "examples/quick_start.rs";
+const WEB_SHOP: &str = "examples/src/web_shop.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -16,20 +18,25 @@ fn workspace_root() -> PathBuf {
 
 /// The lines strictly between the markers, with their common indentation removed.
 fn excerpt(source: &str) -> String {
+    excerpt_of(source, "the source")
+}
+
+fn excerpt_of(source: &str, name: &str) -> String {
     let lines: Vec<&str> = source.lines().collect();
-    let marker = |name: &str| {
+    let file = name;
+    let marker = |marker: &str| {
         let found: Vec<usize> = (0..lines.len())
-            .filter(|&at| lines[at].trim() == name)
+            .filter(|&at| lines[at].trim() == marker)
             .collect();
         assert_eq!(
             found.len(),
             1,
-            "{SOURCE} must have exactly one `{name}` line"
+            "{file} must have exactly one `{marker}` line"
         );
         found[0]
     };
     let (start, end) = (marker(START), marker(END));
-    assert!(start < end, "{SOURCE}: `{START}` must come before `{END}`");
+    assert!(start < end, "{file}: `{START}` must come before `{END}`");
     let body = &lines[start + 1..end];
     let indent = body
         .iter()
@@ -62,21 +69,32 @@ fn rust_blocks(markdown: &str) -> Vec<String> {
     blocks
 }
 
-#[test]
-fn readme_shows_the_web_shop_code_verbatim() {
+/// Fails unless README.md holds the marked excerpt of `source` as one ```rust block.
+fn assert_readme_shows(source: &str) {
     let root = workspace_root();
-    let source = std::fs::read_to_string(root.join(SOURCE)).unwrap();
+    let code = std::fs::read_to_string(root.join(source)).unwrap();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let expected = excerpt(&source);
+    let expected = excerpt_of(&code, source);
     assert!(
         expected.lines().count() > 10,
-        "the excerpt in {SOURCE} is nearly empty"
+        "the excerpt in {source} is nearly empty"
     );
     assert!(
         rust_blocks(&readme).contains(&expected),
         "README.md has no ```rust block equal to the lines between `{START}` and `{END}` in \
-         {SOURCE}; replace the README's web-service block with:\n\n```rust\n{expected}\n```\n"
+         {source}; replace the README's block with:\n\n```rust\n{expected}\n```\n"
     );
+}
+
+#[test]
+fn readme_shows_the_web_shop_code_verbatim() {
+    assert_readme_shows(WEB_SHOP);
+}
+
+/// The README's first example compiles as written: it is `examples/quick_start.rs`.
+#[test]
+fn readme_first_example_is_the_quick_start_example_verbatim() {
+    assert_readme_shows(QUICK_START);
 }
 
 #[test]

@@ -9,6 +9,18 @@ use std::time::{Duration, Instant};
 use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
 use lock_tests::sentinel::{MASTER, SentinelDeployment, info};
 
+/// The error and its `source()` chain, as anyhow and tracing print it (bounded).
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut links = vec![err.to_string()];
+    let mut next = err.source();
+    while let Some(cause) = next {
+        assert!(links.len() < 16, "source() chain does not end: {links:?}");
+        links.push(cause.to_string());
+        next = cause.source();
+    }
+    links.join(": ")
+}
+
 fn client(deployment: &SentinelDeployment) -> LockClient {
     LockClient::new(
         Config::sentinel(MASTER, deployment.sentinel_urls())
@@ -179,8 +191,10 @@ async fn an_unknown_master_name_or_no_sentinel_is_a_clear_error() {
 
     let err =
         LockClient::new(Config::single("redis+sentinel://127.0.0.1:26379/mymaster")).unwrap_err();
-    println!("sentinel URL: {err}");
-    assert!(err.to_string().contains("Config::sentinel"), "{err}");
+    let message = chain(&err);
+    println!("sentinel URL: {message}");
+    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err:?}");
+    assert!(message.contains("Config::sentinel"), "{message}");
 
     let nowhere = format!("redis://127.0.0.1:{}", lock_tests::free_port());
     let started = Instant::now();

@@ -8,6 +8,18 @@ use std::time::Duration;
 use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
 use lock_tests::tls::{Certificates, TlsServer};
 
+/// The error and its `source()` chain, as anyhow and tracing print it (bounded).
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut links = vec![err.to_string()];
+    let mut next = err.source();
+    while let Some(cause) = next {
+        assert!(links.len() < 16, "source() chain does not end: {links:?}");
+        links.push(cause.to_string());
+        next = cause.source();
+    }
+    links.join(": ")
+}
+
 fn client(config: Config) -> LockClient {
     LockClient::new(
         config
@@ -80,7 +92,7 @@ async fn a_server_that_wants_a_client_certificate_refuses_a_client_without_one()
         .acquire()
         .await
         .unwrap_err();
-    println!("without a client certificate: {err}");
+    println!("without a client certificate: {}", chain(&err));
     assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
     assert_eq!(server.server.get("tls:no-client-cert"), None);
 }
@@ -97,7 +109,7 @@ async fn a_wrong_authority_is_a_clear_error_naming_the_server() {
         .acquire()
         .await
         .unwrap_err();
-    let message = err.to_string();
+    let message = chain(&err);
     println!("with a wrong authority: {message}");
     assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
     assert!(
@@ -116,7 +128,7 @@ async fn certificates_that_do_not_parse_are_a_configuration_error() {
         b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".to_vec(),
     ))
     .unwrap_err();
-    println!("unparsable authority: {err}");
+    println!("unparsable authority: {}", chain(&err));
     assert!(matches!(err, LockError::Config { .. }), "{err:?}");
     assert!(err.to_string().contains("rediss://127.0.0.1:6380"), "{err}");
 }

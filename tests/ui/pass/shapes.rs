@@ -122,6 +122,13 @@ impl Job for Nightly {
     }
 }
 
+/// The longest lease the runtime takes (`lock_runtime::MAX_TTL`, 365 days) is accepted;
+/// one hour more is `ui/fail/ttl_over_maximum.rs`.
+#[distributed_lock(key = "yearly", ttl = "8760h")]
+pub async fn yearly() -> Result<(), LockError> {
+    Ok(())
+}
+
 /// Keyword-named argument.
 #[distributed_lock(key = "kind:<type>")]
 pub async fn raw_ident(r#type: &str) -> Result<(), LockError> {
@@ -151,6 +158,7 @@ fn main() {
     assert_send(&shop.sell());
     assert_send(&Nightly.run(1));
     assert_send(&raw_ident("a"));
+    assert_send(&yearly());
     let shop2 = Shop {
         region: "us".into(),
         sold: 0,

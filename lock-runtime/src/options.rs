@@ -1,0 +1,54 @@
+//! How a lock behaves: its options and their limits.
+
+use std::time::Duration;
+
+/// What happens when the lease is lost while a guarded body runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the body at its next await point and return [`LockError::Lost`](crate::LockError::Lost).
+    #[default]
+    Cancel,
+    /// Let the body finish; it can check `current_lock().is_lost()` or the guard.
+    Continue,
+}
+
+/// How a lock behaves: lease, waiting, renewal, loss, fencing.
+///
+/// Defaults: `ttl` 30 s, `wait` 10 s, watchdog on, [`OnLost::Cancel`], no fencing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockOptions {
+    /// The lease: how long Redis keeps the key without renewal (at most [`MAX_TTL`]).
+    pub ttl: Duration,
+    /// How long to wait for a held lock; zero tries once.
+    pub wait: Duration,
+    /// Renew the lease every `ttl/3` while held.
+    pub watchdog: bool,
+    /// What a guarded body does when the lease is lost.
+    pub on_lost: OnLost,
+    /// Issue a fencing token on every acquisition.
+    pub fencing: bool,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            ttl: Duration::from_secs(30),
+            wait: Duration::from_secs(10),
+            watchdog: true,
+            on_lost: OnLost::Cancel,
+            fencing: false,
+        }
+    }
+}
+
+/// How long a fence counter outlives the last acquisition of its key.
+///
+/// Long enough that a stale holder's token is always compared against a newer counter;
+/// after it, the counter is re-seeded from the server clock, which keeps tokens increasing.
+pub const FENCE_COUNTER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest lease a lock takes (365 days); a longer `ttl` is refused with
+/// [`LockError::Config`](crate::LockError::Config) before any Redis traffic.
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
