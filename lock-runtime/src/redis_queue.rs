@@ -260,7 +260,13 @@ impl RedisWait<'_> {
             // The try outlasted the wait by a whole response timeout: give up.
             Err(_) => return Err(self.timeout()),
         };
-        Ok(match attempt {
+        Ok(self.read(attempt, sent).await)
+    }
+
+    /// What a try's answer means for the wait: the lock (when it came within the lease's
+    /// validity), or a park.
+    async fn read(&mut self, attempt: Attempt, sent: Instant) -> Step {
+        match attempt {
             Attempt::Acquired { fence, window_used }
                 if Instant::now() < validity(sent, self.options.ttl) =>
             {
@@ -295,7 +301,7 @@ impl RedisWait<'_> {
                 }
                 Step::Park(retry_in)
             }
-        })
+        }
     }
 
     /// `Busy` for a try-once caller, `Timeout` once the wait ran out.
@@ -451,36 +457,8 @@ async fn try_acquire(
     options: &LockOptions,
     quick: bool,
 ) -> Result<Attempt, LockError> {
-    if quick {
-        let reply: redis::RedisResult<Option<String>> = redis::cmd("SET")
-            .arg(&names.lock)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(options.ttl))
-            .query_async(&mut client.connection())
-            .await;
-        match reply {
-            Ok(Some(_)) => {
-                client.mark_answered();
-                return Ok(Attempt::Acquired {
-                    fence: None,
-                    window_used: false,
-                });
-            }
-            Ok(None) => {
-                client.mark_answered();
-                if options.wait.is_zero() {
-                    return Ok(Attempt::NotNow {
-                        retry_in: Duration::ZERO,
-                    });
-                }
-            }
-            // A connection the server dropped: the script below reconnects, and grants our
-            // token again if this SET did get through.
-            Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => {}
-            Err(err) => return Err(LockError::backend(&names.lock, err)),
-        }
+    if quick && let Some(attempt) = try_set_nx(client, names, token, options).await? {
+        return Ok(attempt);
     }
     let (acquired, value): (i64, i64) = invoke(
         ACQUIRE
@@ -510,6 +488,42 @@ async fn try_acquire(
             retry_in: Duration::from_millis(value),
         }
     })
+}
+
+/// The quick first try: a plain `SET NX PX`. `None` when the caller goes on with the
+/// script: the key was taken and the caller may wait, or the connection was dropped (the
+/// script reconnects, and grants our token again if this SET did get through).
+async fn try_set_nx(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+) -> Result<Option<Attempt>, LockError> {
+    let reply: redis::RedisResult<Option<String>> = redis::cmd("SET")
+        .arg(&names.lock)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(millis(options.ttl))
+        .query_async(&mut client.connection())
+        .await;
+    match reply {
+        Ok(Some(_)) => {
+            client.mark_answered();
+            Ok(Some(Attempt::Acquired {
+                fence: None,
+                window_used: false,
+            }))
+        }
+        Ok(None) => {
+            client.mark_answered();
+            Ok(options.wait.is_zero().then_some(Attempt::NotNow {
+                retry_in: Duration::ZERO,
+            }))
+        }
+        Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => Ok(None),
+        Err(err) => Err(LockError::backend(&names.lock, err)),
+    }
 }
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.

@@ -347,3 +347,58 @@ async fn restart_scenario(restart_delay: Duration) -> Outcome {
         b_acquired,
     }
 }
+
+/// The local level applies in Redlock mode too: 8 tasks of one process taking a key 10 times
+/// each pass the lock between them, so the masters run far fewer script calls than
+/// acquisitions (a round through Redis is a script call per master to acquire and another
+/// to release), and no two bodies overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_one_process_pass_the_lock_without_the_masters() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let servers = masters(3);
+    let client = client_for(&servers);
+    client
+        .lock("pass")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for server in &servers {
+        server.reset_stats();
+    }
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    let guard = client.lock("pass").acquire().await.unwrap();
+                    if inside.fetch_add(1, Ordering::SeqCst) > 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_micros(500)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let scripts: u64 = servers
+        .iter()
+        .map(|server| server.calls("evalsha") - server.failed_calls("evalsha"))
+        .sum();
+    println!("80 acquisitions on 3 masters: {scripts} script calls");
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two bodies overlapped");
+    assert!(
+        scripts < 80,
+        "{scripts} script calls for 80 acquisitions: no local passing"
+    );
+    assert_eq!(holders(&servers, "pass"), vec![None; 3]);
+}
