@@ -650,7 +650,7 @@ async fn release_once(
     token: &str,
 ) -> Result<i64, LockError> {
     if let Some(redlock) = client.redlock() {
-        return redlock::release_all(client.nodes(), redlock, names, token).await;
+        return redlock::release_all(client.nodes(), redlock, names, token, true).await;
     }
     invoke(
         &queue_call(&RELEASE, names, token, client.publish_command()),

@@ -123,6 +123,18 @@ pub(crate) struct Requeue {
     pub(crate) window: std::time::Duration,
 }
 
+/// A release by `token` that announces itself even when nobody is queued (Redlock mode,
+/// whose waiters subscribe without queueing).
+pub(crate) fn announced_release_call<'a>(
+    names: &KeyNames,
+    token: &str,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let mut invocation = queue_call(&RELEASE, names, token, publish);
+    invocation.arg("").arg(1).arg(1).arg(0).arg(1);
+    invocation
+}
+
 /// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or
 /// leaves it free for a foreign window.
 pub(crate) fn release_call<'a>(

@@ -402,3 +402,107 @@ async fn tasks_of_one_process_pass_the_lock_without_the_masters() {
     );
     assert_eq!(holders(&servers, "pass"), vec![None; 3]);
 }
+
+/// With a majority of the masters refusing connections, a call with a long wait fails at
+/// once with `NoQuorum` naming each master and why, instead of retrying rounds until the
+/// wait runs out; with one of three down it still acquires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_majority_fails_fast_even_with_a_long_wait() {
+    let mut servers = masters(3);
+    servers[1].kill9();
+    servers[2].kill9();
+    let client = client_for(&servers);
+    let started = tokio::time::Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.lock("k").wait(Duration::from_secs(60)).acquire(),
+    )
+    .await
+    .expect("the call kept retrying rounds")
+    .unwrap_err();
+    let took = started.elapsed();
+    println!("FIGURE redlock-no-majority: NoQuorum after {took:?} with wait 60 s: {err}");
+    assert!(matches!(err, LockError::NoQuorum { .. }), "{err:?}");
+    for server in &servers[1..] {
+        assert!(
+            err.to_string().contains(&server.port().to_string()),
+            "{err} does not name {}",
+            server.url()
+        );
+    }
+    assert!(took < Duration::from_secs(2), "NoQuorum took {took:?}");
+    servers[1].restart();
+    let guard = client
+        .lock("k")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap_or_else(|err| panic!("with 2 of 3 masters up again: {err}"));
+    guard.release().await.unwrap();
+}
+
+/// Redlock waiters are woken by the releases' messages (one subscription per key per
+/// master), not by a backoff poll. While one client holds a key for 500 ms, three others
+/// wait: each tries once, subscribes, tries once more and parks until the release; a
+/// backoff poll (5, 10, 20 ... 200 ms) makes about seven rounds each meanwhile. After the
+/// release the three take the key one after another, alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_waiters_are_woken_by_releases() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let servers = masters(3);
+    let clients: Vec<_> = (0..4).map(|_| client_for(&servers)).collect();
+    for client in &clients {
+        client
+            .lock("warm")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    let held = clients[0].lock("contended").acquire().await.unwrap();
+    for server in &servers {
+        server.reset_stats();
+    }
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = clients[1..]
+        .iter()
+        .map(|client| {
+            let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
+            tokio::spawn(async move {
+                let guard = client
+                    .lock("contended")
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .unwrap();
+                if inside.fetch_add(1, Ordering::SeqCst) > 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every round of tries runs one SET NX on each master.
+    let rounds = servers[0].calls("set");
+    held.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let after = servers[0].calls("set") - rounds;
+    println!(
+        "FIGURE redlock-wakeups: 3 waiters behind a 500 ms hold made {rounds} rounds during \
+         it (a backoff poll: about 21), {after} after the release for their 3 acquisitions"
+    );
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two bodies overlapped");
+    assert!(
+        rounds <= 6,
+        "{rounds} rounds while the key was held: the waiters poll instead of being woken"
+    );
+}
