@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::lease::{Taken, jitter, millis, validity};
 use crate::redlock;
 use crate::scripts::{
-    ACQUIRE, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RETAKE, Requeue, invoke, queue_call,
+    KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RETAKE, Requeue, acquire_call, invoke, queue_call,
     release_call,
 };
 use crate::wakeups::WaitTicket;
@@ -461,17 +461,13 @@ async fn try_acquire(
         return Ok(attempt);
     }
     let (acquired, value): (i64, i64) = invoke(
-        ACQUIRE
-            .key(&names.lock)
-            .key(&names.fence)
-            .key(&names.queue)
-            .key(&names.deadlines)
-            .key(&names.ttls)
-            .arg(token)
-            .arg(millis(options.ttl))
-            .arg(fence_lifetime(options))
-            .arg(u8::from(!options.wait.is_zero()))
-            .arg(millis(QUEUE_LEASE)),
+        &acquire_call(
+            names,
+            token,
+            options.ttl,
+            fence_lifetime(options),
+            !options.wait.is_zero(),
+        ),
         &mut client.connection(),
     )
     .await

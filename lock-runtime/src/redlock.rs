@@ -22,8 +22,8 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::lease::{Taken, jitter, millis, new_token, validity};
-use crate::scripts::{ACQUIRE, KeyNames, RELEASE, announced_release_call, invoke, queue_call};
+use crate::lease::{Taken, jitter, new_token, validity};
+use crate::scripts::{KeyNames, RELEASE, acquire_call, announced_release_call, invoke, queue_call};
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{LockError, LockOptions};
 
@@ -190,17 +190,8 @@ async fn acquire_round(
     let replies = join_all(nodes.iter().map(|connection| {
         let mut connection = connection.clone();
         async move {
-            let mut invocation = ACQUIRE.key(&names.lock);
-            invocation
-                .key(&names.fence)
-                .key(&names.queue)
-                .key(&names.deadlines)
-                .key(&names.ttls)
-                .arg(token)
-                .arg(millis(options.ttl))
-                .arg(0)
-                .arg(0)
-                .arg(0);
+            // Try once, never queue: there is no queue across independent masters.
+            let invocation = acquire_call(names, token, options.ttl, 0, false);
             let ask = async {
                 match invoke::<(i64, i64)>(&invocation, &mut connection).await {
                     // A connection manager answers the first command after a failed

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome};
-use lock_tests::RedisServer;
 use lock_tests::proxy::{Direction, FaultProxy};
+use lock_tests::{Overlaps, RedisServer};
 
 fn masters(count: usize) -> Vec<RedisServer> {
     (0..count).map(|_| RedisServer::start()).collect()
@@ -354,8 +354,6 @@ async fn restart_scenario(restart_delay: Duration) -> Outcome {
 /// to release), and no two bodies overlap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_of_one_process_pass_the_lock_without_the_masters() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let servers = masters(3);
     let client = client_for(&servers);
     client
@@ -369,19 +367,16 @@ async fn tasks_of_one_process_pass_the_lock_without_the_masters() {
     for server in &servers {
         server.reset_stats();
     }
-    let inside = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
+    let overlaps = Overlaps::default();
     let tasks: Vec<_> = (0..8)
         .map(|_| {
-            let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
+            let (client, overlaps) = (client.clone(), overlaps.clone());
             tokio::spawn(async move {
                 for _ in 0..10 {
                     let guard = client.lock("pass").acquire().await.unwrap();
-                    if inside.fetch_add(1, Ordering::SeqCst) > 0 {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
+                    let inside = overlaps.enter();
                     tokio::time::sleep(Duration::from_micros(500)).await;
-                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(inside);
                     guard.release().await.unwrap();
                 }
             })
@@ -395,7 +390,7 @@ async fn tasks_of_one_process_pass_the_lock_without_the_masters() {
         .map(|server| server.calls("evalsha") - server.failed_calls("evalsha"))
         .sum();
     println!("80 acquisitions on 3 masters: {scripts} script calls");
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two bodies overlapped");
+    assert_eq!(overlaps.count(), 0, "two bodies overlapped");
     assert!(
         scripts < 80,
         "{scripts} script calls for 80 acquisitions: no local passing"
@@ -448,8 +443,6 @@ async fn a_lost_majority_fails_fast_even_with_a_long_wait() {
 /// release the three take the key one after another, alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_waiters_are_woken_by_releases() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let servers = masters(3);
     let clients: Vec<_> = (0..4).map(|_| client_for(&servers)).collect();
     for client in &clients {
@@ -466,12 +459,11 @@ async fn redlock_waiters_are_woken_by_releases() {
     for server in &servers {
         server.reset_stats();
     }
-    let inside = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
+    let overlaps = Overlaps::default();
     let waiters: Vec<_> = clients[1..]
         .iter()
         .map(|client| {
-            let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
+            let (client, overlaps) = (client.clone(), overlaps.clone());
             tokio::spawn(async move {
                 let guard = client
                     .lock("contended")
@@ -479,11 +471,9 @@ async fn redlock_waiters_are_woken_by_releases() {
                     .acquire()
                     .await
                     .unwrap();
-                if inside.fetch_add(1, Ordering::SeqCst) > 0 {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
-                }
+                let inside = overlaps.enter();
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(inside);
                 guard.release().await.unwrap();
             })
         })
@@ -500,7 +490,7 @@ async fn redlock_waiters_are_woken_by_releases() {
         "FIGURE redlock-wakeups: 3 waiters behind a 500 ms hold made {rounds} rounds during \
          it (a backoff poll: about 21), {after} after the release for their 3 acquisitions"
     );
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two bodies overlapped");
+    assert_eq!(overlaps.count(), 0, "two bodies overlapped");
     assert!(
         rounds <= 6,
         "{rounds} rounds while the key was held: the waiters poll instead of being woken"
