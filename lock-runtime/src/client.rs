@@ -199,7 +199,16 @@ impl LockClient {
                 for client in &clients {
                     warn_if_evicting(client, limit);
                 }
-                // Redlock waits by jittered retry; the registry stays empty.
+                // Redlock waiters subscribe on every master (one subscription per key per
+                // master); the client-wide registry stays empty.
+                let masters = clients
+                    .iter()
+                    .map(|client| {
+                        resp3(client)
+                            .and_then(|client| Wakeups::single(client, manager_config.clone()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(setup_failed)?;
                 let wakeups = resp3(&clients[0])
                     .and_then(|client| Wakeups::single(client, manager_config))
                     .map_err(setup_failed)?;
@@ -207,6 +216,7 @@ impl LockClient {
                     urls: urls.clone(),
                     quorum: urls.len() / 2 + 1,
                     node_timeout: config.node_timeout,
+                    wakeups: masters,
                 };
                 (nodes, wakeups, Some(redlock))
             }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::lease::{Taken, jitter, millis, validity};
 use crate::redlock;
 use crate::scripts::{
-    ACQUIRE, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RETAKE, Requeue, invoke, queue_call,
+    KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RETAKE, Requeue, acquire_call, invoke, queue_call,
     release_call,
 };
 use crate::wakeups::WaitTicket;
@@ -260,7 +260,13 @@ impl RedisWait<'_> {
             // The try outlasted the wait by a whole response timeout: give up.
             Err(_) => return Err(self.timeout()),
         };
-        Ok(match attempt {
+        Ok(self.read(attempt, sent).await)
+    }
+
+    /// What a try's answer means for the wait: the lock (when it came within the lease's
+    /// validity), or a park.
+    async fn read(&mut self, attempt: Attempt, sent: Instant) -> Step {
+        match attempt {
             Attempt::Acquired { fence, window_used }
                 if Instant::now() < validity(sent, self.options.ttl) =>
             {
@@ -295,7 +301,7 @@ impl RedisWait<'_> {
                 }
                 Step::Park(retry_in)
             }
-        })
+        }
     }
 
     /// `Busy` for a try-once caller, `Timeout` once the wait ran out.
@@ -451,49 +457,17 @@ async fn try_acquire(
     options: &LockOptions,
     quick: bool,
 ) -> Result<Attempt, LockError> {
-    if quick {
-        let reply: redis::RedisResult<Option<String>> = redis::cmd("SET")
-            .arg(&names.lock)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(options.ttl))
-            .query_async(&mut client.connection())
-            .await;
-        match reply {
-            Ok(Some(_)) => {
-                client.mark_answered();
-                return Ok(Attempt::Acquired {
-                    fence: None,
-                    window_used: false,
-                });
-            }
-            Ok(None) => {
-                client.mark_answered();
-                if options.wait.is_zero() {
-                    return Ok(Attempt::NotNow {
-                        retry_in: Duration::ZERO,
-                    });
-                }
-            }
-            // A connection the server dropped: the script below reconnects, and grants our
-            // token again if this SET did get through.
-            Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => {}
-            Err(err) => return Err(LockError::backend(&names.lock, err)),
-        }
+    if quick && let Some(attempt) = try_set_nx(client, names, token, options).await? {
+        return Ok(attempt);
     }
     let (acquired, value): (i64, i64) = invoke(
-        ACQUIRE
-            .key(&names.lock)
-            .key(&names.fence)
-            .key(&names.queue)
-            .key(&names.deadlines)
-            .key(&names.ttls)
-            .arg(token)
-            .arg(millis(options.ttl))
-            .arg(fence_lifetime(options))
-            .arg(u8::from(!options.wait.is_zero()))
-            .arg(millis(QUEUE_LEASE)),
+        &acquire_call(
+            names,
+            token,
+            options.ttl,
+            fence_lifetime(options),
+            !options.wait.is_zero(),
+        ),
         &mut client.connection(),
     )
     .await
@@ -510,6 +484,42 @@ async fn try_acquire(
             retry_in: Duration::from_millis(value),
         }
     })
+}
+
+/// The quick first try: a plain `SET NX PX`. `None` when the caller goes on with the
+/// script: the key was taken and the caller may wait, or the connection was dropped (the
+/// script reconnects, and grants our token again if this SET did get through).
+async fn try_set_nx(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+) -> Result<Option<Attempt>, LockError> {
+    let reply: redis::RedisResult<Option<String>> = redis::cmd("SET")
+        .arg(&names.lock)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(millis(options.ttl))
+        .query_async(&mut client.connection())
+        .await;
+    match reply {
+        Ok(Some(_)) => {
+            client.mark_answered();
+            Ok(Some(Attempt::Acquired {
+                fence: None,
+                window_used: false,
+            }))
+        }
+        Ok(None) => {
+            client.mark_answered();
+            Ok(options.wait.is_zero().then_some(Attempt::NotNow {
+                retry_in: Duration::ZERO,
+            }))
+        }
+        Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => Ok(None),
+        Err(err) => Err(LockError::backend(&names.lock, err)),
+    }
 }
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
@@ -636,7 +646,7 @@ async fn release_once(
     token: &str,
 ) -> Result<i64, LockError> {
     if let Some(redlock) = client.redlock() {
-        return redlock::release_all(client.nodes(), redlock, names, token).await;
+        return redlock::release_all(client.nodes(), redlock, names, token, true).await;
     }
     invoke(
         &queue_call(&RELEASE, names, token, client.publish_command()),

@@ -7,9 +7,14 @@
 //! and the caller retries after a jittered pause. Renewal (the watchdog) and release also go
 //! to every master; a renewal keeps the lease only when a majority confirms it.
 //!
-//! Waiting here is a jittered retry capped by the holders' remaining leases, as in the
-//! reference algorithm: a fair queue across independent masters would need its own
-//! consensus. Fencing is refused: independent counters cannot give one total order.
+//! Waiting: a waiter subscribes to the key's release channel on every master (one
+//! subscription per key per process per master) and parks until the first release message,
+//! capped by the holder's remaining lease (a crashed holder publishes nothing). A round lost
+//! to a split vote (waiters woken together took a master each) is retried after a random
+//! pause, as in the reference algorithm; a fair queue across independent masters would need
+//! its own consensus. When so many masters refuse or do not answer that no majority is left,
+//! the call fails at once with `NoQuorum`. Fencing is refused: independent counters cannot
+//! give one total order.
 
 use std::time::Duration;
 
@@ -17,16 +22,18 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::lease::{Taken, jitter, millis, new_token, validity};
-use crate::scripts::{ACQUIRE, KeyNames, RELEASE, invoke, queue_call};
+use crate::lease::{Taken, jitter, new_token, validity};
+use crate::scripts::{KeyNames, RELEASE, acquire_call, announced_release_call, invoke, queue_call};
+use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{LockError, LockOptions};
 
 /// The Redlock settings of a client in that mode.
-#[derive(Debug)]
 pub(crate) struct Redlock {
     pub(crate) urls: Vec<String>,
     pub(crate) quorum: usize,
     pub(crate) node_timeout: Duration,
+    /// The release messages of each master, in the order of `urls`.
+    pub(crate) wakeups: Vec<Wakeups>,
 }
 
 /// Rounds on every master until a majority grants a valid lease, or the wait ends: the
@@ -39,8 +46,9 @@ pub(crate) async fn acquire(
     options: &LockOptions,
     (started, deadline): (Instant, Instant),
 ) -> Result<(String, Taken), LockError> {
-    let mut backoff = Duration::from_millis(5);
-    loop {
+    // One subscription per master, made after the first lost round.
+    let mut tickets: Vec<WaitTicket> = Vec::new();
+    for _ in 0..MAX_ROUNDS {
         let token = new_token();
         let round = acquire_round(nodes, redlock, names, &token, options).await?;
         if won(&round, redlock, options.ttl) {
@@ -58,17 +66,20 @@ pub(crate) async fn acquire(
             return Ok((token, taken));
         }
         // Give back every grant, also on masters that seemed to fail: their grant may
-        // only have been late.
+        // only have been late. Silently: announcing it would wake every waiter into the
+        // next split of the votes.
         if (round.granted > 0 || !round.failures.is_empty())
-            && let Err(err) = release_all(nodes, redlock, names, &token).await
+            && let Err(err) = release_all(nodes, redlock, names, &token, false).await
         {
             tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
         }
+        // Only "held by another owner" is worth waiting for: masters that refuse or do
+        // not answer fail the call at once when no majority is left.
+        if let Some(err) = no_quorum(&round, redlock, &names.lock) {
+            return Err(err);
+        }
         let now = Instant::now();
         if options.wait.is_zero() || now >= deadline {
-            if let Some(err) = no_quorum(&round, redlock, &names.lock) {
-                return Err(err);
-            }
             if options.wait.is_zero() && round.held_for.is_some() {
                 return Err(LockError::Busy {
                     key: names.lock.clone(),
@@ -79,12 +90,70 @@ pub(crate) async fn acquire(
                 waited: now - started,
             });
         }
-        let pause = backoff
-            .min(round.held_for.unwrap_or(backoff))
-            .max(Duration::from_millis(1));
-        tokio::time::sleep(pause.saturating_add(jitter()).min(deadline - now)).await;
-        backoff = (backoff * 2).min(Duration::from_millis(200));
+        if tickets.is_empty() {
+            // Subscribe, then try again at once: a release in between would go unheard.
+            tickets = subscribe(redlock, names, deadline).await;
+            continue;
+        }
+        if round.granted > 0 {
+            // A split vote (waiters woken by one release took a master each): try again
+            // after a random pause, which breaks the symmetry, as the reference algorithm
+            // does.
+            tokio::time::sleep(jitter().min(deadline - now)).await;
+            continue;
+        }
+        // Held by another owner: parked until the first release message of any master,
+        // the holder's lease (a crashed holder publishes nothing), or the wait's end.
+        let park = round
+            .held_for
+            .unwrap_or(MAX_PARK)
+            .clamp(Duration::from_millis(1), MAX_PARK)
+            .saturating_add(jitter())
+            .min(deadline - now);
+        wait_any(&tickets, park).await;
     }
+    Err(LockError::Timeout {
+        key: names.lock.clone(),
+        waited: started.elapsed(),
+    })
+}
+
+/// A bound on the rounds of one wait, far above what any wait makes (each round but the
+/// first is preceded by a park or a subscription).
+const MAX_ROUNDS: u32 = 1_000_000;
+
+/// The longest a Redlock waiter parks without trying again, should a release message be
+/// lost (a master's subscription reconnecting, a foreign client releasing).
+const MAX_PARK: Duration = Duration::from_secs(1);
+
+/// Registers this process's waiter on every master's release channel for the key and
+/// subscribes, all at once (each master's reconciler on its own connection). A master whose
+/// subscription fails is left out: the others' messages and the park's cap still wake us.
+async fn subscribe(redlock: &Redlock, names: &KeyNames, deadline: Instant) -> Vec<WaitTicket> {
+    let tickets: Vec<WaitTicket> = redlock
+        .wakeups
+        .iter()
+        .map(|wakeups| wakeups.register(&names.channel, ""))
+        .collect();
+    let answers = tokio::time::timeout_at(
+        deadline,
+        join_all(tickets.iter().map(WaitTicket::subscribe)),
+    )
+    .await;
+    if let Ok(answers) = answers {
+        for (answer, url) in answers.iter().zip(&redlock.urls) {
+            if let Err(err) = answer {
+                tracing::debug!(key = %names.lock, master = %url, error = %err, "cannot subscribe to release messages");
+            }
+        }
+    }
+    tickets
+}
+
+/// Waits until any of `tickets` is woken by a release message, or `park` passes.
+async fn wait_any(tickets: &[WaitTicket], park: Duration) {
+    let woken = tickets.iter().map(|ticket| Box::pin(ticket.wait(park)));
+    let _ = futures_util::future::select_all(woken).await;
 }
 
 /// What one round of acquire requests to every master found.
@@ -121,18 +190,20 @@ async fn acquire_round(
     let replies = join_all(nodes.iter().map(|connection| {
         let mut connection = connection.clone();
         async move {
-            let mut invocation = ACQUIRE.key(&names.lock);
-            invocation
-                .key(&names.fence)
-                .key(&names.queue)
-                .key(&names.deadlines)
-                .key(&names.ttls)
-                .arg(token)
-                .arg(millis(options.ttl))
-                .arg(0)
-                .arg(0)
-                .arg(0);
-            tokio::time::timeout(limit, invoke::<(i64, i64)>(&invocation, &mut connection)).await
+            // Try once, never queue: there is no queue across independent masters.
+            let invocation = acquire_call(names, token, options.ttl, 0, false);
+            let ask = async {
+                match invoke::<(i64, i64)>(&invocation, &mut connection).await {
+                    // A connection manager answers the first command after a failed
+                    // reconnection with that failure and reconnects for the next: a master
+                    // back from a restart is asked once more before it counts as down.
+                    Err(err) if err.is_connection_refusal() || err.is_connection_dropped() => {
+                        invoke::<(i64, i64)>(&invocation, &mut connection).await
+                    }
+                    reply => reply,
+                }
+            };
+            tokio::time::timeout(limit, ask).await
         }
     }))
     .await;
@@ -176,21 +247,24 @@ fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
 }
 
 /// Releases on every master. 1 when a majority released our token, -1 when another owner
-/// holds it somewhere, 0 when it was gone everywhere else.
+/// holds it somewhere, 0 when it was gone everywhere else. An `announce`d release (a
+/// holder's) wakes the waiters subscribed on each master; a lost round's give-back does not.
 pub(crate) async fn release_all(
     nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,
     token: &str,
+    announce: bool,
 ) -> Result<i64, LockError> {
     let replies = join_all(nodes.iter().map(|connection| {
         let mut connection = connection.clone();
         async move {
-            invoke::<i64>(
-                &queue_call(&RELEASE, names, token, "PUBLISH"),
-                &mut connection,
-            )
-            .await
+            let call = if announce {
+                announced_release_call(names, token, "PUBLISH")
+            } else {
+                queue_call(&RELEASE, names, token, "PUBLISH")
+            };
+            invoke::<i64>(&call, &mut connection).await
         }
     }))
     .await;

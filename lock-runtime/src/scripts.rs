@@ -88,6 +88,30 @@ pub(crate) async fn invoke<T: FromRedisValue>(
     }
 }
 
+/// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
+/// counter's lifetime (0: no fence), whether to join the queue when the lock cannot be taken
+/// now, and the queue lease.
+pub(crate) fn acquire_call<'a>(
+    names: &KeyNames,
+    token: &str,
+    ttl: std::time::Duration,
+    fence_lifetime: u64,
+    may_wait: bool,
+) -> ScriptInvocation<'a> {
+    let mut invocation = ACQUIRE.key(&names.lock);
+    invocation
+        .key(&names.fence)
+        .key(&names.queue)
+        .key(&names.deadlines)
+        .key(&names.ttls)
+        .arg(token)
+        .arg(crate::lease::millis(ttl))
+        .arg(fence_lifetime)
+        .arg(u8::from(may_wait))
+        .arg(crate::lease::millis(QUEUE_LEASE));
+    invocation
+}
+
 /// A call of release.lua or leave.lua, which take the same keys and arguments: the lock
 /// and its queue, the caller's token, the channel to wake the next waiter on, and how long
 /// a direct grant waits for its confirmation.
@@ -121,6 +145,18 @@ pub(crate) struct Requeue {
     /// A foreign window to leave the key free for, instead of passing it on or keeping it
     /// (zero: none).
     pub(crate) window: std::time::Duration,
+}
+
+/// A release by `token` that announces itself even when nobody is queued (Redlock mode,
+/// whose waiters subscribe without queueing).
+pub(crate) fn announced_release_call<'a>(
+    names: &KeyNames,
+    token: &str,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let mut invocation = queue_call(&RELEASE, names, token, publish);
+    invocation.arg("").arg(1).arg(1).arg(0).arg(1);
+    invocation
 }
 
 /// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or

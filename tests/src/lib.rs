@@ -332,6 +332,52 @@ pub fn two_worker_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Waits (bounded: 5 s) until `count` tasks of `client` wait for a lock (in its local
+/// queues, or leading its wait in Redis).
+pub async fn until_waiting(client: &lock_runtime::LockClient, count: usize) {
+    for _ in 0..2500 {
+        if client.waiting().0 >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("only {:?} waiting, expected {count}", client.waiting());
+}
+
+/// Counts bodies that run while another is inside: every guarded body calls
+/// [`enter`](Overlaps::enter) first and drops what it returns last.
+#[derive(Debug, Clone, Default)]
+pub struct Overlaps {
+    inside: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A body inside [`Overlaps`]; it leaves when dropped.
+#[derive(Debug)]
+pub struct Inside(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Overlaps {
+    /// A body enters; an overlap is counted when another is inside.
+    pub fn enter(&self) -> Inside {
+        use std::sync::atomic::Ordering;
+        if self.inside.fetch_add(1, Ordering::SeqCst) > 0 {
+            self.seen.fetch_add(1, Ordering::SeqCst);
+        }
+        Inside(self.inside.clone())
+    }
+
+    /// How many bodies ran while another was inside.
+    pub fn count(&self) -> usize {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Runs `future` on a fresh [`two_worker_runtime`], one such call at a time in this test
 /// binary: for tests that measure latencies, which two at once on two cores would spoil.
 pub fn one_at_a_time<F: std::future::Future>(future: F) -> F::Output {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError, LostCause, OnLost, current_lock};
 use lock_tests::proxy::{Direction, FaultProxy};
-use lock_tests::{RedisServer, child};
+use lock_tests::{RedisServer, child, until_waiting};
 use tokio::sync::Mutex;
 
 const CONTENDED_KEY: &str = "hot";
@@ -138,17 +138,6 @@ fn thousand_tasks_across_four_processes() {
     // Only the lock's own keys may remain: none (queues vanish when empty).
     let keys: Vec<String> = redis::cmd("KEYS").arg("*hot*").query(&mut conn).unwrap();
     assert!(keys.is_empty(), "left behind: {keys:?}");
-}
-
-/// Waits (bounded) until `count` local tasks wait for a lock on `client`.
-async fn until_waiting(client: &LockClient, count: usize) {
-    for _ in 0..1000 {
-        if client.waiting().0 >= count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    panic!("only {:?} waiting, expected {count}", client.waiting());
 }
 
 /// Script calls of one waiter that ran, without NOSCRIPT answers (a script's first call

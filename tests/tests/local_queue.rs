@@ -6,28 +6,17 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError, LostCause, current_lock};
-use lock_tests::{RedisServer, until};
+use lock_tests::{Overlaps, RedisServer, until, until_waiting};
 use tokio::sync::Mutex;
 
 /// Waits (at most `bound`) until `condition` holds; panics with `what` otherwise.
 async fn eventually(bound: Duration, what: &str, condition: impl FnMut() -> bool) {
     let held = until(bound, Duration::from_millis(5), condition).await;
     assert!(held.is_some(), "not within {bound:?}: {what}");
-}
-
-/// Waits (bounded) until `count` tasks of `client` wait for a lock.
-async fn until_waiting(client: &LockClient, count: usize) {
-    for _ in 0..2500 {
-        if client.waiting().0 >= count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    panic!("only {:?} waiting, expected {count}", client.waiting());
 }
 
 /// 16 tasks of one process take a hot key 20 times each: the lock passes between them, so
@@ -48,26 +37,18 @@ async fn a_lock_passes_between_tasks_of_a_process_without_redis() {
         .await
         .unwrap();
     server.reset_stats();
-    let inside = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
+    let overlaps = Overlaps::default();
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let tasks: Vec<_> = (0..16)
         .map(|_| {
-            let (client, inside, overlaps, tokens) = (
-                client.clone(),
-                inside.clone(),
-                overlaps.clone(),
-                tokens.clone(),
-            );
+            let (client, overlaps, tokens) = (client.clone(), overlaps.clone(), tokens.clone());
             tokio::spawn(async move {
                 for _ in 0..20 {
                     let guard = client.lock("pass").acquire().await.unwrap();
-                    if inside.fetch_add(1, Ordering::SeqCst) > 0 {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
+                    let inside = overlaps.enter();
                     tokens.lock().await.push(guard.token().to_owned());
                     tokio::time::sleep(Duration::from_micros(200)).await;
-                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(inside);
                     guard.release().await.unwrap();
                 }
             })
@@ -84,7 +65,7 @@ async fn a_lock_passes_between_tasks_of_a_process_without_redis() {
         "{acquisitions} acquisitions: {commands} server commands, {} tokens",
         distinct.len()
     );
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two bodies overlapped");
+    assert_eq!(overlaps.count(), 0, "two bodies overlapped");
     assert_eq!(tokens.len(), acquisitions);
     assert!(
         commands < acquisitions as u64,

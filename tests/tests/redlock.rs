@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome};
-use lock_tests::RedisServer;
 use lock_tests::proxy::{Direction, FaultProxy};
+use lock_tests::{Overlaps, RedisServer};
 
 fn masters(count: usize) -> Vec<RedisServer> {
     (0..count).map(|_| RedisServer::start()).collect()
@@ -346,4 +346,153 @@ async fn restart_scenario(restart_delay: Duration) -> Outcome {
         refused_while_down,
         b_acquired,
     }
+}
+
+/// The local level applies in Redlock mode too: 8 tasks of one process taking a key 10 times
+/// each pass the lock between them, so the masters run far fewer script calls than
+/// acquisitions (a round through Redis is a script call per master to acquire and another
+/// to release), and no two bodies overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_one_process_pass_the_lock_without_the_masters() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    client
+        .lock("pass")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for server in &servers {
+        server.reset_stats();
+    }
+    let overlaps = Overlaps::default();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, overlaps) = (client.clone(), overlaps.clone());
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    let guard = client.lock("pass").acquire().await.unwrap();
+                    let inside = overlaps.enter();
+                    tokio::time::sleep(Duration::from_micros(500)).await;
+                    drop(inside);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let scripts: u64 = servers
+        .iter()
+        .map(|server| server.calls("evalsha") - server.failed_calls("evalsha"))
+        .sum();
+    println!("80 acquisitions on 3 masters: {scripts} script calls");
+    assert_eq!(overlaps.count(), 0, "two bodies overlapped");
+    assert!(
+        scripts < 80,
+        "{scripts} script calls for 80 acquisitions: no local passing"
+    );
+    assert_eq!(holders(&servers, "pass"), vec![None; 3]);
+}
+
+/// With a majority of the masters refusing connections, a call with a long wait fails at
+/// once with `NoQuorum` naming each master and why, instead of retrying rounds until the
+/// wait runs out; with one of three down it still acquires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_majority_fails_fast_even_with_a_long_wait() {
+    let mut servers = masters(3);
+    servers[1].kill9();
+    servers[2].kill9();
+    let client = client_for(&servers);
+    let started = tokio::time::Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.lock("k").wait(Duration::from_secs(60)).acquire(),
+    )
+    .await
+    .expect("the call kept retrying rounds")
+    .unwrap_err();
+    let took = started.elapsed();
+    println!("FIGURE redlock-no-majority: NoQuorum after {took:?} with wait 60 s: {err}");
+    assert!(matches!(err, LockError::NoQuorum { .. }), "{err:?}");
+    for server in &servers[1..] {
+        assert!(
+            err.to_string().contains(&server.port().to_string()),
+            "{err} does not name {}",
+            server.url()
+        );
+    }
+    assert!(took < Duration::from_secs(2), "NoQuorum took {took:?}");
+    servers[1].restart();
+    let guard = client
+        .lock("k")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap_or_else(|err| panic!("with 2 of 3 masters up again: {err}"));
+    guard.release().await.unwrap();
+}
+
+/// Redlock waiters are woken by the releases' messages (one subscription per key per
+/// master), not by a backoff poll. While one client holds a key for 500 ms, three others
+/// wait: each tries once, subscribes, tries once more and parks until the release; a
+/// backoff poll (5, 10, 20 ... 200 ms) makes about seven rounds each meanwhile. After the
+/// release the three take the key one after another, alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_waiters_are_woken_by_releases() {
+    let servers = masters(3);
+    let clients: Vec<_> = (0..4).map(|_| client_for(&servers)).collect();
+    for client in &clients {
+        client
+            .lock("warm")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    let held = clients[0].lock("contended").acquire().await.unwrap();
+    for server in &servers {
+        server.reset_stats();
+    }
+    let overlaps = Overlaps::default();
+    let waiters: Vec<_> = clients[1..]
+        .iter()
+        .map(|client| {
+            let (client, overlaps) = (client.clone(), overlaps.clone());
+            tokio::spawn(async move {
+                let guard = client
+                    .lock("contended")
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .unwrap();
+                let inside = overlaps.enter();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(inside);
+                guard.release().await.unwrap();
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every round of tries runs one SET NX on each master.
+    let rounds = servers[0].calls("set");
+    held.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let after = servers[0].calls("set") - rounds;
+    println!(
+        "FIGURE redlock-wakeups: 3 waiters behind a 500 ms hold made {rounds} rounds during \
+         it (a backoff poll: about 21), {after} after the release for their 3 acquisitions"
+    );
+    assert_eq!(overlaps.count(), 0, "two bodies overlapped");
+    assert!(
+        rounds <= 6,
+        "{rounds} rounds while the key was held: the waiters poll instead of being woken"
+    );
 }

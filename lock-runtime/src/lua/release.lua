@@ -7,6 +7,8 @@
 --         ('' or absent: none), ARGV[6] that entry's ttl (ms), ARGV[7] the queue lease (ms),
 -- ARGV[8] a foreign window (ms, '0' or absent: none): leave the key free that long for
 --         clients that do not queue (redis-py's Lock, redsync), none of our waiters takes it
+-- ARGV[9] '1' to announce a release that found nobody queued (Redlock mode: its waiters do
+--         not queue, they subscribe and wait for any release)
 -- Returns 1 released, 2 kept (ARGV[5] was given and no other process is queued: the holder
 -- keeps the key and passes it on in its process), 3 left free for a foreign window,
 -- 0 the key is gone (the lease had expired), -1 another owner holds it.
@@ -74,7 +76,7 @@ if head then
   end
 else
   redis.call('DEL', KEYS[1])
-  if queued then
+  if queued or ARGV[9] == '1' then
     redis.call(ARGV[3], ARGV[2], '')
   end
 end
