@@ -35,15 +35,6 @@ static COHORTS: Lazy<Mutex<HashMap<CohortKey, Arc<Cohort>>>> =
 /// A client (its id) and a Redis key.
 type CohortKey = (usize, String);
 
-/// How long a process wants a key without a break before it first leaves it free for a
-/// foreign window (see [`Ending::Gap`]).
-const FIRST_FOREIGN_WINDOW: Duration = Duration::from_secs(1);
-
-/// The longest time between two foreign windows: each window that no foreign client used
-/// makes the next come four times later, up to this. A foreign client that starts to wait
-/// for a key that our processes keep busy gets in within about this long.
-const MAX_FOREIGN_EVERY: Duration = Duration::from_secs(16);
-
 /// One key's local queue and what the process holds of the key between two of its tasks.
 struct Cohort {
     /// The local queue: a fair (first-come-first-served) mutex. Its holder holds the lock,
@@ -65,10 +56,6 @@ struct State {
     place: Option<Place>,
     /// The process's subscription to the key's release messages, kept while it has members.
     ticket: Option<WaitTicket>,
-    /// When the process next leaves the key free for a foreign window (`None`: a window is
-    /// under way), and the period of such windows now.
-    window_due: Option<Instant>,
-    window_every: Duration,
 }
 
 impl State {
@@ -80,8 +67,6 @@ impl State {
             tenure: None,
             place: None,
             ticket: None,
-            window_due: Some(Instant::now() + FIRST_FOREIGN_WINDOW),
-            window_every: FIRST_FOREIGN_WINDOW,
         }
     }
 }
@@ -237,28 +222,6 @@ impl Member {
         Some(place)
     }
 
-    /// The process's leading task took the key at `taken` after the foreign window its
-    /// place was queued with. Foreign clients that `used` it count as one more process in
-    /// the rotation: their next window comes after one tenure of ours (the pass bound's
-    /// time). An unused window makes the next come four times later than the last.
-    pub(crate) fn window_closed(&self, used: bool, taken: Instant) {
-        let tenure = self.client.pass_bound().time;
-        let mut state = self.state();
-        state.window_every = if used {
-            tenure.max(Duration::from_millis(1))
-        } else {
-            (state.window_every.max(FIRST_FOREIGN_WINDOW / 4) * 4).min(MAX_FOREIGN_EVERY)
-        };
-        state.window_due = Some(taken + state.window_every);
-    }
-
-    /// A foreign window was due but the key could not be left free (the lease was gone,
-    /// Redis failed): the next one is due a period from now.
-    pub(crate) fn window_skipped(&self) {
-        let mut state = self.state();
-        state.window_due = Some(Instant::now() + state.window_every);
-    }
-
     /// The task holds the lock now: it no longer counts as waiting.
     pub(crate) fn holds(&mut self) {
         if std::mem::take(&mut self.waiting) {
@@ -359,12 +322,6 @@ pub(crate) enum Ending {
     Yield,
     /// In Redis: no local waiter, or the lease is too short (or lost) to pass on.
     Release,
-    /// Free for a foreign window: clients that do not queue (redis-py's `Lock`, redsync,
-    /// node-redlock) take a lock only when they find the key free, which a queue that is
-    /// never empty never leaves it. A process that has wanted the key without a break for
-    /// [`FOREIGN_EVERY`] (more after unused windows) leaves it free this once, queued again
-    /// behind the window; none of our waiters takes it before the window ends.
-    Gap,
 }
 
 /// What a holding task has of the local level: its membership and where the process's
@@ -375,6 +332,7 @@ pub(crate) struct Holding {
     turn: Option<Turn>,
     began: Instant,
     passes: u32,
+    contended: bool,
 }
 
 impl std::fmt::Debug for Holding {
@@ -388,8 +346,14 @@ impl std::fmt::Debug for Holding {
 
 impl Holding {
     /// The holding of a task that took the lock: in Redis (`tenure` none: a new tenure
-    /// begins) or from the task before it.
-    pub(crate) fn new(mut member: Member, turn: Turn, tenure: Option<&Tenure>) -> Self {
+    /// begins; `waited`: the process waited in the key's Redis queue for it) or from the
+    /// task before it.
+    pub(crate) fn new(
+        mut member: Member,
+        turn: Turn,
+        tenure: Option<&Tenure>,
+        waited: bool,
+    ) -> Self {
         member.holds();
         let (began, passes) = tenure.map_or((Instant::now(), 0), |t| (t.began, t.passes));
         Holding {
@@ -397,6 +361,7 @@ impl Holding {
             turn: Some(turn),
             began,
             passes,
+            contended: waited || tenure.is_some(),
         }
     }
 
@@ -421,11 +386,7 @@ impl Holding {
         if !passable(valid_until, ttl, now) {
             return Ending::Release;
         }
-        let client = &self.member.client;
-        if yields && !client.foreign_window().is_zero() && self.window_due(now) {
-            return Ending::Gap;
-        }
-        let bound = client.pass_bound();
+        let bound = self.member.client.pass_bound();
         if self.passes < bound.passes && now.saturating_duration_since(self.began) < bound.time {
             return Ending::Pass;
         }
@@ -436,19 +397,11 @@ impl Holding {
         }
     }
 
-    /// Whether a foreign window is due; if so, none is due again until it closed.
-    fn window_due(&self, now: Instant) -> bool {
-        let mut state = self.member.state();
-        let due = state.window_due.is_some_and(|due| now >= due);
-        if due {
-            state.window_due = None;
-        }
-        due
-    }
-
-    /// How long a foreign window leaves the key free.
-    pub(crate) fn foreign_window(&self) -> Duration {
-        self.member.client.foreign_window()
+    /// Whether the key has been contended during this hold's tenure: the process waited for
+    /// it in Redis, or passed or kept it for waiting tasks. Such a hold's release offers
+    /// Redis the foreign window (which ends the key's window schedule when nobody waits).
+    pub(crate) fn contended(&self) -> bool {
+        self.contended
     }
 
     /// Parks the lock for the next local waiter and gives up the turn: a pass.
@@ -480,11 +433,6 @@ impl Holding {
     /// Parks the lock for the next local waiter; the caller gives up the turn after this.
     fn park(self, tenure: Tenure) {
         self.member.state().tenure = Some(tenure);
-    }
-
-    /// A due foreign window could not be given (see [`Member::window_skipped`]).
-    pub(crate) fn window_skipped(&self) {
-        self.member.window_skipped();
     }
 
     /// The lock went to another process and the process queued again with `place`: the

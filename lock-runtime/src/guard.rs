@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::cohort::{Ending, Holding};
 use crate::context::{self, CurrentLock};
-use crate::redis_queue::{Place, Yielded, release_script, yield_lock};
+use crate::redis_queue::{Place, Yielded, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
@@ -196,10 +196,10 @@ impl LockGuard {
                 self.pass();
                 return Ok(ReleaseOutcome::Released);
             }
-            ending @ (Ending::Yield | Ending::Gap) => {
+            Ending::Yield => {
                 // In a task of its own: the other processes and this one's next task
                 // depend on it, so it must not stop half-way when this future is dropped.
-                let yielding = tokio::spawn(self.yield_lock(ending == Ending::Gap));
+                let yielding = tokio::spawn(self.yield_lock());
                 self.released = true;
                 return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
             }
@@ -207,9 +207,11 @@ impl LockGuard {
         }
         // No pass after this point, also when this future is dropped before Redis answers
         // (the drop then releases in the background); the turn is held until the reply.
+        let window = self.contended_window();
         let _turn = (self.local.take(), self.detach_turn());
         let valid_until = self.stop_renewing();
-        let reply = release_script(&self.client, &self.names, &self.token, valid_until).await;
+        let reply =
+            release_contended(&self.client, &self.names, &self.token, valid_until, window).await;
         // Only now: until Redis answered, a drop of this future must still release.
         self.released = true;
         let outcome = outcome_of(reply?);
@@ -231,6 +233,15 @@ impl LockGuard {
         }
     }
 
+    /// The foreign window a release offers Redis when the key was contended during this
+    /// hold's tenure (Redis then also ends the key's window schedule if nobody waits).
+    fn contended_window(&self) -> Option<Duration> {
+        self.local
+            .as_ref()
+            .filter(|local| local.contended())
+            .map(|_| self.client.foreign_window())
+    }
+
     /// Takes back this holder's turn in the local queue from the watchdog (gone when the
     /// lease was lost: the next local waiter has gone on already).
     fn detach_turn(&self) -> Option<crate::watchdog::Attachment> {
@@ -250,12 +261,10 @@ impl LockGuard {
     }
 
     /// Gives the lock to the next process and queues this one again (its tasks still
-    /// wait), or keeps it when no other process waits; with `gap`, leaves the key free for
-    /// a foreign window first. Holds the turn until Redis answered.
-    fn yield_lock(
-        &mut self,
-        gap: bool,
-    ) -> impl Future<Output = Result<ReleaseOutcome, LockError>> + use<> {
+    /// wait), or keeps it when no other process waits, or (when the key's schedule says a
+    /// foreign window is due) leaves the key free for one first. Holds the turn until Redis
+    /// answered.
+    fn yield_lock(&mut self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> + use<> {
         self.released = true;
         let (client, names, token) = (
             self.client.clone(),
@@ -269,14 +278,10 @@ impl LockGuard {
             .lease_state(lease)
             .map_or(self.valid_until, |(valid_until, _)| valid_until);
         async move {
-            let window = match (&local, gap) {
-                (Some(local), true) => local.foreign_window(),
-                _ => Duration::ZERO,
-            };
             let requeue = Requeue {
                 token: crate::lease::new_token(),
                 ttl,
-                window,
+                window: client.foreign_window(),
             };
             let yielded = yield_lock(&client, &names, &token, &requeue, valid_until).await;
             // The turn is given up only once the lock is parked, or the next place is.
@@ -289,17 +294,10 @@ impl LockGuard {
                 return Ok(ReleaseOutcome::Released);
             }
             client.watchdog().remove(lease);
-            if gap && !matches!(yielded, Ok(Yielded::Gapped)) {
-                local.window_skipped();
-            }
             if !matches!(yielded, Ok(Yielded::Gone | Yielded::NotOwner)) {
                 // Queued with the release (or perhaps, when it failed): the next local
                 // waiter leads the wait with this place, or it is left.
-                let mut place = Place::new(&client, &names, requeue.token, true);
-                if let Ok(Yielded::Gapped) = yielded {
-                    place = place.after_window();
-                }
-                local.requeued(place);
+                local.requeued(Place::new(&client, &names, requeue.token, true));
             }
             let outcome = match yielded? {
                 Yielded::Gone => ReleaseOutcome::AlreadyExpired,
@@ -337,18 +335,19 @@ impl Drop for LockGuard {
             tracing::warn!(key = %self.names.lock, "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
             return;
         };
-        if matches!(ending, Ending::Yield | Ending::Gap) {
-            runtime.spawn(self.yield_lock(ending == Ending::Gap));
+        if ending == Ending::Yield {
+            runtime.spawn(self.yield_lock());
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.
+        let window = self.contended_window();
         let local = (self.local.take(), self.detach_turn());
         let valid_until = self.stop_renewing();
         let client = self.client.clone();
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
         runtime.spawn(async move {
-            match release_script(&client, &names, &token, valid_until).await {
+            match release_contended(&client, &names, &token, valid_until, window).await {
                 Ok(_) => tracing::debug!(key = %names.lock, "lock released on drop"),
                 Err(err) => {
                     tracing::warn!(key = %names.lock, error = %err, "release on drop failed; the lease expires by its ttl")

@@ -46,8 +46,8 @@ pub(crate) fn millis(duration: Duration) -> u64 {
 pub(crate) struct Taken {
     pub(crate) sent: Instant,
     pub(crate) fence: Option<u64>,
-    /// The take closed a foreign window that a client that does not queue used.
-    pub(crate) window_used: bool,
+    /// The process waited in the key's Redis queue for it.
+    pub(crate) queued: bool,
 }
 
 /// A few random milliseconds added to a park, so waiters woken by time do not retry in

@@ -174,7 +174,7 @@ impl Lock {
             // Claimed either way: taken over, or (`None`) its lease already given back.
             if let (Some(tenure), Some((lease, fence))) = (unclaimed.claim(), taken) {
                 drop(unclaimed);
-                let local = Holding::new(member, turn, Some(&tenure));
+                let local = Holding::new(member, turn, Some(&tenure), true);
                 return Ok(LockGuard::passed(
                     client,
                     names,
@@ -198,7 +198,7 @@ impl Lock {
                     .await?
             }
         };
-        let local = Holding::new(member, turn, None);
+        let local = Holding::new(member, turn, None, taken.queued);
         Ok(LockGuard::new(
             client,
             names,
@@ -304,12 +304,7 @@ impl Lock {
         .await;
         member.put_ticket(ticket);
         match taken {
-            Ok(taken) => {
-                if place.is_after_window() {
-                    member.window_closed(taken.window_used, taken.sent);
-                }
-                Ok((place.token().to_owned(), taken))
-            }
+            Ok(taken) => Ok((place.token().to_owned(), taken)),
             Err(err) => {
                 // A wait that ran out leaves before reporting, but never past the overrun
                 // bound; after a Redis error the place leaves in the background as it is

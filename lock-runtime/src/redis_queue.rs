@@ -32,11 +32,11 @@ const MAX_PARK: Duration = QUEUE_LEASE;
 enum Attempt {
     Acquired {
         fence: Option<u64>,
-        /// This try closed a foreign window that a foreign client used.
-        window_used: bool,
     },
     /// Held (or another waiter's turn): try again after at most this long.
-    NotNow { retry_in: Duration },
+    NotNow {
+        retry_in: Duration,
+    },
 }
 
 /// A process's stake in a key's Redis queue: its place (one per key, whichever of its
@@ -51,8 +51,8 @@ pub(crate) struct Place {
     joined: bool,
     /// The watchdog's keep-alive of the place, once a try queued it.
     kept: Option<u64>,
-    /// This place was queued with a foreign window its process left the key free for.
-    after_window: bool,
+    /// A try queued this place (the process waited in the key's Redis queue).
+    queued: bool,
 }
 
 impl Place {
@@ -65,23 +65,12 @@ impl Place {
             token,
             joined,
             kept: None,
-            after_window: false,
+            queued: joined,
         };
         if joined {
             place.keep();
         }
         place
-    }
-
-    /// The place of a process that left the key free for a foreign window.
-    pub(crate) fn after_window(mut self) -> Self {
-        self.after_window = true;
-        self
-    }
-
-    /// Whether this place was queued with a foreign window its process left.
-    pub(crate) fn is_after_window(&self) -> bool {
-        self.after_window
     }
 
     /// The token this place waits under: the process's token once it takes the lock.
@@ -91,6 +80,7 @@ impl Place {
 
     /// Has the watchdog keep the place alive (once).
     fn keep(&mut self) {
+        self.queued = true;
         if self.kept.is_none() {
             self.kept = Some(self.client.watchdog().keep_queued(&self.names, &self.token));
         }
@@ -267,9 +257,7 @@ impl RedisWait<'_> {
     /// validity), or a park.
     async fn read(&mut self, attempt: Attempt, sent: Instant) -> Step {
         match attempt {
-            Attempt::Acquired { fence, window_used }
-                if Instant::now() < validity(sent, self.options.ttl) =>
-            {
+            Attempt::Acquired { fence } if Instant::now() < validity(sent, self.options.ttl) => {
                 self.place.settle();
                 tracing::debug!(
                     key = %self.names.lock,
@@ -280,7 +268,7 @@ impl RedisWait<'_> {
                 Step::Done(Taken {
                     sent,
                     fence,
-                    window_used,
+                    queued: self.place.queued,
                 })
             }
             Attempt::Acquired { .. } => {
@@ -467,6 +455,7 @@ async fn try_acquire(
             options.ttl,
             fence_lifetime(options),
             !options.wait.is_zero(),
+            client.pass_bound().time,
         ),
         &mut client.connection(),
     )
@@ -474,10 +463,9 @@ async fn try_acquire(
     .map_err(|err| LockError::backend(&names.lock, err))?;
     client.mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
-    Ok(if acquired >= 1 {
+    Ok(if acquired == 1 {
         Attempt::Acquired {
             fence: options.fencing.then_some(value),
-            window_used: acquired == 2,
         }
     } else {
         Attempt::NotNow {
@@ -506,10 +494,7 @@ async fn try_set_nx(
     match reply {
         Ok(Some(_)) => {
             client.mark_answered();
-            Ok(Some(Attempt::Acquired {
-                fence: None,
-                window_used: false,
-            }))
+            Ok(Some(Attempt::Acquired { fence: None }))
         }
         Ok(None) => {
             client.mark_answered();
@@ -534,9 +519,22 @@ pub(crate) async fn release_script(
     token: &str,
     valid_until: Instant,
 ) -> Result<i64, LockError> {
+    release_contended(client, names, token, valid_until, None).await
+}
+
+/// [`release_script`] of a hold during which the key was contended: with `window`, the
+/// release may leave the key free for a foreign window when the key's schedule says one
+/// is due, and ends the schedule when nobody waits any more.
+pub(crate) async fn release_contended(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    valid_until: Instant,
+    window: Option<Duration>,
+) -> Result<i64, LockError> {
     let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
     retrying(names, "release", give_up, || {
-        release_once(client, names, token)
+        release_once(client, names, token, window)
     })
     .await
 }
@@ -644,16 +642,27 @@ async fn release_once(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
+    window: Option<Duration>,
 ) -> Result<i64, LockError> {
     if let Some(redlock) = client.redlock() {
         return redlock::release_all(client.nodes(), redlock, names, token, true).await;
     }
-    invoke(
-        &queue_call(&RELEASE, names, token, client.publish_command()),
-        &mut client.connection(),
-    )
-    .await
-    .map_err(|err| LockError::backend(&names.lock, err))
+    let call = match window {
+        Some(window) => {
+            let nobody = Requeue {
+                token: String::new(),
+                ttl: Duration::ZERO,
+                window,
+            };
+            release_call(names, token, client.publish_command(), &nobody)
+        }
+        None => queue_call(&RELEASE, names, token, client.publish_command()),
+    };
+    let reply: i64 = invoke(&call, &mut client.connection())
+        .await
+        .map_err(|err| LockError::backend(&names.lock, err))?;
+    // Left free for a foreign window: released.
+    Ok(if reply == 3 { 1 } else { reply })
 }
 
 pub(crate) async fn leave_queue(

@@ -61,7 +61,7 @@ pub(crate) async fn acquire(
             let taken = Taken {
                 sent: round.sent,
                 fence: None,
-                window_used: false,
+                queued: false,
             };
             return Ok((token, taken));
         }
@@ -191,7 +191,7 @@ async fn acquire_round(
         let mut connection = connection.clone();
         async move {
             // Try once, never queue: there is no queue across independent masters.
-            let invocation = acquire_call(names, token, options.ttl, 0, false);
+            let invocation = acquire_call(names, token, options.ttl, 0, false, Duration::ZERO);
             let ask = async {
                 match invoke::<(i64, i64)>(&invocation, &mut connection).await {
                     // A connection manager answers the first command after a failed

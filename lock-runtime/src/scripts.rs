@@ -90,13 +90,14 @@ pub(crate) async fn invoke<T: FromRedisValue>(
 
 /// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
 /// counter's lifetime (0: no fence), whether to join the queue when the lock cannot be taken
-/// now, and the queue lease.
+/// now, the queue lease, and the foreign windows' period while foreign clients use them.
 pub(crate) fn acquire_call<'a>(
     names: &KeyNames,
     token: &str,
     ttl: std::time::Duration,
     fence_lifetime: u64,
     may_wait: bool,
+    foreign_every: std::time::Duration,
 ) -> ScriptInvocation<'a> {
     let mut invocation = ACQUIRE.key(&names.lock);
     invocation
@@ -108,7 +109,8 @@ pub(crate) fn acquire_call<'a>(
         .arg(crate::lease::millis(ttl))
         .arg(fence_lifetime)
         .arg(u8::from(may_wait))
-        .arg(crate::lease::millis(QUEUE_LEASE));
+        .arg(crate::lease::millis(QUEUE_LEASE))
+        .arg(crate::lease::millis(foreign_every));
     invocation
 }
 

@@ -13,9 +13,11 @@
 -- ARGV[5] queue lease (ms): how long a queued waiter keeps its place unless its process
 --         keeps it (each try, and the watchdog's keep-alive, start a new lease)
 --
--- Returns {1, fence} when acquired (fence 0 without fencing; {2, fence} when this closed a
--- foreign window that a foreign client used), otherwise {0, wait_ms}: how long the caller
--- may sleep before trying again if no release wakes it.
+-- ARGV[6] the period of foreign windows while a foreign client uses them (ms): one of our
+--         tenures (Config::local_pass_time)
+--
+-- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}: how
+-- long the caller may sleep before trying again if no release wakes it.
 --
 -- A release that finds waiters leaves the key holding '~handover' (never a token) until
 -- the head of the queue takes it: so a plain `SET NX`, which the client sends as its first
@@ -23,15 +25,12 @@
 -- A waiter that wants no fence leaves its lease in KEYS[5]: the release then grants it the
 -- lock directly (the key holds its token) instead of a hand-over.
 
--- 1 acquired; 2 acquired, closing a foreign window that a client that does not queue used.
-local acquired = 1
-
 -- The reply for a grant just made (the lock key already holds the token).
 local function fenced()
   if ARGV[3] == '0' then
-    return {acquired, 0}
+    return {1, 0}
   end
-  return {acquired, next_fence(KEYS[2], ARGV[3])}
+  return {1, next_fence(KEYS[2], ARGV[3])}
 end
 
 local function acquire()
@@ -110,10 +109,18 @@ elseif not holder then
       forget(KEYS[3], KEYS[4], KEYS[5], head)
     end
     if gap_end then
-      redis.call('HDEL', KEYS[5], '~gap', '~gap-used')
+      -- Closing the window: a foreign client that used it makes the foreign side one more
+      -- process in the rotation (the next window after one of our tenures, ARGV[6]); an
+      -- unused window makes the next four times later.
+      local every = tonumber(redis.call('HGET', KEYS[5], '~gap-every')) or FIRST_WINDOW_MS
       if gap_used then
-        acquired = 2
+        every = tonumber(ARGV[6])
+      else
+        every = math.min(every * 4, MAX_WINDOW_EVERY_MS)
       end
+      redis.call('HDEL', KEYS[5], '~gap', '~gap-used')
+      redis.call('HSET', KEYS[5], '~gap-due', now_ms + every, '~gap-every', every)
+      keep_alive(KEYS[5], every + tonumber(ARGV[5]))
     end
     return acquire()
   end

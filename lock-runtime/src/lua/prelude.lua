@@ -24,13 +24,24 @@ local function purge(queue, deadlines, ttls, now_ms)
   end
 end
 
+-- How long a key is contended before the first foreign window (release.lua), and the longest
+-- time between two windows: each window no foreign client used makes the next four times
+-- later, up to this (acquire.lua closes a window).
+local FIRST_WINDOW_MS = 1000
+local MAX_WINDOW_EVERY_MS = 16000
+
+-- Keeps one key for at least `ms`.
+local function keep_alive(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
 -- Keeps the queue's keys for at least `ms`: they vanish by themselves once every waiter
 -- in them has stopped keeping its place.
 local function keep_queue(queue, deadlines, ttls, ms)
   for _, key in ipairs({queue, deadlines, ttls}) do
-    if redis.call('PTTL', key) < ms then
-      redis.call('PEXPIRE', key, ms)
-    end
+    keep_alive(key, ms)
   end
 end
 

@@ -5,8 +5,11 @@
 -- ARGV[4] the confirmation window of a direct grant (ms),
 -- ARGV[5] the releasing process's next queue entry when more of its tasks wait for the key
 --         ('' or absent: none), ARGV[6] that entry's ttl (ms), ARGV[7] the queue lease (ms),
--- ARGV[8] a foreign window (ms, '0' or absent: none): leave the key free that long for
---         clients that do not queue (redis-py's Lock, redsync), none of our waiters takes it
+-- ARGV[8] the foreign window (ms, '0' or absent: never): while the key is contended, now and
+--         then a release leaves it free that long for clients that do not queue (redis-py's
+--         Lock, redsync); none of our waiters takes it meanwhile. When is kept per key in the
+--         queue hash (KEYS[4]: '~gap-due', '~gap-every'), so all our processes share one
+--         schedule, which ends with the contention
 -- ARGV[9] '1' to announce a release that found nobody queued (Redlock mode: its waiters do
 --         not queue, they subscribe and wait for any release)
 -- Returns 1 released, 2 kept (ARGV[5] was given and no other process is queued: the holder
@@ -31,7 +34,6 @@ if current ~= ARGV[1] then
 end
 local requeue = ARGV[5] or ''
 local window = tonumber(ARGV[8] or '0') or 0
--- Nobody queued means nobody waits: no message at all on the uncontended path.
 local queued = redis.call('EXISTS', KEYS[2]) == 1
 local now_ms, now_us, head
 if queued then
@@ -39,51 +41,63 @@ if queued then
   purge(KEYS[2], KEYS[3], KEYS[4], now_ms)
   head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 end
-if window > 0 then
-  -- A foreign window: the key is free until its end for anyone's SET NX, and acquire.lua
-  -- makes our waiters (the head, woken now, and the releasing process's next entry) wait
-  -- for the end; after it they take the key if it is still free.
-  if not now_ms then
-    now_ms, now_us = server_time()
-  end
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[4], '~gap', now_ms + window)
-  if head then
-    redis.call(ARGV[3], ARGV[2], head)
-  end
-  if requeue ~= '' then
-    join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
-  else
-    keep_queue(KEYS[2], KEYS[3], KEYS[4], window + tonumber(ARGV[7] or '0'))
-  end
-  return 3
-end
-if not head and requeue ~= '' then
-  return 2
-end
-if head then
-  local ttl = redis.call('HGET', KEYS[4], head)
-  if ttl then
-    -- Until the grantee confirms (extending the key to its ttl), the grant lasts only
-    -- the confirmation window: a grantee whose process died or stopped holds it no longer.
-    redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[4])))
-    forget(KEYS[2], KEYS[3], KEYS[4], head)
-    redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
-  else
-    local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
-    redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
-    redis.call(ARGV[3], ARGV[2], head)
-  end
-else
+if not head and requeue == '' then
+  -- Nobody waits: contention is over, and the foreign-window schedule goes with it. Nobody
+  -- queued means nobody to wake: no message on the uncontended path (but in Redlock mode,
+  -- whose waiters do not queue).
   redis.call('DEL', KEYS[1])
   if queued or ARGV[9] == '1' then
     redis.call(ARGV[3], ARGV[2], '')
   end
+  if queued or window > 0 then
+    redis.call('HDEL', KEYS[4], '~gap-due', '~gap-every')
+  end
+  return 1
 end
-if requeue ~= '' then
+if window > 0 then
   if not now_ms then
     now_ms, now_us = server_time()
   end
+  local due = tonumber(redis.call('HGET', KEYS[4], '~gap-due'))
+  if not due then
+    -- Contention begins: the first foreign window comes after FIRST_WINDOW_MS of it.
+    redis.call('HSET', KEYS[4], '~gap-due', now_ms + FIRST_WINDOW_MS, '~gap-every', FIRST_WINDOW_MS)
+    keep_alive(KEYS[4], FIRST_WINDOW_MS + tonumber(ARGV[7]))
+  elseif now_ms >= due then
+    -- A foreign window: the key is free until its end for anyone's SET NX, and
+    -- acquire.lua makes our waiters (the head, woken now, and the releasing process's next
+    -- entry) wait for the end; the first of ours to take the key after it closes the
+    -- window and sets when the next is due.
+    redis.call('DEL', KEYS[1])
+    redis.call('HSET', KEYS[4], '~gap', now_ms + window)
+    redis.call('HDEL', KEYS[4], '~gap-due')
+    if head then
+      redis.call(ARGV[3], ARGV[2], head)
+    end
+    if requeue ~= '' then
+      join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
+    end
+    keep_queue(KEYS[2], KEYS[3], KEYS[4], window + tonumber(ARGV[7]))
+    return 3
+  end
+end
+if not head then
+  -- Only the releasing process waits: it keeps the key.
+  return 2
+end
+local ttl = redis.call('HGET', KEYS[4], head)
+if ttl then
+  -- Until the grantee confirms (extending the key to its ttl), the grant lasts only the
+  -- confirmation window: a grantee whose process died or stopped holds it no longer.
+  redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[4])))
+  forget(KEYS[2], KEYS[3], KEYS[4], head)
+  redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
+else
+  local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
+  redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
+  redis.call(ARGV[3], ARGV[2], head)
+end
+if requeue ~= '' then
   join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
 end
 return 1
