@@ -1,6 +1,7 @@
 //! The guard of a held lock.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -23,7 +24,7 @@ use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     client: LockClient,
-    names: KeyNames,
+    names: Arc<KeyNames>,
     token: String,
     fence: Option<u64>,
     lease: LeaseHandle,
@@ -45,7 +46,7 @@ impl LockGuard {
     /// goes on the watchdog.
     pub(crate) fn new(
         client: LockClient,
-        names: KeyNames,
+        names: Arc<KeyNames>,
         token: String,
         fence: Option<u64>,
         options: &LockOptions,
@@ -63,7 +64,7 @@ impl LockGuard {
     /// Redis, or passed on by another task of this process.
     pub(crate) fn passed(
         client: LockClient,
-        names: KeyNames,
+        names: Arc<KeyNames>,
         token: String,
         fence: Option<u64>,
         options: &LockOptions,
@@ -94,7 +95,7 @@ impl LockGuard {
     }
 
     /// A guard for a lock this task already holds: shares the outer lock's lease.
-    pub(crate) fn reentrant(client: LockClient, names: KeyNames, held: &CurrentLock) -> Self {
+    pub(crate) fn reentrant(client: LockClient, names: Arc<KeyNames>, held: &CurrentLock) -> Self {
         LockGuard {
             client,
             names,

@@ -1,6 +1,7 @@
 //! The programmatic API: a lock built from a key and options, acquired into a guard.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -136,7 +137,7 @@ impl Lock {
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
         let client = self.resolve_client()?;
-        let names = KeyNames::new(client.redis_key(&self.key)?)?;
+        let names = Arc::new(KeyNames::new(client.redis_key(&self.key)?)?);
         if let Some(held) = context::held_by_this_task(client.id(), &names.lock) {
             return Ok(LockGuard::reentrant(client, names, &held));
         }
@@ -146,7 +147,7 @@ impl Lock {
     async fn acquire_new(
         &self,
         client: LockClient,
-        names: KeyNames,
+        names: Arc<KeyNames>,
     ) -> Result<LockGuard, LockError> {
         self.check_ttl(&names.lock)?;
         let wait = self.options.wait.min(MAX_WAIT);
@@ -285,7 +286,7 @@ impl Lock {
     async fn acquire_in_redis(
         &self,
         client: &LockClient,
-        names: &KeyNames,
+        names: &Arc<KeyNames>,
         member: &Member,
         window: (Instant, Instant),
     ) -> Result<(String, Taken), LockError> {

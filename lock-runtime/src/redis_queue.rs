@@ -8,6 +8,7 @@
 //! lock for a short confirmation window, which the process's next try confirms.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -45,7 +46,7 @@ enum Attempt {
 /// queue in the background, which also passes such a grant on.
 pub(crate) struct Place {
     client: LockClient,
-    names: KeyNames,
+    names: Arc<KeyNames>,
     token: String,
     /// A try may have queued this token or granted it the lock: leaving must clean both.
     joined: bool,
@@ -58,7 +59,12 @@ pub(crate) struct Place {
 impl Place {
     /// A place not yet in Redis (`joined` false), or one a release just put at the tail of
     /// the queue (`joined` true: kept alive from now on).
-    pub(crate) fn new(client: &LockClient, names: &KeyNames, token: String, joined: bool) -> Self {
+    pub(crate) fn new(
+        client: &LockClient,
+        names: &Arc<KeyNames>,
+        token: String,
+        joined: bool,
+    ) -> Self {
         let mut place = Place {
             client: client.clone(),
             names: names.clone(),
