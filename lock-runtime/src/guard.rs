@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::cohort::{Ending, Holding};
 use crate::context::{self, CurrentLock};
+use crate::lease::validity;
 use crate::redis_queue::{Place, Yielded, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
@@ -57,11 +58,20 @@ impl LockGuard {
             client
                 .watchdog()
                 .register(&names.lock, &token, options.ttl, options.watchdog, sent);
-        Self::passed(client, names, token, fence, options, lease, local)
+        let valid_until = validity(sent, options.ttl);
+        Self::holding(
+            client,
+            names,
+            token,
+            fence,
+            options,
+            (lease, valid_until),
+            local,
+        )
     }
 
-    /// The guard of a lock whose lease is already on the watchdog (`lease`): one taken in
-    /// Redis, or passed on by another task of this process.
+    /// The guard of a lock passed on by another task of this process: its lease is already
+    /// on the watchdog (`lease`).
     pub(crate) fn passed(
         client: LockClient,
         names: Arc<KeyNames>,
@@ -69,15 +79,37 @@ impl LockGuard {
         fence: Option<u64>,
         options: &LockOptions,
         lease: LeaseHandle,
+        local: Option<Holding>,
+    ) -> Self {
+        let valid_until = client
+            .watchdog()
+            .lease_state(lease.id)
+            .map_or_else(Instant::now, |(valid_until, _)| valid_until);
+        Self::holding(
+            client,
+            names,
+            token,
+            fence,
+            options,
+            (lease, valid_until),
+            local,
+        )
+    }
+
+    /// The guard of a lease on the watchdog, valid until the given point; the holder's turn
+    /// in the local queue goes with the lease (its loss lets the next local waiter on).
+    fn holding(
+        client: LockClient,
+        names: Arc<KeyNames>,
+        token: String,
+        fence: Option<u64>,
+        options: &LockOptions,
+        (lease, valid_until): (LeaseHandle, Instant),
         mut local: Option<Holding>,
     ) -> Self {
         if let Some(turn) = local.as_mut().and_then(Holding::take_turn) {
             client.watchdog().attach(lease.id, Box::new(turn));
         }
-        let valid_until = client
-            .watchdog()
-            .lease_state(lease.id)
-            .map_or_else(Instant::now, |(valid_until, _)| valid_until);
         LockGuard {
             client,
             names,

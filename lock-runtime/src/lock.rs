@@ -305,7 +305,7 @@ impl Lock {
         .await;
         member.put_ticket(ticket);
         match taken {
-            Ok(taken) => Ok((place.token().to_owned(), taken)),
+            Ok(taken) => Ok((place.into_token(), taken)),
             Err(err) => {
                 // A wait that ran out leaves before reporting, but never past the overrun
                 // bound; after a Redis error the place leaves in the background as it is

@@ -79,9 +79,10 @@ impl Place {
         place
     }
 
-    /// The token this place waits under: the process's token once it takes the lock.
-    pub(crate) fn token(&self) -> &str {
-        &self.token
+    /// The token of a place whose wait took the lock (settled: nothing left to leave).
+    pub(crate) fn into_token(mut self) -> String {
+        self.settle();
+        std::mem::take(&mut self.token)
     }
 
     /// Has the watchdog keep the place alive (once).
