@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::cohort::{Ending, Holding};
 use crate::context::{self, CurrentLock};
 use crate::lease::validity;
-use crate::redis_queue::{Place, Yielded, release_contended, yield_lock};
+use crate::redis_queue::{Place, Yielded, extend_lease, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
@@ -192,6 +192,77 @@ impl LockGuard {
     /// How long the lock has been held.
     pub fn held_for(&self) -> Duration {
         self.acquired_at.elapsed()
+    }
+
+    /// How much of the lease is left, as this process's clock knows it: until the lease's
+    /// validity point (the last renewal's or extension's send time + ttl − drift). Zero once
+    /// the lease is lost. A reentrant guard reports zero: its outer guard holds the lease.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// let guard = lock_runtime::Lock::new("report").ttl(Duration::from_secs(10)).acquire().await?;
+    /// assert!(guard.remaining() <= Duration::from_secs(10));
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining(&self) -> Duration {
+        if self.reentrant {
+            return Duration::ZERO;
+        }
+        self.client
+            .watchdog()
+            .lease_state(self.lease.id)
+            .map_or(Duration::ZERO, |(valid_until, _)| {
+                valid_until.saturating_duration_since(Instant::now())
+            })
+    }
+
+    /// Extends the lease to `ttl` from now, if this owner still holds the key (an
+    /// owner-checked `PEXPIRE`; in Redlock mode on a majority of the masters). With the
+    /// watchdog on, renewals go on with the new ttl; without it, the lease now ends `ttl`
+    /// after this call.
+    ///
+    /// Errors: [`LockError::Lost`] when the token is gone (the lease was lost meanwhile),
+    /// [`LockError::Config`] for a ttl outside 1 ms to [`crate::MAX_TTL`] or on a reentrant
+    /// guard (its outer guard owns the lease), [`LockError::Backend`] when Redis fails.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// let mut guard = lock_runtime::Lock::new("import")
+    ///     .ttl(Duration::from_secs(5))
+    ///     .watchdog(false)
+    ///     .acquire()
+    ///     .await?;
+    /// // ... the job turns out to need longer ...
+    /// guard.extend(Duration::from_secs(60)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
+        if self.reentrant || ttl < Duration::from_millis(1) || ttl > crate::MAX_TTL {
+            return Err(LockError::Config {
+                reason: format!(
+                    "cannot extend lock `{}` to {ttl:?}: {}",
+                    self.names.lock,
+                    if self.reentrant {
+                        "this guard re-entered a lock its task already holds; extend the outer guard"
+                    } else {
+                        "give a ttl from 1 ms to 365 days"
+                    }
+                ),
+            });
+        }
+        let sent = Instant::now();
+        let extended = extend_lease(&self.client, &self.names, &self.token, ttl).await?;
+        if !extended || !self.client.watchdog().extend(self.lease.id, ttl, sent) {
+            return Err(LockError::Lost {
+                key: self.names.lock.clone(),
+                cause: LostCause::TokenGone,
+            });
+        }
+        self.ttl = ttl;
+        self.valid_until = validity(sent, ttl);
+        Ok(())
     }
 
     /// Whether the lease has been lost (and why), as far as the watchdog knows.

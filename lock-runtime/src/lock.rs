@@ -320,6 +320,24 @@ impl Lock {
         }
     }
 
+    /// Tries once: the lock, or [`LockError::Busy`] at once when another owner holds it
+    /// (also another task of this process). The same as `wait(Duration::ZERO)`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// match lock_runtime::Lock::new("nightly-report").try_acquire().await {
+    ///     Ok(guard) => { /* ... this replica runs the report ... */ guard.release().await?; }
+    ///     Err(lock_runtime::LockError::Busy { .. }) => { /* another replica runs it */ }
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<LockGuard, LockError> {
+        let mut once = self.clone();
+        once.options.wait = Duration::ZERO;
+        once.acquire().await
+    }
+
     /// Acquires the lock, runs `body`, and releases the lock, also when `body` returns an
     /// error, panics, or the returned future is dropped.
     ///
