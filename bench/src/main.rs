@@ -13,6 +13,7 @@ mod processes;
 mod python;
 mod redlock;
 mod report;
+mod scaling;
 mod scenarios;
 
 use std::path::{Path, PathBuf};
@@ -91,6 +92,8 @@ async fn bench() -> BenchResult<()> {
         redlock_tasks: 64,
         redlock_window_s: 4.0 * scale,
         redlock_masters: 0,
+        scaling_runs: env_number("BENCH_RUNS", 5).min(3),
+        scaling_cycle_s: 1.0 * scale,
         server: std::env::var("BENCH_SERVER").unwrap_or_else(|_| "REDIS_URL".into()),
         command: std::env::var("BENCH_COMMAND").unwrap_or_else(|_| "bench/run".into()),
         worker_threads: workers,
@@ -146,13 +149,16 @@ async fn bench() -> BenchResult<()> {
     let valgrind = std::env::var_os("BENCH_VALGRIND")
         .filter(|path| !path.is_empty())
         .map(PathBuf::from);
+    let mut scaling_list = scaling::CYCLE_CONTENDERS.to_vec();
+    let mut held_list = vec![Contender::Api];
+    let mut wakeup_list = scaling::WAKE_CONTENDERS.to_vec();
     let mut instructions_list = instructions::CONTENDERS.to_vec();
     if valgrind.is_none() {
         instructions_list.clear();
         skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
     }
     // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
-    // instructions; e.g. hot4/api)
+    // instructions, scaling, held, wakeup; e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
@@ -168,6 +174,9 @@ async fn bench() -> BenchResult<()> {
             ("watchdog", &mut watchdog_list),
             ("redlock", &mut redlock_list),
             ("instructions", &mut instructions_list),
+            ("scaling", &mut scaling_list),
+            ("held", &mut held_list),
+            ("wakeup", &mut wakeup_list),
         ] {
             list.retain(|c| name == scenario && (contender.is_empty() || c.id() == contender));
         }
@@ -183,6 +192,7 @@ async fn bench() -> BenchResult<()> {
         watchdog: Vec::new(),
         redlock_hot: Vec::new(),
         instructions: Vec::new(),
+        scaling: scaling::Scaling::default(),
         skipped,
         wall_s: 0.0,
     };
@@ -348,6 +358,95 @@ async fn bench() -> BenchResult<()> {
                     run,
                     "Redlock hot key",
                     contender,
+                    &*err,
+                ),
+            }
+        }
+        if run < settings.scaling_runs {
+            for tasks in scaling::TASKS {
+                for contender in rotated(&scaling_list, run) {
+                    let duration = Duration::from_secs_f64(settings.scaling_cycle_s);
+                    match scenarios::cycles(&clients, &admin, contender, run, tasks, duration).await
+                    {
+                        Ok(record) => {
+                            eprintln!(
+                                "run {run} scaling {tasks:>5} tasks {:<18} {:>9.0} cycles/s, {:.1} µs client CPU/cycle",
+                                contender.id(),
+                                record.per_s,
+                                record.client_cpu_us_per_cycle
+                            );
+                            results.scaling.cycles.push(record);
+                        }
+                        Err(err) => failed(
+                            &mut results.skipped,
+                            run,
+                            &format!("scaling, {tasks} tasks"),
+                            contender,
+                            &*err,
+                        ),
+                    }
+                }
+            }
+            for keys in scaling::KEYS {
+                for contender in rotated(&wakeup_list, run) {
+                    match scaling::wakeup(&clients, &admin, &url, contender, run, keys).await {
+                        Ok(record) => {
+                            eprintln!(
+                                "run {run} wake-up {keys:>5} keys {:<18} p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, woken {}, missed {}, {:.1} server cmds/key",
+                                contender.id(),
+                                record.p50_us as f64 / 1e3,
+                                record.p99_us as f64 / 1e3,
+                                record.max_us as f64 / 1e3,
+                                record.woken,
+                                record.missed,
+                                record.server_cmds_per_key
+                            );
+                            results.scaling.wakeups.push(record);
+                        }
+                        Err(err) => failed(
+                            &mut results.skipped,
+                            run,
+                            &format!("wake-up, {keys} keys"),
+                            contender,
+                            &*err,
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    // The held-locks sweep, once: ours at 1,000, 10,000 and 100,000 held locks.
+    for locks in scaling::HELD {
+        for contender in &held_list {
+            match scenarios::watchdog(
+                &clients,
+                &admin,
+                &url,
+                *contender,
+                0,
+                locks,
+                Duration::from_millis(settings.watchdog_ttl_ms),
+                Duration::from_secs_f64(settings.watchdog_hold_s),
+            )
+            .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "held {locks:>6} locks {:<18} {:.0} B heap/lock, {:.0} renewals/period, {:.0} reads/period, {:.2} µs CPU/renewal, lost {}",
+                        contender.id(),
+                        record.heap_per_lock_bytes,
+                        record.renewals_per_period,
+                        record.server_reads_per_period,
+                        record.client_cpu_us_per_renewal,
+                        record.lost
+                    );
+                    results.scaling.held.push(record);
+                }
+                Err(err) => failed(
+                    &mut results.skipped,
+                    0,
+                    &format!("held locks, {locks}"),
+                    *contender,
                     &*err,
                 ),
             }

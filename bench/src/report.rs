@@ -68,6 +68,10 @@ pub(crate) struct Settings {
     pub(crate) redlock_window_s: f64,
     /// Section 5: the masters started by bench/run (0: none).
     pub(crate) redlock_masters: u64,
+    /// Section 7: runs of the cycle and wake-up sweeps (at most 3).
+    pub(crate) scaling_runs: usize,
+    /// Section 7: duration of each cycle measurement.
+    pub(crate) scaling_cycle_s: f64,
     /// Where the server came from.
     pub(crate) server: String,
     /// The command that produced these figures.
@@ -97,6 +101,8 @@ pub(crate) struct Results {
     pub(crate) redlock_hot: Vec<HotRecord>,
     /// Section 6 (instructions per cycle under callgrind), every count.
     pub(crate) instructions: Vec<crate::instructions::InstructionRecord>,
+    /// Section 7 (how cost grows), every measurement.
+    pub(crate) scaling: crate::scaling::Scaling,
     /// Contenders or scenarios that could not run, and why.
     pub(crate) skipped: Vec<String>,
     /// Total wall time of the measurements.
