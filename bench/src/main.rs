@@ -497,7 +497,19 @@ async fn bench() -> BenchResult<()> {
         plot::hot_key_cdf(&results.hot_key, settings.hot_tasks, &plot_path)?;
     }
     let plot_link = relative_link(&report_path, &plot_path);
-    report::write_all(&results, &results_dir, &report_path, plot_link.as_deref())?;
+    let scaling_link = if results.scaling.cycles.is_empty() {
+        None
+    } else {
+        let path = env_path("BENCH_SCALING_PLOT", "results/scaling.svg");
+        plot::scaling(&results.scaling.cycles, &path)?;
+        relative_link(&report_path, &path)
+    };
+    report::write_all(
+        &results,
+        &results_dir,
+        &report_path,
+        (plot_link.as_deref(), scaling_link.as_deref()),
+    )?;
     eprintln!(
         "bench: wrote {} and {}/ in {:.0} s",
         report_path.display(),

@@ -776,7 +776,7 @@ pub(crate) fn write_all(
     results: &Results,
     results_dir: &Path,
     report: &Path,
-    plot_link: Option<&str>,
+    (plot_link, scaling_link): (Option<&str>, Option<&str>),
 ) -> BenchResult<()> {
     std::fs::create_dir_all(results_dir)?;
     let uncontended = cycle_summaries(&results.uncontended);
@@ -788,7 +788,8 @@ pub(crate) fn write_all(
     let contention = contention_goals(&results.settings, &uncontended, &hot, &spread);
     let redlock = hot_summaries(&results.redlock_hot);
     let counted = issues::instruction_summaries(&results.instructions);
-    let issue_goals = issues::goals(&redlock, &counted);
+    let mut issue_goals = issues::goals(&redlock, &counted);
+    issue_goals.extend(issues::held_goals(&results.scaling.held));
     let summary = Summary {
         uncontended: uncontended.clone(),
         many_keys: many.clone(),
@@ -821,7 +822,7 @@ pub(crate) fn write_all(
             counted: &counted,
             issue_goals: &issue_goals,
         },
-        plot_link,
+        (plot_link, scaling_link),
     );
     std::fs::write(report, markdown)?;
     Ok(())
@@ -1001,7 +1002,11 @@ struct Tables<'a> {
 }
 
 #[allow(clippy::too_many_lines)]
-fn markdown(results: &Results, tables: Tables<'_>, plot_link: Option<&str>) -> String {
+fn markdown(
+    results: &Results,
+    tables: Tables<'_>,
+    (plot_link, scaling_link): (Option<&str>, Option<&str>),
+) -> String {
     let Tables {
         uncontended,
         many,
@@ -1238,6 +1243,7 @@ fn markdown(results: &Results, tables: Tables<'_>, plot_link: Option<&str>) -> S
     let _ = writeln!(out);
     issues::redlock_section(&mut out, s, redlock);
     issues::instructions_section(&mut out, results, counted);
+    issues::scaling_section(&mut out, results, scaling_link);
 
     findings(&mut out, uncontended, hot, watchdog, s);
     // Measured changes (bench/ab runs), kept by hand next to the bench: not regenerated.

@@ -1,5 +1,6 @@
 //! The sections of issues 14 and 15 in BENCHMARKS.md: their goals, the Redlock hot key
-//! (section 5) and the instructions per cycle (section 6).
+//! (section 5), the instructions per cycle (section 6) and how cost grows (section 7), and
+//! their CSV files.
 
 use std::fmt::Write as _;
 
@@ -7,6 +8,8 @@ use super::{Goal, HotSummary, Results, Settings, find, median, ms, thousands, ve
 use crate::contenders::Contender;
 use crate::instructions::{self, InstructionRecord};
 use crate::redlock;
+use crate::scaling::WakeRecord;
+use crate::scenarios::WatchdogRecord;
 
 /// Medians of one contender's instruction counts.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -202,15 +205,17 @@ pub(super) fn instructions_section(
         "Client instructions per acquire + release (one task, one key, as in section 1), \
          counted by `valgrind --tool=callgrind`: a count that other work on the machine does \
          not move. The bench runs itself in its `instructions` mode under callgrind twice per \
-         contender, {} and {} measured cycles after the same {} warm-up cycles, and divides \
+         count, {} and {} measured cycles after the same {} warm-up cycles, and divides \
          the difference of the two totals (Ir, every thread) by the {} extra cycles, so \
          start-up, connecting and shutdown cancel. The mode uses a current-thread tokio \
          runtime (no work-stealing between workers); the redis-server runs natively, only \
-         the client is counted.\n",
-        instructions::SHORT,
-        instructions::LONG,
-        instructions::WARM_UP,
-        instructions::LONG - instructions::SHORT
+         the client is counted. {} counts per contender, interleaved; the range shows what \
+         is left of noise.\n",
+        thousands(instructions::SHORT as f64),
+        thousands(instructions::LONG as f64),
+        thousands(instructions::WARM_UP as f64),
+        thousands((instructions::LONG - instructions::SHORT) as f64),
+        instructions::COUNTS
     );
     if counted.is_empty() {
         let _ = writeln!(out, "Not measured in this run.\n");
@@ -220,7 +225,7 @@ pub(super) fn instructions_section(
     let api = find(counted, Contender::Api, |c| c.contender).map(|c| c.per_cycle);
     let _ = writeln!(
         out,
-        "| contender | instructions/cycle | range over counts | × raw | × Lock API | short run total | long run total |"
+        "| contender | instructions/cycle | range over counts | × raw | over Lock API | short run total (first count) | long run total (first count) |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     for c in counted {
@@ -292,5 +297,289 @@ pub(super) fn write_csv(results: &Results, dir: &std::path::Path) -> crate::Benc
         );
     }
     std::fs::write(dir.join("instructions.csv"), counted)?;
+    let mut cycles = String::from(
+        "contender,run,tasks,cycles,per_s,client_cpu_us_per_cycle,server_us_per_cycle,server_cmds_per_cycle\n",
+    );
+    for r in &results.scaling.cycles {
+        let _ = writeln!(
+            cycles,
+            "{},{},{},{},{:.1},{:.2},{:.2},{:.2}",
+            r.contender.id(),
+            r.run,
+            r.tasks,
+            r.cycles,
+            r.per_s,
+            r.client_cpu_us_per_cycle,
+            r.server_us_per_cycle,
+            r.server_cmds_per_cycle
+        );
+    }
+    std::fs::write(dir.join("scaling_cycles.csv"), cycles)?;
+    let mut held = String::from(
+        "contender,locks,acquire_s,heap_per_lock_bytes,rss_per_lock_bytes,renewals_per_period,server_reads_per_period,client_cpu_us_per_renewal,client_cpu_share,lost\n",
+    );
+    for r in &results.scaling.held {
+        let _ = writeln!(
+            held,
+            "{},{},{:.3},{:.0},{:.0},{:.1},{:.1},{:.3},{:.4},{}",
+            r.contender.id(),
+            r.locks,
+            r.acquire_s,
+            r.heap_per_lock_bytes,
+            r.rss_per_lock_bytes,
+            r.renewals_per_period,
+            r.server_reads_per_period,
+            r.client_cpu_us_per_renewal,
+            r.client_cpu_share,
+            r.lost
+        );
+    }
+    std::fs::write(dir.join("scaling_held.csv"), held)?;
+    let mut wake = String::from(
+        "contender,run,keys,woken,missed,early,p50_us,p99_us,max_us,server_cmds_per_key\n",
+    );
+    for r in &results.scaling.wakeups {
+        let _ = writeln!(
+            wake,
+            "{},{},{},{},{},{},{},{},{},{:.2}",
+            r.contender.id(),
+            r.run,
+            r.keys,
+            r.woken,
+            r.missed,
+            r.early,
+            r.p50_us,
+            r.p99_us,
+            r.max_us,
+            r.server_cmds_per_key
+        );
+    }
+    std::fs::write(dir.join("scaling_wakeups.csv"), wake)?;
     Ok(())
+}
+
+/// The goals of the held-locks sweep: at most 1 KB of heap per held lock at every size,
+/// and a flat per-lock cost (largest over smallest at most 1.5, heap and CPU per renewal).
+pub(super) fn held_goals(held: &[WatchdogRecord]) -> Vec<Goal> {
+    let mut held: Vec<&WatchdogRecord> = held.iter().collect();
+    held.sort_by_key(|r| r.locks);
+    if held.is_empty() {
+        return vec![
+            not_measured("Held locks (1,000 to 100,000): at most 1 KB of heap per held lock"),
+            not_measured("Held locks (1,000 to 100,000): flat per-lock cost"),
+        ];
+    }
+    let heaps: Vec<String> = held
+        .iter()
+        .map(|r| {
+            format!(
+                "{} B at {}",
+                thousands(r.heap_per_lock_bytes),
+                thousands(r.locks as f64)
+            )
+        })
+        .collect();
+    let spread = |values: Vec<f64>| {
+        let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = values.iter().copied().fold(0.0, f64::max);
+        if low > 0.0 { high / low } else { f64::INFINITY }
+    };
+    let heap_spread = spread(held.iter().map(|r| r.heap_per_lock_bytes).collect());
+    let cpu_spread = spread(held.iter().map(|r| r.client_cpu_us_per_renewal).collect());
+    let reads_spread = spread(
+        held.iter()
+            .map(|r| r.server_reads_per_period / r.locks.max(1) as f64)
+            .collect(),
+    );
+    let lost: u64 = held.iter().map(|r| r.lost).sum();
+    vec![
+        Goal {
+            goal: "Held locks (1,000 to 100,000): at most 1 KB of heap per held lock".into(),
+            met: Some(held.iter().all(|r| r.heap_per_lock_bytes <= 1024.0)),
+            inconclusive: false,
+            detail: format!(
+                "{} (`mallinfo2`, the caller's guard included; section 7).",
+                heaps.join(", ")
+            ),
+        },
+        Goal {
+            goal: "Held locks (1,000 to 100,000): flat per-lock cost (largest / smallest ≤ 1.5 \
+                   for heap per lock and client CPU per renewal)"
+                .into(),
+            met: Some(heap_spread <= 1.5 && cpu_spread <= 1.5 && lost == 0),
+            inconclusive: false,
+            detail: format!(
+                "heap per lock {heap_spread:.2}×, CPU per renewal {cpu_spread:.2}×, server reads \
+                 per lock and period {reads_spread:.2}× across the sizes; {lost} leases lost."
+            ),
+        },
+    ]
+}
+
+/// Section 7: how cost grows.
+pub(super) fn scaling_section(out: &mut String, results: &Results, link: Option<&str>) {
+    let s = &results.settings;
+    let scaling = &results.scaling;
+    let _ = writeln!(out, "## 7. How cost grows\n");
+    if scaling.cycles.is_empty() && scaling.held.is_empty() && scaling.wakeups.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**Tasks on distinct keys.** 1 to 4,096 tasks, each cycling acquire (no waiting) + \
+         release on a key of its own for {:.1} s per run ({} runs, medians), as in sections 1 \
+         and 2 (the 1- and 256-task rows repeat those scenarios with this section's \
+         duration). Client CPU is this process's user + system time per cycle.\n",
+        s.scaling_cycle_s, s.scaling_runs
+    );
+    let mut tasks: Vec<u64> = scaling.cycles.iter().map(|r| r.tasks).collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    let columns = crate::scaling::CYCLE_CONTENDERS;
+    if !tasks.is_empty() {
+        let _ = write!(out, "| tasks |");
+        for c in columns {
+            let _ = write!(out, " {} cycles/s |", c.label());
+        }
+        for c in columns {
+            let _ = write!(out, " {} CPU µs/cycle |", c.label());
+        }
+        let _ = write!(out, " ours × raw |\n|---:|");
+        for _ in 0..2 * columns.len() + 1 {
+            let _ = write!(out, "---:|");
+        }
+        let _ = writeln!(out);
+        for n in &tasks {
+            let of = |c: Contender, pick: fn(&crate::scenarios::CycleRecord) -> f64| {
+                let mine: Vec<f64> = scaling
+                    .cycles
+                    .iter()
+                    .filter(|r| r.contender == c && r.tasks == *n)
+                    .map(pick)
+                    .collect();
+                (!mine.is_empty()).then(|| median(mine))
+            };
+            let _ = write!(out, "| {} |", thousands(*n as f64));
+            for c in columns {
+                let _ = write!(
+                    out,
+                    " {} |",
+                    of(c, |r| r.per_s).map_or("–".to_owned(), thousands)
+                );
+            }
+            for c in columns {
+                let _ = write!(
+                    out,
+                    " {} |",
+                    of(c, |r| r.client_cpu_us_per_cycle)
+                        .map_or("–".to_owned(), |v| format!("{v:.1}"))
+                );
+            }
+            let ratio = match (
+                of(Contender::Api, |r| r.per_s),
+                of(Contender::Raw, |r| r.per_s),
+            ) {
+                (Some(ours), Some(raw)) if raw > 0.0 => format!("{:.2}×", ours / raw),
+                _ => "–".to_owned(),
+            };
+            let _ = writeln!(out, " {ratio} |");
+        }
+        let _ = writeln!(out);
+        if let Some(link) = link {
+            let _ = writeln!(
+                out,
+                "![Cycles/s and client CPU per cycle against tasks on distinct keys]({link})\n"
+            );
+        }
+    }
+
+    if !scaling.held.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Held locks.** Ours (Lock API, a client of its own) holds 1,000, 10,000 and \
+             100,000 locks at once (ttl {:.0} s, renewed every ttl/3), for {:.1} s each, once; \
+             measured as in section 4.\n",
+            s.watchdog_ttl_ms as f64 / 1e3,
+            s.watchdog_hold_s
+        );
+        let _ = writeln!(
+            out,
+            "| held locks | acquire all | heap per held lock | RSS per held lock | renewals/period | server reads/period | reads per 1,000 locks and period | client CPU µs/renewal | client CPU (share of a core) | lost | leases tracked after |"
+        );
+        let _ = writeln!(
+            out,
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        let mut held: Vec<&WatchdogRecord> = scaling.held.iter().collect();
+        held.sort_by_key(|r| r.locks);
+        for r in held {
+            let _ = writeln!(
+                out,
+                "| {} | {:.2} s | {:.0} B | {:.0} B | {} | {} | {:.1} | {:.2} | {:.1}% | {} | {} |",
+                thousands(r.locks as f64),
+                r.acquire_s,
+                r.heap_per_lock_bytes,
+                r.rss_per_lock_bytes,
+                thousands(r.renewals_per_period),
+                thousands(r.server_reads_per_period),
+                r.server_reads_per_period * 1e3 / r.locks.max(1) as f64,
+                r.client_cpu_us_per_renewal,
+                r.client_cpu_share * 100.0,
+                r.lost,
+                r.tracked_after.map_or("–".to_owned(), |t| t.to_string())
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    if !scaling.wakeups.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Wake-ups.** 1, 100 and 10,000 keys contended at once, each by one holder and \
+             one waiter. The holders take their keys, the waiters start waiting (200 ms plus \
+             50 µs per key to settle), then every holder releases at once; a key's latency is \
+             from its holder's release call to its waiter's acquire returning. Ours: the \
+             holders use a client of their own, so each waiter is woken through Redis (a \
+             release message); the waiters share the global client. rslock polls (its \
+             default retry). *Server cmds per key* count `INFO commandstats` calls (Lua \
+             included) from just before the releases until every waiter finished. Medians \
+             over {} runs.\n",
+            s.scaling_runs
+        );
+        let _ = writeln!(
+            out,
+            "| keys | contender | p50 latency | p99 latency | max latency | woken | missed | acquired before the release | server cmds/key |"
+        );
+        let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+        let mut keys: Vec<u64> = scaling.wakeups.iter().map(|r| r.keys).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            for c in crate::scaling::WAKE_CONTENDERS {
+                let mine: Vec<&WakeRecord> = scaling
+                    .wakeups
+                    .iter()
+                    .filter(|r| r.keys == k && r.contender == c)
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+                    thousands(k as f64),
+                    c.label(),
+                    ms(median(mine.iter().map(|r| r.p50_us as f64))),
+                    ms(median(mine.iter().map(|r| r.p99_us as f64))),
+                    ms(median(mine.iter().map(|r| r.max_us as f64))),
+                    thousands(median(mine.iter().map(|r| r.woken as f64))),
+                    mine.iter().map(|r| r.missed).sum::<u64>(),
+                    mine.iter().map(|r| r.early).sum::<u64>(),
+                    median(mine.iter().map(|r| r.server_cmds_per_key))
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
 }
