@@ -1273,6 +1273,12 @@ fn markdown(
          - Client CPU: `getrusage(RUSAGE_SELF)`; memory: `/proc/self/statm` before and after \
          acquiring; server counters: `CONFIG RESETSTAT` before each measurement, then \
          `INFO commandstats` / `INFO stats`.\n\
+         - **Redlock (section 5)**: three more throwaway redis-servers started by `bench/run` \
+         (`BENCH_REDLOCK_URLS`); ours is `LockClient::new(Config::redlock(urls))`, rslock \
+         `LockManager::new(urls)`; every master's counters are reset, tapped and summed.\n\
+         - **Instructions (section 6)**: `valgrind --tool=callgrind` around \
+         `lock-bench instructions CONTENDER N` (the bench's own binary), two values of N, \
+         the difference per cycle.\n\
          - Wall time of all measurements: {:.0} s.\n",
         results.wall_s
     );
