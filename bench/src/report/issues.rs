@@ -434,7 +434,9 @@ pub(super) fn scaling_section(out: &mut String, results: &Results, link: Option<
         "**Tasks on distinct keys.** 1 to 4,096 tasks, each cycling acquire (no waiting) + \
          release on a key of its own for {:.1} s per run ({} runs, medians), as in sections 1 \
          and 2 (the 1- and 256-task rows repeat those scenarios with this section's \
-         duration). Client CPU is this process's user + system time per cycle.\n",
+         duration). Client CPU is this process's user + system time per cycle. Both are \
+         wall-clock figures of a process sharing its cores with the server: other work on the \
+         machine moves them (section 6 counts the one-task cycle in instructions instead).\n",
         s.scaling_cycle_s, s.scaling_runs
     );
     let mut tasks: Vec<u64> = scaling.cycles.iter().map(|r| r.tasks).collect();
