@@ -46,6 +46,19 @@ impl CommandStats {
         self.usec.values().sum()
     }
 
+    /// Adds another server's counters to these (the Redlock masters, summed).
+    pub(crate) fn add(&mut self, other: &CommandStats) {
+        for (mine, theirs) in [
+            (&mut self.calls, &other.calls),
+            (&mut self.usec, &other.usec),
+            (&mut self.errors, &other.errors),
+        ] {
+            for (name, value) in theirs {
+                *mine.entry(name.clone()).or_insert(0) += value;
+            }
+        }
+    }
+
     /// Calls of one command (lower case, e.g. `evalsha`).
     pub(crate) fn get(&self, name: &str) -> u64 {
         self.calls.get(name).copied().unwrap_or(0)

@@ -181,6 +181,20 @@ impl Clients {
         })
     }
 
+    /// The clients of the Redlock hot key (section 5): ours through
+    /// `LockClient::new(Config::redlock(urls))`, rslock's `LockManager` over the same
+    /// masters. Raw and async-redis-lock have no Redlock mode; their clients here point at
+    /// the first master and are never used.
+    pub(crate) async fn redlock(urls: &[String]) -> BenchResult<Self> {
+        let first = urls.first().ok_or("no Redlock masters")?;
+        Ok(Clients {
+            ours: LockClient::new(lock_runtime::Config::redlock(urls.iter().cloned()))?,
+            raw: Raw::connect(first).await?,
+            rslock: rslock::LockManager::new(urls.to_vec()),
+            arl: async_redis_lock::Locker::from_redis_url(first).await?,
+        })
+    }
+
     /// One uncontended cycle on lock `id`: acquire without waiting, release. Returns false
     /// when the lock was busy (never expected: every key has one user).
     pub(crate) async fn cycle(&self, contender: Contender, id: u64) -> BenchResult<bool> {

@@ -7,10 +7,13 @@
 
 mod admin;
 mod contenders;
+mod instructions;
 mod plot;
 mod processes;
 mod python;
+mod redlock;
 mod report;
+mod scaling;
 mod scenarios;
 
 use std::path::{Path, PathBuf};
@@ -57,6 +60,9 @@ fn main() -> BenchResult<()> {
     if args.get(1).map(String::as_str) == Some(processes::WORKER_ARG) {
         return processes::worker_main(&args[2..]);
     }
+    if args.get(1).map(String::as_str) == Some(instructions::MODE_ARG) {
+        return instructions::mode_main(&args[2..]);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -69,7 +75,7 @@ async fn bench() -> BenchResult<()> {
     let scale: f64 = env_number("BENCH_SCALE", 1.0);
     let seconds = |base: f64| Duration::from_secs_f64(base * scale);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let settings = Settings {
+    let mut settings = Settings {
         runs: env_number("BENCH_RUNS", 5),
         uncontended_s: 1.5 * scale,
         many_tasks: 256,
@@ -83,6 +89,11 @@ async fn bench() -> BenchResult<()> {
         watchdog_locks: env_number("BENCH_WATCHDOG_LOCKS", 10_000),
         watchdog_ttl_ms: 3_000,
         watchdog_hold_s: 4.0 * scale.max(0.5),
+        redlock_tasks: 64,
+        redlock_window_s: 4.0 * scale,
+        redlock_masters: 0,
+        scaling_runs: env_number("BENCH_RUNS", 5).min(3),
+        scaling_cycle_s: 1.0 * scale,
         server: std::env::var("BENCH_SERVER").unwrap_or_else(|_| "REDIS_URL".into()),
         command: std::env::var("BENCH_COMMAND").unwrap_or_else(|_| "bench/run".into()),
         worker_threads: workers,
@@ -126,7 +137,28 @@ async fn bench() -> BenchResult<()> {
     }
     let mut hot_processes_list = hot_list.clone();
     let mut watchdog_list = vec![Contender::Api, Contender::AsyncRedisLock];
-    // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog; e.g. hot4/api)
+    let masters = redlock::Masters::from_env().await?;
+    settings.redlock_masters = masters.as_ref().map_or(0, |m| m.urls.len() as u64);
+    let mut redlock_list = redlock::CONTENDERS.to_vec();
+    if masters.is_none() {
+        redlock_list.clear();
+        skipped.push(
+            "Redlock hot key: no masters (BENCH_REDLOCK_URLS; bench/run starts three)".to_owned(),
+        );
+    }
+    let valgrind = std::env::var_os("BENCH_VALGRIND")
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from);
+    let mut scaling_list = scaling::CYCLE_CONTENDERS.to_vec();
+    let mut held_list = vec![Contender::Api];
+    let mut wakeup_list = scaling::WAKE_CONTENDERS.to_vec();
+    let mut instructions_list = instructions::CONTENDERS.to_vec();
+    if valgrind.is_none() {
+        instructions_list.clear();
+        skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
+    }
+    // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
+    // instructions, scaling, held, wakeup; e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
@@ -140,6 +172,11 @@ async fn bench() -> BenchResult<()> {
             ("hot", &mut hot_list),
             ("hot4", &mut hot_processes_list),
             ("watchdog", &mut watchdog_list),
+            ("redlock", &mut redlock_list),
+            ("instructions", &mut instructions_list),
+            ("scaling", &mut scaling_list),
+            ("held", &mut held_list),
+            ("wakeup", &mut wakeup_list),
         ] {
             list.retain(|c| name == scenario && (contender.is_empty() || c.id() == contender));
         }
@@ -153,6 +190,9 @@ async fn bench() -> BenchResult<()> {
         hot_key: Vec::new(),
         hot_key_processes: Vec::new(),
         watchdog: Vec::new(),
+        redlock_hot: Vec::new(),
+        instructions: Vec::new(),
+        scaling: scaling::Scaling::default(),
         skipped,
         wall_s: 0.0,
     };
@@ -288,6 +328,158 @@ async fn bench() -> BenchResult<()> {
                 Err(err) => failed(&mut results.skipped, run, "watchdog", contender, &*err),
             }
         }
+        for contender in rotated(&redlock_list, run) {
+            let Some(masters) = &masters else { break };
+            match redlock::hot_key(
+                masters,
+                contender,
+                run,
+                settings.redlock_tasks,
+                Duration::from_millis(1),
+                Duration::from_secs_f64(settings.redlock_window_s),
+            )
+            .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "run {run} redlock hot {:<18} {:>9.0} acq/s, utilization {:.2}, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, {:.2} requests/acq (3 masters)",
+                        contender.id(),
+                        record.per_s,
+                        record.utilization,
+                        record.p50_us as f64 / 1e3,
+                        record.p99_us as f64 / 1e3,
+                        record.max_us as f64 / 1e3,
+                        record.requests_per_acq.unwrap_or(f64::NAN),
+                    );
+                    results.redlock_hot.push(record);
+                }
+                Err(err) => failed(
+                    &mut results.skipped,
+                    run,
+                    "Redlock hot key",
+                    contender,
+                    &*err,
+                ),
+            }
+        }
+        if run < settings.scaling_runs {
+            for tasks in scaling::TASKS {
+                for contender in rotated(&scaling_list, run) {
+                    let duration = Duration::from_secs_f64(settings.scaling_cycle_s);
+                    match scenarios::cycles(&clients, &admin, contender, run, tasks, duration).await
+                    {
+                        Ok(record) => {
+                            eprintln!(
+                                "run {run} scaling {tasks:>5} tasks {:<18} {:>9.0} cycles/s, {:.1} µs client CPU/cycle",
+                                contender.id(),
+                                record.per_s,
+                                record.client_cpu_us_per_cycle
+                            );
+                            results.scaling.cycles.push(record);
+                        }
+                        Err(err) => failed(
+                            &mut results.skipped,
+                            run,
+                            &format!("scaling, {tasks} tasks"),
+                            contender,
+                            &*err,
+                        ),
+                    }
+                }
+            }
+            for keys in scaling::KEYS {
+                for contender in rotated(&wakeup_list, run) {
+                    match scaling::wakeup(&clients, &admin, &url, contender, run, keys).await {
+                        Ok(record) => {
+                            eprintln!(
+                                "run {run} wake-up {keys:>5} keys {:<18} p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, woken {}, missed {}, {:.1} server cmds/key",
+                                contender.id(),
+                                record.p50_us as f64 / 1e3,
+                                record.p99_us as f64 / 1e3,
+                                record.max_us as f64 / 1e3,
+                                record.woken,
+                                record.missed,
+                                record.server_cmds_per_key
+                            );
+                            results.scaling.wakeups.push(record);
+                        }
+                        Err(err) => failed(
+                            &mut results.skipped,
+                            run,
+                            &format!("wake-up, {keys} keys"),
+                            contender,
+                            &*err,
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    // The held-locks sweep, once: ours at 1,000, 10,000 and 100,000 held locks.
+    for locks in scaling::HELD {
+        for contender in &held_list {
+            match scenarios::watchdog(
+                &clients,
+                &admin,
+                &url,
+                *contender,
+                0,
+                locks,
+                Duration::from_millis(settings.watchdog_ttl_ms),
+                Duration::from_secs_f64(settings.watchdog_hold_s),
+            )
+            .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "held {locks:>6} locks {:<18} {:.0} B heap/lock, {:.0} renewals/period, {:.0} reads/period, {:.2} µs CPU/renewal, lost {}",
+                        contender.id(),
+                        record.heap_per_lock_bytes,
+                        record.renewals_per_period,
+                        record.server_reads_per_period,
+                        record.client_cpu_us_per_renewal,
+                        record.lost
+                    );
+                    results.scaling.held.push(record);
+                }
+                Err(err) => failed(
+                    &mut results.skipped,
+                    0,
+                    &format!("held locks, {locks}"),
+                    *contender,
+                    &*err,
+                ),
+            }
+        }
+    }
+    // Three counts per contender, interleaved: the spread shows what is left of noise.
+    for (count, contender) in (0..instructions::COUNTS).flat_map(|count| {
+        rotated(&instructions_list, count)
+            .into_iter()
+            .map(move |c| (count, c))
+    }) {
+        let Some(valgrind) = &valgrind else { break };
+        match instructions::measure(valgrind, &url, contender, count).await {
+            Ok(record) => {
+                eprintln!(
+                    "instructions {:<18} {:>9.0} per cycle ({} − {} Ir over {} cycles; {:.1} s under valgrind)",
+                    contender.id(),
+                    record.per_cycle,
+                    record.long_total,
+                    record.short_total,
+                    instructions::LONG - instructions::SHORT,
+                    record.wall_s
+                );
+                results.instructions.push(record);
+            }
+            Err(err) => failed(
+                &mut results.skipped,
+                count,
+                "instructions",
+                contender,
+                &*err,
+            ),
+        }
     }
     results.wall_s = started.elapsed().as_secs_f64();
     results.machine.load.1 = load_average();
@@ -305,7 +497,19 @@ async fn bench() -> BenchResult<()> {
         plot::hot_key_cdf(&results.hot_key, settings.hot_tasks, &plot_path)?;
     }
     let plot_link = relative_link(&report_path, &plot_path);
-    report::write_all(&results, &results_dir, &report_path, plot_link.as_deref())?;
+    let scaling_link = if results.scaling.cycles.is_empty() {
+        None
+    } else {
+        let path = env_path("BENCH_SCALING_PLOT", "results/scaling.svg");
+        plot::scaling(&results.scaling.cycles, &path)?;
+        relative_link(&report_path, &path)
+    };
+    report::write_all(
+        &results,
+        &results_dir,
+        &report_path,
+        (plot_link.as_deref(), scaling_link.as_deref()),
+    )?;
     eprintln!(
         "bench: wrote {} and {}/ in {:.0} s",
         report_path.display(),

@@ -1,4 +1,5 @@
-//! The hot-key acquire-wait distributions as an SVG: one CDF per contender, log time axis.
+//! The plots: the hot-key acquire-wait distributions (one CDF per contender, log time
+//! axis) and section 7's scaling (cycles/s and client CPU per cycle against tasks).
 
 use std::path::Path;
 
@@ -6,7 +7,8 @@ use plotters::prelude::*;
 
 use crate::BenchResult;
 use crate::contenders::Contender;
-use crate::scenarios::HotRecord;
+use crate::report::median;
+use crate::scenarios::{CycleRecord, HotRecord};
 
 /// The colour of each contender's line.
 fn colour(contender: Contender) -> RGBColor {
@@ -90,6 +92,119 @@ pub(crate) fn hot_key_cdf(records: &[HotRecord], tasks: u64, path: &Path) -> Ben
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// One point of the scaling plot: (tasks, cycles/s, client CPU µs per cycle).
+type Point = (f64, f64, f64);
+
+/// Writes the scaling plot of section 7 to `path`: cycles/s (left) and client CPU per cycle
+/// (right) against tasks on distinct keys, one line per contender, medians over runs.
+pub(crate) fn scaling(records: &[CycleRecord], path: &Path) -> BenchResult<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut contenders: Vec<Contender> = records.iter().map(|r| r.contender).collect();
+    contenders.sort();
+    contenders.dedup();
+    let mut tasks: Vec<u64> = records.iter().map(|r| r.tasks).collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    let (Some(&fewest), Some(&most)) = (tasks.first(), tasks.last()) else {
+        return Ok(());
+    };
+    // Medians per contender and task count: (tasks, cycles/s, CPU µs/cycle).
+    let lines: Vec<(Contender, Vec<Point>)> = contenders
+        .iter()
+        .map(|&contender| {
+            let points = tasks
+                .iter()
+                .filter_map(|&n| {
+                    let mine: Vec<&CycleRecord> = records
+                        .iter()
+                        .filter(|r| r.contender == contender && r.tasks == n)
+                        .collect();
+                    (!mine.is_empty()).then(|| {
+                        (
+                            n as f64,
+                            median(mine.iter().map(|r| r.per_s)),
+                            median(mine.iter().map(|r| r.client_cpu_us_per_cycle)),
+                        )
+                    })
+                })
+                .collect();
+            (contender, points)
+        })
+        .collect();
+    let top_rate = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let top_cpu = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.2))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let x_range = (fewest as f64 / 1.5)..(most as f64 * 1.5);
+
+    let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        "How cost grows: tasks cycling on distinct keys (medians over runs)",
+        ("sans-serif", 20),
+    )?;
+    let (left, right) = root.split_horizontally(500);
+    for (area, caption, y_desc, top, pick) in [
+        (
+            &left,
+            "cycles/s",
+            "acquire + release cycles per second",
+            top_rate,
+            (|p: &Point| p.1) as fn(&Point) -> f64,
+        ),
+        (
+            &right,
+            "client CPU per cycle",
+            "client CPU µs per cycle",
+            top_cpu,
+            |p: &Point| p.2,
+        ),
+    ] {
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", 16))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x_range.clone().log_scale(), 0.0f64..top)?;
+        chart
+            .configure_mesh()
+            .x_desc("tasks on distinct keys (log scale)")
+            .y_desc(y_desc)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .draw()?;
+        for (contender, points) in &lines {
+            let style = colour(*contender);
+            let xy: Vec<(f64, f64)> = points.iter().map(|p| (p.0, pick(p))).collect();
+            chart
+                .draw_series(LineSeries::new(xy.clone(), style.stroke_width(2)))?
+                .label(contender.label())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], style.stroke_width(2))
+                });
+            chart.draw_series(
+                xy.into_iter()
+                    .map(|point| Circle::new(point, 3, style.filled())),
+            )?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }
     root.present()?;
     Ok(())
 }

@@ -1,0 +1,591 @@
+//! The sections of issues 14 and 15 in BENCHMARKS.md: their goals, the Redlock hot key
+//! (section 5), the instructions per cycle (section 6) and how cost grows (section 7), and
+//! their CSV files.
+
+use std::fmt::Write as _;
+
+use super::{Goal, HotSummary, Results, Settings, find, median, ms, thousands, verdict};
+use crate::contenders::Contender;
+use crate::instructions::{self, InstructionRecord};
+use crate::redlock;
+use crate::scaling::WakeRecord;
+use crate::scenarios::WatchdogRecord;
+
+/// Medians of one contender's instruction counts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct InstructionSummary {
+    contender: Contender,
+    runs: usize,
+    per_cycle: f64,
+    per_cycle_min: f64,
+    per_cycle_max: f64,
+}
+
+pub(super) fn instruction_summaries(records: &[InstructionRecord]) -> Vec<InstructionSummary> {
+    super::contenders_in(records.iter().map(|r| r.contender))
+        .into_iter()
+        .map(|contender| {
+            let mine: Vec<f64> = records
+                .iter()
+                .filter(|r| r.contender == contender)
+                .map(|r| r.per_cycle)
+                .collect();
+            InstructionSummary {
+                contender,
+                runs: mine.len(),
+                per_cycle: median(mine.iter().copied()),
+                per_cycle_min: mine.iter().copied().fold(f64::INFINITY, f64::min),
+                per_cycle_max: mine.iter().copied().fold(0.0, f64::max),
+            }
+        })
+        .collect()
+}
+
+/// The goals of issues 14 (Redlock hot key) and 15 (the attribute's instructions).
+pub(super) fn goals(redlock: &[HotSummary], counted: &[InstructionSummary]) -> Vec<Goal> {
+    let mut goals = Vec::new();
+    let ours = find(redlock, Contender::Api, |h| h.contender);
+    let theirs = find(redlock, Contender::Rslock, |h| h.contender);
+    let (p99, rate) = match (ours, theirs) {
+        (Some(ours), Some(theirs)) => (
+            Goal {
+                goal: "Redlock hot key (3 masters): our p99 wait at most 1/5 of rslock's".into(),
+                met: Some(ours.p99_us * 5.0 <= theirs.p99_us),
+                inconclusive: false,
+                detail: format!(
+                    "ours {} vs rslock {} ({:.2}× rslock's; the bound is 0.20×).",
+                    ms(ours.p99_us),
+                    ms(theirs.p99_us),
+                    ours.p99_us / theirs.p99_us.max(1.0)
+                ),
+            },
+            Goal {
+                goal: "Redlock hot key (3 masters): our acquisitions/s at least rslock's".into(),
+                met: Some(ours.per_s >= theirs.per_s),
+                inconclusive: false,
+                detail: format!(
+                    "ours {:.0}/s vs rslock {:.0}/s ({:.2}×); requests sent per acquisition, \
+                     all masters: ours {}, rslock {}.",
+                    ours.per_s,
+                    theirs.per_s,
+                    ours.per_s / theirs.per_s.max(1e-9),
+                    ours.requests_per_acq
+                        .map_or("–".to_owned(), |r| format!("{r:.2}")),
+                    theirs
+                        .requests_per_acq
+                        .map_or("–".to_owned(), |r| format!("{r:.2}")),
+                ),
+            },
+        ),
+        _ => (
+            not_measured("Redlock hot key (3 masters): our p99 wait at most 1/5 of rslock's"),
+            not_measured("Redlock hot key (3 masters): our acquisitions/s at least rslock's"),
+        ),
+    };
+    goals.push(p99);
+    goals.push(rate);
+    let attribute = find(counted, Contender::Attribute, |c| c.contender);
+    let api = find(counted, Contender::Api, |c| c.contender);
+    goals.push(match (attribute, api) {
+        (Some(attribute), Some(api)) if api.per_cycle > 0.0 => {
+            let overhead = attribute.per_cycle / api.per_cycle - 1.0;
+            Goal {
+                goal: "Attribute's instructions per uncontended cycle within 2 % of the API's"
+                    .into(),
+                met: Some(overhead <= 0.02),
+                inconclusive: false,
+                detail: format!(
+                    "#[distributed_lock] {} vs Lock API {} instructions per cycle ({:+.1} %; \
+                     callgrind, section 6).",
+                    thousands(attribute.per_cycle),
+                    thousands(api.per_cycle),
+                    overhead * 100.0
+                ),
+            }
+        }
+        _ => not_measured("Attribute's instructions per uncontended cycle within 2 % of the API's"),
+    });
+    goals
+}
+
+fn not_measured(goal: &str) -> Goal {
+    Goal {
+        goal: goal.into(),
+        met: None,
+        inconclusive: false,
+        detail: "not measured in this run".into(),
+    }
+}
+
+/// The goals table of issues 14 and 15.
+pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
+    let _ = writeln!(out, "## Goals (issues 14 and 15)\n");
+    let _ = writeln!(out, "| goal | verdict | measured |\n|---|---|---|");
+    for goal in goals {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            goal.goal,
+            verdict(goal),
+            goal.detail
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// Section 5: the Redlock hot key.
+pub(super) fn redlock_section(out: &mut String, s: &Settings, hot: &[HotSummary]) {
+    let _ = writeln!(out, "## 5. One hot key in Redlock mode, 3 masters\n");
+    let _ = writeln!(
+        out,
+        "`bench/run` starts {} more throwaway redis-servers (loopback, no persistence) as \
+         independent masters. {} tasks in this process contend for one key for {:.1} s per \
+         run, each holding it for `tokio::time::sleep(1 ms)`, as in section 3: ours through \
+         `LockClient::new(Config::redlock([3 URLs]))` and the Lock API, rslock through \
+         `LockManager::new([3 URLs])` and `acquire` (its default retry: 3 tries 0–200 ms \
+         apart, then again). Each contender warms up with one acquisition on a key of its \
+         own first. *Requests sent* are counted by a `MONITOR` tap on every master and \
+         summed (commands inside Lua not counted); *server cmds* are `INFO commandstats` \
+         calls summed over the masters, Lua included. Both are per acquisition, so a \
+         Redlock round over 3 masters counts 3 requests.\n",
+        s.redlock_masters.max(3),
+        s.redlock_tasks,
+        s.redlock_window_s
+    );
+    if hot.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| contender | acquisitions/s | utilization | mean hold | p50 wait | p99 wait | max wait | went back to the releaser | requests sent/acq (3 masters) | server cmds/acq (3 masters) | open waits at end | exclusion violations |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for h in hot {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {} | {} | {} | {} | {:.1}% | {} | {:.1} | {:.0} | {} |",
+            redlock::label(h.contender),
+            h.per_s,
+            h.utilization,
+            ms(h.mean_hold_us),
+            ms(h.p50_us),
+            ms(h.p99_us),
+            ms(h.max_us),
+            h.same_task_share * 100.0,
+            h.requests_per_acq
+                .map_or("–".to_owned(), |r| format!("{r:.2}")),
+            h.server_cmds_per_acq,
+            h.open_waits,
+            h.violations
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n*Utilization* is acquisitions/s × mean hold. Exclusion is checked in-process (two \
+         tasks holding at once).\n"
+    );
+}
+
+/// Section 6: instructions per uncontended cycle.
+pub(super) fn instructions_section(
+    out: &mut String,
+    results: &Results,
+    counted: &[InstructionSummary],
+) {
+    let _ = writeln!(
+        out,
+        "## 6. Instructions per uncontended cycle (callgrind)\n"
+    );
+    let _ = writeln!(
+        out,
+        "Client instructions per acquire + release (one task, one key, as in section 1), \
+         counted by `valgrind --tool=callgrind`: a count that other work on the machine does \
+         not move. The bench runs itself in its `instructions` mode under callgrind twice per \
+         count, {} and {} measured cycles after the same {} warm-up cycles, and divides \
+         the difference of the two totals (Ir, every thread) by the {} extra cycles, so \
+         start-up, connecting and shutdown cancel. The mode uses a current-thread tokio \
+         runtime (no work-stealing between workers); the redis-server runs natively, only \
+         the client is counted. {} counts per contender, interleaved; the range shows what \
+         is left of noise.\n",
+        thousands(instructions::SHORT as f64),
+        thousands(instructions::LONG as f64),
+        thousands(instructions::WARM_UP as f64),
+        thousands((instructions::LONG - instructions::SHORT) as f64),
+        instructions::COUNTS
+    );
+    if counted.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return;
+    }
+    let raw = find(counted, Contender::Raw, |c| c.contender).map(|c| c.per_cycle);
+    let api = find(counted, Contender::Api, |c| c.contender).map(|c| c.per_cycle);
+    let _ = writeln!(
+        out,
+        "| contender | instructions/cycle | range over counts | × raw | over Lock API | short run total (first count) | long run total (first count) |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    for c in counted {
+        let record = results
+            .instructions
+            .iter()
+            .find(|r| r.contender == c.contender);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {}–{} | {} | {} | {} | {} |",
+            c.contender.label(),
+            thousands(c.per_cycle),
+            thousands(c.per_cycle_min),
+            thousands(c.per_cycle_max),
+            raw.filter(|r| *r > 0.0)
+                .map_or("–".to_owned(), |r| format!("{:.2}×", c.per_cycle / r)),
+            api.filter(|a| *a > 0.0).map_or("–".to_owned(), |a| format!(
+                "{:+.1} %",
+                (c.per_cycle / a - 1.0) * 100.0
+            )),
+            record.map_or("–".to_owned(), |r| thousands(r.short_total as f64)),
+            record.map_or("–".to_owned(), |r| thousands(r.long_total as f64)),
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// redlock_hot_key.csv and instructions.csv.
+pub(super) fn write_csv(results: &Results, dir: &std::path::Path) -> crate::BenchResult<()> {
+    let mut hot = String::from(
+        "contender,run,tasks,acquisitions,per_s,utilization,mean_hold_us,p50_us,p99_us,max_us,same_task_share,requests_per_acq,server_cmds_per_acq,open_waits,violations\n",
+    );
+    for r in &results.redlock_hot {
+        let _ = writeln!(
+            hot,
+            "{},{},{},{},{:.1},{:.4},{:.1},{},{},{},{:.4},{},{:.3},{},{}",
+            r.contender.id(),
+            r.run,
+            r.tasks,
+            r.acquisitions,
+            r.per_s,
+            r.utilization,
+            r.mean_hold_us,
+            r.p50_us,
+            r.p99_us,
+            r.max_us,
+            r.same_task_share,
+            r.requests_per_acq
+                .map_or(String::new(), |v| format!("{v:.3}")),
+            r.server_cmds_per_acq,
+            r.censored_us.len(),
+            r.violations
+        );
+    }
+    std::fs::write(dir.join("redlock_hot_key.csv"), hot)?;
+    let mut counted =
+        String::from("contender,run,short_cycles,long_cycles,short_total,long_total,per_cycle\n");
+    for r in &results.instructions {
+        let _ = writeln!(
+            counted,
+            "{},{},{},{},{},{},{:.1}",
+            r.contender.id(),
+            r.run,
+            instructions::SHORT,
+            instructions::LONG,
+            r.short_total,
+            r.long_total,
+            r.per_cycle
+        );
+    }
+    std::fs::write(dir.join("instructions.csv"), counted)?;
+    let mut cycles = String::from(
+        "contender,run,tasks,cycles,per_s,client_cpu_us_per_cycle,server_us_per_cycle,server_cmds_per_cycle\n",
+    );
+    for r in &results.scaling.cycles {
+        let _ = writeln!(
+            cycles,
+            "{},{},{},{},{:.1},{:.2},{:.2},{:.2}",
+            r.contender.id(),
+            r.run,
+            r.tasks,
+            r.cycles,
+            r.per_s,
+            r.client_cpu_us_per_cycle,
+            r.server_us_per_cycle,
+            r.server_cmds_per_cycle
+        );
+    }
+    std::fs::write(dir.join("scaling_cycles.csv"), cycles)?;
+    let mut held = String::from(
+        "contender,locks,acquire_s,heap_per_lock_bytes,rss_per_lock_bytes,renewals_per_period,server_reads_per_period,client_cpu_us_per_renewal,client_cpu_share,lost\n",
+    );
+    for r in &results.scaling.held {
+        let _ = writeln!(
+            held,
+            "{},{},{:.3},{:.0},{:.0},{:.1},{:.1},{:.3},{:.4},{}",
+            r.contender.id(),
+            r.locks,
+            r.acquire_s,
+            r.heap_per_lock_bytes,
+            r.rss_per_lock_bytes,
+            r.renewals_per_period,
+            r.server_reads_per_period,
+            r.client_cpu_us_per_renewal,
+            r.client_cpu_share,
+            r.lost
+        );
+    }
+    std::fs::write(dir.join("scaling_held.csv"), held)?;
+    let mut wake = String::from(
+        "contender,run,keys,woken,missed,early,p50_us,p99_us,max_us,server_cmds_per_key\n",
+    );
+    for r in &results.scaling.wakeups {
+        let _ = writeln!(
+            wake,
+            "{},{},{},{},{},{},{},{},{},{:.2}",
+            r.contender.id(),
+            r.run,
+            r.keys,
+            r.woken,
+            r.missed,
+            r.early,
+            r.p50_us,
+            r.p99_us,
+            r.max_us,
+            r.server_cmds_per_key
+        );
+    }
+    std::fs::write(dir.join("scaling_wakeups.csv"), wake)?;
+    Ok(())
+}
+
+/// The goals of the held-locks sweep: at most 1 KB of heap per held lock at every size,
+/// and a flat per-lock cost (largest over smallest at most 1.5, heap and CPU per renewal).
+pub(super) fn held_goals(held: &[WatchdogRecord]) -> Vec<Goal> {
+    let mut held: Vec<&WatchdogRecord> = held.iter().collect();
+    held.sort_by_key(|r| r.locks);
+    if held.is_empty() {
+        return vec![
+            not_measured("Held locks (1,000 to 100,000): at most 1 KB of heap per held lock"),
+            not_measured("Held locks (1,000 to 100,000): flat per-lock cost"),
+        ];
+    }
+    let heaps: Vec<String> = held
+        .iter()
+        .map(|r| {
+            format!(
+                "{} B at {}",
+                thousands(r.heap_per_lock_bytes),
+                thousands(r.locks as f64)
+            )
+        })
+        .collect();
+    // Growth: the largest size's per-lock cost over the smallest size's (fixed costs per
+    // period weigh most at the smallest size, so a value below 1 is no growth either).
+    let (Some(smallest), Some(largest)) = (held.first(), held.last()) else {
+        return Vec::new();
+    };
+    let growth = |pick: fn(&WatchdogRecord) -> f64| {
+        let (low, high) = (pick(smallest), pick(largest));
+        if low > 0.0 { high / low } else { f64::INFINITY }
+    };
+    let heap_growth = growth(|r| r.heap_per_lock_bytes);
+    let cpu_growth = growth(|r| r.client_cpu_us_per_renewal);
+    let reads_growth = growth(|r| r.server_reads_per_period / r.locks.max(1) as f64);
+    let lost: u64 = held.iter().map(|r| r.lost).sum();
+    vec![
+        Goal {
+            goal: "Held locks (1,000 to 100,000): at most 1 KB of heap per held lock".into(),
+            met: Some(held.iter().all(|r| r.heap_per_lock_bytes <= 1024.0)),
+            inconclusive: false,
+            detail: format!(
+                "{} (`mallinfo2`, the caller's guard included; section 7).",
+                heaps.join(", ")
+            ),
+        },
+        Goal {
+            goal: "Held locks (1,000 to 100,000): flat per-lock cost (at the largest size at \
+                   most 1.5× the smallest size's: heap per lock, client CPU per renewal, server \
+                   reads per lock and period; no lease lost)"
+                .into(),
+            met: Some(heap_growth <= 1.5 && cpu_growth <= 1.5 && reads_growth <= 1.5 && lost == 0),
+            inconclusive: false,
+            detail: format!(
+                "from {} to {} locks: heap per lock {heap_growth:.2}×, CPU per renewal \
+                 {cpu_growth:.2}×, server reads per lock and period {reads_growth:.2}×; {lost} \
+                 leases lost.",
+                thousands(smallest.locks as f64),
+                thousands(largest.locks as f64)
+            ),
+        },
+    ]
+}
+
+/// Section 7: how cost grows.
+pub(super) fn scaling_section(out: &mut String, results: &Results, link: Option<&str>) {
+    let s = &results.settings;
+    let scaling = &results.scaling;
+    let _ = writeln!(out, "## 7. How cost grows\n");
+    if scaling.cycles.is_empty() && scaling.held.is_empty() && scaling.wakeups.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**Tasks on distinct keys.** 1 to 4,096 tasks, each cycling acquire (no waiting) + \
+         release on a key of its own for {:.1} s per run ({} runs, medians), as in sections 1 \
+         and 2 (the 1- and 256-task rows repeat those scenarios with this section's \
+         duration). Client CPU is this process's user + system time per cycle. Both are \
+         wall-clock figures of a process sharing its cores with the server: other work on the \
+         machine moves them (section 6 counts the one-task cycle in instructions instead).\n",
+        s.scaling_cycle_s, s.scaling_runs
+    );
+    let mut tasks: Vec<u64> = scaling.cycles.iter().map(|r| r.tasks).collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    let columns = crate::scaling::CYCLE_CONTENDERS;
+    if !tasks.is_empty() {
+        let _ = write!(out, "| tasks |");
+        for c in columns {
+            let _ = write!(out, " {} cycles/s |", c.label());
+        }
+        for c in columns {
+            let _ = write!(out, " {} CPU µs/cycle |", c.label());
+        }
+        let _ = write!(out, " ours × raw |\n|---:|");
+        for _ in 0..2 * columns.len() + 1 {
+            let _ = write!(out, "---:|");
+        }
+        let _ = writeln!(out);
+        for n in &tasks {
+            let of = |c: Contender, pick: fn(&crate::scenarios::CycleRecord) -> f64| {
+                let mine: Vec<f64> = scaling
+                    .cycles
+                    .iter()
+                    .filter(|r| r.contender == c && r.tasks == *n)
+                    .map(pick)
+                    .collect();
+                (!mine.is_empty()).then(|| median(mine))
+            };
+            let _ = write!(out, "| {} |", thousands(*n as f64));
+            for c in columns {
+                let _ = write!(
+                    out,
+                    " {} |",
+                    of(c, |r| r.per_s).map_or("–".to_owned(), thousands)
+                );
+            }
+            for c in columns {
+                let _ = write!(
+                    out,
+                    " {} |",
+                    of(c, |r| r.client_cpu_us_per_cycle)
+                        .map_or("–".to_owned(), |v| format!("{v:.1}"))
+                );
+            }
+            let ratio = match (
+                of(Contender::Api, |r| r.per_s),
+                of(Contender::Raw, |r| r.per_s),
+            ) {
+                (Some(ours), Some(raw)) if raw > 0.0 => format!("{:.2}×", ours / raw),
+                _ => "–".to_owned(),
+            };
+            let _ = writeln!(out, " {ratio} |");
+        }
+        let _ = writeln!(out);
+        if let Some(link) = link {
+            let _ = writeln!(
+                out,
+                "![Cycles/s and client CPU per cycle against tasks on distinct keys]({link})\n"
+            );
+        }
+    }
+
+    if !scaling.held.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Held locks.** Ours (Lock API, a client of its own) holds 1,000, 10,000 and \
+             100,000 locks at once (ttl {:.0} s, renewed every ttl/3), for {:.1} s each, once; \
+             measured as in section 4.\n",
+            s.watchdog_ttl_ms as f64 / 1e3,
+            s.watchdog_hold_s
+        );
+        let _ = writeln!(
+            out,
+            "| held locks | acquire all | heap per held lock | RSS per held lock | renewals/period | server reads/period | reads per 1,000 locks and period | client CPU µs/renewal | client CPU (share of a core) | lost | leases tracked after |"
+        );
+        let _ = writeln!(
+            out,
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        let mut held: Vec<&WatchdogRecord> = scaling.held.iter().collect();
+        held.sort_by_key(|r| r.locks);
+        for r in held {
+            let _ = writeln!(
+                out,
+                "| {} | {:.2} s | {:.0} B | {:.0} B | {} | {} | {:.1} | {:.2} | {:.1}% | {} | {} |",
+                thousands(r.locks as f64),
+                r.acquire_s,
+                r.heap_per_lock_bytes,
+                r.rss_per_lock_bytes,
+                thousands(r.renewals_per_period),
+                thousands(r.server_reads_per_period),
+                r.server_reads_per_period * 1e3 / r.locks.max(1) as f64,
+                r.client_cpu_us_per_renewal,
+                r.client_cpu_share * 100.0,
+                r.lost,
+                r.tracked_after.map_or("–".to_owned(), |t| t.to_string())
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    if !scaling.wakeups.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Wake-ups.** 1, 100 and 10,000 keys contended at once, each by one holder and \
+             one waiter. The holders take their keys, the waiters start waiting (200 ms plus \
+             50 µs per key to settle), then every holder releases at once; a key's latency is \
+             from its holder's release call to its waiter's acquire returning. Ours: the \
+             holders use a client of their own, so each waiter is woken through Redis (a \
+             release message); the waiters share the global client. rslock polls (its \
+             default retry). *Server cmds per key* count `INFO commandstats` calls (Lua \
+             included) from just before the releases until every waiter finished. Medians \
+             over {} runs.\n",
+            s.scaling_runs
+        );
+        let _ = writeln!(
+            out,
+            "| keys | contender | p50 latency | p99 latency | max latency | woken | missed | acquired before the release | server cmds/key |"
+        );
+        let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+        let mut keys: Vec<u64> = scaling.wakeups.iter().map(|r| r.keys).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            for c in crate::scaling::WAKE_CONTENDERS {
+                let mine: Vec<&WakeRecord> = scaling
+                    .wakeups
+                    .iter()
+                    .filter(|r| r.keys == k && r.contender == c)
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+                    thousands(k as f64),
+                    c.label(),
+                    ms(median(mine.iter().map(|r| r.p50_us as f64))),
+                    ms(median(mine.iter().map(|r| r.p99_us as f64))),
+                    ms(median(mine.iter().map(|r| r.max_us as f64))),
+                    thousands(median(mine.iter().map(|r| r.woken as f64))),
+                    mine.iter().map(|r| r.missed).sum::<u64>(),
+                    mine.iter().map(|r| r.early).sum::<u64>(),
+                    median(mine.iter().map(|r| r.server_cmds_per_key))
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
+}
