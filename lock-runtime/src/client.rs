@@ -11,7 +11,7 @@ use redis::cluster::ClusterClientBuilder;
 use crate::config::{PassBound, TlsFiles, Topology};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::redlock::Redlock;
-use crate::wakeups::Wakeups;
+use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
 use crate::{Config, LockError};
 
@@ -139,6 +139,10 @@ impl LockClient {
             .saturating_add(config.response_timeout);
         #[cfg(feature = "tls-rustls")]
         ensure_crypto_provider();
+        let timeouts = Timeouts {
+            connect: config.connect_timeout,
+            response: config.response_timeout,
+        };
         let open = |url: &String| open_client(url, &config.tls);
         let setup_failed = |err: redis::RedisError| LockError::invalid_url(urls.join(", "), err);
         let (connections, wakeups, redlock) = match &config.topology {
@@ -173,6 +177,9 @@ impl LockClient {
                     })
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(setup_failed)?;
+                warn_if_evicting(&client, limit);
+                let wakeups =
+                    Wakeups::single(client, manager_config, timeouts).map_err(setup_failed)?;
                 if let Some(sentinel) = &sentinel {
                     let servers: Vec<SingleServer> = pool
                         .iter()
@@ -181,12 +188,8 @@ impl LockClient {
                             Connection::Cluster(_) => None,
                         })
                         .collect();
-                    sentinel.follow(&servers);
+                    sentinel.follow(&servers, wakeups.follower());
                 }
-                warn_if_evicting(&client, limit);
-                let wakeups = resp3(&client)
-                    .and_then(|client| Wakeups::single(client, manager_config))
-                    .map_err(setup_failed)?;
                 (pool, wakeups, None)
             }
             Topology::Redlock(urls) => {
@@ -203,14 +206,10 @@ impl LockClient {
                 // master); the client-wide registry stays empty.
                 let masters = clients
                     .iter()
-                    .map(|client| {
-                        resp3(client)
-                            .and_then(|client| Wakeups::single(client, manager_config.clone()))
-                    })
+                    .map(|client| Wakeups::single(client.clone(), manager_config.clone(), timeouts))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(setup_failed)?;
-                let wakeups = resp3(&clients[0])
-                    .and_then(|client| Wakeups::single(client, manager_config))
+                let wakeups = Wakeups::single(clients[0].clone(), manager_config, timeouts)
                     .map_err(setup_failed)?;
                 let redlock = Redlock {
                     urls: urls.clone(),
@@ -539,16 +538,6 @@ fn warn_if_evicting(client: &redis::Client, limit: Duration) {
             );
         }
     });
-}
-
-/// The same server, spoken to in RESP3, which carries pub/sub pushes on a normal connection.
-fn resp3(client: &redis::Client) -> redis::RedisResult<redis::Client> {
-    let info = client.get_connection_info().clone();
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(redis::ProtocolVersion::RESP3);
-    redis::Client::open(info.set_redis_settings(settings))
 }
 
 impl Drop for ClientInner {

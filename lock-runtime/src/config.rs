@@ -216,9 +216,10 @@ impl Config {
     /// - A request refused by the server, dropped, timed out, or answered `READONLY` (a
     ///   demoted primary) also makes it ask; a refused or `READONLY` request is sent again
     ///   on the new primary.
-    /// - The wake-up subscription stays on the first primary found: after a failover,
-    ///   waiters may sleep up to their safety-net park until the demoted primary relays the
-    ///   releases through replication.
+    /// - The wake-up subscription follows the same events to the new primary (the old
+    ///   connection is closed and every channel with waiters is subscribed there), so a
+    ///   release on the new primary wakes this process's waiters. A primary found only
+    ///   through a failed request (no event seen) moves the commands, not the subscription.
     ///
     /// There is no URL form (`redis+sentinel://` does not parse: redis-rs has no parser for
     /// it), so `REDIS_URL` cannot name a Sentinel deployment; use this with [`crate::init`].
