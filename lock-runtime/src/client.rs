@@ -11,6 +11,7 @@ use redis::cluster::ClusterClientBuilder;
 use crate::config::{PassBound, TlsFiles, Topology};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::redlock::Redlock;
+use crate::telemetry::Telemetry;
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
 use crate::{Config, LockError};
@@ -94,6 +95,8 @@ struct ClientInner {
     answered: AtomicBool,
     /// How long one request may wait for its reply.
     response_timeout: Duration,
+    /// Where outcomes are reported (events, and metrics with the `metrics` feature).
+    telemetry: Telemetry,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -253,12 +256,14 @@ impl LockClient {
                 )
             }
         };
+        let telemetry = Telemetry::new(config.metrics_key_label);
         let watchdog = match &redlock {
-            None => Watchdog::start(vec![connections[0].clone()], 1, None),
+            None => Watchdog::start(vec![connections[0].clone()], 1, None, telemetry),
             Some(redlock) => Watchdog::start(
                 connections.clone(),
                 redlock.quorum,
                 Some(config.node_timeout.max(Duration::from_millis(1))),
+                telemetry,
             ),
         };
         Ok(LockClient {
@@ -276,6 +281,7 @@ impl LockClient {
                 redlock,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
+                telemetry,
             }),
         })
     }
@@ -344,6 +350,11 @@ impl LockClient {
     /// How long one request may wait for its reply.
     pub(crate) fn response_timeout(&self) -> Duration {
         self.inner.response_timeout
+    }
+
+    /// Where outcomes are reported.
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.inner.telemetry
     }
 
     pub(crate) fn watchdog(&self) -> &Watchdog {

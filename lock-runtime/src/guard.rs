@@ -191,6 +191,7 @@ impl LockGuard {
             self.released = true;
             return Ok(ReleaseOutcome::Released);
         }
+        self.report_hold();
         match self.ending() {
             Ending::Pass => {
                 self.pass();
@@ -235,6 +236,13 @@ impl LockGuard {
 
     /// The foreign window a release offers Redis when the key was contended during this
     /// hold's tenure (Redis then also ends the key's window schedule if nobody waits).
+    /// Reports how long the lock was held (once: at release, or at drop).
+    fn report_hold(&self) {
+        self.client
+            .telemetry()
+            .held(&self.names.lock, self.acquired_at.elapsed());
+    }
+
     fn contended_window(&self) -> Option<Duration> {
         self.local
             .as_ref()
@@ -324,6 +332,7 @@ impl Drop for LockGuard {
         if self.released || self.reentrant {
             return;
         }
+        self.report_hold();
         let ending = self.ending();
         if ending == Ending::Pass {
             self.pass();
