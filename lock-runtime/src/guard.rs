@@ -32,6 +32,9 @@ pub struct LockGuard {
     valid_until: Instant,
     released: bool,
     reentrant: bool,
+    /// The hold time was reported (a release future dropped mid-way is followed by the
+    /// drop's release: one hold, reported once).
+    hold_reported: bool,
     /// The lease's ttl and whether the watchdog renews it (the next local holder may keep
     /// them as they are).
     ttl: Duration,
@@ -87,6 +90,7 @@ impl LockGuard {
             valid_until,
             released: false,
             reentrant: false,
+            hold_reported: false,
             ttl: options.ttl,
             renew: options.watchdog,
             local,
@@ -108,6 +112,7 @@ impl LockGuard {
             valid_until: Instant::now(),
             released: false,
             reentrant: true,
+            hold_reported: false,
             ttl: Duration::ZERO,
             renew: false,
             local: None,
@@ -236,11 +241,13 @@ impl LockGuard {
 
     /// The foreign window a release offers Redis when the key was contended during this
     /// hold's tenure (Redis then also ends the key's window schedule if nobody waits).
-    /// Reports how long the lock was held (once: at release, or at drop).
-    fn report_hold(&self) {
-        self.client
-            .telemetry()
-            .held(&self.names.lock, self.acquired_at.elapsed());
+    /// Reports how long the lock was held, once: at release, or at drop.
+    fn report_hold(&mut self) {
+        if !std::mem::replace(&mut self.hold_reported, true) {
+            self.client
+                .telemetry()
+                .held(&self.names.lock, self.acquired_at.elapsed());
+        }
     }
 
     fn contended_window(&self) -> Option<Duration> {

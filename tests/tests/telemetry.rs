@@ -111,6 +111,15 @@ async fn a_small_scenario_is_counted() {
     );
     held.release().await.unwrap();
 
+    // Release futures dropped after their first poll: the drop releases in the background;
+    // each hold is reported once.
+    for index in 0..5 {
+        let guard = ours.lock(format!("drop:{index}")).acquire().await.unwrap();
+        let mut release = Box::pin(guard.release());
+        let _ = futures::FutureExt::now_or_never(&mut release);
+        drop(release);
+    }
+
     // Lost: the key deleted under its holder (the next renewal finds the token gone).
     let deleted = ours
         .lock("stock:2")
@@ -155,6 +164,7 @@ async fn a_small_scenario_is_counted() {
     assert_eq!(count(snapshotter, WAIT_SECONDS, &timeout), 1);
     assert_eq!(count(snapshotter, HOLD_SECONDS, &[("key", "shop")]), 1);
     assert_eq!(count(snapshotter, HOLD_SECONDS, &[("key", "stock")]), 2);
+    assert_eq!(count(snapshotter, HOLD_SECONDS, &[("key", "drop")]), 5);
     let gone = [("cause", "token_gone"), ("key", "stock")];
     assert_eq!(count(snapshotter, LOST, &gone), 1);
     let failed = [("cause", "renewal_failed"), ("key", "stock")];
