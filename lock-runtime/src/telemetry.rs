@@ -19,7 +19,7 @@
 //! `key` label that a function derives from the lock's Redis key, such as the part before
 //! its first `:`; the function decides the label's cardinality.
 //!
-//! # Events (`tracing`, target `lock_runtime`)
+//! # Events (`tracing`, targets under `lock_runtime::`)
 //!
 //! - INFO: an acquire that timed out (`Timeout`), a Redlock acquire without a majority
 //!   (`NoQuorum`), a guarded body stopped because its lease was lost (`Lost`);

@@ -1,7 +1,8 @@
 //! The `metrics` feature (see `lock_runtime::telemetry`): a recorder installed by the test
 //! counts a small scenario against a real redis-server: one lock acquired and released,
 //! one busy, one timed out, one lease lost to a `DEL` and one to a killed server; and the
-//! INFO event of the timeout and the DEBUG event of the busy lock.
+//! INFO events of the timeout and of a body stopped by a lost lease, and the DEBUG event of
+//! the busy lock.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::{Arc, Mutex};
@@ -136,6 +137,27 @@ async fn a_small_scenario_is_counted() {
         .unwrap();
     assert_eq!(cause, LostCause::TokenGone);
 
+    // A guarded body stopped by the loss of its lease: the INFO event.
+    let admin = server.redis();
+    let stopped: Result<(), LockError> = ours
+        .lock("run:4")
+        .ttl(Duration::from_millis(900))
+        .run(async {
+            let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+            let _: () = redis::cmd("DEL")
+                .arg("run:4")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok(())
+        })
+        .await;
+    assert!(
+        matches!(stopped, Err(LockError::Lost { .. })),
+        "{stopped:?}"
+    );
+
     // Lost: the server killed under the holder (renewals fail until the validity ends).
     let stranded = ours
         .lock("stock:3")
@@ -174,6 +196,7 @@ async fn a_small_scenario_is_counted() {
     // The events: INFO for the timeout, DEBUG for busy.
     assert_eq!(events.lines("INFO", "lock wait timed out"), 1);
     assert_eq!(events.lines("DEBUG", "lock busy"), 1);
+    assert_eq!(events.lines("INFO", "the lease was lost"), 1);
 
     // Nothing labelled by the full key.
     let full_keys = snapshot
