@@ -28,9 +28,27 @@ use crate::scripts::KeyNames;
 use crate::wakeups::WaitTicket;
 
 /// The local queues of every client of this process, by client and Redis key; a key's
-/// entry lives while a task acquires or holds it through that client.
-static COHORTS: Lazy<Mutex<HashMap<CohortKey, Arc<Cohort>>>> =
-    Lazy::new(|| Mutex::new(HashMap::new()));
+/// entry lives while a task acquires or holds it through that client. Sharded by key, so
+/// tasks on different keys rarely meet on one lock.
+static COHORTS: Lazy<[Shard; SHARDS]> =
+    Lazy::new(|| std::array::from_fn(|_| Mutex::new(HashMap::new())));
+
+/// One shard of [`COHORTS`].
+type Shard = Mutex<HashMap<CohortKey, Arc<Cohort>>>;
+
+/// How many shards [`COHORTS`] has.
+const SHARDS: usize = 16;
+
+/// The shard of `COHORTS` that holds `key` of the client `client`.
+fn shard(client: usize, key: &str) -> &'static Shard {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    static HASHER: Lazy<std::collections::hash_map::RandomState> =
+        Lazy::new(std::collections::hash_map::RandomState::new);
+    let mut hasher = HASHER.build_hasher();
+    client.hash(&mut hasher);
+    key.hash(&mut hasher);
+    &COHORTS[(hasher.finish() as usize) % SHARDS]
+}
 
 /// A client (its id) and a Redis key.
 type CohortKey = (usize, String);
@@ -99,8 +117,8 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A task starts to acquire `names.lock` through `client`: it joins the key's local level.
-pub(crate) fn join(client: &LockClient, names: &KeyNames) -> Member {
-    let mut map = locked(&COHORTS);
+pub(crate) fn join(client: &LockClient, names: &Arc<KeyNames>) -> Member {
+    let mut map = locked(shard(client.id(), &names.lock));
     let cohort = map
         .entry((client.id(), names.lock.clone()))
         .or_insert_with(|| {
@@ -130,10 +148,15 @@ impl LockClient {
     /// to zero when no one waits.
     pub fn waiting(&self) -> (usize, usize) {
         let id = self.id();
-        let tasks = locked(&COHORTS)
+        let tasks = COHORTS
             .iter()
-            .filter(|((client, _), _)| *client == id)
-            .map(|(_, cohort)| locked(&cohort.state).waiting)
+            .map(|shard| {
+                locked(shard)
+                    .iter()
+                    .filter(|((client, _), _)| *client == id)
+                    .map(|(_, cohort)| locked(&cohort.state).waiting)
+                    .sum::<usize>()
+            })
             .sum();
         (tasks, self.wakeups().channels())
     }
@@ -144,7 +167,7 @@ impl LockClient {
 /// a lock parked between two tasks is released, a place in the Redis queue is left.
 pub(crate) struct Member {
     client: LockClient,
-    names: KeyNames,
+    names: Arc<KeyNames>,
     cohort: Arc<Cohort>,
     /// Still acquiring (counted in `waiting`).
     waiting: bool,
@@ -233,7 +256,7 @@ impl Member {
 impl Drop for Member {
     fn drop(&mut self) {
         let leftovers = {
-            let mut map = locked(&COHORTS);
+            let mut map = locked(shard(self.client.id(), &self.names.lock));
             let mut state = self.state();
             state.members -= 1;
             if self.waiting {

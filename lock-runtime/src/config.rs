@@ -450,19 +450,21 @@ impl Config {
         self
     }
 
-    /// How long a process that keeps a key busy leaves it free, now and then, for clients
-    /// that do not queue (default [`DEFAULT_FOREIGN_WINDOW`]; zero: never).
+    /// How long a contended key is left free, now and then, for clients that do not queue
+    /// (default [`DEFAULT_FOREIGN_WINDOW`]; zero: never).
     ///
     /// redis-py's `Lock`, redsync and node-redlock take a lock only when a `SET NX` finds
     /// the key free; our queue hands a contended key from holder to waiter and never leaves
-    /// it free, so without this they would wait until their timeout. A process that has
-    /// wanted a key without a break for 4 s leaves it free this long at the end of a hold
-    /// (none of our waiters takes it meanwhile), then waits for it again; a window that no
-    /// foreign client used makes the next come four times later (up to 64 s), a used one
-    /// brings the next 250 ms after it. While a foreign client holds a key it took so, our
-    /// waiters ask again every 20 ms (its release publishes nothing). The window should
-    /// span the foreign clients' retry period (redis-py's `Lock` retries every 100 ms,
-    /// node-redlock every 200 ms, redsync every 50 to 250 ms), or they may miss it.
+    /// it free, so without this they would wait until their timeout. Once a key has been
+    /// contended for 1 s, the release that ends a hold leaves it free this long (none of our
+    /// waiters takes it meanwhile); a window that no foreign client used makes the next
+    /// come four times later (up to 16 s), a used one brings the next after one tenure of
+    /// ours ([`local_pass_time`](Config::local_pass_time)). The schedule is kept per key in
+    /// Redis, shared by all processes, and ends when a release finds nobody waiting. While
+    /// a foreign client holds a key it took so, our waiters ask again every 20 ms (its
+    /// release publishes nothing). The window should span the foreign clients' retry
+    /// period (redis-py's `Lock` retries every 100 ms, node-redlock every 200 ms, redsync
+    /// every 50 to 250 ms), or they may miss it.
     pub fn foreign_window(mut self, window: Duration) -> Self {
         self.foreign_window = window;
         self

@@ -1,13 +1,15 @@
 //! The guard of a held lock.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::cohort::{Ending, Holding};
 use crate::context::{self, CurrentLock};
-use crate::redis_queue::{Place, Yielded, release_contended, yield_lock};
+use crate::lease::validity;
+use crate::redis_queue::{Place, Yielded, extend_lease, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
@@ -23,7 +25,7 @@ use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     client: LockClient,
-    names: KeyNames,
+    names: Arc<KeyNames>,
     token: String,
     fence: Option<u64>,
     lease: LeaseHandle,
@@ -48,7 +50,7 @@ impl LockGuard {
     /// goes on the watchdog.
     pub(crate) fn new(
         client: LockClient,
-        names: KeyNames,
+        names: Arc<KeyNames>,
         token: String,
         fence: Option<u64>,
         options: &LockOptions,
@@ -59,27 +61,58 @@ impl LockGuard {
             client
                 .watchdog()
                 .register(&names.lock, &token, options.ttl, options.watchdog, sent);
-        Self::passed(client, names, token, fence, options, lease, local)
+        let valid_until = validity(sent, options.ttl);
+        Self::holding(
+            client,
+            names,
+            token,
+            fence,
+            options,
+            (lease, valid_until),
+            local,
+        )
     }
 
-    /// The guard of a lock whose lease is already on the watchdog (`lease`): one taken in
-    /// Redis, or passed on by another task of this process.
+    /// The guard of a lock passed on by another task of this process: its lease is already
+    /// on the watchdog (`lease`).
     pub(crate) fn passed(
         client: LockClient,
-        names: KeyNames,
+        names: Arc<KeyNames>,
         token: String,
         fence: Option<u64>,
         options: &LockOptions,
         lease: LeaseHandle,
+        local: Option<Holding>,
+    ) -> Self {
+        let valid_until = client
+            .watchdog()
+            .lease_state(lease.id)
+            .map_or_else(Instant::now, |(valid_until, _)| valid_until);
+        Self::holding(
+            client,
+            names,
+            token,
+            fence,
+            options,
+            (lease, valid_until),
+            local,
+        )
+    }
+
+    /// The guard of a lease on the watchdog, valid until the given point; the holder's turn
+    /// in the local queue goes with the lease (its loss lets the next local waiter on).
+    fn holding(
+        client: LockClient,
+        names: Arc<KeyNames>,
+        token: String,
+        fence: Option<u64>,
+        options: &LockOptions,
+        (lease, valid_until): (LeaseHandle, Instant),
         mut local: Option<Holding>,
     ) -> Self {
         if let Some(turn) = local.as_mut().and_then(Holding::take_turn) {
             client.watchdog().attach(lease.id, Box::new(turn));
         }
-        let valid_until = client
-            .watchdog()
-            .lease_state(lease.id)
-            .map_or_else(Instant::now, |(valid_until, _)| valid_until);
         LockGuard {
             client,
             names,
@@ -98,7 +131,7 @@ impl LockGuard {
     }
 
     /// A guard for a lock this task already holds: shares the outer lock's lease.
-    pub(crate) fn reentrant(client: LockClient, names: KeyNames, held: &CurrentLock) -> Self {
+    pub(crate) fn reentrant(client: LockClient, names: Arc<KeyNames>, held: &CurrentLock) -> Self {
         LockGuard {
             client,
             names,
@@ -164,6 +197,77 @@ impl LockGuard {
     /// How long the lock has been held.
     pub fn held_for(&self) -> Duration {
         self.acquired_at.elapsed()
+    }
+
+    /// How much of the lease is left, as this process's clock knows it: until the lease's
+    /// validity point (the last renewal's or extension's send time + ttl − drift). Zero once
+    /// the lease is lost. A reentrant guard reports zero: its outer guard holds the lease.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// let guard = lock_runtime::Lock::new("report").ttl(Duration::from_secs(10)).acquire().await?;
+    /// assert!(guard.remaining() <= Duration::from_secs(10));
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining(&self) -> Duration {
+        if self.reentrant {
+            return Duration::ZERO;
+        }
+        self.client
+            .watchdog()
+            .lease_state(self.lease.id)
+            .map_or(Duration::ZERO, |(valid_until, _)| {
+                valid_until.saturating_duration_since(Instant::now())
+            })
+    }
+
+    /// Extends the lease to `ttl` from now, if this owner still holds the key (an
+    /// owner-checked `PEXPIRE`; in Redlock mode on a majority of the masters). With the
+    /// watchdog on, renewals go on with the new ttl; without it, the lease now ends `ttl`
+    /// after this call.
+    ///
+    /// Errors: [`LockError::Lost`] when the token is gone (the lease was lost meanwhile),
+    /// [`LockError::Config`] for a ttl outside 1 ms to [`crate::MAX_TTL`] or on a reentrant
+    /// guard (its outer guard owns the lease), [`LockError::Backend`] when Redis fails.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// let mut guard = lock_runtime::Lock::new("import")
+    ///     .ttl(Duration::from_secs(5))
+    ///     .watchdog(false)
+    ///     .acquire()
+    ///     .await?;
+    /// // ... the job turns out to need longer ...
+    /// guard.extend(Duration::from_secs(60)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
+        if self.reentrant || ttl < Duration::from_millis(1) || ttl > crate::MAX_TTL {
+            return Err(LockError::Config {
+                reason: format!(
+                    "cannot extend lock `{}` to {ttl:?}: {}",
+                    self.names.lock,
+                    if self.reentrant {
+                        "this guard re-entered a lock its task already holds; extend the outer guard"
+                    } else {
+                        "give a ttl from 1 ms to 365 days"
+                    }
+                ),
+            });
+        }
+        let sent = Instant::now();
+        let extended = extend_lease(&self.client, &self.names, &self.token, ttl).await?;
+        if !extended || !self.client.watchdog().extend(self.lease.id, ttl, sent) {
+            return Err(LockError::Lost {
+                key: self.names.lock.clone(),
+                cause: LostCause::TokenGone,
+            });
+        }
+        self.ttl = ttl;
+        self.valid_until = validity(sent, ttl);
+        Ok(())
     }
 
     /// Whether the lease has been lost (and why), as far as the watchdog knows.

@@ -69,7 +69,7 @@
 //! | queue entry (place) | a process's place in a key's Redis queue, kept alive by its watchdog for one queue lease at a time | `redis_queue.rs`, `lua/acquire.lua`, `lua/keepalive.lua` |
 //! | grant | a release gives the lock to the head entry outright (the key holds its token for a confirmation window) | `lua/release.lua` |
 //! | hand-over | the whole path from a holder's release to the next holder: a pass, or a grant and its confirming try | `cohort.rs`, `redis_queue.rs` |
-//! | foreign window | a contended key left free for a moment for clients that do not queue | `cohort.rs`, `lua/release.lua` |
+//! | foreign window | a contended key left free for a moment for clients that do not queue, on a schedule kept per key in Redis | `lua/release.lua`, `lua/acquire.lua` |
 //!
 //! # What is promised, and what is not
 //!
@@ -112,6 +112,7 @@ pub mod http;
 mod key;
 mod lease;
 mod lock;
+mod multi;
 mod options;
 mod redis_queue;
 mod redlock;
@@ -139,4 +140,5 @@ pub use guard::LockGuard;
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
 pub use lock::Lock;
 pub use lock_macros::distributed_lock;
+pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};

@@ -1,6 +1,7 @@
 //! The programmatic API: a lock built from a key and options, acquired into a guard.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -136,7 +137,7 @@ impl Lock {
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
         let client = self.resolve_client()?;
-        let names = KeyNames::new(client.redis_key(&self.key)?)?;
+        let names = Arc::new(KeyNames::new(client.redis_key(&self.key)?)?);
         if let Some(held) = context::held_by_this_task(client.id(), &names.lock) {
             return Ok(LockGuard::reentrant(client, names, &held));
         }
@@ -153,7 +154,7 @@ impl Lock {
     async fn acquire_new(
         &self,
         client: LockClient,
-        names: KeyNames,
+        names: Arc<KeyNames>,
     ) -> Result<LockGuard, LockError> {
         self.check_ttl(&names.lock)?;
         let wait = self.options.wait.min(MAX_WAIT);
@@ -292,7 +293,7 @@ impl Lock {
     async fn acquire_in_redis(
         &self,
         client: &LockClient,
-        names: &KeyNames,
+        names: &Arc<KeyNames>,
         member: &Member,
         window: (Instant, Instant),
     ) -> Result<(String, Taken), LockError> {
@@ -311,7 +312,7 @@ impl Lock {
         .await;
         member.put_ticket(ticket);
         match taken {
-            Ok(taken) => Ok((place.token().to_owned(), taken)),
+            Ok(taken) => Ok((place.into_token(), taken)),
             Err(err) => {
                 // A wait that ran out leaves before reporting, but never past the overrun
                 // bound; after a Redis error the place leaves in the background as it is
@@ -324,6 +325,24 @@ impl Lock {
                 Err(err)
             }
         }
+    }
+
+    /// Tries once: the lock, or [`LockError::Busy`] at once when another owner holds it
+    /// (also another task of this process). The same as `wait(Duration::ZERO)`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// match lock_runtime::Lock::new("nightly-report").try_acquire().await {
+    ///     Ok(guard) => { /* ... this replica runs the report ... */ guard.release().await?; }
+    ///     Err(lock_runtime::LockError::Busy { .. }) => { /* another replica runs it */ }
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<LockGuard, LockError> {
+        let mut once = self.clone();
+        once.options.wait = Duration::ZERO;
+        once.acquire().await
     }
 
     /// Acquires the lock, runs `body`, and releases the lock, also when `body` returns an

@@ -8,6 +8,7 @@
 //! lock for a short confirmation window, which the process's next try confirms.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,8 +16,8 @@ use tokio::time::Instant;
 use crate::lease::{Taken, jitter, millis, validity};
 use crate::redlock;
 use crate::scripts::{
-    KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RETAKE, Requeue, acquire_call, invoke, queue_call,
-    release_call,
+    KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
+    queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
 use crate::{FENCE_COUNTER_LIFETIME, LockClient, LockError, LockOptions};
@@ -45,7 +46,7 @@ enum Attempt {
 /// queue in the background, which also passes such a grant on.
 pub(crate) struct Place {
     client: LockClient,
-    names: KeyNames,
+    names: Arc<KeyNames>,
     token: String,
     /// A try may have queued this token or granted it the lock: leaving must clean both.
     joined: bool,
@@ -58,7 +59,12 @@ pub(crate) struct Place {
 impl Place {
     /// A place not yet in Redis (`joined` false), or one a release just put at the tail of
     /// the queue (`joined` true: kept alive from now on).
-    pub(crate) fn new(client: &LockClient, names: &KeyNames, token: String, joined: bool) -> Self {
+    pub(crate) fn new(
+        client: &LockClient,
+        names: &Arc<KeyNames>,
+        token: String,
+        joined: bool,
+    ) -> Self {
         let mut place = Place {
             client: client.clone(),
             names: names.clone(),
@@ -73,9 +79,10 @@ impl Place {
         place
     }
 
-    /// The token this place waits under: the process's token once it takes the lock.
-    pub(crate) fn token(&self) -> &str {
-        &self.token
+    /// The token of a place whose wait took the lock (settled: nothing left to leave).
+    pub(crate) fn into_token(mut self) -> String {
+        self.settle();
+        std::mem::take(&mut self.token)
     }
 
     /// Has the watchdog keep the place alive (once).
@@ -684,6 +691,37 @@ async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
     let give_up = Instant::now() + RELEASE_BUDGET;
     if let Err(err) = release_script(client, names, token, give_up).await {
         tracing::warn!(key = %names.lock, error = %err, "releasing a late acquisition failed; it expires by its ttl");
+    }
+}
+
+/// An owner-checked `PEXPIRE` of the key to `ttl`: on the one server, or on every Redlock
+/// master (true when a majority still held the token).
+pub(crate) async fn extend_lease(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    ttl: Duration,
+) -> Result<bool, LockError> {
+    let (nodes, quorum) = match client.redlock() {
+        Some(redlock) => (client.nodes().to_vec(), redlock.quorum),
+        None => (vec![client.connection()], 1),
+    };
+    let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
+        let mut call = RENEW.key(&names.lock);
+        call.arg(token).arg(millis(ttl));
+        invoke::<i64>(&call, &mut node).await
+    }))
+    .await;
+    let extended = replies
+        .iter()
+        .filter(|reply| matches!(reply, Ok(1)))
+        .count();
+    if extended >= quorum {
+        return Ok(true);
+    }
+    match replies.into_iter().find_map(Result::err) {
+        Some(err) if extended == 0 && quorum == 1 => Err(LockError::backend(&names.lock, err)),
+        _ => Ok(false),
     }
 }
 

@@ -276,6 +276,32 @@ impl Watchdog {
             .and_then(|lease| lease.attached.take())
     }
 
+    /// Re-dates a lease that an owner-checked command sent at `sent` extended to `ttl`
+    /// (its renewal stays as it was); false when it is no longer on the schedule.
+    pub(crate) fn extend(&self, id: u64, ttl: Duration, sent: Instant) -> bool {
+        let mut state = self.shared.state();
+        let Some(lease) = state.leases.get_mut(&id) else {
+            return false;
+        };
+        let renew = lease.renew;
+        lease.ttl = ttl;
+        lease.valid_until = validity(sent, ttl);
+        lease.next_renewal = sent + ttl / 3;
+        let first_event = if renew {
+            lease.next_renewal.min(lease.valid_until)
+        } else {
+            lease.valid_until
+        };
+        let wake_sooner = state
+            .scheduled_wake
+            .is_none_or(|scheduled| first_event < scheduled);
+        drop(state);
+        if wake_sooner {
+            self.wake.notify_one();
+        }
+        true
+    }
+
     /// A lease's validity point and ttl as the schedule knows them, while it is on it.
     pub(crate) fn lease_state(&self, id: u64) -> Option<(Instant, Duration)> {
         self.shared

@@ -103,8 +103,37 @@ fn try_acquire(conn: &mut redis::Connection, token: &str, ttl: u64) -> (i64, i64
         .arg(0)
         .arg(1)
         .arg(1000)
+        .arg(25)
         .invoke(conn)
         .unwrap()
+}
+
+fn retake() -> redis::Script {
+    script(include_str!("../../lock-runtime/src/lua/retake.lua"))
+}
+
+/// release.lua as a holder with more local waiters sends it: with its process's next
+/// entry `requeue` (ttl 30 s), and a foreign window of `window` ms (0: none).
+fn release_requeue(conn: &mut redis::Connection, token: &str, requeue: &str, window: u64) -> i64 {
+    release()
+        .key(LOCK)
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .arg(token)
+        .arg(CHANNEL)
+        .arg("PUBLISH")
+        .arg(500)
+        .arg(requeue)
+        .arg(30_000)
+        .arg(1000)
+        .arg(window)
+        .invoke(conn)
+        .unwrap()
+}
+
+fn hash_field(conn: &mut redis::Connection, field: &str) -> Option<i64> {
+    redis::cmd("HGET").arg(TTLS).arg(field).query(conn).unwrap()
 }
 
 fn release_as(conn: &mut redis::Connection, token: &str, window: u64) -> i64 {
@@ -258,4 +287,125 @@ fn a_grant_that_is_not_confirmed_lapses_and_the_next_waiter_gets_the_key() {
         "the dead grantee's lapsed grant still blocks the key"
     );
     assert_eq!(server.get(LOCK).as_deref(), Some("live"));
+}
+
+#[test]
+fn a_release_with_the_next_entry_keeps_the_key_when_no_other_process_waits() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "me");
+    assert_eq!(release_requeue(&mut conn, "me", "me-next", 0), 2);
+    assert_eq!(
+        server.get(LOCK).as_deref(),
+        Some("me"),
+        "the key was not kept"
+    );
+    assert!(queued(&mut conn).is_empty(), "the next entry was queued");
+}
+
+#[test]
+fn a_release_with_the_next_entry_grants_the_head_and_queues_the_process_behind_it() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "me");
+    queue(&mut conn, "other", 1, 1000, Some(30_000));
+    assert_eq!(release_requeue(&mut conn, "me", "me-next", 0), 1);
+    assert_eq!(server.get(LOCK).as_deref(), Some("other"));
+    assert_eq!(queued(&mut conn), ["me-next"]);
+}
+
+#[test]
+fn a_due_foreign_window_leaves_the_key_free_and_keeps_our_waiters_out() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "me");
+    queue(&mut conn, "other", 1, 5000, Some(30_000));
+    let now = server_ms(&mut conn);
+    let _: () = redis::cmd("HSET")
+        .arg(TTLS)
+        .arg("~gap-due")
+        .arg(now - 1)
+        .arg("~gap-every")
+        .arg(1000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(release_requeue(&mut conn, "me", "me-next", 5000), 3);
+    assert_eq!(server.get(LOCK), None, "the window left the key held");
+    assert_eq!(queued(&mut conn), ["other", "me-next"]);
+    // Our head may not take the free key in the window; it asks again within 20 ms.
+    let (acquired, wait) = try_acquire(&mut conn, "other", 30_000);
+    assert_eq!((acquired, server.get(LOCK)), (0, None));
+    assert!((1..=20).contains(&wait), "wait {wait}");
+    // A foreign client takes it, and releases it: the window was used and ends.
+    let taken: Option<String> = redis::cmd("SET")
+        .arg(LOCK)
+        .arg("py")
+        .arg("NX")
+        .arg("PX")
+        .arg(5000)
+        .query(&mut conn)
+        .unwrap();
+    assert!(taken.is_some());
+    let (acquired, wait) = try_acquire(&mut conn, "other", 30_000);
+    assert_eq!(acquired, 0);
+    assert!(
+        wait <= 20,
+        "a foreign holder is polled, not waited out: {wait}"
+    );
+    let _: () = redis::cmd("DEL").arg(LOCK).query(&mut conn).unwrap();
+    let (acquired, _) = try_acquire(&mut conn, "other", 30_000);
+    assert_eq!(
+        acquired, 1,
+        "a used window kept our head out after the foreign release"
+    );
+    assert_eq!(hash_field(&mut conn, "~gap"), None);
+    // Used: the next window after one tenure of ours (acquire's ARGV[6], 25 ms).
+    assert_eq!(hash_field(&mut conn, "~gap-every"), Some(25));
+}
+
+#[test]
+fn contention_starts_the_window_schedule_and_its_end_clears_it() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "me");
+    queue(&mut conn, "other", 1, 5000, Some(30_000));
+    let now = server_ms(&mut conn);
+    assert_eq!(release_requeue(&mut conn, "me", "", 100), 1);
+    assert_eq!(
+        server.get(LOCK).as_deref(),
+        Some("other"),
+        "granted, no window yet"
+    );
+    let due = hash_field(&mut conn, "~gap-due").expect("no schedule");
+    assert!(
+        (now + 900..=now + 1100).contains(&due),
+        "first window due at {due}"
+    );
+    // The last holder releases with nobody waiting: the schedule ends, nothing is left.
+    assert_eq!(release_requeue(&mut conn, "other", "", 100), 1);
+    assert_eq!(server.dbsize(), 0, "left behind");
+}
+
+#[test]
+fn retake_re_dates_only_the_owners_key_and_issues_a_greater_fence() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "me");
+    let call = |conn: &mut redis::Connection, token: &str, lifetime: u64| -> (i64, i64) {
+        retake()
+            .key(LOCK)
+            .key(FENCE)
+            .arg(token)
+            .arg(1500)
+            .arg(lifetime)
+            .invoke(conn)
+            .unwrap()
+    };
+    assert_eq!(call(&mut conn, "me", 0), (1, 0));
+    assert!((1..=1500).contains(&server.pttl(LOCK)));
+    let (_, first) = call(&mut conn, "me", 60_000);
+    let (_, second) = call(&mut conn, "me", 60_000);
+    assert!(second > first && first > 0, "{first} then {second}");
+    assert_eq!(call(&mut conn, "other", 60_000), (0, 0));
+    assert_eq!(server.get(LOCK).as_deref(), Some("me"));
 }
