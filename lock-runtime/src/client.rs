@@ -8,10 +8,11 @@ use once_cell::sync::OnceCell;
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 
-use crate::config::{PassBound, TlsFiles, Topology};
+use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::redlock::Redlock;
-use crate::wakeups::Wakeups;
+use crate::telemetry::Telemetry;
+use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
 use crate::{Config, LockError};
 
@@ -94,6 +95,8 @@ struct ClientInner {
     answered: AtomicBool,
     /// How long one request may wait for its reply.
     response_timeout: Duration,
+    /// Where outcomes are reported (events, and metrics with the `metrics` feature).
+    telemetry: Telemetry,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -110,156 +113,28 @@ impl LockClient {
     ///
     /// Must be called inside a Tokio runtime.
     pub fn new(config: Config) -> Result<Self, LockError> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(LockError::Config {
-                reason: "the lock client must be created inside a Tokio runtime \
-                         (use it from async code under #[tokio::main])"
-                    .into(),
-            });
-        }
-        let urls = config.urls().to_vec();
-        if urls.is_empty() {
-            return Err(LockError::Config {
-                reason: "no Redis URL given (Redlock needs its masters, a cluster its seeds)"
-                    .into(),
-            });
-        }
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.connect_timeout))
-            .set_response_timeout(Some(config.response_timeout))
-            // One connection attempt per command that needs it, so a failure comes back
-            // within `connect_timeout`; the callers' own loops (acquire within `wait`, the
-            // watchdog, release) decide when to try again.
-            .set_number_of_retries(0)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(500));
-        // The eviction check gets as long as one connect and one reply.
-        let limit = config
-            .connect_timeout
-            .saturating_add(config.response_timeout);
-        #[cfg(feature = "tls-rustls")]
-        ensure_crypto_provider();
-        let open = |url: &String| open_client(url, &config.tls);
-        let setup_failed = |err: redis::RedisError| LockError::invalid_url(urls.join(", "), err);
-        let (connections, wakeups, redlock) = match &config.topology {
-            Topology::Single(_) | Topology::Client { .. } | Topology::Sentinel { .. } => {
-                let (client, sentinel) = match &config.topology {
-                    Topology::Client { client, .. } => ((**client).clone(), None),
-                    Topology::Sentinel { master, sentinels } => {
-                        let sentinel = Sentinel::new(
-                            master.clone(),
-                            sentinels.iter().map(open).collect::<Result<Vec<_>, _>>()?,
-                            limit,
-                        );
-                        let primary = find_primary(&sentinel).map_err(|err| LockError::Config {
-                            reason: format!(
-                                "cannot find the primary `{master}` through the sentinels \
-                                 {}: {err}",
-                                urls.join(", ")
-                            ),
-                        })?;
-                        (primary, Some(Arc::new(sentinel)))
-                    }
-                    _ => (open(&urls[0])?, None),
-                };
-                let pool = (0..config.pool_size.max(1))
-                    .map(|_| {
-                        SingleServer::with_sentinel(
-                            client.clone(),
-                            manager_config.clone(),
-                            sentinel.clone(),
-                        )
-                        .map(Connection::Single)
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(setup_failed)?;
-                if let Some(sentinel) = &sentinel {
-                    let servers: Vec<SingleServer> = pool
-                        .iter()
-                        .filter_map(|connection| match connection {
-                            Connection::Single(server) => Some(server.clone()),
-                            Connection::Cluster(_) => None,
-                        })
-                        .collect();
-                    sentinel.follow(&servers);
-                }
-                warn_if_evicting(&client, limit);
-                let wakeups = resp3(&client)
-                    .and_then(|client| Wakeups::single(client, manager_config))
-                    .map_err(setup_failed)?;
-                (pool, wakeups, None)
-            }
-            Topology::Redlock(urls) => {
-                let clients = urls.iter().map(open).collect::<Result<Vec<_>, _>>()?;
-                let nodes = clients
-                    .iter()
-                    .map(|client| manager(client, &manager_config))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(setup_failed)?;
-                for client in &clients {
-                    warn_if_evicting(client, limit);
-                }
-                // Redlock waiters subscribe on every master (one subscription per key per
-                // master); the client-wide registry stays empty.
-                let masters = clients
-                    .iter()
-                    .map(|client| {
-                        resp3(client)
-                            .and_then(|client| Wakeups::single(client, manager_config.clone()))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(setup_failed)?;
-                let wakeups = resp3(&clients[0])
-                    .and_then(|client| Wakeups::single(client, manager_config))
-                    .map_err(setup_failed)?;
-                let redlock = Redlock {
-                    urls: urls.clone(),
-                    quorum: urls.len() / 2 + 1,
-                    node_timeout: config.node_timeout,
-                    wakeups: masters,
-                };
-                (nodes, wakeups, Some(redlock))
-            }
-            Topology::Cluster(_) | Topology::ClusterBuilder { .. } => {
-                // Short redirect/TRYAGAIN retries: a lock operation is latency-bound, and the
-                // acquire loop itself tries again within `wait` (the client's default first
-                // wait is over a second, longer than a whole response timeout).
-                let retries = |builder: ClusterClientBuilder| {
-                    builder
-                        .retries(6)
-                        .min_retry_wait(5)
-                        .max_retry_wait(200)
-                        .retry_wait_formula(5, 2)
-                };
-                let builder = || -> Result<ClusterClientBuilder, LockError> {
-                    match &config.topology {
-                        // The application's builder: its own timeouts apply.
-                        Topology::ClusterBuilder { builder, .. } => Ok(retries(builder())),
-                        _ => cluster_tls(
-                            retries(
-                                ClusterClientBuilder::new(urls.clone())
-                                    .connection_timeout(config.connect_timeout)
-                                    .response_timeout(config.response_timeout),
-                            ),
-                            &config.tls,
-                        ),
-                    }
-                };
-                let commands = builder()?.build().map_err(setup_failed)?;
-                let wakeups = Wakeups::cluster(builder()?).map_err(setup_failed)?;
-                (
-                    vec![Connection::Cluster(LazyCluster::new(commands))],
-                    wakeups,
-                    None,
-                )
+        let setup = Setup::new(&config)?;
+        let Topology {
+            connections,
+            wakeups,
+            redlock,
+        } = match &config.topology {
+            TopologyConfig::Single(_)
+            | TopologyConfig::Client { .. }
+            | TopologyConfig::Sentinel { .. } => setup.single_server()?,
+            TopologyConfig::Redlock(urls) => setup.redlock(urls)?,
+            TopologyConfig::Cluster(_) | TopologyConfig::ClusterBuilder { .. } => {
+                setup.cluster()?
             }
         };
+        let telemetry = Telemetry::new(config.metrics_key_label);
         let watchdog = match &redlock {
-            None => Watchdog::start(vec![connections[0].clone()], 1, None),
+            None => Watchdog::start(vec![connections[0].clone()], 1, None, telemetry),
             Some(redlock) => Watchdog::start(
                 connections.clone(),
                 redlock.quorum,
                 Some(config.node_timeout.max(Duration::from_millis(1))),
+                telemetry,
             ),
         };
         Ok(LockClient {
@@ -277,6 +152,7 @@ impl LockClient {
                 redlock,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
+                telemetry,
             }),
         })
     }
@@ -347,6 +223,11 @@ impl LockClient {
         self.inner.response_timeout
     }
 
+    /// Where outcomes are reported.
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.inner.telemetry
+    }
+
     pub(crate) fn watchdog(&self) -> &Watchdog {
         &self.inner.watchdog
     }
@@ -399,6 +280,205 @@ impl LockClient {
         let full = format!("{prefix}{key}");
         crate::key::validate(&full)?;
         Ok(full)
+    }
+}
+
+/// The connections of one topology: the command connections, the wake-ups, and in Redlock
+/// mode its settings.
+struct Topology {
+    connections: Vec<Connection>,
+    wakeups: Wakeups,
+    redlock: Option<Redlock>,
+}
+
+/// What building the connections of any topology needs, checked once.
+struct Setup<'a> {
+    config: &'a Config,
+    urls: Vec<String>,
+    manager: ConnectionManagerConfig,
+    /// How long the startup checks (eviction, Sentinel lookup) may take per server: one
+    /// connect and one reply.
+    limit: Duration,
+    timeouts: Timeouts,
+}
+
+impl<'a> Setup<'a> {
+    /// Checks what every topology needs: a Tokio runtime and at least one URL.
+    fn new(config: &'a Config) -> Result<Self, LockError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(LockError::Config {
+                reason: "the lock client must be created inside a Tokio runtime \
+                         (use it from async code under #[tokio::main])"
+                    .into(),
+            });
+        }
+        let urls = config.urls().to_vec();
+        if urls.is_empty() {
+            return Err(LockError::Config {
+                reason: "no Redis URL given (Redlock needs its masters, a cluster its seeds)"
+                    .into(),
+            });
+        }
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.response_timeout))
+            // One connection attempt per command that needs it, so a failure comes back
+            // within `connect_timeout`; the callers' own loops (acquire within `wait`, the
+            // watchdog, release) decide when to try again.
+            .set_number_of_retries(0)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(500));
+        #[cfg(feature = "tls-rustls")]
+        ensure_crypto_provider();
+        Ok(Setup {
+            config,
+            urls,
+            manager,
+            limit: config
+                .connect_timeout
+                .saturating_add(config.response_timeout),
+            timeouts: Timeouts {
+                connect: config.connect_timeout,
+                response: config.response_timeout,
+            },
+        })
+    }
+
+    fn open(&self, url: &str) -> Result<redis::Client, LockError> {
+        open_client(url, &self.config.tls)
+    }
+
+    fn setup_failed(&self, err: redis::RedisError) -> LockError {
+        LockError::invalid_url(self.urls.join(", "), err)
+    }
+
+    /// One server: by URL, the application's client, or the primary Sentinel names (then
+    /// followed across failovers, wake-ups included).
+    fn single_server(&self) -> Result<Topology, LockError> {
+        let (client, sentinel) = match &self.config.topology {
+            TopologyConfig::Client { client, .. } => ((**client).clone(), None),
+            TopologyConfig::Sentinel { master, sentinels } => {
+                let (primary, sentinel) = self.sentinel(master, sentinels)?;
+                (primary, Some(sentinel))
+            }
+            _ => (self.open(&self.urls[0])?, None),
+        };
+        let pool = (0..self.config.pool_size.max(1))
+            .map(|_| {
+                SingleServer::with_sentinel(client.clone(), self.manager.clone(), sentinel.clone())
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| self.setup_failed(err))?;
+        warn_if_evicting(&client, self.limit);
+        let wakeups = Wakeups::single(client, self.manager.clone(), self.timeouts)
+            .map_err(|err| self.setup_failed(err))?;
+        if let Some(sentinel) = &sentinel {
+            sentinel.follow(&pool, wakeups.follower());
+        }
+        Ok(Topology {
+            connections: pool.into_iter().map(Connection::Single).collect(),
+            wakeups,
+            redlock: None,
+        })
+    }
+
+    /// Finds the primary `master` through `sentinels` (a blocking lookup).
+    fn sentinel(
+        &self,
+        master: &str,
+        sentinels: &[String],
+    ) -> Result<(redis::Client, Arc<Sentinel>), LockError> {
+        let sentinel = Sentinel::new(
+            master.to_owned(),
+            sentinels
+                .iter()
+                .map(|url| self.open(url))
+                .collect::<Result<Vec<_>, _>>()?,
+            self.limit,
+        );
+        let primary = find_primary(&sentinel).map_err(|err| LockError::Config {
+            reason: format!(
+                "cannot find the primary `{master}` through the sentinels {}: {err}",
+                self.urls.join(", ")
+            ),
+        })?;
+        Ok((primary, Arc::new(sentinel)))
+    }
+
+    /// Independent masters: one connection and one wake-up subscription per master.
+    fn redlock(&self, urls: &[String]) -> Result<Topology, LockError> {
+        let clients = urls
+            .iter()
+            .map(|url| self.open(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        let nodes = clients
+            .iter()
+            .map(|client| manager(client, &self.manager))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| self.setup_failed(err))?;
+        for client in &clients {
+            warn_if_evicting(client, self.limit);
+        }
+        // Redlock waiters subscribe on every master (one subscription per key per
+        // master); the client-wide registry stays empty.
+        let single = |client: &redis::Client| {
+            Wakeups::single(client.clone(), self.manager.clone(), self.timeouts)
+                .map_err(|err| self.setup_failed(err))
+        };
+        let masters = clients.iter().map(single).collect::<Result<Vec<_>, _>>()?;
+        let wakeups = single(&clients[0])?;
+        let redlock = Redlock {
+            urls: urls.to_vec(),
+            quorum: urls.len() / 2 + 1,
+            node_timeout: self.config.node_timeout,
+            wakeups: masters,
+        };
+        Ok(Topology {
+            connections: nodes,
+            wakeups,
+            redlock: Some(redlock),
+        })
+    }
+
+    /// A cluster: one connection for commands, one for the sharded wake-ups.
+    fn cluster(&self) -> Result<Topology, LockError> {
+        let commands = self
+            .cluster_builder()?
+            .build()
+            .map_err(|err| self.setup_failed(err))?;
+        let wakeups =
+            Wakeups::cluster(self.cluster_builder()?).map_err(|err| self.setup_failed(err))?;
+        Ok(Topology {
+            connections: vec![Connection::Cluster(LazyCluster::new(commands))],
+            wakeups,
+            redlock: None,
+        })
+    }
+
+    /// A cluster builder (the application's, or one from the seeds) with short
+    /// redirect/TRYAGAIN retries: a lock operation is latency-bound, and the acquire loop
+    /// itself tries again within `wait` (the client's default first wait is over a
+    /// second, longer than a whole response timeout).
+    fn cluster_builder(&self) -> Result<ClusterClientBuilder, LockError> {
+        let retries = |builder: ClusterClientBuilder| {
+            builder
+                .retries(6)
+                .min_retry_wait(5)
+                .max_retry_wait(200)
+                .retry_wait_formula(5, 2)
+        };
+        match &self.config.topology {
+            // The application's builder: its own timeouts apply.
+            TopologyConfig::ClusterBuilder { builder, .. } => Ok(retries(builder())),
+            _ => cluster_tls(
+                retries(
+                    ClusterClientBuilder::new(self.urls.clone())
+                        .connection_timeout(self.config.connect_timeout)
+                        .response_timeout(self.config.response_timeout),
+                ),
+                &self.config.tls,
+            ),
+        }
     }
 }
 
@@ -539,16 +619,6 @@ fn warn_if_evicting(client: &redis::Client, limit: Duration) {
             );
         }
     });
-}
-
-/// The same server, spoken to in RESP3, which carries pub/sub pushes on a normal connection.
-fn resp3(client: &redis::Client) -> redis::RedisResult<redis::Client> {
-    let info = client.get_connection_info().clone();
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(redis::ProtocolVersion::RESP3);
-    redis::Client::open(info.set_redis_settings(settings))
 }
 
 impl Drop for ClientInner {

@@ -35,6 +35,7 @@ pub struct Config {
     pub(crate) local_passes: u32,
     pub(crate) local_pass_time: Duration,
     pub(crate) foreign_window: Duration,
+    pub(crate) metrics_key_label: Option<crate::telemetry::KeyLabel>,
 }
 
 /// How long a foreign window leaves a contended key free, by default (see
@@ -149,6 +150,7 @@ impl Config {
             local_passes: DEFAULT_LOCAL_PASSES,
             local_pass_time: DEFAULT_LOCAL_PASS_TIME,
             foreign_window: DEFAULT_FOREIGN_WINDOW,
+            metrics_key_label: None,
         }
     }
 
@@ -216,9 +218,10 @@ impl Config {
     /// - A request refused by the server, dropped, timed out, or answered `READONLY` (a
     ///   demoted primary) also makes it ask; a refused or `READONLY` request is sent again
     ///   on the new primary.
-    /// - The wake-up subscription stays on the first primary found: after a failover,
-    ///   waiters may sleep up to their safety-net park until the demoted primary relays the
-    ///   releases through replication.
+    /// - The wake-up subscription follows the same events to the new primary (the old
+    ///   connection is closed and every channel with waiters is subscribed there), so a
+    ///   release on the new primary wakes this process's waiters. A primary found only
+    ///   through a failed request (no event seen) moves the commands, not the subscription.
     ///
     /// There is no URL form (`redis+sentinel://` does not parse: redis-rs has no parser for
     /// it), so `REDIS_URL` cannot name a Sentinel deployment; use this with [`crate::init`].
@@ -375,6 +378,25 @@ impl Config {
     /// Puts `prefix` in front of every lock key in Redis (none by default).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Adds a `key` label to every metric (feature `metrics`, see [`crate::telemetry`]):
+    /// `label` derives it from the lock's Redis key (with [`key_prefix`](Config::key_prefix)).
+    /// Without it no metric names a key: keys hold user data and are unbounded, so
+    /// `label` must map them onto a few values, such as the part before the first `:`.
+    /// Without the `metrics` feature this has no effect.
+    ///
+    /// ```
+    /// use lock_runtime::Config;
+    ///
+    /// // "stock:42" and "stock:43" are both counted under key="stock".
+    /// let config = Config::single("redis://127.0.0.1:6379")
+    ///     .metrics_key_label(|key| key.split(':').next().unwrap_or_default().to_owned());
+    /// # let _ = config;
+    /// ```
+    pub fn metrics_key_label(mut self, label: crate::telemetry::KeyLabel) -> Self {
+        self.metrics_key_label = Some(label);
         self
     }
 

@@ -12,6 +12,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::RwLock;
 
+use crate::wakeups::Follower;
+
 /// A connection to a single server or to a cluster.
 #[derive(Clone)]
 pub(crate) enum Connection {
@@ -371,13 +373,15 @@ impl Sentinel {
     /// sentinel at a time (the next one when it goes away), asking for the primary after
     /// each event and after each subscription (for a switch missed meanwhile). Without this, a forced failover leaves the old primary accepting writes
     /// until the sentinels demote it (seconds later): our renewals would go there while
-    /// another client takes the lock on the new primary. Ends when the servers are dropped.
-    pub(crate) fn follow(self: &Arc<Self>, servers: &[SingleServer]) {
+    /// another client takes the lock on the new primary. The release subscriptions
+    /// (`wakeups`) move too: the new primary's releases publish there, and the old one may
+    /// be gone. Ends when the servers are dropped.
+    pub(crate) fn follow(self: &Arc<Self>, servers: &[SingleServer], wakeups: Follower) {
         let servers: Vec<_> = servers
             .iter()
             .map(|server| Arc::downgrade(&server.inner))
             .collect();
-        tokio::spawn(follow(Arc::clone(self), servers));
+        tokio::spawn(follow(Arc::clone(self), servers, wakeups));
     }
 }
 
@@ -390,13 +394,18 @@ const SENTINEL_EVENTS: [&str; 3] = [
     "+switch-master",
 ];
 
-async fn follow(sentinel: Arc<Sentinel>, servers: Vec<std::sync::Weak<SingleInner>>) {
+async fn follow(
+    sentinel: Arc<Sentinel>,
+    servers: Vec<std::sync::Weak<SingleInner>>,
+    wakeups: Follower,
+) {
     use futures_util::StreamExt as _;
     let alive = || servers.iter().any(|server| server.strong_count() > 0);
     let move_all = |primary: &redis::Client| {
         for server in servers.iter().filter_map(std::sync::Weak::upgrade) {
             SingleServer { inner: server }.move_to(primary);
         }
+        wakeups.move_to(primary);
     };
     let mut next = 0;
     while alive() && !sentinel.sentinels.is_empty() {

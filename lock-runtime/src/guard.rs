@@ -34,6 +34,9 @@ pub struct LockGuard {
     valid_until: Instant,
     released: bool,
     reentrant: bool,
+    /// The hold time was reported (a release future dropped mid-way is followed by the
+    /// drop's release: one hold, reported once).
+    hold_reported: bool,
     /// The lease's ttl and whether the watchdog renews it (the next local holder may keep
     /// them as they are).
     ttl: Duration,
@@ -120,6 +123,7 @@ impl LockGuard {
             valid_until,
             released: false,
             reentrant: false,
+            hold_reported: false,
             ttl: options.ttl,
             renew: options.watchdog,
             local,
@@ -141,6 +145,7 @@ impl LockGuard {
             valid_until: Instant::now(),
             released: false,
             reentrant: true,
+            hold_reported: false,
             ttl: Duration::ZERO,
             renew: false,
             local: None,
@@ -295,6 +300,7 @@ impl LockGuard {
             self.released = true;
             return Ok(ReleaseOutcome::Released);
         }
+        self.report_hold();
         match self.ending() {
             Ending::Pass => {
                 self.pass();
@@ -339,6 +345,15 @@ impl LockGuard {
 
     /// The foreign window a release offers Redis when the key was contended during this
     /// hold's tenure (Redis then also ends the key's window schedule if nobody waits).
+    /// Reports how long the lock was held, once: at release, or at drop.
+    fn report_hold(&mut self) {
+        if !std::mem::replace(&mut self.hold_reported, true) {
+            self.client
+                .telemetry()
+                .held(&self.names.lock, self.acquired_at.elapsed());
+        }
+    }
+
     fn contended_window(&self) -> Option<Duration> {
         self.local
             .as_ref()
@@ -428,6 +443,7 @@ impl Drop for LockGuard {
         if self.released || self.reentrant {
             return;
         }
+        self.report_hold();
         let ending = self.ending();
         if ending == Ending::Pass {
             self.pass();

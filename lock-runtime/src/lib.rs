@@ -117,6 +117,7 @@ mod options;
 mod redis_queue;
 mod redlock;
 mod scripts;
+pub mod telemetry;
 mod wakeups;
 mod watchdog;
 

@@ -141,7 +141,14 @@ impl Lock {
         if let Some(held) = context::held_by_this_task(client.id(), &names.lock) {
             return Ok(LockGuard::reentrant(client, names, &held));
         }
-        self.acquire_new(client, names).await
+        let started = Instant::now();
+        let telemetry = *client.telemetry();
+        let acquired = self.acquire_new(client, names).await;
+        match &acquired {
+            Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
+            Err(err) => telemetry.refused(err, started.elapsed()),
+        }
+        acquired
     }
 
     async fn acquire_new(
@@ -380,6 +387,9 @@ impl Lock {
                 }
             }
         };
+        if let Err(LockError::Lost { key, cause }) = &outcome {
+            tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
+        }
         if let Err(err) = guard.release().await {
             // The body's outcome stands; the lease runs out by itself.
             tracing::warn!(key = %err.key(), error = %err, "releasing the lock failed");

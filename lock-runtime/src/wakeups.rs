@@ -16,19 +16,23 @@
 //! restore channels whose waiters left while the connection was down.
 
 mod reconciler;
+mod single;
+
+pub(crate) use single::Timeouts;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, oneshot};
 
 use crate::connection::LazyCluster;
 use reconciler::Subscriber;
+use single::SingleSubscriber;
 
 /// The registry of local waiters; its reconciler owns the subscription connection.
 pub(crate) struct Wakeups {
@@ -57,6 +61,8 @@ struct Registry {
     last_stamp: u64,
     /// The client is gone: no subscription will be made any more.
     closed: bool,
+    /// The server the subscriptions should move to (a new primary), for the reconciler.
+    moved: Option<redis::Client>,
 }
 
 struct ChannelWaiters {
@@ -251,9 +257,8 @@ fn dispatch(shared: &Shared, push: PushInfo) {
 /// registry weakly: the connection lives in the reconciler, which outlives the client by
 /// a moment.
 fn handler(
-    shared: &Arc<Shared>,
+    shared: Weak<Shared>,
 ) -> impl Fn(PushInfo) -> Result<(), redis::aio::SendError> + Send + Sync + 'static {
-    let shared = Arc::downgrade(shared);
     move |push: PushInfo| {
         if let Some(shared) = shared.upgrade() {
             dispatch(&shared, push);
@@ -263,18 +268,20 @@ fn handler(
 }
 
 impl Wakeups {
-    /// Sets up the (lazily connected, RESP3) subscription connection to a single server,
-    /// and its reconciler on the current Tokio runtime.
+    /// Sets up the (lazily connected) subscription connection to a single server, and its
+    /// reconciler on the current Tokio runtime. It speaks RESP3, or RESP2 pub/sub on a
+    /// connection of its own once the server refuses `HELLO 3`.
     pub(crate) fn single(
         client: redis::Client,
         config: ConnectionManagerConfig,
+        timeouts: Timeouts,
     ) -> redis::RedisResult<Self> {
         let shared = Shared::new();
-        // No automatic resubscription: the reconciler subscribes again what still has
-        // waiters after a disconnection, and only that.
-        let config = config.set_push_sender(handler(&shared));
-        let connection = ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(Wakeups::start(shared, Subscriber::Single(connection)))
+        let subscriber = SingleSubscriber::new(&shared, client, config, timeouts)?;
+        Ok(Wakeups::start(
+            shared,
+            Subscriber::Single(Box::new(subscriber)),
+        ))
     }
 
     /// Sets up a (lazily connected, RESP3) cluster connection of its own for sharded
@@ -285,7 +292,7 @@ impl Wakeups {
         let shared = Shared::new();
         let client = builder
             .use_protocol(redis::ProtocolVersion::RESP3)
-            .push_sender(handler(&shared))
+            .push_sender(handler(Arc::downgrade(&shared)))
             .build()?;
         Ok(Wakeups::start(
             shared,
@@ -325,6 +332,12 @@ impl Wakeups {
         }
     }
 
+    /// A handle that moves the subscriptions to another server (a new primary), for the
+    /// task that follows the sentinels; it does not keep the registry alive.
+    pub(crate) fn follower(&self) -> Follower {
+        Follower(Arc::downgrade(&self.shared))
+    }
+
     /// How many channels have local waiters (each subscribed, or being subscribed, once
     /// one of its waiters asked).
     pub(crate) fn channels(&self) -> usize {
@@ -347,6 +360,22 @@ impl Drop for Wakeups {
     fn drop(&mut self) {
         self.shared.registry().close();
         self.shared.wake.notify_one();
+    }
+}
+
+/// Moves a single server's subscriptions to a new primary (see [`Wakeups::follower`]).
+#[derive(Clone)]
+pub(crate) struct Follower(Weak<Shared>);
+
+impl Follower {
+    /// Asks the reconciler to move the subscriptions to `primary`: if it is another server,
+    /// the old connection closes and every channel with waiters is subscribed there (its
+    /// waiters check the lock again meanwhile, as after a disconnection).
+    pub(crate) fn move_to(&self, primary: &redis::Client) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.registry().moved = Some(primary.clone());
+            shared.wake.notify_one();
+        }
     }
 }
 

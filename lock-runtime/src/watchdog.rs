@@ -20,6 +20,7 @@ use crate::LostCause;
 use crate::connection::Connection;
 use crate::lease::{millis, validity};
 use crate::scripts::{KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
+use crate::telemetry::Telemetry;
 
 /// The longest the scheduler sleeps when nothing is scheduled (a registration that needs it
 /// sooner wakes it).
@@ -58,6 +59,8 @@ struct State {
     queued: HashMap<u64, Queued>,
     /// When the queue places are kept alive next (`None`: no place is kept).
     next_keepalive: Option<Instant>,
+    /// Where lost leases and failed renewals are reported.
+    telemetry: Telemetry,
     /// When the scheduler will look at the schedule next (`None`: it has not yet). A new
     /// lease wakes it only when it needs it sooner, so an acquire does not cost a wake-up
     /// of the scheduler task (a thread switch) in the common case.
@@ -143,9 +146,13 @@ impl Watchdog {
         connections: Vec<Connection>,
         quorum: usize,
         timeout: Option<Duration>,
+        telemetry: Telemetry,
     ) -> Self {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                telemetry,
+                ..State::default()
+            }),
             stopped: AtomicBool::new(false),
         });
         let wake = Arc::new(Notify::new());
@@ -386,6 +393,7 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
 fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<KeepAlive>) {
     let mut batch = Vec::new();
     let mut next_wake = now + IDLE;
+    let telemetry = state.telemetry;
     state.leases.retain(|&id, lease| {
         if now >= lease.valid_until {
             let cause = if lease.renew {
@@ -395,6 +403,7 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<K
             };
             if lease.renew {
                 tracing::warn!(key = %lease.key, ?cause, "lock lost");
+                telemetry.lost(&lease.key, cause);
             } else {
                 tracing::debug!(key = %lease.key, "lease reached its ttl");
             }
@@ -535,6 +544,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
     };
     let now = Instant::now();
     let mut state = shared.state();
+    let telemetry = state.telemetry;
     for (index, renewal) in batch.iter().enumerate() {
         let Some(lease) = state.leases.get_mut(&renewal.id) else {
             continue; // released while the renewal was in flight
@@ -549,9 +559,11 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
             Verdict::Gone => {
                 tracing::warn!(key = %renewal.key, "lock lost: the token is gone from Redis");
                 lease.lost.send_replace(Some(LostCause::TokenGone));
+                telemetry.lost(&renewal.key, LostCause::TokenGone);
                 state.leases.remove(&renewal.id);
             }
             Verdict::Failed => {
+                telemetry.renewal_failed(&renewal.key);
                 let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
                 lease.next_renewal = now + retry;
             }

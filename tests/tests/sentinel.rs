@@ -172,6 +172,100 @@ async fn locks_work_before_and_after_a_forced_failover() {
     assert!(!probe_kept, "a write to the demoted primary is discarded");
 }
 
+/// Takes one lock every 10 ms (bounded: 5 s) until one lands on server `index`: the
+/// client has followed the sentinels there.
+async fn until_on(client: &LockClient, deployment: &SentinelDeployment, index: usize) {
+    let started = Instant::now();
+    for attempt in 0..500 {
+        let guard = client
+            .lock(format!("sentinel:probe:{attempt}"))
+            .acquire()
+            .await
+            .unwrap();
+        let landed = deployment.servers[index].get(guard.key()).as_deref() == Some(guard.token());
+        guard.release().await.unwrap();
+        if landed {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the client did not follow"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the client did not follow");
+}
+
+/// A waiter behind a holder on the new primary is woken by the holder's release: the
+/// release subscriptions follow the failover with the commands (before, they stayed on the
+/// old primary, which never hears the new one's releases: the waiter slept out its park).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_a_release_after_a_failover() {
+    let deployment = SentinelDeployment::start();
+    let waiting = client(&deployment);
+    let holding = client(&deployment);
+    // A wait before the failover opens the subscription connection on the first primary.
+    let held = holding
+        .lock("sentinel:woken:before")
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move { waiting.lock("sentinel:woken:before").acquire().await })
+    };
+    deployment.servers[0]
+        .until_queued("sentinel:woken:before", 1)
+        .await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    tokio::task::block_in_place(|| deployment.failover());
+    assert_eq!(deployment.primary_index(), 1);
+    until_on(&waiting, &deployment, 1).await;
+    until_on(&holding, &deployment, 1).await;
+
+    let key = "sentinel:woken:after";
+    let held = holding
+        .lock(key)
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let guard = waiting
+                .lock(key)
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await;
+            (Instant::now(), guard)
+        })
+    };
+    deployment.servers[1].until_queued(key, 1).await;
+    // Half-way through the waiter's park (capped at 1 s): a waiter that is not woken
+    // takes the lock only when its park ends, about 500 ms after the release.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+    let (acquired, guard) = waiter.await.unwrap();
+    let guard = guard.unwrap();
+    let after = acquired.duration_since(released);
+    println!(
+        "FIGURE sentinel wake: a waiter took the lock {after:?} after the release on the new primary"
+    );
+    assert!(
+        after < Duration::from_millis(250),
+        "the waiter was not woken by the release: it took the lock {after:?} later"
+    );
+    assert_eq!(
+        deployment.servers[1].get(key).as_deref(),
+        Some(guard.token())
+    );
+    guard.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_master_name_or_no_sentinel_is_a_clear_error() {
     let deployment = SentinelDeployment::start();

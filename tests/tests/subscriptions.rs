@@ -173,8 +173,33 @@ const EXTRA_ON_FIRST_KEY: usize = 3;
 
 #[test]
 fn after_a_restart_the_server_has_exactly_the_waiting_channels_and_none_once_they_leave() {
+    channels_follow_the_waiters_through_a_restart(persistent_server);
+}
+
+/// The same on a server that refuses `HELLO 3`: the subscriptions go over a RESP2 pub/sub
+/// connection, which is opened again after the restart.
+#[test]
+fn without_resp3_the_server_has_exactly_the_waiting_channels_and_none_once_they_leave() {
+    channels_follow_the_waiters_through_a_restart(persistent_server_without_hello);
+}
+
+/// A persistent server with `HELLO` renamed away, as a server before Redis 6 or a proxy
+/// that does not know it: RESP3 is refused.
+fn persistent_server_without_hello() -> RedisServer {
+    RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--rename-command",
+        "HELLO",
+        "",
+    ])
+}
+
+fn channels_follow_the_waiters_through_a_restart(start: fn() -> RedisServer) {
     serial(async {
-        let mut server = persistent_server();
+        let mut server = start();
         let mut admin = server.conn();
         let holder = client_for(&server.url());
         let client = client_for(&server.url());
@@ -297,8 +322,18 @@ fn waiters_that_leave_while_redis_is_down_leave_no_channel_after_the_restart() {
 
 #[test]
 fn a_release_after_a_restart_wakes_its_waiter_before_the_safety_park_could() {
+    a_release_after_a_restart_wakes_its_waiter(persistent_server);
+}
+
+/// The same over RESP2 pub/sub (a server that refuses `HELLO 3`).
+#[test]
+fn without_resp3_a_release_after_a_restart_wakes_its_waiter() {
+    a_release_after_a_restart_wakes_its_waiter(persistent_server_without_hello);
+}
+
+fn a_release_after_a_restart_wakes_its_waiter(start: fn() -> RedisServer) {
     serial(async {
-        let mut server = persistent_server();
+        let mut server = start();
         let holder = client_for(&server.url());
         let client = client_for(&server.url());
         let key = "wake".to_owned();

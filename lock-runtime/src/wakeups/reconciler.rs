@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use futures_util::future::{join, join_all};
 use redis::RedisResult;
-use redis::aio::ConnectionManager;
 use tokio::sync::Notify;
 
+use super::single::{Command, SingleSubscriber};
 use super::{Registry, Shared, Subscription};
 use crate::connection::LazyCluster;
 
@@ -35,11 +35,11 @@ const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// The longest such pause (it doubles from [`FIRST_RETRY`]).
 const MAX_RETRY: Duration = Duration::from_secs(60);
 
-/// Where subscriptions go: a dedicated RESP3 connection to a single server (`SUBSCRIBE`),
-/// or a cluster connection (`SSUBSCRIBE`: sharded, served by the key's own shard).
-#[derive(Clone)]
+/// Where subscriptions go: a dedicated connection to a single server (`SUBSCRIBE`; RESP3,
+/// or RESP2 pub/sub on a server that refuses RESP3), or a cluster connection
+/// (`SSUBSCRIBE`: sharded, served by the key's own shard).
 pub(super) enum Subscriber {
-    Single(ConnectionManager),
+    Single(Box<SingleSubscriber>),
     Cluster(LazyCluster),
 }
 
@@ -60,7 +60,7 @@ struct Outcome {
 
 /// The reconciler's loop; it ends when the client is dropped (the registry is closed or
 /// gone), which drops the subscription connection and with it every subscription.
-pub(super) async fn run(shared: Weak<Shared>, wake: Arc<Notify>, subscriber: Subscriber) {
+pub(super) async fn run(shared: Weak<Shared>, wake: Arc<Notify>, mut subscriber: Subscriber) {
     let mut on_server = HashSet::new();
     let mut retry = FIRST_RETRY;
     loop {
@@ -68,12 +68,21 @@ pub(super) async fn run(shared: Weak<Shared>, wake: Arc<Notify>, subscriber: Sub
         let notified = wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let Some(pass) = shared
-            .upgrade()
-            .and_then(|shared| shared.registry().plan(&on_server))
-        else {
+        let Some(shared_now) = shared.upgrade() else {
             return;
         };
+        let moved = shared_now.registry().moved.take();
+        if let Some(primary) = moved
+            && subscriber.move_to(primary)
+        {
+            // The old server's connection is closed, and its subscriptions with it.
+            on_server.clear();
+            shared_now.registry().disconnected();
+        }
+        let Some(pass) = shared_now.registry().plan(&on_server) else {
+            return;
+        };
+        drop(shared_now);
         let mut unsubscribe_failed = false;
         if !pass.subscribe.is_empty() || !pass.unsubscribe.is_empty() {
             on_server.extend(pass.subscribe.iter().map(|(channel, _)| channel.clone()));
@@ -173,62 +182,31 @@ impl Registry {
 }
 
 impl Subscriber {
-    async fn apply(&self, pass: &Pass) -> Outcome {
+    async fn apply(&mut self, pass: &Pass) -> Outcome {
         match self {
-            Subscriber::Single(connection) => single(connection, pass).await,
+            Subscriber::Single(subscriber) => single(subscriber, pass).await,
             Subscriber::Cluster(lazy) => sharded(lazy, pass).await,
         }
     }
+
+    /// Moves a single server's subscriptions to `primary`; true when they moved.
+    fn move_to(&mut self, primary: redis::Client) -> bool {
+        match self {
+            Subscriber::Single(subscriber) => subscriber.move_to(primary),
+            Subscriber::Cluster(_) => false,
+        }
+    }
 }
 
-/// A single server: one `SUBSCRIBE` and one `UNSUBSCRIBE` for all the pass's channels,
-/// sent together (the two sets are disjoint, so their order does not matter).
-async fn single(connection: &ConnectionManager, pass: &Pass) -> Outcome {
+/// A single server: one `SUBSCRIBE` and one `UNSUBSCRIBE` for all the pass's channels.
+async fn single(subscriber: &mut SingleSubscriber, pass: &Pass) -> Outcome {
     let subscribe: Vec<&str> = pass.subscribe.iter().map(|(c, _)| c.as_str()).collect();
     let unsubscribe: Vec<&str> = pass.unsubscribe.iter().map(String::as_str).collect();
-    let (subscribed, unsubscribed) = join(
-        send(connection, Command::Subscribe, &subscribe),
-        send(connection, Command::Unsubscribe, &unsubscribe),
-    )
-    .await;
+    let subscribed = subscriber.send(Command::Subscribe, &subscribe).await;
+    let unsubscribed = subscriber.send(Command::Unsubscribe, &unsubscribe).await;
     Outcome {
         subscribed: vec![subscribed; subscribe.len()],
         unsubscribed: vec![unsubscribed; unsubscribe.len()],
-    }
-}
-
-/// Which of the two a [`send`] is.
-#[derive(Clone, Copy)]
-enum Command {
-    Subscribe,
-    Unsubscribe,
-}
-
-/// Sends one (un)subscription of `channels` (none: sends nothing, as an `UNSUBSCRIBE`
-/// without channels drops them all). When it finds the connection down it is sent once
-/// more at once: the manager starts reconnecting only when a command finds its last
-/// reconnection failed (the server was still down after a restart), and without a second
-/// try the waiters would park until they ask again.
-async fn send(
-    connection: &ConnectionManager,
-    command: Command,
-    channels: &[&str],
-) -> RedisResult<()> {
-    if channels.is_empty() {
-        return Ok(());
-    }
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let mut connection = connection.clone();
-        let result = match command {
-            Command::Subscribe => connection.subscribe(channels).await,
-            Command::Unsubscribe => connection.unsubscribe(channels).await,
-        };
-        match result {
-            Err(err) if err.is_io_error() && tries < 2 => continue,
-            result => return result,
-        }
     }
 }
 

@@ -1,0 +1,151 @@
+//! What the runtime tells operators: `tracing` events for the outcomes that need
+//! attention, and, with the `metrics` feature, counters and histograms through the
+//! [`metrics`](https://docs.rs/metrics) facade (install any recorder: Prometheus,
+//! StatsD, OpenTelemetry; without one they cost a branch each).
+//!
+//! # Metrics (feature `metrics`)
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `backend`, `other` |
+//! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
+//! | [`HOLD_SECONDS`] | histogram | | how long each lock was held, acquire to release (or drop) |
+//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over), `renewal_failed` (Redis did not answer renewals until the lease's validity ended) |
+//! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
+//!
+//! Reentrant acquires (a task that holds the key already) are not counted. No metric is
+//! labelled by the key itself: keys hold user data and are unbounded. With
+//! [`Config::metrics_key_label`](crate::Config::metrics_key_label) every metric also gets a
+//! `key` label that a function derives from the lock's Redis key, such as the part before
+//! its first `:`; the function decides the label's cardinality.
+//!
+//! # Events (`tracing`, targets under `lock_runtime::`)
+//!
+//! - INFO: an acquire that timed out (`Timeout`), a Redlock acquire without a majority
+//!   (`NoQuorum`), a guarded body stopped because its lease was lost (`Lost`);
+//! - WARN: a lease lost, renewals failing, a release that failed;
+//! - DEBUG: a busy lock (`Busy`), acquisitions, renewals, releases.
+//!
+//! ```
+//! // With the `metrics` feature, a dashboard refers to the names through the constants:
+//! assert_eq!(lock_runtime::telemetry::ACQUISITIONS, "lock_acquisitions_total");
+//! ```
+
+use std::time::Duration;
+
+use crate::{LockError, LostCause};
+
+/// Counter of acquires that took a new lock or failed, by `outcome`.
+pub const ACQUISITIONS: &str = "lock_acquisitions_total";
+/// Histogram of how long acquires took, in seconds, by `outcome`.
+pub const WAIT_SECONDS: &str = "lock_wait_seconds";
+/// Histogram of how long locks were held, in seconds.
+pub const HOLD_SECONDS: &str = "lock_hold_seconds";
+/// Counter of leases lost while held, by `cause`.
+pub const LOST: &str = "lock_lost_total";
+/// Counter of failed renewals (each lease, each attempt).
+pub const RENEWAL_FAILURES: &str = "lock_renewal_failures_total";
+
+/// Derives the `key` label from a lock's Redis key (see
+/// [`Config::metrics_key_label`](crate::Config::metrics_key_label)).
+pub type KeyLabel = fn(&str) -> String;
+
+/// Where a client reports outcomes: a copy lives in the client and in its watchdog.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Telemetry {
+    key_label: Option<KeyLabel>,
+}
+
+impl Telemetry {
+    pub(crate) fn new(key_label: Option<KeyLabel>) -> Self {
+        Telemetry { key_label }
+    }
+
+    /// An acquire took the lock after `waited`.
+    pub(crate) fn acquired(&self, key: &str, waited: Duration) {
+        self.acquire_outcome(key, "acquired", waited);
+    }
+
+    /// An acquire failed with `err` after `waited`.
+    pub(crate) fn refused(&self, err: &LockError, waited: Duration) {
+        let key = err.key();
+        let outcome = match err {
+            LockError::Busy { .. } => {
+                tracing::debug!(key, "lock busy: another owner holds it (wait = 0s)");
+                "busy"
+            }
+            LockError::Timeout { waited, .. } => {
+                tracing::info!(
+                    key,
+                    waited_ms = waited.as_millis() as u64,
+                    "lock wait timed out: another owner still holds it"
+                );
+                "timeout"
+            }
+            LockError::NoQuorum { .. } => {
+                tracing::info!(key, error = %err, "lock not acquired: no Redlock majority");
+                "no_quorum"
+            }
+            LockError::Backend { .. } => "backend",
+            _ => "other",
+        };
+        self.acquire_outcome(key, outcome, waited);
+    }
+
+    /// A lock was held for `held`, from its acquire to its release or drop.
+    pub(crate) fn held(&self, key: &str, held: Duration) {
+        #[cfg(feature = "metrics")]
+        ::metrics::histogram!(HOLD_SECONDS, self.labels(key, None)).record(held.as_secs_f64());
+        #[cfg(not(feature = "metrics"))]
+        let _ = (key, held, self.key_label);
+    }
+
+    /// A held lease was lost.
+    pub(crate) fn lost(&self, key: &str, cause: LostCause) {
+        let cause = match cause {
+            LostCause::TokenGone => "token_gone",
+            LostCause::RenewalFailed => "renewal_failed",
+            _ => "other",
+        };
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (key, cause, self.key_label);
+    }
+
+    /// A renewal of a held lease failed (it is tried again).
+    pub(crate) fn renewal_failed(&self, key: &str) {
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!(RENEWAL_FAILURES, self.labels(key, None)).increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (key, self.key_label);
+    }
+
+    fn acquire_outcome(&self, key: &str, outcome: &'static str, waited: Duration) {
+        #[cfg(feature = "metrics")]
+        {
+            let labels = self.labels(key, Some(("outcome", outcome)));
+            ::metrics::counter!(ACQUISITIONS, labels.clone()).increment(1);
+            ::metrics::histogram!(WAIT_SECONDS, labels).record(waited.as_secs_f64());
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (key, outcome, waited, self.key_label);
+    }
+
+    /// The labels of one sample: `label`, and `key` when a key label is configured.
+    #[cfg(feature = "metrics")]
+    fn labels(
+        &self,
+        key: &str,
+        label: Option<(&'static str, &'static str)>,
+    ) -> Vec<::metrics::Label> {
+        let mut labels = Vec::with_capacity(2);
+        if let Some((name, value)) = label {
+            labels.push(::metrics::Label::new(name, value));
+        }
+        if let Some(key_label) = self.key_label {
+            labels.push(::metrics::Label::new("key", key_label(key)));
+        }
+        labels
+    }
+}

@@ -1,0 +1,207 @@
+//! The `metrics` feature (see `lock_runtime::telemetry`): a recorder installed by the test
+//! counts a small scenario against a real redis-server: one lock acquired and released,
+//! one busy, one timed out, one lease lost to a `DEL` and one to a killed server; and the
+//! INFO events of the timeout and of a body stopped by a lost lease, and the DEBUG event of
+//! the busy lock.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_runtime::telemetry::{ACQUISITIONS, HOLD_SECONDS, LOST, RENEWAL_FAILURES, WAIT_SECONDS};
+use lock_runtime::{Config, LockClient, LockError, LostCause};
+use lock_tests::RedisServer;
+use metrics::{SharedString, Unit};
+use metrics_util::CompositeKey;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+/// One snapshot of everything recorded (taking one drains the histograms).
+type Samples = Vec<(CompositeKey, Option<Unit>, Option<SharedString>, DebugValue)>;
+
+/// The sum of the samples of metric `name` whose labels are exactly `labels` (counters:
+/// their value; histograms: how many samples).
+fn count(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> u64 {
+    samples
+        .iter()
+        .filter(|(key, _, _, _)| {
+            let mut have: Vec<(String, String)> = key
+                .key()
+                .labels()
+                .map(|label| (label.key().to_owned(), label.value().to_owned()))
+                .collect();
+            let mut want: Vec<(String, String)> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            have.sort();
+            want.sort();
+            key.key().name() == name && have == want
+        })
+        .map(|(_, _, _, value)| match value {
+            DebugValue::Counter(value) => *value,
+            DebugValue::Histogram(samples) => samples.len() as u64,
+            DebugValue::Gauge(_) => 0,
+        })
+        .sum()
+}
+
+/// Everything the `tracing` fmt subscriber writes, for the test to read.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// The lines at `level` that contain `text`.
+    fn lines(&self, level: &str, text: &str) -> usize {
+        let bytes = self.0.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|line| line.contains(level) && line.contains(text))
+            .count()
+    }
+}
+
+fn client(server: &RedisServer) -> LockClient {
+    LockClient::new(
+        Config::single(server.url())
+            .connect_timeout(Duration::from_millis(200))
+            .response_timeout(Duration::from_millis(200))
+            .metrics_key_label(|key| key.split(':').next().unwrap_or_default().to_owned()),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_scenario_is_counted() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let events = Captured::default();
+    let writer = events.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+    let mut server = RedisServer::start();
+    let ours = client(&server);
+    let theirs = client(&server);
+
+    // Acquired, then busy and timed out for another client, then released.
+    let held = ours.lock("shop:1").acquire().await.unwrap();
+    let busy = theirs.lock("shop:1").wait(Duration::ZERO).acquire().await;
+    assert!(matches!(busy, Err(LockError::Busy { .. })), "{busy:?}");
+    let timeout = theirs
+        .lock("shop:1")
+        .wait(Duration::from_millis(100))
+        .acquire()
+        .await;
+    assert!(
+        matches!(timeout, Err(LockError::Timeout { .. })),
+        "{timeout:?}"
+    );
+    held.release().await.unwrap();
+
+    // Release futures dropped after their first poll: the drop releases in the background;
+    // each hold is reported once.
+    for index in 0..5 {
+        let guard = ours.lock(format!("drop:{index}")).acquire().await.unwrap();
+        let mut release = Box::pin(guard.release());
+        let _ = futures::FutureExt::now_or_never(&mut release);
+        drop(release);
+    }
+
+    // Lost: the key deleted under its holder (the next renewal finds the token gone).
+    let deleted = ours
+        .lock("stock:2")
+        .ttl(Duration::from_millis(900))
+        .acquire()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("stock:2")
+        .query(&mut server.conn())
+        .unwrap();
+    let cause = tokio::time::timeout(Duration::from_secs(3), deleted.lost())
+        .await
+        .unwrap();
+    assert_eq!(cause, LostCause::TokenGone);
+
+    // A guarded body stopped by the loss of its lease: the INFO event.
+    let admin = server.redis();
+    let stopped: Result<(), LockError> = ours
+        .lock("run:4")
+        .ttl(Duration::from_millis(900))
+        .run(async {
+            let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+            let _: () = redis::cmd("DEL")
+                .arg("run:4")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok(())
+        })
+        .await;
+    assert!(
+        matches!(stopped, Err(LockError::Lost { .. })),
+        "{stopped:?}"
+    );
+
+    // Lost: the server killed under the holder (renewals fail until the validity ends).
+    let stranded = ours
+        .lock("stock:3")
+        .ttl(Duration::from_millis(900))
+        .acquire()
+        .await
+        .unwrap();
+    server.kill9();
+    let cause = tokio::time::timeout(Duration::from_secs(3), stranded.lost())
+        .await
+        .unwrap();
+    assert_eq!(cause, LostCause::RenewalFailed);
+    drop((deleted, stranded));
+    let snapshot: Samples = snapshotter.snapshot().into_vec();
+    let snapshotter = &snapshot;
+
+    let acquired = [("outcome", "acquired"), ("key", "shop")];
+    assert_eq!(count(snapshotter, ACQUISITIONS, &acquired), 1);
+    assert_eq!(count(snapshotter, WAIT_SECONDS, &acquired), 1);
+    let stock_acquired = [("outcome", "acquired"), ("key", "stock")];
+    assert_eq!(count(snapshotter, ACQUISITIONS, &stock_acquired), 2);
+    let busy = [("outcome", "busy"), ("key", "shop")];
+    assert_eq!(count(snapshotter, ACQUISITIONS, &busy), 1);
+    let timeout = [("outcome", "timeout"), ("key", "shop")];
+    assert_eq!(count(snapshotter, ACQUISITIONS, &timeout), 1);
+    assert_eq!(count(snapshotter, WAIT_SECONDS, &timeout), 1);
+    assert_eq!(count(snapshotter, HOLD_SECONDS, &[("key", "shop")]), 1);
+    assert_eq!(count(snapshotter, HOLD_SECONDS, &[("key", "stock")]), 2);
+    assert_eq!(count(snapshotter, HOLD_SECONDS, &[("key", "drop")]), 5);
+    let gone = [("cause", "token_gone"), ("key", "stock")];
+    assert_eq!(count(snapshotter, LOST, &gone), 1);
+    let failed = [("cause", "renewal_failed"), ("key", "stock")];
+    assert_eq!(count(snapshotter, LOST, &failed), 1);
+    let failures = count(snapshotter, RENEWAL_FAILURES, &[("key", "stock")]);
+    assert!(failures >= 1, "renewal failures: {failures}");
+    // The events: INFO for the timeout, DEBUG for busy.
+    assert_eq!(events.lines("INFO", "lock wait timed out"), 1);
+    assert_eq!(events.lines("DEBUG", "lock busy"), 1);
+    assert_eq!(events.lines("INFO", "the lease was lost"), 1);
+
+    // Nothing labelled by the full key.
+    let full_keys = snapshot
+        .iter()
+        .filter(|(key, _, _, _)| key.key().labels().any(|label| label.value().contains(':')))
+        .count();
+    assert_eq!(full_keys, 0);
+}
