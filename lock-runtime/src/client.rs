@@ -373,7 +373,8 @@ impl<'a> Setup<'a> {
         let wakeups = Wakeups::single(client, self.manager.clone(), self.timeouts)
             .map_err(|err| self.setup_failed(err))?;
         if let Some(sentinel) = &sentinel {
-            sentinel.follow(&pool, wakeups.follower());
+            let follower = wakeups.follower();
+            sentinel.follow(&pool, Arc::new(move |primary| follower.move_to(primary)));
         }
         Ok(Topology {
             connections: pool.into_iter().map(Connection::Single).collect(),

@@ -12,8 +12,6 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::RwLock;
 
-use crate::wakeups::Follower;
-
 /// A connection to a single server or to a cluster.
 #[derive(Clone)]
 pub(crate) enum Connection {
@@ -367,6 +365,9 @@ impl SingleServer {
     }
 }
 
+/// What else follows the primary when it moves (the release subscriptions).
+pub(crate) type OnMove = Arc<dyn Fn(&redis::Client) + Send + Sync>;
+
 impl Sentinel {
     /// Follows the primary for `servers` in the background, as Sentinel's client
     /// guidelines ask: subscribed to the failover events ([`SENTINEL_EVENTS`]) on one
@@ -376,7 +377,7 @@ impl Sentinel {
     /// another client takes the lock on the new primary. The release subscriptions
     /// (`wakeups`) move too: the new primary's releases publish there, and the old one may
     /// be gone. Ends when the servers are dropped.
-    pub(crate) fn follow(self: &Arc<Self>, servers: &[SingleServer], wakeups: Follower) {
+    pub(crate) fn follow(self: &Arc<Self>, servers: &[SingleServer], wakeups: OnMove) {
         let servers: Vec<_> = servers
             .iter()
             .map(|server| Arc::downgrade(&server.inner))
@@ -397,7 +398,7 @@ const SENTINEL_EVENTS: [&str; 3] = [
 async fn follow(
     sentinel: Arc<Sentinel>,
     servers: Vec<std::sync::Weak<SingleInner>>,
-    wakeups: Follower,
+    wakeups: OnMove,
 ) {
     use futures_util::StreamExt as _;
     let alive = || servers.iter().any(|server| server.strong_count() > 0);
@@ -405,7 +406,7 @@ async fn follow(
         for server in servers.iter().filter_map(std::sync::Weak::upgrade) {
             SingleServer { inner: server }.move_to(primary);
         }
-        wakeups.move_to(primary);
+        wakeups(primary);
     };
     let mut next = 0;
     while alive() && !sentinel.sentinels.is_empty() {

@@ -73,23 +73,10 @@ pub(crate) async fn acquire(
         {
             tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
         }
-        // Only "held by another owner" is worth waiting for: masters that refuse or do
-        // not answer fail the call at once when no majority is left.
-        if let Some(err) = no_quorum(&round, redlock, &names.lock) {
+        if let Some(err) = lost_for_good(&round, redlock, &names.lock, options, started, deadline) {
             return Err(err);
         }
         let now = Instant::now();
-        if options.wait.is_zero() || now >= deadline {
-            if options.wait.is_zero() && round.held_for.is_some() {
-                return Err(LockError::Busy {
-                    key: names.lock.clone(),
-                });
-            }
-            return Err(LockError::Timeout {
-                key: names.lock.clone(),
-                waited: now - started,
-            });
-        }
         if tickets.is_empty() {
             // Subscribe, then try again at once: a release in between would go unheard.
             tickets = subscribe(redlock, names, deadline).await;
@@ -115,6 +102,32 @@ pub(crate) async fn acquire(
     Err(LockError::Timeout {
         key: names.lock.clone(),
         waited: started.elapsed(),
+    })
+}
+
+/// The error that ends a wait after a lost round: no majority left (only "held by another
+/// owner" is worth waiting for: masters that refuse or do not answer fail the call at
+/// once), `Busy` for a try-once caller, `Timeout` once the wait ran out.
+fn lost_for_good(
+    round: &Round,
+    redlock: &Redlock,
+    key: &str,
+    options: &LockOptions,
+    started: Instant,
+    deadline: Instant,
+) -> Option<LockError> {
+    if let Some(err) = no_quorum(round, redlock, key) {
+        return Some(err);
+    }
+    let now = Instant::now();
+    if options.wait.is_zero() && round.held_for.is_some() {
+        return Some(LockError::Busy {
+            key: key.to_owned(),
+        });
+    }
+    (options.wait.is_zero() || now >= deadline).then(|| LockError::Timeout {
+        key: key.to_owned(),
+        waited: now - started,
     })
 }
 
