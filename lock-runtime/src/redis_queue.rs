@@ -354,12 +354,11 @@ impl RedisWait<'_> {
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
         if let Some(ticket) = self.ticket.as_ref() {
-            ticket.wait(park).await;
             // A grant (the key holds our token for its confirmation window) is confirmed
             // by the next try, which takes the key for our whole ttl, so the lease is
             // dated from that try, as any other. A grant that lapsed meanwhile (this
             // process was too slow to confirm) queues us again instead.
-            ticket.take_grant();
+            ticket.wait(park).await;
         } else {
             tokio::time::sleep(park).await;
         }

@@ -213,13 +213,6 @@ impl KeyNames {
     }
 }
 
-/// The release channel of `lock`, or `None` for a key that cannot be locked.
-pub(crate) fn channel_of(lock: &str) -> Option<String> {
-    slot_of(lock)
-        .ok()
-        .map(|slot| auxiliary("released", lock, slot))
-}
-
 /// How a lock key chooses its cluster slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {

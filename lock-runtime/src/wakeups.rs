@@ -4,8 +4,9 @@
 //! The release script publishes the token of the waiter at the head of the key's queue
 //! (`=token key` when it granted that waiter the lock outright, or an empty message when the
 //! queue is empty). The push handler runs on the subscription connection's reader and only
-//! touches a map under a short lock: it wakes the local waiter with that token (marking it
-//! granted for `=token`), or the longest-waiting local waiter for an empty message.
+//! touches a map under a short lock: it wakes the local waiter with that token, or the
+//! longest-waiting local waiter for an empty message. A woken waiter always tries again:
+//! that try confirms a grant, so the message need not say which it was.
 //!
 //! Subscriptions follow the waiters: a channel is subscribed while it has a local waiter
 //! that asked for it, and only then. One task per client, the [`reconciler`], sends every
@@ -21,7 +22,6 @@ mod single;
 pub(crate) use single::Timeouts;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -105,11 +105,10 @@ impl ChannelWaiters {
     }
 }
 
-/// How one local waiter is woken, and whether the release granted it the lock.
+/// How one local waiter is woken.
 #[derive(Default)]
 struct Wake {
     notify: Notify,
-    granted: AtomicBool,
 }
 
 impl Shared {
@@ -133,9 +132,10 @@ impl Registry {
         let Some(entry) = self.channels.get(channel) else {
             return;
         };
-        let (granted, payload) = match payload.strip_prefix('=') {
-            Some(grant) => grant_on(channel, grant),
-            None => (false, payload),
+        // A grant `=TOKEN KEY` wakes the waiter with that token, like a hand-over's `TOKEN`.
+        let payload = match payload.strip_prefix('=') {
+            Some(grant) => grant.split_once(' ').map_or(grant, |(token, _)| token),
+            None => payload,
         };
         let chosen = if payload.is_empty() {
             entry.waiters.first()
@@ -143,9 +143,6 @@ impl Registry {
             entry.waiters.iter().find(|(token, _)| token == payload)
         };
         if let Some((_, wake)) = chosen {
-            if granted {
-                wake.granted.store(true, Ordering::Release);
-            }
             wake.notify.notify_one();
         }
     }
@@ -204,18 +201,6 @@ fn closed() -> redis::RedisError {
         redis::ErrorKind::Client,
         "the lock client was dropped; its release subscriptions are closed",
     ))
-}
-
-/// Reads a grant message `TOKEN KEY`: the token it grants the lock to, and whether it is a
-/// grant of this channel's own key (a message naming another key only wakes the waiter).
-fn grant_on<'a>(channel: &str, grant: &'a str) -> (bool, &'a str) {
-    match grant.split_once(' ') {
-        Some((token, key)) => (
-            crate::scripts::channel_of(key).is_some_and(|own| own == channel),
-            token,
-        ),
-        None => (false, grant),
-    }
 }
 
 fn text(value: &Value) -> Option<&str> {
@@ -401,8 +386,6 @@ impl WaitTicket {
             && waiting_as != token
         {
             token.clone_into(waiting_as);
-            // A grant or wake-up meant for the old token is no longer ours.
-            self.wake.granted.store(false, Ordering::Release);
         }
     }
 
@@ -438,12 +421,6 @@ impl WaitTicket {
         };
         self.shared.wake.notify_one();
         answer.await.unwrap_or_else(|_| Err(closed()))
-    }
-
-    /// Whether a release granted this waiter the lock outright (the key holds its token
-    /// until the grant's confirmation window ends); true once per grant message.
-    pub(crate) fn take_grant(&self) -> bool {
-        self.wake.granted.swap(false, Ordering::AcqRel)
     }
 
     /// Waits until woken or `max` passes; true when woken.
