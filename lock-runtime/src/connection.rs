@@ -35,12 +35,11 @@ struct SingleInner {
     config: ConnectionManagerConfig,
     /// The connection in use, its client and its generation (bumped on each replacement,
     /// so that many requests timing out on one dead connection replace it once).
-    current: std::sync::RwLock<Current>,
+    current: std::sync::RwLock<Arc<Current>>,
     /// Where to ask for the primary, when it is found through Sentinel.
     sentinel: Option<Arc<Sentinel>>,
 }
 
-#[derive(Clone)]
 struct Current {
     generation: u64,
     client: redis::Client,
@@ -67,17 +66,18 @@ impl SingleServer {
         Ok(SingleServer {
             inner: Arc::new(SingleInner {
                 config,
-                current: std::sync::RwLock::new(Current {
+                current: std::sync::RwLock::new(Arc::new(Current {
                     generation: 0,
                     client,
                     manager,
-                }),
+                })),
                 sentinel,
             }),
         })
     }
 
-    fn current(&self) -> Current {
+    /// The connection in use (a reference count, not a copy: this runs on every request).
+    fn current(&self) -> Arc<Current> {
         self.inner
             .current
             .read()
@@ -101,11 +101,11 @@ impl SingleServer {
         if current.generation != generation {
             return false;
         }
-        *current = Current {
+        *current = Arc::new(Current {
             generation: generation + 1,
             client,
             manager: fresh,
-        };
+        });
         true
     }
 
@@ -161,8 +161,9 @@ impl SingleServer {
         let used = self.current();
         let sent = Instant::now();
         let result = send(used.manager.clone()).await;
-        if self.recover(&used, sent, &result).await {
-            return send(self.current().manager)
+        // Boxed: the recovery's state would otherwise make every request's future large.
+        if result.is_err() && Box::pin(self.recover(&used, sent, &result)).await {
+            return send(self.current().manager.clone())
                 .await
                 .map_err(|err| name_server(err, &self.address()));
         }

@@ -328,7 +328,7 @@ impl RedisWait<'_> {
             empty => empty.insert(
                 self.client
                     .wakeups()
-                    .register(&self.names.channel, &self.place.token),
+                    .register(self.names.channel(), &self.place.token),
             ),
         };
         if ticket.is_subscribed() {
@@ -377,7 +377,7 @@ pub(crate) async fn retake(
     let (taken, fence): (i64, i64) = invoke(
         RETAKE
             .key(&names.lock)
-            .key(&names.fence)
+            .key(names.fence())
             .arg(token)
             .arg(millis(options.ttl))
             .arg(fence_lifetime(options)),

@@ -146,7 +146,7 @@ async fn subscribe(redlock: &Redlock, names: &KeyNames, deadline: Instant) -> Ve
     let tickets: Vec<WaitTicket> = redlock
         .wakeups
         .iter()
-        .map(|wakeups| wakeups.register(&names.channel, ""))
+        .map(|wakeups| wakeups.register(names.channel(), ""))
         .collect();
     let answers = tokio::time::timeout_at(
         deadline,

@@ -101,10 +101,10 @@ pub(crate) fn acquire_call<'a>(
 ) -> ScriptInvocation<'a> {
     let mut invocation = ACQUIRE.key(&names.lock);
     invocation
-        .key(&names.fence)
-        .key(&names.queue)
-        .key(&names.deadlines)
-        .key(&names.ttls)
+        .key(names.fence())
+        .key(names.queue())
+        .key(names.deadlines())
+        .key(names.ttls())
         .arg(token)
         .arg(crate::lease::millis(ttl))
         .arg(fence_lifetime)
@@ -125,11 +125,11 @@ pub(crate) fn queue_call<'a>(
 ) -> ScriptInvocation<'a> {
     let mut invocation = script.key(&names.lock);
     invocation
-        .key(&names.queue)
-        .key(&names.deadlines)
-        .key(&names.ttls)
+        .key(names.queue())
+        .key(names.deadlines())
+        .key(names.ttls())
         .arg(token)
-        .arg(&names.channel)
+        .arg(names.channel())
         .arg(publish)
         .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
     invocation
@@ -187,29 +187,84 @@ pub(crate) fn release_call<'a>(
 #[derive(Debug, Clone)]
 pub(crate) struct KeyNames {
     pub(crate) lock: String,
-    pub(crate) fence: String,
-    pub(crate) queue: String,
-    pub(crate) deadlines: String,
-    /// Each queued waiter's ttl, so that a release can grant it the lock directly.
-    pub(crate) ttls: String,
-    pub(crate) channel: String,
+    /// The auxiliary names one after another, in [`AUX_KINDS`] order: one allocation for
+    /// all five, built without `format!` (they are made on every acquisition).
+    aux: String,
+    /// Where each auxiliary name ends in `aux`.
+    ends: [usize; AUX_KINDS.len()],
 }
+
+/// The kinds of auxiliary names, in the order `KeyNames::aux` holds them: the fence
+/// counter, the queue, the queue's deadlines, the queued waiters' ttls (so that a release
+/// can grant the head the lock directly), and the release channel.
+const AUX_KINDS: [&str; 5] = ["fence", "queue", "deadlines", "ttls", "released"];
 
 /// What every auxiliary key and channel name starts with; a lock key that starts with it
 /// is refused, so no lock key can name another lock's queue, fence or channel.
 pub(crate) const AUX_PREFIX: &str = "~lock/";
 
 impl KeyNames {
+    /// The names of `lock`, or why it cannot have auxiliary names in its slot.
+    ///
+    /// Each auxiliary name of kind `KIND` is `~lock/KIND/LOCK` for a key with a hash tag
+    /// (the prefix has no braces, so the name's first tag is the key's), `~lock/KIND{LOCK}`
+    /// for one without (the braces make the whole key the tag). The character after the
+    /// kind, `/` or `{`, tells the two forms apart, so the name is distinct for every lock
+    /// key.
     pub(crate) fn new(lock: String) -> Result<Self, LockError> {
         let slot = slot_of(&lock)?;
-        Ok(KeyNames {
-            fence: auxiliary("fence", &lock, slot),
-            queue: auxiliary("queue", &lock, slot),
-            deadlines: auxiliary("deadlines", &lock, slot),
-            ttls: auxiliary("ttls", &lock, slot),
-            channel: auxiliary("released", &lock, slot),
-            lock,
-        })
+        let kinds: usize = AUX_KINDS.iter().map(|kind| kind.len()).sum();
+        let mut aux =
+            String::with_capacity(kinds + AUX_KINDS.len() * (AUX_PREFIX.len() + 2 + lock.len()));
+        let mut ends = [0; AUX_KINDS.len()];
+        for (kind, end) in AUX_KINDS.iter().zip(&mut ends) {
+            aux.push_str(AUX_PREFIX);
+            aux.push_str(kind);
+            match slot {
+                Slot::Tag => {
+                    aux.push('/');
+                    aux.push_str(&lock);
+                }
+                Slot::Whole => {
+                    aux.push('{');
+                    aux.push_str(&lock);
+                    aux.push('}');
+                }
+            }
+            *end = aux.len();
+        }
+        Ok(KeyNames { lock, aux, ends })
+    }
+
+    /// The `index`th auxiliary name (of kind `AUX_KINDS[index]`).
+    fn aux(&self, index: usize) -> &str {
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.aux[start..self.ends[index]]
+    }
+
+    /// The fence counter.
+    pub(crate) fn fence(&self) -> &str {
+        self.aux(0)
+    }
+
+    /// The queue of waiting tokens (a sorted set by arrival).
+    pub(crate) fn queue(&self) -> &str {
+        self.aux(1)
+    }
+
+    /// The queued tokens' place deadlines.
+    pub(crate) fn deadlines(&self) -> &str {
+        self.aux(2)
+    }
+
+    /// Each queued waiter's ttl, so that a release can grant it the lock directly.
+    pub(crate) fn ttls(&self) -> &str {
+        self.aux(3)
+    }
+
+    /// The channel a release is announced on.
+    pub(crate) fn channel(&self) -> &str {
+        self.aux(4)
     }
 }
 
@@ -220,17 +275,6 @@ enum Slot {
     Tag,
     /// By the whole key.
     Whole,
-}
-
-/// The auxiliary name of `kind` for `lock`: `~lock/KIND/LOCK` for a key with a hash tag
-/// (the prefix has no braces, so the name's first tag is the key's), `~lock/KIND{LOCK}`
-/// for one without (the braces make the whole key the tag). The character after the kind,
-/// `/` or `{`, tells the two forms apart, so the name is distinct for every lock key.
-fn auxiliary(kind: &str, lock: &str, slot: Slot) -> String {
-    match slot {
-        Slot::Tag => format!("{AUX_PREFIX}{kind}/{lock}"),
-        Slot::Whole => format!("{AUX_PREFIX}{kind}{{{lock}}}"),
-    }
 }
 
 /// How `key` hashes, or why it cannot have auxiliary names in its slot.
@@ -300,11 +344,11 @@ mod tests {
     fn all(names: &KeyNames) -> [&str; 6] {
         [
             &names.lock,
-            &names.fence,
-            &names.queue,
-            &names.deadlines,
-            &names.ttls,
-            &names.channel,
+            names.fence(),
+            names.queue(),
+            names.deadlines(),
+            names.ttls(),
+            names.channel(),
         ]
     }
 
@@ -342,11 +386,11 @@ mod tests {
         }
         assert_eq!(slot("{shop}:1"), slot("shop"));
         assert_eq!(
-            KeyNames::new("stock:1".into()).unwrap().fence,
+            KeyNames::new("stock:1".into()).unwrap().fence(),
             "~lock/fence{stock:1}"
         );
         assert_eq!(
-            KeyNames::new("{shop}:1".into()).unwrap().queue,
+            KeyNames::new("{shop}:1".into()).unwrap().queue(),
             "~lock/queue/{shop}:1"
         );
     }

@@ -481,9 +481,9 @@ async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
     join_all(places.iter().map(|place| {
         let mut connection = connection.clone();
         async move {
-            let mut call = KEEPALIVE.key(&place.names.queue);
-            call.key(&place.names.deadlines)
-                .key(&place.names.ttls)
+            let mut call = KEEPALIVE.key(place.names.queue());
+            call.key(place.names.deadlines())
+                .key(place.names.ttls())
                 .arg(millis(QUEUE_LEASE));
             for token in &place.tokens {
                 call.arg(token);
