@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::lease::{Taken, jitter, millis, validity};
 use crate::redlock;
 use crate::scripts::{
-    KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
+    Call, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
     queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
@@ -375,9 +375,7 @@ pub(crate) async fn retake(
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
     let (taken, fence): (i64, i64) = invoke(
-        RETAKE
-            .key(&names.lock)
-            .key(names.fence())
+        Call::new(&RETAKE, &[&names.lock, names.fence()])
             .arg(token)
             .arg(millis(options.ttl))
             .arg(fence_lifetime(options)),
@@ -706,7 +704,7 @@ pub(crate) async fn extend_lease(
         None => (vec![client.connection()], 1),
     };
     let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
-        let mut call = RENEW.key(&names.lock);
+        let mut call = Call::new(&RENEW, &[&names.lock]);
         call.arg(token).arg(millis(ttl));
         invoke::<i64>(&call, &mut node).await
     }))

@@ -2,7 +2,7 @@
 //! the auxiliary keys and channel they use.
 
 use once_cell::sync::Lazy;
-use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
+use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 use crate::LockError;
 use crate::connection::Connection;
@@ -54,8 +54,45 @@ pub(crate) const HANDOVER: &str = "~handover";
 /// How many times a script call is made when it keeps finding the script cache empty.
 const NOSCRIPT_TRIES: u32 = 4;
 
-/// Runs a script call: EVALSHA, and on NOSCRIPT (a restart, `SCRIPT FLUSH`) redis-rs loads
-/// the script and sends EVALSHA again. A flush between that load and that EVALSHA fails the
+/// One call of a script: the `EVALSHA` command itself, built in place.
+///
+/// redis-rs's `ScriptInvocation` keeps every key and argument in a vector of its own and
+/// copies them into a command when it is sent: a dozen allocations per call on the
+/// acquire and release paths. A `Call` writes them into the command once. Every call
+/// names its keys first, as `EVALSHA` wants them before the arguments.
+pub(crate) struct Call<'s> {
+    script: &'s Script,
+    cmd: Cmd,
+}
+
+impl<'s> Call<'s> {
+    /// A call of `script` on `keys`; add its arguments with [`Call::arg`].
+    pub(crate) fn new(script: &'s Script, keys: &[&str]) -> Self {
+        /// Room for the arguments of the biggest call here (release.lua takes 9).
+        const ARGS: usize = 10;
+        const ARG_BYTES: usize = 128;
+        let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
+        let hash = script.get_hash();
+        let mut cmd = Cmd::with_capacity(
+            3 + keys.len() + ARGS,
+            "EVALSHA".len() + hash.len() + 2 + key_bytes + ARG_BYTES,
+        );
+        cmd.arg("EVALSHA").arg(hash).arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
+        Call { script, cmd }
+    }
+
+    /// Adds an argument (`ARGV`).
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+}
+
+/// Runs a script call: EVALSHA, and on NOSCRIPT (a restart, `SCRIPT FLUSH`) loads the
+/// script and sends EVALSHA again. A flush between that load and that EVALSHA fails the
 /// call with NOSCRIPT although the script never ran; such a call is made again, a few times.
 ///
 /// A call that meets a connection the server has dropped (an idle connection across a
@@ -64,18 +101,19 @@ const NOSCRIPT_TRIES: u32 = 4;
 /// again; release, renew and leave compare the token). A server that refuses connections
 /// is reported at once.
 pub(crate) async fn invoke<T: FromRedisValue>(
-    invocation: &ScriptInvocation<'_>,
+    call: &Call<'_>,
     connection: &mut Connection,
 ) -> RedisResult<T> {
     let mut noscript_tries = 1;
     let mut reconnected = false;
     loop {
-        match invocation.invoke_async(connection).await {
+        match call.cmd.query_async(connection).await {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
                     && noscript_tries < NOSCRIPT_TRIES =>
             {
                 noscript_tries += 1;
+                call.script.prepare_invoke().load_async(connection).await?;
             }
             Err(err)
                 if !reconnected && err.is_connection_dropped() && !err.is_connection_refusal() =>
@@ -91,20 +129,25 @@ pub(crate) async fn invoke<T: FromRedisValue>(
 /// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
 /// counter's lifetime (0: no fence), whether to join the queue when the lock cannot be taken
 /// now, the queue lease, and the foreign windows' period while foreign clients use them.
-pub(crate) fn acquire_call<'a>(
+pub(crate) fn acquire_call(
     names: &KeyNames,
     token: &str,
     ttl: std::time::Duration,
     fence_lifetime: u64,
     may_wait: bool,
     foreign_every: std::time::Duration,
-) -> ScriptInvocation<'a> {
-    let mut invocation = ACQUIRE.key(&names.lock);
+) -> Call<'static> {
+    let mut invocation = Call::new(
+        &ACQUIRE,
+        &[
+            &names.lock,
+            names.fence(),
+            names.queue(),
+            names.deadlines(),
+            names.ttls(),
+        ],
+    );
     invocation
-        .key(names.fence())
-        .key(names.queue())
-        .key(names.deadlines())
-        .key(names.ttls())
         .arg(token)
         .arg(crate::lease::millis(ttl))
         .arg(fence_lifetime)
@@ -122,12 +165,12 @@ pub(crate) fn queue_call<'a>(
     names: &KeyNames,
     token: &str,
     publish: &str,
-) -> ScriptInvocation<'a> {
-    let mut invocation = script.key(&names.lock);
+) -> Call<'a> {
+    let mut invocation = Call::new(
+        script,
+        &[&names.lock, names.queue(), names.deadlines(), names.ttls()],
+    );
     invocation
-        .key(names.queue())
-        .key(names.deadlines())
-        .key(names.ttls())
         .arg(token)
         .arg(names.channel())
         .arg(publish)
@@ -151,11 +194,11 @@ pub(crate) struct Requeue {
 
 /// A release by `token` that announces itself even when nobody is queued (Redlock mode,
 /// whose waiters subscribe without queueing).
-pub(crate) fn announced_release_call<'a>(
+pub(crate) fn announced_release_call(
     names: &KeyNames,
     token: &str,
     publish: &str,
-) -> ScriptInvocation<'a> {
+) -> Call<'static> {
     let mut invocation = queue_call(&RELEASE, names, token, publish);
     invocation.arg("").arg(1).arg(1).arg(0).arg(1);
     invocation
@@ -163,12 +206,12 @@ pub(crate) fn announced_release_call<'a>(
 
 /// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or
 /// leaves it free for a foreign window.
-pub(crate) fn release_call<'a>(
+pub(crate) fn release_call(
     names: &KeyNames,
     token: &str,
     publish: &str,
     requeue: &Requeue,
-) -> ScriptInvocation<'a> {
+) -> Call<'static> {
     let mut invocation = queue_call(&RELEASE, names, token, publish);
     invocation
         .arg(&requeue.token)

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::LostCause;
 use crate::connection::Connection;
 use crate::lease::{millis, validity};
-use crate::scripts::{KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
+use crate::scripts::{Call, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
 use crate::telemetry::Telemetry;
 
 /// The longest the scheduler sleeps when nothing is scheduled (a registration that needs it
@@ -481,10 +481,12 @@ async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
     join_all(places.iter().map(|place| {
         let mut connection = connection.clone();
         async move {
-            let mut call = KEEPALIVE.key(place.names.queue());
-            call.key(place.names.deadlines())
-                .key(place.names.ttls())
-                .arg(millis(QUEUE_LEASE));
+            let names = &place.names;
+            let mut call = Call::new(
+                &KEEPALIVE,
+                &[names.queue(), names.deadlines(), names.ttls()],
+            );
+            call.arg(millis(QUEUE_LEASE));
             for token in &place.tokens {
                 call.arg(token);
             }
