@@ -14,11 +14,12 @@
 //! queues behind the waiters already there, here and in Redis.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use once_cell::sync::Lazy;
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::LockClient;
@@ -31,33 +32,86 @@ use crate::wakeups::WaitTicket;
 /// entry lives while a task acquires or holds it through that client. Sharded by key, so
 /// tasks on different keys rarely meet on one lock.
 static COHORTS: Lazy<[Shard; SHARDS]> =
-    Lazy::new(|| std::array::from_fn(|_| Mutex::new(HashMap::new())));
+    Lazy::new(|| std::array::from_fn(|_| Mutex::new(HashMap::default())));
 
-/// One shard of [`COHORTS`].
-type Shard = Mutex<HashMap<CohortKey, Arc<Cohort>>>;
+/// One shard of [`COHORTS`]. Its keys carry their hash, computed once per acquisition.
+type Shard = Mutex<HashMap<CohortKey, Arc<Cohort>, BuildHasherDefault<Hashed>>>;
 
 /// How many shards [`COHORTS`] has.
 const SHARDS: usize = 16;
 
-/// The shard of `COHORTS` that holds `key` of the client `client`.
-fn shard(client: usize, key: &str) -> &'static Shard {
-    use std::hash::{BuildHasher, Hash, Hasher};
-    static HASHER: Lazy<std::collections::hash_map::RandomState> =
-        Lazy::new(std::collections::hash_map::RandomState::new);
-    let mut hasher = HASHER.build_hasher();
-    client.hash(&mut hasher);
-    key.hash(&mut hasher);
-    &COHORTS[(hasher.finish() as usize) % SHARDS]
+/// A client (its id) and a Redis key, with their hash: it picks the shard and the bucket,
+/// so a task hashes its key once to join and not again to leave. The names are shared
+/// with the task's guard, not copied.
+#[derive(Clone)]
+struct CohortKey {
+    hash: u64,
+    client: usize,
+    names: Arc<KeyNames>,
 }
 
-/// A client (its id) and a Redis key.
-type CohortKey = (usize, String);
+impl CohortKey {
+    fn new(client: usize, names: &Arc<KeyNames>) -> Self {
+        // Keyed SipHash: keys may come from users, and must not pile up in one bucket.
+        static HASHER: Lazy<std::collections::hash_map::RandomState> =
+            Lazy::new(std::collections::hash_map::RandomState::new);
+        let mut hasher = HASHER.build_hasher();
+        client.hash(&mut hasher);
+        names.lock.hash(&mut hasher);
+        CohortKey {
+            hash: hasher.finish(),
+            client,
+            names: names.clone(),
+        }
+    }
+
+    /// The shard of this key: bits of the hash that the shard's table does not use for
+    /// buckets (the low ones) or tags (the top seven).
+    fn shard(&self) -> &'static Shard {
+        &COHORTS[((self.hash >> 32) as usize) % SHARDS]
+    }
+}
+
+impl Hash for CohortKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialEq for CohortKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.client == other.client && self.names.lock == other.names.lock
+    }
+}
+
+impl Eq for CohortKey {}
+
+/// The hasher of a [`Shard`]: passes the precomputed hash of a [`CohortKey`] through.
+#[derive(Default)]
+struct Hashed(u64);
+
+impl Hasher for Hashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used (by `CohortKey`); any other input still hashes.
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
 
 /// One key's local queue and what the process holds of the key between two of its tasks.
 struct Cohort {
-    /// The local queue: a fair (first-come-first-served) mutex. Its holder holds the lock,
-    /// or leads the process's wait in Redis.
-    turn: Arc<tokio::sync::Mutex<()>>,
+    /// The local queue: a fair (first-come-first-served) semaphore of one permit. Its
+    /// holder holds the lock, or leads the process's wait in Redis.
+    turn: Semaphore,
     state: Mutex<State>,
 }
 
@@ -105,8 +159,26 @@ pub(crate) struct Tenure {
     pub(crate) passes: u32,
 }
 
-/// The turn: held by the task that holds the lock or leads the wait in Redis.
-pub(crate) type Turn = OwnedMutexGuard<()>;
+/// The turn: held by the task that holds the lock or leads the wait in Redis. Dropping it
+/// lets the next local task in.
+pub(crate) struct Turn {
+    cohort: Arc<Cohort>,
+}
+
+impl Turn {
+    /// The turn of `cohort`, whose one permit its caller took (and forgot).
+    fn new(cohort: &Arc<Cohort>) -> Self {
+        Turn {
+            cohort: cohort.clone(),
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.cohort.turn.add_permits(1);
+    }
+}
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every update under these locks is a few field stores or one map operation, so a
@@ -118,12 +190,13 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A task starts to acquire `names.lock` through `client`: it joins the key's local level.
 pub(crate) fn join(client: &LockClient, names: &Arc<KeyNames>) -> Member {
-    let mut map = locked(shard(client.id(), &names.lock));
+    let key = CohortKey::new(client.id(), names);
+    let mut map = locked(key.shard());
     let cohort = map
-        .entry((client.id(), names.lock.clone()))
+        .entry(key.clone())
         .or_insert_with(|| {
             Arc::new(Cohort {
-                turn: Arc::new(tokio::sync::Mutex::new(())),
+                turn: Semaphore::new(1),
                 state: Mutex::new(State::new()),
             })
         })
@@ -133,9 +206,10 @@ pub(crate) fn join(client: &LockClient, names: &Arc<KeyNames>) -> Member {
         state.members += 1;
         state.waiting += 1;
     }
+    drop(map);
     Member {
         client: client.clone(),
-        names: names.clone(),
+        key,
         cohort,
         waiting: true,
     }
@@ -153,7 +227,7 @@ impl LockClient {
             .map(|shard| {
                 locked(shard)
                     .iter()
-                    .filter(|((client, _), _)| *client == id)
+                    .filter(|(key, _)| key.client == id)
                     .map(|(_, cohort)| locked(&cohort.state).waiting)
                     .sum::<usize>()
             })
@@ -167,7 +241,8 @@ impl LockClient {
 /// a lock parked between two tasks is released, a place in the Redis queue is left.
 pub(crate) struct Member {
     client: LockClient,
-    names: Arc<KeyNames>,
+    /// The key's entry in the registry (and the key's names).
+    key: CohortKey,
     cohort: Arc<Cohort>,
     /// Still acquiring (counted in `waiting`).
     waiting: bool,
@@ -196,7 +271,9 @@ impl Member {
 
     /// The turn without waiting: `None` when another task of this process has it.
     pub(crate) fn try_turn(&self) -> Option<Turn> {
-        self.cohort.turn.clone().try_lock_owned().ok()
+        let permit = self.cohort.turn.try_acquire().ok()?;
+        permit.forget();
+        Some(Turn::new(&self.cohort))
     }
 
     /// Waits for the turn, behind the tasks of this process already waiting, until
@@ -206,9 +283,13 @@ impl Member {
             return Some(turn);
         }
         let _queued = Queued::new(&self.cohort);
-        tokio::time::timeout_at(deadline, self.cohort.turn.clone().lock_owned())
+        // The semaphore is never closed; a permit taken is handed to the turn.
+        let permit = tokio::time::timeout_at(deadline, self.cohort.turn.acquire())
             .await
-            .ok()
+            .ok()?
+            .ok()?;
+        permit.forget();
+        Some(Turn::new(&self.cohort))
     }
 
     /// The lock the process holds between two of its tasks, for the task that has the turn.
@@ -256,7 +337,7 @@ impl Member {
 impl Drop for Member {
     fn drop(&mut self) {
         let leftovers = {
-            let mut map = locked(shard(self.client.id(), &self.names.lock));
+            let mut map = locked(self.key.shard());
             let mut state = self.state();
             state.members -= 1;
             if self.waiting {
@@ -265,19 +346,17 @@ impl Drop for Member {
             if state.members > 0 {
                 return;
             }
-            let key = (self.client.id(), self.names.lock.clone());
-            if map
-                .get(&key)
-                .is_some_and(|cohort| Arc::ptr_eq(cohort, &self.cohort))
+            if let std::collections::hash_map::Entry::Occupied(entry) = map.entry(self.key.clone())
+                && Arc::ptr_eq(entry.get(), &self.cohort)
             {
-                map.remove(&key);
+                entry.remove();
             }
             (state.tenure.take(), state.place.take(), state.ticket.take())
         };
         // The place leaves the queue and the subscription ends as they are dropped here.
         let (tenure, _place, _ticket) = leftovers;
         if let Some(tenure) = tenure {
-            release_parked(&self.client, &self.names, tenure);
+            release_parked(&self.client, &self.key.names, tenure);
         }
     }
 }
@@ -296,7 +375,7 @@ impl<'a> Unclaimed<'a> {
         Unclaimed {
             tenure: member.take_tenure(),
             client: &member.client,
-            names: &member.names,
+            names: &member.key.names,
         }
     }
 
@@ -361,7 +440,7 @@ pub(crate) struct Holding {
 impl std::fmt::Debug for Holding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Holding")
-            .field("key", &self.member.names.lock)
+            .field("key", &self.member.key.names.lock)
             .field("passes", &self.passes)
             .finish_non_exhaustive()
     }

@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
 use crate::LostCause;
+use crate::lost_signal::LostSignal;
 
 tokio::task_local! {
     /// The locks held by the guarded bodies running in this task, innermost last.
@@ -26,7 +25,7 @@ struct HeldLock {
     key: String,
     token: String,
     fence: Option<u64>,
-    lost: watch::Receiver<Option<LostCause>>,
+    lost: LostSignal,
 }
 
 impl CurrentLock {
@@ -35,7 +34,7 @@ impl CurrentLock {
         key: String,
         token: String,
         fence: Option<u64>,
-        lost: watch::Receiver<Option<LostCause>>,
+        lost: LostSignal,
     ) -> Self {
         CurrentLock {
             inner: Arc::new(HeldLock {
@@ -60,37 +59,26 @@ impl CurrentLock {
 
     /// Whether the lease has been lost.
     pub fn is_lost(&self) -> bool {
-        self.inner.lost.borrow().is_some()
+        self.inner.lost.cause().is_some()
     }
 
     /// Why the lease was lost, if it was.
     pub fn lost_cause(&self) -> Option<LostCause> {
-        *self.inner.lost.borrow()
+        self.inner.lost.cause()
     }
 
     /// Resolves when the lease is lost; never, while it is held.
     pub async fn lost(&self) -> LostCause {
-        lost(&self.inner.lost).await
+        self.inner.lost.lost().await
     }
 
     pub(crate) fn token(&self) -> &str {
         &self.inner.token
     }
 
-    pub(crate) fn lost_receiver(&self) -> watch::Receiver<Option<LostCause>> {
+    pub(crate) fn lost_signal(&self) -> LostSignal {
         self.inner.lost.clone()
     }
-}
-
-/// Resolves when the watch says lost; pends forever once the lease ended without a loss.
-pub(crate) async fn lost(receiver: &watch::Receiver<Option<LostCause>>) -> LostCause {
-    let mut receiver = receiver.clone();
-    if let Ok(cause) = receiver.wait_for(Option::is_some).await
-        && let Some(cause) = *cause
-    {
-        return cause;
-    }
-    std::future::pending().await
 }
 
 /// The innermost lock held by the guarded body running in this task, if any.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::cohort::{Ending, Holding};
-use crate::context::{self, CurrentLock};
+use crate::context::CurrentLock;
 use crate::lease::validity;
 use crate::redis_queue::{Place, Yielded, extend_lease, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
@@ -139,7 +139,7 @@ impl LockGuard {
             fence: held.fence(),
             lease: LeaseHandle {
                 id: 0,
-                lost: held.lost_receiver(),
+                lost: held.lost_signal(),
             },
             acquired_at: Instant::now(),
             valid_until: Instant::now(),
@@ -272,7 +272,7 @@ impl LockGuard {
 
     /// Whether the lease has been lost (and why), as far as the watchdog knows.
     pub fn lost_cause(&self) -> Option<LostCause> {
-        *self.lease.lost.borrow()
+        self.lease.lost.cause()
     }
 
     /// Whether the lease has been lost.
@@ -282,7 +282,7 @@ impl LockGuard {
 
     /// Resolves when the lease is lost; never, while it is held.
     pub async fn lost(&self) -> LostCause {
-        context::lost(&self.lease.lost).await
+        self.lease.lost.lost().await
     }
 
     /// Releases the lock and reports what Redis had: our token (released), nothing

@@ -112,6 +112,7 @@ pub mod http;
 mod key;
 mod lease;
 mod lock;
+mod lost_signal;
 mod multi;
 mod options;
 mod redis_queue;

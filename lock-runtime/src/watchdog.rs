@@ -13,12 +13,13 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::LostCause;
 use crate::connection::Connection;
 use crate::lease::{millis, validity};
+use crate::lost_signal::LostSignal;
 use crate::scripts::{Call, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
 use crate::telemetry::Telemetry;
 
@@ -80,7 +81,7 @@ struct Lease {
     next_renewal: Instant,
     valid_until: Instant,
     in_flight: bool,
-    lost: watch::Sender<Option<LostCause>>,
+    lost: LostSignal,
     /// What the holder keeps only while its lease lives (its turn in the key's local
     /// queue): dropped with the lease when it is lost, so the next local waiter goes on.
     attached: Option<Attachment>,
@@ -118,7 +119,7 @@ pub(crate) struct Retake {
 #[derive(Debug)]
 pub(crate) struct LeaseHandle {
     pub(crate) id: u64,
-    pub(crate) lost: watch::Receiver<Option<LostCause>>,
+    pub(crate) lost: LostSignal,
 }
 
 struct Renewal {
@@ -175,7 +176,8 @@ impl Watchdog {
         renew: bool,
         sent: Instant,
     ) -> LeaseHandle {
-        let (lost, receiver) = watch::channel(None);
+        let lost = LostSignal::new();
+        let receiver = lost.clone();
         let next_renewal = sent + ttl / 3;
         let valid_until = validity(sent, ttl);
         let first_event = if renew {
@@ -230,7 +232,8 @@ impl Watchdog {
     /// trip sent at that instant, with that ttl and renewal (the new holder's options).
     /// `None` when the lease is no longer on the schedule (lost, or past its validity).
     pub(crate) fn hand_over(&self, id: u64, retake: Option<Retake>) -> Option<LeaseHandle> {
-        let (sender, receiver) = watch::channel(None);
+        let sender = LostSignal::new();
+        let receiver = sender.clone();
         let wake_sooner = {
             let mut state = self.shared.state();
             let lease = state.leases.get_mut(&id)?;
@@ -407,7 +410,7 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<K
             } else {
                 tracing::debug!(key = %lease.key, "lease reached its ttl");
             }
-            lease.lost.send_replace(Some(cause));
+            lease.lost.set(cause);
             return false;
         }
         if lease.renew && !lease.in_flight {
@@ -560,7 +563,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
             }
             Verdict::Gone => {
                 tracing::warn!(key = %renewal.key, "lock lost: the token is gone from Redis");
-                lease.lost.send_replace(Some(LostCause::TokenGone));
+                lease.lost.set(LostCause::TokenGone);
                 telemetry.lost(&renewal.key, LostCause::TokenGone);
                 state.leases.remove(&renewal.id);
             }
@@ -687,7 +690,7 @@ mod tests {
             next_renewal: now + ttl / 3,
             valid_until: validity(now, ttl),
             in_flight: false,
-            lost: watch::channel(None).0,
+            lost: LostSignal::new(),
             attached: None,
         }
     }
