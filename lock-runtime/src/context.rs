@@ -124,17 +124,14 @@ pub fn current_lock() -> Option<CurrentLock> {
 /// run on (`on_lost = "continue"`) can ask whether any of them was lost:
 ///
 /// ```no_run
-/// use lock_runtime::{current_locks, LockError, MultiLock, OnLost};
+/// use lock_runtime::{current_locks, distributed_lock, LockError};
 ///
-/// # async fn demo() -> Result<(), LockError> {
-/// let intact = MultiLock::new(["account:1", "account:2"])
-///     .on_lost(OnLost::Continue)
-///     .run(async {
-///         // ... move the money ...
-///         Ok::<_, LockError>(current_locks().iter().all(|lock| !lock.is_lost()))
-///     })
-///     .await?;
-/// # Ok(()) }
+/// #[distributed_lock(key = ["account:<from>", "account:<to>"], on_lost = "continue")]
+/// async fn transfer(from: u64, to: u64) -> Result<bool, LockError> {
+///     // ... move the money ...
+///     let intact = current_locks().iter().all(|lock| !lock.is_lost());
+///     Ok(intact)
+/// }
 /// ```
 pub fn current_locks() -> Vec<CurrentLock> {
     HELD.try_with(Clone::clone).unwrap_or_default()
