@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use lock_runtime::{
-    LockClient, LockError, LostCause, MultiLock, OnLost, current_lock, current_locks,
+    Config, LockClient, LockError, LostCause, MultiLock, OnLost, current_lock, current_locks,
+    distributed_lock,
 };
 use lock_tests::{RedisServer, child};
 
@@ -114,6 +115,191 @@ async fn a_partial_acquisition_is_released_when_the_wait_runs_out() {
     assert_eq!(both.guards().len(), 2, "a key named twice is taken once");
     both.release().await.unwrap();
     assert_eq!(server.dbsize(), 0);
+}
+
+/// One transfer: a read-modify-write of both balances, with a pause between the reads so
+/// that an unguarded transfer of another process can slip in between.
+async fn move_money(
+    redis: &mut redis::aio::MultiplexedConnection,
+    from: &str,
+    to: &str,
+    amount: i64,
+) -> Result<(), LockError> {
+    let (source, target) = (format!("bal:{from}"), format!("bal:{to}"));
+    let have = balance(redis, &source).await;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let other = balance(redis, &target).await;
+    let _: () = redis::cmd("MSET")
+        .arg(&source)
+        .arg(have - amount)
+        .arg(&target)
+        .arg(other + amount)
+        .query_async(redis)
+        .await
+        .unwrap();
+    Ok(())
+}
+
+/// The attribute form: both accounts locked, named in the order of the arguments.
+#[distributed_lock(key = ["acct:<from>", "acct:<to>"], ttl = "10s", wait = "30s")]
+async fn transfer(
+    redis: &mut redis::aio::MultiplexedConnection,
+    from: &str,
+    to: &str,
+    amount: i64,
+) -> Result<(), LockError> {
+    move_money(redis, from, to, amount).await
+}
+
+/// Transfers per task, tasks per process.
+const TRANSFERS: usize = 15;
+const TASKS: usize = 4;
+
+/// The worker side of the multi-process transfer test: runs only in children. The role
+/// says the direction, the amount and the API: `attr <from> <to> <amount>` through the
+/// attribute, `multi <from> <to> <amount>` through `MultiLock::run`.
+#[test]
+fn transfer_worker() {
+    let Some(role) = child::role() else { return };
+    let parts: Vec<String> = role.split_whitespace().map(str::to_owned).collect();
+    let [api, from, to, amount] = &parts[..] else {
+        panic!("bad role {role:?}")
+    };
+    let amount: i64 = amount.parse().unwrap();
+    let url = std::env::var("LOCK_TESTS_URL").unwrap();
+    lock_runtime::init(Config::single(url.clone())).unwrap();
+    let runtime = lock_tests::two_worker_runtime();
+    let (done, failed) = runtime.block_on(async {
+        let redis = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (api, from, to, mut redis) =
+                    (api.clone(), from.clone(), to.clone(), redis.clone());
+                tokio::spawn(async move {
+                    let (mut done, mut failed) = (0, 0);
+                    for _ in 0..TRANSFERS {
+                        let moved = if api == "attr" {
+                            transfer(&mut redis, &from, &to, amount).await
+                        } else {
+                            let keys = [format!("acct:{from}"), format!("acct:{to}")];
+                            MultiLock::new(keys)
+                                .wait(Duration::from_secs(30))
+                                .run(move_money(&mut redis, &from, &to, amount))
+                                .await
+                        };
+                        match moved {
+                            Ok(()) => done += 1,
+                            Err(err) => {
+                                eprintln!("transfer failed: {err}");
+                                failed += 1;
+                            }
+                        }
+                    }
+                    (done, failed)
+                })
+            })
+            .collect();
+        let mut totals = (0, 0);
+        for task in tasks {
+            let (done, failed) = task.await.unwrap();
+            totals = (totals.0 + done, totals.1 + failed);
+        }
+        totals
+    });
+    println!("TRANSFERS {done} {failed}");
+}
+
+/// Three processes move money between two accounts through the global client: two through
+/// the attribute, one naming the keys `[a, b]`, the other `[b, a]`, and a third through
+/// `MultiLock::run` naming them `[b, a]`. Each transfer is a read-modify-write of both
+/// balances. Nobody deadlocks (every process finishes within a bound), the total seen at
+/// any moment is the starting total, and the balances end where the transfers say.
+#[test]
+fn transfers_across_processes_keep_the_total_and_never_deadlock() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    let _: () = redis::cmd("MSET")
+        .arg("bal:a")
+        .arg(1000)
+        .arg("bal:b")
+        .arg(1000)
+        .query(&mut admin)
+        .unwrap();
+    // (role, what each transfer takes from `a`)
+    let workers = [("attr a b 7", 7), ("attr b a 5", -5), ("multi b a 3", -3)];
+    let mut children: Vec<_> = workers
+        .iter()
+        .map(|(role, _)| {
+            let mut process =
+                child::spawn("transfer_worker", role, &[("LOCK_TESTS_URL", server.url())]);
+            let lines = child::stream_lines(process.stdout.take().unwrap());
+            (process, lines)
+        })
+        .collect();
+    // Watch the total while they run (MGET sees both balances at one instant), for at
+    // most two minutes: a deadlock would keep a process running.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut totals_seen = std::collections::BTreeSet::new();
+    while children
+        .iter_mut()
+        .any(|(process, _)| process.try_wait().unwrap().is_none())
+    {
+        if std::time::Instant::now() > deadline {
+            for (process, _) in &mut children {
+                let _ = process.kill();
+                let _ = process.wait();
+            }
+            panic!("a transfer process did not finish within 2 minutes: deadlocked");
+        }
+        let (a, b): (i64, i64) = redis::cmd("MGET")
+            .arg("bal:a")
+            .arg("bal:b")
+            .query(&mut admin)
+            .unwrap();
+        totals_seen.insert(a + b);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut expected_a = 1000;
+    for ((process, lines), (role, from_a)) in children.into_iter().zip(workers) {
+        let status = {
+            let mut process = process;
+            process.wait().unwrap()
+        };
+        assert!(status.success(), "worker {role:?} failed: {status:?}");
+        let line = child::expect_line(&lines, "TRANSFERS ", Duration::from_secs(5));
+        let counts: Vec<u64> = line
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(
+            counts,
+            [(TASKS * TRANSFERS) as u64, 0],
+            "worker {role:?}: done, failed"
+        );
+        expected_a -= from_a * (TASKS * TRANSFERS) as i64;
+    }
+    let (a, b): (i64, i64) = redis::cmd("MGET")
+        .arg("bal:a")
+        .arg("bal:b")
+        .query(&mut admin)
+        .unwrap();
+    totals_seen.insert(a + b);
+    assert_eq!(
+        totals_seen.into_iter().collect::<Vec<_>>(),
+        [2000],
+        "money was created or lost"
+    );
+    assert_eq!(a, expected_a, "a transfer was lost");
+    // Every lock was released.
+    assert_eq!(server.get("acct:a"), None);
+    assert_eq!(server.get("acct:b"), None);
 }
 
 /// `MultiLock::run`: every key is held while the body runs, each counts as held by the task
