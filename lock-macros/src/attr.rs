@@ -1,6 +1,7 @@
 //! Parses and checks the attribute's options.
 //!
-//! Input: `key = "stock:<id>", ttl = "10s", watchdog = false`.
+//! Input: `key = "stock:<id>", ttl = "10s", watchdog = false`, or several keys as
+//! `key = ["account:<from>", "account:<to>"]`.
 //! Output: [`Options`], with durations in milliseconds; or every error found, combined.
 //!
 //! Only what the user wrote is kept: an option left out stays `None`, and the expansion
@@ -12,7 +13,7 @@ use proc_macro2::Span;
 use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
+use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
 const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, crate";
@@ -26,11 +27,30 @@ pub(crate) enum OnLost {
     Continue,
 }
 
+/// The `key` option: one template, or an array of them (several keys, all or none).
+#[derive(Debug)]
+pub(crate) enum Keys {
+    /// `key = "stock:<id>"`.
+    One(LitStr),
+    /// `key = ["account:<from>", "account:<to>"]`: at least one template, no two alike.
+    Many(Vec<LitStr>),
+}
+
+impl Keys {
+    /// Every template, in the order written.
+    pub(crate) fn templates(&self) -> &[LitStr] {
+        match self {
+            Keys::One(lit) => std::slice::from_ref(lit),
+            Keys::Many(lits) => lits,
+        }
+    }
+}
+
 /// The checked options of one attribute: `None` for an option the user did not write.
 #[derive(Debug)]
 pub(crate) struct Options {
-    /// The key template, as written.
-    pub(crate) key: LitStr,
+    /// The key template(s), as written.
+    pub(crate) keys: Keys,
     /// The lease in milliseconds, with the span of its literal.
     pub(crate) ttl_ms: Option<(u64, Span)>,
     pub(crate) wait_ms: Option<u64>,
@@ -71,7 +91,7 @@ impl Parse for RawOptions {
 /// Collects option values one setter at a time; [`OptionsBuilder::build`] checks the whole.
 #[derive(Default)]
 struct OptionsBuilder {
-    key: Option<LitStr>,
+    keys: Option<Keys>,
     ttl: Option<(u64, Span)>,
     wait: Option<u64>,
     watchdog: Option<bool>,
@@ -83,15 +103,29 @@ struct OptionsBuilder {
 }
 
 impl RawOptions {
-    /// The `key` template if it is given as a string literal, so that the template can be
-    /// checked even when other options are wrong.
-    pub(crate) fn key(&self) -> Option<LitStr> {
-        self.0.iter().find_map(|option| match &option.value {
-            Expr::Lit(ExprLit {
+    /// The `key` templates given as non-empty string literals (of an array: each first
+    /// occurrence), so that the templates can be checked even when other options, or other
+    /// elements of the array, are wrong.
+    pub(crate) fn key_templates(&self) -> Vec<LitStr> {
+        let Some(option) = self.0.iter().find(|option| option.name == "key") else {
+            return Vec::new();
+        };
+        let values: Vec<&Expr> = match &option.value {
+            Expr::Array(array) => array.elems.iter().collect(),
+            single => vec![single],
+        };
+        let mut templates: Vec<LitStr> = Vec::new();
+        for value in values {
+            if let Expr::Lit(ExprLit {
                 lit: Lit::Str(lit), ..
-            }) if option.name == "key" && !lit.value().is_empty() => Some(lit.clone()),
-            _ => None,
-        })
+            }) = value
+                && !lit.value().is_empty()
+                && !templates.iter().any(|seen| seen.value() == lit.value())
+            {
+                templates.push(lit.clone());
+            }
+        }
+        templates
     }
 
     /// Checks every option; `call_site` is where a missing `key` is reported.
@@ -134,17 +168,56 @@ impl OptionsBuilder {
     }
 
     fn set_key(&mut self, value: &Expr) -> syn::Result<()> {
-        let lit = str_value(
+        if let Expr::Array(array) = value {
+            return self.set_keys(array);
+        }
+        let lit = template_value(
             value,
-            "`key` takes a string literal template, e.g. key = \"stock:<id>\"",
+            "`key` takes a string literal template, e.g. key = \"stock:<id>\", or an array \
+             of them for several keys, e.g. key = [\"account:<from>\", \"account:<to>\"]",
         )?;
-        if lit.value().is_empty() {
-            return Err(syn::Error::new(
-                lit.span(),
-                "the key template is empty; name the lock, e.g. key = \"stock:<id>\"",
+        self.keys = Some(Keys::One(lit.clone()));
+        Ok(())
+    }
+
+    /// `key = [..]`: every element checked as a single `key` is, and none given twice.
+    fn set_keys(&mut self, array: &ExprArray) -> syn::Result<()> {
+        if array.elems.is_empty() {
+            return Err(syn::Error::new_spanned(
+                array,
+                "`key = []` names no lock; give at least one template, e.g. \
+                 key = [\"account:<from>\", \"account:<to>\"]",
             ));
         }
-        self.key = Some(lit.clone());
+        let mut errors = Errors::default();
+        let mut templates: Vec<LitStr> = Vec::new();
+        for element in &array.elems {
+            let lit = match template_value(
+                element,
+                "each element of `key = [..]` is a string literal template, e.g. \
+                 key = [\"account:<from>\", \"account:<to>\"]",
+            ) {
+                Ok(lit) => lit,
+                Err(err) => {
+                    errors.push(err);
+                    continue;
+                }
+            };
+            if templates.iter().any(|seen| seen.value() == lit.value()) {
+                errors.push(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "the key template \"{}\" is given twice; each key is locked once, \
+                         so remove this one",
+                        lit.value()
+                    ),
+                ));
+            } else {
+                templates.push(lit.clone());
+            }
+        }
+        errors.finish()?;
+        self.keys = Some(Keys::Many(templates));
         Ok(())
     }
 
@@ -200,19 +273,19 @@ impl OptionsBuilder {
 
     /// Cross-option checks, then the finished options.
     fn build(mut self, call_site: Span) -> syn::Result<Options> {
-        if self.key.is_none() && !self.seen.iter().any(|name| name == "key") {
+        if self.keys.is_none() && !self.seen.iter().any(|name| name == "key") {
             self.errors.push(syn::Error::new(
                 call_site,
                 "missing `key`; name the lock, e.g. #[distributed_lock(key = \"stock:<id>\")]",
             ));
         }
         self.errors.finish()?;
-        let Some(key) = self.key else {
+        let Some(keys) = self.keys else {
             // Unreachable: a missing or invalid key pushed an error above.
             return Err(syn::Error::new(call_site, "missing `key`"));
         };
         Ok(Options {
-            key,
+            keys,
             ttl_ms: self.ttl,
             wait_ms: self.wait,
             watchdog: self.watchdog,
@@ -250,6 +323,18 @@ fn str_value<'a>(value: &'a Expr, message: &str) -> syn::Result<&'a LitStr> {
         }) => Ok(lit),
         other => Err(syn::Error::new_spanned(other, message)),
     }
+}
+
+/// A non-empty string literal template.
+fn template_value<'a>(value: &'a Expr, message: &str) -> syn::Result<&'a LitStr> {
+    let lit = str_value(value, message)?;
+    if lit.value().is_empty() {
+        return Err(syn::Error::new(
+            lit.span(),
+            "the key template is empty; name the lock, e.g. key = \"stock:<id>\"",
+        ));
+    }
+    Ok(lit)
 }
 
 fn bool_value(value: &Expr, name: &str) -> syn::Result<bool> {

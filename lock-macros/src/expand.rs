@@ -18,6 +18,10 @@
 //!     run(key, options, body::<Result<Order, ShopError>, _>(async move { BODY })).await
 //! }
 //! ```
+//! With several keys (`key = ["account:<from>", "account:<to>"]`) each template is rendered
+//! the same way, into an array, and the call is
+//! `run_multi([key0, key1], options, body::<..>(async move { BODY }))` (a `MultiLock`).
+//!
 //! `Options::new()` is the runtime's `LockOptions::default()`; only the options the user
 //! wrote are set on it. `body::<R, _>` only names the body's output type, so a mismatch
 //! in the body is reported at the body. Where `R` mentions `impl Trait`, the fake return
@@ -32,7 +36,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{LitStr, ReturnType, Type};
 
-use crate::attr::{Errors, OnLost, Options, RawOptions};
+use crate::attr::{Errors, Keys, OnLost, Options, RawOptions};
 use crate::signature::LockedFn;
 use crate::template::{Segment, Template};
 
@@ -40,7 +44,7 @@ use crate::template::{Segment, Template};
 /// original item (so the item still exists for the rest of the build).
 pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     match check(args, item.clone()) {
-        Ok((options, template, function)) => generate(&options, &template, function),
+        Ok((options, templates, function)) => generate(&options, &templates, function),
         Err(error) => {
             let error = error.to_compile_error();
             quote! { #error #item }
@@ -49,12 +53,15 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
 }
 
 /// Runs every check and reports all their errors together.
-fn check(args: TokenStream, item: TokenStream) -> syn::Result<(Options, Template, LockedFn)> {
+fn check(args: TokenStream, item: TokenStream) -> syn::Result<(Options, Vec<Template>, LockedFn)> {
     let mut errors = Errors::default();
     let raw = syn::parse2::<RawOptions>(args)
         .map_err(|err| errors.push(err))
         .ok();
-    let key = raw.as_ref().and_then(RawOptions::key);
+    let keys = raw
+        .as_ref()
+        .map(RawOptions::key_templates)
+        .unwrap_or_default();
     let options = raw.and_then(|raw| {
         raw.check(Span::call_site())
             .map_err(|err| errors.push(err))
@@ -68,21 +75,26 @@ fn check(args: TokenStream, item: TokenStream) -> syn::Result<(Options, Template
             ))
         })
         .ok();
-    let mut template = None;
+    let mut templates = Vec::new();
     if let Some(function) = &function {
         if let Err(err) = function.check() {
             errors.push(err);
         }
-        if let Some(key) = &key {
-            match Template::parse(key, &function.bindings()) {
-                Ok(parsed) => template = Some(parsed),
+        let bindings = function.bindings();
+        for key in &keys {
+            match Template::parse(key, &bindings) {
+                Ok(parsed) => templates.push(parsed),
                 Err(err) => errors.push(err),
             }
         }
     }
     errors.finish()?;
-    match (options, template, function) {
-        (Some(options), Some(template), Some(function)) => Ok((options, template, function)),
+    match (options, function) {
+        // The options' templates are the ones parsed: `key_templates` and the option
+        // check admit the same non-empty, distinct string literals.
+        (Some(options), Some(function)) if options.keys.templates().len() == templates.len() => {
+            Ok((options, templates, function))
+        }
         // Every `None` above pushed an error, which `finish` returned.
         _ => Err(syn::Error::new(
             Span::call_site(),
@@ -91,7 +103,7 @@ fn check(args: TokenStream, item: TokenStream) -> syn::Result<(Options, Template
     }
 }
 
-fn generate(options: &Options, template: &Template, function: LockedFn) -> TokenStream {
+fn generate(options: &Options, templates: &[Template], function: LockedFn) -> TokenStream {
     let LockedFn {
         attrs,
         vis,
@@ -107,7 +119,16 @@ fn generate(options: &Options, template: &Template, function: LockedFn) -> Token
     let key_var = Ident::new("__lock_key", Span::mixed_site());
     let options_var = Ident::new("__lock_options", Span::mixed_site());
 
-    let render = render_key(&private, &options.key, template, &key_var);
+    let renders = options
+        .keys
+        .templates()
+        .iter()
+        .zip(templates)
+        .map(|(lit, template)| render_key(&private, lit, template, &key_var));
+    let (render, run_fn) = match &options.keys {
+        Keys::One(_) => (quote!(#(#renders)*), "run"),
+        Keys::Many(_) => (quote!([#(#renders),*]), "run_multi"),
+    };
     let (max_ttl_check, build_options) = options_expr(&private, options);
 
     let (inner_attrs, body) = split_inner_attributes(body);
@@ -125,8 +146,9 @@ fn generate(options: &Options, template: &Template, function: LockedFn) -> Token
     // The whole call is spanned at the return type, so a missing `From<LockError>` for
     // the error type is reported there.
     let private_at_ty = respan(private.clone(), run_span);
+    let run_fn = Ident::new(run_fn, run_span);
     let run = quote_spanned! {run_span=>
-        #private_at_ty::run(#key_var, #options_var, #body)
+        #private_at_ty::#run_fn(#key_var, #options_var, #body)
     };
 
     quote! {

@@ -36,12 +36,28 @@ use proc_macro::TokenStream;
 /// | option | meaning | default |
 /// |---|---|---|
 /// | `key = "stock:<id>"` | the lock key; `<arg>`, `<arg.field>` and `<self.field>` render an argument with `Display` | required |
+/// | `key = ["account:<from>", "account:<to>"]` | several keys, all or none: each template as above, taken in sorted order (so callers naming them in any order never deadlock), `wait` bounding the whole; `lock_runtime::MultiLock` | |
 /// | `ttl = "10s"` | the lease (`ms`, `s`, `m`, `h`) | `"30s"` |
 /// | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once | `"10s"` |
 /// | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
 /// | `on_lost = "continue"` | let the body finish when the lease is lost | `"cancel"` |
 /// | `fencing = true` | issue a fencing token, read with `current_lock()` | `false` |
 /// | `crate = "locks"` | the path of the `lock-runtime` crate, when it is renamed in `Cargo.toml` or re-exported | `"::lock_runtime"` |
+///
+/// With several keys, every template is checked as a single one is, and an empty array, a
+/// template given twice or an element that is not a string literal is a compile error. The
+/// other options apply to each key; with `on_lost = "cancel"` the loss of any key stops the
+/// body with `LockError::Lost` for that key. Inside the body every key counts as held (a
+/// nested lock on one is reentrant); `current_lock()` is the last key in sorted order and
+/// `current_locks()` lists them all. Two templates that render the same key lock it once.
+///
+/// ```ignore
+/// #[distributed_lock(key = ["account:<from>", "account:<to>"], ttl = "10s")]
+/// async fn transfer(from: u64, to: u64, amount: u64) -> Result<(), LockError> {
+///     // both accounts are locked here
+///     Ok(())
+/// }
+/// ```
 ///
 /// An option left out keeps the runtime's default (`LockOptions::default()`); a `ttl`
 /// over `lock_runtime::MAX_TTL` is a compile error.

@@ -83,6 +83,11 @@ impl CurrentLock {
 
 /// The innermost lock held by the guarded body running in this task, if any.
 ///
+/// Inside a multi-key body (`key = ["..", ".."]`, [`MultiLock::run`](crate::MultiLock::run))
+/// every key counts as held, taken one inside the other in the canonical order
+/// ([`MultiLock::keys`](crate::MultiLock::keys)), so this is the *last* of those keys; its
+/// `is_lost()` speaks for that key only. Use [`current_locks`] to see every key.
+///
 /// ```no_run
 /// use lock_runtime::{current_lock, distributed_lock, LockError};
 ///
@@ -100,6 +105,26 @@ pub fn current_lock() -> Option<CurrentLock> {
     HELD.try_with(|held| held.last().cloned()).ok().flatten()
 }
 
+/// Every lock held by the guarded bodies running in this task, outermost first (the last
+/// one is [`current_lock`]'s). Empty outside a guarded body.
+///
+/// Inside a multi-key body this holds each of its keys, so a body that let a lost lease
+/// run on (`on_lost = "continue"`) can ask whether any of them was lost:
+///
+/// ```no_run
+/// use lock_runtime::{current_locks, distributed_lock, LockError};
+///
+/// #[distributed_lock(key = ["account:<from>", "account:<to>"], on_lost = "continue")]
+/// async fn transfer(from: u64, to: u64) -> Result<bool, LockError> {
+///     // ... move the money ...
+///     let intact = current_locks().iter().all(|lock| !lock.is_lost());
+///     Ok(intact)
+/// }
+/// ```
+pub fn current_locks() -> Vec<CurrentLock> {
+    HELD.try_with(Clone::clone).unwrap_or_default()
+}
+
 /// The lock this task already holds on `key` through `client`, if any.
 pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock> {
     HELD.try_with(|held| {
@@ -114,7 +139,15 @@ pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock>
 
 /// Runs `body` with `lock` added to this task's held locks.
 pub(crate) async fn hold<F: std::future::Future>(lock: CurrentLock, body: F) -> F::Output {
+    hold_all(vec![lock], body).await
+}
+
+/// Runs `body` with `locks` added, in order, to this task's held locks.
+pub(crate) async fn hold_all<F: std::future::Future>(
+    locks: Vec<CurrentLock>,
+    body: F,
+) -> F::Output {
     let mut held = HELD.try_with(Clone::clone).unwrap_or_default();
-    held.push(lock);
+    held.extend(locks);
     HELD.scope(held, body).await
 }

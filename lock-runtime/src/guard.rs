@@ -260,6 +260,7 @@ impl LockGuard {
         let sent = Instant::now();
         let extended = extend_lease(&self.client, &self.names, &self.token, ttl).await?;
         if !extended || !self.client.watchdog().extend(self.lease.id, ttl, sent) {
+            self.found_lost();
             return Err(LockError::Lost {
                 key: self.names.lock.clone(),
                 cause: LostCause::TokenGone,
@@ -268,6 +269,23 @@ impl LockGuard {
         self.ttl = ttl;
         self.valid_until = validity(sent, ttl);
         Ok(())
+    }
+
+    /// Counts the loss that [`extend`](Self::extend) found, once: not when the watchdog
+    /// reported this lease lost already, and the lease leaves the watchdog's schedule so
+    /// that its next renewal does not report it again. The guard reads as lost from now on.
+    fn found_lost(&mut self) {
+        let on_schedule = self.client.watchdog().remove(self.lease.id).is_some();
+        let reported = matches!(
+            self.lost_cause(),
+            Some(LostCause::TokenGone | LostCause::RenewalFailed)
+        );
+        if on_schedule || !reported {
+            tracing::warn!(key = %self.names.lock, "lock lost: extending found the token gone");
+            let cause = LostCause::TokenGone;
+            self.client.telemetry().lost(&self.names.lock, cause);
+            self.lease.lost = tokio::sync::watch::channel(Some(cause)).1;
+        }
     }
 
     /// Whether the lease has been lost (and why), as far as the watchdog knows.

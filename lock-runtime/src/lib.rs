@@ -135,7 +135,7 @@ pub use config::{
     Config, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
     DEFAULT_REDIS_URL, REDIS_URL_ENV,
 };
-pub use context::{CurrentLock, current_lock};
+pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use guard::LockGuard;
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};

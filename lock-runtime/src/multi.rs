@@ -1,10 +1,14 @@
 //! Several keys at once, all or none: a transfer between two accounts locks both.
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{Lock, LockClient, LockError, LockGuard, LockOptions, ReleaseOutcome};
+use crate::context;
+use crate::{
+    Lock, LockClient, LockError, LockGuard, LockOptions, LostCause, OnLost, ReleaseOutcome,
+};
 
 /// Locks on several keys, taken all or none (Redisson's `MultiLock`, node-redlock's
 /// resource arrays).
@@ -14,6 +18,21 @@ use crate::{Lock, LockClient, LockError, LockGuard, LockOptions, ReleaseOutcome}
 /// cycle. The options apply to each key; `wait` bounds the whole acquisition. When a key
 /// cannot be had in time, the keys already taken are released before the error returns.
 /// In a cluster the keys may live in different slots: each is a lock of its own.
+///
+/// The attribute takes several keys as an array of templates and expands to
+/// [`run`](MultiLock::run); two templates that render the same key lock it once:
+///
+/// ```no_run
+/// use lock_runtime::{distributed_lock, LockError};
+///
+/// #[distributed_lock(key = ["account:<from>", "account:<to>"], ttl = "10s")]
+/// async fn transfer(from: u64, to: u64, amount: u64) -> Result<(), LockError> {
+///     // both accounts are locked here, whichever order other callers name them in
+///     Ok(())
+/// }
+/// ```
+///
+/// Or by hand, with a guard:
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -71,6 +90,13 @@ impl MultiLock {
         self
     }
 
+    /// Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default
+    /// cancel).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.options.on_lost = on_lost;
+        self
+    }
+
     /// Replaces all options at once.
     pub fn with_options(mut self, options: LockOptions) -> Self {
         self.options = options;
@@ -111,6 +137,72 @@ impl MultiLock {
         }
         Ok(MultiGuard { guards })
     }
+
+    /// Acquires every key, runs `body`, and releases every key, also when `body` returns an
+    /// error, panics, or the returned future is dropped: [`Lock::run`] for several keys.
+    ///
+    /// On a lock error the body does not run (the keys taken so far are released first)
+    /// and the error comes back as `E`. With [`OnLost::Cancel`], a lease lost on *any* key
+    /// while `body` runs drops `body` at its next await point and returns
+    /// [`LockError::Lost`] naming that key; with [`OnLost::Continue`] the body finishes.
+    ///
+    /// Inside `body`, every key counts as held by this task: a nested lock on any of them
+    /// is reentrant. [`crate::current_lock`] describes the last key in the canonical order
+    /// (the one taken last, as if the keys were nested locks), and
+    /// [`crate::current_locks`] lists them all.
+    ///
+    /// ```no_run
+    /// use lock_runtime::{LockError, MultiLock};
+    ///
+    /// # async fn demo(from: u64, to: u64) -> Result<(), LockError> {
+    /// MultiLock::new([format!("account:{from}"), format!("account:{to}")])
+    ///     .run(async {
+    ///         // ... move money from one account to the other ...
+    ///         Ok::<(), LockError>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
+        tracing::Instrument::instrument(self.run_in_span(body), span).await
+    }
+
+    async fn run_in_span<F, T, E>(&self, body: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        let all = match self.acquire().await {
+            Ok(all) => all,
+            Err(err) => return Err(err.into()),
+        };
+        let held = all.guards.iter().map(LockGuard::current).collect();
+        let body = context::hold_all(held, body);
+        let outcome = match self.options.on_lost {
+            OnLost::Continue => Ok(body.await),
+            _ => {
+                tokio::pin!(body);
+                tokio::select! {
+                    biased;
+                    result = &mut body => Ok(result),
+                    (key, cause) = all.lost() => Err(LockError::Lost { key, cause }),
+                }
+            }
+        };
+        if let Err(LockError::Lost { key, cause }) = &outcome {
+            tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
+        }
+        if let Err(err) = all.release().await {
+            // The body's outcome stands; the leases not released run out by themselves.
+            tracing::warn!(key = %err.key(), error = %err, "releasing the locks failed");
+        }
+        outcome.unwrap_or_else(|err| Err(err.into()))
+    }
 }
 
 impl MultiGuard {
@@ -135,6 +227,23 @@ impl MultiGuard {
             Some(err) => Err(err),
             None => Ok(outcomes),
         }
+    }
+}
+
+impl MultiGuard {
+    /// Resolves with the key and cause when the lease of any key this guard took is lost;
+    /// never, while they are all held. Reentrant keys are watched by their outer holder.
+    async fn lost(&self) -> (String, LostCause) {
+        let watched: Vec<_> = self
+            .guards
+            .iter()
+            .filter(|guard| !guard.is_reentrant())
+            .map(|guard| Box::pin(async move { (guard.key().to_owned(), guard.lost().await) }))
+            .collect();
+        if watched.is_empty() {
+            return std::future::pending().await;
+        }
+        futures_util::future::select_all(watched).await.0
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 pub use crate::OnLost;
 pub use crate::key::KeyBuilder;
-use crate::{Lock, LockError, LockOptions, MAX_TTL};
+use crate::{Lock, LockError, LockOptions, MAX_TTL, MultiLock};
 
 /// [`MAX_TTL`] in milliseconds: the expansion asserts a written `ttl` against it in a
 /// constant, so the attribute's compile-time check and the runtime's share one limit.
@@ -87,6 +87,20 @@ where
 {
     match key {
         Ok(key) => Lock::new(key).with_options(options).run(body).await,
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Runs `body` under the locks on all of `keys` on the global client (`key = [..]`): the
+/// first key that failed to render is the error, before any Redis traffic.
+pub async fn run_multi<K, F, T, E>(keys: K, options: LockOptions, body: F) -> Result<T, E>
+where
+    K: IntoIterator<Item = Result<String, LockError>>,
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    match keys.into_iter().collect::<Result<Vec<String>, LockError>>() {
+        Ok(keys) => MultiLock::new(keys).with_options(options).run(body).await,
         Err(err) => Err(err.into()),
     }
 }

@@ -1,13 +1,16 @@
 //! `#[distributed_lock]` against a real redis-server, through the global client: the
 //! rendered key, release on every exit path (return, `?`, panic), reentrancy without a
-//! round trip, lost-lease cancellation, fencing, and run-time key errors.
+//! round trip, lost-lease cancellation, fencing, and run-time key errors; and several keys
+//! in one attribute.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_runtime::{LockError, LostCause, current_lock, distributed_lock, is_locked};
+use lock_runtime::{
+    LockError, LostCause, current_lock, current_locks, distributed_lock, is_locked,
+};
 use lock_tests::{block_on, shared_server};
 use redis::Commands as _;
 
@@ -250,4 +253,62 @@ fn an_empty_value_is_an_invalid_key_before_any_redis_traffic() {
         before,
         "Redis saw traffic for an invalid key"
     );
+}
+
+#[distributed_lock(key = "attr:acct:<id>", wait = "0s")]
+async fn one_account(id: u64) -> Result<bool, LockError> {
+    Ok(current_lock().is_some())
+}
+
+#[distributed_lock(key = ["attr:acct:<from>", "attr:acct:<to>", "attr:acct:<to>:ledger"], wait = "2s")]
+async fn both_accounts(from: u64, to: u64) -> Result<(Vec<String>, Vec<bool>), LockError> {
+    // Another task (a spawned task is another owner) finds the keys held.
+    let mut held = Vec::new();
+    for key in [format!("attr:acct:{from}"), format!("attr:acct:{to}")] {
+        held.push(
+            tokio::spawn(async move { is_locked(&key).await })
+                .await
+                .unwrap()?,
+        );
+    }
+    // This task holds them: a nested lock on one of them is reentrant (`wait = "0s"`
+    // would be `Busy` otherwise).
+    held.push(one_account(to).await?);
+    let keys = current_locks()
+        .iter()
+        .map(|lock| lock.key().to_owned())
+        .collect();
+    Ok((keys, held))
+}
+
+#[test]
+fn several_keys_are_rendered_held_together_and_released() {
+    let _serial = serial();
+    let server = shared_server();
+    let (from, to) = (u64::from(std::process::id()) * 1000 + 9, 12);
+    let (keys, held) = block_on(both_accounts(from, to)).unwrap();
+    // The canonical order: sorted, whatever order the arguments name them in.
+    let mut expected = vec![
+        format!("attr:acct:{from}"),
+        format!("attr:acct:{to}"),
+        format!("attr:acct:{to}:ledger"),
+    ];
+    expected.sort();
+    assert_eq!(keys, expected);
+    assert_eq!(held, [true, true, true]);
+    for key in &expected {
+        assert_eq!(server.get(key), None, "{key} was not released");
+    }
+    // A key that does not render: nothing is locked.
+    #[distributed_lock(key = ["attr:acct:<from>", "attr:user:<name>"])]
+    async fn with_name(from: u64, name: &str) -> Result<(), LockError> {
+        let _ = (from, name);
+        Ok(())
+    }
+    let err = block_on(with_name(from, "")).unwrap_err();
+    assert!(
+        matches!(&err, LockError::InvalidKey { key, .. } if key == "attr:user:<name>"),
+        "{err:?}"
+    );
+    assert_eq!(server.get(&format!("attr:acct:{from}")), None);
 }

@@ -2,7 +2,7 @@
 //! counts a small scenario against a real redis-server: one lock acquired and released,
 //! one busy, one timed out, one lease lost to a `DEL` and one to a killed server; and the
 //! INFO events of the timeout and of a body stopped by a lost lease, and the DEBUG event of
-//! the busy lock.
+//! the busy lock. And a lease that `LockGuard::extend` finds gone, counted once.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::{Arc, Mutex};
@@ -204,4 +204,90 @@ async fn a_small_scenario_is_counted() {
         .filter(|(key, _, _, _)| key.key().labels().any(|label| label.value().contains(':')))
         .count();
     assert_eq!(full_keys, 0);
+}
+
+/// A lease that `extend` finds gone is a lost lease like one the watchdog finds gone:
+/// counted at once, and once. The recorder is local to this test's thread (the other test
+/// installs the global one), with a current-thread runtime so that the watchdog's tasks
+/// report to it too.
+#[test]
+fn a_lease_extend_finds_gone_is_counted_once() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // A snapshot drains the counters: keep every snapshot, and count over them all.
+    let snapshots = std::cell::RefCell::new(Samples::new());
+    let lost = |label: &str| {
+        let mut snapshots = snapshots.borrow_mut();
+        snapshots.extend(snapshotter.snapshot().into_vec());
+        count(&snapshots, LOST, &[("cause", "token_gone"), ("key", label)])
+    };
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let server = RedisServer::start();
+            let client = client(&server);
+            let delete = |key: &str| {
+                let _: () = redis::cmd("DEL")
+                    .arg(key)
+                    .query(&mut server.conn())
+                    .unwrap();
+            };
+
+            // Watchdog on: `extend` finds the key deleted before any renewal does. Counted
+            // then, and not again by the renewals that follow (every 300 ms).
+            let mut renewed = client
+                .lock("renewed:1")
+                .ttl(Duration::from_millis(900))
+                .acquire()
+                .await
+                .unwrap();
+            delete("renewed:1");
+            let err = renewed.extend(Duration::from_secs(5)).await.unwrap_err();
+            assert!(matches!(err, LockError::Lost { .. }), "{err:?}");
+            assert_eq!(lost("renewed"), 1, "the loss extend found was not counted");
+            assert_eq!(renewed.lost_cause(), Some(LostCause::TokenGone));
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            assert_eq!(lost("renewed"), 1, "one lost lease counted twice");
+            drop(renewed);
+
+            // Watchdog off: nothing else would ever count it.
+            let mut unrenewed = client
+                .lock("unrenewed:1")
+                .ttl(Duration::from_secs(5))
+                .watchdog(false)
+                .acquire()
+                .await
+                .unwrap();
+            delete("unrenewed:1");
+            let err = unrenewed.extend(Duration::from_secs(5)).await.unwrap_err();
+            assert!(matches!(err, LockError::Lost { .. }), "{err:?}");
+            assert_eq!(
+                lost("unrenewed"),
+                1,
+                "the loss extend found was not counted"
+            );
+            assert!(unrenewed.is_lost());
+            drop(unrenewed);
+
+            // The watchdog found it gone first and counted it: `extend` does not again.
+            let mut watched = client
+                .lock("watched:1")
+                .ttl(Duration::from_millis(900))
+                .acquire()
+                .await
+                .unwrap();
+            delete("watched:1");
+            let cause = tokio::time::timeout(Duration::from_secs(3), watched.lost())
+                .await
+                .unwrap();
+            assert_eq!(cause, LostCause::TokenGone);
+            assert_eq!(lost("watched"), 1);
+            let err = watched.extend(Duration::from_secs(5)).await.unwrap_err();
+            assert!(matches!(err, LockError::Lost { .. }), "{err:?}");
+            assert_eq!(lost("watched"), 1, "one lost lease counted twice");
+        });
+    });
 }
