@@ -284,7 +284,7 @@ impl LockGuard {
             tracing::warn!(key = %self.names.lock, "lock lost: extending found the token gone");
             let cause = LostCause::TokenGone;
             self.client.telemetry().lost(&self.names.lock, cause);
-            self.lease.lost = tokio::sync::watch::channel(Some(cause)).1;
+            self.lease.lost.set(cause);
         }
     }
 
