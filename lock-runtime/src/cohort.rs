@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::LockClient;
-use crate::lease::passable;
+use crate::lease::{Token, passable};
 use crate::redis_queue::{Place, release_script};
 use crate::scripts::KeyNames;
 use crate::wakeups::WaitTicket;
@@ -147,7 +147,7 @@ impl State {
 #[derive(Debug)]
 pub(crate) struct Tenure {
     /// The process's token: the key's value for the whole tenure.
-    pub(crate) token: String,
+    pub(crate) token: Token,
     /// The lease's id on the watchdog, which keeps renewing it.
     pub(crate) lease: u64,
     pub(crate) ttl: Duration,
@@ -507,7 +507,7 @@ impl Holding {
     }
 
     /// Parks the lock for the next local waiter and gives up the turn: a pass.
-    pub(crate) fn pass(self, token: String, lease: u64, ttl: Duration, renew: bool) {
+    pub(crate) fn pass(self, token: Token, lease: u64, ttl: Duration, renew: bool) {
         let tenure = Tenure {
             token,
             lease,
@@ -520,7 +520,7 @@ impl Holding {
     }
 
     /// No other process waited at a yield: the process keeps the lock, with a new bound.
-    pub(crate) fn kept(self, token: String, lease: u64, ttl: Duration, renew: bool) {
+    pub(crate) fn kept(self, token: Token, lease: u64, ttl: Duration, renew: bool) {
         let tenure = Tenure {
             token,
             lease,

@@ -6,11 +6,14 @@
 use std::sync::Arc;
 
 use crate::LostCause;
+use crate::lease::Token;
 use crate::lost_signal::LostSignal;
+use crate::scripts::KeyNames;
 
 tokio::task_local! {
-    /// The locks held by the guarded bodies running in this task, innermost last.
-    static HELD: Vec<CurrentLock>;
+    /// The innermost lock held by the guarded bodies running in this task; each lock links
+    /// to the one around it, so entering a body allocates nothing more than its lock.
+    static HELD: Option<CurrentLock>;
 }
 
 /// A lock held by the running guarded body (see [`current_lock`]).
@@ -22,34 +25,57 @@ pub struct CurrentLock {
 #[derive(Debug)]
 struct HeldLock {
     client: usize,
-    key: String,
-    token: String,
+    /// The lock's names, shared with its guard.
+    names: Arc<KeyNames>,
+    token: Token,
     fence: Option<u64>,
     lost: LostSignal,
+    /// The lock held around this one in the same task, if any.
+    outer: Option<CurrentLock>,
 }
 
 impl CurrentLock {
     pub(crate) fn new(
         client: usize,
-        key: String,
-        token: String,
+        names: Arc<KeyNames>,
+        token: Token,
         fence: Option<u64>,
         lost: LostSignal,
     ) -> Self {
         CurrentLock {
             inner: Arc::new(HeldLock {
                 client,
-                key,
+                names,
                 token,
                 fence,
                 lost,
+                outer: None,
+            }),
+        }
+    }
+
+    /// This lock, held inside `outer`.
+    fn within(mut self, outer: Option<CurrentLock>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.outer = outer;
+            return self;
+        }
+        let inner = &self.inner;
+        CurrentLock {
+            inner: Arc::new(HeldLock {
+                client: inner.client,
+                names: inner.names.clone(),
+                token: inner.token.clone(),
+                fence: inner.fence,
+                lost: inner.lost.clone(),
+                outer,
             }),
         }
     }
 
     /// The Redis key of the lock.
     pub fn key(&self) -> &str {
-        &self.inner.key
+        &self.inner.names.lock
     }
 
     /// The fencing token of this acquisition, when the lock was taken with fencing.
@@ -72,7 +98,7 @@ impl CurrentLock {
         self.inner.lost.lost().await
     }
 
-    pub(crate) fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &Token {
         &self.inner.token
     }
 
@@ -102,7 +128,7 @@ impl CurrentLock {
 /// }
 /// ```
 pub fn current_lock() -> Option<CurrentLock> {
-    HELD.try_with(|held| held.last().cloned()).ok().flatten()
+    HELD.try_with(Clone::clone).ok().flatten()
 }
 
 /// Every lock held by the guarded bodies running in this task, outermost first (the last
@@ -122,16 +148,23 @@ pub fn current_lock() -> Option<CurrentLock> {
 /// }
 /// ```
 pub fn current_locks() -> Vec<CurrentLock> {
-    HELD.try_with(Clone::clone).unwrap_or_default()
+    let mut all: Vec<CurrentLock> =
+        std::iter::successors(current_lock(), |lock| lock.inner.outer.clone()).collect();
+    all.reverse();
+    all
 }
 
 /// The lock this task already holds on `key` through `client`, if any.
 pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock> {
     HELD.try_with(|held| {
-        held.iter()
-            .rev()
-            .find(|lock| lock.inner.client == client && lock.inner.key == key)
-            .cloned()
+        let mut next = held.as_ref();
+        while let Some(lock) = next {
+            if lock.inner.client == client && lock.inner.names.lock == key {
+                return Some(lock.clone());
+            }
+            next = lock.inner.outer.as_ref();
+        }
+        None
     })
     .ok()
     .flatten()
@@ -139,15 +172,18 @@ pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock>
 
 /// Runs `body` with `lock` added to this task's held locks.
 pub(crate) async fn hold<F: std::future::Future>(lock: CurrentLock, body: F) -> F::Output {
-    hold_all(vec![lock], body).await
+    hold_all(std::iter::once(lock), body).await
 }
 
-/// Runs `body` with `locks` added, in order, to this task's held locks.
+/// Runs `body` with `locks` added, in order (the last innermost), to this task's held
+/// locks.
 pub(crate) async fn hold_all<F: std::future::Future>(
-    locks: Vec<CurrentLock>,
+    locks: impl IntoIterator<Item = CurrentLock>,
     body: F,
 ) -> F::Output {
-    let mut held = HELD.try_with(Clone::clone).unwrap_or_default();
-    held.extend(locks);
-    HELD.scope(held, body).await
+    let mut innermost = current_lock();
+    for lock in locks {
+        innermost = Some(lock.within(innermost));
+    }
+    HELD.scope(innermost, body).await
 }

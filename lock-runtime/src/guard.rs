@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::cohort::{Ending, Holding};
 use crate::context::CurrentLock;
-use crate::lease::validity;
+use crate::lease::{Token, validity};
 use crate::redis_queue::{Place, Yielded, extend_lease, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
@@ -26,7 +26,7 @@ use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
 pub struct LockGuard {
     client: LockClient,
     names: Arc<KeyNames>,
-    token: String,
+    token: Token,
     fence: Option<u64>,
     lease: LeaseHandle,
     acquired_at: Instant,
@@ -51,16 +51,15 @@ impl LockGuard {
     pub(crate) fn new(
         client: LockClient,
         names: Arc<KeyNames>,
-        token: String,
+        token: Token,
         fence: Option<u64>,
         options: &LockOptions,
         sent: Instant,
         local: Option<Holding>,
     ) -> Self {
-        let lease =
-            client
-                .watchdog()
-                .register(&names.lock, &token, options.ttl, options.watchdog, sent);
+        let lease = client
+            .watchdog()
+            .register(&names, &token, options.ttl, options.watchdog, sent);
         let valid_until = validity(sent, options.ttl);
         Self::holding(
             client,
@@ -78,7 +77,7 @@ impl LockGuard {
     pub(crate) fn passed(
         client: LockClient,
         names: Arc<KeyNames>,
-        token: String,
+        token: Token,
         fence: Option<u64>,
         options: &LockOptions,
         lease: LeaseHandle,
@@ -104,7 +103,7 @@ impl LockGuard {
     fn holding(
         client: LockClient,
         names: Arc<KeyNames>,
-        token: String,
+        token: Token,
         fence: Option<u64>,
         options: &LockOptions,
         (lease, valid_until): (LeaseHandle, Instant),
@@ -135,7 +134,7 @@ impl LockGuard {
         LockGuard {
             client,
             names,
-            token: held.token().to_owned(),
+            token: held.token().clone(),
             fence: held.fence(),
             lease: LeaseHandle {
                 id: 0,
@@ -165,7 +164,7 @@ impl LockGuard {
     pub(crate) fn current(&self) -> CurrentLock {
         CurrentLock::new(
             self.client.id(),
-            self.names.lock.clone(),
+            self.names.clone(),
             self.token.clone(),
             self.fence,
             self.lease.lost.clone(),

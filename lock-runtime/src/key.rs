@@ -24,15 +24,22 @@ fn is_plain(byte: u8) -> bool {
 /// Appends `value` to `out`, escaping every byte that is not plain.
 pub fn escape_into(out: &mut String, value: &str) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &byte in value.as_bytes() {
+    // Runs of plain bytes are copied whole. A non-empty run starts and ends at character
+    // boundaries: plain bytes are ASCII, and every byte of a multi-byte character is not.
+    let mut run_start = 0;
+    for (at, &byte) in value.as_bytes().iter().enumerate() {
         if is_plain(byte) {
-            out.push(byte as char);
-        } else {
-            out.push('%');
-            out.push(HEX[usize::from(byte >> 4)] as char);
-            out.push(HEX[usize::from(byte & 0x0f)] as char);
+            continue;
         }
+        if at > run_start {
+            out.push_str(&value[run_start..at]);
+        }
+        out.push('%');
+        out.push(HEX[usize::from(byte >> 4)] as char);
+        out.push(HEX[usize::from(byte & 0x0f)] as char);
+        run_start = at + 1;
     }
+    out.push_str(&value[run_start..]);
 }
 
 /// Checks a complete key against the limits: not empty, at most [`MAX_KEY_LEN`] bytes.
@@ -189,6 +196,34 @@ mod tests {
     #[test]
     fn unicode_is_escaped_bytewise() {
         assert_eq!(render(&[("v", "é")]).unwrap(), "%C3%A9");
+        assert_eq!(
+            render(&[("v", "aé:b€c{}")]).unwrap(),
+            "a%C3%A9%3Ab%E2%82%ACc%7B%7D"
+        );
+    }
+
+    /// Copying plain runs whole gives what escaping byte by byte gives.
+    #[test]
+    fn runs_escape_as_single_bytes_do() {
+        fn bytewise(value: &str) -> String {
+            value
+                .bytes()
+                .map(|byte| {
+                    if is_plain(byte) {
+                        char::from(byte).to_string()
+                    } else {
+                        format!("%{byte:02X}")
+                    }
+                })
+                .collect()
+        }
+        for value in [
+            "", "x", "%", "ab%cd", "é", "éé", "aé", "éa", "a b", "::", "z€€z", "日本",
+        ] {
+            let mut out = String::new();
+            escape_into(&mut out, value);
+            assert_eq!(out, bytewise(value), "{value:?}");
+        }
     }
 
     #[test]

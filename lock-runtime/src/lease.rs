@@ -28,10 +28,15 @@ pub(crate) fn passable(valid_until: Instant, ttl: Duration, now: Instant) -> boo
     valid_until.saturating_duration_since(now) >= (ttl / 4).max(Duration::from_millis(5))
 }
 
+/// A lock token: shared, not copied, between the guard, the watchdog and the task's
+/// [`crate::CurrentLock`].
+pub(crate) type Token = std::sync::Arc<str>;
+
 /// A fresh token: a uuid v4 (122 random bits), never reused. A process keeps one for a
 /// whole tenure, while it passes the lock between its own tasks.
-pub(crate) fn new_token() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+pub(crate) fn new_token() -> Token {
+    let mut text = uuid::Uuid::encode_buffer();
+    Token::from(&*uuid::Uuid::new_v4().simple().encode_lower(&mut text))
 }
 
 /// A duration in whole milliseconds for PX/PEXPIRE, at least 1.

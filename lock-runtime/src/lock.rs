@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::context;
 use crate::guard::LockGuard;
-use crate::lease::{Taken, new_token};
+use crate::lease::{Taken, Token, new_token};
 use crate::redis_queue::{self, Place};
 use crate::redlock;
 use crate::scripts::KeyNames;
@@ -296,7 +296,7 @@ impl Lock {
         names: &Arc<KeyNames>,
         member: &Member,
         window: (Instant, Instant),
-    ) -> Result<(String, Taken), LockError> {
+    ) -> Result<(Token, Taken), LockError> {
         let mut place = member
             .take_place()
             .unwrap_or_else(|| Place::new(client, names, new_token(), false));

@@ -181,7 +181,7 @@ impl MultiLock {
             Ok(all) => all,
             Err(err) => return Err(err.into()),
         };
-        let held = all.guards.iter().map(LockGuard::current).collect();
+        let held = all.guards.iter().map(LockGuard::current);
         let body = context::hold_all(held, body);
         let outcome = match self.options.on_lost {
             OnLost::Continue => Ok(body.await),

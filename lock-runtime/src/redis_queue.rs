@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lease::{Taken, jitter, millis, validity};
+use crate::lease::{Taken, Token, jitter, millis, validity};
 use crate::redlock;
 use crate::scripts::{
     Call, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
@@ -47,7 +47,7 @@ enum Attempt {
 pub(crate) struct Place {
     client: LockClient,
     names: Arc<KeyNames>,
-    token: String,
+    token: Token,
     /// A try may have queued this token or granted it the lock: leaving must clean both.
     joined: bool,
     /// The watchdog's keep-alive of the place, once a try queued it.
@@ -62,7 +62,7 @@ impl Place {
     pub(crate) fn new(
         client: &LockClient,
         names: &Arc<KeyNames>,
-        token: String,
+        token: Token,
         joined: bool,
     ) -> Self {
         let mut place = Place {
@@ -80,7 +80,7 @@ impl Place {
     }
 
     /// The token of a place whose wait took the lock (settled: nothing left to leave).
-    pub(crate) fn into_token(mut self) -> String {
+    pub(crate) fn into_token(mut self) -> Token {
         self.settle();
         std::mem::take(&mut self.token)
     }
@@ -487,7 +487,10 @@ async fn try_set_nx(
     token: &str,
     options: &LockOptions,
 ) -> Result<Option<Attempt>, LockError> {
-    let reply: redis::RedisResult<Option<String>> = redis::cmd("SET")
+    // Sized up front: a command grown argument by argument reallocates several times.
+    let mut set = redis::Cmd::with_capacity(6, 16 + names.lock.len() + token.len() + 20);
+    let reply: redis::RedisResult<Option<String>> = set
+        .arg("SET")
         .arg(&names.lock)
         .arg(token)
         .arg("NX")
@@ -654,7 +657,7 @@ async fn release_once(
     let call = match window {
         Some(window) => {
             let nobody = Requeue {
-                token: String::new(),
+                token: Token::from(""),
                 ttl: Duration::ZERO,
                 window,
             };

@@ -22,7 +22,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::lease::{Taken, jitter, new_token, validity};
+use crate::lease::{Taken, Token, jitter, new_token, validity};
 use crate::scripts::{KeyNames, RELEASE, acquire_call, announced_release_call, invoke, queue_call};
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{LockError, LockOptions};
@@ -45,7 +45,7 @@ pub(crate) async fn acquire(
     names: &KeyNames,
     options: &LockOptions,
     (started, deadline): (Instant, Instant),
-) -> Result<(String, Taken), LockError> {
+) -> Result<(Token, Taken), LockError> {
     // One subscription per master, made after the first lost round.
     let mut tickets: Vec<WaitTicket> = Vec::new();
     for _ in 0..MAX_ROUNDS {

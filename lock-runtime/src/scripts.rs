@@ -184,7 +184,7 @@ pub(crate) fn queue_call<'a>(
 #[derive(Debug, Clone)]
 pub(crate) struct Requeue {
     /// The process's next token, and its entry in the queue.
-    pub(crate) token: String,
+    pub(crate) token: crate::lease::Token,
     /// The lease a direct grant to that entry would be confirmed with.
     pub(crate) ttl: std::time::Duration,
     /// A foreign window to leave the key free for, instead of passing it on or keeping it
@@ -214,7 +214,7 @@ pub(crate) fn release_call(
 ) -> Call<'static> {
     let mut invocation = queue_call(&RELEASE, names, token, publish);
     invocation
-        .arg(&requeue.token)
+        .arg(&*requeue.token)
         .arg(crate::lease::millis(requeue.ttl))
         .arg(crate::lease::millis(QUEUE_LEASE))
         .arg(requeue.window.as_millis() as u64);

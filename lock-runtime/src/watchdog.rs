@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::LostCause;
 use crate::connection::Connection;
-use crate::lease::{millis, validity};
+use crate::lease::{Token, millis, validity};
 use crate::lost_signal::LostSignal;
 use crate::scripts::{Call, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
 use crate::telemetry::Telemetry;
@@ -74,8 +74,9 @@ struct State {
 }
 
 struct Lease {
-    key: String,
-    token: String,
+    /// The lock's names, shared with its guard.
+    names: Arc<KeyNames>,
+    token: Token,
     ttl: Duration,
     renew: bool,
     next_renewal: Instant,
@@ -93,13 +94,13 @@ pub(crate) type Attachment = Box<dyn std::any::Any + Send>;
 /// A waiter's place in a key's queue, kept alive while the waiter waits.
 struct Queued {
     names: KeyNames,
-    token: String,
+    token: Token,
 }
 
 /// One keep-alive call: a key's queue and the places this process keeps in it.
 struct KeepAlive {
     names: KeyNames,
-    tokens: Vec<String>,
+    tokens: Vec<Token>,
 }
 
 /// How often queue places are kept alive: three times per queue lease, so that one lost
@@ -124,8 +125,8 @@ pub(crate) struct LeaseHandle {
 
 struct Renewal {
     id: u64,
-    key: String,
-    token: String,
+    names: Arc<KeyNames>,
+    token: Token,
     ttl: Duration,
 }
 
@@ -170,8 +171,8 @@ impl Watchdog {
     /// With `renew` false it is only watched for the end of its validity.
     pub(crate) fn register(
         &self,
-        key: &str,
-        token: &str,
+        names: &Arc<KeyNames>,
+        token: &Token,
         ttl: Duration,
         renew: bool,
         sent: Instant,
@@ -197,8 +198,8 @@ impl Watchdog {
             state.leases.insert(
                 id,
                 Lease {
-                    key: key.to_owned(),
-                    token: token.to_owned(),
+                    names: names.clone(),
+                    token: token.clone(),
                     ttl,
                     renew,
                     next_renewal,
@@ -317,7 +318,7 @@ impl Watchdog {
     /// Keeps a waiter's place in a key's queue alive until [`forget_queued`](Self::forget_queued):
     /// its process renews it with the others, so a process that dies or stops loses it
     /// within one queue lease. The place was just refreshed by the waiter's own try.
-    pub(crate) fn keep_queued(&self, names: &KeyNames, token: &str) -> u64 {
+    pub(crate) fn keep_queued(&self, names: &KeyNames, token: &Token) -> u64 {
         let now = Instant::now();
         let (id, wake_sooner) = {
             let mut state = self.shared.state();
@@ -327,7 +328,7 @@ impl Watchdog {
                 id,
                 Queued {
                     names: names.clone(),
-                    token: token.to_owned(),
+                    token: token.clone(),
                 },
             );
             let due = *state.next_keepalive.get_or_insert(now + KEEPALIVE_EVERY);
@@ -405,10 +406,10 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<K
                 LostCause::Expired
             };
             if lease.renew {
-                tracing::warn!(key = %lease.key, ?cause, "lock lost");
-                telemetry.lost(&lease.key, cause);
+                tracing::warn!(key = %lease.names.lock, ?cause, "lock lost");
+                telemetry.lost(&lease.names.lock, cause);
             } else {
-                tracing::debug!(key = %lease.key, "lease reached its ttl");
+                tracing::debug!(key = %lease.names.lock, "lease reached its ttl");
             }
             lease.lost.set(cause);
             return false;
@@ -419,7 +420,7 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<K
                 lease.in_flight = true;
                 batch.push(Renewal {
                     id,
-                    key: lease.key.clone(),
+                    names: lease.names.clone(),
                     token: lease.token.clone(),
                     ttl: lease.ttl,
                 });
@@ -491,7 +492,7 @@ async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
             );
             call.arg(millis(QUEUE_LEASE));
             for token in &place.tokens {
-                call.arg(token);
+                call.arg(&**token);
             }
             if let Err(err) = invoke::<i64>(&call, &mut connection).await {
                 tracing::debug!(key = %place.names.lock, error = %err, "keeping queue places alive failed");
@@ -559,16 +560,16 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
             Verdict::Renewed => {
                 lease.valid_until = lease.valid_until.max(validity(sent, renewal.ttl));
                 lease.next_renewal = sent + renewal.ttl / 3;
-                tracing::debug!(key = %renewal.key, "lease renewed");
+                tracing::debug!(key = %renewal.names.lock, "lease renewed");
             }
             Verdict::Gone => {
-                tracing::warn!(key = %renewal.key, "lock lost: the token is gone from Redis");
+                tracing::warn!(key = %renewal.names.lock, "lock lost: the token is gone from Redis");
                 lease.lost.set(LostCause::TokenGone);
-                telemetry.lost(&renewal.key, LostCause::TokenGone);
+                telemetry.lost(&renewal.names.lock, LostCause::TokenGone);
                 state.leases.remove(&renewal.id);
             }
             Verdict::Failed => {
-                telemetry.renewal_failed(&renewal.key);
+                telemetry.renewal_failed(&renewal.names.lock);
                 let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
                 lease.next_renewal = now + retry;
             }
@@ -613,8 +614,8 @@ async fn send_renewals(
                 pipe.cmd("EVALSHA")
                     .arg(RENEW.get_hash())
                     .arg(1)
-                    .arg(&renewal.key)
-                    .arg(&renewal.token)
+                    .arg(&renewal.names.lock)
+                    .arg(&*renewal.token)
                     .arg(millis(renewal.ttl));
             }
         }
@@ -672,7 +673,7 @@ fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
 fn log_errors(replies: &[redis::RedisResult<i64>], batch: &[Renewal]) {
     for (reply, renewal) in replies.iter().zip(batch) {
         if let Err(err) = reply {
-            tracing::warn!(key = %renewal.key, error = %err, "lease renewal failed");
+            tracing::warn!(key = %renewal.names.lock, error = %err, "lease renewal failed");
         }
     }
 }
@@ -683,7 +684,7 @@ mod tests {
 
     fn lease(ttl: Duration, now: Instant) -> Lease {
         Lease {
-            key: "k".into(),
+            names: Arc::new(KeyNames::new("k".into()).unwrap()),
             token: "t".into(),
             ttl,
             renew: true,
@@ -718,7 +719,7 @@ mod tests {
         for token in ["a", "b"] {
             state.next_id += 1;
             let id = state.next_id;
-            let token = token.to_owned();
+            let token = Token::from(token);
             let names = names.clone();
             state.queued.insert(id, Queued { names, token });
         }
