@@ -26,6 +26,7 @@ use crate::LockClient;
 use crate::lease::{Token, passable};
 use crate::redis_queue::{Place, release_script};
 use crate::scripts::KeyNames;
+use crate::turn::{Queue, Turn};
 use crate::wakeups::WaitTicket;
 
 /// The local queues of every client of this process, by client and Redis key; a key's
@@ -57,7 +58,7 @@ impl CohortKey {
             Lazy::new(std::collections::hash_map::RandomState::new);
         let mut hasher = HASHER.build_hasher();
         client.hash(&mut hasher);
-        names.lock.hash(&mut hasher);
+        names.lock().hash(&mut hasher);
         CohortKey {
             hash: hasher.finish(),
             client,
@@ -80,7 +81,7 @@ impl Hash for CohortKey {
 
 impl PartialEq for CohortKey {
     fn eq(&self, other: &Self) -> bool {
-        self.client == other.client && self.names.lock == other.names.lock
+        self.client == other.client && self.names.lock() == other.names.lock()
     }
 }
 
@@ -122,6 +123,14 @@ struct State {
     waiting: usize,
     /// Of those, the ones queued for the turn.
     queued: usize,
+    /// What the process keeps of the key between its tasks: boxed, made only once the key
+    /// is contended here, so that a key held by one task costs less memory.
+    parked: Option<Box<Parked>>,
+}
+
+/// What the process keeps of a key between two of its tasks.
+#[derive(Default)]
+struct Parked {
     /// The lock, held by the process while it passes from one task to the next.
     tenure: Option<Tenure>,
     /// The process's place in the Redis queue while no task leads the wait.
@@ -136,10 +145,18 @@ impl State {
             members: 0,
             waiting: 0,
             queued: 0,
-            tenure: None,
-            place: None,
-            ticket: None,
+            parked: None,
         }
+    }
+
+    /// What is parked, made on first use.
+    fn parked(&mut self) -> &mut Parked {
+        self.parked.get_or_insert_with(Box::default)
+    }
+
+    /// Takes one parked thing out (`None` when nothing was ever parked).
+    fn take<T>(&mut self, slot: impl FnOnce(&mut Parked) -> &mut Option<T>) -> Option<T> {
+        self.parked.as_mut().and_then(|parked| slot(parked).take())
     }
 }
 
@@ -159,24 +176,16 @@ pub(crate) struct Tenure {
     pub(crate) passes: u32,
 }
 
-/// The turn: held by the task that holds the lock or leads the wait in Redis. Dropping it
-/// lets the next local task in.
-pub(crate) struct Turn {
-    cohort: Arc<Cohort>,
-}
-
-impl Turn {
-    /// The turn of `cohort`, whose one permit its caller took (and forgot).
-    fn new(cohort: &Arc<Cohort>) -> Self {
-        Turn {
-            cohort: cohort.clone(),
-        }
+impl Queue for Cohort {
+    fn next(&self) {
+        self.turn.add_permits(1);
     }
 }
 
-impl Drop for Turn {
-    fn drop(&mut self) {
-        self.cohort.turn.add_permits(1);
+impl Cohort {
+    /// The turn, for a caller that took the one permit (and forgot it).
+    fn turn_taken(self: &Arc<Self>) -> Turn {
+        Turn::new(self.clone())
     }
 }
 
@@ -188,7 +197,7 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A task starts to acquire `names.lock` through `client`: it joins the key's local level.
+/// A task starts to acquire `names.lock()` through `client`: it joins the key's local level.
 pub(crate) fn join(client: &LockClient, names: &Arc<KeyNames>) -> Member {
     let key = CohortKey::new(client.id(), names);
     let mut map = locked(key.shard());
@@ -273,7 +282,7 @@ impl Member {
     pub(crate) fn try_turn(&self) -> Option<Turn> {
         let permit = self.cohort.turn.try_acquire().ok()?;
         permit.forget();
-        Some(Turn::new(&self.cohort))
+        Some(self.cohort.turn_taken())
     }
 
     /// Waits for the turn, behind the tasks of this process already waiting, until
@@ -289,28 +298,28 @@ impl Member {
             .ok()?
             .ok()?;
         permit.forget();
-        Some(Turn::new(&self.cohort))
+        Some(self.cohort.turn_taken())
     }
 
     /// The lock the process holds between two of its tasks, for the task that has the turn.
     pub(crate) fn take_tenure(&self) -> Option<Tenure> {
-        self.state().tenure.take()
+        self.state().take(|parked| &mut parked.tenure)
     }
 
     /// The process's place in the Redis queue, for the task that leads the wait.
     pub(crate) fn take_place(&self) -> Option<Place> {
-        self.state().place.take()
+        self.state().take(|parked| &mut parked.place)
     }
 
     /// The process's subscription to the key's release messages, while a task leads the wait.
     pub(crate) fn take_ticket(&self) -> Option<WaitTicket> {
-        self.state().ticket.take()
+        self.state().take(|parked| &mut parked.ticket)
     }
 
     /// Puts the subscription back for the next task that leads the wait.
     pub(crate) fn put_ticket(&self, ticket: Option<WaitTicket>) {
         if ticket.is_some() {
-            self.state().ticket = ticket;
+            self.state().parked().ticket = ticket;
         }
     }
 
@@ -320,7 +329,7 @@ impl Member {
     pub(crate) fn keep_place(&self, place: Place) -> Option<Place> {
         let mut state = self.state();
         if state.members > 1 {
-            state.place = Some(place);
+            state.parked().place = Some(place);
             return None;
         }
         Some(place)
@@ -351,7 +360,12 @@ impl Drop for Member {
             {
                 entry.remove();
             }
-            (state.tenure.take(), state.place.take(), state.ticket.take())
+            let parked = state
+                .parked
+                .take()
+                .map(|parked| *parked)
+                .unwrap_or_default();
+            (parked.tenure, parked.place, parked.ticket)
         };
         // The place leaves the queue and the subscription ends as they are dropped here.
         let (tenure, _place, _ticket) = leftovers;
@@ -409,7 +423,7 @@ fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
     let (client, names) = (client.clone(), names.clone());
     runtime.spawn(async move {
         if let Err(err) = release_script(&client, &names, &tenure.token, valid_until).await {
-            tracing::warn!(key = %names.lock, error = %err, "releasing a parked lock failed; it expires by its ttl");
+            tracing::warn!(key = %names.lock(), error = %err, "releasing a parked lock failed; it expires by its ttl");
         }
     });
 }
@@ -440,7 +454,7 @@ pub(crate) struct Holding {
 impl std::fmt::Debug for Holding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Holding")
-            .field("key", &self.member.key.names.lock)
+            .field("key", &self.member.key.names.lock())
             .field("passes", &self.passes)
             .finish_non_exhaustive()
     }
@@ -534,12 +548,12 @@ impl Holding {
 
     /// Parks the lock for the next local waiter; the caller gives up the turn after this.
     fn park(self, tenure: Tenure) {
-        self.member.state().tenure = Some(tenure);
+        self.member.state().parked().tenure = Some(tenure);
     }
 
     /// The lock went to another process and the process queued again with `place`: the
     /// next local waiter leads the wait for it (the caller gives up the turn after this).
     pub(crate) fn requeued(self, place: Place) {
-        self.member.state().place = Some(place);
+        self.member.state().parked().place = Some(place);
     }
 }

@@ -75,7 +75,7 @@ impl CurrentLock {
 
     /// The Redis key of the lock.
     pub fn key(&self) -> &str {
-        &self.inner.names.lock
+        self.inner.names.lock()
     }
 
     /// The fencing token of this acquisition, when the lock was taken with fencing.
@@ -159,7 +159,7 @@ pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock>
     HELD.try_with(|held| {
         let mut next = held.as_ref();
         while let Some(lock) = next {
-            if lock.inner.client == client && lock.inner.names.lock == key {
+            if lock.inner.client == client && lock.inner.names.lock() == key {
                 return Some(lock.clone());
             }
             next = lock.inner.outer.as_ref();

@@ -110,7 +110,7 @@ impl LockGuard {
         mut local: Option<Holding>,
     ) -> Self {
         if let Some(turn) = local.as_mut().and_then(Holding::take_turn) {
-            client.watchdog().attach(lease.id, Box::new(turn));
+            client.watchdog().attach(lease.id, turn);
         }
         LockGuard {
             client,
@@ -179,7 +179,7 @@ impl LockGuard {
 
     /// The Redis key of the lock (with the client's prefix, if any).
     pub fn key(&self) -> &str {
-        &self.names.lock
+        self.names.lock()
     }
 
     /// The random token stored under the key (a uuid v4, never reused).
@@ -247,7 +247,7 @@ impl LockGuard {
             return Err(LockError::Config {
                 reason: format!(
                     "cannot extend lock `{}` to {ttl:?}: {}",
-                    self.names.lock,
+                    self.names.lock(),
                     if self.reentrant {
                         "this guard re-entered a lock its task already holds; extend the outer guard"
                     } else {
@@ -261,7 +261,7 @@ impl LockGuard {
         if !extended || !self.client.watchdog().extend(self.lease.id, ttl, sent) {
             self.found_lost();
             return Err(LockError::Lost {
-                key: self.names.lock.clone(),
+                key: self.names.lock().to_owned(),
                 cause: LostCause::TokenGone,
             });
         }
@@ -280,9 +280,9 @@ impl LockGuard {
             Some(LostCause::TokenGone | LostCause::RenewalFailed)
         );
         if on_schedule || !reported {
-            tracing::warn!(key = %self.names.lock, "lock lost: extending found the token gone");
+            tracing::warn!(key = %self.names.lock(), "lock lost: extending found the token gone");
             let cause = LostCause::TokenGone;
-            self.client.telemetry().lost(&self.names.lock, cause);
+            self.client.telemetry().lost(self.names.lock(), cause);
             self.lease.lost.set(cause);
         }
     }
@@ -343,7 +343,7 @@ impl LockGuard {
         self.released = true;
         let outcome = outcome_of(reply?);
         tracing::debug!(
-            key = %self.names.lock,
+            key = %self.names.lock(),
             held_ms = self.acquired_at.elapsed().as_millis() as u64,
             ?outcome,
             "lock released"
@@ -367,7 +367,7 @@ impl LockGuard {
         if !std::mem::replace(&mut self.hold_reported, true) {
             self.client
                 .telemetry()
-                .held(&self.names.lock, self.acquired_at.elapsed());
+                .held(self.names.lock(), self.acquired_at.elapsed());
         }
     }
 
@@ -391,7 +391,7 @@ impl LockGuard {
         let turn = self.detach_turn();
         if let Some(local) = self.local.take() {
             local.pass(self.token.clone(), self.lease.id, self.ttl, self.renew);
-            tracing::debug!(key = %self.names.lock, "lock passed to the next local waiter");
+            tracing::debug!(key = %self.names.lock(), "lock passed to the next local waiter");
         }
         drop(turn);
     }
@@ -440,7 +440,7 @@ impl LockGuard {
                 Yielded::NotOwner => ReleaseOutcome::NotOwner,
                 Yielded::Passed | Yielded::Kept | Yielded::Gapped => ReleaseOutcome::Released,
             };
-            tracing::debug!(key = %names.lock, ?outcome, "lock yielded to the next process");
+            tracing::debug!(key = %names.lock(), ?outcome, "lock yielded to the next process");
             Ok(outcome)
         }
     }
@@ -469,7 +469,7 @@ impl Drop for LockGuard {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime to release on: the lease ends by its ttl.
             self.stop_renewing();
-            tracing::warn!(key = %self.names.lock, "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
+            tracing::warn!(key = %self.names.lock(), "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
             return;
         };
         if ending == Ending::Yield {
@@ -485,9 +485,9 @@ impl Drop for LockGuard {
         let token = std::mem::take(&mut self.token);
         runtime.spawn(async move {
             match release_contended(&client, &names, &token, valid_until, window).await {
-                Ok(_) => tracing::debug!(key = %names.lock, "lock released on drop"),
+                Ok(_) => tracing::debug!(key = %names.lock(), "lock released on drop"),
                 Err(err) => {
-                    tracing::warn!(key = %names.lock, error = %err, "release on drop failed; the lease expires by its ttl")
+                    tracing::warn!(key = %names.lock(), error = %err, "release on drop failed; the lease expires by its ttl")
                 }
             }
             drop(local);

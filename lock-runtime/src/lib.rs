@@ -119,6 +119,7 @@ mod redis_queue;
 mod redlock;
 mod scripts;
 pub mod telemetry;
+mod turn;
 mod wakeups;
 mod watchdog;
 

@@ -138,7 +138,7 @@ impl Lock {
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
         let client = self.resolve_client()?;
         let names = Arc::new(KeyNames::new(client.redis_key(&self.key)?)?);
-        if let Some(held) = context::held_by_this_task(client.id(), &names.lock) {
+        if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             return Ok(LockGuard::reentrant(client, names, &held));
         }
         let started = Instant::now();
@@ -156,7 +156,7 @@ impl Lock {
         client: LockClient,
         names: Arc<KeyNames>,
     ) -> Result<LockGuard, LockError> {
-        self.check_ttl(&names.lock)?;
+        self.check_ttl(names.lock())?;
         let wait = self.options.wait.min(MAX_WAIT);
         let started = Instant::now();
         let deadline = started + wait;
@@ -164,14 +164,14 @@ impl Lock {
         let member = cohort::join(&client, &names);
         let turn = if wait.is_zero() {
             member.try_turn().ok_or_else(|| LockError::Busy {
-                key: names.lock.clone(),
+                key: names.lock().to_owned(),
             })?
         } else {
             member
                 .turn(deadline)
                 .await
                 .ok_or_else(|| LockError::Timeout {
-                    key: names.lock.clone(),
+                    key: names.lock().to_owned(),
                     waited: started.elapsed(),
                 })?
         };
@@ -272,7 +272,7 @@ impl Lock {
                     return None;
                 }
                 Err(err) => {
-                    tracing::debug!(key = %names.lock, error = %err, "taking a passed lock over failed; taking it in Redis");
+                    tracing::debug!(key = %names.lock(), error = %err, "taking a passed lock over failed; taking it in Redis");
                     client.watchdog().remove(tenure.lease);
                     redis_queue::give_back(client, names, &tenure.token);
                     return None;

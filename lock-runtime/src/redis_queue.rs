@@ -215,7 +215,7 @@ pub(crate) async fn acquire(
         wait.park(retry_in).await;
     }
     Err(LockError::Timeout {
-        key: names.lock.clone(),
+        key: names.lock().to_owned(),
         waited: started.elapsed(),
     })
 }
@@ -247,7 +247,7 @@ impl RedisWait<'_> {
             // same token, so a lost grant is found again). A server that never answered
             // is unreachable: reported at once, within the connect timeout.
             Ok(Err(err)) if is_retryable(self.client, &err) && Instant::now() < self.deadline => {
-                tracing::debug!(key = %self.names.lock, error = %err, "transient error; retrying");
+                tracing::debug!(key = %self.names.lock(), error = %err, "transient error; retrying");
                 let pause = self.transient_pause.saturating_add(jitter());
                 tokio::time::sleep(pause.min(self.deadline - Instant::now())).await;
                 self.transient_pause = (self.transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
@@ -267,7 +267,7 @@ impl RedisWait<'_> {
             Attempt::Acquired { fence } if Instant::now() < validity(sent, self.options.ttl) => {
                 self.place.settle();
                 tracing::debug!(
-                    key = %self.names.lock,
+                    key = %self.names.lock(),
                     waited_ms = self.started.elapsed().as_millis() as u64,
                     attempts = self.attempts,
                     "lock acquired"
@@ -281,7 +281,7 @@ impl RedisWait<'_> {
             Attempt::Acquired { .. } => {
                 // The reply came after the lease's validity point: it acquires nothing.
                 self.place.joined = false;
-                tracing::warn!(key = %self.names.lock, "acquire reply arrived after the lease validity; retrying");
+                tracing::warn!(key = %self.names.lock(), "acquire reply arrived after the lease validity; retrying");
                 release_token(self.client, self.names, &self.place.token).await;
                 self.late = true;
                 Step::Park(Duration::ZERO)
@@ -303,7 +303,7 @@ impl RedisWait<'_> {
     fn check_time(&self) -> Result<(), LockError> {
         if self.options.wait.is_zero() && !self.late {
             return Err(LockError::Busy {
-                key: self.names.lock.clone(),
+                key: self.names.lock().to_owned(),
             });
         }
         if Instant::now() >= self.deadline {
@@ -314,7 +314,7 @@ impl RedisWait<'_> {
 
     fn timeout(&self) -> LockError {
         LockError::Timeout {
-            key: self.names.lock.clone(),
+            key: self.names.lock().to_owned(),
             waited: self.started.elapsed(),
         }
     }
@@ -338,7 +338,7 @@ impl RedisWait<'_> {
             Ok(Ok(())) | Err(_) => true,
             Ok(Err(err)) => {
                 tracing::warn!(
-                    key = %self.names.lock,
+                    key = %self.names.lock(),
                     error = %err,
                     "cannot subscribe to release messages; waiting for the lease instead"
                 );
@@ -375,14 +375,14 @@ pub(crate) async fn retake(
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
     let (taken, fence): (i64, i64) = invoke(
-        Call::new(&RETAKE, &[&names.lock, names.fence()])
+        Call::new(&RETAKE, &[names.lock(), names.fence()])
             .arg(token)
             .arg(millis(options.ttl))
             .arg(fence_lifetime(options)),
         &mut client.connection(),
     )
     .await
-    .map_err(|err| LockError::backend(&names.lock, err))?;
+    .map_err(|err| LockError::backend(names.lock(), err))?;
     Ok((taken == 1).then(|| options.fencing.then(|| u64::try_from(fence).unwrap_or(0))))
 }
 
@@ -419,7 +419,7 @@ pub(crate) async fn yield_lock(
             &mut client.connection(),
         )
         .await
-        .map_err(|err| LockError::backend(&names.lock, err))
+        .map_err(|err| LockError::backend(names.lock(), err))
     })
     .await?;
     Ok(match reply {
@@ -464,7 +464,7 @@ async fn try_acquire(
         &mut client.connection(),
     )
     .await
-    .map_err(|err| LockError::backend(&names.lock, err))?;
+    .map_err(|err| LockError::backend(names.lock(), err))?;
     client.mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
     Ok(if acquired == 1 {
@@ -488,10 +488,10 @@ async fn try_set_nx(
     options: &LockOptions,
 ) -> Result<Option<Attempt>, LockError> {
     // Sized up front: a command grown argument by argument reallocates several times.
-    let mut set = redis::Cmd::with_capacity(6, 16 + names.lock.len() + token.len() + 20);
+    let mut set = redis::Cmd::with_capacity(6, 16 + names.lock().len() + token.len() + 20);
     let reply: redis::RedisResult<Option<String>> = set
         .arg("SET")
-        .arg(&names.lock)
+        .arg(names.lock())
         .arg(token)
         .arg("NX")
         .arg("PX")
@@ -510,7 +510,7 @@ async fn try_set_nx(
             }))
         }
         Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => Ok(None),
-        Err(err) => Err(LockError::backend(&names.lock, err)),
+        Err(err) => Err(LockError::backend(names.lock(), err)),
     }
 }
 
@@ -567,7 +567,7 @@ where
         };
         match outcome {
             Err(err) if is_transient(&err) || is_connection(&err) => {
-                tracing::debug!(key = %names.lock, error = %err, "{what} failed; trying again");
+                tracing::debug!(key = %names.lock(), error = %err, "{what} failed; trying again");
                 if Instant::now() + pause >= give_up {
                     return Err(err);
                 }
@@ -584,7 +584,7 @@ where
 /// then ends by itself.
 fn gave_up(names: &KeyNames, what: &str) -> LockError {
     LockError::backend(
-        &names.lock,
+        names.lock(),
         redis::RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("{what} gave up: Redis did not answer before the lease could end by itself"),
@@ -667,7 +667,7 @@ async fn release_once(
     };
     let reply: i64 = invoke(&call, &mut client.connection())
         .await
-        .map_err(|err| LockError::backend(&names.lock, err))?;
+        .map_err(|err| LockError::backend(names.lock(), err))?;
     // Left free for a foreign window: released.
     Ok(if reply == 3 { 1 } else { reply })
 }
@@ -683,14 +683,14 @@ pub(crate) async fn leave_queue(
     )
     .await
     .map(|_| ())
-    .map_err(|err| LockError::backend(&names.lock, err))
+    .map_err(|err| LockError::backend(names.lock(), err))
 }
 
 /// Best-effort release of a token we should not keep (a late acquire reply).
 async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
     let give_up = Instant::now() + RELEASE_BUDGET;
     if let Err(err) = release_script(client, names, token, give_up).await {
-        tracing::warn!(key = %names.lock, error = %err, "releasing a late acquisition failed; it expires by its ttl");
+        tracing::warn!(key = %names.lock(), error = %err, "releasing a late acquisition failed; it expires by its ttl");
     }
 }
 
@@ -707,7 +707,7 @@ pub(crate) async fn extend_lease(
         None => (vec![client.connection()], 1),
     };
     let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
-        let mut call = Call::new(&RENEW, &[&names.lock]);
+        let mut call = Call::new(&RENEW, &[names.lock()]);
         call.arg(token).arg(millis(ttl));
         invoke::<i64>(&call, &mut node).await
     }))
@@ -720,7 +720,7 @@ pub(crate) async fn extend_lease(
         return Ok(true);
     }
     match replies.into_iter().find_map(Result::err) {
-        Some(err) if extended == 0 && quorum == 1 => Err(LockError::backend(&names.lock, err)),
+        Some(err) if extended == 0 && quorum == 1 => Err(LockError::backend(names.lock(), err)),
         _ => Ok(false),
     }
 }

@@ -53,7 +53,7 @@ pub(crate) async fn acquire(
         let round = acquire_round(nodes, redlock, names, &token, options).await?;
         if won(&round, redlock, options.ttl) {
             tracing::debug!(
-                key = %names.lock,
+                key = %names.lock(),
                 granted = round.granted,
                 waited_ms = started.elapsed().as_millis() as u64,
                 "lock acquired on a quorum"
@@ -71,9 +71,10 @@ pub(crate) async fn acquire(
         if (round.granted > 0 || !round.failures.is_empty())
             && let Err(err) = release_all(nodes, redlock, names, &token, false).await
         {
-            tracing::debug!(key = %names.lock, error = %err, "releasing a failed round");
+            tracing::debug!(key = %names.lock(), error = %err, "releasing a failed round");
         }
-        if let Some(err) = lost_for_good(&round, redlock, &names.lock, options, started, deadline) {
+        if let Some(err) = lost_for_good(&round, redlock, names.lock(), options, started, deadline)
+        {
             return Err(err);
         }
         let now = Instant::now();
@@ -100,7 +101,7 @@ pub(crate) async fn acquire(
         wait_any(&tickets, park).await;
     }
     Err(LockError::Timeout {
-        key: names.lock.clone(),
+        key: names.lock().to_owned(),
         waited: started.elapsed(),
     })
 }
@@ -156,7 +157,7 @@ async fn subscribe(redlock: &Redlock, names: &KeyNames, deadline: Instant) -> Ve
     if let Ok(answers) = answers {
         for (answer, url) in answers.iter().zip(&redlock.urls) {
             if let Err(err) = answer {
-                tracing::debug!(key = %names.lock, master = %url, error = %err, "cannot subscribe to release messages");
+                tracing::debug!(key = %names.lock(), master = %url, error = %err, "cannot subscribe to release messages");
             }
         }
     }
@@ -194,7 +195,7 @@ async fn acquire_round(
             reason: format!(
                 "lock `{}` asks for fencing, which Redlock mode does not offer: counters on \
                  independent masters give no single order; use a single instance or a cluster",
-                names.lock
+                names.lock()
             ),
         });
     }
@@ -299,7 +300,7 @@ pub(crate) async fn release_all(
         return Ok(-1);
     }
     match last_error {
-        Some(err) if released == 0 => Err(LockError::backend(&names.lock, err)),
+        Some(err) if released == 0 => Err(LockError::backend(names.lock(), err)),
         _ => Ok(0),
     }
 }

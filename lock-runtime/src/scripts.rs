@@ -140,7 +140,7 @@ pub(crate) fn acquire_call(
     let mut invocation = Call::new(
         &ACQUIRE,
         &[
-            &names.lock,
+            names.lock(),
             names.fence(),
             names.queue(),
             names.deadlines(),
@@ -168,7 +168,7 @@ pub(crate) fn queue_call<'a>(
 ) -> Call<'a> {
     let mut invocation = Call::new(
         script,
-        &[&names.lock, names.queue(), names.deadlines(), names.ttls()],
+        &[names.lock(), names.queue(), names.deadlines(), names.ttls()],
     );
     invocation
         .arg(token)
@@ -229,15 +229,15 @@ pub(crate) fn release_call(
 /// and `{x}`, not `a` and `{a}:queue`, whatever prefix or braces they carry.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyNames {
-    pub(crate) lock: String,
-    /// The auxiliary names one after another, in [`AUX_KINDS`] order: one allocation for
-    /// all five, built without `format!` (they are made on every acquisition).
-    aux: String,
-    /// Where each auxiliary name ends in `aux`.
-    ends: [usize; AUX_KINDS.len()],
+    /// The lock key, then its auxiliary names in [`AUX_KINDS`] order, one after another:
+    /// one allocation for all six, built without `format!` (they are made on every
+    /// acquisition, and kept while the lock is held).
+    text: Box<str>,
+    /// Where the lock key ends in `text`, then where each auxiliary name ends.
+    ends: [usize; 1 + AUX_KINDS.len()],
 }
 
-/// The kinds of auxiliary names, in the order `KeyNames::aux` holds them: the fence
+/// The kinds of auxiliary names, in the order `KeyNames::text` holds them: the fence
 /// counter, the queue, the queue's deadlines, the queued waiters' ttls (so that a release
 /// can grant the head the lock directly), and the release channel.
 const AUX_KINDS: [&str; 5] = ["fence", "queue", "deadlines", "ttls", "released"];
@@ -256,58 +256,73 @@ impl KeyNames {
     /// key.
     pub(crate) fn new(lock: String) -> Result<Self, LockError> {
         let slot = slot_of(&lock)?;
+        let wrapping = match slot {
+            Slot::Tag => 1,
+            Slot::Whole => 2,
+        };
         let kinds: usize = AUX_KINDS.iter().map(|kind| kind.len()).sum();
-        let mut aux =
-            String::with_capacity(kinds + AUX_KINDS.len() * (AUX_PREFIX.len() + 2 + lock.len()));
-        let mut ends = [0; AUX_KINDS.len()];
-        for (kind, end) in AUX_KINDS.iter().zip(&mut ends) {
-            aux.push_str(AUX_PREFIX);
-            aux.push_str(kind);
+        let mut text = String::with_capacity(
+            lock.len() + kinds + AUX_KINDS.len() * (AUX_PREFIX.len() + wrapping + lock.len()),
+        );
+        let mut ends = [0; 1 + AUX_KINDS.len()];
+        text.push_str(&lock);
+        ends[0] = text.len();
+        for (kind, end) in AUX_KINDS.iter().zip(&mut ends[1..]) {
+            text.push_str(AUX_PREFIX);
+            text.push_str(kind);
             match slot {
                 Slot::Tag => {
-                    aux.push('/');
-                    aux.push_str(&lock);
+                    text.push('/');
+                    text.push_str(&lock);
                 }
                 Slot::Whole => {
-                    aux.push('{');
-                    aux.push_str(&lock);
-                    aux.push('}');
+                    text.push('{');
+                    text.push_str(&lock);
+                    text.push('}');
                 }
             }
-            *end = aux.len();
+            *end = text.len();
         }
-        Ok(KeyNames { lock, aux, ends })
+        Ok(KeyNames {
+            text: text.into_boxed_str(),
+            ends,
+        })
     }
 
-    /// The `index`th auxiliary name (of kind `AUX_KINDS[index]`).
-    fn aux(&self, index: usize) -> &str {
+    /// The `index`th name: 0 the lock key, then the auxiliary names.
+    fn name(&self, index: usize) -> &str {
         let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &self.aux[start..self.ends[index]]
+        &self.text[start..self.ends[index]]
+    }
+
+    /// The lock key (the client's prefix included).
+    pub(crate) fn lock(&self) -> &str {
+        self.name(0)
     }
 
     /// The fence counter.
     pub(crate) fn fence(&self) -> &str {
-        self.aux(0)
+        self.name(1)
     }
 
     /// The queue of waiting tokens (a sorted set by arrival).
     pub(crate) fn queue(&self) -> &str {
-        self.aux(1)
+        self.name(2)
     }
 
     /// The queued tokens' place deadlines.
     pub(crate) fn deadlines(&self) -> &str {
-        self.aux(2)
+        self.name(3)
     }
 
     /// Each queued waiter's ttl, so that a release can grant it the lock directly.
     pub(crate) fn ttls(&self) -> &str {
-        self.aux(3)
+        self.name(4)
     }
 
     /// The channel a release is announced on.
     pub(crate) fn channel(&self) -> &str {
-        self.aux(4)
+        self.name(5)
     }
 }
 
@@ -386,7 +401,7 @@ mod tests {
 
     fn all(names: &KeyNames) -> [&str; 6] {
         [
-            &names.lock,
+            names.lock(),
             names.fence(),
             names.queue(),
             names.deadlines(),

@@ -88,8 +88,8 @@ struct Lease {
     attached: Option<Attachment>,
 }
 
-/// A value kept with a lease and dropped when the lease is lost.
-pub(crate) type Attachment = Box<dyn std::any::Any + Send>;
+/// What is kept with a lease and dropped when the lease is lost: the holder's turn.
+pub(crate) type Attachment = crate::turn::Turn;
 
 /// A waiter's place in a key's queue, kept alive while the waiter waits.
 struct Queued {
@@ -406,10 +406,10 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<K
                 LostCause::Expired
             };
             if lease.renew {
-                tracing::warn!(key = %lease.names.lock, ?cause, "lock lost");
-                telemetry.lost(&lease.names.lock, cause);
+                tracing::warn!(key = %lease.names.lock(), ?cause, "lock lost");
+                telemetry.lost(lease.names.lock(), cause);
             } else {
-                tracing::debug!(key = %lease.names.lock, "lease reached its ttl");
+                tracing::debug!(key = %lease.names.lock(), "lease reached its ttl");
             }
             lease.lost.set(cause);
             return false;
@@ -467,7 +467,7 @@ fn due_places(state: &mut State, now: Instant) -> Vec<KeepAlive> {
     let mut by_key: HashMap<&str, KeepAlive> = HashMap::new();
     for place in state.queued.values() {
         by_key
-            .entry(&place.names.lock)
+            .entry(place.names.lock())
             .or_insert_with(|| KeepAlive {
                 names: place.names.clone(),
                 tokens: Vec::new(),
@@ -495,7 +495,7 @@ async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
                 call.arg(&**token);
             }
             if let Err(err) = invoke::<i64>(&call, &mut connection).await {
-                tracing::debug!(key = %place.names.lock, error = %err, "keeping queue places alive failed");
+                tracing::debug!(key = %place.names.lock(), error = %err, "keeping queue places alive failed");
             }
         }
     }))
@@ -560,16 +560,16 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
             Verdict::Renewed => {
                 lease.valid_until = lease.valid_until.max(validity(sent, renewal.ttl));
                 lease.next_renewal = sent + renewal.ttl / 3;
-                tracing::debug!(key = %renewal.names.lock, "lease renewed");
+                tracing::debug!(key = %renewal.names.lock(), "lease renewed");
             }
             Verdict::Gone => {
-                tracing::warn!(key = %renewal.names.lock, "lock lost: the token is gone from Redis");
+                tracing::warn!(key = %renewal.names.lock(), "lock lost: the token is gone from Redis");
                 lease.lost.set(LostCause::TokenGone);
-                telemetry.lost(&renewal.names.lock, LostCause::TokenGone);
+                telemetry.lost(renewal.names.lock(), LostCause::TokenGone);
                 state.leases.remove(&renewal.id);
             }
             Verdict::Failed => {
-                telemetry.renewal_failed(&renewal.names.lock);
+                telemetry.renewal_failed(renewal.names.lock());
                 let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
                 lease.next_renewal = now + retry;
             }
@@ -614,7 +614,7 @@ async fn send_renewals(
                 pipe.cmd("EVALSHA")
                     .arg(RENEW.get_hash())
                     .arg(1)
-                    .arg(&renewal.names.lock)
+                    .arg(renewal.names.lock())
                     .arg(&*renewal.token)
                     .arg(millis(renewal.ttl));
             }
@@ -673,7 +673,7 @@ fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
 fn log_errors(replies: &[redis::RedisResult<i64>], batch: &[Renewal]) {
     for (reply, renewal) in replies.iter().zip(batch) {
         if let Err(err) = reply {
-            tracing::warn!(key = %renewal.names.lock, error = %err, "lease renewal failed");
+            tracing::warn!(key = %renewal.names.lock(), error = %err, "lease renewal failed");
         }
     }
 }
