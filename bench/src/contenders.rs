@@ -85,6 +85,17 @@ impl Contender {
                 Contender::RedisPy => 6,
             }
     }
+
+    /// The size of this contender's guard value (what a caller keeps per held lock beside
+    /// the heap the lock takes); 0 for those without a guard here.
+    pub(crate) fn guard_size(self) -> usize {
+        match self {
+            Contender::Attribute | Contender::Api => std::mem::size_of::<LockGuard>(),
+            Contender::Rslock => std::mem::size_of::<rslock::LockGuard>(),
+            Contender::AsyncRedisLock => std::mem::size_of::<async_redis_lock::Lock>(),
+            Contender::Raw | Contender::RedisPy => 0,
+        }
+    }
 }
 
 /// The key of lock number `id` (the attribute renders `bench:<id>` the same way).

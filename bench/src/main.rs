@@ -432,9 +432,10 @@ async fn bench() -> BenchResult<()> {
             {
                 Ok(record) => {
                     eprintln!(
-                        "held {locks:>6} locks {:<18} {:.0} B heap/lock, {:.0} renewals/period, {:.0} reads/period, {:.2} µs CPU/renewal, lost {}",
+                        "held {locks:>6} locks {:<18} {:.0} B heap/lock (guard {} B), {:.0} renewals/period, {:.0} reads/period, {:.2} µs CPU/renewal, lost {}",
                         contender.id(),
                         record.heap_per_lock_bytes,
+                        record.guard_bytes,
                         record.renewals_per_period,
                         record.server_reads_per_period,
                         record.client_cpu_us_per_renewal,

@@ -288,6 +288,7 @@ pub(crate) struct WatchdogSummary {
     client_cpu_us_per_renewal: f64,
     rss_per_lock_bytes: f64,
     heap_per_lock_bytes: f64,
+    guard_bytes: usize,
     dbsize_before: u64,
     dbsize_held: u64,
     dbsize_after: u64,
@@ -315,6 +316,7 @@ fn watchdog_summaries(records: &[WatchdogRecord]) -> Vec<WatchdogSummary> {
                 client_cpu_us_per_renewal: median(mine.iter().map(|r| r.client_cpu_us_per_renewal)),
                 rss_per_lock_bytes: median(mine.iter().map(|r| r.rss_per_lock_bytes)),
                 heap_per_lock_bytes: median(mine.iter().map(|r| r.heap_per_lock_bytes)),
+                guard_bytes: mine.first().map_or(0, |r| r.guard_bytes),
                 dbsize_before: mine.iter().map(|r| r.dbsize_before).max().unwrap_or(0),
                 dbsize_held: mine.iter().map(|r| r.dbsize_held).max().unwrap_or(0),
                 dbsize_after: mine.iter().map(|r| r.dbsize_after).max().unwrap_or(0),
@@ -1206,7 +1208,9 @@ fn markdown(
          {:.1} s, then released. Renewals are EVALSHA calls in the window; server reads count \
          `total_reads_processed` (one per request, or per chunk of a pipeline), so batching \
          shows as few reads per period. Heap per held lock is the allocator's bytes in use \
-         (`mallinfo2`) after acquiring minus before, the caller's guard included; RSS per held \
+         (`mallinfo2`) after acquiring minus before: what the lock allocates, the guard's own \
+         allocations included; the guard value itself (its `size_of`, in the *guard* column) \
+         sits in storage the caller made before the count. RSS per held \
          lock is the `/proc/self/statm` difference, which stays low when the heap reuses memory \
          freed by earlier scenarios. Only contenders with a watchdog take part.\n",
         s.watchdog_locks,
@@ -1215,16 +1219,16 @@ fn markdown(
     );
     let _ = writeln!(
         out,
-        "| contender | acquire all | renewals/period | server reads/period | client CPU (share of a core) | CPU µs/renewal | heap per held lock | RSS per held lock | DBSIZE before → held → after | lost | leases tracked after |"
+        "| contender | acquire all | renewals/period | server reads/period | client CPU (share of a core) | CPU µs/renewal | heap per held lock | guard | RSS per held lock | DBSIZE before → held → after | lost | leases tracked after |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
     );
     for w in watchdog {
         let _ = writeln!(
             out,
-            "| {} | {:.2} s | {} | {} | {:.1}% | {:.2} | {:.0} B | {:.0} B | {} → {} → {} | {} | {} |",
+            "| {} | {:.2} s | {} | {} | {:.1}% | {:.2} | {:.0} B | {} B | {:.0} B | {} → {} → {} | {} | {} |",
             w.contender.label(),
             w.acquire_s,
             thousands(w.renewals_per_period),
@@ -1232,6 +1236,7 @@ fn markdown(
             w.client_cpu_share * 100.0,
             w.client_cpu_us_per_renewal,
             w.heap_per_lock_bytes,
+            w.guard_bytes,
             w.rss_per_lock_bytes,
             w.dbsize_before,
             w.dbsize_held,

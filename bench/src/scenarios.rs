@@ -528,8 +528,12 @@ pub(crate) struct WatchdogRecord {
     /// Resident memory added per held lock (`/proc/self/statm`; heap reused from earlier
     /// scenarios does not show here).
     pub(crate) rss_per_lock_bytes: f64,
-    /// Heap in use added per held lock (`mallinfo2`), the guard the caller keeps included.
+    /// Heap in use added per held lock (`mallinfo2`): what the lock allocates, the guard's
+    /// own allocations included; the guard's inline size (in the caller's storage, made
+    /// before the count) is `guard_bytes`.
     pub(crate) heap_per_lock_bytes: f64,
+    /// The size of the contender's guard value itself (`size_of`), kept by the caller.
+    pub(crate) guard_bytes: usize,
     /// `DBSIZE` before acquiring.
     pub(crate) dbsize_before: u64,
     /// `DBSIZE` while all were held.
@@ -574,9 +578,14 @@ pub(crate) async fn watchdog(
     tokio::time::sleep(Duration::from_millis(50)).await;
     let dbsize_before = admin.dbsize().await?;
     let rss0 = admin::rss_bytes();
+    // The caller's storage for the guards is made before the count starts: the count is
+    // the heap the locks themselves take (guards' own allocations included), not the
+    // slack of a growing vector. The guard's inline size is reported beside it.
+    let mut held: Vec<Held> = Vec::with_capacity(usize::try_from(locks)?);
+    let mut failed_acquire = None;
     let heap0 = admin::heap_in_use();
     let started = Instant::now();
-    let held: Vec<BenchResult<Held>> = futures_util::stream::iter(0..locks)
+    futures_util::stream::iter(0..locks)
         .map(|i| {
             let client = &client;
             async move {
@@ -586,12 +595,22 @@ pub(crate) async fn watchdog(
             }
         })
         .buffer_unordered(1_000)
-        .collect()
+        .for_each(|acquired| {
+            match acquired {
+                Ok(guard) => held.push(guard),
+                Err(err) => {
+                    failed_acquire.get_or_insert(err);
+                }
+            }
+            std::future::ready(())
+        })
         .await;
     let acquire_s = started.elapsed().as_secs_f64();
-    let held: Vec<Held> = held.into_iter().collect::<BenchResult<_>>()?;
     let rss1 = admin::rss_bytes();
     let heap1 = admin::heap_in_use();
+    if let Some(err) = failed_acquire {
+        return Err(err);
+    }
     let dbsize_held = admin.dbsize().await?;
 
     admin.reset_stats().await?;
@@ -649,6 +668,7 @@ pub(crate) async fn watchdog(
         },
         rss_per_lock_bytes: rss1.saturating_sub(rss0) as f64 / locks as f64,
         heap_per_lock_bytes: heap1.saturating_sub(heap0) as f64 / locks as f64,
+        guard_bytes: contender.guard_size(),
         dbsize_before,
         dbsize_held,
         dbsize_after,

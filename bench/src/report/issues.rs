@@ -398,8 +398,11 @@ pub(super) fn held_goals(held: &[WatchdogRecord]) -> Vec<Goal> {
             met: Some(held.iter().all(|r| r.heap_per_lock_bytes <= 1024.0)),
             inconclusive: false,
             detail: format!(
-                "{} (`mallinfo2`, the caller's guard included; section 7).",
-                heaps.join(", ")
+                "{} (`mallinfo2`: what the locks allocate, the guards' own allocations \
+                 included; the guard value itself, {} B, is the caller's: on its stack or in \
+                 storage it made before the count; section 7).",
+                heaps.join(", "),
+                held.first().map_or(0, |r| r.guard_bytes)
             ),
         },
         Goal {
