@@ -54,10 +54,15 @@ print("PY " + " ".join(map(str, counts)), flush=True)
 "#;
 
 /// 20 redis-py threads and 20 of our tasks (one process) take one key for 10 s, holding it
-/// 20 ms (redis-py's threads work 20 ms between two holds): every redis-py thread acquires
-/// at least once (without the foreign window, all of
-/// them timed out with 6 acquisitions between them), mutual exclusion holds across both, and
-/// each side's share is printed.
+/// 20 ms (redis-py's threads work 20 ms between two holds): the redis-py side gets at least
+/// a fifth of the acquisitions and at least 15 of its 20 threads acquire (without the
+/// foreign window, all of them timed out with 6 acquisitions between them), mutual
+/// exclusion holds across both, and each side's share is printed.
+///
+/// Which redis-py thread takes a window is redis-py's own race (its threads poll every
+/// 0.1 s, with no queue among them, under one GIL): under CI load two of its threads once
+/// never won one while the side took 53 % of all acquisitions. So the test holds the
+/// foreign side's share to a bound, and its threads only mostly.
 #[test]
 fn redis_py_clients_get_the_key_beside_our_queue() {
     let python = Command::new("python3")
@@ -165,8 +170,12 @@ fn redis_py_clients_get_the_key_beside_our_queue() {
         assert_eq!(overlaps, None, "our lock and redis-py's let two holders in");
         assert_eq!(py.len(), TASKS);
         assert!(
-            py.iter().all(|&count| count > 0),
-            "a redis-py thread never acquired: {py:?}"
+            py_total * 5 >= ours_total + py_total,
+            "redis-py got under a fifth of the acquisitions: {py:?} against our {ours:?}"
+        );
+        assert!(
+            py.iter().filter(|&&count| count > 0).count() >= TASKS * 3 / 4,
+            "over a quarter of the redis-py threads never acquired: {py:?}"
         );
         assert!(
             ours.iter().all(|&count| count > 0),
