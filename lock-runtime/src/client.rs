@@ -11,6 +11,7 @@ use redis::cluster::ClusterClientBuilder;
 use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::redlock::Redlock;
+use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
@@ -268,6 +269,17 @@ impl LockClient {
     /// Identifies this client (all its clones) for task-scoped reentrancy.
     pub(crate) fn id(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// The names of the lock `key` (prefix applied), validated.
+    pub(crate) fn key_names(&self, key: &str) -> Result<KeyNames, LockError> {
+        crate::key::validate(key)?;
+        let prefix = &self.inner.key_prefix;
+        if !prefix.is_empty() && prefix.len() + key.len() > crate::key::MAX_KEY_LEN {
+            // Refused for its length, with the message a whole key gets.
+            crate::key::validate(&format!("{prefix}{key}"))?;
+        }
+        KeyNames::prefixed(prefix, key)
     }
 
     /// The key as stored in Redis (prefix applied), validated.

@@ -137,7 +137,7 @@ impl Lock {
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
         let client = self.resolve_client()?;
-        let names = Arc::new(KeyNames::new(client.redis_key(&self.key)?)?);
+        let names = Arc::new(client.key_names(&self.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             return Ok(LockGuard::reentrant(client, names, &held));
         }

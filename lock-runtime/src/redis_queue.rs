@@ -489,7 +489,8 @@ async fn try_set_nx(
 ) -> Result<Option<Attempt>, LockError> {
     // Sized up front: a command grown argument by argument reallocates several times.
     let mut set = redis::Cmd::with_capacity(6, 16 + names.lock().len() + token.len() + 20);
-    let reply: redis::RedisResult<Option<String>> = set
+    // Read as a bare value: `OK` or nil, with no string made of the reply.
+    let reply: redis::RedisResult<redis::Value> = set
         .arg("SET")
         .arg(names.lock())
         .arg(token)
@@ -499,15 +500,15 @@ async fn try_set_nx(
         .query_async(&mut client.connection())
         .await;
     match reply {
-        Ok(Some(_)) => {
-            client.mark_answered();
-            Ok(Some(Attempt::Acquired { fence: None }))
-        }
-        Ok(None) => {
+        Ok(redis::Value::Nil) => {
             client.mark_answered();
             Ok(options.wait.is_zero().then_some(Attempt::NotNow {
                 retry_in: Duration::ZERO,
             }))
+        }
+        Ok(_) => {
+            client.mark_answered();
+            Ok(Some(Attempt::Acquired { fence: None }))
         }
         Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => Ok(None),
         Err(err) => Err(LockError::backend(names.lock(), err)),

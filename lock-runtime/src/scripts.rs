@@ -232,7 +232,7 @@ pub(crate) struct KeyNames {
     /// The lock key, then its auxiliary names in [`AUX_KINDS`] order, one after another:
     /// one allocation for all six, built without `format!` (they are made on every
     /// acquisition, and kept while the lock is held).
-    text: Box<str>,
+    text: String,
     /// Where the lock key ends in `text`, then where each auxiliary name ends.
     ends: [usize; 1 + AUX_KINDS.len()],
 }
@@ -254,39 +254,38 @@ impl KeyNames {
     /// for one without (the braces make the whole key the tag). The character after the
     /// kind, `/` or `{`, tells the two forms apart, so the name is distinct for every lock
     /// key.
+    #[cfg(test)]
     pub(crate) fn new(lock: String) -> Result<Self, LockError> {
-        let slot = slot_of(&lock)?;
-        let wrapping = match slot {
-            Slot::Tag => 1,
-            Slot::Whole => 2,
-        };
+        KeyNames::prefixed("", &lock)
+    }
+
+    /// The names of the lock key `prefix` + `key` (the caller checked their length).
+    pub(crate) fn prefixed(prefix: &str, key: &str) -> Result<Self, LockError> {
+        let lock_len = prefix.len() + key.len();
         let kinds: usize = AUX_KINDS.iter().map(|kind| kind.len()).sum();
         let mut text = String::with_capacity(
-            lock.len() + kinds + AUX_KINDS.len() * (AUX_PREFIX.len() + wrapping + lock.len()),
+            lock_len + kinds + AUX_KINDS.len() * (AUX_PREFIX.len() + 2 + lock_len),
         );
+        text.push_str(prefix);
+        text.push_str(key);
+        let slot = slot_of(&text)?;
         let mut ends = [0; 1 + AUX_KINDS.len()];
-        text.push_str(&lock);
         ends[0] = text.len();
         for (kind, end) in AUX_KINDS.iter().zip(&mut ends[1..]) {
             text.push_str(AUX_PREFIX);
             text.push_str(kind);
-            match slot {
-                Slot::Tag => {
-                    text.push('/');
-                    text.push_str(&lock);
-                }
-                Slot::Whole => {
-                    text.push('{');
-                    text.push_str(&lock);
-                    text.push('}');
-                }
+            text.push(match slot {
+                Slot::Tag => '/',
+                Slot::Whole => '{',
+            });
+            text.push_str(prefix);
+            text.push_str(key);
+            if slot == Slot::Whole {
+                text.push('}');
             }
             *end = text.len();
         }
-        Ok(KeyNames {
-            text: text.into_boxed_str(),
-            ends,
-        })
+        Ok(KeyNames { text, ends })
     }
 
     /// The `index`th name: 0 the lock key, then the auxiliary names.

@@ -684,7 +684,7 @@ mod tests {
 
     fn lease(ttl: Duration, now: Instant) -> Lease {
         Lease {
-            names: Arc::new(KeyNames::new("k".into()).unwrap()),
+            names: Arc::new(KeyNames::prefixed("", "k").unwrap()),
             token: "t".into(),
             ttl,
             renew: true,
@@ -715,7 +715,7 @@ mod tests {
     fn queue_places_are_kept_alive_a_third_of_a_queue_lease_apart() {
         let now = Instant::now();
         let mut state = State::default();
-        let names = KeyNames::new("k".into()).unwrap();
+        let names = KeyNames::prefixed("", "k").unwrap();
         for token in ["a", "b"] {
             state.next_id += 1;
             let id = state.next_id;

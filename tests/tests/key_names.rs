@@ -189,3 +189,26 @@ async fn a_grant_naming_another_key_is_not_taken_as_a_grant() {
     assert_eq!(server.get("g").as_deref(), Some(guard.token()));
     drop(guard);
 }
+
+/// The prefix counts in a key's length limit: a key that fits alone but not behind the
+/// prefix is refused before any Redis traffic, naming the whole key; one that fits is
+/// taken under the prefixed name.
+#[tokio::test]
+async fn the_prefix_counts_in_the_key_length_limit() {
+    let server = RedisServer::start();
+    let client = client(&server, "app:");
+    let over = "k".repeat(lock_runtime::MAX_KEY_LEN - 3);
+    let err = client.lock(over.as_str()).acquire().await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::InvalidKey { key, .. } if key.starts_with("app:kkk")),
+        "{err:?}"
+    );
+    assert_eq!(server.dbsize(), 0, "a refused key touched Redis");
+    let fits = "k".repeat(lock_runtime::MAX_KEY_LEN - 4);
+    let guard = client.lock(fits.as_str()).acquire().await.unwrap();
+    assert_eq!(
+        server.get(&format!("app:{fits}")).as_deref(),
+        Some(guard.token())
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
