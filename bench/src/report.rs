@@ -791,6 +791,7 @@ pub(crate) fn write_all(
     let redlock = hot_summaries(&results.redlock_hot);
     let counted = issues::instruction_summaries(&results.instructions);
     let mut issue_goals = issues::goals(&redlock, &counted);
+    issue_goals.extend(issues::cycle_goals(&uncontended, &many, &counted));
     issue_goals.extend(issues::held_goals(&results.scaling.held));
     let summary = Summary {
         uncontended: uncontended.clone(),
