@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Goal, HotSummary, Results, Settings, find, median, ms, thousands, verdict};
+use super::{
+    CycleSummary, Goal, HotSummary, Results, Settings, find, median, ms, thousands, verdict,
+};
 use crate::contenders::Contender;
 use crate::instructions::{self, InstructionRecord};
 use crate::redlock;
@@ -112,18 +114,30 @@ pub(super) fn goals(redlock: &[HotSummary], counted: &[InstructionSummary]) -> V
 /// limit and rslock, client CPU per cycle, and server commands per cycle. A missed goal
 /// names what the profile showed and what would close it.
 pub(super) fn cycle_goals(
-    uncontended: &[super::CycleSummary],
-    many: &[super::CycleSummary],
+    uncontended: &[CycleSummary],
+    many: &[CycleSummary],
     counted: &[InstructionSummary],
 ) -> Vec<Goal> {
-    let api = |of: &[super::CycleSummary]| find(of, Contender::Api, |c| c.contender).cloned();
-    let raw = |of: &[super::CycleSummary]| find(of, Contender::Raw, |c| c.contender).cloned();
-    let rslock = |of: &[super::CycleSummary]| find(of, Contender::Rslock, |c| c.contender).cloned();
+    let why = profile_note(counted);
+    vec![
+        one_task_goal(uncontended, &why),
+        many_keys_goal(many, &why),
+        client_cpu_goal(many, &why),
+        server_commands_goal(uncontended),
+    ]
+}
+
+/// One contender's summary.
+fn cycle_of(of: &[CycleSummary], contender: Contender) -> Option<&CycleSummary> {
+    find(of, contender, |c| c.contender)
+}
+
+/// What the profile shows of the uncontended cycle's client cost, for a missed goal.
+fn profile_note(counted: &[InstructionSummary]) -> String {
     let instructions = |contender| {
         find(counted, contender, |c: &InstructionSummary| c.contender).map(|c| c.per_cycle)
     };
-    let (api_ir, raw_ir) = (instructions(Contender::Api), instructions(Contender::Raw));
-    let why = match (api_ir, raw_ir) {
+    match (instructions(Contender::Api), instructions(Contender::Raw)) {
         (Some(ours), Some(raw)) if raw > 0.0 => format!(
             " Profile: our cycle runs {} instructions on the client to raw's {} ({:.2}×, \
              section 6: the lock's own work, its registry entry, lease and guard); under load \
@@ -137,107 +151,111 @@ pub(super) fn cycle_goals(
             ours / raw
         ),
         _ => String::new(),
+    }
+}
+
+fn one_task_goal(uncontended: &[CycleSummary], why: &str) -> Goal {
+    let goal = "Issue 15: uncontended cycle, 1 task: ours (Lock API) at least 0.97× raw";
+    let (Some(ours), Some(raw)) = (
+        cycle_of(uncontended, Contender::Api),
+        cycle_of(uncontended, Contender::Raw),
+    ) else {
+        return not_measured(goal);
     };
-    let mut goals = Vec::new();
-    goals.push(match (api(uncontended), raw(uncontended)) {
-        (Some(ours), Some(raw)) => {
-            let ratio = ours.per_s / raw.per_s.max(1e-9);
-            Goal {
-                goal: "Issue 15: uncontended cycle, 1 task: ours (Lock API) at least 0.97× raw"
-                    .into(),
-                met: Some(ratio >= 0.97),
-                inconclusive: false,
-                detail: format!(
-                    "{ratio:.2}× raw ({:.0} vs {:.0} cycles/s, medians; the median of the \
-                     per-run ratios is {}).{}",
-                    ours.per_s,
-                    raw.per_s,
-                    ours.paired_ratio
-                        .map_or("–".to_owned(), |r| format!("{r:.2}×")),
-                    if ratio >= 0.97 {
-                        String::new()
-                    } else {
-                        why.clone()
-                    }
-                ),
+    let ratio = ours.per_s / raw.per_s.max(1e-9);
+    Goal {
+        goal: goal.into(),
+        met: Some(ratio >= 0.97),
+        inconclusive: false,
+        detail: format!(
+            "{ratio:.2}× raw ({:.0} vs {:.0} cycles/s, medians; the median of the per-run \
+             ratios is {}).{}",
+            ours.per_s,
+            raw.per_s,
+            ours.paired_ratio
+                .map_or("–".to_owned(), |r| format!("{r:.2}×")),
+            if ratio >= 0.97 { "" } else { why }
+        ),
+    }
+}
+
+fn many_keys_goal(many: &[CycleSummary], why: &str) -> Goal {
+    let goal = "Issue 15: 256 tasks on distinct keys: ours (Lock API) at least 0.90× raw and \
+                1.1× rslock";
+    let (Some(ours), Some(raw), Some(theirs)) = (
+        cycle_of(many, Contender::Api),
+        cycle_of(many, Contender::Raw),
+        cycle_of(many, Contender::Rslock),
+    ) else {
+        return not_measured(goal);
+    };
+    let to_raw = ours.per_s / raw.per_s.max(1e-9);
+    let to_rslock = ours.per_s / theirs.per_s.max(1e-9);
+    let met = to_raw >= 0.90 && to_rslock >= 1.1;
+    Goal {
+        goal: goal.into(),
+        met: Some(met),
+        inconclusive: false,
+        detail: format!(
+            "{to_raw:.2}× raw, {to_rslock:.2}× rslock ({:.0} vs {:.0} and {:.0} cycles/s, \
+             medians).{}",
+            ours.per_s,
+            raw.per_s,
+            theirs.per_s,
+            if met { "" } else { why }
+        ),
+    }
+}
+
+fn client_cpu_goal(many: &[CycleSummary], why: &str) -> Goal {
+    let goal = "Issue 15: client CPU per cycle, 256 keys: ours (Lock API) at most 1.25× raw's";
+    let (Some(ours), Some(raw)) = (
+        cycle_of(many, Contender::Api),
+        cycle_of(many, Contender::Raw),
+    ) else {
+        return not_measured(goal);
+    };
+    if raw.client_cpu_us_per_cycle <= 0.0 {
+        return not_measured(goal);
+    }
+    let ratio = ours.client_cpu_us_per_cycle / raw.client_cpu_us_per_cycle;
+    Goal {
+        goal: goal.into(),
+        met: Some(ratio <= 1.25),
+        inconclusive: false,
+        detail: format!(
+            "{:.1} µs vs {:.1} µs ({ratio:.2}×; user + system time of the process per cycle).{}",
+            ours.client_cpu_us_per_cycle,
+            raw.client_cpu_us_per_cycle,
+            if ratio <= 1.25 { "" } else { why }
+        ),
+    }
+}
+
+fn server_commands_goal(uncontended: &[CycleSummary]) -> Goal {
+    let goal = "Issue 15: server commands per uncontended cycle (Lua included): 4, as raw's";
+    let Some(ours) = cycle_of(uncontended, Contender::Api) else {
+        return not_measured(goal);
+    };
+    let met = ours.server_cmds_per_cycle <= 4.05;
+    Goal {
+        goal: goal.into(),
+        met: Some(met),
+        inconclusive: false,
+        detail: format!(
+            "{:.1} (`INFO commandstats`).{}",
+            ours.server_cmds_per_cycle,
+            if met {
+                ""
+            } else {
+                " SET NX PX, then EVALSHA whose script runs GET, EXISTS and DEL. The EXISTS \
+                 looks for a queued waiter to hand the key to; a queued waiter changes nothing \
+                 else the release reads. What would close it: a waiter that queues marks the \
+                 lock key itself (so the GET tells), which changes the value every script and \
+                 foreign client compares."
             }
-        }
-        _ => {
-            not_measured("Issue 15: uncontended cycle, 1 task: ours (Lock API) at least 0.97× raw")
-        }
-    });
-    let many_goal = "Issue 15: 256 tasks on distinct keys: ours (Lock API) at least 0.90× raw \
-                     and 1.1× rslock";
-    goals.push(match (api(many), raw(many), rslock(many)) {
-        (Some(ours), Some(raw), Some(theirs)) => {
-            let to_raw = ours.per_s / raw.per_s.max(1e-9);
-            let to_rslock = ours.per_s / theirs.per_s.max(1e-9);
-            let met = to_raw >= 0.90 && to_rslock >= 1.1;
-            Goal {
-                goal: many_goal.into(),
-                met: Some(met),
-                inconclusive: false,
-                detail: format!(
-                    "{to_raw:.2}× raw, {to_rslock:.2}× rslock ({:.0} vs {:.0} and {:.0} \
-                     cycles/s, medians).{}",
-                    ours.per_s,
-                    raw.per_s,
-                    theirs.per_s,
-                    if met { String::new() } else { why.clone() }
-                ),
-            }
-        }
-        _ => not_measured(many_goal),
-    });
-    let cpu_goal = "Issue 15: client CPU per cycle, 256 keys: ours (Lock API) at most 1.25× raw's";
-    goals.push(match (api(many), raw(many)) {
-        (Some(ours), Some(raw)) if raw.client_cpu_us_per_cycle > 0.0 => {
-            let ratio = ours.client_cpu_us_per_cycle / raw.client_cpu_us_per_cycle;
-            Goal {
-                goal: cpu_goal.into(),
-                met: Some(ratio <= 1.25),
-                inconclusive: false,
-                detail: format!(
-                    "{:.1} µs vs {:.1} µs ({ratio:.2}×; user + system time of the process per \
-                     cycle).{}",
-                    ours.client_cpu_us_per_cycle,
-                    raw.client_cpu_us_per_cycle,
-                    if ratio <= 1.25 {
-                        String::new()
-                    } else {
-                        why.clone()
-                    }
-                ),
-            }
-        }
-        _ => not_measured(cpu_goal),
-    });
-    let cmds_goal = "Issue 15: server commands per uncontended cycle (Lua included): 4, as raw's";
-    goals.push(match api(uncontended) {
-        Some(ours) => {
-            let met = ours.server_cmds_per_cycle <= 4.05;
-            Goal {
-                goal: cmds_goal.into(),
-                met: Some(met),
-                inconclusive: false,
-                detail: format!(
-                    "{:.1} (`INFO commandstats`).{}",
-                    ours.server_cmds_per_cycle,
-                    if met {
-                        ""
-                    } else {
-                        " SET NX PX, then EVALSHA whose script runs GET, EXISTS and DEL. The \
-                         EXISTS looks for a queued waiter to hand the key to; a queued waiter \
-                         changes nothing else the release reads. What would close it: a waiter \
-                         that queues marks the lock key itself (so the GET tells), which \
-                         changes the value every script and foreign client compares."
-                    }
-                ),
-            }
-        }
-        None => not_measured(cmds_goal),
-    });
-    goals
+        ),
+    }
 }
 
 fn not_measured(goal: &str) -> Goal {
