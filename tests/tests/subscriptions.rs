@@ -361,8 +361,9 @@ fn a_release_after_a_restart_wakes_its_waiter(start: fn() -> RedisServer) {
             describe(&mut admin, &only)
         );
         // The waiter's next try after it subscribed again; it then parks, and with the
-        // holder's lease far away the park lasts the 2 s cap. Only the release's message
-        // can wake it sooner.
+        // holder's lease far away the park lasts its cap (a queue lease, 1 s). Only the
+        // release's message can wake it sooner: the bound is half the cap, so a waiter the
+        // park's end woke cannot pass.
         let before = command_stat_on(&mut admin, "evalsha", "calls");
         let tried = until(Duration::from_secs(5), || {
             command_stat_on(&mut admin, "evalsha", "calls") > before
@@ -377,7 +378,7 @@ fn a_release_after_a_restart_wakes_its_waiter(start: fn() -> RedisServer) {
             .unwrap();
         let woken_after = parked.elapsed();
         assert!(
-            woken_after < Duration::from_millis(1500),
+            woken_after < Duration::from_millis(500),
             "the waiter got the lock {woken_after:?} after it parked: the release's message \
              did not wake it"
         );
