@@ -93,13 +93,13 @@ pub(crate) type Attachment = crate::turn::Turn;
 
 /// A waiter's place in a key's queue, kept alive while the waiter waits.
 struct Queued {
-    names: KeyNames,
+    names: Arc<KeyNames>,
     token: Token,
 }
 
 /// One keep-alive call: a key's queue and the places this process keeps in it.
 struct KeepAlive {
-    names: KeyNames,
+    names: Arc<KeyNames>,
     tokens: Vec<Token>,
 }
 
@@ -318,7 +318,7 @@ impl Watchdog {
     /// Keeps a waiter's place in a key's queue alive until [`forget_queued`](Self::forget_queued):
     /// its process renews it with the others, so a process that dies or stops loses it
     /// within one queue lease. The place was just refreshed by the waiter's own try.
-    pub(crate) fn keep_queued(&self, names: &KeyNames, token: &Token) -> u64 {
+    pub(crate) fn keep_queued(&self, names: &Arc<KeyNames>, token: &Token) -> u64 {
         let now = Instant::now();
         let (id, wake_sooner) = {
             let mut state = self.shared.state();
@@ -715,7 +715,7 @@ mod tests {
     fn queue_places_are_kept_alive_a_third_of_a_queue_lease_apart() {
         let now = Instant::now();
         let mut state = State::default();
-        let names = KeyNames::prefixed("", "k").unwrap();
+        let names = Arc::new(KeyNames::prefixed("", "k").unwrap());
         for token in ["a", "b"] {
             state.next_id += 1;
             let id = state.next_id;
