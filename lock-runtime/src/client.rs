@@ -273,25 +273,24 @@ impl LockClient {
 
     /// The names of the lock `key` (prefix applied), validated.
     pub(crate) fn key_names(&self, key: &str) -> Result<KeyNames, LockError> {
+        KeyNames::prefixed(self.checked_prefix(key)?, key)
+    }
+
+    /// The key as stored in Redis (prefix applied), validated.
+    pub(crate) fn redis_key(&self, key: &str) -> Result<String, LockError> {
+        let prefix = self.checked_prefix(key)?;
+        Ok(format!("{prefix}{key}"))
+    }
+
+    /// The key prefix, once `key` and the prefixed key are checked against the limits.
+    fn checked_prefix(&self, key: &str) -> Result<&str, LockError> {
         crate::key::validate(key)?;
         let prefix = &self.inner.key_prefix;
         if !prefix.is_empty() && prefix.len() + key.len() > crate::key::MAX_KEY_LEN {
             // Refused for its length, with the message a whole key gets.
             crate::key::validate(&format!("{prefix}{key}"))?;
         }
-        KeyNames::prefixed(prefix, key)
-    }
-
-    /// The key as stored in Redis (prefix applied), validated.
-    pub(crate) fn redis_key(&self, key: &str) -> Result<String, LockError> {
-        crate::key::validate(key)?;
-        let prefix = &self.inner.key_prefix;
-        if prefix.is_empty() {
-            return Ok(key.to_owned());
-        }
-        let full = format!("{prefix}{key}");
-        crate::key::validate(&full)?;
-        Ok(full)
+        Ok(prefix)
     }
 }
 

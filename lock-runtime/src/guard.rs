@@ -334,9 +334,7 @@ impl LockGuard {
         }
         // No pass after this point, also when this future is dropped before Redis answers
         // (the drop then releases in the background); the turn is held until the reply.
-        let window = self.contended_window();
-        let _turn = (self.local.take(), self.detach_turn());
-        let valid_until = self.stop_renewing();
+        let (_turn, valid_until, window) = self.begin_release();
         let reply =
             release_contended(&self.client, &self.names, &self.token, valid_until, window).await;
         // Only now: until Redis answered, a drop of this future must still release.
@@ -360,8 +358,6 @@ impl LockGuard {
         }
     }
 
-    /// The foreign window a release offers Redis when the key was contended during this
-    /// hold's tenure (Redis then also ends the key's window schedule if nobody waits).
     /// Reports how long the lock was held, once: at release, or at drop.
     fn report_hold(&mut self) {
         if !std::mem::replace(&mut self.hold_reported, true) {
@@ -371,11 +367,23 @@ impl LockGuard {
         }
     }
 
+    /// The foreign window a release offers Redis when the key was contended during this
+    /// hold's tenure (Redis then also ends the key's window schedule if nobody waits).
     fn contended_window(&self) -> Option<Duration> {
         self.local
             .as_ref()
             .filter(|local| local.contended())
             .map(|_| self.client.foreign_window())
+    }
+
+    /// Ends the hold for a release in Redis: takes the local level and the turn (kept until
+    /// Redis answered, so the next local waiter starts after it), takes the lease off the
+    /// watchdog, and returns them with the lease's validity point and the foreign window
+    /// to offer.
+    fn begin_release(&mut self) -> (LocalHold, Instant, Option<Duration>) {
+        let window = self.contended_window();
+        let local = (self.local.take(), self.detach_turn());
+        (local, self.stop_renewing(), window)
     }
 
     /// Takes back this holder's turn in the local queue from the watchdog (gone when the
@@ -446,6 +454,9 @@ impl LockGuard {
     }
 }
 
+/// What a holder keeps of the local level until its release is answered.
+type LocalHold = (Option<Holding>, Option<crate::watchdog::Attachment>);
+
 /// What a release script's reply says.
 fn outcome_of(reply: i64) -> ReleaseOutcome {
     match reply {
@@ -477,9 +488,7 @@ impl Drop for LockGuard {
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.
-        let window = self.contended_window();
-        let local = (self.local.take(), self.detach_turn());
-        let valid_until = self.stop_renewing();
+        let (local, valid_until, window) = self.begin_release();
         let client = self.client.clone();
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);

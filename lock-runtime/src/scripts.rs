@@ -247,19 +247,14 @@ const AUX_KINDS: [&str; 5] = ["fence", "queue", "deadlines", "ttls", "released"]
 pub(crate) const AUX_PREFIX: &str = "~lock/";
 
 impl KeyNames {
-    /// The names of `lock`, or why it cannot have auxiliary names in its slot.
+    /// The names of the lock key `LOCK` = `prefix` + `key` (the caller checked its
+    /// length), or why it cannot have auxiliary names in its slot.
     ///
     /// Each auxiliary name of kind `KIND` is `~lock/KIND/LOCK` for a key with a hash tag
     /// (the prefix has no braces, so the name's first tag is the key's), `~lock/KIND{LOCK}`
     /// for one without (the braces make the whole key the tag). The character after the
     /// kind, `/` or `{`, tells the two forms apart, so the name is distinct for every lock
     /// key.
-    #[cfg(test)]
-    pub(crate) fn new(lock: String) -> Result<Self, LockError> {
-        KeyNames::prefixed("", &lock)
-    }
-
-    /// The names of the lock key `prefix` + `key` (the caller checked their length).
     pub(crate) fn prefixed(prefix: &str, key: &str) -> Result<Self, LockError> {
         let lock_len = prefix.len() + key.len();
         let kinds: usize = AUX_KINDS.iter().map(|kind| kind.len()).sum();
@@ -436,18 +431,18 @@ mod tests {
     #[test]
     fn auxiliary_names_share_the_slot() {
         for key in ODD_KEYS {
-            let names = KeyNames::new((*key).into()).unwrap();
+            let names = KeyNames::prefixed("", key).unwrap();
             for name in all(&names) {
                 assert_eq!(slot(name), slot(key), "{name} is not in the slot of {key}");
             }
         }
         assert_eq!(slot("{shop}:1"), slot("shop"));
         assert_eq!(
-            KeyNames::new("stock:1".into()).unwrap().fence(),
+            KeyNames::prefixed("", "stock:1").unwrap().fence(),
             "~lock/fence{stock:1}"
         );
         assert_eq!(
-            KeyNames::new("{shop}:1".into()).unwrap().queue(),
+            KeyNames::prefixed("", "{shop}:1").unwrap().queue(),
             "~lock/queue/{shop}:1"
         );
     }
@@ -456,7 +451,7 @@ mod tests {
     fn no_two_lock_keys_share_a_name() {
         let mut seen = std::collections::HashMap::new();
         for key in ODD_KEYS {
-            let names = KeyNames::new((*key).into()).unwrap();
+            let names = KeyNames::prefixed("", key).unwrap();
             for name in all(&names) {
                 if let Some(other) = seen.insert(name.to_owned(), *key) {
                     panic!("`{name}` belongs to both `{other}` and `{key}`");
@@ -476,7 +471,7 @@ mod tests {
             "{}",
             "{}x",
         ] {
-            let err = KeyNames::new(key.into()).unwrap_err();
+            let err = KeyNames::prefixed("", key).unwrap_err();
             assert!(err.to_string().contains(key), "{err}");
         }
     }
