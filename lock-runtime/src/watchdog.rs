@@ -84,7 +84,8 @@ struct Lease {
     in_flight: bool,
     lost: LostSignal,
     /// What the holder keeps only while its lease lives (its turn in the key's local
-    /// queue): dropped with the lease when it is lost, so the next local waiter goes on.
+    /// queue): dropped when the lease is lost, before the holder is told, so the next
+    /// local waiter (or the holder trying again) goes on.
     attached: Option<Attachment>,
 }
 
@@ -370,19 +371,22 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
             if shared_now.stopped.load(Ordering::Acquire) {
                 return;
             }
-            let (batch, next_wake, places) = collect_due(&mut shared_now.state(), Instant::now());
-            if !places.is_empty() {
-                tokio::spawn(keep_places(nodes.connections[0].clone(), places));
+            let due = collect_due(&mut shared_now.state(), Instant::now());
+            for (lease, cause) in due.lapsed {
+                lease.end(cause, due.telemetry);
             }
-            if !batch.is_empty() {
+            if !due.places.is_empty() {
+                tokio::spawn(keep_places(nodes.connections[0].clone(), due.places));
+            }
+            if !due.batch.is_empty() {
                 tokio::spawn(renew_batch(
                     shared.clone(),
                     wake.clone(),
                     nodes.clone(),
-                    batch,
+                    due.batch,
                 ));
             }
-            next_wake
+            due.next_wake
         };
         tokio::select! {
             () = &mut notified => {}
@@ -391,28 +395,32 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
     }
 }
 
-/// Marks leases past their validity as lost and takes out the renewals that are due, and
-/// the queue places to keep alive when their time has come. A renewal is sent up to a
-/// quarter interval early so that neighbours share a pipeline.
-fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<KeepAlive>) {
+/// What the scheduler does after a look at the schedule, once it let go of the state.
+struct Due {
+    /// Renewals to send now.
+    batch: Vec<Renewal>,
+    /// When to look again.
+    next_wake: Instant,
+    /// Queue places to keep alive now.
+    places: Vec<KeepAlive>,
+    /// Leases past their validity, taken off the schedule, to [`end`](Lease::end).
+    lapsed: Vec<(Lease, LostCause)>,
+    /// Where their losses are counted.
+    telemetry: Telemetry,
+}
+
+/// Takes leases past their validity off the schedule (to be ended by the caller, outside
+/// the state's lock) and takes out the renewals that are due, and the queue places to keep
+/// alive when their time has come. A renewal is sent up to a quarter interval early so
+/// that neighbours share a pipeline.
+fn collect_due(state: &mut State, now: Instant) -> Due {
     let mut batch = Vec::new();
+    let mut lapsed_ids = Vec::new();
     let mut next_wake = now + IDLE;
-    let telemetry = state.telemetry;
-    state.leases.retain(|&id, lease| {
+    for (&id, lease) in &mut state.leases {
         if now >= lease.valid_until {
-            let cause = if lease.renew {
-                LostCause::RenewalFailed
-            } else {
-                LostCause::Expired
-            };
-            if lease.renew {
-                tracing::warn!(key = %lease.names.lock(), ?cause, "lock lost");
-                telemetry.lost(lease.names.lock(), cause);
-            } else {
-                tracing::debug!(key = %lease.names.lock(), "lease reached its ttl");
-            }
-            lease.lost.set(cause);
-            return false;
+            lapsed_ids.push(id);
+            continue;
         }
         if lease.renew && !lease.in_flight {
             let early = lease.ttl / 12;
@@ -429,8 +437,19 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<K
             }
         }
         next_wake = next_wake.min(lease.valid_until);
-        true
-    });
+    }
+    let lapsed = lapsed_ids
+        .into_iter()
+        .filter_map(|id| state.leases.remove(&id))
+        .map(|lease| {
+            let cause = if lease.renew {
+                LostCause::RenewalFailed
+            } else {
+                LostCause::Expired
+            };
+            (lease, cause)
+        })
+        .collect();
     let places = due_places(state, now);
     if let Some(keepalive) = state.next_keepalive {
         next_wake = next_wake.min(keepalive);
@@ -451,7 +470,37 @@ fn collect_due(state: &mut State, now: Instant) -> (Vec<Renewal>, Instant, Vec<K
         next_wake = now + idle;
     }
     state.scheduled_wake = Some(next_wake);
-    (batch, next_wake, places)
+    Due {
+        batch,
+        next_wake,
+        places,
+        lapsed,
+        telemetry: state.telemetry,
+    }
+}
+
+impl Lease {
+    /// Ends a lease taken off the schedule because it is lost (or, watchdog off, reached
+    /// its ttl): frees its holder's turn first, then reports the loss, and only then tells
+    /// the holder. A task woken by the loss may try the key again at once, and must not
+    /// find its own old turn still taken. Called outside the state's lock, so that the
+    /// woken holder never waits on it.
+    fn end(mut self, cause: LostCause, telemetry: Telemetry) {
+        drop(self.attached.take());
+        let key = self.names.lock();
+        match cause {
+            LostCause::Expired => tracing::debug!(key, "lease reached its ttl"),
+            LostCause::TokenGone => {
+                tracing::warn!(key, "lock lost: the token is gone from Redis");
+                telemetry.lost(key, cause);
+            }
+            _ => {
+                tracing::warn!(key, %cause, "lock lost");
+                telemetry.lost(key, cause);
+            }
+        }
+        self.lost.set(cause);
+    }
 }
 
 /// The queue places to keep alive now, one call per key, when their time has come.
@@ -551,6 +600,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
     let now = Instant::now();
     let mut state = shared.state();
     let telemetry = state.telemetry;
+    let mut gone = Vec::new();
     for (index, renewal) in batch.iter().enumerate() {
         let Some(lease) = state.leases.get_mut(&renewal.id) else {
             continue; // released while the renewal was in flight
@@ -562,12 +612,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
                 lease.next_renewal = sent + renewal.ttl / 3;
                 tracing::debug!(key = %renewal.names.lock(), "lease renewed");
             }
-            Verdict::Gone => {
-                tracing::warn!(key = %renewal.names.lock(), "lock lost: the token is gone from Redis");
-                lease.lost.set(LostCause::TokenGone);
-                telemetry.lost(renewal.names.lock(), LostCause::TokenGone);
-                state.leases.remove(&renewal.id);
-            }
+            Verdict::Gone => gone.extend(state.leases.remove(&renewal.id)),
             Verdict::Failed => {
                 telemetry.renewal_failed(renewal.names.lock());
                 let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
@@ -576,6 +621,9 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
         }
     }
     drop(state);
+    for lease in gone {
+        lease.end(LostCause::TokenGone, telemetry);
+    }
     wake.notify_one();
 }
 
@@ -701,14 +749,23 @@ mod tests {
         let now = Instant::now();
         let mut state = State::default();
         // Never used: the long idle sleep.
-        assert_eq!(collect_due(&mut state, now).1, now + IDLE);
+        assert_eq!(collect_due(&mut state, now).next_wake, now + IDLE);
         // A 3 s lease came and went before the scheduler looked: it looks again after 1 s,
         // so the next such lease (due no sooner) need not wake it.
         state.recent_period = Some(Duration::from_secs(1));
-        assert_eq!(collect_due(&mut state, now).1, now + Duration::from_secs(1));
+        assert_eq!(
+            collect_due(&mut state, now).next_wake,
+            now + Duration::from_secs(1)
+        );
         // No lease since: the look-again period doubles.
-        assert_eq!(collect_due(&mut state, now).1, now + Duration::from_secs(2));
-        assert_eq!(collect_due(&mut state, now).1, now + Duration::from_secs(4));
+        assert_eq!(
+            collect_due(&mut state, now).next_wake,
+            now + Duration::from_secs(2)
+        );
+        assert_eq!(
+            collect_due(&mut state, now).next_wake,
+            now + Duration::from_secs(4)
+        );
     }
 
     #[test]
@@ -724,20 +781,25 @@ mod tests {
             state.queued.insert(id, Queued { names, token });
         }
         // Due at once (never kept yet): one call for the key, with both places.
-        let (_, next, places) = collect_due(&mut state, now);
+        let due = collect_due(&mut state, now);
+        let (next, places) = (due.next_wake, due.places);
         assert_eq!(places.len(), 1);
         assert_eq!(places[0].tokens.len(), 2);
         assert_eq!(next, now + KEEPALIVE_EVERY);
         // Not again before its time; then again.
         assert!(
             collect_due(&mut state, now + KEEPALIVE_EVERY / 2)
-                .2
+                .places
                 .is_empty()
         );
-        assert_eq!(collect_due(&mut state, now + KEEPALIVE_EVERY).2.len(), 1);
+        assert_eq!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY).places.len(),
+            1
+        );
         // No place left: nothing to keep, and the scheduler may idle.
         state.queued.clear();
-        let (_, next, places) = collect_due(&mut state, now + KEEPALIVE_EVERY * 2);
+        let due = collect_due(&mut state, now + KEEPALIVE_EVERY * 2);
+        let (next, places) = (due.next_wake, due.places);
         assert!(places.is_empty());
         assert!(next > now + KEEPALIVE_EVERY * 3);
     }
@@ -747,7 +809,8 @@ mod tests {
         let now = Instant::now();
         let mut state = State::default();
         state.leases.insert(1, lease(Duration::from_secs(3), now));
-        let (batch, next, _) = collect_due(&mut state, now);
+        let due = collect_due(&mut state, now);
+        let (batch, next) = (due.batch, due.next_wake);
         assert!(batch.is_empty());
         assert_eq!(next, now + Duration::from_secs(1));
     }

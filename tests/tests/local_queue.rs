@@ -403,3 +403,104 @@ async fn a_task_dropped_while_the_lock_passes_to_it_leaves_nothing_behind() {
         .await;
     }
 }
+
+/// What a [`TurnProbe`] saw when the lost signal woke it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// A try of the key was refused by this process's own turn, without asking Redis.
+    TurnTaken,
+    /// The try got past the turn (it went on to Redis, or took the lock).
+    TurnFree,
+}
+
+/// A waker that, the moment a lease's lost signal wakes it, tries the same key once in this
+/// process, synchronously inside the wake-up. It sees what the earliest possible woken task
+/// would: whether the lost lease's turn is free yet. No scheduler timing is involved, so the
+/// order of "free the turn" and "tell the holder" is observed exactly, not by chance.
+struct TurnProbe {
+    client: LockClient,
+    key: String,
+    seen: std::sync::Mutex<Option<Seen>>,
+    told: std::sync::mpsc::SyncSender<()>,
+}
+
+impl std::task::Wake for TurnProbe {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // A try refused by the turn answers before any await; one that gets past it waits
+        // for Redis (and is dropped here: its `SET NX` meets another owner's key, or a key
+        // about to expire, and the probe's short ttl bounds it either way).
+        let lock = self.client.lock(&self.key).ttl(Duration::from_millis(500));
+        let tried = futures::FutureExt::now_or_never(lock.try_acquire());
+        let seen = match tried {
+            Some(Err(LockError::Busy { .. })) => Seen::TurnTaken,
+            _ => Seen::TurnFree,
+        };
+        let mut slot = self.seen.lock().unwrap();
+        if slot.is_none() {
+            *slot = Some(seen);
+            let _ = self.told.try_send(());
+        }
+    }
+}
+
+/// A lost lease frees its holder's turn in the local queue before anyone is told of the
+/// loss: a task woken by the loss that tries the key again at once is never refused by its
+/// own old turn (issue 23, item 4: `Busy { key: "crash" }` after a restart). Both ways the
+/// watchdog finds a loss: a renewal that finds another owner's token (the shape of a
+/// failover), and a lease without renewal that reaches its ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_frees_the_turn_before_its_holder_is_told() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let mut taken = Vec::new();
+    for round in 0..10u64 {
+        let renewed = round % 2 == 0;
+        let key = format!("told-{round}");
+        let guard = client
+            .lock(&key)
+            .ttl(Duration::from_millis(300))
+            .watchdog(renewed)
+            .acquire()
+            .await
+            .unwrap();
+        let (told, heard) = std::sync::mpsc::sync_channel(1);
+        let probe = Arc::new(TurnProbe {
+            client: client.clone(),
+            key: key.clone(),
+            seen: std::sync::Mutex::new(None),
+            told,
+        });
+        let waker = std::task::Waker::from(probe.clone());
+        let mut lost = Box::pin(guard.lost());
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(lost.as_mut().poll(&mut cx).is_pending(), "lost at once");
+        if renewed {
+            // Another owner's token: the next renewal (100 ms on) finds ours gone.
+            let _: () = redis::cmd("SET")
+                .arg(&key)
+                .arg("other-owner")
+                .arg("PX")
+                .arg(5000)
+                .query(&mut server.conn())
+                .unwrap();
+        }
+        tokio::task::spawn_blocking(move || heard.recv_timeout(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .expect("the holder was never told of the loss");
+        let seen = probe.seen.lock().unwrap().unwrap();
+        if seen == Seen::TurnTaken {
+            taken.push(round);
+        }
+        drop(lost);
+        drop(guard);
+    }
+    assert!(
+        taken.is_empty(),
+        "told of the loss while the turn was still taken, in rounds {taken:?} of 10"
+    );
+}
