@@ -35,7 +35,9 @@ pub enum LockError {
         /// How long this caller waited.
         waited: Duration,
     },
-    /// The lease was lost while the guarded body ran.
+    /// The lease was lost while the guarded body ran, or its release found the key gone or
+    /// held by another owner ([`LostCause::FoundAtRelease`]: the body ran to its end, so its
+    /// effects may have happened without the lock).
     Lost {
         /// The Redis key of the lock.
         key: String,
@@ -204,6 +206,18 @@ pub enum LostCause {
     /// The lease ran to the end of its ttl (watchdog off).
     #[error("the lease reached its ttl (watchdog is off)")]
     Expired,
+    /// The release found the key held by another owner, or gone, while this holder still
+    /// believed its lease valid (no renewal had reported a loss): the lease was lost at
+    /// some point during the hold, unseen until then. The typical cause is a failover that
+    /// promoted a replica without the key, after which another client acquired it; also an
+    /// eviction or an operator's `DEL` between two renewals. The guarded body ran to its
+    /// end, so its effects may have happened without the lock: only
+    /// [fencing](crate::Lock::fencing) makes storage reject them.
+    #[error(
+        "the release found the key gone or held by another owner (lost during the hold, \
+         e.g. to a failover; the body's effects may have happened)"
+    )]
+    FoundAtRelease,
 }
 
 /// What releasing a lock found.

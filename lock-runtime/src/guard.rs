@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use crate::cohort::{Ending, Holding};
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
+use crate::lost_signal::LostSignal;
 use crate::redis_queue::{Place, Yielded, extend_lease, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
@@ -43,6 +44,9 @@ pub struct LockGuard {
     renew: bool,
     /// The key's local level: the turn, passed to the next local waiter on release.
     local: Option<Holding>,
+    /// This guard took its lease off the watchdog's schedule itself (at its release): a
+    /// loss its release finds is then its own to report, never the watchdog's too.
+    took_off_schedule: bool,
 }
 
 impl LockGuard {
@@ -126,6 +130,7 @@ impl LockGuard {
             ttl: options.ttl,
             renew: options.watchdog,
             local,
+            took_off_schedule: false,
         }
     }
 
@@ -148,6 +153,7 @@ impl LockGuard {
             ttl: Duration::ZERO,
             renew: false,
             local: None,
+            took_off_schedule: false,
         }
     }
 
@@ -155,6 +161,7 @@ impl LockGuard {
     /// and returns its validity point, past which a release no longer matters.
     fn stop_renewing(&mut self) -> Instant {
         let removed = self.client.watchdog().remove(self.lease.id);
+        self.took_off_schedule |= removed.is_some();
         let valid_until = removed.unwrap_or(self.valid_until);
         self.valid_until = valid_until;
         valid_until
@@ -334,12 +341,15 @@ impl LockGuard {
         }
         // No pass after this point, also when this future is dropped before Redis answers
         // (the drop then releases in the background); the turn is held until the reply.
-        let (_turn, valid_until, window) = self.begin_release();
+        let (turn, valid_until, window) = self.begin_release();
         let reply =
             release_contended(&self.client, &self.names, &self.token, valid_until, window).await;
         // Only now: until Redis answered, a drop of this future must still release.
         self.released = true;
+        drop(turn);
         let outcome = outcome_of(reply?);
+        self.witness(valid_until)
+            .judge(&self.client, &self.names, outcome);
         tracing::debug!(
             key = %self.names.lock(),
             held_ms = self.acquired_at.elapsed().as_millis() as u64,
@@ -347,6 +357,16 @@ impl LockGuard {
             "lock released"
         );
         Ok(outcome)
+    }
+
+    /// What this guard's release needs to tell a loss it finds (see [`Witness`]).
+    fn witness(&self, valid_until: Instant) -> Witness {
+        Witness {
+            lost: self.lease.lost.clone(),
+            ours: self.took_off_schedule,
+            renew: self.renew,
+            valid_until,
+        }
     }
 
     /// How this hold ends: passed on in this process, yielded to the next process, or
@@ -421,6 +441,7 @@ impl LockGuard {
             .watchdog()
             .lease_state(lease)
             .map_or(self.valid_until, |(valid_until, _)| valid_until);
+        let mut witness = self.witness(valid_until);
         async move {
             let requeue = Requeue {
                 token: crate::lease::new_token(),
@@ -429,7 +450,6 @@ impl LockGuard {
             };
             let yielded = yield_lock(&client, &names, &token, &requeue, valid_until).await;
             // The turn is given up only once the lock is parked, or the next place is.
-            let _turn = turn;
             let Some(local) = local else {
                 return yielded.map(|_| ReleaseOutcome::Released);
             };
@@ -437,20 +457,71 @@ impl LockGuard {
                 local.kept(token, lease, ttl, renew);
                 return Ok(ReleaseOutcome::Released);
             }
-            client.watchdog().remove(lease);
+            // Off the schedule only now: the watchdog reports a loss it finds until here.
+            witness.ours = client.watchdog().remove(lease).is_some();
             if !matches!(yielded, Ok(Yielded::Gone | Yielded::NotOwner)) {
                 // Queued with the release (or perhaps, when it failed): the next local
                 // waiter leads the wait with this place, or it is left.
                 local.requeued(Place::new(&client, &names, requeue.token, true));
             }
+            drop(turn);
             let outcome = match yielded? {
                 Yielded::Gone => ReleaseOutcome::AlreadyExpired,
                 Yielded::NotOwner => ReleaseOutcome::NotOwner,
                 Yielded::Passed | Yielded::Kept | Yielded::Gapped => ReleaseOutcome::Released,
             };
+            witness.judge(&client, &names, outcome);
             tracing::debug!(key = %names.lock(), ?outcome, "lock yielded to the next process");
             Ok(outcome)
         }
+    }
+}
+
+/// What a release needs to tell a loss it finds: the key gone or another owner's, while
+/// the holder still believed its lease valid. A failover that promoted a replica without
+/// the key, an eviction, or a `DEL` between two renewals all look like this, and without
+/// this check the hold would end as a success.
+struct Witness {
+    /// The holder's lost signal (what `current_lock()` reads).
+    lost: LostSignal,
+    /// The release took the lease off the watchdog's schedule: the watchdog did not and
+    /// will not report this lease, so a loss found now is the release's to report.
+    ours: bool,
+    /// Whether the watchdog renewed the lease.
+    renew: bool,
+    /// The lease's validity point, as last known.
+    valid_until: Instant,
+}
+
+impl Witness {
+    /// Tells the loss a release found, once: a WARN naming the key, a loss counted with
+    /// [`LostCause::FoundAtRelease`], and the holder's lost signal. Nothing when the release
+    /// found the token, when the loss was reported already (by the watchdog or `extend`),
+    /// or when the lease, not renewed, had simply reached its ttl. Called after the turn
+    /// was given up, so that whoever hears of the loss finds the key's turn free.
+    fn judge(&self, client: &LockClient, names: &KeyNames, outcome: ReleaseOutcome) {
+        if outcome == ReleaseOutcome::Released || !self.ours || self.lost.cause().is_some() {
+            return;
+        }
+        let key = names.lock();
+        if !self.renew && Instant::now() >= self.valid_until {
+            tracing::debug!(key, "lease reached its ttl");
+            self.lost.set(LostCause::Expired);
+            return;
+        }
+        let found = match outcome {
+            ReleaseOutcome::NotOwner => "another owner's token",
+            _ => "the key gone",
+        };
+        tracing::warn!(
+            key,
+            found,
+            "lock lost: its release found it taken away (a failover, an eviction or a DEL \
+             during the hold); the guarded work ran without the lock for a while"
+        );
+        let cause = LostCause::FoundAtRelease;
+        client.telemetry().lost(key, cause);
+        self.lost.set(cause);
     }
 }
 
@@ -489,17 +560,23 @@ impl Drop for LockGuard {
         }
         // The turn goes with the release: the next local waiter starts once it is done.
         let (local, valid_until, window) = self.begin_release();
+        let witness = self.witness(valid_until);
         let client = self.client.clone();
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
         runtime.spawn(async move {
-            match release_contended(&client, &names, &token, valid_until, window).await {
-                Ok(_) => tracing::debug!(key = %names.lock(), "lock released on drop"),
+            let reply = release_contended(&client, &names, &token, valid_until, window).await;
+            drop(local);
+            match reply {
+                Ok(reply) => {
+                    let outcome = outcome_of(reply);
+                    witness.judge(&client, &names, outcome);
+                    tracing::debug!(key = %names.lock(), ?outcome, "lock released on drop");
+                }
                 Err(err) => {
                     tracing::warn!(key = %names.lock(), error = %err, "release on drop failed; the lease expires by its ttl")
                 }
             }
-            drop(local);
         });
     }
 }

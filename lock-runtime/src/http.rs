@@ -63,7 +63,7 @@ impl LockError {
             LockError::Backend { .. } | LockError::NoQuorum { .. } => {
                 "the lock service is unavailable; retry shortly"
             }
-            LockError::Lost { .. } => "the request lost its lock and was stopped; retry",
+            LockError::Lost { .. } => "the request lost its lock before it completed; retry",
             LockError::InvalidKey { .. } => "the request names an invalid resource",
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
                 "the lock service is misconfigured"

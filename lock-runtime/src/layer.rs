@@ -30,7 +30,9 @@
 //! - A lock failure is answered by the layer with `LockError`'s response (see
 //!   [`crate::http`]): `Busy` 429, `Timeout` and `Backend` 503 with `Retry-After`, `Lost` 503
 //!   (the handler's future is dropped at its next await point, as with the attribute),
-//!   `InvalidKey` 400. The inner service never sees the request then.
+//!   `InvalidKey` 400. The inner service never sees the request then, except for a `Lost`
+//!   that only the release found (another owner held the key by then, say after a
+//!   failover): the handler ran to its end, and its response is replaced by the 503.
 //! - Keys are used as given, as with [`Lock::new`]: build them from trusted values, or
 //!   escape request data with [`crate::escape_into`].
 

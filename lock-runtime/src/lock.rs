@@ -352,6 +352,14 @@ impl Lock {
     /// [`OnLost::Cancel`], a lease lost while `body` runs drops `body` at its next await
     /// point and returns [`LockError::Lost`]. Inside `body`, [`crate::current_lock`] describes
     /// this lock, and a nested lock on the same key in the same task is reentrant.
+    ///
+    /// A loss found only at the release (the key gone, or held by another owner: a failover
+    /// that promoted a replica without the key, an eviction between two renewals) is a loss
+    /// too: WARNed and counted, and with [`OnLost::Cancel`] the call returns
+    /// [`LockError::Lost`] with [`LostCause::FoundAtRelease`](crate::LostCause::FoundAtRelease)
+    /// instead of the body's result. The body ran to its end then: its effects may have
+    /// happened without the lock. With [`OnLost::Continue`] the body's result is returned
+    /// and its [`current_lock`](crate::current_lock) reads lost.
     pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
     where
         F: Future<Output = Result<T, E>>,
@@ -376,9 +384,9 @@ impl Lock {
         }
         let current = guard.current();
         let outcome = match self.options.on_lost {
-            OnLost::Continue => Ok(context::hold(current, body).await),
+            OnLost::Continue => Ok(context::hold(current.clone(), body).await),
             _ => {
-                let body = context::hold(current, body);
+                let body = context::hold(current.clone(), body);
                 tokio::pin!(body);
                 tokio::select! {
                     biased;
@@ -390,10 +398,19 @@ impl Lock {
         if let Err(LockError::Lost { key, cause }) = &outcome {
             tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
         }
+        let key = guard.key().to_owned();
         if let Err(err) = guard.release().await {
             // The body's outcome stands; the lease runs out by itself.
             tracing::warn!(key = %err.key(), error = %err, "releasing the lock failed");
         }
+        // A loss the release found (or one reported after the body ended) is a loss like
+        // one found while the body ran; the body's effects may have happened.
+        let outcome = match (outcome, current.lost_cause()) {
+            (Ok(_), Some(cause)) if self.options.on_lost != OnLost::Continue => {
+                Err(LockError::Lost { key, cause })
+            }
+            (outcome, _) => outcome,
+        };
         outcome.unwrap_or_else(|err| Err(err.into()))
     }
 }

@@ -145,6 +145,9 @@ impl MultiLock {
     /// and the error comes back as `E`. With [`OnLost::Cancel`], a lease lost on *any* key
     /// while `body` runs drops `body` at its next await point and returns
     /// [`LockError::Lost`] naming that key; with [`OnLost::Continue`] the body finishes.
+    /// A key whose release finds it gone or held by another owner is lost too, as with
+    /// [`Lock::run`]: `Lost` with [`LostCause::FoundAtRelease`] under `Cancel` (the body's
+    /// effects may have happened), the body's result under `Continue`.
     ///
     /// Inside `body`, every key counts as held by this task: a nested lock on any of them
     /// is reentrant. [`crate::current_lock`] describes the last key in the canonical order
@@ -181,7 +184,15 @@ impl MultiLock {
             Ok(all) => all,
             Err(err) => return Err(err.into()),
         };
-        let held = all.guards.iter().map(LockGuard::current);
+        let held: Vec<_> = all.guards.iter().map(LockGuard::current).collect();
+        // The keys this call owns (a reentrant key's loss is its outer holder's to report).
+        let owned: Vec<_> = all
+            .guards
+            .iter()
+            .zip(&held)
+            .filter(|(guard, _)| !guard.is_reentrant())
+            .map(|(_, current)| current.clone())
+            .collect();
         let body = context::hold_all(held, body);
         let outcome = match self.options.on_lost {
             OnLost::Continue => Ok(body.await),
@@ -201,6 +212,17 @@ impl MultiLock {
             // The body's outcome stands; the leases not released run out by themselves.
             tracing::warn!(key = %err.key(), error = %err, "releasing the locks failed");
         }
+        // A loss a release found (or one reported after the body ended) is a loss like one
+        // found while the body ran; the body's effects may have happened.
+        let lost = owned
+            .iter()
+            .find_map(|current| Some((current.key().to_owned(), current.lost_cause()?)));
+        let outcome = match (outcome, lost) {
+            (Ok(_), Some((key, cause))) if self.options.on_lost != OnLost::Continue => {
+                Err(LockError::Lost { key, cause })
+            }
+            (outcome, _) => outcome,
+        };
         outcome.unwrap_or_else(|err| Err(err.into()))
     }
 }

@@ -10,7 +10,7 @@
 //! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `backend`, `other` |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
 //! | [`HOLD_SECONDS`] | histogram | | how long each lock was held, acquire to release (or drop) |
-//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone; each lease counted once), `renewal_failed` (Redis did not answer renewals until the lease's validity ended) |
+//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals); each lease counted once |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
 //!
 //! Reentrant acquires (a task that holds the key already) are not counted. No metric is
@@ -105,6 +105,7 @@ impl Telemetry {
         let cause = match cause {
             LostCause::TokenGone => "token_gone",
             LostCause::RenewalFailed => "renewal_failed",
+            LostCause::FoundAtRelease => "found_at_release",
             _ => "other",
         };
         #[cfg(feature = "metrics")]

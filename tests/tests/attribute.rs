@@ -192,6 +192,96 @@ fn with_continue_the_body_finishes_and_sees_the_loss() {
     assert!(block_on(continues_on_loss(&tag)).unwrap());
 }
 
+/// Another owner's token over ours while the body runs: what a failover leaves when it
+/// promotes a replica without our key and another client then takes the key. The lease is
+/// 30 s, so no renewal runs during the body (the first is due after 10 s): only the
+/// release can find the loss.
+fn take_over(key: &str) {
+    shared_server()
+        .conn()
+        .set_options::<_, _, ()>(
+            key,
+            "other-owner",
+            redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(30_000)),
+        )
+        .unwrap();
+}
+
+#[distributed_lock(key = "attr:failover:<tag>", ttl = "30s")]
+async fn taken_over_while_running(tag: &str) -> Result<(), LockError> {
+    take_over(&format!("attr:failover:{tag}"));
+    Ok(())
+}
+
+#[distributed_lock(key = "attr:failover:<tag>", ttl = "30s", on_lost = "continue")]
+async fn taken_over_while_running_on(tag: &str) -> Result<lock_runtime::CurrentLock, LockError> {
+    take_over(&format!("attr:failover:{tag}"));
+    Ok(current_lock().unwrap())
+}
+
+/// The losses counted under `lock_lost_total{cause}` by what `run` does inside.
+fn lost_counted<T>(cause: &str, run: impl FnOnce() -> T) -> (T, u64) {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let result = metrics::with_local_recorder(&recorder, run);
+    let counted = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, _, _, _)| {
+            key.key().name() == lock_runtime::telemetry::LOST
+                && key
+                    .key()
+                    .labels()
+                    .any(|label| label.key() == "cause" && label.value() == cause)
+        })
+        .map(|(_, _, _, value)| match value {
+            metrics_util::debugging::DebugValue::Counter(count) => count,
+            _ => 0,
+        })
+        .sum();
+    (result, counted)
+}
+
+/// A lock that another owner took during the body is not a success: the release finds
+/// the other owner's token, the call returns `Lost` (cause `FoundAtRelease`), the loss is
+/// counted once, and the other owner's key is left alone. With `on_lost = "continue"` the
+/// body's result stands and the lock reads lost.
+#[test]
+fn a_lock_found_taken_over_at_release_is_lost() {
+    let _serial = serial();
+    let server = shared_server();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let key = format!("attr:failover:{tag}");
+    let (result, counted) = lost_counted("found_at_release", || {
+        block_on(taken_over_while_running(&tag))
+    });
+    assert!(
+        matches!(
+            &result,
+            Err(LockError::Lost { key: lost, cause: LostCause::FoundAtRelease }) if *lost == key
+        ),
+        "{result:?}"
+    );
+    assert_eq!(counted, 1, "the loss found at release was not counted once");
+    assert_eq!(server.get(&key).as_deref(), Some("other-owner"));
+    assert!(
+        server.pttl(&key) > 20_000,
+        "the other owner's key was touched"
+    );
+
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let key = format!("attr:failover:{tag}");
+    let (result, counted) = lost_counted("found_at_release", || {
+        block_on(taken_over_while_running_on(&tag))
+    });
+    let current = result.unwrap();
+    assert!(current.is_lost());
+    assert_eq!(current.lost_cause(), Some(LostCause::FoundAtRelease));
+    assert_eq!(counted, 1, "the loss found at release was not counted once");
+    assert_eq!(server.get(&key).as_deref(), Some("other-owner"));
+}
+
 #[distributed_lock(key = "attr:fenced:<tag>", ttl = "5s", fencing = true)]
 async fn fenced(tag: &str) -> Result<Option<u64>, LockError> {
     let _ = tag;

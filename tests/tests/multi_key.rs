@@ -433,3 +433,78 @@ async fn run_stops_the_body_when_any_key_is_lost() {
     assert_eq!(lost, LostCause::TokenGone);
     assert_eq!(server.dbsize(), 0);
 }
+
+/// A key that another owner took while the body ran (a failover's shape: its token written
+/// over ours) is found at release: `run` returns `Lost` naming that key, with the cause
+/// `FoundAtRelease`; the other owner's key is left alone and the other key is released.
+/// With `continue`, the body's result stands and that key reads lost. The leases are 30 s:
+/// no renewal runs during the body, so only the release can find the loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_reports_a_key_found_taken_over_at_release() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let admin = server.redis();
+    let take_over = |key: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+            let _: () = redis::cmd("SET")
+                .arg(key)
+                .arg("other-owner")
+                .arg("PX")
+                .arg(30_000)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+    };
+    let found = MultiLock::new(["failover:a", "failover:b"])
+        .client(&client)
+        .ttl(Duration::from_secs(30))
+        .run(async {
+            take_over("failover:b").await;
+            Ok::<_, LockError>(())
+        })
+        .await;
+    assert!(
+        matches!(&found, Err(LockError::Lost { key, cause: LostCause::FoundAtRelease }) if key == "failover:b"),
+        "{found:?}"
+    );
+    assert_eq!(
+        server.get("failover:a"),
+        None,
+        "the other key was left held"
+    );
+    assert_eq!(server.get("failover:b").as_deref(), Some("other-owner"));
+
+    let _: () = redis::cmd("DEL")
+        .arg("failover:b")
+        .query(&mut server.conn())
+        .unwrap();
+    let held = MultiLock::new(["failover:a", "failover:b"])
+        .client(&client)
+        .ttl(Duration::from_secs(30))
+        .on_lost(OnLost::Continue)
+        .run(async {
+            take_over("failover:a").await;
+            Ok::<_, LockError>(current_locks())
+        })
+        .await
+        .unwrap();
+    let lost: Vec<_> = held
+        .iter()
+        .map(|lock| (lock.key().to_owned(), lock.lost_cause()))
+        .collect();
+    assert_eq!(
+        lost,
+        [
+            ("failover:a".to_owned(), Some(LostCause::FoundAtRelease)),
+            ("failover:b".to_owned(), None)
+        ]
+    );
+    assert_eq!(server.get("failover:a").as_deref(), Some("other-owner"));
+    assert_eq!(server.get("failover:b"), None);
+}

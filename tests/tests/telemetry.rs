@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_runtime::telemetry::{ACQUISITIONS, HOLD_SECONDS, LOST, RENEWAL_FAILURES, WAIT_SECONDS};
-use lock_runtime::{Config, LockClient, LockError, LostCause};
+use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome};
 use lock_tests::RedisServer;
 use metrics::{SharedString, Unit};
 use metrics_util::CompositeKey;
@@ -288,6 +288,103 @@ fn a_lease_extend_finds_gone_is_counted_once() {
             let err = watched.extend(Duration::from_secs(5)).await.unwrap_err();
             assert!(matches!(err, LockError::Lost { .. }), "{err:?}");
             assert_eq!(lost("watched"), 1, "one lost lease counted twice");
+        });
+    });
+}
+
+/// A release that finds the key gone, or held by another owner, while the guard still
+/// believed its lease valid is a loss like one a renewal finds: counted once, with the
+/// cause `found_at_release`, and `release` still reports what it found. A loss the
+/// watchdog or `extend` reported already is not counted again by the release.
+#[test]
+fn a_loss_found_at_release_is_counted_once() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let snapshots = std::cell::RefCell::new(Samples::new());
+    let lost = |cause: &str, label: &str| {
+        let mut snapshots = snapshots.borrow_mut();
+        snapshots.extend(snapshotter.snapshot().into_vec());
+        count(&snapshots, LOST, &[("cause", cause), ("key", label)])
+    };
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let server = RedisServer::start();
+            let client = client(&server);
+            let take_over = |key: &str| {
+                let _: () = redis::cmd("SET")
+                    .arg(key)
+                    .arg("other-owner")
+                    .arg("PX")
+                    .arg(30_000)
+                    .query(&mut server.conn())
+                    .unwrap();
+            };
+            let delete = |key: &str| {
+                let _: () = redis::cmd("DEL")
+                    .arg(key)
+                    .query(&mut server.conn())
+                    .unwrap();
+            };
+            let held = |key: &'static str| {
+                let lock = client.lock(key).ttl(Duration::from_secs(30));
+                async move { lock.acquire().await }
+            };
+
+            // Taken over (30 s lease: no renewal ran): NotOwner, counted.
+            let guard = held("owner:1").await.unwrap();
+            take_over("owner:1");
+            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotOwner);
+            assert_eq!(lost("found_at_release", "owner"), 1);
+            assert_eq!(server.get("owner:1").as_deref(), Some("other-owner"));
+
+            // Gone (deleted, evicted, a failover to a replica without it): counted.
+            let guard = held("gone:1").await.unwrap();
+            delete("gone:1");
+            assert_eq!(
+                guard.release().await.unwrap(),
+                ReleaseOutcome::AlreadyExpired
+            );
+            assert_eq!(lost("found_at_release", "gone"), 1);
+
+            // Dropped, not released: the background release counts it too.
+            let guard = held("dropped:1").await.unwrap();
+            take_over("dropped:1");
+            drop(guard);
+            for _ in 0..250 {
+                if lost("found_at_release", "dropped") > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(lost("found_at_release", "dropped"), 1);
+
+            // The watchdog found it first and counted it: the release does not again.
+            let guard = client
+                .lock("watched:1")
+                .ttl(Duration::from_millis(900))
+                .acquire()
+                .await
+                .unwrap();
+            take_over("watched:1");
+            let cause = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+                .await
+                .unwrap();
+            assert_eq!(cause, LostCause::TokenGone);
+            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotOwner);
+            assert_eq!(lost("token_gone", "watched"), 1);
+            assert_eq!(lost("found_at_release", "watched"), 0);
+
+            // `extend` found it first and counted it: the release does not again.
+            let mut guard = held("extended:1").await.unwrap();
+            take_over("extended:1");
+            assert!(guard.extend(Duration::from_secs(30)).await.is_err());
+            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotOwner);
+            assert_eq!(lost("token_gone", "extended"), 1);
+            assert_eq!(lost("found_at_release", "extended"), 0);
         });
     });
 }

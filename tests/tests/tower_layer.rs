@@ -162,3 +162,43 @@ async fn an_unreachable_redis_is_a_503_with_retry_after() {
     assert!(reply.head.contains("retry-after: 1"), "{}", reply.head);
     assert_eq!(handler.calls.load(Ordering::SeqCst), 0, "the handler ran");
 }
+
+/// A handler during which another owner takes the request's key (a failover's shape: its
+/// token written over ours) does not answer 200: the layer's release finds the other
+/// owner's token and answers `Lost`'s 503; the other owner's key is left alone. The lease
+/// is 30 s, so no renewal runs during the handler: only the release finds the loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_found_taken_over_at_release_is_a_503() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let layer = LockLayer::new(user_key as fn(&Request) -> Option<String>)
+        .client(&client)
+        .ttl(Duration::from_secs(30));
+    let admin = server.redis();
+    let app = Router::new()
+        .route(
+            "/gift",
+            post(move || {
+                let admin = admin.clone();
+                async move {
+                    let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+                    let _: () = redis::cmd("SET")
+                        .arg("sign-in:9")
+                        .arg("other-owner")
+                        .arg("PX")
+                        .arg(30_000)
+                        .query_async(&mut admin)
+                        .await
+                        .unwrap();
+                    "granted"
+                }
+            }),
+        )
+        .layer(layer);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let reply = post_gift(port, Some(9)).await;
+    assert_eq!(reply.status, 503, "{}", reply.head);
+    assert_eq!(server.get("sign-in:9").as_deref(), Some("other-owner"));
+}
