@@ -130,12 +130,12 @@ impl LockClient {
         };
         let telemetry = Telemetry::new(config.metrics_key_label);
         let watchdog = match &redlock {
-            None => Watchdog::start(vec![connections[0].clone()], 1, None, telemetry),
+            None => Watchdog::start(vec![connections[0].clone()], 1, None, telemetry.clone()),
             Some(redlock) => Watchdog::start(
                 connections.clone(),
                 redlock.quorum,
                 Some(config.node_timeout.max(Duration::from_millis(1))),
-                telemetry,
+                telemetry.clone(),
             ),
         };
         Ok(LockClient {

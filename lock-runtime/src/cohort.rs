@@ -423,7 +423,7 @@ fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
     let (client, names) = (client.clone(), names.clone());
     runtime.spawn(async move {
         if let Err(err) = release_script(&client, &names, &tenure.token, valid_until).await {
-            tracing::warn!(key = %names.lock(), error = %err, "releasing a parked lock failed; it expires by its ttl");
+            tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a parked lock failed; it expires by its ttl");
         }
     });
 }

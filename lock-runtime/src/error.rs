@@ -152,6 +152,32 @@ impl std::error::Error for LockError {
     }
 }
 
+/// A [`LockError`] displayed without its key (see [`LockError::cause`]).
+pub(crate) struct Cause<'a>(&'a LockError);
+
+impl fmt::Display for Cause<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            LockError::Backend { source, .. } => {
+                write!(f, "the request to Redis failed: {}", redis_cause(source))
+            }
+            LockError::NoQuorum {
+                answered,
+                needed,
+                nodes,
+                failures,
+                ..
+            } => write!(
+                f,
+                "only {answered} of {nodes} Redis masters answered, a quorum needs {needed}: \
+                 {failures}"
+            ),
+            LockError::Lost { cause, .. } => write!(f, "the lease was lost: {cause}"),
+            other => fmt::Display::fmt(other, f),
+        }
+    }
+}
+
 /// The cause to report for a redis-rs error. redis-rs' error for an I/O, server or parse
 /// failure displays its inner error's text verbatim and returns that error as its own
 /// `source()`: reporting both would print the same text twice, so the inner error stands
@@ -176,6 +202,12 @@ impl LockError {
             | LockError::InvalidKey { key, .. } => key,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => "",
         }
+    }
+
+    /// What went wrong, without the key: for events that name the key in a field of their
+    /// own (`key = .., error = %err.cause()`), so that a log line names it once.
+    pub(crate) fn cause(&self) -> Cause<'_> {
+        Cause(self)
     }
 
     pub(crate) fn backend(key: &str, source: redis::RedisError) -> Self {

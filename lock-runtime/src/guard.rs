@@ -35,9 +35,9 @@ pub struct LockGuard {
     valid_until: Instant,
     released: bool,
     reentrant: bool,
-    /// The hold time was reported (a release future dropped mid-way is followed by the
-    /// drop's release: one hold, reported once).
-    hold_reported: bool,
+    /// How long the lock was held, once measured and reported (a release future dropped
+    /// mid-way is followed by the drop's release: one hold, reported once).
+    held: Option<Duration>,
     /// The lease's ttl and whether the watchdog renews it (the next local holder may keep
     /// them as they are).
     ttl: Duration,
@@ -126,7 +126,7 @@ impl LockGuard {
             valid_until,
             released: false,
             reentrant: false,
-            hold_reported: false,
+            held: None,
             ttl: options.ttl,
             renew: options.watchdog,
             local,
@@ -149,7 +149,7 @@ impl LockGuard {
             valid_until: Instant::now(),
             released: false,
             reentrant: true,
-            hold_reported: false,
+            held: None,
             ttl: Duration::ZERO,
             renew: false,
             local: None,
@@ -324,7 +324,7 @@ impl LockGuard {
             self.released = true;
             return Ok(ReleaseOutcome::Released);
         }
-        self.report_hold();
+        let held = self.report_hold();
         match self.ending() {
             Ending::Pass => {
                 self.pass();
@@ -352,7 +352,7 @@ impl LockGuard {
             .judge(&self.client, &self.names, outcome);
         tracing::debug!(
             key = %self.names.lock(),
-            held_ms = self.acquired_at.elapsed().as_millis() as u64,
+            held_ms = held.as_millis() as u64,
             ?outcome,
             "lock released"
         );
@@ -378,13 +378,19 @@ impl LockGuard {
         }
     }
 
-    /// Reports how long the lock was held, once: at release, or at drop.
-    fn report_hold(&mut self) {
-        if !std::mem::replace(&mut self.hold_reported, true) {
-            self.client
-                .telemetry()
-                .held(self.names.lock(), self.acquired_at.elapsed());
+    /// How long the lock was held, measured and reported once, when its holder gives it
+    /// up (the call of [`release`](Self::release), or the drop): from the moment the acquire
+    /// returned this guard until then, the release's round trip not included. The
+    /// `lock_hold_seconds` histogram and the `held_ms` of the release's event are this one
+    /// measurement.
+    fn report_hold(&mut self) -> Duration {
+        if let Some(held) = self.held {
+            return held;
         }
+        let held = self.acquired_at.elapsed();
+        self.held = Some(held);
+        self.client.telemetry().held(self.names.lock(), held);
+        held
     }
 
     /// The foreign window a release offers Redis when the key was contended during this
@@ -542,7 +548,7 @@ impl Drop for LockGuard {
         if self.released || self.reentrant {
             return;
         }
-        self.report_hold();
+        let held = self.report_hold();
         let ending = self.ending();
         if ending == Ending::Pass {
             self.pass();
@@ -571,10 +577,15 @@ impl Drop for LockGuard {
                 Ok(reply) => {
                     let outcome = outcome_of(reply);
                     witness.judge(&client, &names, outcome);
-                    tracing::debug!(key = %names.lock(), ?outcome, "lock released on drop");
+                    tracing::debug!(
+                        key = %names.lock(),
+                        held_ms = held.as_millis() as u64,
+                        ?outcome,
+                        "lock released on drop"
+                    );
                 }
                 Err(err) => {
-                    tracing::warn!(key = %names.lock(), error = %err, "release on drop failed; the lease expires by its ttl")
+                    tracing::warn!(key = %names.lock(), error = %err.cause(), "release on drop failed; the lease expires by its ttl")
                 }
             }
         });

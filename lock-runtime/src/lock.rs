@@ -142,7 +142,7 @@ impl Lock {
             return Ok(LockGuard::reentrant(client, names, &held));
         }
         let started = Instant::now();
-        let telemetry = *client.telemetry();
+        let telemetry = client.telemetry().clone();
         let acquired = self.acquire_new(client, names).await;
         match &acquired {
             Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
@@ -272,7 +272,7 @@ impl Lock {
                     return None;
                 }
                 Err(err) => {
-                    tracing::debug!(key = %names.lock(), error = %err, "taking a passed lock over failed; taking it in Redis");
+                    tracing::debug!(key = %names.lock(), error = %err.cause(), "taking a passed lock over failed; taking it in Redis");
                     client.watchdog().remove(tenure.lease);
                     redis_queue::give_back(client, names, &tenure.token);
                     return None;
@@ -365,11 +365,15 @@ impl Lock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
+        // The span covers the body only, so that the application's events in it say which
+        // lock they ran under; the lock's own events (acquired, released, lost) stay outside
+        // it and name the key themselves: once per line.
         let span = tracing::debug_span!("distributed_lock", key = %self.key);
-        tracing::Instrument::instrument(self.run_in_span(body), span).await
+        self.run_guarded(tracing::Instrument::instrument(body, span))
+            .await
     }
 
-    async fn run_in_span<F, T, E>(&self, body: F) -> Result<T, E>
+    async fn run_guarded<F, T, E>(&self, body: F) -> Result<T, E>
     where
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
@@ -401,7 +405,7 @@ impl Lock {
         let key = guard.key().to_owned();
         if let Err(err) = guard.release().await {
             // The body's outcome stands; the lease runs out by itself.
-            tracing::warn!(key = %err.key(), error = %err, "releasing the lock failed");
+            tracing::warn!(key = %err.key(), error = %err.cause(), "releasing the lock failed");
         }
         // A loss the release found (or one reported after the body ended) is a loss like
         // one found while the body ran; the body's effects may have happened.

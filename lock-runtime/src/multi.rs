@@ -171,11 +171,13 @@ impl MultiLock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
+        // As in `Lock::run`: the span covers the body, the lock's own events name their key.
         let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
-        tracing::Instrument::instrument(self.run_in_span(body), span).await
+        self.run_guarded(tracing::Instrument::instrument(body, span))
+            .await
     }
 
-    async fn run_in_span<F, T, E>(&self, body: F) -> Result<T, E>
+    async fn run_guarded<F, T, E>(&self, body: F) -> Result<T, E>
     where
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
@@ -210,7 +212,7 @@ impl MultiLock {
         }
         if let Err(err) = all.release().await {
             // The body's outcome stands; the leases not released run out by themselves.
-            tracing::warn!(key = %err.key(), error = %err, "releasing the locks failed");
+            tracing::warn!(key = %err.key(), error = %err.cause(), "releasing the locks failed");
         }
         // A loss a release found (or one reported after the body ended) is a loss like one
         // found while the body ran; the body's effects may have happened.
@@ -274,7 +276,7 @@ impl MultiGuard {
 async fn release_all(guards: Vec<LockGuard>) {
     for guard in guards.into_iter().rev() {
         if let Err(err) = guard.release().await {
-            tracing::warn!(key = %err.key(), error = %err, "releasing a partial multi-lock failed");
+            tracing::warn!(key = %err.key(), error = %err.cause(), "releasing a partial multi-lock failed");
         }
     }
 }

@@ -247,7 +247,7 @@ impl RedisWait<'_> {
             // same token, so a lost grant is found again). A server that never answered
             // is unreachable: reported at once, within the connect timeout.
             Ok(Err(err)) if is_retryable(self.client, &err) && Instant::now() < self.deadline => {
-                tracing::debug!(key = %self.names.lock(), error = %err, "transient error; retrying");
+                tracing::debug!(key = %self.names.lock(), error = %err.cause(), "transient error; retrying");
                 let pause = self.transient_pause.saturating_add(jitter());
                 tokio::time::sleep(pause.min(self.deadline - Instant::now())).await;
                 self.transient_pause = (self.transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
@@ -568,7 +568,7 @@ where
         };
         match outcome {
             Err(err) if is_transient(&err) || is_connection(&err) => {
-                tracing::debug!(key = %names.lock(), error = %err, "{what} failed; trying again");
+                tracing::debug!(key = %names.lock(), error = %err.cause(), "{what} failed; trying again");
                 if Instant::now() + pause >= give_up {
                     return Err(err);
                 }
@@ -691,7 +691,7 @@ pub(crate) async fn leave_queue(
 async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
     let give_up = Instant::now() + RELEASE_BUDGET;
     if let Err(err) = release_script(client, names, token, give_up).await {
-        tracing::warn!(key = %names.lock(), error = %err, "releasing a late acquisition failed; it expires by its ttl");
+        tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a late acquisition failed; it expires by its ttl");
     }
 }
 

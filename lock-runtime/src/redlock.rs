@@ -71,7 +71,7 @@ pub(crate) async fn acquire(
         if (round.granted > 0 || !round.failures.is_empty())
             && let Err(err) = release_all(nodes, redlock, names, &token, false).await
         {
-            tracing::debug!(key = %names.lock(), error = %err, "releasing a failed round");
+            tracing::debug!(key = %names.lock(), error = %err.cause(), "releasing a failed round");
         }
         if let Some(err) = lost_for_good(&round, redlock, names.lock(), options, started, deadline)
         {

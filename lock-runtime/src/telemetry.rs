@@ -9,9 +9,12 @@
 //! |---|---|---|---|
 //! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `backend`, `other` |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
-//! | [`HOLD_SECONDS`] | histogram | | how long each lock was held, acquire to release (or drop) |
+//! | [`HOLD_SECONDS`] | histogram | | how long each lock was held: from the acquire's return until the holder released or dropped the guard (the `held_ms` of the "lock released" event is the same measurement) |
 //! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals); each lease counted once |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
+//!
+//! Each metric is described to the recorder (its unit, `Unit::Count` for counters and
+//! `Unit::Seconds` for histograms, and a line of text) when a client first records one.
 //!
 //! Reentrant acquires (a task that holds the key already) are not counted. No metric is
 //! labelled by the key itself: keys hold user data and are unbounded. With
@@ -20,6 +23,11 @@
 //! its first `:`; the function decides the label's cardinality.
 //!
 //! # Events (`tracing`, targets under `lock_runtime::`)
+//!
+//! Every event about a lock names its Redis key once, in a `key` field (an event about a
+//! batch of renewals lists them in `keys`, the first eight and how many more). The
+//! `distributed_lock` span of a guarded call covers the body only, so the application's
+//! own events in the body say which lock they ran under.
 //!
 //! - INFO: an acquire that timed out (`Timeout`), a Redlock acquire without a majority
 //!   (`NoQuorum`), a guarded body stopped because its lease was lost (`Lost`);
@@ -39,7 +47,10 @@ use crate::{LockError, LostCause};
 pub const ACQUISITIONS: &str = "lock_acquisitions_total";
 /// Histogram of how long acquires took, in seconds, by `outcome`.
 pub const WAIT_SECONDS: &str = "lock_wait_seconds";
-/// Histogram of how long locks were held, in seconds.
+/// Histogram of how long locks were held, in seconds: from the moment the acquire returned
+/// the guard until its holder released it (called [`LockGuard::release`](crate::LockGuard::release))
+/// or dropped it. The release's own round trip is not included. The `held_ms` of the
+/// "lock released" event is the same measurement.
 pub const HOLD_SECONDS: &str = "lock_hold_seconds";
 /// Counter of leases lost while held, by `cause`.
 pub const LOST: &str = "lock_lost_total";
@@ -50,15 +61,60 @@ pub const RENEWAL_FAILURES: &str = "lock_renewal_failures_total";
 /// [`Config::metrics_key_label`](crate::Config::metrics_key_label)).
 pub type KeyLabel = fn(&str) -> String;
 
-/// Where a client reports outcomes: a copy lives in the client and in its watchdog.
-#[derive(Clone, Copy, Default)]
+/// Where a client reports outcomes: a clone lives in the client and in its watchdog.
+#[derive(Clone, Default)]
 pub(crate) struct Telemetry {
     key_label: Option<KeyLabel>,
+    /// Set once the metrics were described to the recorder (at the client's first metric).
+    #[cfg(feature = "metrics")]
+    described: std::sync::Arc<std::sync::OnceLock<()>>,
 }
 
 impl Telemetry {
     pub(crate) fn new(key_label: Option<KeyLabel>) -> Self {
-        Telemetry { key_label }
+        Telemetry {
+            key_label,
+            #[cfg(feature = "metrics")]
+            described: Default::default(),
+        }
+    }
+
+    /// Gives the recorder each metric's unit and description, once per client: when the
+    /// client first records, so a recorder installed after the client was made (but before
+    /// its first lock) still gets them.
+    #[cfg(feature = "metrics")]
+    fn describe(&self) {
+        use ::metrics::Unit;
+        self.described.get_or_init(|| {
+            ::metrics::describe_counter!(
+                ACQUISITIONS,
+                Unit::Count,
+                "Acquires that took a new lock or failed, by outcome: acquired, busy, \
+                 timeout, no_quorum, backend, other."
+            );
+            ::metrics::describe_histogram!(
+                WAIT_SECONDS,
+                Unit::Seconds,
+                "How long acquires took, waiting included, by outcome."
+            );
+            ::metrics::describe_histogram!(
+                HOLD_SECONDS,
+                Unit::Seconds,
+                "How long locks were held: from the acquire's return until the holder \
+                 released or dropped the guard (the release's round trip not included)."
+            );
+            ::metrics::describe_counter!(
+                LOST,
+                Unit::Count,
+                "Leases lost while held, by cause: token_gone, renewal_failed, \
+                 found_at_release."
+            );
+            ::metrics::describe_counter!(
+                RENEWAL_FAILURES,
+                Unit::Count,
+                "Renewals of held leases that failed (each is retried)."
+            );
+        });
     }
 
     /// An acquire took the lock after `waited`.
@@ -83,7 +139,7 @@ impl Telemetry {
                 "timeout"
             }
             LockError::NoQuorum { .. } => {
-                tracing::info!(key, error = %err, "lock not acquired: no Redlock majority");
+                tracing::info!(key, error = %err.cause(), "lock not acquired: no Redlock majority");
                 "no_quorum"
             }
             LockError::Backend { .. } => "backend",
@@ -92,10 +148,13 @@ impl Telemetry {
         self.acquire_outcome(key, outcome, waited);
     }
 
-    /// A lock was held for `held`, from its acquire to its release or drop.
+    /// A lock was held for `held` (see [`HOLD_SECONDS`]).
     pub(crate) fn held(&self, key: &str, held: Duration) {
         #[cfg(feature = "metrics")]
-        ::metrics::histogram!(HOLD_SECONDS, self.labels(key, None)).record(held.as_secs_f64());
+        {
+            self.describe();
+            ::metrics::histogram!(HOLD_SECONDS, self.labels(key, None)).record(held.as_secs_f64());
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = (key, held, self.key_label);
     }
@@ -109,7 +168,10 @@ impl Telemetry {
             _ => "other",
         };
         #[cfg(feature = "metrics")]
-        ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
+        {
+            self.describe();
+            ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = (key, cause, self.key_label);
     }
@@ -117,7 +179,10 @@ impl Telemetry {
     /// A renewal of a held lease failed (it is tried again).
     pub(crate) fn renewal_failed(&self, key: &str) {
         #[cfg(feature = "metrics")]
-        ::metrics::counter!(RENEWAL_FAILURES, self.labels(key, None)).increment(1);
+        {
+            self.describe();
+            ::metrics::counter!(RENEWAL_FAILURES, self.labels(key, None)).increment(1);
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = (key, self.key_label);
     }
@@ -125,6 +190,7 @@ impl Telemetry {
     fn acquire_outcome(&self, key: &str, outcome: &'static str, waited: Duration) {
         #[cfg(feature = "metrics")]
         {
+            self.describe();
             let labels = self.labels(key, Some(("outcome", outcome)));
             ::metrics::counter!(ACQUISITIONS, labels.clone()).increment(1);
             ::metrics::histogram!(WAIT_SECONDS, labels).record(waited.as_secs_f64());

@@ -373,7 +373,7 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
             }
             let due = collect_due(&mut shared_now.state(), Instant::now());
             for (lease, cause) in due.lapsed {
-                lease.end(cause, due.telemetry);
+                lease.end(cause, &due.telemetry);
             }
             if !due.places.is_empty() {
                 tokio::spawn(keep_places(nodes.connections[0].clone(), due.places));
@@ -475,7 +475,7 @@ fn collect_due(state: &mut State, now: Instant) -> Due {
         next_wake,
         places,
         lapsed,
-        telemetry: state.telemetry,
+        telemetry: state.telemetry.clone(),
     }
 }
 
@@ -485,7 +485,7 @@ impl Lease {
     /// the holder. A task woken by the loss may try the key again at once, and must not
     /// find its own old turn still taken. Called outside the state's lock, so that the
     /// woken holder never waits on it.
-    fn end(mut self, cause: LostCause, telemetry: Telemetry) {
+    fn end(mut self, cause: LostCause, telemetry: &Telemetry) {
         drop(self.attached.take());
         let key = self.names.lock();
         match cause {
@@ -599,7 +599,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
     };
     let now = Instant::now();
     let mut state = shared.state();
-    let telemetry = state.telemetry;
+    let telemetry = state.telemetry.clone();
     let mut gone = Vec::new();
     for (index, renewal) in batch.iter().enumerate() {
         let Some(lease) = state.leases.get_mut(&renewal.id) else {
@@ -622,7 +622,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
     }
     drop(state);
     for lease in gone {
-        lease.end(LostCause::TokenGone, telemetry);
+        lease.end(LostCause::TokenGone, &telemetry);
     }
     wake.notify_one();
 }
@@ -669,14 +669,16 @@ async fn send_renewals(
         }
         pipe
     };
-    let first: Vec<redis::RedisResult<i64>> =
-        match pipeline(&|_| true).query_async(connection).await {
-            Ok(replies) => replies,
-            Err(err) => {
-                tracing::warn!(error = %err, leases = batch.len(), "lease renewal failed");
-                return Err(());
-            }
-        };
+    let first: Vec<redis::RedisResult<i64>> = match pipeline(&|_| true)
+        .query_async(connection)
+        .await
+    {
+        Ok(replies) => replies,
+        Err(err) => {
+            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
+            return Err(());
+        }
+    };
     let missing: Vec<bool> = first.iter().map(is_noscript).collect();
     let mut results: Vec<Result<bool, ()>> = first
         .iter()
@@ -691,7 +693,7 @@ async fn send_renewals(
     }
     // The server lost its script cache (restart, SCRIPT FLUSH): load and resend those.
     if let Err(err) = RENEW.prepare_invoke().load_async(connection).await {
-        tracing::warn!(error = %err, "reloading the renew script failed");
+        tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
         return Ok(results);
     }
     let retry: Vec<redis::RedisResult<i64>> = match pipeline(&|index| missing[index])
@@ -700,7 +702,7 @@ async fn send_renewals(
     {
         Ok(replies) => replies,
         Err(err) => {
-            tracing::warn!(error = %err, "lease renewal failed after reloading the script");
+            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed after reloading the script");
             return Ok(results);
         }
     };
@@ -712,6 +714,29 @@ async fn send_renewals(
         results[index] = reply.map(|renewed| renewed == 1).map_err(|_| ());
     }
     Ok(results)
+}
+
+/// How many keys an event about a whole batch of renewals lists (its `leases` field says
+/// how many there were).
+const LISTED_KEYS: usize = 8;
+
+/// The keys of a batch of renewals, for an event: the first [`LISTED_KEYS`], then how many
+/// more, so that a line stays short with 10,000 leases held.
+struct Keys<'a>(&'a [Renewal]);
+
+impl std::fmt::Display for Keys<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (index, renewal) in self.0.iter().take(LISTED_KEYS).enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(renewal.names.lock())?;
+        }
+        match self.0.len().saturating_sub(LISTED_KEYS) {
+            0 => Ok(()),
+            more => write!(f, " and {more} more"),
+        }
+    }
 }
 
 fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
@@ -802,6 +827,22 @@ mod tests {
         let (next, places) = (due.next_wake, due.places);
         assert!(places.is_empty());
         assert!(next > now + KEEPALIVE_EVERY * 3);
+    }
+
+    #[test]
+    fn a_batch_names_its_first_keys_and_counts_the_rest() {
+        let renewal = |key: &str| Renewal {
+            id: 0,
+            names: Arc::new(KeyNames::prefixed("", key).unwrap()),
+            token: "t".into(),
+            ttl: Duration::from_secs(3),
+        };
+        assert_eq!(Keys(&[renewal("a")]).to_string(), "a");
+        let many: Vec<Renewal> = (0..10).map(|i| renewal(&format!("k{i}"))).collect();
+        assert_eq!(
+            Keys(&many).to_string(),
+            "k0, k1, k2, k3, k4, k5, k6, k7 and 2 more"
+        );
     }
 
     #[test]

@@ -63,12 +63,47 @@ impl std::io::Write for Captured {
 impl Captured {
     /// The lines at `level` that contain `text`.
     fn lines(&self, level: &str, text: &str) -> usize {
+        self.matching(level, &[text]).len()
+    }
+
+    /// The lines at `level` that contain every one of `texts`.
+    fn matching(&self, level: &str, texts: &[&str]) -> Vec<String> {
         let bytes = self.0.lock().unwrap().clone();
         String::from_utf8_lossy(&bytes)
             .lines()
-            .filter(|line| line.contains(level) && line.contains(text))
-            .count()
+            .filter(|line| line.contains(level) && texts.iter().all(|text| line.contains(text)))
+            .map(str::to_owned)
+            .collect()
     }
+}
+
+/// The unit and description a recorder was given for metric `name`.
+fn described(samples: &Samples, name: &str) -> (Option<Unit>, Option<String>) {
+    samples
+        .iter()
+        .find(|(key, _, _, _)| key.key().name() == name)
+        .map(|(_, unit, text, _)| (*unit, text.as_ref().map(ToString::to_string)))
+        .unwrap_or_else(|| panic!("no sample of {name}"))
+}
+
+/// The values recorded in histogram `name` with exactly `labels`.
+fn histogram(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+    samples
+        .iter()
+        .filter(|(key, _, _, _)| {
+            key.key().name() == name
+                && key.key().labels().count() == labels.len()
+                && labels.iter().all(|(k, v)| {
+                    key.key()
+                        .labels()
+                        .any(|label| label.key() == *k && label.value() == *v)
+                })
+        })
+        .flat_map(|(_, _, _, value)| match value {
+            DebugValue::Histogram(values) => values.iter().map(|v| v.into_inner()).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
 }
 
 fn client(server: &RedisServer) -> LockClient {
@@ -111,6 +146,57 @@ async fn a_small_scenario_is_counted() {
         "{timeout:?}"
     );
     held.release().await.unwrap();
+
+    // A hold of about 50 ms, whose release waits 100 ms for the server (writes paused):
+    // the histogram and the release's event say the same.
+    let guard = ours.lock("held:7").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(100)
+        .arg("WRITE")
+        .query(&mut server.conn())
+        .unwrap();
+    guard.release().await.unwrap();
+
+    // A guarded call with an event of the application's in its body.
+    ours.lock("once:6")
+        .run(async {
+            tracing::info!("the body's own event");
+            Ok::<_, LockError>(())
+        })
+        .await
+        .unwrap();
+
+    // Another owner took the key during the body (30 s lease: no renewal ran): found at
+    // release, a WARN and a counted loss.
+    let admin = server.redis();
+    let taken_over: Result<(), LockError> = ours
+        .lock("failover:5")
+        .ttl(Duration::from_secs(30))
+        .run(async {
+            let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+            let _: () = redis::cmd("SET")
+                .arg("failover:5")
+                .arg("other-owner")
+                .arg("PX")
+                .arg(30_000)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            Ok(())
+        })
+        .await;
+    assert!(
+        matches!(
+            taken_over,
+            Err(LockError::Lost {
+                cause: LostCause::FoundAtRelease,
+                ..
+            })
+        ),
+        "{taken_over:?}"
+    );
 
     // Release futures dropped after their first poll: the drop releases in the background;
     // each hold is reported once.
@@ -197,6 +283,78 @@ async fn a_small_scenario_is_counted() {
     assert_eq!(events.lines("INFO", "lock wait timed out"), 1);
     assert_eq!(events.lines("DEBUG", "lock busy"), 1);
     assert_eq!(events.lines("INFO", "the lease was lost"), 1);
+
+    // A loss found at release: one WARN naming the key, counted once.
+    assert_eq!(events.lines("WARN", "failover:5"), 1);
+    let found = [("cause", "found_at_release"), ("key", "failover")];
+    assert_eq!(count(snapshotter, LOST, &found), 1);
+
+    // Failed renewals name their lease's key.
+    let renewals_failed = events.lines("WARN", "lease renewal failed");
+    assert!(renewals_failed >= 1, "no renewal failure logged");
+    assert_eq!(
+        events
+            .matching("WARN", &["lease renewal failed", "stock:3"])
+            .len(),
+        renewals_failed,
+        "a renewal failure without its key"
+    );
+
+    // Every line names a lock's key at most once (a span's field and an event's field, or
+    // a field and an error's text, would name it twice).
+    let keys = [
+        "shop:1",
+        "held:7",
+        "once:6",
+        "failover:5",
+        "stock:2",
+        "run:4",
+        "stock:3",
+        "drop:0",
+    ];
+    for line in events.matching("", &[]) {
+        for key in keys {
+            assert!(line.matches(key).count() <= 1, "{key} twice in: {line}");
+        }
+    }
+    assert_eq!(
+        events
+            .matching("INFO", &["the body's own event", "once:6"])
+            .len(),
+        1,
+        "the body's event does not say which lock it ran under"
+    );
+
+    // One definition of hold time: the histogram's value is the event's `held_ms`.
+    let seconds = histogram(snapshotter, HOLD_SECONDS, &[("key", "held")]);
+    assert_eq!(seconds.len(), 1, "{seconds:?}");
+    let released = events.matching("DEBUG", &["lock released", "key=held:7"]);
+    assert_eq!(released.len(), 1, "{released:?}");
+    let held_ms: f64 = released[0]
+        .split("held_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let histogram_ms = seconds[0] * 1000.0;
+    assert!(
+        (0.0..1.0).contains(&(histogram_ms - held_ms)),
+        "lock_hold_seconds says {histogram_ms} ms, the event held_ms={held_ms}"
+    );
+    assert!(held_ms >= 50.0, "held_ms={held_ms}");
+
+    // Each metric is described, with its unit.
+    for name in [ACQUISITIONS, LOST, RENEWAL_FAILURES] {
+        let (unit, text) = described(snapshotter, name);
+        assert_eq!(unit, Some(Unit::Count), "{name}");
+        assert!(text.is_some_and(|text| !text.is_empty()), "{name}");
+    }
+    for name in [WAIT_SECONDS, HOLD_SECONDS] {
+        let (unit, text) = described(snapshotter, name);
+        assert_eq!(unit, Some(Unit::Seconds), "{name}");
+        assert!(text.is_some_and(|text| !text.is_empty()), "{name}");
+    }
 
     // Nothing labelled by the full key.
     let full_keys = snapshot
