@@ -312,6 +312,13 @@ impl LockGuard {
     /// Releases the lock and reports what Redis had: our token (released), nothing
     /// (the lease had expired), or another owner's token (left alone).
     ///
+    /// Finding nothing or another owner's token while the lease still seemed valid (no
+    /// renewal had reported a loss) means the lease was lost during the hold, say to a
+    /// failover: besides the outcome, that is a WARN naming the key and a loss counted as
+    /// `found_at_release` (once: not again for a loss the watchdog or
+    /// [`extend`](Self::extend) reported), and [`crate::current_lock`] handles taken from
+    /// this guard read [`LostCause::FoundAtRelease`].
+    ///
     /// Releasing a reentrant guard does nothing and reports `Released`: the outer holder
     /// releases the lock.
     ///

@@ -82,7 +82,10 @@
 //!   The watchdog notices within `ttl/3` plus a round trip. With `on_lost = "cancel"` (the
 //!   default) the guarded body is dropped at its next await point and the call returns
 //!   [`LockError::Lost`]; with `on_lost = "continue"` it finishes and can read
-//!   [`current_lock`]`().is_lost()` or await `lost()`.
+//!   [`current_lock`]`().is_lost()` or await `lost()`. A loss that only the release finds
+//!   (another owner's token, as after a failover) is a loss too: WARNed, counted, and with
+//!   `"cancel"` the call returns `Lost` ([`LostCause::FoundAtRelease`]; the body's effects
+//!   may have happened).
 //! - **Mutual exclusion under faults is not promised** by this or any lease lock: a holder
 //!   paused past its lease may still act on stale belief. **Fencing** closes the gap: with
 //!   `fencing = true` ([`LockGuard::fence`], [`CurrentLock::fence`]) every acquisition gets a

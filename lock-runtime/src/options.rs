@@ -6,10 +6,12 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnLost {
-    /// Drop the body at its next await point and return [`LockError::Lost`](crate::LockError::Lost).
+    /// Drop the body at its next await point and return [`LockError::Lost`](crate::LockError::Lost);
+    /// a loss found only at the release returns `Lost` too, instead of the body's result.
     #[default]
     Cancel,
-    /// Let the body finish; it can check `current_lock().is_lost()` or the guard.
+    /// Let the body finish and return its result; it can check `current_lock().is_lost()`
+    /// or the guard.
     Continue,
 }
 
