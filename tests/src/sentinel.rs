@@ -37,21 +37,53 @@ impl SentinelDeployment {
     /// Starts the servers, waits for the replica to be in sync, starts the sentinels and
     /// waits until each of them knows the replica (a forced failover needs one).
     pub fn start() -> SentinelDeployment {
-        let primary = RedisServer::start();
-        let replica =
-            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+        SentinelDeployment::start_protected(None)
+    }
+
+    /// The same deployment with two passwords, as managed set-ups have them: the sentinels
+    /// need `sentinel_password` (their own `requirepass`), the primary and the replica
+    /// `node_password` (the sentinels monitor them with `sentinel auth-pass`, the replica
+    /// replicates with `masterauth`). The servers' and sentinels' URLs carry their password.
+    pub fn start_with_passwords(
+        sentinel_password: &str,
+        node_password: &str,
+    ) -> SentinelDeployment {
+        SentinelDeployment::start_protected(Some((sentinel_password, node_password)))
+    }
+
+    fn start_protected(passwords: Option<(&str, &str)>) -> SentinelDeployment {
+        let node = |extra: &[&str]| match passwords {
+            None => RedisServer::start_with(extra),
+            Some((_, password)) => {
+                let mut args = extra.to_vec();
+                args.extend(["--requirepass", password, "--masterauth", password]);
+                RedisServer::start_with_password(None, &args, password)
+            }
+        };
+        let primary = node(&[]);
+        let replica = node(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
         wait_for(Duration::from_secs(20), "replica in sync", || {
             info(&replica, "replication").contains("master_link_status:up")
         });
-        let config = format!(
+        let mut config = format!(
             "sentinel monitor {MASTER} 127.0.0.1 {} 2\n\
              sentinel down-after-milliseconds {MASTER} 1000\n\
              sentinel failover-timeout {MASTER} 5000\n\
              sentinel parallel-syncs {MASTER} 1",
             primary.port()
         );
+        if let Some((sentinel_password, node_password)) = passwords {
+            config.push_str(&format!(
+                "\nsentinel auth-pass {MASTER} {node_password}\nrequirepass {sentinel_password}"
+            ));
+        }
         let sentinels: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::start_with_config(Some(&config), &["--sentinel"]))
+            .map(|_| match passwords {
+                None => RedisServer::start_with_config(Some(&config), &["--sentinel"]),
+                Some((password, _)) => {
+                    RedisServer::start_with_password(Some(&config), &["--sentinel"], password)
+                }
+            })
             .collect();
         let deployment = SentinelDeployment {
             servers: vec![primary, replica],

@@ -304,3 +304,81 @@ async fn an_unknown_master_name_or_no_sentinel_is_a_clear_error() {
     );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+const SENTINEL_PASSWORD: &str = "sentinel-secret";
+const NODE_PASSWORD: &str = "node-secret";
+
+/// Sentinels and data nodes protected by different passwords (as managed set-ups do): the
+/// sentinel URLs carry the sentinels' password, `primary_password` the data nodes'. Locks
+/// are taken, handed over to a waiter woken by the release (the wake-up subscription
+/// authenticates to the primary too), and released; a wrong node password is a
+/// configuration error naming the master. Before `primary_password`, the primary got the
+/// sentinels' password and every acquire failed with `AuthenticationFailed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_and_data_nodes_with_different_passwords() {
+    let deployment = SentinelDeployment::start_with_passwords(SENTINEL_PASSWORD, NODE_PASSWORD);
+    assert!(deployment.sentinel_urls()[0].contains(SENTINEL_PASSWORD));
+    let config = |node_password: &str| {
+        Config::sentinel(MASTER, deployment.sentinel_urls())
+            .primary_password(node_password)
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1))
+    };
+
+    // A wrong data-node password: refused when the client is built, naming the master.
+    let err = LockClient::new(config("wrong")).unwrap_err();
+    let message = chain(&err);
+    println!("a wrong node password: {message}");
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(message.contains(MASTER), "{message}");
+    assert!(message.contains("Config::primary_password"), "{message}");
+    // The sentinels' own password is refused by the data nodes, in the same words.
+    let err = LockClient::new(config(SENTINEL_PASSWORD)).unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+
+    let holding = LockClient::new(config(NODE_PASSWORD)).unwrap();
+    let waiting = LockClient::new(config(NODE_PASSWORD)).unwrap();
+
+    let key = "sentinel:auth";
+    let held = holding
+        .lock(key)
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(
+        deployment.servers[0].get(key).as_deref(),
+        Some(held.token())
+    );
+    let waiter = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let guard = waiting
+                .lock(key)
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await;
+            (Instant::now(), guard)
+        })
+    };
+    deployment.servers[0].until_queued(key, 1).await;
+    // Half-way through the waiter's park (capped at 1 s): a waiter that is not woken
+    // takes the lock only when its park ends, about 500 ms after the release.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+    let (acquired, guard) = waiter.await.unwrap();
+    let guard = guard.unwrap();
+    let after = acquired.duration_since(released);
+    println!("two passwords: the waiter took the lock {after:?} after the release");
+    assert!(
+        after < Duration::from_millis(250),
+        "the waiter was not woken by the release: it took the lock {after:?} later"
+    );
+    assert_eq!(
+        deployment.servers[0].get(key).as_deref(),
+        Some(guard.token())
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(deployment.servers[0].get(key), None);
+}
