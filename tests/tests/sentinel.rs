@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
 use lock_tests::sentinel::{MASTER, SentinelDeployment, info};
+use lock_tests::tls::Certificates;
 
 /// The error and its `source()` chain, as anyhow and tracing print it (bounded).
 fn chain(err: &(dyn std::error::Error + 'static)) -> String {
@@ -339,7 +340,48 @@ async fn sentinels_and_data_nodes_with_different_passwords() {
     let holding = LockClient::new(config(NODE_PASSWORD)).unwrap();
     let waiting = LockClient::new(config(NODE_PASSWORD)).unwrap();
 
-    let key = "sentinel:auth";
+    hand_over(&holding, &waiting, &deployment, "sentinel:auth").await;
+
+    // A password changed on the data nodes later: the requests fail with an error that
+    // names the master and the fix (here the connections are closed to make them log in
+    // again).
+    let mut admin = deployment.servers[0].conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("rotated")
+        .query(&mut admin)
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut admin)
+        .unwrap();
+    let err = holding
+        .lock("sentinel:auth:rotated")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    let message = chain(&err);
+    println!("a node password changed later: {message}");
+    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+    assert!(message.contains(MASTER), "{message}");
+    assert!(message.contains("Config::primary_password"), "{message}");
+}
+
+/// `holding` takes `key`, a waiter of `waiting` queues behind it, and the release hands it
+/// over: the waiter must be woken by the release's message (the wake-up subscription on the
+/// primary works), not by the end of its park. Both release; the key is gone.
+async fn hand_over(
+    holding: &LockClient,
+    waiting: &LockClient,
+    deployment: &SentinelDeployment,
+    key: &'static str,
+) {
     let held = holding
         .lock(key)
         .ttl(Duration::from_secs(10))
@@ -370,7 +412,7 @@ async fn sentinels_and_data_nodes_with_different_passwords() {
     let (acquired, guard) = waiter.await.unwrap();
     let guard = guard.unwrap();
     let after = acquired.duration_since(released);
-    println!("two passwords: the waiter took the lock {after:?} after the release");
+    println!("{key}: the waiter took the lock {after:?} after the release");
     assert!(
         after < Duration::from_millis(250),
         "the waiter was not woken by the release: it took the lock {after:?} later"
@@ -381,4 +423,35 @@ async fn sentinels_and_data_nodes_with_different_passwords() {
     );
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     assert_eq!(deployment.servers[0].get(key), None);
+}
+
+/// TLS on the data nodes only: plain sentinels, nodes reached with TLS and the nodes'
+/// authority (`primary_tls_ca_cert`). Locks are taken, handed over (the wake-up
+/// subscription uses TLS too) and released. Without the primary's TLS settings the
+/// client speaks plain TCP to the TLS port and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_nodes_behind_tls_with_plain_sentinels() {
+    let certificates = Certificates::generate();
+    let deployment = SentinelDeployment::start_with_tls_nodes(&certificates);
+    assert_eq!(deployment.primary_port(), deployment.tls_ports[0]);
+    let config = || {
+        Config::sentinel(MASTER, deployment.sentinel_urls())
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1))
+    };
+
+    let plain = LockClient::new(config()).unwrap();
+    let err = plain
+        .lock("sentinel:tls:plain")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    println!("plain TCP to the TLS primary: {}", chain(&err));
+    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+
+    let tls = || config().primary_tls_ca_cert(certificates.read("ca.crt"));
+    let holding = LockClient::new(tls()).unwrap();
+    let waiting = LockClient::new(tls()).unwrap();
+    hand_over(&holding, &waiting, &deployment, "sentinel:tls").await;
 }
