@@ -324,6 +324,17 @@ impl<'a> Setup<'a> {
                     .into(),
             });
         }
+        if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
+            return Err(LockError::Config {
+                reason: format!(
+                    "Config::primary_password, primary_auth and primary_tls* set the primary \
+                     that Sentinel names, but {} is not a Config::sentinel set-up: put the \
+                     credentials in the URL (redis://user:password@host) and use \
+                     Config::tls_ca_cert / tls_client_cert",
+                    config.urls().join(", ")
+                ),
+            });
+        }
         let urls = config.urls().to_vec();
         if urls.is_empty() {
             return Err(LockError::Config {

@@ -46,6 +46,11 @@ impl std::fmt::Debug for PrimarySettings {
 }
 
 impl PrimarySettings {
+    /// Whether any of the primary's own settings was given.
+    pub(crate) fn is_set(&self) -> bool {
+        self.auth.is_some() || self.tls.is_some()
+    }
+
     /// Turns TLS to the primary on (keeping certificates given before) and lets `set`
     /// change its certificates.
     fn tls_files(&mut self, set: impl FnOnce(&mut TlsFiles)) {
@@ -63,7 +68,8 @@ impl PrimarySettings {
 /// [`tls_ca_cert`](Config::tls_ca_cert) / [`tls_client_cert`](Config::tls_client_cert));
 /// these set the primary's apart. They are used for every connection to the primary (the
 /// command connections and the wake-up subscription) and follow it across failovers.
-/// Outside Sentinel mode they have no effect (the URLs carry the servers' settings).
+/// Outside Sentinel mode they are a [`LockError::Config`] when the client is built (the URLs
+/// carry the servers' settings there).
 impl Config {
     /// Sentinel mode: the data nodes' password (Redis `requirepass`, the default user),
     /// when it is not the sentinels' (their URLs carry theirs). See

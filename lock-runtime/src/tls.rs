@@ -79,10 +79,10 @@ fn sections(pem: &[u8]) -> Result<Vec<(SectionKind, Vec<u8>)>, String> {
         .map_err(|err| format!("is not valid PEM ({err})"))
 }
 
-/// What a PEM file holds instead of a certificate, for messages.
-fn found(sections: &[(SectionKind, Vec<u8>)]) -> String {
+/// What a PEM file holds instead of the `expected` block (`CERTIFICATE`), for messages.
+fn found(sections: &[(SectionKind, Vec<u8>)], expected: &str) -> String {
     match sections.first() {
-        None => "no PEM block (-----BEGIN CERTIFICATE-----) at all".to_owned(),
+        None => format!("no PEM block (-----BEGIN {expected}-----) at all"),
         Some((kind, _)) => format!("a {} instead", describe(*kind)),
     }
 }
@@ -112,7 +112,7 @@ fn check_authority(pem: &[u8]) -> Result<(), String> {
             "holds no certificate: it has {}. Give the authority's certificate (the PEM file \
              that starts with -----BEGIN CERTIFICATE-----, such as ca.crt), not its key or \
              another file",
-            found(&sections)
+            found(&sections, "CERTIFICATE")
         ));
     }
     for (index, der) in certificates.iter().enumerate() {
@@ -135,7 +135,7 @@ fn check_client_cert(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
         return Err(format!(
             "holds no certificate: it has {}. The first argument is the certificate \
              (-----BEGIN CERTIFICATE-----), the second its private key",
-            found(&certificate)
+            found(&certificate, "CERTIFICATE")
         ));
     };
     let version = x509_version(leaf).map_err(|problem| format!("does not decode: {problem}"))?;
@@ -158,7 +158,7 @@ fn check_client_cert(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
         return Err(format!(
             "has no private key in its key argument: it has {}. The second argument is the \
              certificate's private key (-----BEGIN PRIVATE KEY-----)",
-            found(&keys).replace("CERTIFICATE", "PRIVATE KEY")
+            found(&keys, "PRIVATE KEY")
         ));
     }
     Ok(())
@@ -249,5 +249,13 @@ mod tests {
         let key = b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
         let key = check_authority(key).unwrap_err();
         assert!(key.contains("a private key instead"), "{key}");
+    }
+
+    #[test]
+    fn a_key_given_as_the_client_certificate_is_named() {
+        let key = b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        let swapped = check_client_cert(key, key).unwrap_err();
+        assert!(swapped.contains("holds no certificate"), "{swapped}");
+        assert!(swapped.contains("a private key instead"), "{swapped}");
     }
 }

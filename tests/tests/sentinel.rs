@@ -336,6 +336,11 @@ async fn sentinels_and_data_nodes_with_different_passwords() {
     // The sentinels' own password is refused by the data nodes, in the same words.
     let err = LockClient::new(config(SENTINEL_PASSWORD)).unwrap_err();
     assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    // Outside Sentinel mode the primary's settings are a mistake, not silently ignored.
+    let err = LockClient::new(Config::single(deployment.servers[0].url()).primary_password("x"))
+        .unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("Config::sentinel"), "{err}");
 
     let holding = LockClient::new(config(NODE_PASSWORD)).unwrap();
     let waiting = LockClient::new(config(NODE_PASSWORD)).unwrap();
@@ -434,10 +439,11 @@ async fn data_nodes_behind_tls_with_plain_sentinels() {
     let certificates = Certificates::generate();
     let deployment = SentinelDeployment::start_with_tls_nodes(&certificates);
     assert_eq!(deployment.primary_port(), deployment.tls_ports[0]);
+    // A TLS handshake (RSA 2048, a debug build) on a loaded machine can outlast 500 ms.
     let config = || {
         Config::sentinel(MASTER, deployment.sentinel_urls())
-            .connect_timeout(Duration::from_millis(500))
-            .response_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
     };
 
     let plain = LockClient::new(config()).unwrap();
