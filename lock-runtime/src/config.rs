@@ -209,10 +209,12 @@ impl Config {
     /// turn).
     ///
     /// Behavior:
-    /// - Building the client asks the sentinels for the primary, in order; this blocks for
-    ///   at most `connect_timeout + response_timeout` per sentinel. An unknown master name
-    ///   or no reachable sentinel is a [`LockError::Config`](crate::LockError::Config)
-    ///   naming them.
+    /// - Building the client asks the sentinels for the primary, in order, then logs in to
+    ///   the primary once; this blocks for at most `connect_timeout + response_timeout` per
+    ///   sentinel and for the primary. An unknown master name, no reachable sentinel, or a
+    ///   primary that refuses the credentials is a
+    ///   [`LockError::Config`](crate::LockError::Config) naming them (a primary that does
+    ///   not answer is left to the lazy connections).
     /// - The client then subscribes to one sentinel's failover events (`+promoted-slave`,
     ///   `+failover-state-reconf-slaves`, `+switch-master`; the next sentinel when that one
     ///   goes away) and moves its connections to the primary the sentinels name after each.
