@@ -12,6 +12,7 @@ use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::redlock::Redlock;
 use crate::scripts::KeyNames;
+use crate::sentinel::{PrimaryTemplate, check_primary_auth};
 use crate::telemetry::Telemetry;
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
@@ -323,6 +324,17 @@ impl<'a> Setup<'a> {
                     .into(),
             });
         }
+        if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
+            return Err(LockError::Config {
+                reason: format!(
+                    "Config::primary_password, primary_auth and primary_tls* set the primary \
+                     that Sentinel names, but {} is not a Config::sentinel set-up: put the \
+                     credentials in the URL (redis://user:password@host) and use \
+                     Config::tls_ca_cert / tls_client_cert",
+                    config.urls().join(", ")
+                ),
+            });
+        }
         let urls = config.urls().to_vec();
         if urls.is_empty() {
             return Err(LockError::Config {
@@ -400,20 +412,29 @@ impl<'a> Setup<'a> {
         master: &str,
         sentinels: &[String],
     ) -> Result<(redis::Client, Arc<Sentinel>), LockError> {
-        let sentinel = Sentinel::new(
-            master.to_owned(),
-            sentinels
-                .iter()
-                .map(|url| self.open(url))
-                .collect::<Result<Vec<_>, _>>()?,
-            self.limit,
-        );
-        let primary = find_primary(&sentinel).map_err(|err| LockError::Config {
+        let clients = sentinels
+            .iter()
+            .map(|url| self.open(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(first) = clients.first() else {
+            return Err(LockError::Config {
+                reason: format!("no sentinel URL given for the primary `{master}`"),
+            });
+        };
+        // The primary's settings: the first sentinel's, or its own (`sentinel.rs`).
+        let template = PrimaryTemplate::new(
+            first.get_connection_info().clone(),
+            self.config.primary.clone(),
+            master,
+        )?;
+        let sentinel = Sentinel::new(master.to_owned(), clients, template, self.limit);
+        let primary = blocking(|| sentinel.lookup_blocking()).map_err(|err| LockError::Config {
             reason: format!(
                 "cannot find the primary `{master}` through the sentinels {}: {err}",
                 self.urls.join(", ")
             ),
         })?;
+        blocking(|| check_primary_auth(&primary, master, self.limit))?;
         Ok((primary, Arc::new(sentinel)))
     }
 
@@ -503,6 +524,8 @@ fn open_client(url: &str, tls: &TlsFiles) -> Result<redis::Client, LockError> {
     if !tls.is_set() {
         return Ok(client);
     }
+    #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+    crate::tls::check(tls, crate::tls::TlsSettings::Config, url)?;
     with_certificates(url, tls).map_err(|err| LockError::Config {
         reason: format!("the TLS certificates given for `{url}` cannot be used: {err}"),
     })
@@ -524,7 +547,7 @@ fn with_hint(url: &str, err: redis::RedisError) -> redis::RedisError {
 }
 
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
-fn certificates(tls: &TlsFiles) -> redis::TlsCertificates {
+pub(crate) fn certificates(tls: &TlsFiles) -> redis::TlsCertificates {
     redis::TlsCertificates {
         client_tls: tls.client_cert.clone().map(|(client_cert, client_key)| {
             redis::ClientTlsConfig {
@@ -559,7 +582,10 @@ fn cluster_tls(
         return Ok(builder);
     }
     #[cfg(feature = "tls-rustls")]
-    return Ok(builder.certs(certificates(tls)));
+    {
+        crate::tls::check(tls, crate::tls::TlsSettings::Config, "the cluster")?;
+        Ok(builder.certs(certificates(tls)))
+    }
     #[cfg(not(feature = "tls-rustls"))]
     Err(LockError::Config {
         reason: "TLS certificates for a cluster need the lock-runtime feature `tls-rustls` \
@@ -578,15 +604,13 @@ fn ensure_crypto_provider() {
     }
 }
 
-/// Asks the sentinels for the primary while the client is being built. The constructor is
-/// synchronous, so the lookup blocks, bounded by the timeout per sentinel; on a
-/// multi-thread runtime the worker hands its other tasks away meanwhile.
-fn find_primary(sentinel: &Sentinel) -> redis::RedisResult<redis::Client> {
+/// Runs `work` (the Sentinel lookup, the primary's start-up check) while the client is
+/// being built. The constructor is synchronous, so the work blocks, bounded by the timeout
+/// per server; on a multi-thread runtime the worker hands its other tasks away meanwhile.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-            tokio::task::block_in_place(|| sentinel.lookup_blocking())
-        }
-        _ => sentinel.lookup_blocking(),
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
     }
 }
 

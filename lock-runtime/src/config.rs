@@ -32,6 +32,8 @@ pub struct Config {
     pub(crate) response_timeout: Duration,
     pub(crate) node_timeout: Duration,
     pub(crate) tls: TlsFiles,
+    /// Sentinel mode: the primary's own credentials and TLS (see `sentinel.rs`).
+    pub(crate) primary: crate::sentinel::PrimarySettings,
     pub(crate) local_passes: u32,
     pub(crate) local_pass_time: Duration,
     pub(crate) foreign_window: Duration,
@@ -147,6 +149,7 @@ impl Config {
             response_timeout: Duration::from_secs(2),
             node_timeout: Duration::from_millis(100),
             tls: TlsFiles::default(),
+            primary: crate::sentinel::PrimarySettings::default(),
             local_passes: DEFAULT_LOCAL_PASSES,
             local_pass_time: DEFAULT_LOCAL_PASS_TIME,
             foreign_window: DEFAULT_FOREIGN_WINDOW,
@@ -206,10 +209,12 @@ impl Config {
     /// turn).
     ///
     /// Behavior:
-    /// - Building the client asks the sentinels for the primary, in order; this blocks for
-    ///   at most `connect_timeout + response_timeout` per sentinel. An unknown master name
-    ///   or no reachable sentinel is a [`LockError::Config`](crate::LockError::Config)
-    ///   naming them.
+    /// - Building the client asks the sentinels for the primary, in order, then logs in to
+    ///   the primary once; this blocks for at most `connect_timeout + response_timeout` per
+    ///   sentinel and for the primary. An unknown master name, no reachable sentinel, or a
+    ///   primary that refuses the credentials is a
+    ///   [`LockError::Config`](crate::LockError::Config) naming them (a primary that does
+    ///   not answer is left to the lazy connections).
     /// - The client then subscribes to one sentinel's failover events (`+promoted-slave`,
     ///   `+failover-state-reconf-slaves`, `+switch-master`; the next sentinel when that one
     ///   goes away) and moves its connections to the primary the sentinels name after each.
@@ -230,10 +235,17 @@ impl Config {
     /// lock written to the old primary just before it failed may not be on the new one (see
     /// RELIABILITY.md, "Sentinel failover"). Use fencing where that matters.
     ///
-    /// The URL options that apply to the primary (`rediss://`, user, password, database)
-    /// are taken from the first sentinel URL's; [`tls_ca_cert`](Self::tls_ca_cert) and
-    /// [`tls_client_cert`](Self::tls_client_cert) apply to both the sentinels and the
-    /// primary.
+    /// The sentinel URLs carry the sentinels' own settings (`rediss://`, user, password),
+    /// and [`tls_ca_cert`](Self::tls_ca_cert) / [`tls_client_cert`](Self::tls_client_cert)
+    /// apply to them. The primary (commands and wake-ups) is reached with the first
+    /// sentinel URL's settings and database, unless its own are given:
+    /// [`primary_password`](Self::primary_password) or [`primary_auth`](Self::primary_auth)
+    /// for its credentials, [`primary_tls`](Self::primary_tls),
+    /// [`primary_tls_ca_cert`](Self::primary_tls_ca_cert),
+    /// [`primary_tls_client_cert`](Self::primary_tls_client_cert) or
+    /// [`primary_without_tls`](Self::primary_without_tls) for its TLS. A primary that
+    /// refuses the credentials when the client is built is a
+    /// [`LockError::Config`](crate::LockError::Config) naming the master.
     ///
     /// ```
     /// use lock_runtime::Config;
@@ -242,6 +254,11 @@ impl Config {
     ///     "mymaster",
     ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
     /// );
+    /// # let _ = config;
+    ///
+    /// // Sentinels and data nodes with passwords of their own.
+    /// let config = Config::sentinel("mymaster", ["redis://:sentinel-secret@10.0.0.1:26379"])
+    ///     .primary_password("node-secret");
     /// # let _ = config;
     /// ```
     pub fn sentinel<I, S>(master: impl Into<String>, sentinels: I) -> Self
@@ -317,7 +334,9 @@ impl Config {
 
     /// For `rediss://` URLs: trust the certificate authority in `pem` (PEM bytes, one or
     /// more certificates) for the server's certificate, instead of the system's trust
-    /// store. Needs the feature `tls-rustls` or `tls-native-tls`.
+    /// store. Needs the feature `tls-rustls` or `tls-native-tls`. Bytes that hold no
+    /// certificate (a text file, a key) are a [`LockError::Config`](crate::LockError::Config)
+    /// when the client is built.
     ///
     /// ```no_run
     /// use lock_runtime::Config;
@@ -335,7 +354,10 @@ impl Config {
     /// For `rediss://` URLs: present this client certificate (PEM chain) and private key
     /// (PEM, PKCS#8 or RSA/SEC1) to the server, for servers that require mutual TLS
     /// (`tls-auth-clients yes`). Needs the feature `tls-rustls` or `tls-native-tls` (which
-    /// reads PKCS#8 keys only).
+    /// reads PKCS#8 keys only). The certificate must be X.509 v3 (`openssl x509 -req` makes
+    /// v1 unless given `-extfile`): any other version, or a certificate or key argument
+    /// that holds none, is a [`LockError::Config`](crate::LockError::Config) when the
+    /// client is built, with either feature.
     ///
     /// ```no_run
     /// use lock_runtime::Config;

@@ -12,6 +12,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::RwLock;
 
+use crate::sentinel::{PrimaryTemplate, is_auth_failure, name_auth_failure};
+
 /// A connection to a single server or to a cluster.
 #[derive(Clone)]
 pub(crate) enum Connection {
@@ -165,10 +167,22 @@ impl SingleServer {
         if result.is_err() && Box::pin(self.recover(&used, sent, &result)).await {
             return send(self.current().manager.clone())
                 .await
-                .map_err(|err| name_server(err, &self.address()));
+                .map_err(|err| self.name_error(err, &self.address()));
         }
-        result
-            .map_err(|err| name_server(err, &used.client.get_connection_info().addr().to_string()))
+        result.map_err(|err| {
+            self.name_error(err, &used.client.get_connection_info().addr().to_string())
+        })
+    }
+
+    /// `err` from `server` with the server named (and, behind Sentinel, a refused
+    /// authentication with the master and the fix).
+    fn name_error(&self, err: redis::RedisError, server: &str) -> redis::RedisError {
+        match &self.inner.sentinel {
+            Some(sentinel) if is_auth_failure(&err) => {
+                name_auth_failure(err, &sentinel.master, server)
+            }
+            _ => name_server(err, server),
+        }
     }
 }
 
@@ -233,9 +247,9 @@ pub(crate) struct Sentinel {
     pub(crate) master: String,
     /// One client per sentinel, in the configured order.
     sentinels: Vec<redis::Client>,
-    /// The primary's connection settings (TLS, credentials, database): the first
-    /// sentinel's, with the address the sentinels name.
-    template: Option<redis::ConnectionInfo>,
+    /// The primary's connection settings (TLS, credentials, database), for the address
+    /// the sentinels name: the first sentinel's, or the primary's own.
+    template: PrimaryTemplate,
     /// How long one sentinel may take to connect and answer.
     timeout: Duration,
     /// When the last lookup finished: requests that failed before it use its answer.
@@ -243,10 +257,12 @@ pub(crate) struct Sentinel {
 }
 
 impl Sentinel {
-    pub(crate) fn new(master: String, sentinels: Vec<redis::Client>, timeout: Duration) -> Self {
-        let template = sentinels
-            .first()
-            .map(|sentinel| sentinel.get_connection_info().clone());
+    pub(crate) fn new(
+        master: String,
+        sentinels: Vec<redis::Client>,
+        template: PrimaryTemplate,
+        timeout: Duration,
+    ) -> Self {
         Sentinel {
             master,
             sentinels,
@@ -329,23 +345,7 @@ impl Sentinel {
     }
 
     fn primary(&self, host: String, port: u16) -> redis::RedisResult<redis::Client> {
-        let Some(template) = &self.template else {
-            return redis::Client::open((host.as_str(), port));
-        };
-        let addr = match template.addr().clone() {
-            redis::ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => redis::ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure,
-                tls_params,
-            },
-            _ => redis::ConnectionAddr::Tcp(host, port),
-        };
-        redis::Client::open(template.clone().set_addr(addr))
+        self.template.client(host, port)
     }
 }
 

@@ -121,7 +121,10 @@ mod options;
 mod redis_queue;
 mod redlock;
 mod scripts;
+mod sentinel;
 pub mod telemetry;
+#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+mod tls;
 mod turn;
 mod wakeups;
 mod watchdog;

@@ -43,6 +43,9 @@ pub struct RedisServer {
     extra: Vec<String>,
     /// A config file given before the options (sentinels need one they can rewrite).
     config_file: Option<PathBuf>,
+    /// The default user's password, when the server requires one (see
+    /// [`start_with_password`](Self::start_with_password)).
+    password: Option<String>,
     wrapper: Option<(Child, ChildStdin)>,
     pid: u32,
 }
@@ -61,6 +64,25 @@ impl RedisServer {
     /// Starts a server with a config file (written into its directory) and extra arguments,
     /// e.g. a sentinel: `start_with_config(Some("sentinel monitor ..."), &["--sentinel"])`.
     pub fn start_with_config(config: Option<&str>, extra: &[&str]) -> RedisServer {
+        RedisServer::start_configured(config, extra, None)
+    }
+
+    /// Starts a server whose default user needs `password`: the caller sets it (`requirepass`
+    /// in `config` or `--requirepass` in `extra`); the harness authenticates with it, and
+    /// [`url`](Self::url) carries it (`redis://:PASSWORD@127.0.0.1:PORT`).
+    pub fn start_with_password(
+        config: Option<&str>,
+        extra: &[&str],
+        password: &str,
+    ) -> RedisServer {
+        RedisServer::start_configured(config, extra, Some(password))
+    }
+
+    fn start_configured(
+        config: Option<&str>,
+        extra: &[&str],
+        password: Option<&str>,
+    ) -> RedisServer {
         let dir =
             std::env::temp_dir().join(format!("lock-tests-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -74,6 +96,7 @@ impl RedisServer {
             dir,
             extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
             config_file,
+            password: password.map(str::to_owned),
             wrapper: None,
             pid: 0,
         };
@@ -155,9 +178,13 @@ impl RedisServer {
                 .contains(") Z ")
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT` (`redis://:PASSWORD@127.0.0.1:PORT` for a server started
+    /// with a password).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            None => format!("redis://127.0.0.1:{}", self.port),
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+        }
     }
 
     pub fn port(&self) -> u16 {

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::RedisServer;
+use crate::tls::Certificates;
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER: &str = "mymaster";
@@ -31,31 +32,120 @@ pub struct SentinelDeployment {
     /// the roles are swapped (see [`primary_index`](Self::primary_index)).
     pub servers: Vec<RedisServer>,
     pub sentinels: Vec<RedisServer>,
+    /// With TLS on the nodes: `servers[i]`'s TLS port (the one the sentinels name).
+    pub tls_ports: Vec<u16>,
 }
 
 impl SentinelDeployment {
     /// Starts the servers, waits for the replica to be in sync, starts the sentinels and
     /// waits until each of them knows the replica (a forced failover needs one).
     pub fn start() -> SentinelDeployment {
-        let primary = RedisServer::start();
-        let replica =
-            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+        SentinelDeployment::start_protected(None, None)
+    }
+
+    /// The same deployment with two passwords, as managed set-ups have them: the sentinels
+    /// need `sentinel_password` (their own `requirepass`), the primary and the replica
+    /// `node_password` (the sentinels monitor them with `sentinel auth-pass`, the replica
+    /// replicates with `masterauth`). The servers' and sentinels' URLs carry their password.
+    pub fn start_with_passwords(
+        sentinel_password: &str,
+        node_password: &str,
+    ) -> SentinelDeployment {
+        SentinelDeployment::start_protected(Some((sentinel_password, node_password)), None)
+    }
+
+    /// The same deployment with TLS on the data nodes only (as managed set-ups often have
+    /// it): the primary and the replica also listen with TLS (`tls_ports`, certificates
+    /// from `certificates`: the server's for 127.0.0.1, signed by `ca.crt`), replicate and
+    /// are monitored over it; the sentinels listen without TLS (they use the certificates
+    /// only to reach the nodes). The plain ports stay open for the harness's assertions.
+    pub fn start_with_tls_nodes(certificates: &Certificates) -> SentinelDeployment {
+        SentinelDeployment::start_protected(None, Some(certificates))
+    }
+
+    fn start_protected(
+        passwords: Option<(&str, &str)>,
+        tls: Option<&Certificates>,
+    ) -> SentinelDeployment {
+        let path = |name: &str| {
+            tls.map(|certificates| certificates.path(name).to_str().unwrap().to_owned())
+                .unwrap_or_default()
+        };
+        let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
+        let tls_files = [
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+            "--tls-replication",
+            "yes",
+        ];
+        // A node, and the port the replica and the sentinels reach it on (its TLS port
+        // with TLS).
+        let node = |extra: &[&str]| {
+            let mut args = extra.to_vec();
+            let tls_port = crate::free_port().to_string();
+            if tls.is_some() {
+                args.extend(["--tls-port", &tls_port]);
+                args.extend(tls_files);
+            }
+            let server = match passwords {
+                None => RedisServer::start_with(&args),
+                Some((_, password)) => {
+                    args.extend(["--requirepass", password, "--masterauth", password]);
+                    RedisServer::start_with_password(None, &args, password)
+                }
+            };
+            let port = match tls {
+                Some(_) => tls_port.parse::<u16>().unwrap(),
+                None => server.port(),
+            };
+            (server, port)
+        };
+        let (primary, primary_port) = node(&[]);
+        let (replica, replica_port) =
+            node(&["--replicaof", "127.0.0.1", &primary_port.to_string()]);
+        let tls_ports = match tls {
+            Some(_) => vec![primary_port, replica_port],
+            None => Vec::new(),
+        };
         wait_for(Duration::from_secs(20), "replica in sync", || {
             info(&replica, "replication").contains("master_link_status:up")
         });
-        let config = format!(
-            "sentinel monitor {MASTER} 127.0.0.1 {} 2\n\
+        let mut config = format!(
+            "sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n\
              sentinel down-after-milliseconds {MASTER} 1000\n\
              sentinel failover-timeout {MASTER} 5000\n\
-             sentinel parallel-syncs {MASTER} 1",
-            primary.port()
+             sentinel parallel-syncs {MASTER} 1"
         );
+        if let Some((sentinel_password, node_password)) = passwords {
+            config.push_str(&format!(
+                "\nsentinel auth-pass {MASTER} {node_password}\nrequirepass {sentinel_password}"
+            ));
+        }
+        if tls.is_some() {
+            // Outgoing TLS to the nodes; the sentinels' own port stays plain.
+            config.push_str(&format!(
+                "\ntls-replication yes\ntls-cert-file {cert}\ntls-key-file {key}\n\
+                 tls-ca-cert-file {ca}"
+            ));
+        }
         let sentinels: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::start_with_config(Some(&config), &["--sentinel"]))
+            .map(|_| match passwords {
+                None => RedisServer::start_with_config(Some(&config), &["--sentinel"]),
+                Some((password, _)) => {
+                    RedisServer::start_with_password(Some(&config), &["--sentinel"], password)
+                }
+            })
             .collect();
         let deployment = SentinelDeployment {
             servers: vec![primary, replica],
             sentinels,
+            tls_ports,
         };
         for sentinel in &deployment.sentinels {
             wait_for(Duration::from_secs(20), "sentinel sees the replica", || {
@@ -86,6 +176,7 @@ impl SentinelDeployment {
         self.servers
             .iter()
             .position(|server| server.port() == port)
+            .or_else(|| self.tls_ports.iter().position(|tls_port| *tls_port == port))
             .expect("the primary is one of ours")
     }
 

@@ -26,6 +26,32 @@ impl Certificates {
         certificates
     }
 
+    /// Adds `client-v1.crt` / `client-v1.key`: a client certificate signed by the authority
+    /// with `openssl x509 -req` and no extensions, which makes an X.509 version 1
+    /// certificate (rustls refuses those).
+    pub fn with_v1_client(self) -> Certificates {
+        self.request("client-v1");
+        openssl(
+            &self.dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "client-v1.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                "client-v1.crt",
+            ],
+        );
+        self
+    }
+
     /// The path of `name` (e.g. `ca.crt`, `client.key`).
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
@@ -58,21 +84,7 @@ impl Certificates {
     }
 
     fn signed(&self, name: &str, extension: &str) {
-        openssl(
-            &self.dir,
-            &[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                &format!("/CN=lock-tests {name}"),
-            ],
-        );
+        self.request(name);
         std::fs::write(
             self.dir.join(format!("{name}.ext")),
             format!("{extension}\n"),
@@ -96,6 +108,25 @@ impl Certificates {
                 &format!("{name}.crt"),
                 "-extfile",
                 &format!("{name}.ext"),
+            ],
+        );
+    }
+
+    /// A key and a certificate request for `name`.
+    fn request(&self, name: &str) {
+        openssl(
+            &self.dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN=lock-tests {name}"),
             ],
         );
     }

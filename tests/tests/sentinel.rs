@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
 use lock_tests::sentinel::{MASTER, SentinelDeployment, info};
+use lock_tests::tls::Certificates;
 
 /// The error and its `source()` chain, as anyhow and tracing print it (bounded).
 fn chain(err: &(dyn std::error::Error + 'static)) -> String {
@@ -303,4 +304,160 @@ async fn an_unknown_master_name_or_no_sentinel_is_a_clear_error() {
         "{err}"
     );
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+const SENTINEL_PASSWORD: &str = "sentinel-secret";
+const NODE_PASSWORD: &str = "node-secret";
+
+/// Sentinels and data nodes protected by different passwords (as managed set-ups do): the
+/// sentinel URLs carry the sentinels' password, `primary_password` the data nodes'. Locks
+/// are taken, handed over to a waiter woken by the release (the wake-up subscription
+/// authenticates to the primary too), and released; a wrong node password is a
+/// configuration error naming the master. Before `primary_password`, the primary got the
+/// sentinels' password and every acquire failed with `AuthenticationFailed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_and_data_nodes_with_different_passwords() {
+    let deployment = SentinelDeployment::start_with_passwords(SENTINEL_PASSWORD, NODE_PASSWORD);
+    assert!(deployment.sentinel_urls()[0].contains(SENTINEL_PASSWORD));
+    let config = |node_password: &str| {
+        Config::sentinel(MASTER, deployment.sentinel_urls())
+            .primary_password(node_password)
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1))
+    };
+
+    // A wrong data-node password: refused when the client is built, naming the master.
+    let err = LockClient::new(config("wrong")).unwrap_err();
+    let message = chain(&err);
+    println!("a wrong node password: {message}");
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(message.contains(MASTER), "{message}");
+    assert!(message.contains("Config::primary_password"), "{message}");
+    // The sentinels' own password is refused by the data nodes, in the same words.
+    let err = LockClient::new(config(SENTINEL_PASSWORD)).unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    // Outside Sentinel mode the primary's settings are a mistake, not silently ignored.
+    let err = LockClient::new(Config::single(deployment.servers[0].url()).primary_password("x"))
+        .unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("Config::sentinel"), "{err}");
+
+    let holding = LockClient::new(config(NODE_PASSWORD)).unwrap();
+    let waiting = LockClient::new(config(NODE_PASSWORD)).unwrap();
+
+    hand_over(&holding, &waiting, &deployment, "sentinel:auth").await;
+
+    // A password changed on the data nodes later: the requests fail with an error that
+    // names the master and the fix (here the connections are closed to make them log in
+    // again).
+    let mut admin = deployment.servers[0].conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("rotated")
+        .query(&mut admin)
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut admin)
+        .unwrap();
+    let err = holding
+        .lock("sentinel:auth:rotated")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    let message = chain(&err);
+    println!("a node password changed later: {message}");
+    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+    assert!(message.contains(MASTER), "{message}");
+    assert!(message.contains("Config::primary_password"), "{message}");
+}
+
+/// `holding` takes `key`, a waiter of `waiting` queues behind it, and the release hands it
+/// over: the waiter must be woken by the release's message (the wake-up subscription on the
+/// primary works), not by the end of its park. Both release; the key is gone.
+async fn hand_over(
+    holding: &LockClient,
+    waiting: &LockClient,
+    deployment: &SentinelDeployment,
+    key: &'static str,
+) {
+    let held = holding
+        .lock(key)
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(
+        deployment.servers[0].get(key).as_deref(),
+        Some(held.token())
+    );
+    let waiter = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let guard = waiting
+                .lock(key)
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await;
+            (Instant::now(), guard)
+        })
+    };
+    deployment.servers[0].until_queued(key, 1).await;
+    // Half-way through the waiter's park (capped at 1 s): a waiter that is not woken
+    // takes the lock only when its park ends, about 500 ms after the release.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+    let (acquired, guard) = waiter.await.unwrap();
+    let guard = guard.unwrap();
+    let after = acquired.duration_since(released);
+    println!("{key}: the waiter took the lock {after:?} after the release");
+    assert!(
+        after < Duration::from_millis(250),
+        "the waiter was not woken by the release: it took the lock {after:?} later"
+    );
+    assert_eq!(
+        deployment.servers[0].get(key).as_deref(),
+        Some(guard.token())
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(deployment.servers[0].get(key), None);
+}
+
+/// TLS on the data nodes only: plain sentinels, nodes reached with TLS and the nodes'
+/// authority (`primary_tls_ca_cert`). Locks are taken, handed over (the wake-up
+/// subscription uses TLS too) and released. Without the primary's TLS settings the
+/// client speaks plain TCP to the TLS port and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_nodes_behind_tls_with_plain_sentinels() {
+    let certificates = Certificates::generate();
+    let deployment = SentinelDeployment::start_with_tls_nodes(&certificates);
+    assert_eq!(deployment.primary_port(), deployment.tls_ports[0]);
+    // A TLS handshake (RSA 2048, a debug build) on a loaded machine can outlast 500 ms.
+    let config = || {
+        Config::sentinel(MASTER, deployment.sentinel_urls())
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+    };
+
+    let plain = LockClient::new(config()).unwrap();
+    let err = plain
+        .lock("sentinel:tls:plain")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    println!("plain TCP to the TLS primary: {}", chain(&err));
+    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+
+    let tls = || config().primary_tls_ca_cert(certificates.read("ca.crt"));
+    let holding = LockClient::new(tls()).unwrap();
+    let waiting = LockClient::new(tls()).unwrap();
+    hand_over(&holding, &waiting, &deployment, "sentinel:tls").await;
 }

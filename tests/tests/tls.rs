@@ -132,3 +132,90 @@ async fn certificates_that_do_not_parse_are_a_configuration_error() {
     assert!(matches!(err, LockError::Config { .. }), "{err:?}");
     assert!(err.to_string().contains("rediss://127.0.0.1:6380"), "{err}");
 }
+
+/// The client's outcome for `config`: the construction's error, or (a client built) the
+/// error of one acquire.
+async fn outcome(config: Config, key: &str) -> Result<LockError, LockError> {
+    match LockClient::new(config.connect_timeout(Duration::from_secs(2))) {
+        Err(err) => Ok(err),
+        Ok(client) => Err(
+            match client.lock(key).wait(Duration::ZERO).acquire().await {
+                Err(err) => err,
+                Ok(_) => panic!("the lock was taken"),
+            },
+        ),
+    }
+}
+
+/// An X.509 v1 client certificate (`openssl x509 -req` without extensions) is refused when
+/// the client is built, naming the setting and the fix. rustls refuses it at every
+/// handshake with a message that blames the server ("invalid peer certificate"); the
+/// same input is refused the same way under `tls-native-tls`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_client_certificate_is_a_configuration_error_naming_the_fix() {
+    let certificates = Certificates::generate().with_v1_client();
+    let server = TlsServer::start(&certificates, true);
+    let config = Config::single(server.url())
+        .tls_ca_cert(certificates.read("ca.crt"))
+        .tls_client_cert(
+            certificates.read("client-v1.crt"),
+            certificates.read("client-v1.key"),
+        );
+    let err = match outcome(config, "tls:v1").await {
+        Ok(err) => err,
+        Err(late) => panic!(
+            "accepted when the client was built; the acquire failed with: {}",
+            chain(&late)
+        ),
+    };
+    let message = chain(&err);
+    println!("a v1 client certificate: {message}");
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(message.contains("Config::tls_client_cert"), "{message}");
+    assert!(message.contains("X.509 v1"), "{message}");
+    assert!(message.contains("-extfile"), "the fix: {message}");
+    assert!(
+        message.contains(&server.url()),
+        "names the server: {message}"
+    );
+    assert_eq!(server.server.get("tls:v1"), None);
+}
+
+/// A CA "certificate" that holds no certificate (a text file, the authority's key) is
+/// refused when the client is built; rustls took it as an empty trust store and failed
+/// every acquire with `UnknownIssuer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_file_that_is_not_a_certificate_is_a_configuration_error() {
+    let certificates = Certificates::generate();
+    let server = TlsServer::start(&certificates, false);
+    let cases = [
+        (
+            "a text file",
+            b"redis CA: ask the platform team\n".to_vec(),
+            "no PEM block",
+        ),
+        (
+            "the authority's key",
+            certificates.read("ca.key"),
+            "a private key instead",
+        ),
+    ];
+    for (what, pem, found) in cases {
+        let config = Config::single(server.url()).tls_ca_cert(pem);
+        let err = match outcome(config, "tls:bad-ca").await {
+            Ok(err) => err,
+            Err(late) => panic!(
+                "{what} as the CA was accepted when the client was built; the acquire \
+                 failed with: {}",
+                chain(&late)
+            ),
+        };
+        let message = chain(&err);
+        println!("{what} as the CA: {message}");
+        assert!(matches!(err, LockError::Config { .. }), "{what}: {err:?}");
+        assert!(message.contains("Config::tls_ca_cert"), "{message}");
+        assert!(message.contains("holds no certificate"), "{message}");
+        assert!(message.contains(found), "{message}");
+        assert!(message.contains(&server.url()), "{message}");
+    }
+}
