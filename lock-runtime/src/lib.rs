@@ -117,6 +117,7 @@ mod multi;
 mod options;
 mod redis_queue;
 mod redlock;
+mod replicas;
 mod scripts;
 pub mod telemetry;
 mod turn;
