@@ -477,3 +477,65 @@ async fn renewals_the_replica_never_gets_lose_the_lease_by_its_validity() {
     drop(guard);
     unguarded.release().await.unwrap();
 }
+
+/// Cycles per second of `client` on `key`: uncontended acquire and release, `cycles` times.
+async fn cycles_per_second(client: &LockClient, key: &str, cycles: u32) -> f64 {
+    let started = Instant::now();
+    for _ in 0..cycles {
+        let guard = client.lock(key).ttl(TTL).acquire().await.unwrap();
+        guard.release().await.unwrap();
+    }
+    f64::from(cycles) / started.elapsed().as_secs_f64()
+}
+
+/// What waiting for one replica costs an uncontended cycle on loopback (a replica that
+/// replicates directly, no proxy). Printed, not asserted: speed is the bench's business.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn figure_the_cost_of_waiting_for_a_replica() {
+    let primary = RedisServer::start_with(&SERVER_ARGS);
+    let replica = RedisServer::start_with(&SERVER_ARGS);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut replica.conn())
+        .unwrap();
+    let mut admin = primary.conn();
+    let _: () = redis::cmd("SET")
+        .arg("~sync")
+        .arg(1)
+        .query(&mut admin)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not sync");
+    let plain = LockClient::new(Config::single(primary.url())).unwrap();
+    let waiting = LockClient::new(
+        Config::single(primary.url()).wait_for_replicas(1, Duration::from_millis(100)),
+    )
+    .unwrap();
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for round in 0..5 {
+        // Interleaved, the order swapped each round.
+        if round % 2 == 0 {
+            without.push(cycles_per_second(&plain, "cost", 300).await);
+            with.push(cycles_per_second(&waiting, "cost", 300).await);
+        } else {
+            with.push(cycles_per_second(&waiting, "cost", 300).await);
+            without.push(cycles_per_second(&plain, "cost", 300).await);
+        }
+    }
+    let median = |runs: &mut Vec<f64>| {
+        runs.sort_by(f64::total_cmp);
+        runs[runs.len() / 2]
+    };
+    let (without, with) = (median(&mut without), median(&mut with));
+    println!(
+        "FIGURE failover: uncontended acquire+release, one replica on loopback, median of 5 \
+         x 300 cycles: {without:.0}/s without the option, {with:.0}/s with \
+         wait_for_replicas(1, 100 ms): {:.2}x",
+        with / without
+    );
+}
