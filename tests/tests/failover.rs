@@ -123,8 +123,10 @@ impl Pair {
 
     /// Kills the primary with the replication stream held back (the held bytes are lost
     /// with its connections), promotes the replica and moves the door and the link to it.
-    fn fail_over(&mut self) {
+    /// Returns when the primary was gone.
+    fn fail_over(&mut self) -> Instant {
         self.servers[self.primary].kill9();
+        let gone = Instant::now();
         self.link.reset_all();
         let _: () = redis::cmd("REPLICAOF")
             .arg("NO")
@@ -137,6 +139,7 @@ impl Pair {
         self.door.set_target(promoted);
         self.door.reset_all();
         self.primary = 1 - self.primary;
+        gone
     }
 
     /// Starts the old primary again, empty, as the new primary's replica.
@@ -218,7 +221,7 @@ async fn one_failover(
         in_flight || early.is_ok(),
         "the first client never answered"
     );
-    tokio::task::block_in_place(|| pair.fail_over());
+    let _gone = tokio::task::block_in_place(|| pair.fail_over());
     // The second client tries at once, while the first may still be trying.
     let second_result = second.lock(&key).ttl(TTL).try_acquire().await;
     let second_at = Instant::now();
@@ -538,4 +541,135 @@ async fn figure_the_cost_of_waiting_for_a_replica() {
          wait_for_replicas(1, 100 ms): {:.2}x",
         with / without
     );
+}
+
+/// Starts of the first client's bodies while the second client holds the key a failover
+/// lost (the primary killed with the grant unreplicated): `(bodies, the last one's delay
+/// after the primary died)` per failover.
+async fn passes_after_a_loss(
+    mode: &str,
+    config: impl Fn(&FaultProxy) -> Config,
+    failovers: usize,
+) -> Vec<(usize, Duration)> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let mut pair = tokio::task::block_in_place(Pair::start);
+    let first = LockClient::new(config(&pair.door)).unwrap();
+    let second = client(&pair.door, false);
+    let (mut found, mut unheld) = (Vec::new(), Vec::new());
+    for _ in 0..failovers {
+        let key = format!("passes:{}", uuid::Uuid::new_v4().simple());
+        pair.link.set_hold(Direction::Down, true);
+        let starts: Arc<Mutex<Vec<Instant>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        // 16 tasks of one process pass the lock among themselves (1 ms bodies).
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let (lock, starts, stop) = (
+                    first.lock(&key).ttl(TTL).wait(Duration::from_secs(5)),
+                    starts.clone(),
+                    stop.clone(),
+                );
+                tokio::spawn(async move {
+                    for _ in 0..100_000 {
+                        if stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let Ok(guard) = lock.acquire().await else {
+                            continue;
+                        };
+                        starts.lock().unwrap().push(Instant::now());
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        let _ = guard.release().await;
+                    }
+                })
+            })
+            .collect();
+        let busy = lock_tests::until(Duration::from_secs(5), Duration::from_millis(1), || {
+            starts.lock().unwrap().len() >= 20
+        })
+        .await;
+        assert!(busy.is_some(), "the first client's tasks never got going");
+        let lost_at = tokio::task::block_in_place(|| pair.fail_over());
+        let held = second
+            .lock(&key)
+            .ttl(TTL)
+            .wait(Duration::from_secs(2))
+            .acquire()
+            .await;
+        let held = held.expect("the second client could not take the lost key");
+        // Sent before this: bodies that start from here on run beside the second holder.
+        let granted_at = Instant::now();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let released_at = Instant::now();
+        held.release().await.unwrap();
+        stop.store(true, Ordering::SeqCst);
+        for task in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        let after: Vec<Duration> = starts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|start| **start > granted_at && **start < released_at)
+            .map(|start| start.duration_since(lost_at))
+            .collect();
+        let before_the_grant = starts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|start| **start > lost_at && **start <= granted_at)
+            .count();
+        found.push((after.len(), after.iter().max().copied().unwrap_or_default()));
+        unheld.push(before_the_grant);
+        tokio::task::block_in_place(|| pair.rejoin());
+    }
+    println!(
+        "FIGURE failover: {mode}: bodies of the first client that started between the \
+         primary's death and the second client's grant (no holder in Redis, or a fresh grant on the new \
+         primary): {unheld:?}"
+    );
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_passes_after_a_failover_lost_the_key_are_bounded_by_the_pass_time() {
+    const FAILOVERS: usize = 10;
+    let plain =
+        |door: &FaultProxy| Config::single(door.url()).response_timeout(Duration::from_secs(1));
+    let passing = passes_after_a_loss("default options", plain, FAILOVERS).await;
+    let not_passing = passes_after_a_loss(
+        "local_passes(0)",
+        |door| plain(door).local_passes(0),
+        FAILOVERS,
+    )
+    .await;
+    let describe = |found: &[(usize, Duration)]| {
+        let bodies: Vec<usize> = found.iter().map(|(bodies, _)| *bodies).collect();
+        let latest = found
+            .iter()
+            .map(|(_, latest)| *latest)
+            .max()
+            .unwrap_or_default();
+        format!("bodies per failover {bodies:?}, the latest {latest:?} after the loss")
+    };
+    println!(
+        "FIGURE failover: 16 tasks passing the lock, {FAILOVERS} failovers that lost it: \
+         default options: {}; local_passes(0): {}",
+        describe(&passing),
+        describe(&not_passing)
+    );
+    // Without passes, no body of the first client starts while the second holds the key.
+    assert!(
+        not_passing.iter().all(|(bodies, _)| *bodies == 0),
+        "{not_passing:?}"
+    );
+    // With them, only within one pass bound of the last time Redis confirmed the tenure
+    // (DEFAULT_LOCAL_PASS_TIME, 25 ms, taken generously on a loaded machine).
+    for (_, latest) in &passing {
+        assert!(
+            *latest < lock_runtime::DEFAULT_LOCAL_PASS_TIME + Duration::from_millis(500),
+            "{passing:?}"
+        );
+    }
 }
