@@ -673,3 +673,59 @@ async fn local_passes_after_a_failover_lost_the_key_are_bounded_by_the_pass_time
         );
     }
 }
+
+/// The option on the other paths: a fenced acquisition (the acquire script, not the quick
+/// `SET NX`) with a replica that keeps up, and a cluster whose masters have no replica (the
+/// `WAIT` rides in the key's pipeline to its node, and its answer is checked there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_option_covers_fenced_grants_and_cluster_nodes() {
+    let (pair, client) = tokio::task::block_in_place(replicated);
+    let guard = client.lock("fenced").fencing(true).acquire().await.unwrap();
+    assert!(guard.fence().is_some());
+    guard.release().await.unwrap();
+    pair.link.set_hold(Direction::Down, true);
+    let err = client
+        .lock("fenced")
+        .fencing(true)
+        .try_acquire()
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::NotReplicated { confirmed: 0, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        pair.primary().get("fenced"),
+        None,
+        "the unconfirmed grant was left"
+    );
+    pair.link.set_hold(Direction::Down, false);
+
+    let cluster = tokio::task::block_in_place(|| lock_tests::cluster::RedisCluster::start(3));
+    let client = LockClient::new(
+        Config::cluster(cluster.urls())
+            .response_timeout(Duration::from_secs(1))
+            .wait_for_replicas(1, Duration::from_millis(50)),
+    )
+    .unwrap();
+    for key in ["a", "b", "c", "{shop}:1"] {
+        let err = client
+            .lock(key)
+            .try_acquire()
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LockError::NotReplicated {
+                    confirmed: 0,
+                    needed: 1,
+                    ..
+                }
+            ),
+            "{key}: {err:?}"
+        );
+    }
+}
