@@ -375,8 +375,8 @@ impl Config {
     /// Redis replicates asynchronously: a lock the primary granted just before it died may
     /// be missing on the replica promoted in its place, and another client then takes it
     /// while the first still holds it (`tests/tests/failover.rs` counts those double
-    /// grants; RELIABILITY.md, "Failover"). With this option a grant is not reported until
-    /// the replicas have it.
+    /// grants; RELIABILITY.md, "Failover with a lagging replica"). With this option a grant
+    /// is not reported until the replicas have it.
     ///
     /// Behavior:
     /// - `WAIT` rides in the same pipeline as the write, on the same connection (it counts
