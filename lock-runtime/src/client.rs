@@ -11,6 +11,7 @@ use redis::cluster::ClusterClientBuilder;
 use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::redlock::Redlock;
+use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
 use crate::sentinel::{PrimaryTemplate, check_primary_auth};
 use crate::telemetry::Telemetry;
@@ -99,6 +100,8 @@ struct ClientInner {
     response_timeout: Duration,
     /// Where outcomes are reported (events, and metrics with the `metrics` feature).
     telemetry: Telemetry,
+    /// How many replicas must confirm a grant (`None`: grants count at once).
+    replicas: Option<Replicas>,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -116,6 +119,10 @@ impl LockClient {
     /// Must be called inside a Tokio runtime.
     pub fn new(config: Config) -> Result<Self, LockError> {
         let setup = Setup::new(&config)?;
+        if let Some(replicas) = &config.replicas {
+            let redlock = matches!(config.topology, TopologyConfig::Redlock(_));
+            replicas.check(config.response_timeout, redlock)?;
+        }
         let Topology {
             connections,
             wakeups,
@@ -131,11 +138,18 @@ impl LockClient {
         };
         let telemetry = Telemetry::new(config.metrics_key_label);
         let watchdog = match &redlock {
-            None => Watchdog::start(vec![connections[0].clone()], 1, None, telemetry.clone()),
+            None => Watchdog::start(
+                vec![connections[0].clone()],
+                1,
+                None,
+                config.replicas,
+                telemetry.clone(),
+            ),
             Some(redlock) => Watchdog::start(
                 connections.clone(),
                 redlock.quorum,
                 Some(config.node_timeout.max(Duration::from_millis(1))),
+                None,
                 telemetry.clone(),
             ),
         };
@@ -155,6 +169,7 @@ impl LockClient {
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
                 telemetry,
+                replicas: config.replicas,
             }),
         })
     }
@@ -223,6 +238,11 @@ impl LockClient {
     /// How long one request may wait for its reply.
     pub(crate) fn response_timeout(&self) -> Duration {
         self.inner.response_timeout
+    }
+
+    /// How many replicas must confirm a grant, when grants wait for replicas.
+    pub(crate) fn replicas(&self) -> Option<&Replicas> {
+        self.inner.replicas.as_ref()
     }
 
     /// Where outcomes are reported.

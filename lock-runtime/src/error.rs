@@ -68,6 +68,21 @@ pub enum LockError {
         /// What the others said.
         failures: String,
     },
+    /// With [`Config::wait_for_replicas`](crate::Config::wait_for_replicas): the primary
+    /// granted or extended the lease, but fewer replicas than asked confirmed it within the
+    /// timeout (`WAIT`), so it does not count. A grant is undone (owner-checked) before this
+    /// is returned; for [`LockGuard::extend`](crate::LockGuard::extend) the lease keeps
+    /// its earlier validity.
+    NotReplicated {
+        /// The Redis key of the lock.
+        key: String,
+        /// How many replicas confirmed the write.
+        confirmed: u32,
+        /// How many were asked for.
+        needed: u32,
+        /// How long `WAIT` waited for them.
+        timeout: Duration,
+    },
     /// The key is empty, too long, or a placeholder rendered an empty value.
     /// Reported before any Redis traffic.
     InvalidKey {
@@ -127,6 +142,17 @@ impl fmt::Display for LockError {
                 f,
                 "lock `{key}`: only {answered} of {nodes} Redis masters answered, a quorum \
                  needs {needed}: {failures}"
+            ),
+            LockError::NotReplicated {
+                key,
+                confirmed,
+                needed,
+                timeout,
+            } => write!(
+                f,
+                "lock `{key}`: the grant reached {confirmed} of the {needed} replicas asked for \
+                 within {timeout:?} (WAIT), so it was not counted; check the primary's \
+                 replicas (INFO replication), or lower Config::wait_for_replicas"
             ),
             LockError::InvalidKey { key, reason } => {
                 write!(f, "invalid lock key `{key}`: {reason}")
@@ -199,6 +225,7 @@ impl LockError {
             | LockError::Lost { key, .. }
             | LockError::Backend { key, .. }
             | LockError::NoQuorum { key, .. }
+            | LockError::NotReplicated { key, .. }
             | LockError::InvalidKey { key, .. } => key,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => "",
         }

@@ -235,7 +235,9 @@ impl LockGuard {
     ///
     /// Errors: [`LockError::Lost`] when the token is gone (the lease was lost meanwhile),
     /// [`LockError::Config`] for a ttl outside 1 ms to [`crate::MAX_TTL`] or on a reentrant
-    /// guard (its outer guard owns the lease), [`LockError::Backend`] when Redis fails.
+    /// guard (its outer guard owns the lease), [`LockError::Backend`] when Redis fails,
+    /// [`LockError::NotReplicated`] when grants wait for replicas and too few confirmed the
+    /// extension (the lease keeps its earlier validity, or the new one if that is sooner).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_runtime::LockError> {
@@ -264,7 +266,15 @@ impl LockGuard {
             });
         }
         let sent = Instant::now();
-        let extended = extend_lease(&self.client, &self.names, &self.token, ttl).await?;
+        let extended = match extend_lease(&self.client, &self.names, &self.token, ttl).await {
+            Err(err @ LockError::NotReplicated { .. }) => {
+                // Not counted, but the primary took it: a shorter ttl holds from now on.
+                self.client.watchdog().shorten(self.lease.id, ttl, sent);
+                self.valid_until = self.valid_until.min(validity(sent, ttl));
+                return Err(err);
+            }
+            extended => extended?,
+        };
         if !extended || !self.client.watchdog().extend(self.lease.id, ttl, sent) {
             self.found_lost();
             return Err(LockError::Lost {

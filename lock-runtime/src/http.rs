@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `Busy` | 429 Too Many Requests | a concurrent request holds the resource (dedup: `wait = "0s"`) |
 //! | `Timeout` | 503 Service Unavailable, `Retry-After: 1` | the resource stayed busy for the whole wait |
-//! | `Backend`, `NoQuorum` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing |
+//! | `Backend`, `NoQuorum`, `NotReplicated` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing (or its replicas are) |
 //! | `Lost` | 503 Service Unavailable | the lease was lost mid-request; the work was cancelled |
 //! | `InvalidKey` | 400 Bad Request | a request value rendered an empty or over-long key |
 //! | `Config`, `InvalidUrl` | 500 Internal Server Error | the service is misconfigured |
@@ -48,6 +48,7 @@ impl LockError {
             LockError::Timeout { .. }
             | LockError::Backend { .. }
             | LockError::NoQuorum { .. }
+            | LockError::NotReplicated { .. }
             | LockError::Lost { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
@@ -60,9 +61,9 @@ impl LockError {
         match self {
             LockError::Busy { .. } => "busy: the same request is already in progress; retry later",
             LockError::Timeout { .. } => "busy: the resource stayed locked; retry shortly",
-            LockError::Backend { .. } | LockError::NoQuorum { .. } => {
-                "the lock service is unavailable; retry shortly"
-            }
+            LockError::Backend { .. }
+            | LockError::NoQuorum { .. }
+            | LockError::NotReplicated { .. } => "the lock service is unavailable; retry shortly",
             LockError::Lost { .. } => "the request lost its lock before it completed; retry",
             LockError::InvalidKey { .. } => "the request names an invalid resource",
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
@@ -76,7 +77,10 @@ impl IntoResponse for LockError {
     fn into_response(self) -> Response {
         let retry_after = matches!(
             self,
-            LockError::Timeout { .. } | LockError::Backend { .. } | LockError::NoQuorum { .. }
+            LockError::Timeout { .. }
+                | LockError::Backend { .. }
+                | LockError::NoQuorum { .. }
+                | LockError::NotReplicated { .. }
         );
         let mut response = (self.status_code(), self.public_message()).into_response();
         if retry_after {

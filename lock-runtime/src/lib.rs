@@ -120,6 +120,7 @@ mod multi;
 mod options;
 mod redis_queue;
 mod redlock;
+mod replicas;
 mod scripts;
 mod sentinel;
 pub mod telemetry;

@@ -17,7 +17,7 @@ use crate::lease::{Taken, Token, jitter, millis, validity};
 use crate::redlock;
 use crate::scripts::{
     Call, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
-    queue_call, release_call,
+    invoke_replicated, queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
 use crate::{FENCE_COUNTER_LIFETIME, LockClient, LockError, LockOptions};
@@ -38,6 +38,9 @@ enum Attempt {
     NotNow {
         retry_in: Duration,
     },
+    /// Granted, but too few replicas confirmed the grant within the timeout
+    /// ([`crate::Config::wait_for_replicas`]): it does not count, and is undone.
+    Unreplicated(LockError),
 }
 
 /// A process's stake in a key's Redis queue: its place (one per key, whichever of its
@@ -257,13 +260,13 @@ impl RedisWait<'_> {
             // The try outlasted the wait by a whole response timeout: give up.
             Err(_) => return Err(self.timeout()),
         };
-        Ok(self.read(attempt, sent).await)
+        self.read(attempt, sent).await
     }
 
     /// What a try's answer means for the wait: the lock (when it came within the lease's
-    /// validity), or a park.
-    async fn read(&mut self, attempt: Attempt, sent: Instant) -> Step {
-        match attempt {
+    /// validity), a park, or another try.
+    async fn read(&mut self, attempt: Attempt, sent: Instant) -> Result<Step, LockError> {
+        Ok(match attempt {
             Attempt::Acquired { fence } if Instant::now() < validity(sent, self.options.ttl) => {
                 self.place.settle();
                 tracing::debug!(
@@ -296,7 +299,25 @@ impl RedisWait<'_> {
                 }
                 Step::Park(retry_in)
             }
-        }
+            Attempt::Unreplicated(shortfall) => {
+                // Not counted: undone with the owner check, at the latest by the time the
+                // grant would have ended anyway (it then expires by itself).
+                self.place.joined = false;
+                tracing::debug!(key = %self.names.lock(), error = %shortfall, "grant not replicated; undoing it");
+                let undo_by = validity(sent, self.options.ttl).min(self.overrun);
+                if let Err(err) =
+                    release_script(self.client, self.names, &self.place.token, undo_by).await
+                {
+                    tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
+                }
+                let pause = self.transient_pause.saturating_add(jitter());
+                if self.options.wait.is_zero() || Instant::now() + pause >= self.deadline {
+                    return Err(shortfall);
+                }
+                tokio::time::sleep(pause).await;
+                Step::Again
+            }
+        })
     }
 
     /// `Busy` for a try-once caller, `Timeout` once the wait ran out.
@@ -367,22 +388,34 @@ impl RedisWait<'_> {
 
 /// Re-dates the lock `token` holds for a task of its process that takes it over: the
 /// key's expiry becomes `options.ttl` and, with fencing, a fresh fence is issued.
-/// `Ok(None)` when the token no longer holds the key.
+/// `Ok(None)` when the token no longer holds the key. When grants wait for replicas, a
+/// re-dating too few replicas confirmed is [`LockError::NotReplicated`] (the caller gives
+/// the lock back and takes it in Redis).
 pub(crate) async fn retake(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
-    let (taken, fence): (i64, i64) = invoke(
-        Call::new(&RETAKE, &[names.lock(), names.fence()])
-            .arg(token)
-            .arg(millis(options.ttl))
-            .arg(fence_lifetime(options)),
-        &mut client.connection(),
-    )
-    .await
-    .map_err(|err| LockError::backend(names.lock(), err))?;
+    let mut call = Call::new(&RETAKE, &[names.lock(), names.fence()]);
+    call.arg(token)
+        .arg(millis(options.ttl))
+        .arg(fence_lifetime(options));
+    let mut connection = client.connection();
+    let backend = |err| LockError::backend(names.lock(), err);
+    let (taken, fence): (i64, i64) = match client.replicas() {
+        None => invoke(&call, &mut connection).await.map_err(backend)?,
+        Some(replicas) => {
+            let (reply, answer): ((i64, i64), i64) =
+                invoke_replicated(&call, replicas, &mut connection)
+                    .await
+                    .map_err(backend)?;
+            if reply.0 == 1 && !replicas.confirmed(answer) {
+                return Err(replicas.shortfall(names.lock(), answer));
+            }
+            reply
+        }
+    };
     Ok((taken == 1).then(|| options.fencing.then(|| u64::try_from(fence).unwrap_or(0))))
 }
 
@@ -452,29 +485,38 @@ async fn try_acquire(
     if quick && let Some(attempt) = try_set_nx(client, names, token, options).await? {
         return Ok(attempt);
     }
-    let (acquired, value): (i64, i64) = invoke(
-        &acquire_call(
-            names,
-            token,
-            options.ttl,
-            fence_lifetime(options),
-            !options.wait.is_zero(),
-            client.pass_bound().time,
-        ),
-        &mut client.connection(),
-    )
-    .await
-    .map_err(|err| LockError::backend(names.lock(), err))?;
+    let call = acquire_call(
+        names,
+        token,
+        options.ttl,
+        fence_lifetime(options),
+        !options.wait.is_zero(),
+        client.pass_bound().time,
+    );
+    let mut connection = client.connection();
+    let (reply, replicated) = match client.replicas() {
+        None => (invoke(&call, &mut connection).await, None),
+        Some(replicas) => match invoke_replicated(&call, replicas, &mut connection).await {
+            Ok((reply, answer)) => (Ok(reply), Some((replicas, answer))),
+            Err(err) => (Err(err), None),
+        },
+    };
+    let (acquired, value): (i64, i64) =
+        reply.map_err(|err| LockError::backend(names.lock(), err))?;
     client.mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
-    Ok(if acquired == 1 {
-        Attempt::Acquired {
-            fence: options.fencing.then_some(value),
-        }
-    } else {
-        Attempt::NotNow {
+    if acquired != 1 {
+        return Ok(Attempt::NotNow {
             retry_in: Duration::from_millis(value),
+        });
+    }
+    Ok(match replicated {
+        Some((replicas, answer)) if !replicas.confirmed(answer) => {
+            Attempt::Unreplicated(replicas.shortfall(names.lock(), answer))
         }
+        _ => Attempt::Acquired {
+            fence: options.fencing.then_some(value),
+        },
     })
 }
 
@@ -489,16 +531,21 @@ async fn try_set_nx(
 ) -> Result<Option<Attempt>, LockError> {
     // Sized up front: a command grown argument by argument reallocates several times.
     let mut set = redis::Cmd::with_capacity(6, 16 + names.lock().len() + token.len() + 20);
-    // Read as a bare value: `OK` or nil, with no string made of the reply.
-    let reply: redis::RedisResult<redis::Value> = set
-        .arg("SET")
+    set.arg("SET")
         .arg(names.lock())
         .arg(token)
         .arg("NX")
         .arg("PX")
-        .arg(millis(options.ttl))
-        .query_async(&mut client.connection())
-        .await;
+        .arg(millis(options.ttl));
+    let mut connection = client.connection();
+    // Read as a bare value: `OK` or nil, with no string made of the reply.
+    let (reply, replicated): (redis::RedisResult<redis::Value>, _) = match client.replicas() {
+        None => (set.query_async(&mut connection).await, None),
+        Some(replicas) => match replicas.query(&set, &mut connection).await {
+            Ok((reply, answer)) => (Ok(reply), Some((replicas, answer))),
+            Err(err) => (Err(err), None),
+        },
+    };
     match reply {
         Ok(redis::Value::Nil) => {
             client.mark_answered();
@@ -508,7 +555,12 @@ async fn try_set_nx(
         }
         Ok(_) => {
             client.mark_answered();
-            Ok(Some(Attempt::Acquired { fence: None }))
+            Ok(Some(match replicated {
+                Some((replicas, answer)) if !replicas.confirmed(answer) => {
+                    Attempt::Unreplicated(replicas.shortfall(names.lock(), answer))
+                }
+                _ => Attempt::Acquired { fence: None },
+            }))
         }
         Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => Ok(None),
         Err(err) => Err(LockError::backend(names.lock(), err)),
@@ -696,13 +748,27 @@ async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
 }
 
 /// An owner-checked `PEXPIRE` of the key to `ttl`: on the one server, or on every Redlock
-/// master (true when a majority still held the token).
+/// master (true when a majority still held the token). When grants wait for replicas, an
+/// extension too few replicas confirmed is [`LockError::NotReplicated`].
 pub(crate) async fn extend_lease(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
     ttl: Duration,
 ) -> Result<bool, LockError> {
+    if let Some(replicas) = client.replicas() {
+        // Never with Redlock (refused when the client is built): one primary.
+        let mut call = Call::new(&RENEW, &[names.lock()]);
+        call.arg(token).arg(millis(ttl));
+        let (renewed, answer): (i64, i64) =
+            invoke_replicated(&call, replicas, &mut client.connection())
+                .await
+                .map_err(|err| LockError::backend(names.lock(), err))?;
+        if renewed == 1 && !replicas.confirmed(answer) {
+            return Err(replicas.shortfall(names.lock(), answer));
+        }
+        return Ok(renewed == 1);
+    }
     let (nodes, quorum) = match client.redlock() {
         Some(redlock) => (client.nodes().to_vec(), redlock.quorum),
         None => (vec![client.connection()], 1),

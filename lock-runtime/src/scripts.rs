@@ -6,6 +6,7 @@ use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 use crate::LockError;
 use crate::connection::Connection;
+use crate::replicas::Replicas;
 
 /// A script with the shared prelude (server time, fence counter, queue book-keeping) and its
 /// own body.
@@ -108,6 +109,37 @@ pub(crate) async fn invoke<T: FromRedisValue>(
     let mut reconnected = false;
     loop {
         match call.cmd.query_async(connection).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    && noscript_tries < NOSCRIPT_TRIES =>
+            {
+                noscript_tries += 1;
+                call.script.prepare_invoke().load_async(connection).await?;
+            }
+            Err(err)
+                if !reconnected && err.is_connection_dropped() && !err.is_connection_refusal() =>
+            {
+                tracing::debug!(error = %err, "connection dropped; trying once more");
+                reconnected = true;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// [`invoke`] with `replicas`' `WAIT` in the same pipeline, right after the call on the same
+/// connection (see [`crate::replicas`]): the call's reply and how many replicas have it.
+/// Retried as `invoke` is (NOSCRIPT, a dropped connection), the `WAIT` with it.
+pub(crate) async fn invoke_replicated<T: FromRedisValue>(
+    call: &Call<'_>,
+    replicas: &Replicas,
+    connection: &mut Connection,
+) -> RedisResult<(T, i64)> {
+    let pipeline = replicas.pipeline(&call.cmd);
+    let mut noscript_tries = 1;
+    let mut reconnected = false;
+    loop {
+        match pipeline.query_async(connection).await {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
                     && noscript_tries < NOSCRIPT_TRIES =>

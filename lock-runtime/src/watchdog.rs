@@ -20,6 +20,7 @@ use crate::LostCause;
 use crate::connection::Connection;
 use crate::lease::{Token, millis, validity};
 use crate::lost_signal::LostSignal;
+use crate::replicas::Replicas;
 use crate::scripts::{Call, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
 use crate::telemetry::Telemetry;
 
@@ -45,6 +46,8 @@ struct Nodes {
     quorum: usize,
     /// Per-node time limit on a renewal pipeline (Redlock mode).
     timeout: Option<Duration>,
+    /// How many replicas must confirm a renewal (its pipeline ends with their `WAIT`).
+    replicas: Option<Replicas>,
 }
 
 struct Shared {
@@ -144,11 +147,13 @@ impl Shared {
 
 impl Watchdog {
     /// Starts the scheduler task on the current Tokio runtime. Renewals go to every one of
-    /// `connections`; a lease stays valid when `quorum` of them confirm it.
+    /// `connections`; a lease stays valid when `quorum` of them confirm it (and, with
+    /// `replicas`, when that many replicas confirm the renewal).
     pub(crate) fn start(
         connections: Vec<Connection>,
         quorum: usize,
         timeout: Option<Duration>,
+        replicas: Option<Replicas>,
         telemetry: Telemetry,
     ) -> Self {
         let shared = Arc::new(Shared {
@@ -163,6 +168,7 @@ impl Watchdog {
             connections,
             quorum,
             timeout,
+            replicas,
         };
         tokio::spawn(schedule(Arc::downgrade(&shared), wake.clone(), nodes));
         Watchdog { shared, wake }
@@ -305,6 +311,29 @@ impl Watchdog {
             self.wake.notify_one();
         }
         true
+    }
+
+    /// Brings a lease's validity point forward to where an owner-checked command sent at
+    /// `sent` with `ttl` put the key, when that is sooner: an extension the replicas did not
+    /// confirm still took effect on the primary, and may have shortened the key's life.
+    pub(crate) fn shorten(&self, id: u64, ttl: Duration, sent: Instant) {
+        let mut state = self.shared.state();
+        let Some(lease) = state.leases.get_mut(&id) else {
+            return;
+        };
+        let valid_until = validity(sent, ttl);
+        if valid_until >= lease.valid_until {
+            return;
+        }
+        lease.valid_until = valid_until;
+        lease.next_renewal = lease.next_renewal.min(sent + ttl / 3);
+        let wake_sooner = state
+            .scheduled_wake
+            .is_none_or(|scheduled| valid_until < scheduled);
+        drop(state);
+        if wake_sooner {
+            self.wake.notify_one();
+        }
     }
 
     /// A lease's validity point and ttl as the schedule knows them, while it is on it.
@@ -567,11 +596,14 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
         let mut connection = connection.clone();
         let batch = &batch;
         async move {
+            let replicas = nodes.replicas.as_ref();
             match nodes.timeout {
-                Some(limit) => tokio::time::timeout(limit, renew_on(&mut connection, batch))
-                    .await
-                    .unwrap_or(Err(())),
-                None => renew_on(&mut connection, batch).await,
+                Some(limit) => {
+                    tokio::time::timeout(limit, renew_on(&mut connection, batch, replicas))
+                        .await
+                        .unwrap_or(Err(()))
+                }
+                None => renew_on(&mut connection, batch, replicas).await,
             }
         }
     }))
@@ -632,15 +664,21 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
 async fn renew_on(
     connection: &mut Connection,
     batch: &[Renewal],
+    replicas: Option<&Replicas>,
 ) -> Result<Vec<Result<bool, ()>>, ()> {
     if !connection.is_cluster() {
-        return send_renewals(connection, batch).await;
+        return send_renewals(connection, batch, replicas).await;
     }
-    let replies = join_all(batch.iter().map(|renewal| {
-        let mut connection = connection.clone();
-        async move { send_renewals(&mut connection, std::slice::from_ref(renewal)).await }
-    }))
-    .await;
+    let replies =
+        join_all(
+            batch.iter().map(|renewal| {
+                let mut connection = connection.clone();
+                async move {
+                    send_renewals(&mut connection, std::slice::from_ref(renewal), replicas).await
+                }
+            }),
+        )
+        .await;
     Ok(replies
         .into_iter()
         .map(|reply| reply.ok().and_then(|mut one| one.pop()).unwrap_or(Err(())))
@@ -649,10 +687,12 @@ async fn renew_on(
 
 /// Renews every lease of the batch in one pipeline; reloads the script once on NOSCRIPT.
 /// Returns, per lease, whether its token was still there; `Err(())` where the command
-/// failed (the failure is logged here).
+/// failed (the failure is logged here). With `replicas`, the pipeline ends with their
+/// `WAIT`, and a renewal too few replicas confirmed counts as failed.
 async fn send_renewals(
     connection: &mut Connection,
     batch: &[Renewal],
+    replicas: Option<&Replicas>,
 ) -> Result<Vec<Result<bool, ()>>, ()> {
     let pipeline = |only: &dyn Fn(usize) -> bool| {
         let mut pipe = redis::pipe();
@@ -667,25 +707,24 @@ async fn send_renewals(
                     .arg(millis(renewal.ttl));
             }
         }
+        if let Some(replicas) = replicas {
+            pipe.add_command(replicas.wait_command());
+        }
         pipe
     };
-    let first: Vec<redis::RedisResult<i64>> = match pipeline(&|_| true)
-        .query_async(connection)
-        .await
-    {
-        Ok(replies) => replies,
-        Err(err) => {
-            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
-            return Err(());
-        }
-    };
+    let mut first: Vec<redis::RedisResult<i64>> =
+        match pipeline(&|_| true).query_async(connection).await {
+            Ok(replies) => replies,
+            Err(err) => {
+                tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
+                return Err(());
+            }
+        };
+    let first_confirmed = confirmed_by_replicas(&mut first, replicas, batch.len(), batch);
     let missing: Vec<bool> = first.iter().map(is_noscript).collect();
     let mut results: Vec<Result<bool, ()>> = first
         .iter()
-        .map(|reply| match reply {
-            Ok(renewed) => Ok(*renewed == 1),
-            Err(_) => Err(()),
-        })
+        .map(|reply| renewal_result(reply, first_confirmed))
         .collect();
     if !missing.contains(&true) {
         log_errors(&first, batch);
@@ -696,7 +735,7 @@ async fn send_renewals(
         tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
         return Ok(results);
     }
-    let retry: Vec<redis::RedisResult<i64>> = match pipeline(&|index| missing[index])
+    let mut retry: Vec<redis::RedisResult<i64>> = match pipeline(&|index| missing[index])
         .query_async(connection)
         .await
     {
@@ -710,8 +749,9 @@ async fn send_renewals(
         .iter()
         .enumerate()
         .filter(|(_, noscript)| **noscript);
+    let retry_confirmed = confirmed_by_replicas(&mut retry, replicas, resent.clone().count(), batch);
     for ((index, _), reply) in resent.zip(retry) {
-        results[index] = reply.map(|renewed| renewed == 1).map_err(|_| ());
+        results[index] = renewal_result(&reply, retry_confirmed);
     }
     Ok(results)
 }
@@ -736,6 +776,47 @@ impl std::fmt::Display for Keys<'_> {
             0 => Ok(()),
             more => write!(f, " and {more} more"),
         }
+    }
+}
+
+/// Takes the `WAIT` answer off the end of a renewal pipeline's replies (`renewals` of
+/// them before it, from `batch`, whose keys an event names) and says whether enough replicas confirmed them; true without replicas.
+fn confirmed_by_replicas(
+    replies: &mut Vec<redis::RedisResult<i64>>,
+    replicas: Option<&Replicas>,
+    renewals: usize,
+    batch: &[Renewal],
+) -> bool {
+    let Some(replicas) = replicas else {
+        return true;
+    };
+    let answer = if replies.len() > renewals {
+        replies.pop()
+    } else {
+        None
+    };
+    match answer {
+        Some(Ok(answer)) if replicas.confirmed(answer) => true,
+        answer => {
+            tracing::warn!(
+                keys = %Keys(batch),
+                leases = renewals,
+                ?answer,
+                "lease renewals not confirmed by enough replicas; they do not count"
+            );
+            false
+        }
+    }
+}
+
+/// What one renewal reply means: renewed (counted only when the replicas `confirmed` it),
+/// the token gone, or failed.
+fn renewal_result(reply: &redis::RedisResult<i64>, confirmed: bool) -> Result<bool, ()> {
+    match reply {
+        Ok(1) if confirmed => Ok(true),
+        Ok(1) => Err(()),
+        Ok(_) => Ok(false),
+        Err(_) => Err(()),
     }
 }
 

@@ -214,8 +214,10 @@ impl RedisServer {
 
     /// Sends a signal by name (`STOP`, `CONT`, `KILL`, ...) to the server process.
     pub fn signal(&self, name: &str) {
+        // Quiet: a server already gone (killed before a restart) is not news.
         let _ = Command::new("kill")
             .args([format!("-{name}"), self.pid.to_string()])
+            .stderr(Stdio::null())
             .status();
     }
 

@@ -1,12 +1,12 @@
-//! A TCP fault proxy on loopback: delay, blackhole, or reset the traffic between a client
-//! and a real redis-server, per direction.
+//! A TCP fault proxy on loopback: delay, blackhole, hold back or reset the traffic between
+//! a client and a real redis-server, per direction, and move it to another server.
 //!
 //! It runs on its own thread and Tokio runtime, so sync and async tests use it alike, and
 //! stops when dropped.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,12 +22,16 @@ pub enum Direction {
     Down,
 }
 
-#[derive(Default)]
 struct Faults {
     delay_up_ms: AtomicU64,
     delay_down_ms: AtomicU64,
     blackhole_up: AtomicBool,
     blackhole_down: AtomicBool,
+    /// Whether bytes going each way are held back (kept, in order, until released).
+    hold_up: watch::Sender<bool>,
+    hold_down: watch::Sender<bool>,
+    /// The server new connections go to (a port on 127.0.0.1).
+    target_port: AtomicU16,
 }
 
 impl Faults {
@@ -37,6 +41,13 @@ impl Faults {
             Direction::Down => &self.delay_down_ms,
         };
         Duration::from_millis(ms.load(Ordering::SeqCst))
+    }
+
+    fn hold(&self, direction: Direction) -> &watch::Sender<bool> {
+        match direction {
+            Direction::Up => &self.hold_up,
+            Direction::Down => &self.hold_down,
+        }
     }
 
     fn blackholed(&self, direction: Direction) -> bool {
@@ -60,7 +71,15 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Starts a proxy to `127.0.0.1:target_port` on a free loopback port.
     pub fn start(target_port: u16) -> FaultProxy {
-        let faults = Arc::new(Faults::default());
+        let faults = Arc::new(Faults {
+            delay_up_ms: AtomicU64::new(0),
+            delay_down_ms: AtomicU64::new(0),
+            blackhole_up: AtomicBool::new(false),
+            blackhole_down: AtomicBool::new(false),
+            hold_up: watch::channel(false).0,
+            hold_down: watch::channel(false).0,
+            target_port: AtomicU16::new(target_port),
+        });
         let (generation, generation_rx) = watch::channel(0u64);
         let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel();
         let (port_tx, port_rx) = std::sync::mpsc::channel();
@@ -75,9 +94,10 @@ impl FaultProxy {
                 port_tx
                     .send(listener.local_addr().expect("proxy addr").port())
                     .expect("report port");
-                let target: SocketAddr = ([127, 0, 0, 1], target_port).into();
                 let accept = async {
                     while let Ok((client, _)) = listener.accept().await {
+                        let port = thread_faults.target_port.load(Ordering::SeqCst);
+                        let target: SocketAddr = ([127, 0, 0, 1], port).into();
                         tokio::spawn(relay(
                             client,
                             target,
@@ -131,6 +151,24 @@ impl FaultProxy {
         }
     }
 
+    /// Holds back (true) everything going `direction`: it is read and kept, in order, and
+    /// nothing reaches the other side until the hold ends (false), when what was kept is
+    /// written out first. What a connection still keeps when it ends (either side closes,
+    /// [`reset_all`](Self::reset_all)) is dropped with it: the bytes a server had sent but
+    /// the network never delivered, as when a primary dies with its replication stream
+    /// still in flight. Unlike a stalled receiver (SIGSTOP, `DEBUG SLEEP`), which has the
+    /// bytes in its socket buffer, the peer never gets them.
+    pub fn set_hold(&self, direction: Direction, on: bool) {
+        self.faults.hold(direction).send_replace(on);
+    }
+
+    /// Sends new connections to `127.0.0.1:target_port` from now on (open ones stay where
+    /// they are: [`reset_all`](Self::reset_all) moves them). A failover behind a fixed
+    /// address: a virtual IP or a DNS name moved to the promoted replica.
+    pub fn set_target(&self, target_port: u16) {
+        self.faults.target_port.store(target_port, Ordering::SeqCst);
+    }
+
     /// Resets (RST) every connection open now; new connections are accepted as before.
     pub fn reset_all(&self) {
         self.generation.send_modify(|generation| *generation += 1);
@@ -182,10 +220,27 @@ async fn pump(
     faults: Arc<Faults>,
 ) {
     let mut buffer = vec![0u8; 64 * 1024];
+    let mut hold = faults.hold(direction).subscribe();
+    // Bytes held back while the hold is on, in order.
+    let mut kept: Vec<u8> = Vec::new();
     loop {
-        let read = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => read,
+        let read = tokio::select! {
+            read = from.read(&mut buffer) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(read) => read,
+            },
+            changed = hold.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if !*hold.borrow_and_update() && !kept.is_empty() {
+                    if to.write_all(&kept).await.is_err() {
+                        return;
+                    }
+                    kept.clear();
+                }
+                continue;
+            }
         };
         let delay = faults.delay(direction);
         if !delay.is_zero() {
@@ -193,6 +248,16 @@ async fn pump(
         }
         if faults.blackholed(direction) {
             continue;
+        }
+        if *hold.borrow() {
+            kept.extend_from_slice(&buffer[..read]);
+            continue;
+        }
+        if !kept.is_empty() {
+            if to.write_all(&kept).await.is_err() {
+                return;
+            }
+            kept.clear();
         }
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
