@@ -6,9 +6,10 @@
 use std::path::PathBuf;
 
 /// The files that hold a marked excerpt, relative to the workspace root: the README's first
-/// example (Usage) and its web-service code.
+/// example (Usage), its web-service code and its tower layer.
 const QUICK_START: &str = "examples/quick_start.rs";
 const WEB_SHOP: &str = "examples/src/web_shop.rs";
+const GIFT_LAYER: &str = "examples/gift_layer.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -89,6 +90,12 @@ fn assert_readme_shows(source: &str) {
 #[test]
 fn readme_shows_the_web_shop_code_verbatim() {
     assert_readme_shows(WEB_SHOP);
+}
+
+/// The tower layer's example compiles as written: it is `examples/gift_layer.rs`.
+#[test]
+fn readme_shows_the_tower_layer_example_verbatim() {
+    assert_readme_shows(GIFT_LAYER);
 }
 
 /// The README's first example compiles as written: it is `examples/quick_start.rs`.
