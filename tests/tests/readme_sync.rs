@@ -112,3 +112,110 @@ fn the_excerpt_is_dedented_and_blocks_are_found() {
     let markdown = "text\n```rust\nlet x = 1;\n```\n```toml\na = 1\n```\n```rust,no_run\nb\n```\n";
     assert_eq!(rust_blocks(markdown), ["let x = 1;", "b"]);
 }
+
+/// The published crates and their crates.io pages (each one's own README).
+const CRATES: [&str; 2] = ["lock-runtime", "lock-macros"];
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(workspace_root().join(path))
+        .unwrap_or_else(|err| panic!("cannot read {path}: {err}"))
+}
+
+/// Each crate's page is its own README.md (`readme = "README.md"`), opens with the quick
+/// start verbatim, and every Rust block in it is a compiled example's excerpt.
+#[test]
+fn each_crate_readme_is_its_page_and_shows_compiled_code() {
+    let examples: Vec<String> = [QUICK_START, WEB_SHOP, GIFT_LAYER]
+        .iter()
+        .map(|source| excerpt_of(&read(source), source))
+        .collect();
+    for name in CRATES {
+        let manifest = read(&format!("{name}/Cargo.toml"));
+        assert!(
+            manifest
+                .lines()
+                .any(|line| line.trim() == r#"readme = "README.md""#),
+            "{name}/Cargo.toml must say readme = \"README.md\" (its own page, not the workspace's)"
+        );
+        let readme = read(&format!("{name}/README.md"));
+        let blocks = rust_blocks(&readme);
+        assert_eq!(
+            blocks.first(),
+            Some(&examples[0]),
+            "{name}/README.md's first ```rust block must be the excerpt of {QUICK_START}"
+        );
+        for block in &blocks {
+            assert!(
+                examples.contains(block),
+                "{name}/README.md has a ```rust block that is no compiled example's \
+                 excerpt:\n{block}"
+            );
+        }
+        let version = package_version();
+        let minor = version.rsplit_once('.').unwrap().0;
+        assert!(
+            readme.contains(&format!("lock-runtime = \"{minor}\"")),
+            "{name}/README.md must tell users to depend on lock-runtime = \"{minor}\""
+        );
+    }
+}
+
+/// The workspace's version, `x.y.z`.
+fn package_version() -> String {
+    let manifest = read("Cargo.toml");
+    let line = manifest
+        .lines()
+        .find(|line| line.starts_with("version = "))
+        .expect("[workspace.package] version");
+    line.trim_start_matches("version = ")
+        .trim_matches('"')
+        .to_owned()
+}
+
+/// Links on crates.io and docs.rs resolve against neither the repository nor the workspace:
+/// every link in a crate's README is absolute.
+#[test]
+fn crate_readmes_link_only_absolute_urls() {
+    for name in CRATES {
+        let readme = read(&format!("{name}/README.md"));
+        for (at, _) in readme.match_indices("](") {
+            let target = &readme[at + 2..];
+            let target = &target[..target.find(')').unwrap_or(target.len())];
+            assert!(
+                target.starts_with("https://"),
+                "{name}/README.md links to `{target}`, which breaks on crates.io; link \
+                 docs.rs or crates.io instead"
+            );
+        }
+    }
+}
+
+/// lock-runtime's README lists every feature of its Cargo.toml, and no other.
+#[test]
+fn the_runtime_readme_lists_every_feature() {
+    let manifest = read("lock-runtime/Cargo.toml");
+    let features: Vec<&str> = manifest
+        .lines()
+        .skip_while(|line| line.trim() != "[features]")
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .filter_map(|line| line.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| !name.starts_with('#') && *name != "default")
+        .collect();
+    assert!(features.len() >= 4, "no features found in {features:?}");
+    let readme = read("lock-runtime/README.md");
+    let listed: Vec<&str> = readme
+        .lines()
+        .filter_map(|line| line.strip_prefix("- `"))
+        .filter_map(|line| line.split_once("`:").map(|(name, _)| name))
+        .collect();
+    let mut expected = features.clone();
+    expected.sort_unstable();
+    let mut found = listed.clone();
+    found.sort_unstable();
+    assert_eq!(
+        found, expected,
+        "lock-runtime/README.md's Features list (\"- `name`: ...\") must name exactly the \
+         features of lock-runtime/Cargo.toml"
+    );
+}
