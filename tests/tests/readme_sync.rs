@@ -219,3 +219,40 @@ fn the_runtime_readme_lists_every_feature() {
          features of lock-runtime/Cargo.toml"
     );
 }
+
+/// The docs' front page (lock-runtime's crate documentation) is read on docs.rs, where
+/// the repository's files are not: it names none of them (`cohort.rs`, `lua/release.lua`,
+/// `RELIABILITY.md`), and the user's part (options, errors, deployments, features) comes
+/// before the internals.
+#[test]
+fn the_docs_front_page_names_no_files_and_puts_the_user_first() {
+    let lib = read("lock-runtime/src/lib.rs");
+    let front: Vec<&str> = lib.lines().filter(|line| line.starts_with("//!")).collect();
+    for line in &front {
+        for file in [".rs`", ".rs ", ".rs)", ".lua", ".md"] {
+            assert!(
+                !line.contains(file),
+                "the front page names a file (`{file}`), which docs.rs readers cannot open: \
+                 {line}"
+            );
+        }
+    }
+    let heading = |title: &str| {
+        front
+            .iter()
+            .position(|line| *line == format!("//! # {title}"))
+            .unwrap_or_else(|| panic!("the front page has no `# {title}` section"))
+    };
+    let user = [
+        "The attribute's options",
+        "Errors",
+        "Deployments",
+        "Features",
+    ]
+    .map(heading);
+    assert!(user.is_sorted(), "the user's sections are out of order");
+    assert!(
+        user[3] < heading("How waiting works"),
+        "the internals come after the user's part"
+    );
+}
