@@ -256,3 +256,32 @@ fn the_docs_front_page_names_no_files_and_puts_the_user_first() {
         "the internals come after the user's part"
     );
 }
+
+/// The minimum Rust version the READMEs state is the workspace's `rust-version`
+/// (which `scripts/check-msrv` checks against a fresh resolve in CI).
+#[test]
+fn the_readmes_state_the_workspace_rust_version() {
+    let manifest = read("Cargo.toml");
+    let msrv = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("rust-version = "))
+        .expect("rust-version in Cargo.toml")
+        .trim_matches('"');
+    for readme in ["README.md", "lock-runtime/README.md"] {
+        let text = read(readme);
+        let stated = ["Minimum Rust version: ", "**Rust "]
+            .iter()
+            .filter_map(|marker| text.split_once(marker))
+            .map(|(_, rest)| {
+                rest.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .next()
+            })
+            .next()
+            .flatten();
+        assert_eq!(
+            stated,
+            Some(msrv),
+            "{readme} must state the minimum Rust version as Cargo.toml's rust-version"
+        );
+    }
+}
