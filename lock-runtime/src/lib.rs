@@ -125,6 +125,25 @@
            `tls-native-tls`, `metrics`."
 )]
 //!
+//! # Dependencies in the public API
+//!
+//! These crates' types or traits appear in this crate's API, so a new major version of
+//! one of them (a new minor one while it is at 0.x) means a breaking release of this crate,
+//! and an application that uses them beside this crate needs the same versions:
+//!
+//! | crate | where | what the application must match |
+//! |---|---|---|
+//! | `redis` 1 | [`Config::from_client`], [`Config::cluster_builder`], the `source` of [`LockError::Backend`] and [`LockError::InvalidUrl`] | build the client with the re-export `lock_runtime::redis`, or the same major version |
+//! | `axum-core` 0.5, `http` 1 (feature `axum`) | `impl IntoResponse for LockError` | axum 0.8 |
+//! | `tower-layer`, `tower-service` 0.3 (feature `tower`) | `layer::LockLayer`'s `Layer` and `Service` impls | tower 0.4 / 0.5 (both use these 0.3 traits) |
+//! | `metrics` 0.24 (feature `metrics`) | the metrics are recorded through this facade | the recorder the application installs must be for `metrics` 0.24 |
+//!
+//! `tokio` 1 is required at run time (locks run on the current Tokio runtime) but none of
+//! its types is in the API. `rustls` (feature `tls-rustls`) is process-wide state, not an
+//! API type: when the lock client is created (the first lock, or [`init`]) and no crypto
+//! provider is installed yet, ring is installed as the process default; an application
+//! that wants another (aws-lc-rs) installs it before that.
+//!
 //! # Redis layout
 //!
 //! The lock key is exactly the rendered template (behind [`Config::key_prefix`], none by
@@ -202,3 +221,9 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
+
+/// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
+/// [`Config::cluster_builder`] take its types, so an application that builds its own
+/// client needs this same version: through this re-export (`lock_runtime::redis::Client`),
+/// or a `redis` dependency that resolves to it (see "Dependencies in the public API").
+pub use redis;
