@@ -4,6 +4,11 @@
 //! `key = ["account:<from>", "account:<to>"]`.
 //! Output: [`Options`], with durations in milliseconds; or every error found, combined.
 //!
+//! A duration is a string literal, read as `humantime` reads it (`"10s"`, `"1.5s"`,
+//! `"1m30s"`) and checked here, or any other expression, which must be of type `Duration`
+//! and is checked by the runtime when the call runs ([`duration_value`], for every
+//! duration option).
+//!
 //! Only what the user wrote is kept: an option left out stays `None`, and the expansion
 //! leaves it at the runtime's own default (`LockOptions::default()`), so the defaults
 //! exist once, in the runtime. The same holds for the longest lease: the expansion asserts
@@ -25,6 +30,16 @@ pub(crate) enum OnLost {
     Cancel,
     /// Let the body finish; it can read `current_lock().is_lost()`.
     Continue,
+}
+
+/// The value of a duration option (`ttl`, `wait`).
+#[derive(Debug)]
+pub(crate) enum DurationValue {
+    /// A string literal, checked at compile time: its milliseconds, and its span.
+    Millis(u64, Span),
+    /// Any other expression: of type `Duration` (the compiler checks that), evaluated
+    /// on each call, and checked by the runtime then.
+    Expr(Expr),
 }
 
 /// The `key` option: one template, or an array of them (several keys, all or none).
@@ -51,9 +66,9 @@ impl Keys {
 pub(crate) struct Options {
     /// The key template(s), as written.
     pub(crate) keys: Keys,
-    /// The lease in milliseconds, with the span of its literal.
-    pub(crate) ttl_ms: Option<(u64, Span)>,
-    pub(crate) wait_ms: Option<u64>,
+    /// The lease; a literal is over zero (its maximum is asserted by the expansion).
+    pub(crate) ttl: Option<DurationValue>,
+    pub(crate) wait: Option<DurationValue>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fencing: Option<bool>,
@@ -92,8 +107,8 @@ impl Parse for RawOptions {
 #[derive(Default)]
 struct OptionsBuilder {
     keys: Option<Keys>,
-    ttl: Option<(u64, Span)>,
-    wait: Option<u64>,
+    ttl: Option<DurationValue>,
+    wait: Option<DurationValue>,
     watchdog: Option<bool>,
     on_lost: Option<OnLost>,
     fencing: Option<bool>,
@@ -222,24 +237,22 @@ impl OptionsBuilder {
     }
 
     fn set_ttl(&mut self, value: &Expr) -> syn::Result<()> {
-        let lit = str_value(value, "`ttl` takes a duration string, e.g. ttl = \"10s\"")?;
-        let ms = parse_duration(lit)?;
-        if ms == 0 {
+        let ttl = duration_value(value, "ttl", "10s")?;
+        if let DurationValue::Millis(0, span) = ttl {
             return Err(syn::Error::new(
-                lit.span(),
+                span,
                 "`ttl` must be greater than zero: a lease of zero expires before the body runs; \
                  write e.g. ttl = \"10s\"",
             ));
         }
         // The maximum (`lock_runtime::MAX_TTL`) is checked by the expansion, against the
         // runtime's constant.
-        self.ttl = Some((ms, lit.span()));
+        self.ttl = Some(ttl);
         Ok(())
     }
 
     fn set_wait(&mut self, value: &Expr) -> syn::Result<()> {
-        let lit = str_value(value, "`wait` takes a duration string, e.g. wait = \"5s\"")?;
-        self.wait = Some(parse_duration(lit)?);
+        self.wait = Some(duration_value(value, "wait", "5s")?);
         Ok(())
     }
 
@@ -286,8 +299,8 @@ impl OptionsBuilder {
         };
         Ok(Options {
             keys,
-            ttl_ms: self.ttl,
-            wait_ms: self.wait,
+            ttl: self.ttl,
+            wait: self.wait,
             watchdog: self.watchdog,
             on_lost: self.on_lost,
             fencing: self.fencing,
@@ -350,46 +363,81 @@ fn bool_value(value: &Expr, name: &str) -> syn::Result<bool> {
     }
 }
 
-/// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"` into milliseconds.
-fn parse_duration(lit: &LitStr) -> syn::Result<u64> {
+/// The value of the duration option `name`: a string literal is parsed here (see
+/// [`parse_duration`]); any other literal is an error (`ttl = 10` has no unit); any other
+/// expression is kept for the compiler to check as a `Duration`. `example` is a valid
+/// literal for the error messages, e.g. `"10s"`.
+pub(crate) fn duration_value(
+    value: &Expr,
+    name: &str,
+    example: &str,
+) -> syn::Result<DurationValue> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Ok(DurationValue::Millis(parse_duration(lit)?, lit.span())),
+        Expr::Lit(other) => Err(syn::Error::new_spanned(
+            other,
+            format!(
+                "`{name}` takes a duration string, e.g. {name} = \"{example}\", or an \
+                 expression of type `Duration`, e.g. {name} = Duration::from_secs(10)"
+            ),
+        )),
+        expr => Ok(DurationValue::Expr(expr.clone())),
+    }
+}
+
+/// The units a duration may use, for the error messages.
+const UNITS: &str = "ms, s, m, h, d; also ns, us, min, hours, days, weeks and the other \
+                     spellings humantime reads";
+
+/// Parses a duration as `humantime` does (`"250ms"`, `"10s"`, `"1.5s"`, `"1m30s"`,
+/// `"2h 30min"`) into whole milliseconds, the unit Redis counts leases in.
+pub(crate) fn parse_duration(lit: &LitStr) -> syn::Result<u64> {
+    use humantime::DurationError;
+
     let text = lit.value();
     let error = |message: String| syn::Error::new(lit.span(), message);
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(digits_end);
-    if digits.is_empty() {
-        return Err(error(format!(
-            "invalid duration \"{text}\"; write a whole number and a unit (ms, s, m, h), \
-             e.g. \"10s\" or \"250ms\""
-        )));
-    }
-    let scale: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "" => {
-            return Err(error(format!(
-                "duration \"{text}\" has no unit; write \"{digits}s\" or \"{digits}ms\" \
-                 (units: ms, s, m, h)"
-            )));
-        }
-        other => {
-            return Err(error(format!(
-                "unknown unit \"{other}\" in duration \"{text}\"; use ms, s, m or h, \
-                 with a whole number (\"1500ms\", not \"1.5s\")"
-            )));
-        }
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| {
-            error(format!(
+    let duration = humantime::parse_duration(&text).map_err(|err| {
+        error(match err {
+            DurationError::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+                if text.trim() == value.to_string() {
+                    format!(
+                        "duration \"{text}\" has no unit; write \"{value}s\" or \"{value}ms\" \
+                         (units: {UNITS})"
+                    )
+                } else {
+                    format!(
+                        "duration \"{text}\" has a number without a unit ({value}); give each \
+                         number a unit, e.g. \"1m30s\" (units: {UNITS})"
+                    )
+                }
+            }
+            DurationError::UnknownUnit { unit, .. } => format!(
+                "unknown unit \"{unit}\" in duration \"{text}\"; write e.g. \"10s\", \
+                 \"1.5s\" or \"1m30s\" (units: {UNITS})"
+            ),
+            DurationError::NumberOverflow => format!(
                 "duration \"{text}\" is too long to count in milliseconds; write a shorter \
                  one, e.g. \"10s\""
-            ))
+            ),
+            _ => format!(
+                "invalid duration \"{text}\"; write a number and a unit, e.g. \"10s\", \
+                 \"1.5s\", \"250ms\" or \"1m30s\" (units: {UNITS})"
+            ),
         })
+    })?;
+    if duration.subsec_nanos() % 1_000_000 != 0 {
+        return Err(error(format!(
+            "duration \"{text}\" is not a whole number of milliseconds, which is what Redis \
+             counts leases in; round it, e.g. \"{}ms\"",
+            duration.as_millis() + 1
+        )));
+    }
+    u64::try_from(duration.as_millis()).map_err(|_| {
+        error(format!(
+            "duration \"{text}\" is too long to count in milliseconds; write a shorter \
+             one, e.g. \"10s\""
+        ))
+    })
 }

@@ -36,7 +36,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{LitStr, ReturnType, Type};
 
-use crate::attr::{Errors, Keys, OnLost, Options, RawOptions};
+use crate::attr::{DurationValue, Errors, Keys, OnLost, Options, RawOptions};
 use crate::signature::LockedFn;
 use crate::template::{Segment, Template};
 
@@ -165,23 +165,26 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
 }
 
 /// The options expression, `Options::new().ttl_ms(10000).finish()`, with a setter for each
-/// option the user wrote; and, for a written `ttl`, a constant that asserts it against the
-/// runtime's maximum (spanned at the `ttl` literal, so rustc reports it there).
+/// option the user wrote; and, for a `ttl` literal, a constant that asserts it against the
+/// runtime's maximum (spanned at the `ttl` literal, so rustc reports it there). A `ttl`
+/// expression is checked by the runtime on each call, as `Lock::ttl` is.
 fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, TokenStream) {
     let mut setters = TokenStream::new();
     let mut max_ttl_check = TokenStream::new();
-    if let Some((ttl_ms, span)) = options.ttl_ms {
-        setters.extend(quote!(.ttl_ms(#ttl_ms)));
-        max_ttl_check = quote_spanned! {span=>
-            const _: () = ::core::assert!(
-                #ttl_ms <= #private::MAX_TTL_MS,
-                "`ttl` is over the maximum lease, `lock_runtime::MAX_TTL`; give a shorter \
-                 one, e.g. ttl = \"30s\": the watchdog renews it while the body runs",
-            );
-        };
+    if let Some(ttl) = &options.ttl {
+        if let DurationValue::Millis(ttl_ms, span) = *ttl {
+            max_ttl_check = quote_spanned! {span=>
+                const _: () = ::core::assert!(
+                    #ttl_ms <= #private::MAX_TTL_MS,
+                    "`ttl` is over the maximum lease, `lock_runtime::MAX_TTL`; give a shorter \
+                     one, e.g. ttl = \"30s\": the watchdog renews it while the body runs",
+                );
+            };
+        }
+        setters.extend(duration_setter(ttl, "ttl"));
     }
-    if let Some(wait_ms) = options.wait_ms {
-        setters.extend(quote!(.wait_ms(#wait_ms)));
+    if let Some(wait) = &options.wait {
+        setters.extend(duration_setter(wait, "wait"));
     }
     if let Some(watchdog) = options.watchdog {
         setters.extend(quote!(.watchdog(#watchdog)));
@@ -198,6 +201,29 @@ fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, Token
     }
     let build = quote!(#private::Options::new() #setters .finish());
     (max_ttl_check, build)
+}
+
+/// `.ttl_ms(10000)` for a literal; `.ttl({ let d: Duration = EXPR; d })` for an
+/// expression, whose type annotation is spanned at the expression, so that rustc reports a
+/// value of another type there ("expected `Duration`").
+fn duration_setter(value: &DurationValue, name: &str) -> TokenStream {
+    match value {
+        DurationValue::Millis(ms, _) => {
+            let setter = Ident::new(&format!("{name}_ms"), Span::call_site());
+            quote!(.#setter(#ms))
+        }
+        DurationValue::Expr(expr) => {
+            let setter = Ident::new(name, Span::call_site());
+            let var = Ident::new(&format!("__lock_{name}"), Span::mixed_site());
+            let value = quote_spanned! {expr.span()=>
+                {
+                    let #var: ::core::time::Duration = #expr;
+                    #var
+                }
+            };
+            quote!(.#setter(#value))
+        }
+    }
 }
 
 /// Splits the body's leading inner attributes (`#![allow(..)]`, `//!` docs) from the rest,

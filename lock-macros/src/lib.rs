@@ -37,8 +37,8 @@ use proc_macro::TokenStream;
 /// |---|---|---|
 /// | `key = "stock:<id>"` | the lock key; `<arg>`, `<arg.field>` and `<self.field>` render an argument with `Display` | required |
 /// | `key = ["account:<from>", "account:<to>"]` | several keys, all or none: each template as above, taken in sorted order (so callers naming them in any order never deadlock), `wait` bounding the whole; `lock_runtime::MultiLock` | |
-/// | `ttl = "10s"` | the lease (`ms`, `s`, `m`, `h`) | `"30s"` |
-/// | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once | `"10s"` |
+/// | `ttl = "10s"` | the lease: a duration as `humantime` reads it (`"250ms"`, `"1.5s"`, `"1m30s"`), or a `Duration` expression | `"30s"` |
+/// | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once; a string or a `Duration` expression | `"10s"` |
 /// | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
 /// | `on_lost = "continue"` | let the body finish when the lease is lost | `"cancel"` |
 /// | `fencing = true` | issue a fencing token, read with `current_lock()` | `false` |
@@ -61,6 +61,12 @@ use proc_macro::TokenStream;
 ///
 /// An option left out keeps the runtime's default (`LockOptions::default()`); a `ttl`
 /// over `lock_runtime::MAX_TTL` is a compile error.
+///
+/// A `ttl` or `wait` from configuration is an expression of type `Duration` instead of a
+/// string (`ttl = settings.ttl`, `wait = Duration::from_millis(ms)`; it may name the
+/// arguments). It is evaluated on each call, after the key is rendered, and checked then,
+/// as `Lock::ttl` is: a ttl under 1 ms or over `MAX_TTL` fails the call with
+/// `LockError::Config` before any Redis traffic.
 ///
 /// The function must be `async` and return a `Result<T, E>` with `E: From<LockError>`.
 /// Inner attributes at the top of the body (`#![allow(..)]`) apply to the whole function.

@@ -25,13 +25,33 @@
 //! is created on first use from `REDIS_URL` (default `redis://127.0.0.1:6379`), or from
 //! [`init`].
 //!
-//! # Redis layout
+//! # The attribute's options
 //!
-//! The lock key is exactly the rendered template (behind [`Config::key_prefix`], none by
-//! default); its value is a random token (a uuid v4); it is a plain string with a `PX`
-//! expiry. That is the layout of redis-py's `Lock`, bsm/redislock and single-node redsync,
-//! so their locks and ours on the same key exclude each other. Release is a Lua
-//! compare-and-delete: it never deletes another owner's key.
+//! | option | meaning | default |
+//! |---|---|---|
+//! | `key = "stock:<id>"` | the key: `<arg>`, `<arg.field>` or `<self.field>` is that value's `Display`, escaped; `key = ["a:<x>", "b:<y>"]` locks several, all or none ([`MultiLock`]) | required |
+//! | `ttl = "10s"` | the lease: `"250ms"`, `"1.5s"`, `"1m30s"`, or a `Duration` expression | `"30s"` |
+//! | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once | `"10s"` |
+//! | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
+//! | `on_lost = "continue"` | let the body finish when the lease is lost ([`OnLost`]) | `"cancel"` |
+//! | `fencing = true` | a fencing token, read with [`current_lock`] | `false` |
+//! | `crate = "locks"` | the path of this crate when renamed or re-exported | `"::lock_runtime"` |
+//!
+//! The function must be `async` and return `Result<T, E>` with `E: From<LockError>`.
+//! Mistakes the attribute can see (an unknown placeholder, a bad duration, a non-async
+//! function) are compile errors at the offending token; [`distributed_lock`] has the
+//! details. Inside the body, [`current_lock`] tells the key, the fence and whether the lease
+//! was lost.
+//!
+//! # Errors
+//!
+//! A lock failure comes back as [`LockError`] through the function's error type, and the
+//! body does not run: `Busy` (held, and `wait` is zero), `Timeout` (still held when `wait`
+//! ran out), `Lost` (the lease was lost while the body ran), `Backend` (Redis unreachable
+//! or failing), `NoQuorum` (Redlock), `InvalidKey`, `Config` and `InvalidUrl`. Every
+//! variant about a lock names its key; the message says what failed and how to fix it, and
+//! the underlying error is its `source()`. With the `axum` feature, `LockError` is an
+//! `IntoResponse` (the `http` module).
 //!
 //! # The programmatic API
 //!
@@ -49,27 +69,21 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Waiting: two levels
+//! # Deployments
 //!
-//! The tasks of one process that want the same key wait in a local first-come-first-served
-//! queue, and a holder passes the lock to the next of them without a Redis round trip; only
-//! the process waits in Redis, as one queue entry per key. Passes are bounded
-//! ([`Config::local_passes`], [`Config::local_pass_time`]): then the next process in the
-//! key's Redis queue gets the lock. Clients that do not queue (redis-py's `Lock`) get the key
-//! in occasional foreign windows ([`Config::foreign_window`]).
+//! [`init`] with a [`Config`] before the first lock chooses one; without it the first
+//! lock reads `REDIS_URL` as a single server.
 //!
-//! # Glossary
-//!
-//! | term | meaning | where |
-//! |---|---|---|
-//! | lease | the key's expiry a holder owns: valid until `send time + ttl − drift` on the local clock, renewed by the watchdog | `lease.rs`, `watchdog.rs` |
-//! | tenure | one process's hold of a key in Redis, under one token, across the local passes | `cohort.rs` |
-//! | pass | a holder gives the lock to the next task of its process, without Redis | `cohort.rs`, `guard.rs` |
-//! | yield | past the pass bound, one release call gives the lock to the next process and queues this one again (or keeps it when no other waits) | `guard.rs`, `lua/release.lua` |
-//! | queue entry (place) | a process's place in a key's Redis queue, kept alive by its watchdog for one queue lease at a time | `redis_queue.rs`, `lua/acquire.lua`, `lua/keepalive.lua` |
-//! | grant | a release gives the lock to the head entry outright (the key holds its token for a confirmation window) | `lua/release.lua` |
-//! | hand-over | the whole path from a holder's release to the next holder: a pass, or a grant and its confirming try | `cohort.rs`, `redis_queue.rs` |
-//! | foreign window | a contended key left free for a moment for clients that do not queue, on a schedule kept per key in Redis | `lua/release.lua`, `lua/acquire.lua` |
+//! - **A single server** ([`Config::single`], or [`Config::from_client`] with the
+//!   application's own `redis::Client`): mutual exclusion without faults; unsafe when an
+//!   asynchronous replica is promoted on failover (it may lack the key).
+//! - **A primary behind Redis Sentinel** ([`Config::sentinel`]): followed across failovers,
+//!   with the same caveat about promoted replicas.
+//! - **A Redis Cluster** ([`Config::cluster`], [`Config::cluster_builder`]): every key of a
+//!   lock in one slot, wake-ups on sharded pub/sub (Redis 7).
+//! - **Redlock** over N independent masters ([`Config::redlock`]): a lock needs N/2+1
+//!   masters; survives the loss of a minority; a master that restarts empty must stay down
+//!   for the longest ttl in use. No fencing tokens (no single order across masters).
 //!
 //! # What is promised, and what is not
 //!
@@ -94,11 +108,74 @@
 //!   µs)`), so storage that remembers the highest token it saw rejects a stale holder's
 //!   writes. The counter key sits in the lock key's cluster slot and expires
 //!   [`FENCE_COUNTER_LIFETIME`] after the last fenced acquisition.
-//! - **Known-unsafe setups** (documented in `RELIABILITY.md`, reproduced by the tests where
-//!   the harness can): a single primary whose asynchronous replica is promoted on failover
-//!   can grant a lock twice; a Redlock master restarted without persistence and without a
-//!   delay of at least the longest ttl can let a second holder in. Fencing protects storage
-//!   in both cases.
+//! - **Known-unsafe setups** (reproduced by the crate's tests where they can be): a single
+//!   primary whose asynchronous replica is promoted on failover can grant a lock twice; a
+//!   Redlock master restarted without persistence and without a delay of at least the
+//!   longest ttl can let a second holder in. Fencing protects storage in both cases.
+//!
+//! # Features
+//!
+//! All off by default.
+//!
+#![cfg_attr(
+    feature = "document-features",
+    doc = document_features::document_features!()
+)]
+#![cfg_attr(
+    not(feature = "document-features"),
+    doc = "The list is rendered from `Cargo.toml` when the documentation is built with \
+           `--all-features`, as docs.rs does: `axum`, `tower`, `tls-rustls`, \
+           `tls-native-tls`, `metrics`."
+)]
+//!
+//! # Dependencies in the public API
+//!
+//! These crates' types or traits appear in this crate's API, so a new major version of
+//! one of them (a new minor one while it is at 0.x) means a breaking release of this crate,
+//! and an application that uses them beside this crate needs the same versions:
+//!
+//! | crate | where | what the application must match |
+//! |---|---|---|
+//! | `redis` 1 | [`Config::from_client`], [`Config::cluster_builder`], the `source` of [`LockError::Backend`] and [`LockError::InvalidUrl`] | build the client with the re-export `lock_runtime::redis`, or the same major version |
+//! | `axum-core` 0.5, `http` 1 (feature `axum`) | `impl IntoResponse for LockError` | axum 0.8 |
+//! | `tower-layer`, `tower-service` 0.3 (feature `tower`) | `layer::LockLayer`'s `Layer` and `Service` impls | tower 0.4 / 0.5 (both use these 0.3 traits) |
+//! | `metrics` 0.24 (feature `metrics`) | the metrics are recorded through this facade | the recorder the application installs must be for `metrics` 0.24 |
+//!
+//! `tokio` 1 is required at run time (locks run on the current Tokio runtime) but none of
+//! its types is in the API. `rustls` (feature `tls-rustls`) is process-wide state, not an
+//! API type: when the lock client is created (the first lock, or [`init`]) and no crypto
+//! provider is installed yet, ring is installed as the process default; an application
+//! that wants another (aws-lc-rs) installs it before that.
+//!
+//! # Redis layout
+//!
+//! The lock key is exactly the rendered template (behind [`Config::key_prefix`], none by
+//! default); its value is a random token (a uuid v4); it is a plain string with a `PX`
+//! expiry. That is the layout of redis-py's `Lock`, bsm/redislock and single-node redsync,
+//! so their locks and ours on the same key exclude each other. Release is a Lua
+//! compare-and-delete: it never deletes another owner's key.
+//!
+//! # How waiting works
+//!
+//! The tasks of one process that want the same key wait in a local first-come-first-served
+//! queue, and a holder passes the lock to the next of them without a Redis round trip; only
+//! the process waits in Redis, as one queue entry per key. Passes are bounded
+//! ([`Config::local_passes`], [`Config::local_pass_time`]): then the next process in the
+//! key's Redis queue gets the lock. Clients that do not queue (redis-py's `Lock`) get the key
+//! in occasional foreign windows ([`Config::foreign_window`]).
+//!
+//! The words the logs and the configuration use for it:
+//!
+//! | term | meaning |
+//! |---|---|
+//! | lease | the key's expiry a holder owns: valid until `send time + ttl − drift` on the local clock, renewed by the watchdog |
+//! | tenure | one process's hold of a key in Redis, under one token, across the local passes |
+//! | pass | a holder gives the lock to the next task of its process, without Redis |
+//! | yield | past the pass bound, one release call gives the lock to the next process and queues this one again (or keeps it when no other waits) |
+//! | queue entry (place) | a process's place in a key's Redis queue, kept alive by its watchdog for one queue lease at a time |
+//! | grant | a release gives the lock to the head entry outright (the key holds its token for a confirmation window) |
+//! | hand-over | the whole path from a holder's release to the next holder: a pass, or a grant and its confirming try |
+//! | foreign window | a contended key left free for a moment for clients that do not queue, on a schedule kept per key in Redis |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -151,3 +228,9 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
+
+/// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
+/// [`Config::cluster_builder`] take its types, so an application that builds its own
+/// client needs this same version: through this re-export (`lock_runtime::redis::Client`),
+/// or a `redis` dependency that resolves to it (see "Dependencies in the public API").
+pub use redis;

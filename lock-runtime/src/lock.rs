@@ -18,7 +18,7 @@ use crate::{LockClient, LockError, LockOptions, MAX_TTL, OnLost};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
 /// that deadlines stay representable.
-const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 impl LockClient {
     /// A lock on `key` taken through this client (options default; see [`Lock`]).

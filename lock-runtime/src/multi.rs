@@ -117,7 +117,7 @@ impl MultiLock {
     /// Takes every key, in order, within `wait` in all. On an error the keys already
     /// taken are released first; the error names the key that could not be had.
     pub async fn acquire(&self) -> Result<MultiGuard, LockError> {
-        let deadline = Instant::now() + self.options.wait;
+        let deadline = Instant::now() + self.options.wait.min(crate::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -21,7 +21,7 @@ pub const MAX_TTL_MS: u64 = {
 
 /// The options of one annotated function: the runtime's defaults
 /// ([`LockOptions::default`]), with the options the attribute names set on them, each
-/// from a value it checked at compile time.
+/// from a value it checked at compile time, or from a `Duration` expression.
 #[derive(Debug)]
 pub struct Options(LockOptions);
 
@@ -41,6 +41,18 @@ impl Options {
     /// `wait = "..."`.
     pub fn wait_ms(mut self, ms: u64) -> Self {
         self.0.wait = Duration::from_millis(ms);
+        self
+    }
+
+    /// `ttl = EXPR`: checked when the lock is taken, as [`Lock::ttl`](crate::Lock::ttl) is.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.0.ttl = ttl;
+        self
+    }
+
+    /// `wait = EXPR`.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.0.wait = wait;
         self
     }
 

@@ -402,3 +402,106 @@ fn several_keys_are_rendered_held_together_and_released() {
     );
     assert_eq!(server.get(&format!("attr:acct:{from}")), None);
 }
+
+/// The longest PTTL the body saw over a few calls (each call takes and releases the key),
+/// so that one call slowed by a loaded machine does not decide the test; and that no call
+/// saw more than `at_most` ms.
+fn best_pttl<F>(at_most: i64, mut call: F) -> i64
+where
+    F: FnMut() -> Result<i64, LockError>,
+{
+    let mut best = -2;
+    for _ in 0..10 {
+        let pttl = call().unwrap();
+        assert!(pttl <= at_most, "a lease of {pttl} ms: over {at_most} ms");
+        best = best.max(pttl);
+    }
+    best
+}
+
+#[distributed_lock(key = "attr:ttl:<tag>", ttl = "1.5s", watchdog = false)]
+async fn lease_of_one_and_a_half_seconds(tag: &str) -> Result<i64, LockError> {
+    Ok(shared_server().pttl(&format!("attr:ttl:{tag}")))
+}
+
+#[test]
+fn a_fractional_ttl_gives_that_lease() {
+    let _serial = serial();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    // 1.5 s exactly: not rounded down to 1 s, nor up to 2 s.
+    let best = best_pttl(1500, || block_on(lease_of_one_and_a_half_seconds(&tag)));
+    assert!(best > 1000, "the lease was {best} ms, not 1.5 s");
+}
+
+/// Lock settings read from configuration at run time.
+struct LockSettings {
+    ttl: Duration,
+    wait: Duration,
+}
+
+#[distributed_lock(key = "attr:cfg:<tag>", ttl = settings.ttl, wait = settings.wait, watchdog = false)]
+async fn configured(tag: &str, settings: &LockSettings) -> Result<i64, LockError> {
+    Ok(shared_server().pttl(&format!("attr:cfg:{tag}")))
+}
+
+const LEASE: Duration = Duration::from_millis(2500);
+
+#[distributed_lock(key = "attr:cfg:<tag>", ttl = LEASE, wait = Duration::from_millis(n))]
+async fn from_a_constant(tag: &str, n: u64) -> Result<i64, LockError> {
+    Ok(shared_server().pttl(&format!("attr:cfg:{tag}")))
+}
+
+#[test]
+fn ttl_and_wait_take_duration_expressions() {
+    let _serial = serial();
+    let server = shared_server();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let settings = LockSettings {
+        ttl: Duration::from_millis(2500),
+        wait: Duration::from_secs(1),
+    };
+    let best = best_pttl(2500, || block_on(configured(&tag, &settings)));
+    assert!(best > 1500, "the lease was {best} ms, not 2.5 s");
+    let best = best_pttl(2500, || block_on(from_a_constant(&tag, 100)));
+    assert!(best > 1500, "the lease was {best} ms, not 2.5 s");
+
+    // The wait comes from the expression too: zero tries once, a bound times out.
+    let key = format!("attr:cfg:{tag}");
+    let _: () = server.conn().set_ex(&key, "someone-else", 30).unwrap();
+    let once = LockSettings {
+        wait: Duration::ZERO,
+        ..settings
+    };
+    let err = block_on(configured(&tag, &once)).unwrap_err();
+    assert!(matches!(err, LockError::Busy { .. }), "{err:?}");
+    let err = block_on(from_a_constant(&tag, 50)).unwrap_err();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    let _: () = server.conn().del(&key).unwrap();
+
+    // An expression is checked when the call runs: a zero ttl is a configuration error,
+    // before any Redis traffic.
+    let zero = LockSettings {
+        ttl: Duration::ZERO,
+        wait: Duration::ZERO,
+    };
+    let before = lock_commands();
+    let err = block_on(configured(&tag, &zero)).unwrap_err();
+    assert!(
+        matches!(&err, LockError::Config { reason } if reason.contains("ttl")),
+        "{err:?}"
+    );
+    assert_eq!(lock_commands(), before, "a zero ttl reached Redis");
+}
+
+#[distributed_lock(key = ["attr:far:<a>", "attr:far:<b>"], wait = wait)]
+async fn both_with_wait(a: u64, b: u64, wait: Duration) -> Result<(), LockError> {
+    let _ = (a, b, wait);
+    Ok(())
+}
+
+#[test]
+fn a_wait_past_any_deadline_waits_without_panicking() {
+    let _serial = serial();
+    let a = u64::from(std::process::id()) * 1000 + 31;
+    block_on(both_with_wait(a, a + 1, Duration::MAX)).unwrap();
+}

@@ -75,3 +75,15 @@ async fn cluster_builder_uses_the_applications_builder() {
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     assert_eq!(cluster.get("own:cluster"), None);
 }
+
+/// An application without a `redis` dependency of its own builds its client from the
+/// re-export, which is the version `Config::from_client` takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reexported_redis_builds_the_applications_client() {
+    let server = RedisServer::start();
+    let client = lock_runtime::redis::Client::open(server.url()).unwrap();
+    let locks = LockClient::from_client(client).unwrap();
+    let guard = locks.lock("own:reexport").acquire().await.unwrap();
+    assert_eq!(server.get("own:reexport").as_deref(), Some(guard.token()));
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}

@@ -6,9 +6,10 @@
 use std::path::PathBuf;
 
 /// The files that hold a marked excerpt, relative to the workspace root: the README's first
-/// example (Usage) and its web-service code.
+/// example (Usage), its web-service code and its tower layer.
 const QUICK_START: &str = "examples/quick_start.rs";
 const WEB_SHOP: &str = "examples/src/web_shop.rs";
+const GIFT_LAYER: &str = "examples/gift_layer.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -91,6 +92,12 @@ fn readme_shows_the_web_shop_code_verbatim() {
     assert_readme_shows(WEB_SHOP);
 }
 
+/// The tower layer's example compiles as written: it is `examples/gift_layer.rs`.
+#[test]
+fn readme_shows_the_tower_layer_example_verbatim() {
+    assert_readme_shows(GIFT_LAYER);
+}
+
 /// The README's first example compiles as written: it is `examples/quick_start.rs`.
 #[test]
 fn readme_first_example_is_the_quick_start_example_verbatim() {
@@ -104,4 +111,177 @@ fn the_excerpt_is_dedented_and_blocks_are_found() {
     assert_eq!(excerpt(source), "let x = 1;\n\n    y();");
     let markdown = "text\n```rust\nlet x = 1;\n```\n```toml\na = 1\n```\n```rust,no_run\nb\n```\n";
     assert_eq!(rust_blocks(markdown), ["let x = 1;", "b"]);
+}
+
+/// The published crates and their crates.io pages (each one's own README).
+const CRATES: [&str; 2] = ["lock-runtime", "lock-macros"];
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(workspace_root().join(path))
+        .unwrap_or_else(|err| panic!("cannot read {path}: {err}"))
+}
+
+/// Each crate's page is its own README.md (`readme = "README.md"`), opens with the quick
+/// start verbatim, and every Rust block in it is a compiled example's excerpt.
+#[test]
+fn each_crate_readme_is_its_page_and_shows_compiled_code() {
+    let examples: Vec<String> = [QUICK_START, WEB_SHOP, GIFT_LAYER]
+        .iter()
+        .map(|source| excerpt_of(&read(source), source))
+        .collect();
+    for name in CRATES {
+        let manifest = read(&format!("{name}/Cargo.toml"));
+        assert!(
+            manifest
+                .lines()
+                .any(|line| line.trim() == r#"readme = "README.md""#),
+            "{name}/Cargo.toml must say readme = \"README.md\" (its own page, not the workspace's)"
+        );
+        let readme = read(&format!("{name}/README.md"));
+        let blocks = rust_blocks(&readme);
+        assert_eq!(
+            blocks.first(),
+            Some(&examples[0]),
+            "{name}/README.md's first ```rust block must be the excerpt of {QUICK_START}"
+        );
+        for block in &blocks {
+            assert!(
+                examples.contains(block),
+                "{name}/README.md has a ```rust block that is no compiled example's \
+                 excerpt:\n{block}"
+            );
+        }
+        let version = package_version();
+        let minor = version.rsplit_once('.').unwrap().0;
+        assert!(
+            readme.contains(&format!("lock-runtime = \"{minor}\"")),
+            "{name}/README.md must tell users to depend on lock-runtime = \"{minor}\""
+        );
+    }
+}
+
+/// The workspace's version, `x.y.z`.
+fn package_version() -> String {
+    let manifest = read("Cargo.toml");
+    let line = manifest
+        .lines()
+        .find(|line| line.starts_with("version = "))
+        .expect("[workspace.package] version");
+    line.trim_start_matches("version = ")
+        .trim_matches('"')
+        .to_owned()
+}
+
+/// Links on crates.io and docs.rs resolve against neither the repository nor the workspace:
+/// every link in a crate's README is absolute.
+#[test]
+fn crate_readmes_link_only_absolute_urls() {
+    for name in CRATES {
+        let readme = read(&format!("{name}/README.md"));
+        for (at, _) in readme.match_indices("](") {
+            let target = &readme[at + 2..];
+            let target = &target[..target.find(')').unwrap_or(target.len())];
+            assert!(
+                target.starts_with("https://"),
+                "{name}/README.md links to `{target}`, which breaks on crates.io; link \
+                 docs.rs or crates.io instead"
+            );
+        }
+    }
+}
+
+/// lock-runtime's README lists every feature of its Cargo.toml, and no other.
+#[test]
+fn the_runtime_readme_lists_every_feature() {
+    let manifest = read("lock-runtime/Cargo.toml");
+    let features: Vec<&str> = manifest
+        .lines()
+        .skip_while(|line| line.trim() != "[features]")
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .filter_map(|line| line.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| !name.starts_with('#') && *name != "default")
+        .collect();
+    assert!(features.len() >= 4, "no features found in {features:?}");
+    let readme = read("lock-runtime/README.md");
+    let listed: Vec<&str> = readme
+        .lines()
+        .filter_map(|line| line.strip_prefix("- `"))
+        .filter_map(|line| line.split_once("`:").map(|(name, _)| name))
+        .collect();
+    let mut expected = features.clone();
+    expected.sort_unstable();
+    let mut found = listed.clone();
+    found.sort_unstable();
+    assert_eq!(
+        found, expected,
+        "lock-runtime/README.md's Features list (\"- `name`: ...\") must name exactly the \
+         features of lock-runtime/Cargo.toml"
+    );
+}
+
+/// The docs' front page (lock-runtime's crate documentation) is read on docs.rs, where
+/// the repository's files are not: it names none of them (`cohort.rs`, `lua/release.lua`,
+/// `RELIABILITY.md`), and the user's part (options, errors, deployments, features) comes
+/// before the internals.
+#[test]
+fn the_docs_front_page_names_no_files_and_puts_the_user_first() {
+    let lib = read("lock-runtime/src/lib.rs");
+    let front: Vec<&str> = lib.lines().filter(|line| line.starts_with("//!")).collect();
+    for line in &front {
+        for file in [".rs`", ".rs ", ".rs)", ".lua", ".md"] {
+            assert!(
+                !line.contains(file),
+                "the front page names a file (`{file}`), which docs.rs readers cannot open: \
+                 {line}"
+            );
+        }
+    }
+    let heading = |title: &str| {
+        front
+            .iter()
+            .position(|line| *line == format!("//! # {title}"))
+            .unwrap_or_else(|| panic!("the front page has no `# {title}` section"))
+    };
+    let user = [
+        "The attribute's options",
+        "Errors",
+        "Deployments",
+        "Features",
+    ]
+    .map(heading);
+    assert!(user.is_sorted(), "the user's sections are out of order");
+    assert!(
+        user[3] < heading("How waiting works"),
+        "the internals come after the user's part"
+    );
+}
+
+/// The minimum Rust version the READMEs state is the workspace's `rust-version`
+/// (which `scripts/check-msrv` checks against a fresh resolve in CI).
+#[test]
+fn the_readmes_state_the_workspace_rust_version() {
+    let manifest = read("Cargo.toml");
+    let msrv = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("rust-version = "))
+        .expect("rust-version in Cargo.toml")
+        .trim_matches('"');
+    for readme in ["README.md", "lock-runtime/README.md"] {
+        let text = read(readme);
+        let stated = ["Minimum Rust version: ", "**Rust "]
+            .iter()
+            .filter_map(|marker| text.split_once(marker))
+            .map(|(_, rest)| {
+                rest.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .next()
+            })
+            .next()
+            .flatten();
+        assert_eq!(
+            stated,
+            Some(msrv),
+            "{readme} must state the minimum Rust version as Cargo.toml's rust-version"
+        );
+    }
 }

@@ -31,8 +31,26 @@ mod inner {
         let _ = lock_runtime::mem::size_of::<u8>();
         Ok(__lock_key)
     }
+
+    struct Duration;
+
+    // A `Duration` expression: the attribute's own names (`__lock_ttl`) do not shadow
+    // the user's, and its type is named by an absolute path.
+    #[::lock_runtime::distributed_lock(
+        key = "hygiene:<id>",
+        ttl = __lock_ttl,
+        wait = ::core::time::Duration::from_millis(__lock_wait)
+    )]
+    pub async fn configured(
+        id: u32,
+        __lock_ttl: ::core::time::Duration,
+        __lock_wait: u64,
+    ) -> ::core::result::Result<u32, ::lock_runtime::LockError> {
+        Ok(id)
+    }
 }
 
 fn main() {
     let _ = inner::locked(1);
+    let _ = inner::configured(1, ::core::time::Duration::from_secs(1), 10);
 }
