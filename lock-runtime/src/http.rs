@@ -7,6 +7,7 @@
 //! | `Timeout` | 503 Service Unavailable, `Retry-After: 1` | the resource stayed busy for the whole wait |
 //! | `Backend`, `NoQuorum` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing |
 //! | `Lost` | 503 Service Unavailable | the lease was lost mid-request; the work was cancelled |
+//! | `Shutdown` | 503 Service Unavailable | the lock client was shut down (the service is stopping) |
 //! | `InvalidKey` | 400 Bad Request | a request value rendered an empty or over-long key |
 //! | `Config`, `InvalidUrl` | 500 Internal Server Error | the service is misconfigured |
 //!
@@ -48,7 +49,8 @@ impl LockError {
             LockError::Timeout { .. }
             | LockError::Backend { .. }
             | LockError::NoQuorum { .. }
-            | LockError::Lost { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | LockError::Lost { .. }
+            | LockError::Shutdown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -64,6 +66,7 @@ impl LockError {
                 "the lock service is unavailable; retry shortly"
             }
             LockError::Lost { .. } => "the request lost its lock and was stopped; retry",
+            LockError::Shutdown { .. } => "the service is shutting down; retry on another replica",
             LockError::InvalidKey { .. } => "the request names an invalid resource",
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
                 "the lock service is misconfigured"

@@ -115,9 +115,11 @@ mod lock;
 mod lost_signal;
 mod multi;
 mod options;
+mod outage;
 mod redis_queue;
 mod redlock;
 mod scripts;
+mod shutdown;
 pub mod telemetry;
 mod turn;
 mod wakeups;
@@ -131,10 +133,10 @@ pub mod layer;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use client::{LockClient, client, init, is_locked};
+pub use client::{LockClient, client, init, is_locked, shutdown};
 pub use config::{
     Config, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
-    DEFAULT_REDIS_URL, REDIS_URL_ENV,
+    DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
@@ -144,3 +146,4 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
+pub use shutdown::{SHUTDOWN_BUDGET, ShutdownReport};
