@@ -22,7 +22,8 @@
 //! per run, by the first replica), `--run` (the shop's data scope in Redis; default: a new
 //! one per process). Logs: `RUST_LOG` (default `info,lock_runtime=debug`, which shows every
 //! acquisition with its wait and attempts, and every release with the time held).
-//! Stop it with Ctrl-C or SIGTERM: requests in flight finish and release their locks.
+//! Stop it with Ctrl-C or SIGTERM: requests in flight finish and release their locks, then
+//! `lock_runtime::shutdown()` gives back whatever the process still holds.
 
 use std::error::Error;
 
@@ -82,6 +83,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         shop.stock_if_new(item, args.stock).await?;
     }
 
+    // README:start
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
     tracing::info!(
         addr = %listener.local_addr()?,
@@ -89,7 +91,17 @@ async fn main() -> Result<(), Box<dyn Error>> {
         redis = %url,
         "web shop listening"
     );
+    // Until Ctrl-C or SIGTERM, then the requests in flight finish (axum's graceful
+    // shutdown: `axum::serve(..).with_graceful_shutdown(signal)`).
     web_shop::serve(listener, shop, web_shop::shutdown_signal()).await?;
-    tracing::info!("web shop stopped");
+    // Then every lock still held (by background tasks) is released and every wait-queue
+    // place left, so the other replicas need not wait out a ttl.
+    let report = lock_runtime::shutdown().await;
+    tracing::info!(
+        released = report.released,
+        left = report.left,
+        "web shop stopped"
+    );
     Ok(())
+    // README:end
 }

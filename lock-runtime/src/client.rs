@@ -10,10 +10,12 @@ use redis::cluster::ClusterClientBuilder;
 
 use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
+use crate::outage::{Health, Probe};
 use crate::redlock::Redlock;
 use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
 use crate::sentinel::{PrimaryTemplate, check_primary_auth};
+use crate::shutdown::{Shutdown, ShutdownReport};
 use crate::telemetry::Telemetry;
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
@@ -70,6 +72,36 @@ pub async fn is_locked(key: &str) -> Result<bool, LockError> {
     client()?.is_locked(key).await
 }
 
+/// Shuts the global client down, if it was ever used: see [`LockClient::shutdown`].
+/// Every lock the process holds is released and every wait-queue place it holds is left;
+/// after it, acquiring fails with [`LockError::Shutdown`].
+///
+/// Call it last, after the server stopped taking requests, e.g. after axum's graceful
+/// shutdown:
+///
+/// ```ignore
+/// axum::serve(listener, app).with_graceful_shutdown(signal).await?;
+/// let report = lock_runtime::shutdown().await;
+/// tracing::info!(released = report.released, "locks given back");
+/// ```
+///
+/// (`examples/web_shop.rs` is this, compiled and run.) Without axum:
+///
+/// ```no_run
+/// # async fn serve_until_sigterm() {}
+/// # async fn demo() {
+/// serve_until_sigterm().await;
+/// let report = lock_runtime::shutdown().await;
+/// assert_eq!(report.failed, 0, "some locks end by their ttl");
+/// # }
+/// ```
+pub async fn shutdown() -> ShutdownReport {
+    match GLOBAL_CLIENT.get() {
+        Some(client) => client.shutdown().await,
+        None => ShutdownReport::default(),
+    }
+}
+
 /// A handle on Redis for locks: a small pool of multiplexed, auto-reconnecting
 /// connections and one watchdog that renews every lease taken through it.
 ///
@@ -102,6 +134,10 @@ struct ClientInner {
     telemetry: Telemetry,
     /// How many replicas must confirm a grant (`None`: grants count at once).
     replicas: Option<Replicas>,
+    /// What the client holds in Redis is given back at shutdown (see `shutdown.rs`).
+    shutdown: Arc<Shutdown>,
+    /// Wakes the parked waiters when a server is declared down or the client shuts down.
+    interrupt: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -137,6 +173,16 @@ impl LockClient {
             }
         };
         let telemetry = Telemetry::new(config.metrics_key_label);
+        // The scheduler's runtime shutting down gives back what the client holds.
+        let shutdown_slot: Arc<std::sync::OnceLock<std::sync::Weak<Shutdown>>> = Arc::default();
+        let on_dropped: crate::watchdog::OnDropped = {
+            let slot = shutdown_slot.clone();
+            Box::new(move || {
+                if let Some(shutdown) = slot.get().and_then(std::sync::Weak::upgrade) {
+                    shutdown.runtime_gone(None);
+                }
+            })
+        };
         let watchdog = match &redlock {
             None => Watchdog::start(
                 vec![connections[0].clone()],
@@ -144,6 +190,7 @@ impl LockClient {
                 None,
                 config.replicas,
                 telemetry.clone(),
+                on_dropped,
             ),
             Some(redlock) => Watchdog::start(
                 connections.clone(),
@@ -151,8 +198,23 @@ impl LockClient {
                 Some(config.node_timeout.max(Duration::from_millis(1))),
                 None,
                 telemetry.clone(),
+                on_dropped,
             ),
         };
+        let publish = if connections[0].is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        };
+        let shutdown = Arc::new(Shutdown::new(
+            watchdog.clone(),
+            &connections,
+            redlock.is_some(),
+            publish,
+            setup.interrupt.clone(),
+        ));
+        let _ = shutdown_slot.set(Arc::downgrade(&shutdown));
+        let interrupt = setup.interrupt.clone();
         Ok(LockClient {
             inner: Arc::new(ClientInner {
                 connections,
@@ -170,6 +232,8 @@ impl LockClient {
                 response_timeout: config.response_timeout,
                 telemetry,
                 replicas: config.replicas,
+                shutdown,
+                interrupt,
             }),
         })
     }
@@ -233,6 +297,65 @@ impl LockClient {
     /// is a server that cannot be reached (no command got through, nothing to find again).
     pub(crate) fn has_answered(&self) -> bool {
         self.inner.answered.load(Ordering::Relaxed)
+    }
+
+    /// The client's shutdown: background give-backs, and whether it still takes locks.
+    pub(crate) fn shutdown_state(&self) -> &Arc<Shutdown> {
+        &self.inner.shutdown
+    }
+
+    /// Fires when a server is declared down or the client shuts down: a parked waiter
+    /// then looks again (and fails).
+    pub(crate) fn interrupt(&self) -> &tokio::sync::Notify {
+        &self.inner.interrupt
+    }
+
+    /// Whether a try for `key` may go to Redis now: not once the client is shut down, and
+    /// not while the server (single mode, a cluster as a whole) is declared down but for
+    /// one probe now and then (see `outage.rs`).
+    pub(crate) fn may_try(&self, key: &str) -> Result<(), LockError> {
+        self.inner.shutdown.check_open(key)?;
+        match self.inner.connections[0].health() {
+            Some(health) if self.inner.redlock.is_none() => health.check(key),
+            _ => Ok(()),
+        }
+    }
+
+    /// The outage error for `key` when its server (single mode, a cluster) is declared
+    /// down: a failed try then ends the acquisition instead of being tried again.
+    pub(crate) fn outage(&self, key: &str) -> Option<LockError> {
+        if self.inner.redlock.is_some() {
+            return None;
+        }
+        self.inner.connections[0].health()?.down(key)
+    }
+
+    /// Shuts the client down: no new locks (acquiring fails with
+    /// [`LockError::Shutdown`]), no more renewals, every lock it holds released and every
+    /// place it holds in a wait queue left, on its own connections, one pipeline per
+    /// server, within [`SHUTDOWN_BUDGET`](crate::SHUTDOWN_BUDGET). Tasks that still hold a
+    /// guard are told the lease is gone ([`LostCause::Shutdown`](crate::LostCause::Shutdown):
+    /// a guarded body with `on_lost = "cancel"` is stopped at its next await point), and
+    /// tasks waiting for a lock fail with [`LockError::Shutdown`].
+    ///
+    /// Call it when the application stops (after SIGTERM, once the server stopped taking
+    /// requests): the other replicas get the locks at once instead of after their ttl.
+    /// Without it, the locks still held when the Tokio runtime shuts down (`main` returns)
+    /// are released then, synchronously, within the same budget. A second call finds
+    /// nothing left to do.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{Config, LockClient};
+    ///
+    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
+    /// // ... serve until SIGTERM ...
+    /// let report = client.shutdown().await;
+    /// assert_eq!(report.failed, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self) -> ShutdownReport {
+        self.inner.shutdown.run().await
     }
 
     /// How long one request may wait for its reply.
@@ -332,6 +455,8 @@ struct Setup<'a> {
     /// connect and one reply.
     limit: Duration,
     timeouts: Timeouts,
+    /// Wakes the client's parked waiters (a server declared down, the client shut down).
+    interrupt: Arc<tokio::sync::Notify>,
 }
 
 impl<'a> Setup<'a> {
@@ -384,7 +509,19 @@ impl<'a> Setup<'a> {
                 connect: config.connect_timeout,
                 response: config.response_timeout,
             },
+            interrupt: Arc::default(),
         })
+    }
+
+    /// What the requests to `server` found lately, for the outage rule; `probe` asks it
+    /// whether it is back while it is down.
+    fn health(&self, server: String, probe: Probe) -> Health {
+        Health::new(
+            server,
+            self.config.outage_grace,
+            self.interrupt.clone(),
+            Some(probe),
+        )
     }
 
     fn open(&self, url: &str) -> Result<redis::Client, LockError> {
@@ -406,9 +543,17 @@ impl<'a> Setup<'a> {
             }
             _ => (self.open(&self.urls[0])?, None),
         };
+        let health = self.health(
+            match &sentinel {
+                Some(sentinel) => format!("the primary `{}` (Sentinel)", sentinel.master),
+                None => client.get_connection_info().addr().to_string(),
+            },
+            ping_server(&client, self.limit),
+        );
         let pool = (0..self.config.pool_size.max(1))
             .map(|_| {
                 SingleServer::with_sentinel(client.clone(), self.manager.clone(), sentinel.clone())
+                    .map(|server| server.watched(health.clone()))
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| self.setup_failed(err))?;
@@ -466,7 +611,13 @@ impl<'a> Setup<'a> {
             .collect::<Result<Vec<_>, _>>()?;
         let nodes = clients
             .iter()
-            .map(|client| manager(client, &self.manager))
+            .map(|client| {
+                let health = self.health(
+                    client.get_connection_info().addr().to_string(),
+                    ping_server(client, self.limit),
+                );
+                manager(client, &self.manager, health)
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| self.setup_failed(err))?;
         for client in &clients {
@@ -502,7 +653,12 @@ impl<'a> Setup<'a> {
         let wakeups =
             Wakeups::cluster(self.cluster_builder()?).map_err(|err| self.setup_failed(err))?;
         Ok(Topology {
-            connections: vec![Connection::Cluster(LazyCluster::new(commands))],
+            connections: vec![Connection::Cluster(
+                LazyCluster::new(commands.clone()).watched(self.health(
+                    format!("the Redis Cluster ({})", self.urls.join(", ")),
+                    ping_cluster(commands),
+                )),
+            )],
             wakeups,
             redlock: None,
         })
@@ -634,11 +790,53 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
+/// A probe of one server: a `PING` on a connection of its own (not the pool's, which may
+/// be stuck on the dead socket), within `limit`.
+fn ping_server(client: &redis::Client, limit: Duration) -> Probe {
+    let client = client.clone();
+    Arc::new(move || {
+        let client = client.clone();
+        Box::pin(async move {
+            let config = redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(limit))
+                .set_response_timeout(Some(limit));
+            let Ok(mut connection) = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+            else {
+                return false;
+            };
+            redis::cmd("PING")
+                .query_async::<String>(&mut connection)
+                .await
+                .is_ok()
+        })
+    })
+}
+
+/// A probe of a cluster: a connection of its own that answers a `PING`.
+fn ping_cluster(cluster: redis::cluster::ClusterClient) -> Probe {
+    Arc::new(move || {
+        let cluster = cluster.clone();
+        Box::pin(async move {
+            let Ok(mut connection) = cluster.get_async_connection().await else {
+                return false;
+            };
+            redis::cmd("PING")
+                .query_async::<String>(&mut connection)
+                .await
+                .is_ok()
+        })
+    })
+}
+
 fn manager(
     client: &redis::Client,
     config: &ConnectionManagerConfig,
+    health: Health,
 ) -> redis::RedisResult<Connection> {
-    SingleServer::new(client.clone(), config.clone()).map(Connection::Single)
+    SingleServer::new(client.clone(), config.clone())
+        .map(|server| Connection::Single(server.watched(health)))
 }
 
 /// Warns once, in the background, when the server may evict lock keys: a `maxmemory` limit

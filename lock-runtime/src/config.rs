@@ -39,7 +39,12 @@ pub struct Config {
     pub(crate) foreign_window: Duration,
     pub(crate) metrics_key_label: Option<crate::telemetry::KeyLabel>,
     pub(crate) replicas: Option<crate::replicas::Replicas>,
+    pub(crate) outage_grace: Duration,
 }
+
+/// How long a server may fail to answer before acquisitions that need it fail at once,
+/// by default (see [`Config::outage_grace`]).
+pub const DEFAULT_OUTAGE_GRACE: Duration = Duration::from_secs(1);
 
 /// How long a foreign window leaves a contended key free, by default (see
 /// [`Config::foreign_window`]).
@@ -156,6 +161,7 @@ impl Config {
             foreign_window: DEFAULT_FOREIGN_WINDOW,
             metrics_key_label: None,
             replicas: None,
+            outage_grace: DEFAULT_OUTAGE_GRACE,
         }
     }
 
@@ -549,6 +555,36 @@ impl Config {
     /// every 50 to 250 ms), or they may miss it.
     pub fn foreign_window(mut self, window: Duration) -> Self {
         self.foreign_window = window;
+        self
+    }
+
+    /// How long Redis may stay unreachable before acquisitions stop waiting for it
+    /// (default [`DEFAULT_OUTAGE_GRACE`], 1 s).
+    ///
+    /// Behavior:
+    /// - A server (a Redlock master, a cluster as a whole) whose requests have all failed
+    ///   to reach it (refused, reset, timed out) for longer than this, and that answers
+    ///   no `PING` on a fresh connection for another 500 ms, is declared down, with one
+    ///   WARN naming it. From then on every acquisition that needs it fails at
+    ///   once with [`LockError::Backend`](crate::LockError::Backend), whose cause says for
+    ///   how long it has been unreachable, and the waiters parked on it fail too, instead
+    ///   of holding their callers for the whole `wait`. In Redlock mode a call fails fast
+    ///   only when too many masters are down for a majority (`NoQuorum`).
+    /// - The client probes a down server every 200 ms (and the watchdog's renewals still
+    ///   go to it): its first answer brings it back, with one INFO.
+    /// - Shorter failures (a restart, a failover behind Sentinel) are ridden out: the
+    ///   acquire loop tries again within each caller's `wait`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::Config;
+    ///
+    /// // Ride out restarts of up to 3 s before failing callers fast.
+    /// let config = Config::single("redis://127.0.0.1:6379").outage_grace(Duration::from_secs(3));
+    /// # let _ = config;
+    /// ```
+    pub fn outage_grace(mut self, grace: Duration) -> Self {
+        self.outage_grace = grace;
         self
     }
 

@@ -12,6 +12,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::RwLock;
 
+use crate::outage::Health;
 use crate::sentinel::{PrimaryTemplate, is_auth_failure, name_auth_failure};
 
 /// A connection to a single server or to a cluster.
@@ -40,6 +41,8 @@ struct SingleInner {
     current: std::sync::RwLock<Arc<Current>>,
     /// Where to ask for the primary, when it is found through Sentinel.
     sentinel: Option<Arc<Sentinel>>,
+    /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
+    health: std::sync::OnceLock<Health>,
 }
 
 struct Current {
@@ -74,8 +77,16 @@ impl SingleServer {
                     manager,
                 })),
                 sentinel,
+                health: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Reports this connection's requests to `health` (shared by the connections to one
+    /// server).
+    pub(crate) fn watched(self, health: Health) -> Self {
+        let _ = self.inner.health.set(health);
+        self
     }
 
     /// The connection in use (a reference count, not a copy: this runs on every request).
@@ -465,6 +476,8 @@ fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
 pub(crate) struct LazyCluster {
     client: Arc<ClusterClient>,
     connection: Arc<RwLock<Option<ClusterConnection>>>,
+    /// Where its requests' outcomes go (the cluster as a whole; see `outage.rs`).
+    health: Option<Health>,
 }
 
 impl LazyCluster {
@@ -472,7 +485,14 @@ impl LazyCluster {
         LazyCluster {
             client: Arc::new(client),
             connection: Arc::new(RwLock::new(None)),
+            health: None,
         }
+    }
+
+    /// Reports this connection's requests to `health`.
+    pub(crate) fn watched(mut self, health: Health) -> Self {
+        self.health = Some(health);
+        self
     }
 
     pub(crate) async fn get(&self) -> redis::RedisResult<ClusterConnection> {
@@ -505,22 +525,59 @@ impl Connection {
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Connection::Cluster(_))
     }
+
+    /// What this connection's server (or cluster) answered lately, when the client
+    /// watches it.
+    pub(crate) fn health(&self) -> Option<&Health> {
+        match self {
+            Connection::Single(single) => single.inner.health.get(),
+            Connection::Cluster(lazy) => lazy.health.as_ref(),
+        }
+    }
+
+    /// Where a connection of its own can be opened, for the release at shutdown (when the
+    /// runtime these connections live on is gone).
+    pub(crate) fn fresh(&self) -> Fresh {
+        match self {
+            Connection::Single(single) => Fresh::Server(Box::new(single.current().client.clone())),
+            Connection::Cluster(lazy) => Fresh::Cluster(lazy.client.clone()),
+        }
+    }
+}
+
+/// Where to open a connection of one's own: a server, or a cluster.
+#[derive(Clone)]
+pub(crate) enum Fresh {
+    Server(Box<redis::Client>),
+    Cluster(Arc<ClusterClient>),
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(single) => Box::pin(async move {
-                single
+                let result = single
                     .request(
                         |mut connection| async move { connection.req_packed_command(cmd).await },
                     )
-                    .await
+                    .await;
+                if let Some(health) = single.inner.health.get() {
+                    health.observe(&result);
+                }
+                result
             }),
             Connection::Cluster(lazy) => Box::pin(async move {
-                let mut connection = lazy.get().await?;
-                let result = connection.req_packed_command(cmd).await;
-                lazy.check(result).await
+                let result = match lazy.get().await {
+                    Ok(mut connection) => {
+                        let result = connection.req_packed_command(cmd).await;
+                        lazy.check(result).await
+                    }
+                    Err(err) => Err(err),
+                };
+                if let Some(health) = &lazy.health {
+                    health.observe(&result);
+                }
+                result
             }),
         }
     }
@@ -533,19 +590,31 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(single) => Box::pin(async move {
-                single
+                let result = single
                     .request(|mut connection| async move {
                         connection
                             .req_packed_commands(pipeline, offset, count)
                             .await
                     })
-                    .await
+                    .await;
+                if let Some(health) = single.inner.health.get() {
+                    health.observe(&result);
+                }
+                result
             }),
             Connection::Cluster(lazy) => Box::pin(async move {
-                let mut connection = lazy.get().await?;
-                connection
-                    .req_packed_commands(pipeline, offset, count)
-                    .await
+                let result = match lazy.get().await {
+                    Ok(mut connection) => {
+                        connection
+                            .req_packed_commands(pipeline, offset, count)
+                            .await
+                    }
+                    Err(err) => Err(err),
+                };
+                if let Some(health) = &lazy.health {
+                    health.observe(&result);
+                }
+                result
             }),
         }
     }

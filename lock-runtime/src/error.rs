@@ -98,6 +98,12 @@ pub enum LockError {
         /// What is wrong, and how to fix it.
         reason: String,
     },
+    /// The lock client was shut down ([`crate::shutdown`], [`crate::LockClient::shutdown`]),
+    /// or the Tokio runtime it lives on shut down: it takes no new locks.
+    Shutdown {
+        /// The Redis key of the lock.
+        key: String,
+    },
     /// The Redis client rejected the configured URL(s): a malformed URL, an unknown
     /// scheme, TLS asked for but not compiled in. [`source()`](std::error::Error::source)
     /// is the client's error.
@@ -158,6 +164,12 @@ impl fmt::Display for LockError {
                 write!(f, "invalid lock key `{key}`: {reason}")
             }
             LockError::Config { reason } => write!(f, "lock runtime configuration: {reason}"),
+            LockError::Shutdown { key } => write!(
+                f,
+                "lock `{key}` was not acquired: the lock client has been shut down \
+                 (lock_runtime::shutdown or LockClient::shutdown was called, or the Tokio \
+                 runtime it was created on shut down); take locks before shutting down"
+            ),
             LockError::InvalidUrl { url, .. } => write!(
                 f,
                 "lock runtime configuration: the Redis client rejects the URL `{url}`; fix \
@@ -226,7 +238,8 @@ impl LockError {
             | LockError::Backend { key, .. }
             | LockError::NoQuorum { key, .. }
             | LockError::NotReplicated { key, .. }
-            | LockError::InvalidKey { key, .. } => key,
+            | LockError::InvalidKey { key, .. }
+            | LockError::Shutdown { key } => key,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => "",
         }
     }
@@ -277,6 +290,10 @@ pub enum LostCause {
          e.g. to a failover; the body's effects may have happened)"
     )]
     FoundAtRelease,
+    /// The lock client shut down and released the lock ([`crate::shutdown`],
+    /// [`crate::LockClient::shutdown`], or the end of its Tokio runtime).
+    #[error("the lock client shut down and released the lock")]
+    Shutdown,
 }
 
 /// What releasing a lock found.

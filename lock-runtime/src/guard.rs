@@ -587,7 +587,10 @@ impl Drop for LockGuard {
         let client = self.client.clone();
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
-        runtime.spawn(async move {
+        // Given back synchronously instead when the runtime drops it (shutting down).
+        let leftover = crate::shutdown::Leftover::lock(&names, &token);
+        let shutdown = self.client.shutdown_state().clone();
+        shutdown.give_back_in_background(&runtime, leftover, async move {
             let reply = release_contended(&client, &names, &token, valid_until, window).await;
             drop(local);
             match reply {

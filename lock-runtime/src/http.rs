@@ -7,6 +7,7 @@
 //! | `Timeout` | 503 Service Unavailable, `Retry-After: 1` | the resource stayed busy for the whole wait |
 //! | `Backend`, `NoQuorum`, `NotReplicated` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing (or its replicas are) |
 //! | `Lost` | 503 Service Unavailable | the lease was lost mid-request; the work was cancelled |
+//! | `Shutdown` | 503 Service Unavailable | the lock client was shut down (the service is stopping) |
 //! | `InvalidKey` | 400 Bad Request | a request value rendered an empty or over-long key |
 //! | `Config`, `InvalidUrl` | 500 Internal Server Error | the service is misconfigured |
 //!
@@ -49,7 +50,8 @@ impl LockError {
             | LockError::Backend { .. }
             | LockError::NoQuorum { .. }
             | LockError::NotReplicated { .. }
-            | LockError::Lost { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | LockError::Lost { .. }
+            | LockError::Shutdown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -65,6 +67,7 @@ impl LockError {
             | LockError::NoQuorum { .. }
             | LockError::NotReplicated { .. } => "the lock service is unavailable; retry shortly",
             LockError::Lost { .. } => "the request lost its lock before it completed; retry",
+            LockError::Shutdown { .. } => "the service is shutting down; retry on another replica",
             LockError::InvalidKey { .. } => "the request names an invalid resource",
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
                 "the lock service is misconfigured"

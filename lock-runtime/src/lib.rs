@@ -195,11 +195,13 @@ mod lock;
 mod lost_signal;
 mod multi;
 mod options;
+mod outage;
 mod redis_queue;
 mod redlock;
 mod replicas;
 mod scripts;
 mod sentinel;
+mod shutdown;
 pub mod telemetry;
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 mod tls;
@@ -215,10 +217,10 @@ pub mod layer;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use client::{LockClient, client, init, is_locked};
+pub use client::{LockClient, client, init, is_locked, shutdown};
 pub use config::{
     Config, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
-    DEFAULT_REDIS_URL, REDIS_URL_ENV,
+    DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
@@ -234,3 +236,4 @@ pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
 /// client needs this same version: through this re-export (`lock_runtime::redis::Client`),
 /// or a `redis` dependency that resolves to it (see "Dependencies in the public API").
 pub use redis;
+pub use shutdown::{SHUTDOWN_BUDGET, ShutdownReport};

@@ -157,6 +157,7 @@ impl Lock {
         names: Arc<KeyNames>,
     ) -> Result<LockGuard, LockError> {
         self.check_ttl(names.lock())?;
+        client.shutdown_state().check_open(names.lock())?;
         let wait = self.options.wait.min(MAX_WAIT);
         let started = Instant::now();
         let deadline = started + wait;

@@ -136,7 +136,10 @@ impl Drop for Place {
         );
         // In the background, so retried like a release: a grant this process never heard of
         // (its reply lost with a reset connection) would otherwise stay until its window ends.
-        runtime.spawn(async move {
+        // Left synchronously instead when the runtime drops it (shutting down).
+        let leftover = crate::shutdown::Leftover::place(&names, &token);
+        let shutdown = client.shutdown_state().clone();
+        shutdown.give_back_in_background(&runtime, leftover, async move {
             let give_up = Instant::now() + RELEASE_BUDGET;
             let _ = retrying(&names, "leaving the queue", give_up, || {
                 leave_queue(&client, &names, &token)
@@ -230,6 +233,8 @@ const MAX_TRIES: u32 = 10_000_000;
 impl RedisWait<'_> {
     /// One try and what it means.
     async fn attempt(&mut self) -> Result<Step, LockError> {
+        // Shut down, or Redis declared down: fail now rather than at the end of the wait.
+        self.client.may_try(self.names.lock())?;
         self.attempts += 1;
         let sent = Instant::now();
         // Until the reply says otherwise, this try may have queued us or granted us the
@@ -250,9 +255,17 @@ impl RedisWait<'_> {
             // same token, so a lost grant is found again). A server that never answered
             // is unreachable: reported at once, within the connect timeout.
             Ok(Err(err)) if is_retryable(self.client, &err) && Instant::now() < self.deadline => {
+                if let Some(outage) = self.client.outage(self.names.lock()) {
+                    // Unreachable past the grace: no use waiting for it.
+                    return Err(outage);
+                }
                 tracing::debug!(key = %self.names.lock(), error = %err.cause(), "transient error; retrying");
                 let pause = self.transient_pause.saturating_add(jitter());
-                tokio::time::sleep(pause.min(self.deadline - Instant::now())).await;
+                let interrupted = self.client.interrupt().notified();
+                tokio::select! {
+                    () = tokio::time::sleep(pause.min(self.deadline - Instant::now())) => {}
+                    () = interrupted => {}
+                }
                 self.transient_pause = (self.transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
                 return Ok(Step::Again);
             }
@@ -374,14 +387,28 @@ impl RedisWait<'_> {
             .min(MAX_PARK)
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
+        // A server declared down or the client shut down ends the park: the next try
+        // fails at once.
+        let interrupted = self.client.interrupt().notified();
+        tokio::pin!(interrupted);
+        interrupted.as_mut().enable();
+        if self.client.may_try(self.names.lock()).is_err() {
+            return;
+        }
         if let Some(ticket) = self.ticket.as_ref() {
             // A grant (the key holds our token for its confirmation window) is confirmed
             // by the next try, which takes the key for our whole ttl, so the lease is
             // dated from that try, as any other. A grant that lapsed meanwhile (this
             // process was too slow to confirm) queues us again instead.
-            ticket.wait(park).await;
+            tokio::select! {
+                _ = ticket.wait(park) => {}
+                () = interrupted => {}
+            }
         } else {
-            tokio::time::sleep(park).await;
+            tokio::select! {
+                () = tokio::time::sleep(park) => {}
+                () = interrupted => {}
+            }
         }
     }
 }
@@ -798,6 +825,10 @@ pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let (client, names, token) = (client.clone(), names.clone(), token.to_owned());
-    runtime.spawn(async move { release_token(&client, &names, &token).await });
+    let (client, names, token) = (client.clone(), Arc::new(names.clone()), Token::from(token));
+    let leftover = crate::shutdown::Leftover::lock(&names, &token);
+    let shutdown = client.shutdown_state().clone();
+    shutdown.give_back_in_background(&runtime, leftover, async move {
+        release_token(&client, &names, &token).await;
+    });
 }

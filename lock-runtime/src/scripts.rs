@@ -2,6 +2,7 @@
 //! the auxiliary keys and channel they use.
 
 use once_cell::sync::Lazy;
+use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 use crate::LockError;
@@ -90,6 +91,11 @@ impl<'s> Call<'s> {
         self.cmd.arg(arg);
         self
     }
+
+    /// The `EVALSHA` command, for a pipeline.
+    pub(crate) fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
 }
 
 /// Runs a script call: EVALSHA, and on NOSCRIPT (a restart, `SCRIPT FLUSH`) loads the
@@ -103,7 +109,7 @@ impl<'s> Call<'s> {
 /// is reported at once.
 pub(crate) async fn invoke<T: FromRedisValue>(
     call: &Call<'_>,
-    connection: &mut Connection,
+    connection: &mut (impl ConnectionLike + Send),
 ) -> RedisResult<T> {
     let mut noscript_tries = 1;
     let mut reconnected = false;

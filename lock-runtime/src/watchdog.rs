@@ -34,6 +34,7 @@ const MIN_IDLE: Duration = Duration::from_millis(1);
 /// A renewal that failed with an error is retried after this share of the ttl.
 const RETRY_DIVISOR: u32 = 10;
 
+#[derive(Clone)]
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
     wake: Arc<Notify>,
@@ -149,12 +150,16 @@ impl Watchdog {
     /// Starts the scheduler task on the current Tokio runtime. Renewals go to every one of
     /// `connections`; a lease stays valid when `quorum` of them confirm it (and, with
     /// `replicas`, when that many replicas confirm the renewal).
+    ///
+    /// `on_dropped` runs when the runtime drops the scheduler task before the watchdog
+    /// stopped it (the runtime is shutting down, see `shutdown.rs`).
     pub(crate) fn start(
         connections: Vec<Connection>,
         quorum: usize,
         timeout: Option<Duration>,
         replicas: Option<Replicas>,
         telemetry: Telemetry,
+        on_dropped: OnDropped,
     ) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -170,7 +175,12 @@ impl Watchdog {
             timeout,
             replicas,
         };
-        tokio::spawn(schedule(Arc::downgrade(&shared), wake.clone(), nodes));
+        let scheduler = schedule(Arc::downgrade(&shared), wake.clone(), nodes);
+        tokio::spawn(async move {
+            let mut armed = WhenDropped(Some(on_dropped));
+            scheduler.await;
+            armed.0 = None;
+        });
         Watchdog { shared, wake }
     }
 
@@ -376,6 +386,29 @@ impl Watchdog {
         self.shared.state().queued.remove(&id);
     }
 
+    /// Takes every lease and queue place off the schedule (shutdown): each lease's turn
+    /// is let go, then its holder is told it is gone ([`LostCause::Shutdown`]). Returns
+    /// them, as (names, token, whether it is a queue place), to be given back.
+    pub(crate) fn drain(&self) -> Vec<(Arc<KeyNames>, Token, bool)> {
+        let (leases, queued) = {
+            let mut state = self.shared.state();
+            (
+                std::mem::take(&mut state.leases),
+                std::mem::take(&mut state.queued),
+            )
+        };
+        let mut drained = Vec::with_capacity(leases.len() + queued.len());
+        for (_, mut lease) in leases {
+            drop(lease.attached.take());
+            lease.lost.set(LostCause::Shutdown);
+            drained.push((lease.names, lease.token, false));
+        }
+        for (_, place) in queued {
+            drained.push((place.names, place.token, true));
+        }
+        drained
+    }
+
     /// How many leases are on the schedule.
     pub(crate) fn len(&self) -> usize {
         self.shared.state().leases.len()
@@ -384,6 +417,20 @@ impl Watchdog {
     pub(crate) fn shutdown(&self) {
         self.shared.stopped.store(true, Ordering::Release);
         self.wake.notify_one();
+    }
+}
+
+/// What runs when the scheduler task is dropped before it ended by itself.
+pub(crate) type OnDropped = Box<dyn FnOnce() + Send>;
+
+/// Runs its function when dropped, unless emptied first.
+struct WhenDropped(Option<OnDropped>);
+
+impl Drop for WhenDropped {
+    fn drop(&mut self) {
+        if let Some(on_dropped) = self.0.take() {
+            on_dropped();
+        }
     }
 }
 
@@ -712,14 +759,16 @@ async fn send_renewals(
         }
         pipe
     };
-    let mut first: Vec<redis::RedisResult<i64>> =
-        match pipeline(&|_| true).query_async(connection).await {
-            Ok(replies) => replies,
-            Err(err) => {
-                tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
-                return Err(());
-            }
-        };
+    let mut first: Vec<redis::RedisResult<i64>> = match pipeline(&|_| true)
+        .query_async(connection)
+        .await
+    {
+        Ok(replies) => replies,
+        Err(err) => {
+            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
+            return Err(());
+        }
+    };
     let first_confirmed = confirmed_by_replicas(&mut first, replicas, batch.len(), batch);
     let missing: Vec<bool> = first.iter().map(is_noscript).collect();
     let mut results: Vec<Result<bool, ()>> = first
@@ -749,7 +798,8 @@ async fn send_renewals(
         .iter()
         .enumerate()
         .filter(|(_, noscript)| **noscript);
-    let retry_confirmed = confirmed_by_replicas(&mut retry, replicas, resent.clone().count(), batch);
+    let retry_confirmed =
+        confirmed_by_replicas(&mut retry, replicas, resent.clone().count(), batch);
     for ((index, _), reply) in resent.zip(retry) {
         results[index] = renewal_result(&reply, retry_confirmed);
     }

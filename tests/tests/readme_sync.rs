@@ -6,10 +6,12 @@
 use std::path::PathBuf;
 
 /// The files that hold a marked excerpt, relative to the workspace root: the README's first
-/// example (Usage), its web-service code and its tower layer.
+/// example (Usage), its web-service code, its tower layer, and its shutdown (the web shop's
+/// `main`).
 const QUICK_START: &str = "examples/quick_start.rs";
 const WEB_SHOP: &str = "examples/src/web_shop.rs";
 const GIFT_LAYER: &str = "examples/gift_layer.rs";
+const SHUTTING_DOWN: &str = "examples/web_shop.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -96,6 +98,12 @@ fn readme_shows_the_web_shop_code_verbatim() {
 #[test]
 fn readme_shows_the_tower_layer_example_verbatim() {
     assert_readme_shows(GIFT_LAYER);
+}
+
+/// The README's "Shutting down" is the web shop's `main`, verbatim.
+#[test]
+fn readme_shows_the_shutdown_code_verbatim() {
+    assert_readme_shows(SHUTTING_DOWN);
 }
 
 /// The README's first example compiles as written: it is `examples/quick_start.rs`.

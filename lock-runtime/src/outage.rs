@@ -1,0 +1,336 @@
+//! Outages: a Redis server (a Redlock master, a cluster as a whole) that has not answered
+//! for longer than a grace is declared down, and the acquisitions that need it fail at
+//! once with [`LockError::Backend`] until it answers again.
+//!
+//! Every request of a connection reports here what came of it ([`Health::observe`]): a
+//! reply (any reply, errors included: the server is there) or a failure to reach the
+//! server (refused, reset, timed out). A server whose failures have gone on for the grace
+//! with no reply in between, and that then answers no `PING` on a fresh connection for
+//! [`CONFIRM_LIMIT`] either (our own connection may only be reconnecting, with a back-off,
+//! after a restart; a restart under load may take about a second), is *down*: one WARN says so, the waiters parked on the client
+//! are woken to fail, and new tries fail without traffic. While it is down, a probe (a
+//! `PING` on a connection of its own) goes to it every [`PROBE_EVERY`] (and the watchdog's
+//! renewals and keep-alives still go), so the first reply after the outage brings it back,
+//! whether or not anyone is asking for a lock: one INFO says so.
+//!
+//! A short restart is ridden out: failures that last less than the grace only make the
+//! acquire loop try again within each caller's `wait`, as before.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::LockError;
+
+/// While a server is down, how often it is asked whether it is back.
+const PROBE_EVERY: Duration = Duration::from_millis(200);
+
+/// How long the probes that confirm an outage go on: a server that answers none of them
+/// (one every [`CONFIRM_EVERY`]) is unreachable. A server restarting under load can take
+/// longer than the grace to accept connections again.
+const CONFIRM_LIMIT: Duration = Duration::from_millis(500);
+
+/// How often a probe is sent while an outage is being confirmed.
+const CONFIRM_EVERY: Duration = Duration::from_millis(50);
+
+/// Whether the server answers none of the probes sent over [`CONFIRM_LIMIT`].
+async fn confirm_unreachable(probe: &Probe) -> bool {
+    let until = Instant::now() + CONFIRM_LIMIT;
+    for _ in 0..100 {
+        if matches!(tokio::time::timeout_at(until, probe()).await, Ok(true)) {
+            return false;
+        }
+        if Instant::now() + CONFIRM_EVERY >= until {
+            return true;
+        }
+        tokio::time::sleep(CONFIRM_EVERY).await;
+    }
+    true
+}
+
+/// Asks the server once whether it answers (a `PING` on a connection of its own).
+pub(crate) type Probe =
+    Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, bool> + Send + Sync>;
+
+/// What one server's requests found lately.
+#[derive(Clone)]
+pub(crate) struct Health {
+    inner: Arc<HealthInner>,
+}
+
+struct HealthInner {
+    /// The server, as messages name it.
+    server: String,
+    /// How long failures may last before the server is declared down.
+    grace: Duration,
+    state: Mutex<State>,
+    /// Wakes the client's parked waiters when a server is declared down.
+    interrupt: Arc<Notify>,
+    /// How to ask the server whether it is back, while it is down.
+    probe: Option<Probe>,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    Up,
+    /// Every request since `since` failed to reach the server; `confirming`: the grace
+    /// has passed, and a probe on a fresh connection is checking that the server itself
+    /// is unreachable (not only our connection, still reconnecting after a restart).
+    Failing {
+        since: Instant,
+        confirming: bool,
+    },
+    /// Declared down: failing since `since`.
+    Down {
+        since: Instant,
+        last_error: String,
+    },
+}
+
+impl Health {
+    /// A server reported as `server`, declared down after `grace` of failures; its
+    /// declaration wakes `interrupt`'s waiters.
+    /// `probe` asks the server whether it is back, while it is down.
+    pub(crate) fn new(
+        server: impl Into<String>,
+        grace: Duration,
+        interrupt: Arc<Notify>,
+        probe: Option<Probe>,
+    ) -> Self {
+        Health {
+            inner: Arc::new(HealthInner {
+                server: server.into(),
+                grace,
+                state: Mutex::new(State::Up),
+                interrupt,
+                probe,
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update is a single store: a panic elsewhere cannot leave it half-done.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes note of what a request to the server came to.
+    pub(crate) fn observe<T>(&self, result: &redis::RedisResult<T>) {
+        match result {
+            Err(err) if unreachable(err) => self.failed(err),
+            _ => self.answered(),
+        }
+    }
+
+    fn answered(&self) {
+        let mut state = self.state();
+        if let State::Up = *state {
+            return;
+        }
+        let was = std::mem::replace(&mut *state, State::Up);
+        drop(state);
+        if let State::Down { since, .. } = was {
+            tracing::info!(
+                server = %self.inner.server,
+                unreachable_ms = since.elapsed().as_millis() as u64,
+                "the Redis server answers again after {:.1?} unreachable; locks are taken on it again",
+                since.elapsed()
+            );
+        }
+    }
+
+    fn failed(&self, err: &redis::RedisError) {
+        let now = Instant::now();
+        let mut state = self.state();
+        let since = match &mut *state {
+            State::Down { .. }
+            | State::Failing {
+                confirming: true, ..
+            } => return,
+            State::Up => {
+                *state = State::Failing {
+                    since: now,
+                    confirming: false,
+                };
+                return;
+            }
+            State::Failing { since, confirming } => {
+                if now.saturating_duration_since(*since) < self.inner.grace {
+                    return;
+                }
+                *confirming = true;
+                *since
+            }
+        };
+        drop(state);
+        let last_error = err.to_string();
+        match (&self.inner.probe, tokio::runtime::Handle::try_current()) {
+            (Some(probe), Ok(runtime)) => {
+                let (health, probe) = (self.clone(), probe.clone());
+                runtime.spawn(async move {
+                    if confirm_unreachable(&probe).await {
+                        health.declare_down(since, last_error);
+                    } else {
+                        // Reachable: our connection only lags behind (it reconnects with
+                        // a back-off). The count starts again at its next failure.
+                        health.answered();
+                    }
+                });
+            }
+            _ => self.declare_down(since, last_error),
+        }
+    }
+
+    /// The server failed for longer than the grace, and a fresh connection failed too:
+    /// down, until it answers again.
+    fn declare_down(&self, since: Instant, last_error: String) {
+        {
+            let mut state = self.state();
+            if !matches!(*state, State::Failing { .. }) {
+                return; // it answered meanwhile
+            }
+            *state = State::Down {
+                since,
+                last_error: last_error.clone(),
+            };
+        }
+        if let (Some(probe), Ok(runtime)) =
+            (&self.inner.probe, tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(probe_until_back(Arc::downgrade(&self.inner), probe.clone()));
+        }
+        tracing::warn!(
+            server = %self.inner.server,
+            grace_ms = self.inner.grace.as_millis() as u64,
+            error = %last_error,
+            "the Redis server has been unreachable for {:.1?}, longer than the outage grace: \
+             acquisitions that need it fail at once until it answers again",
+            since.elapsed()
+        );
+        self.inner.interrupt.notify_waiters();
+    }
+
+    /// Whether a try for `key` may go to the server: not while it is down. The error says
+    /// for how long it has been unreachable.
+    pub(crate) fn check(&self, key: &str) -> Result<(), LockError> {
+        self.down(key).map_or(Ok(()), Err)
+    }
+
+    fn is_down(&self) -> bool {
+        matches!(*self.state(), State::Down { .. })
+    }
+
+    /// The error for `key` while the server is down, or `None` when it is not.
+    pub(crate) fn down(&self, key: &str) -> Option<LockError> {
+        let State::Down {
+            since, last_error, ..
+        } = &*self.state()
+        else {
+            return None;
+        };
+        let message = format!(
+            "Redis server {} has been unreachable for {:.1?} (outage grace {:?}; last error: \
+             {last_error}); acquisitions fail at once until it answers again",
+            self.inner.server,
+            since.elapsed(),
+            self.inner.grace
+        );
+        let err = std::io::Error::new(std::io::ErrorKind::NotConnected, message);
+        Some(LockError::backend(key, err.into()))
+    }
+}
+
+/// Asks the server every [`PROBE_EVERY`] whether it is back, while it is down (and while
+/// the client that watches it lives). Probes overlap: one that hangs (a blackholed path)
+/// does not delay the next, so the server is seen back within a period of its return.
+async fn probe_until_back(health: std::sync::Weak<HealthInner>, probe: Probe) {
+    use futures_util::StreamExt as _;
+    let mut in_flight = futures_util::stream::FuturesUnordered::new();
+    let mut tick = tokio::time::interval(PROBE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let Some(inner) = health.upgrade() else {
+                    return;
+                };
+                if !(Health { inner }.is_down()) {
+                    return;
+                }
+                let probe = probe();
+                in_flight.push(async move {
+                    matches!(tokio::time::timeout(PROBE_EVERY * 5, probe).await, Ok(true))
+                });
+            }
+            Some(answered) = in_flight.next() => {
+                if answered {
+                    if let Some(inner) = health.upgrade() {
+                        Health { inner }.answered();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Whether `err` says the server could not be reached (as opposed to a reply).
+fn unreachable(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused() -> redis::RedisResult<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
+    }
+
+    #[test]
+    fn failures_for_the_grace_declare_the_server_down_until_it_answers() {
+        let sleep = |ms| std::thread::sleep(Duration::from_millis(ms));
+        let health = Health::new(
+            "server",
+            Duration::from_millis(100),
+            Arc::new(Notify::new()),
+            None,
+        );
+        health.observe(&refused());
+        sleep(50);
+        health.observe(&refused());
+        assert!(health.down("k").is_none(), "within the grace");
+        // An answer in between starts the count again.
+        health.observe(&Ok(()));
+        health.observe(&refused());
+        sleep(60);
+        health.observe(&refused());
+        assert!(health.down("k").is_none());
+        sleep(60);
+        health.observe(&refused());
+        let err = health.down("k").expect("down after the grace");
+        let text = std::error::Error::source(&err).unwrap().to_string();
+        assert!(text.contains("has been unreachable for"), "{text}");
+        assert!(err.to_string().contains("`k`"), "{err}");
+        // Down: tries fail until the server answers.
+        assert!(health.check("k").is_err());
+        health.observe(&refused());
+        assert!(health.check("k").is_err());
+        // A server error is an answer.
+        let busy: redis::RedisResult<()> = Err(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading),
+            "loading",
+        )));
+        health.observe(&busy);
+        assert!(health.check("k").is_ok());
+        assert!(health.down("k").is_none());
+    }
+}

@@ -1,0 +1,469 @@
+//! Shutdown: what this process holds in Redis is given back when it shuts down, not left
+//! to run out its ttl.
+//!
+//! What a process holds in Redis is, at any moment, on its client's watchdog (held leases,
+//! the ones parked for a local waiter included, and queue places) or in a background
+//! release or queue leave that a dropped guard or waiter spawned ([`Pending`]). Two ways
+//! end them:
+//!
+//! - **Explicitly** ([`crate::LockClient::shutdown`], [`crate::shutdown`]), for applications that
+//!   handle SIGTERM: the client stops taking locks, takes every lease and place off the
+//!   watchdog (telling their holders, [`crate::LostCause::Shutdown`]), and releases and leaves them
+//!   all on its own connections, one pipeline per server.
+//! - **When the runtime goes** (`main` returns, the runtime drops its tasks): the
+//!   background releases and the watchdog's scheduler are dropped without having run. The
+//!   first of them to be dropped does the same as the explicit shutdown, synchronously, on
+//!   a thread of its own with its own connections (the runtime's are gone with it), and
+//!   waits for it at most [`SHUTDOWN_BUDGET`]: the process exits when `main` returns, so
+//!   it must not leave before Redis answered. Those dropped after it find their lock given
+//!   back already.
+//!
+//! The releases are the owner-checked release script (so a lock another owner holds now
+//! is left alone, and the next queued process is granted the lock at once), the leaves
+//! the queue-leaving script.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use redis::aio::ConnectionLike;
+
+use tokio::sync::Notify;
+
+use crate::LockError;
+use crate::connection::{Connection, Fresh};
+use crate::lease::Token;
+use crate::scripts::{Call, KeyNames, LEAVE, RELEASE, announced_release_call, invoke, queue_call};
+use crate::watchdog::Watchdog;
+
+/// The longest the release at shutdown may take, connecting included; what Redis has not
+/// answered by then ends by its ttl.
+pub const SHUTDOWN_BUDGET: Duration = Duration::from_secs(1);
+
+/// What a shutdown gave back.
+///
+/// ```no_run
+/// # async fn demo(client: lock_runtime::LockClient) {
+/// let report = client.shutdown().await;
+/// println!("released {} locks, left {} queues", report.released, report.left);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Locks released: this process's token was there, and is gone now.
+    pub released: usize,
+    /// Locks found expired or held by another owner (nothing deleted).
+    pub not_held: usize,
+    /// Places in Redis wait queues left.
+    pub left: usize,
+    /// Releases or leaves Redis did not answer within [`SHUTDOWN_BUDGET`]: those end by
+    /// their ttl (a queue place within a second).
+    pub failed: usize,
+}
+
+/// Something this process holds in Redis: a lock (by its token) or a place in a key's
+/// queue.
+#[derive(Clone)]
+pub(crate) struct Leftover {
+    pub(crate) names: Arc<KeyNames>,
+    pub(crate) token: Token,
+    pub(crate) place: bool,
+}
+
+impl Leftover {
+    /// A lock `token` holds on `names`.
+    pub(crate) fn lock(names: &Arc<KeyNames>, token: &Token) -> Self {
+        Leftover {
+            names: names.clone(),
+            token: token.clone(),
+            place: false,
+        }
+    }
+
+    /// A place `token` holds in the queue of `names`.
+    pub(crate) fn place(names: &Arc<KeyNames>, token: &Token) -> Self {
+        Leftover {
+            place: true,
+            ..Leftover::lock(names, token)
+        }
+    }
+}
+
+/// A client's shutdown: the background give-backs in flight, whether it still takes locks,
+/// and what it needs to give everything back (its watchdog and its connections).
+pub(crate) struct Shutdown {
+    state: Mutex<State>,
+    watchdog: Watchdog,
+    /// The one server's (or the cluster's) connection, or every Redlock master's.
+    nodes: Vec<Connection>,
+    mode: Mode,
+    /// Wakes the client's parked waiters (to find the client closed).
+    interrupt: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    /// Background releases and leaves spawned and not finished, by id.
+    pending: HashMap<u64, Leftover>,
+    /// No new locks: shut down, explicitly or with the runtime.
+    closed: bool,
+    /// What was given back already (token, place), so that nothing goes twice.
+    given_back: HashSet<(Token, bool)>,
+}
+
+/// A background give-back in flight. Dropped before it [`finish`](Pending::finish)ed, it
+/// was dropped by its runtime shutting down: what it was to give back is given back now,
+/// synchronously, with everything else the client holds.
+struct Pending {
+    shutdown: Arc<Shutdown>,
+    id: u64,
+}
+
+impl Pending {
+    fn finish(self) {
+        self.shutdown.state().pending.remove(&self.id);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let orphan = self.shutdown.state().pending.remove(&self.id);
+        if let Some(orphan) = orphan {
+            self.shutdown.runtime_gone(Some(orphan));
+        }
+    }
+}
+
+impl Shutdown {
+    /// The shutdown of a client whose leases and places are on `watchdog`, on `nodes` (the
+    /// pool, or the Redlock masters), announcing releases with `publish`.
+    pub(crate) fn new(
+        watchdog: Watchdog,
+        nodes: &[Connection],
+        redlock: bool,
+        publish: &'static str,
+        interrupt: Arc<Notify>,
+    ) -> Self {
+        let mode = Mode {
+            redlock,
+            cluster: nodes.first().is_some_and(Connection::is_cluster),
+            publish,
+        };
+        let nodes = if redlock {
+            nodes.to_vec()
+        } else {
+            nodes.iter().take(1).cloned().collect()
+        };
+        Shutdown {
+            state: Mutex::default(),
+            watchdog,
+            nodes,
+            mode,
+            interrupt,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update is a single insert, remove or store: nothing to repair after a panic.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Refuses a new acquisition of `key` once the client is shut down.
+    pub(crate) fn check_open(&self, key: &str) -> Result<(), LockError> {
+        if self.state().closed {
+            return Err(LockError::Shutdown {
+                key: key.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `give_back` (a release or a queue leave of `leftover`) on `runtime`. When the
+    /// runtime drops it before it finished (shutting down), `leftover` is given back
+    /// synchronously instead, with everything else the client holds.
+    pub(crate) fn give_back_in_background<F>(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        leftover: Leftover,
+        give_back: F,
+    ) where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let id = {
+            let mut state = self.state();
+            state.next_id += 1;
+            let id = state.next_id;
+            state.pending.insert(id, leftover);
+            id
+        };
+        let pending = Pending {
+            shutdown: self.clone(),
+            id,
+        };
+        runtime.spawn(async move {
+            give_back.await;
+            pending.finish();
+        });
+    }
+
+    /// The explicit shutdown (see [`crate::LockClient::shutdown`]), on the client's own
+    /// connections.
+    pub(crate) async fn run(&self) -> ShutdownReport {
+        let batch = self.close();
+        if batch.is_empty() {
+            return ShutdownReport::default();
+        }
+        let started = Instant::now();
+        let nodes = self.nodes.iter().cloned().map(Some).collect();
+        let report = tokio::time::timeout(SHUTDOWN_BUDGET, give_back_all(nodes, self.mode, &batch))
+            .await
+            .unwrap_or_else(|_| failed(&batch));
+        log_report("the lock client shut down", &report, started.elapsed());
+        report
+    }
+
+    /// Closes the client and collects what it holds and has not given back yet: the
+    /// leases and places on the watchdog (their holders are told), and the give-backs in
+    /// flight.
+    fn close(&self) -> Vec<Leftover> {
+        let mut batch: Vec<Leftover> = {
+            let mut state = self.state();
+            state.closed = true;
+            state
+                .pending
+                .drain()
+                .map(|(_, leftover)| leftover)
+                .collect()
+        };
+        // Outside the state's lock: taking the leases off lets local waiters go on.
+        for (names, token, place) in self.watchdog.drain() {
+            batch.push(Leftover {
+                names,
+                token,
+                place,
+            });
+        }
+        // Waiters parked on Redis wake up and find the client closed.
+        self.interrupt.notify_waiters();
+        let mut state = self.state();
+        batch.retain(|leftover| {
+            state
+                .given_back
+                .insert((leftover.token.clone(), leftover.place))
+        });
+        batch
+    }
+
+    /// The runtime this client lives on is shutting down (it dropped a background
+    /// give-back, `orphan`, or the watchdog's scheduler): gives back, synchronously, what
+    /// the client holds.
+    pub(crate) fn runtime_gone(&self, orphan: Option<Leftover>) {
+        let mut batch = self.close();
+        if let Some(orphan) = orphan {
+            let mut state = self.state();
+            if state
+                .given_back
+                .insert((orphan.token.clone(), orphan.place))
+            {
+                batch.push(orphan);
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let fresh: Vec<Fresh> = self.nodes.iter().map(Connection::fresh).collect();
+        match give_back_blocking(fresh, self.mode, batch) {
+            Some(report) => log_report(
+                "the Tokio runtime shut down with locks held",
+                &report,
+                started.elapsed(),
+            ),
+            None => tracing::warn!(
+                budget_ms = SHUTDOWN_BUDGET.as_millis() as u64,
+                "the Tokio runtime shut down with locks held, and Redis did not answer their \
+                 release in time: they end by their ttl"
+            ),
+        }
+    }
+}
+
+fn log_report(what: &str, report: &ShutdownReport, took: Duration) {
+    let took_ms = took.as_millis() as u64;
+    if report.failed > 0 {
+        tracing::warn!(
+            released = report.released,
+            not_held = report.not_held,
+            left = report.left,
+            failed = report.failed,
+            took_ms,
+            "{what}: {} releases or leaves got no answer from Redis; those end by their ttl",
+            report.failed
+        );
+    } else {
+        tracing::info!(
+            released = report.released,
+            not_held = report.not_held,
+            left = report.left,
+            took_ms,
+            "{what}: released every lock it held and left every queue"
+        );
+    }
+}
+
+/// How the give-back is addressed.
+#[derive(Clone, Copy)]
+struct Mode {
+    redlock: bool,
+    cluster: bool,
+    publish: &'static str,
+}
+
+/// Gives back `batch` on a thread of its own, with connections of its own, and waits for
+/// it at most [`SHUTDOWN_BUDGET`] (plus a little for the thread): for a runtime that is
+/// shutting down, which can run nothing any more. `None` when it did not finish in time.
+fn give_back_blocking(
+    nodes: Vec<Fresh>,
+    mode: Mode,
+    batch: Vec<Leftover>,
+) -> Option<ShutdownReport> {
+    let (done, finished) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("lock-shutdown".into())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            let report = runtime.block_on(async {
+                tokio::time::timeout(SHUTDOWN_BUDGET, give_back_fresh(nodes, mode, &batch))
+                    .await
+                    .ok()
+            });
+            let _ = done.send(report);
+        });
+    if spawned.is_err() {
+        return None;
+    }
+    finished
+        .recv_timeout(SHUTDOWN_BUDGET + Duration::from_millis(250))
+        .ok()
+        .flatten()
+}
+
+/// Opens a connection to each node and gives `batch` back over them.
+async fn give_back_fresh(nodes: Vec<Fresh>, mode: Mode, batch: &[Leftover]) -> ShutdownReport {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(SHUTDOWN_BUDGET))
+        .set_response_timeout(Some(SHUTDOWN_BUDGET));
+    if mode.cluster {
+        let Some(Fresh::Cluster(cluster)) = nodes.into_iter().next() else {
+            return failed(batch);
+        };
+        let connection = cluster.get_async_connection().await.ok();
+        return give_back_all(vec![connection], mode, batch).await;
+    }
+    let connections = join_all(nodes.into_iter().map(|node| {
+        let config = config.clone();
+        async move {
+            match node {
+                Fresh::Server(client) => client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .ok(),
+                Fresh::Cluster(_) => None,
+            }
+        }
+    }))
+    .await;
+    give_back_all(connections, mode, batch).await
+}
+
+fn failed(batch: &[Leftover]) -> ShutdownReport {
+    ShutdownReport {
+        failed: batch.len(),
+        ..ShutdownReport::default()
+    }
+}
+
+/// Releases every lock and leaves every queue place of `batch`: on each node (`None`: it
+/// could not be reached) one pipeline after loading the scripts (in a cluster, where a
+/// pipeline must stay in one slot, every call at once on the multiplexed connection).
+async fn give_back_all<C>(nodes: Vec<Option<C>>, mode: Mode, batch: &[Leftover]) -> ShutdownReport
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    let calls: Vec<Call<'static>> = batch
+        .iter()
+        .map(|leftover| {
+            let (names, token) = (&leftover.names, &*leftover.token);
+            if leftover.place {
+                queue_call(&LEAVE, names, token, mode.publish)
+            } else if mode.redlock {
+                announced_release_call(names, token, "PUBLISH")
+            } else {
+                queue_call(&RELEASE, names, token, mode.publish)
+            }
+        })
+        .collect();
+    let per_node = join_all(nodes.into_iter().map(|node| {
+        let calls = &calls;
+        async move {
+            let Some(mut node) = node else {
+                return vec![None; calls.len()];
+            };
+            if mode.cluster {
+                join_all(calls.iter().map(|call| {
+                    let mut node = node.clone();
+                    async move { invoke::<i64>(call, &mut node).await.ok() }
+                }))
+                .await
+            } else {
+                in_one_pipeline(&mut node, calls).await
+            }
+        }
+    }))
+    .await;
+    let mut report = ShutdownReport::default();
+    for (index, leftover) in batch.iter().enumerate() {
+        let replies: Vec<i64> = per_node.iter().filter_map(|node| node[index]).collect();
+        match (leftover.place, replies.is_empty()) {
+            (_, true) => report.failed += 1,
+            (true, false) => report.left += 1,
+            (false, false) if replies.contains(&1) => report.released += 1,
+            (false, false) => report.not_held += 1,
+        }
+    }
+    report
+}
+
+/// Sends every call in one pipeline, after loading the scripts they use (a server
+/// restarted since the client loaded them has an empty script cache). Per call, its reply
+/// or `None`.
+async fn in_one_pipeline<C>(node: &mut C, calls: &[Call<'static>]) -> Vec<Option<i64>>
+where
+    C: ConnectionLike + Clone + Send,
+{
+    let mut other = node.clone();
+    let _ = tokio::join!(RELEASE.load_async(node), LEAVE.load_async(&mut other));
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for call in calls {
+        pipe.add_command(call.cmd().clone());
+    }
+    match pipe.query_async::<Vec<redis::Value>>(node).await {
+        Ok(replies) => replies
+            .into_iter()
+            .map(|reply| redis::from_redis_value::<i64>(reply).ok())
+            .collect(),
+        Err(_) => vec![None; calls.len()],
+    }
+}

@@ -1,0 +1,314 @@
+//! A Redis outage: once the server has been unreachable for longer than the grace
+//! (`Config::outage_grace`, default 1 s), acquisitions fail with `Backend` at once instead
+//! of holding each caller for its whole `wait`; the client says so once (WARN) and once
+//! again when the server answers (INFO). Each case prints its figure:
+//!
+//! ```text
+//! cargo test -p lock-tests --test outage -- --nocapture --test-threads=1 | grep FIGURE
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::error::Error as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lock_runtime::{Config, LockClient, LockError};
+use lock_tests::RedisServer;
+use tokio::time::Instant;
+
+/// Every INFO and WARN event of this process, as formatted text (installed once, globally:
+/// the runtime logs from its own tasks).
+fn events() -> &'static Mutex<Vec<u8>> {
+    static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    struct Capture;
+    impl std::io::Write for Capture {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            LOG.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    INSTALLED.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+    });
+    &LOG
+}
+
+/// The captured lines at `level` that mention `text`.
+fn logged(level: &str, text: &str) -> Vec<String> {
+    let log = events().lock().unwrap();
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|line| line.contains(level) && line.contains(text))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The error and its causes, as one line.
+fn chain(err: &LockError) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Redis is killed after start-up: ten calls with `wait = 10s` all fail with `Backend`
+/// soon after the grace, not after their wait; one WARN says the server is down; calls
+/// made meanwhile fail at once. Redis comes back on the same port: the next acquire
+/// succeeds, and one INFO says so.
+#[test]
+fn an_outage_fails_acquisitions_fast_and_is_announced_once() {
+    lock_tests::one_at_a_time(async {
+        events();
+        let mut server = RedisServer::start();
+        let address = format!("127.0.0.1:{}", server.port());
+        let client = LockClient::new(Config::single(server.url())).unwrap();
+        // Redis has answered this client: a failure after this is an outage, not a typo.
+        client
+            .lock("outage-warm")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+
+        server.kill9();
+        let killed = Instant::now();
+        let calls: Vec<_> = (0..10)
+            .map(|index| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    let result = client
+                        .lock(format!("outage-{index}"))
+                        .wait(Duration::from_secs(10))
+                        .acquire()
+                        .await;
+                    (result.map(drop), started.elapsed())
+                })
+            })
+            .collect();
+        let mut slowest = Duration::ZERO;
+        for (index, call) in calls.into_iter().enumerate() {
+            let (result, took) = tokio::time::timeout(Duration::from_secs(15), call)
+                .await
+                .expect("a call hung")
+                .unwrap();
+            let err = result.expect_err("acquired with Redis down");
+            assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+            let text = chain(&err);
+            assert!(
+                took < Duration::from_secs(3),
+                "call {index} failed only after {took:?}: {text}"
+            );
+            assert!(text.contains(&format!("outage-{index}")), "{text}");
+            assert!(text.contains("unreachable for"), "{text}");
+            slowest = slowest.max(took);
+        }
+        // Down: a new call fails at once.
+        let started = Instant::now();
+        let err = client.lock("outage-new").acquire().await.unwrap_err();
+        let at_once = started.elapsed();
+        assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+        assert!(at_once < Duration::from_millis(500), "took {at_once:?}");
+        // (Filtered by the server's address: the other tests log about their own.)
+        let down = logged("WARN", "unreachable")
+            .into_iter()
+            .filter(|line| line.contains(&address))
+            .count();
+        assert_eq!(down, 1, "expected one WARN: {:#?}", logged("WARN", ""));
+
+        server.restart();
+        let restarted = Instant::now();
+        // The client probes a down server by itself: it says when it answers again.
+        let noticed = lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
+            logged("INFO", "answers again")
+                .iter()
+                .any(|line| line.contains(&address))
+        })
+        .await
+        .expect("the client never said the server answers again");
+        let guard = client
+            .lock("outage-after")
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .expect("no acquire after Redis came back");
+        let back_in = restarted.elapsed() - noticed;
+        guard.release().await.unwrap();
+        let up = logged("INFO", "answers again")
+            .into_iter()
+            .filter(|line| line.contains(&address))
+            .count();
+        assert_eq!(up, 1, "expected one INFO: {:#?}", logged("INFO", ""));
+        let down = logged("WARN", "unreachable")
+            .into_iter()
+            .filter(|line| line.contains(&address))
+            .count();
+        assert_eq!(down, 1);
+        println!(
+            "FIGURE outage: Redis killed, 10 calls with wait 10s all failed with Backend, the \
+             slowest after {:.0} ms (grace 1 s); a call while down failed in {:.1} ms; the \
+             client noticed the restarted server {:.0} ms after it was up, and the next \
+             acquire took {:.1} ms ({:.0} ms after the kill)",
+            slowest.as_secs_f64() * 1000.0,
+            at_once.as_secs_f64() * 1000.0,
+            noticed.as_secs_f64() * 1000.0,
+            back_in.as_secs_f64() * 1000.0,
+            killed.elapsed().as_secs_f64() * 1000.0,
+        );
+    });
+}
+
+/// Waiters queued behind a holder when Redis dies are not held for their wait either.
+#[test]
+fn waiting_acquisitions_fail_fast_when_the_server_goes_down() {
+    lock_tests::one_at_a_time(async {
+        let mut server = RedisServer::start();
+        let holder = server.lock_client();
+        let client = LockClient::new(Config::single(server.url())).unwrap();
+        let held = holder
+            .lock("outage-held")
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+            .unwrap();
+        let waiters: Vec<_> = (0..5)
+            .map(|_| {
+                let lock = client.lock("outage-held").wait(Duration::from_secs(10));
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    (lock.acquire().await.map(drop), started.elapsed())
+                })
+            })
+            .collect();
+        lock_tests::until_waiting(&client, 5).await;
+        server.kill9();
+        let mut slowest = Duration::ZERO;
+        for waiter in waiters {
+            let (result, took) = tokio::time::timeout(Duration::from_secs(15), waiter)
+                .await
+                .expect("a waiter hung")
+                .unwrap();
+            let err = result.expect_err("acquired with Redis down");
+            assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+            slowest = slowest.max(took);
+        }
+        assert!(slowest < Duration::from_secs(3), "slowest {slowest:?}");
+        std::mem::forget(held);
+        println!(
+            "FIGURE outage: 5 waiters queued when Redis was killed failed with Backend, the \
+             slowest {:.0} ms after it",
+            slowest.as_secs_f64() * 1000.0
+        );
+    });
+}
+
+/// Redlock: the rule holds per master. With one of three masters killed, locks are still
+/// taken (a majority answers); with two killed, calls fail at once with `NoQuorum`; each
+/// killed master is announced down once (WARN) and back once (INFO).
+#[test]
+fn redlock_masters_are_declared_down_and_back_one_by_one() {
+    lock_tests::one_at_a_time(async {
+        events();
+        let mut masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+        let addresses: Vec<String> = masters
+            .iter()
+            .map(|master| format!("127.0.0.1:{}", master.port()))
+            .collect();
+        let client = LockClient::new(Config::redlock(
+            masters.iter().map(RedisServer::url).collect::<Vec<_>>(),
+        ))
+        .unwrap();
+        let acquire = |key: &str| {
+            let lock = client
+                .lock(key)
+                .wait(Duration::from_secs(10))
+                .ttl(Duration::from_secs(5));
+            async move { lock.acquire().await }
+        };
+        acquire("redlock-warm")
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+
+        // One master down: a majority still answers.
+        masters[0].kill9();
+        for index in 0..3 {
+            let guard = acquire(&format!("redlock-minority-{index}")).await.unwrap();
+            guard.release().await.unwrap();
+        }
+        // Two down: no majority; every call fails at once, for longer than the grace.
+        masters[1].kill9();
+        let started = Instant::now();
+        let mut calls = 0;
+        let mut slowest = Duration::ZERO;
+        while started.elapsed() < Duration::from_millis(1500) {
+            let call = Instant::now();
+            let err = acquire("redlock-majority").await.map(drop).unwrap_err();
+            assert!(matches!(err, LockError::NoQuorum { .. }), "{err:?}");
+            slowest = slowest.max(call.elapsed());
+            calls += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(slowest < Duration::from_secs(1), "slowest {slowest:?}");
+        let down = |address: &str| {
+            logged("WARN", "unreachable")
+                .into_iter()
+                .filter(|line| line.contains(address))
+                .count()
+        };
+        let settled = lock_tests::until(Duration::from_secs(3), Duration::from_millis(10), || {
+            down(&addresses[0]) == 1 && down(&addresses[1]) == 1
+        })
+        .await;
+        assert!(
+            settled.is_some(),
+            "expected one WARN for each of the two killed masters: {:#?}",
+            logged("WARN", "unreachable")
+        );
+        assert_eq!(down(&addresses[2]), 0);
+
+        masters[0].restart();
+        masters[1].restart();
+        let back = |address: &str| {
+            logged("INFO", "answers again")
+                .into_iter()
+                .filter(|line| line.contains(address))
+                .count()
+        };
+        let noticed = lock_tests::until(Duration::from_secs(5), Duration::from_millis(10), || {
+            back(&addresses[0]) == 1 && back(&addresses[1]) == 1
+        })
+        .await
+        .expect("the masters were never seen back");
+        acquire("redlock-after")
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        println!(
+            "FIGURE outage redlock: 1 of 3 masters killed: locks still taken; 2 of 3 killed: \
+             {calls} calls in 1.5 s all NoQuorum, the slowest in {:.1} ms; one WARN per \
+             killed master; both seen back {:.0} ms after their restart, one INFO each",
+            slowest.as_secs_f64() * 1000.0,
+            noticed.as_secs_f64() * 1000.0
+        );
+    });
+}

@@ -1,0 +1,229 @@
+//! Shutdown: the locks a process still holds when it shuts down are released, not left to
+//! their ttl. Each case runs a child process whose `#[tokio::main]` function returns while
+//! it holds locks through the attribute (the runtime then drops its tasks, the background
+//! releases among them); the parent watches the keys. Each case prints its figure:
+//!
+//! ```text
+//! cargo test -p lock-tests --test shutdown -- --nocapture --test-threads=1 | grep FIGURE
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{Config, Lock, LockError, LostCause, distributed_lock};
+use lock_tests::{RedisServer, child};
+
+/// The lease of every lock here: far longer than any bound the tests allow.
+const TTL: Duration = Duration::from_secs(30);
+
+/// How long after `main` returned every key must be gone (the release at shutdown is
+/// bounded by about a second; the rest is a margin for a loaded machine).
+const BOUND: Duration = Duration::from_secs(5);
+
+/// A body that holds its lock until the process shuts down.
+#[distributed_lock(key = "shutdown:<name>", ttl = "30s")]
+async fn hold_forever(name: String, held: tokio::sync::mpsc::Sender<()>) -> Result<(), LockError> {
+    held.send(()).await.unwrap();
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// The child's `main`: takes the locks its role names, prints `RETURNING`, and returns,
+/// as a service's `main` returns at the end of its work.
+#[tokio::main]
+async fn child_main(role: &str) {
+    let url = std::env::var("LOCK_TESTS_URL").unwrap();
+    lock_runtime::init(Config::single(url)).unwrap();
+    let (held, mut holding) = tokio::sync::mpsc::channel(1000);
+    let spawned = match role {
+        "spawned" => 1,
+        "many" => MANY,
+        _ => 0,
+    };
+    for index in 0..spawned {
+        tokio::spawn(hold_forever(format!("{role}-{index}"), held.clone()));
+    }
+    for _ in 0..spawned {
+        holding.recv().await.unwrap();
+    }
+    if role == "dropped" {
+        let guard = Lock::new("shutdown:dropped-0")
+            .ttl(TTL)
+            .acquire()
+            .await
+            .unwrap();
+        drop(guard);
+    }
+    println!("RETURNING");
+}
+
+/// How many locks the `many` child holds.
+const MANY: usize = 100;
+
+/// Runs only in the children started by the tests below.
+#[test]
+fn shutdown_worker() {
+    let Some(role) = child::role() else { return };
+    child_main(&role);
+    println!("EXITED");
+}
+
+/// Starts a child in `role`, waits for its `main` to return, and returns how long after
+/// that every one of `keys` was gone (panics, naming the keys left and their PTTL, when
+/// some outlive the bound).
+fn released_after_main_returns(role: &str, keys: &[String]) -> Duration {
+    let server = RedisServer::start();
+    let mut worker = child::spawn("shutdown_worker", role, &[("LOCK_TESTS_URL", server.url())]);
+    let lines = child::stream_lines(worker.stdout.take().unwrap());
+    child::expect_line(&lines, "RETURNING", Duration::from_secs(30));
+    let returned = Instant::now();
+    let mut conn = server.conn();
+    let held = |conn: &mut redis::Connection| -> Vec<(String, i64)> {
+        keys.iter()
+            .map(|key| {
+                let pttl: i64 = redis::cmd("PTTL").arg(key).query(conn).unwrap();
+                (key.clone(), pttl)
+            })
+            .filter(|(_, pttl)| *pttl != -2)
+            .collect()
+    };
+    let mut left = held(&mut conn);
+    while !left.is_empty() && returned.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(2));
+        left = held(&mut conn);
+    }
+    let took = returned.elapsed();
+    let status = worker.wait().unwrap();
+    assert!(
+        left.is_empty(),
+        "{role}: {} of {} keys still held {took:?} after main returned (first: {:?})",
+        left.len(),
+        keys.len(),
+        left.first()
+    );
+    assert!(status.success(), "{role}: the child failed: {status:?}");
+    let queues: Vec<String> = redis::cmd("KEYS")
+        .arg("~lock/queue*")
+        .query(&mut conn)
+        .unwrap();
+    assert!(queues.is_empty(), "{role}: queues left: {queues:?}");
+    took
+}
+
+fn figure(case: &str, took: Duration) {
+    println!(
+        "FIGURE shutdown {case}: every key gone {:.1} ms after main returned",
+        took.as_secs_f64() * 1000.0
+    );
+}
+
+/// A spawned task holds a lock inside an attribute body (ttl 30 s) when `main` returns.
+#[test]
+fn a_lock_held_by_a_spawned_task_is_released_when_main_returns() {
+    if child::role().is_some() {
+        return;
+    }
+    let took = released_after_main_returns("spawned", &["shutdown:spawned-0".to_owned()]);
+    figure("1 lock held by a spawned task", took);
+}
+
+/// A guard dropped just before `main` returns: its background release never got to run.
+#[test]
+fn a_guard_dropped_just_before_main_returns_is_released() {
+    if child::role().is_some() {
+        return;
+    }
+    let took = released_after_main_returns("dropped", &["shutdown:dropped-0".to_owned()]);
+    figure("1 guard dropped just before return", took);
+}
+
+/// A hundred locks held by a hundred tasks when `main` returns: released together, within
+/// the bound.
+#[test]
+fn a_hundred_locks_held_when_main_returns_are_all_released() {
+    if child::role().is_some() {
+        return;
+    }
+    let keys: Vec<String> = (0..MANY)
+        .map(|index| format!("shutdown:many-{index}"))
+        .collect();
+    let took = released_after_main_returns("many", &keys);
+    figure(&format!("{MANY} locks held by spawned tasks"), took);
+}
+
+/// The explicit shutdown: renewals stop, every held lock is released, every queue place
+/// this process holds is left, the holders are told their lease is gone, and acquiring
+/// afterwards fails with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_shutdown_releases_everything_and_refuses_new_locks() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let other = server.lock_client();
+    let mut guards = Vec::new();
+    for index in 0..20 {
+        guards.push(
+            client
+                .lock(format!("explicit-{index}"))
+                .ttl(TTL)
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    // Another process holds a key this one waits for: the wait is a place in its queue.
+    let foreign = other
+        .lock("explicit-waited")
+        .ttl(TTL)
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .lock("explicit-waited")
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    server.until_queued("explicit-waited", 1).await;
+
+    let started = Instant::now();
+    let report = client.shutdown().await;
+    let took = started.elapsed();
+    assert_eq!(report.released, 20, "{report:?}");
+    assert_eq!(client.held_leases(), 0);
+    for index in 0..20 {
+        assert_eq!(server.get(&format!("explicit-{index}")), None);
+    }
+    assert_eq!(
+        server.queued("explicit-waited"),
+        0,
+        "the queue place was left"
+    );
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter was not stopped by the shutdown")
+        .unwrap();
+    assert!(
+        matches!(waited, Err(LockError::Shutdown { .. })),
+        "{waited:?}"
+    );
+    for guard in &guards {
+        assert_eq!(guard.lost_cause(), Some(LostCause::Shutdown));
+    }
+    let refused = client.lock("explicit-after").acquire().await.unwrap_err();
+    assert!(matches!(refused, LockError::Shutdown { .. }), "{refused:?}");
+    assert!(refused.to_string().contains("explicit-after"), "{refused}");
+    assert_eq!(server.get("explicit-after"), None);
+    drop(guards);
+    foreign.release().await.unwrap();
+    println!(
+        "FIGURE shutdown explicit: 20 locks released and 1 queue left in {:.1} ms",
+        took.as_secs_f64() * 1000.0
+    );
+}
