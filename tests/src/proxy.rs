@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,6 +28,8 @@ struct Faults {
     delay_down_ms: AtomicU64,
     blackhole_up: AtomicBool,
     blackhole_down: AtomicBool,
+    /// Chunks read and not yet passed on (sleeping out a delay).
+    held_back: AtomicUsize,
 }
 
 impl Faults {
@@ -131,6 +133,12 @@ impl FaultProxy {
         }
     }
 
+    /// How many chunks are held back by a delay now (either direction): zero once the
+    /// traffic delayed before a `set_delay(.., ZERO)` has been passed on.
+    pub fn held_back(&self) -> usize {
+        self.faults.held_back.load(Ordering::SeqCst)
+    }
+
     /// Resets (RST) every connection open now; new connections are accepted as before.
     pub fn reset_all(&self) {
         self.generation.send_modify(|generation| *generation += 1);
@@ -189,6 +197,7 @@ async fn pump(
         };
         let delay = faults.delay(direction);
         if !delay.is_zero() {
+            let _held = HeldBack::new(&faults.held_back);
             tokio::time::sleep(delay).await;
         }
         if faults.blackholed(direction) {
@@ -197,5 +206,21 @@ async fn pump(
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
         }
+    }
+}
+
+/// Counts a chunk as held back while it lives (also when its connection is reset meanwhile).
+struct HeldBack<'a>(&'a AtomicUsize);
+
+impl<'a> HeldBack<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        HeldBack(count)
+    }
+}
+
+impl Drop for HeldBack<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
