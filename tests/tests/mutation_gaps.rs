@@ -313,3 +313,204 @@ async fn a_waiter_with_slow_retries_keeps_its_place_ahead_of_a_newcomer() {
     );
     assert_eq!(lapsed, None, "the slow waiter's place lapsed");
 }
+
+/// A waiter that gives up (its wait ran out) while another owner holds the key leaves the
+/// queue and nothing else: the holder's key and lease stay.
+///
+/// Mutation caught: leave.lua passing the lock on whatever the key holds (its owner check
+/// dropped), which deletes or hands over the holder's key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_leaves_never_passes_on_another_holders_lock() {
+    let server = RedisServer::start();
+    let holder = server.lock_client();
+    let waiter = server.lock_client();
+    let guard = holder.lock("left").acquire().await.unwrap();
+    let err = waiter
+        .lock("left")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    assert_eq!(server.queued("left"), 0, "the waiter did not leave");
+    assert_eq!(
+        server.get("left").as_deref(),
+        Some(guard.token()),
+        "the leaving waiter took the holder's key"
+    );
+    assert!(!guard.is_lost());
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+/// An acquisition whose reply comes late (but within the lease) is valid from when its
+/// command was sent: the lease left is at most `ttl − drift − delay`, and a lease without
+/// watchdog is over by then.
+///
+/// Mutation caught: an acquisition dated from its reply (redis_queue.rs), which believes
+/// in the lease for the reply's delay longer than Redis keeps the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_is_dated_from_its_send_not_its_late_reply() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let client =
+        LockClient::new(Config::single(proxy.url()).response_timeout(Duration::from_secs(10)))
+            .unwrap();
+    // The scripts are loaded and the connection is up before the slow-down.
+    client
+        .lock("late-grant")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(2);
+    let drift = ttl / 100 + Duration::from_millis(2);
+    let delay = Duration::from_millis(500);
+    proxy.set_delay(Direction::Down, delay);
+    let sent = Instant::now();
+    let guard = client
+        .lock("late-grant")
+        .ttl(ttl)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    proxy.set_delay(Direction::Down, Duration::ZERO);
+    let left = guard.remaining();
+    // Whatever the machine's load, the reply came no sooner than `delay` after the send.
+    assert!(
+        left <= ttl - drift - delay,
+        "{left:?} of the lease left after a reply {delay:?} late (at most {:?})",
+        ttl - drift - delay
+    );
+    let cause = tokio::time::timeout(ttl, guard.lost()).await;
+    let over_after = sent.elapsed();
+    assert_eq!(cause, Ok(LostCause::Expired));
+    assert!(
+        over_after < ttl - drift + Duration::from_millis(300),
+        "the lease ended {over_after:?} after its send (ttl {ttl:?})"
+    );
+}
+
+/// While another process waits, a process passes the lock between its tasks at most
+/// `local_passes` times, however long `local_pass_time` allows.
+///
+/// Mutation caught: local passes bounded by time only (cohort.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_passes_end_after_the_pass_count_however_long_is_allowed() {
+    let server = RedisServer::start();
+    let busy = LockClient::new(
+        Config::single(server.url())
+            .local_passes(3)
+            .local_pass_time(Duration::from_secs(60)),
+    )
+    .unwrap();
+    let other = server.lock_client();
+    let acquisitions = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> = (0..4)
+        .map(|_| {
+            let (busy, acquisitions, stop) = (busy.clone(), acquisitions.clone(), stop.clone());
+            tokio::spawn(async move {
+                let until = Instant::now() + Duration::from_secs(10);
+                for _ in 0..100_000 {
+                    if stop.load(Ordering::SeqCst) || Instant::now() > until {
+                        break;
+                    }
+                    let guard = busy
+                        .lock("pass-count")
+                        .wait(Duration::from_secs(30))
+                        .acquire()
+                        .await
+                        .unwrap();
+                    acquisitions.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    let running = lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
+        acquisitions.load(Ordering::SeqCst) > 10
+    })
+    .await;
+    assert!(running.is_some(), "the busy process never got going");
+    let outsider = {
+        let (other, acquisitions) = (other.clone(), acquisitions.clone());
+        tokio::spawn(async move {
+            let guard = other
+                .lock("pass-count")
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+                .unwrap();
+            let at = acquisitions.load(Ordering::SeqCst);
+            guard.release().await.unwrap();
+            at
+        })
+    };
+    server.until_queued("pass-count", 1).await;
+    let queued_at = acquisitions.load(Ordering::SeqCst);
+    let acquired_at = outsider.await.unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for task in loops {
+        task.await.unwrap();
+    }
+    // The holder when the outsider queued, then at most 3 passes (one more for a holder
+    // that began between the outsider's queueing and the count above).
+    assert!(
+        acquired_at - queued_at <= 5,
+        "{} local acquisitions while another process waited (bound: 3 passes)",
+        acquired_at - queued_at
+    );
+}
+
+/// Reentrancy belongs to a task *and* a client: inside a body holding a key through one
+/// client, the same key through another client (another owner, as another process would
+/// be) is busy, not reentrant.
+///
+/// Mutation caught: the reentrancy lookup ignoring the client (context.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_client_in_the_same_task_is_another_owner() {
+    let server = RedisServer::start();
+    let first = server.lock_client();
+    let second = server.lock_client();
+    first
+        .lock("owners")
+        .run(async {
+            let attempt = second.lock("owners").wait(Duration::ZERO).acquire().await;
+            assert!(
+                matches!(attempt, Err(LockError::Busy { .. })),
+                "another client's lock counted as this task's: {attempt:?}"
+            );
+            Ok::<(), LockError>(())
+        })
+        .await
+        .unwrap();
+}
+
+/// A key held by an outer body stays reentrant inside a nested body holding another key.
+///
+/// Mutation caught: the reentrancy lookup looking only at the innermost lock (context.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_around_another_is_still_reentrant() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    client
+        .lock("around")
+        .run(async {
+            client
+                .lock("inside")
+                .run(async {
+                    let again = client.lock("around").wait(Duration::ZERO).acquire().await;
+                    let again = again.expect("the outer key was not reentrant in a nested body");
+                    assert!(again.is_reentrant());
+                    again.release().await?;
+                    Ok::<(), LockError>(())
+                })
+                .await
+        })
+        .await
+        .unwrap();
+}
