@@ -514,3 +514,34 @@ async fn a_lock_held_around_another_is_still_reentrant() {
         .await
         .unwrap();
 }
+
+/// The drift margin end to end: a lease is counted on until `send + ttl − drift` (1 % of
+/// the ttl plus 2 ms), never to the full ttl, however fast the reply. With a 100 s ttl the
+/// margin (1.002 s) dwarfs any round trip, so the check is exact.
+///
+/// Mutation caught: no drift margin (lease.rs), which counts on the lease up to the
+/// instant Redis may expire it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_counted_on_only_until_its_ttl_less_the_drift() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let ttl = Duration::from_secs(100);
+    let drift = ttl / 100 + Duration::from_millis(2);
+    for watchdog in [false, true] {
+        let guard = client
+            .lock("drift")
+            .ttl(ttl)
+            .watchdog(watchdog)
+            .acquire()
+            .await
+            .unwrap();
+        let left = guard.remaining();
+        assert!(
+            left <= ttl - drift && left > ttl - drift - Duration::from_secs(5),
+            "{left:?} of a {ttl:?} lease left just after acquiring it (watchdog {watchdog}; \
+             at most ttl − drift = {:?})",
+            ttl - drift
+        );
+        guard.release().await.unwrap();
+    }
+}
