@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,6 +32,8 @@ struct Faults {
     hold_down: watch::Sender<bool>,
     /// The server new connections go to (a port on 127.0.0.1).
     target_port: AtomicU16,
+    /// Chunks read and not yet passed on (sleeping out a delay).
+    held_back: AtomicUsize,
 }
 
 impl Faults {
@@ -79,6 +81,7 @@ impl FaultProxy {
             hold_up: watch::channel(false).0,
             hold_down: watch::channel(false).0,
             target_port: AtomicU16::new(target_port),
+            held_back: AtomicUsize::new(0),
         });
         let (generation, generation_rx) = watch::channel(0u64);
         let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel();
@@ -169,6 +172,12 @@ impl FaultProxy {
         self.faults.target_port.store(target_port, Ordering::SeqCst);
     }
 
+    /// How many chunks are held back by a delay now (either direction): zero once the
+    /// traffic delayed before a `set_delay(.., ZERO)` has been passed on.
+    pub fn held_back(&self) -> usize {
+        self.faults.held_back.load(Ordering::SeqCst)
+    }
+
     /// Resets (RST) every connection open now; new connections are accepted as before.
     pub fn reset_all(&self) {
         self.generation.send_modify(|generation| *generation += 1);
@@ -244,6 +253,7 @@ async fn pump(
         };
         let delay = faults.delay(direction);
         if !delay.is_zero() {
+            let _held = HeldBack::new(&faults.held_back);
             tokio::time::sleep(delay).await;
         }
         if faults.blackholed(direction) {
@@ -262,5 +272,21 @@ async fn pump(
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
         }
+    }
+}
+
+/// Counts a chunk as held back while it lives (also when its connection is reset meanwhile).
+struct HeldBack<'a>(&'a AtomicUsize);
+
+impl<'a> HeldBack<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        HeldBack(count)
+    }
+}
+
+impl Drop for HeldBack<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -409,3 +409,27 @@ fn retake_re_dates_only_the_owners_key_and_issues_a_greater_fence() {
     assert_eq!(call(&mut conn, "other", 60_000), (0, 0));
     assert_eq!(server.get(LOCK).as_deref(), Some("me"));
 }
+
+/// renew.lua on a key that another owner's token holds: nothing renewed, the other owner's
+/// expiry untouched (an `EXISTS` check alone would extend it and report success).
+#[test]
+fn renew_extends_only_the_owners_key() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let renew = redis::Script::new(include_str!("../../lock-runtime/src/lua/renew.lua"));
+    let call = |conn: &mut redis::Connection, token: &str| -> i64 {
+        renew.key(LOCK).arg(token).arg(1500).invoke(conn).unwrap()
+    };
+    hold(&mut conn, "other");
+    assert_eq!(call(&mut conn, "me"), 0, "renewed another owner's key");
+    assert!(
+        server.pttl(LOCK) > 29_000,
+        "the other owner's expiry changed: {} ms",
+        server.pttl(LOCK)
+    );
+    assert_eq!(server.get(LOCK).as_deref(), Some("other"));
+    assert_eq!(call(&mut conn, "other"), 1);
+    assert!((1..=1500).contains(&server.pttl(LOCK)));
+    let _: () = redis::cmd("DEL").arg(LOCK).query(&mut conn).unwrap();
+    assert_eq!(call(&mut conn, "other"), 0, "renewed a missing key");
+}
