@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod dedup;
+pub mod fenced_sqlite;
 pub mod flash_sale;
 pub mod id_generator;
 pub mod servers;
