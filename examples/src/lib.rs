@@ -6,6 +6,7 @@ pub mod dedup;
 pub mod fenced_sqlite;
 pub mod flash_sale;
 pub mod id_generator;
+pub mod scheduled_job;
 pub mod servers;
 pub mod store;
 pub mod web_shop;

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::cohort::{Ending, Holding};
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
-use crate::redis_queue::{Place, Yielded, extend_lease, release_contended, yield_lock};
+use crate::redis_queue::{Place, Yielded, extend_lease, keep_until, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
@@ -43,6 +43,9 @@ pub struct LockGuard {
     renew: bool,
     /// The key's local level: the turn, passed to the next local waiter on release.
     local: Option<Holding>,
+    /// How long after `acquired_at` the key stays, however soon this hold ends
+    /// ([`Lock::hold_at_least`](crate::Lock::hold_at_least); zero: released at once).
+    hold_at_least: Duration,
 }
 
 impl LockGuard {
@@ -126,6 +129,7 @@ impl LockGuard {
             ttl: options.ttl,
             renew: options.watchdog,
             local,
+            hold_at_least: options.hold_at_least,
         }
     }
 
@@ -148,6 +152,7 @@ impl LockGuard {
             ttl: Duration::ZERO,
             renew: false,
             local: None,
+            hold_at_least: Duration::ZERO,
         }
     }
 
@@ -318,7 +323,8 @@ impl LockGuard {
             return Ok(ReleaseOutcome::Released);
         }
         self.report_hold();
-        match self.ending() {
+        let kept_until = self.kept_until();
+        match kept_until.map_or_else(|| self.ending(), |_| Ending::Release) {
             Ending::Pass => {
                 self.pass();
                 return Ok(ReleaseOutcome::Released);
@@ -335,18 +341,36 @@ impl LockGuard {
         // No pass after this point, also when this future is dropped before Redis answers
         // (the drop then releases in the background); the turn is held until the reply.
         let (_turn, valid_until, window) = self.begin_release();
-        let reply =
-            release_contended(&self.client, &self.names, &self.token, valid_until, window).await;
+        let reply = match kept_until {
+            Some(until) => {
+                keep_until(&self.client, &self.names, &self.token, until, valid_until).await
+            }
+            None => {
+                release_contended(&self.client, &self.names, &self.token, valid_until, window).await
+            }
+        };
         // Only now: until Redis answered, a drop of this future must still release.
         self.released = true;
         let outcome = outcome_of(reply?);
         tracing::debug!(
             key = %self.names.lock(),
             held_ms = self.acquired_at.elapsed().as_millis() as u64,
+            kept_for_hold_at_least = kept_until.is_some(),
             ?outcome,
             "lock released"
         );
         Ok(outcome)
+    }
+
+    /// Until when the key must stay after this hold (`hold_at_least` from the acquisition),
+    /// when that is still ahead. Such a hold is never passed on or yielded: its end keeps
+    /// the key in Redis until then, for every other owner, in this process too.
+    fn kept_until(&self) -> Option<Instant> {
+        if self.hold_at_least.is_zero() {
+            return None;
+        }
+        let until = self.acquired_at + self.hold_at_least;
+        (until > Instant::now()).then_some(until)
     }
 
     /// How this hold ends: passed on in this process, yielded to the next process, or
@@ -472,7 +496,8 @@ impl Drop for LockGuard {
             return;
         }
         self.report_hold();
-        let ending = self.ending();
+        let kept_until = self.kept_until();
+        let ending = kept_until.map_or_else(|| self.ending(), |_| Ending::Release);
         if ending == Ending::Pass {
             self.pass();
             return;
@@ -493,7 +518,11 @@ impl Drop for LockGuard {
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
         runtime.spawn(async move {
-            match release_contended(&client, &names, &token, valid_until, window).await {
+            let reply = match kept_until {
+                Some(until) => keep_until(&client, &names, &token, until, valid_until).await,
+                None => release_contended(&client, &names, &token, valid_until, window).await,
+            };
+            match reply {
                 Ok(_) => tracing::debug!(key = %names.lock(), "lock released on drop"),
                 Err(err) => {
                     tracing::warn!(key = %names.lock(), error = %err, "release on drop failed; the lease expires by its ttl")
