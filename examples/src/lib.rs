@@ -3,8 +3,10 @@
 
 pub mod cli;
 pub mod dedup;
+pub mod fenced_sqlite;
 pub mod flash_sale;
 pub mod id_generator;
+pub mod scheduled_job;
 pub mod servers;
 pub mod store;
 pub mod web_shop;

@@ -21,7 +21,7 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
-const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, crate";
+const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, crate";
 
 /// What the body does when its lease is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +72,8 @@ pub(crate) struct Options {
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fencing: Option<bool>,
+    /// `hold_at_least = "30s"` in milliseconds, with the span of its literal.
+    pub(crate) hold_at_least_ms: Option<(u64, Span)>,
     /// `crate = "..."`: the path of the runtime crate, for a renamed dependency.
     pub(crate) krate: Option<Path>,
 }
@@ -112,6 +114,7 @@ struct OptionsBuilder {
     watchdog: Option<bool>,
     on_lost: Option<OnLost>,
     fencing: Option<bool>,
+    hold_at_least: Option<(u64, Span)>,
     krate: Option<Path>,
     seen: Vec<String>,
     errors: Errors,
@@ -171,6 +174,7 @@ impl OptionsBuilder {
             "watchdog" => bool_value(&option.value, "watchdog").map(|v| self.watchdog = Some(v)),
             "fencing" => bool_value(&option.value, "fencing").map(|v| self.fencing = Some(v)),
             "on_lost" => self.set_on_lost(&option.value),
+            "hold_at_least" => self.set_hold_at_least(&option.value),
             "crate" => self.set_crate(&option.value),
             _ => Err(syn::Error::new(
                 option.name.span(),
@@ -256,6 +260,21 @@ impl OptionsBuilder {
         Ok(())
     }
 
+    fn set_hold_at_least(&mut self, value: &Expr) -> syn::Result<()> {
+        let message = "`hold_at_least` takes a duration string, e.g. hold_at_least = \"30s\"";
+        let lit = str_value(value, message)?;
+        let ms = parse_duration(lit)?;
+        if ms == 0 {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`hold_at_least` of zero keeps nothing; leave it out, or write e.g. \
+                 hold_at_least = \"30s\"",
+            ));
+        }
+        self.hold_at_least = Some((ms, lit.span()));
+        Ok(())
+    }
+
     fn set_on_lost(&mut self, value: &Expr) -> syn::Result<()> {
         let message = "`on_lost` takes \"cancel\" or \"continue\"";
         let lit = str_value(value, message)?;
@@ -292,6 +311,25 @@ impl OptionsBuilder {
                 "missing `key`; name the lock, e.g. #[distributed_lock(key = \"stock:<id>\")]",
             ));
         }
+        if let Some((hold_ms, span)) = self.hold_at_least {
+            if matches!(self.keys, Some(Keys::Many(_))) {
+                self.errors.push(syn::Error::new(
+                    span,
+                    "`hold_at_least` is for one key (a job scheduled on every replica); \
+                     with `key = [..]` leave it out",
+                ));
+            }
+            // Without a written `ttl`, the expansion asserts it against the default lease.
+            if let Some(DurationValue::Millis(ttl_ms, _)) = self.ttl
+                && hold_ms > ttl_ms
+            {
+                self.errors.push(syn::Error::new(
+                    span,
+                    "`hold_at_least` is over `ttl`: the ttl is the longest the key is kept; \
+                     give a ttl at least as long, e.g. ttl = \"60s\", hold_at_least = \"30s\"",
+                ));
+            }
+        }
         self.errors.finish()?;
         let Some(keys) = self.keys else {
             // Unreachable: a missing or invalid key pushed an error above.
@@ -304,6 +342,7 @@ impl OptionsBuilder {
             watchdog: self.watchdog,
             on_lost: self.on_lost,
             fencing: self.fencing,
+            hold_at_least_ms: self.hold_at_least,
             krate: self.krate,
         })
     }

@@ -199,6 +199,18 @@ fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, Token
     if let Some(fencing) = options.fencing {
         setters.extend(quote!(.fencing(#fencing)));
     }
+    if let Some((hold_ms, span)) = options.hold_at_least_ms {
+        setters.extend(quote!(.hold_at_least_ms(#hold_ms)));
+        if options.ttl.is_none() {
+            max_ttl_check.extend(quote_spanned! {span=>
+                const _: () = ::core::assert!(
+                    #hold_ms <= #private::DEFAULT_TTL_MS,
+                    "`hold_at_least` is over the default `ttl` (30s), the longest the key is \
+                     kept; write a ttl at least as long, e.g. ttl = \"60s\"",
+                );
+            });
+        }
+    }
     let build = quote!(#private::Options::new() #setters .finish());
     (max_ttl_check, build)
 }

@@ -10,7 +10,7 @@ use crate::cohort::{Ending, Holding};
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
 use crate::lost_signal::LostSignal;
-use crate::redis_queue::{Place, Yielded, extend_lease, release_contended, yield_lock};
+use crate::redis_queue::{Place, Yielded, extend_lease, keep_until, release_contended, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
@@ -47,6 +47,9 @@ pub struct LockGuard {
     /// This guard took its lease off the watchdog's schedule itself (at its release): a
     /// loss its release finds is then its own to report, never the watchdog's too.
     took_off_schedule: bool,
+    /// How long after `acquired_at` the key stays, however soon this hold ends
+    /// ([`Lock::hold_at_least`](crate::Lock::hold_at_least); zero: released at once).
+    hold_at_least: Duration,
 }
 
 impl LockGuard {
@@ -131,6 +134,7 @@ impl LockGuard {
             renew: options.watchdog,
             local,
             took_off_schedule: false,
+            hold_at_least: options.hold_at_least,
         }
     }
 
@@ -154,6 +158,7 @@ impl LockGuard {
             renew: false,
             local: None,
             took_off_schedule: false,
+            hold_at_least: Duration::ZERO,
         }
     }
 
@@ -342,7 +347,8 @@ impl LockGuard {
             return Ok(ReleaseOutcome::Released);
         }
         let held = self.report_hold();
-        match self.ending() {
+        let kept_until = self.kept_until();
+        match kept_until.map_or_else(|| self.ending(), |_| Ending::Release) {
             Ending::Pass => {
                 self.pass();
                 return Ok(ReleaseOutcome::Released);
@@ -359,8 +365,14 @@ impl LockGuard {
         // No pass after this point, also when this future is dropped before Redis answers
         // (the drop then releases in the background); the turn is held until the reply.
         let (turn, valid_until, window) = self.begin_release();
-        let reply =
-            release_contended(&self.client, &self.names, &self.token, valid_until, window).await;
+        let reply = match kept_until {
+            Some(until) => {
+                keep_until(&self.client, &self.names, &self.token, until, valid_until).await
+            }
+            None => {
+                release_contended(&self.client, &self.names, &self.token, valid_until, window).await
+            }
+        };
         // Only now: until Redis answered, a drop of this future must still release.
         self.released = true;
         drop(turn);
@@ -370,6 +382,7 @@ impl LockGuard {
         tracing::debug!(
             key = %self.names.lock(),
             held_ms = held.as_millis() as u64,
+            kept_for_hold_at_least = kept_until.is_some(),
             ?outcome,
             "lock released"
         );
@@ -384,6 +397,17 @@ impl LockGuard {
             renew: self.renew,
             valid_until,
         }
+    }
+
+    /// Until when the key must stay after this hold (`hold_at_least` from the acquisition),
+    /// when that is still ahead. Such a hold is never passed on or yielded: its end keeps
+    /// the key in Redis until then, for every other owner, in this process too.
+    fn kept_until(&self) -> Option<Instant> {
+        if self.hold_at_least.is_zero() {
+            return None;
+        }
+        let until = self.acquired_at + self.hold_at_least;
+        (until > Instant::now()).then_some(until)
     }
 
     /// How this hold ends: passed on in this process, yielded to the next process, or
@@ -566,7 +590,8 @@ impl Drop for LockGuard {
             return;
         }
         let held = self.report_hold();
-        let ending = self.ending();
+        let kept_until = self.kept_until();
+        let ending = kept_until.map_or_else(|| self.ending(), |_| Ending::Release);
         if ending == Ending::Pass {
             self.pass();
             return;
@@ -591,7 +616,10 @@ impl Drop for LockGuard {
         let leftover = crate::shutdown::Leftover::lock(&names, &token);
         let shutdown = self.client.shutdown_state().clone();
         shutdown.give_back_in_background(&runtime, leftover, async move {
-            let reply = release_contended(&client, &names, &token, valid_until, window).await;
+            let reply = match kept_until {
+                Some(until) => keep_until(&client, &names, &token, until, valid_until).await,
+                None => release_contended(&client, &names, &token, valid_until, window).await,
+            };
             drop(local);
             match reply {
                 Ok(reply) => {

@@ -94,6 +94,42 @@ impl Lock {
         self
     }
 
+    /// Keeps the key at least `hold` after acquiring it (default zero: released at once).
+    ///
+    /// A release (or drop) that comes sooner does not delete the key: it stops renewing it
+    /// and sets its expiry (owner-checked) to what is left of `hold`, so other owners find
+    /// it held until then; nor is the lock passed to another task of this process. This is
+    /// ShedLock's `lockAtLeastFor` for a job scheduled on every replica: with `wait` zero the
+    /// first replica runs the tick and a replica whose schedule fires a little late is told
+    /// [`LockError::Busy`] too. `ttl` is the "at most": `hold` may not exceed it
+    /// ([`LockError::Config`] at acquisition). Not for [`crate::MultiLock`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lock_runtime::{Lock, LockError};
+    ///
+    /// # async fn tick() -> Result<(), LockError> {
+    /// match Lock::new("job:daily-report")
+    ///     .ttl(Duration::from_secs(60))
+    ///     .wait(Duration::ZERO)
+    ///     .hold_at_least(Duration::from_secs(30))
+    ///     .acquire()
+    ///     .await
+    /// {
+    ///     Ok(guard) => {
+    ///         // ... the job: this replica runs this tick ...
+    ///         guard.release().await?; // the key stays until 30 s after it was taken
+    ///     }
+    ///     Err(LockError::Busy { .. }) => { /* another replica ran this tick */ }
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.options.hold_at_least = hold;
+        self
+    }
+
     /// Replaces all options at once.
     pub fn with_options(mut self, options: LockOptions) -> Self {
         self.options = options;
@@ -226,6 +262,16 @@ impl Lock {
             return Err(LockError::Config {
                 reason: format!(
                     "lock `{key}` has a ttl under 1 ms; give it a lease of at least 1ms"
+                ),
+            });
+        }
+        let hold = self.options.hold_at_least;
+        if hold > ttl {
+            return Err(LockError::Config {
+                reason: format!(
+                    "lock `{key}` has hold_at_least {hold:?} over its ttl {ttl:?}; the ttl is \
+                     the longest the key is kept, so give a ttl of at least {hold:?} or a \
+                     shorter hold_at_least"
                 ),
             });
         }

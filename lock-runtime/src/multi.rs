@@ -117,6 +117,15 @@ impl MultiLock {
     /// Takes every key, in order, within `wait` in all. On an error the keys already
     /// taken are released first; the error names the key that could not be had.
     pub async fn acquire(&self) -> Result<MultiGuard, LockError> {
+        if !self.options.hold_at_least.is_zero() {
+            return Err(LockError::Config {
+                reason: format!(
+                    "hold_at_least is not supported for several keys ({}); keep a scheduled \
+                     job's key on one `Lock`",
+                    self.keys.join(", ")
+                ),
+            });
+        }
         let deadline = Instant::now() + self.options.wait.min(crate::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
         for key in &self.keys {

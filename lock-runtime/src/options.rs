@@ -15,9 +15,10 @@ pub enum OnLost {
     Continue,
 }
 
-/// How a lock behaves: lease, waiting, renewal, loss, fencing.
+/// How a lock behaves: lease, waiting, renewal, loss, fencing, minimum hold.
 ///
-/// Defaults: `ttl` 30 s, `wait` 10 s, watchdog on, [`OnLost::Cancel`], no fencing.
+/// Defaults: `ttl` 30 s, `wait` 10 s, watchdog on, [`OnLost::Cancel`], no fencing, no
+/// minimum hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockOptions {
@@ -31,16 +32,25 @@ pub struct LockOptions {
     pub on_lost: OnLost,
     /// Issue a fencing token on every acquisition.
     pub fencing: bool,
+    /// Keep the key at least this long after acquiring, however soon the holder releases
+    /// (ShedLock's `lockAtLeastFor`; zero: release at once). For a job scheduled on every
+    /// replica, with `wait` zero: a replica whose schedule fires a little late finds the key
+    /// still held and skips that tick too. At most `ttl`.
+    pub hold_at_least: Duration,
 }
+
+/// The lease when none is given (`LockOptions::default().ttl`).
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
 impl Default for LockOptions {
     fn default() -> Self {
         LockOptions {
-            ttl: Duration::from_secs(30),
+            ttl: DEFAULT_TTL,
             wait: Duration::from_secs(10),
             watchdog: true,
             on_lost: OnLost::Cancel,
             fencing: false,
+            hold_at_least: Duration::ZERO,
         }
     }
 }

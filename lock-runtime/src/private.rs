@@ -19,6 +19,14 @@ pub const MAX_TTL_MS: u64 = {
     ms as u64
 };
 
+/// The default lease in milliseconds: the expansion asserts a written `hold_at_least`
+/// against it when no `ttl` is written.
+pub const DEFAULT_TTL_MS: u64 = {
+    let ms = crate::options::DEFAULT_TTL.as_millis();
+    assert!(ms <= u64::MAX as u128);
+    ms as u64
+};
+
 /// The options of one annotated function: the runtime's defaults
 /// ([`LockOptions::default`]), with the options the attribute names set on them, each
 /// from a value it checked at compile time, or from a `Duration` expression.
@@ -71,6 +79,12 @@ impl Options {
     /// `fencing = true | false`.
     pub fn fencing(mut self, on: bool) -> Self {
         self.0.fencing = on;
+        self
+    }
+
+    /// `hold_at_least = "..."`.
+    pub fn hold_at_least_ms(mut self, ms: u64) -> Self {
+        self.0.hold_at_least = Duration::from_millis(ms);
         self
     }
 

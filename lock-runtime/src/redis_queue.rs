@@ -819,6 +819,33 @@ pub(crate) async fn extend_lease(
     }
 }
 
+/// Ends a hold that must keep the key until `until` (`hold_at_least`): instead of deleting
+/// the key, an owner-checked `PEXPIRE` to what is left of the hold ([`extend_lease`]), so
+/// that other owners find it held until then. Tried again like a release, until
+/// `valid_until` (within the release budget). When the token is gone, the release script
+/// says whether the key is free or another owner's (it never deletes theirs). Replies as
+/// the release script does: 1 kept, 0 already expired, -1 another owner's.
+pub(crate) async fn keep_until(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    until: Instant,
+    valid_until: Instant,
+) -> Result<i64, LockError> {
+    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
+    let kept = retrying(names, "keeping the key for hold_at_least", give_up, || {
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        extend_lease(client, names, token, left)
+    })
+    .await?;
+    if kept {
+        return Ok(1);
+    }
+    release_contended(client, names, token, valid_until, None).await
+}
+
 /// Gives back, in the background, a lock `token` may still hold: a lease the watchdog gave
 /// up on (renewals failing past its validity), which may still be in Redis.
 pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {

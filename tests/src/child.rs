@@ -16,11 +16,22 @@ pub fn role() -> Option<String> {
 /// Starts this test binary again running only `test_name`, with `role` and `env` set.
 /// Its stdout is piped (read it for results); stderr is inherited.
 pub fn spawn(test_name: &str, role: &str, env: &[(&str, String)]) -> Child {
+    spawn_command(test_name, role, env, Stdio::inherit())
+}
+
+/// [`spawn`], with the child's stdin piped too: the test writes lines to it
+/// (`child.stdin.take()`) to tell the child when to go on.
+pub fn spawn_with_stdin(test_name: &str, role: &str, env: &[(&str, String)]) -> Child {
+    spawn_command(test_name, role, env, Stdio::piped())
+}
+
+fn spawn_command(test_name: &str, role: &str, env: &[(&str, String)], stdin: Stdio) -> Child {
     let exe = std::env::current_exe().expect("current test binary");
     let mut command = Command::new(exe);
     command
         .args([test_name, "--exact", "--nocapture", "--test-threads", "1"])
         .env(ROLE_ENV, role)
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     for (name, value) in env {

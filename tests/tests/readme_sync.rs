@@ -12,6 +12,7 @@ const QUICK_START: &str = "examples/quick_start.rs";
 const WEB_SHOP: &str = "examples/src/web_shop.rs";
 const GIFT_LAYER: &str = "examples/gift_layer.rs";
 const SHUTTING_DOWN: &str = "examples/web_shop.rs";
+const SCHEDULED_JOB: &str = "examples/src/scheduled_job.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -110,6 +111,11 @@ fn readme_shows_the_shutdown_code_verbatim() {
 #[test]
 fn readme_first_example_is_the_quick_start_example_verbatim() {
     assert_readme_shows(QUICK_START);
+}
+
+#[test]
+fn readme_shows_the_scheduled_job_code_verbatim() {
+    assert_readme_shows(SCHEDULED_JOB);
 }
 
 #[test]
