@@ -374,6 +374,9 @@ pub(crate) async fn retake(
     token: &str,
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
+    if let Some(redlock) = client.redlock() {
+        return redlock::retake(client.nodes(), redlock, names, token, options).await;
+    }
     let (taken, fence): (i64, i64) = invoke(
         Call::new(&RETAKE, &[names.lock(), names.fence()])
             .arg(token)
@@ -432,7 +435,7 @@ pub(crate) async fn yield_lock(
 }
 
 /// The fence counter's lifetime for an acquisition with `options`, or 0 for no fence.
-fn fence_lifetime(options: &LockOptions) -> u64 {
+pub(crate) fn fence_lifetime(options: &LockOptions) -> u64 {
     if options.fencing {
         millis(FENCE_COUNTER_LIFETIME.max(options.ttl * 2))
     } else {
@@ -653,7 +656,7 @@ async fn release_once(
     window: Option<Duration>,
 ) -> Result<i64, LockError> {
     if let Some(redlock) = client.redlock() {
-        return redlock::release_all(client.nodes(), redlock, names, token, true).await;
+        return redlock::release_all(client.nodes(), redlock, names, token).await;
     }
     let call = match window {
         Some(window) => {
