@@ -297,10 +297,7 @@ async fn raise_fences(
             .filter(|reply| matches!(reply, Some(Ok(1))))
             .count()
     };
-    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
-        raised(replies) >= redlock.quorum
-    })
-    .await;
+    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |_| false).await;
     let done = raised(&replies) >= redlock.quorum;
     if !done {
         tracing::debug!(key = %names.lock(), "the fence reached no majority; trying again");
@@ -331,10 +328,8 @@ pub(crate) async fn retake(
             .filter(|reply| matches!(reply, Some(Ok((1, _)))))
             .count()
     };
-    let (replies, _) = ask_all::<(i64, i64)>(nodes, redlock, Patience::Quorum, call, |replies| {
-        taken(replies) >= redlock.quorum
-    })
-    .await;
+    let (replies, _) =
+        ask_all::<(i64, i64)>(nodes, redlock, Patience::Quorum, call, |_| false).await;
     if taken(&replies) < redlock.quorum {
         return match replies.into_iter().flatten().find_map(Result::err) {
             Some(err) => Err(LockError::backend(names.lock(), err)),
@@ -380,9 +375,10 @@ fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
 /// released our token, -1 when another owner holds it somewhere, 0 when it was gone
 /// everywhere else.
 ///
-/// A silent minority costs at most the node timeout: the release returns as soon as a
-/// majority released (the others still get the command, in the background), or once the
-/// node timeout has passed with a majority's answers in.
+/// A silent minority costs at most the node timeout: once it has passed with a majority's
+/// answers in, the release returns (the silent masters still get the command, in the
+/// background). The waiters do not wait for it: the masters that answered have already
+/// woken them.
 pub(crate) async fn release_all(
     nodes: &[Connection],
     redlock: &Redlock,
@@ -396,10 +392,7 @@ pub(crate) async fn release_all(
             .count()
     };
     let call = || announced_release_call(names, token, "PUBLISH");
-    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
-        released(replies) >= redlock.quorum
-    })
-    .await;
+    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |_| false).await;
     let count = released(&replies);
     if count >= redlock.quorum {
         return Ok(1);

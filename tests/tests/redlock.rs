@@ -752,3 +752,70 @@ async fn a_silent_majority_fails_with_no_quorum_after_the_node_timeout() {
         "a key was left on the live master"
     );
 }
+
+/// The second known-unsafe case: a clock jump on one master (simulated by shortening the
+/// holder's key there with `PEXPIRE`, which is what a master whose clock jumps forward
+/// does to it) lets a second owner acquire while a holder that has 2 of 3 masters still
+/// holds the lock. The first is told `Lost` at its next renewal (up to a third of the ttl
+/// later); fencing is the remedy: the second holder's token is larger, so storage that
+/// checks it refuses the first holder's writes meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_jump_on_one_master_allows_a_second_holder_until_the_first_is_told_lost() {
+    let servers = masters(3);
+    let proxy = FaultProxy::start(servers[2].port());
+    let urls = [servers[0].url(), servers[1].url(), proxy.url()];
+    let client_a = redlock_client(urls.clone());
+    let client_b = redlock_client(urls);
+    let ttl = Duration::from_secs(2);
+    // A takes the lock on masters 0 and 1 while master 2 is unreachable.
+    proxy.set_blackhole(Direction::Up, true);
+    let a = client_a
+        .lock("clock")
+        .ttl(ttl)
+        .fencing(true)
+        .acquire()
+        .await
+        .unwrap();
+    proxy.set_blackhole(Direction::Up, false);
+    proxy.reset_all();
+    assert_eq!(servers[2].get("clock"), None);
+    // Master 0's clock jumps: A's key there expires at once.
+    let _: () = redis::cmd("PEXPIRE")
+        .arg("clock")
+        .arg(1)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let gone = lock_tests::until(Duration::from_secs(2), Duration::from_millis(1), || {
+        servers[0].get("clock").is_none()
+    })
+    .await;
+    assert!(gone.is_some(), "the shortened key did not expire");
+    let b = client_b
+        .lock("clock")
+        .ttl(ttl)
+        .fencing(true)
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .expect("the clock jump did not let a second owner in");
+    let both_from = tokio::time::Instant::now();
+    assert!(!a.is_lost(), "A was told Lost before B acquired");
+    let cause = tokio::time::timeout(Duration::from_secs(10), a.lost())
+        .await
+        .expect("A was never told Lost");
+    let both_for = both_from.elapsed();
+    println!(
+        "FIGURE redlock-clock-jump: a second holder acquired while the first held 2 of 3 \
+         masters; the first was told Lost ({cause}) {both_for:?} later (ttl {ttl:?}, renewal \
+         every ttl/3); fences {:?} then {:?}",
+        a.fence(),
+        b.fence()
+    );
+    assert_eq!(cause, LostCause::TokenGone);
+    assert!(
+        b.fence() > a.fence(),
+        "fencing: the second token is not larger"
+    );
+    b.release().await.unwrap();
+    drop(a);
+}
