@@ -8,10 +8,11 @@
 //! every master; a renewal keeps the lease only when a majority confirms it.
 //!
 //! A silent master (stopped, or behind a dead network path: it accepts connections and
-//! answers nothing) costs each round the node timeout and nothing more: a release returns
-//! once a majority released (the silent master still gets it in the background), a waiter
-//! subscribes on a majority and does not wait for the rest, and a round without a majority
-//! of answers fails with `NoQuorum` at the node timeout, whatever the response timeout.
+//! answers nothing) costs next to nothing while a majority answers: a round or a release
+//! ends once its outcome is known, giving the other masters a short grace (a silent master
+//! still gets a release in the background), and a waiter subscribes on a majority without
+//! waiting for the rest. A round without a majority of answers fails with `NoQuorum` at the
+//! node timeout, whatever the response timeout.
 //!
 //! Waiting: a waiter subscribes to the key's release channel on every master (one
 //! subscription per key per process per master) and parks until the first release message,
@@ -104,7 +105,7 @@ pub(crate) async fn acquire(
         // Give back every grant, also on masters that seemed to fail: their grant may
         // only have been late. Silently: announcing it would wake every waiter into the
         // next split of the votes. Only the masters that answered the round are waited for.
-        if round.answered.iter().any(|answered| !answered) || round.granted > 0 {
+        if round.granted > 0 || round.answered.contains(&false) || !round.failures.is_empty() {
             give_back(nodes, redlock, names, &token, &round.answered).await;
         }
         if let Some(err) = lost_for_good(&round, names.lock(), options, started, deadline) {
@@ -221,12 +222,15 @@ pub(crate) struct Round {
     pub(crate) held_for: Option<Duration>,
     /// Masters that failed or did not answer within the node timeout, with why.
     pub(crate) failures: Vec<String>,
-    /// Which masters answered (in the order of the masters).
+    /// Which masters replied within the node timeout, with an answer or an error (in the
+    /// order of the masters).
     pub(crate) answered: Vec<bool>,
 }
 
-/// One acquire round on every master, each within the node timeout: a silent master costs
-/// the round that long, and the round's requests end with it.
+/// One acquire round on every master, each within the node timeout. Once its outcome is
+/// known (a majority granted, or so many masters hold the key for another owner that no
+/// majority can grant it) the other masters get a short grace only, so a silent minority
+/// costs next to nothing; the round's requests end with it.
 async fn acquire_round(
     nodes: &[Connection],
     redlock: &Redlock,
@@ -240,8 +244,18 @@ async fn acquire_round(
     // Try once, never queue: there is no queue across independent masters. Every master
     // is waited for (up to the node timeout), so that the lock lands on all that answer.
     let call = || acquire_call(names, token, options.ttl, lifetime, false, Duration::ZERO);
-    let (replies, _) =
-        ask_all::<(i64, i64)>(nodes, redlock, Patience::NodeTimeout, call, |_| false).await;
+    let count = |replies: &[Option<RedisResult<(i64, i64)>>], granted: bool| {
+        replies
+            .iter()
+            .filter(|reply| matches!(reply, Some(Ok((acquired, _))) if (*acquired == 1) == granted))
+            .count()
+    };
+    let (replies, decided) =
+        ask_all::<(i64, i64)>(nodes, redlock, Patience::NodeTimeout, call, |replies| {
+            count(replies, true) >= redlock.quorum
+                || count(replies, false) > redlock.urls.len() - redlock.quorum
+        })
+        .await;
     let mut round = Round {
         sent,
         granted: 0,
@@ -264,6 +278,9 @@ async fn acquire_round(
                 round.held_for = Some(round.held_for.map_or(pttl, |held| held.min(pttl)));
             }
             Some(Err(err)) => round.failures.push(format!("{url}: {err}")),
+            // Not waited for: the outcome was known without it (given back or released
+            // with the lock, should its grant land).
+            None if decided => {}
             None => round
                 .failures
                 .push(format!("{url}: no answer within {limit:?}")),
@@ -297,7 +314,10 @@ async fn raise_fences(
             .filter(|reply| matches!(reply, Some(Ok(1))))
             .count()
     };
-    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |_| false).await;
+    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
+        raised(replies) >= redlock.quorum
+    })
+    .await;
     let done = raised(&replies) >= redlock.quorum;
     if !done {
         tracing::debug!(key = %names.lock(), "the fence reached no majority; trying again");
@@ -328,8 +348,10 @@ pub(crate) async fn retake(
             .filter(|reply| matches!(reply, Some(Ok((1, _)))))
             .count()
     };
-    let (replies, _) =
-        ask_all::<(i64, i64)>(nodes, redlock, Patience::Quorum, call, |_| false).await;
+    let (replies, _) = ask_all::<(i64, i64)>(nodes, redlock, Patience::Quorum, call, |replies| {
+        taken(replies) >= redlock.quorum
+    })
+    .await;
     if taken(&replies) < redlock.quorum {
         return match replies.into_iter().flatten().find_map(Result::err) {
             Some(err) => Err(LockError::backend(names.lock(), err)),
@@ -375,10 +397,10 @@ fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
 /// released our token, -1 when another owner holds it somewhere, 0 when it was gone
 /// everywhere else.
 ///
-/// A silent minority costs at most the node timeout: once it has passed with a majority's
-/// answers in, the release returns (the silent masters still get the command, in the
-/// background). The waiters do not wait for it: the masters that answered have already
-/// woken them.
+/// A silent minority costs next to nothing: once a majority released, the others get a
+/// short grace ([`ask_all`]) and the release returns (a silent master still gets the
+/// command, in the background). Without a majority released, the node timeout ends the
+/// wait once a majority answered.
 pub(crate) async fn release_all(
     nodes: &[Connection],
     redlock: &Redlock,
@@ -392,7 +414,10 @@ pub(crate) async fn release_all(
             .count()
     };
     let call = || announced_release_call(names, token, "PUBLISH");
-    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |_| false).await;
+    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
+        released(replies) >= redlock.quorum
+    })
+    .await;
     let count = released(&replies);
     if count >= redlock.quorum {
         return Ok(1);
@@ -482,8 +507,10 @@ async fn ask_one<T: FromRedisValue>(
 
 /// Sends `call()` to every master at once and gathers the answers, in the
 /// order of the masters, until `decided` says the outcome is known, every master answered,
-/// or the node timeout ends the wait (see [`Patience`]). A master that had not answered
-/// then is `None`; the flag says whether the node timeout cut the wait.
+/// or the node timeout ends the wait (see [`Patience`]); once `decided` holds, the others
+/// get a short grace only. A master that had not answered
+/// then is `None`; the flag says whether `decided` held (the outcome is known without
+/// those masters).
 async fn ask_all<T>(
     nodes: &[Connection],
     redlock: &Redlock,
@@ -522,23 +549,38 @@ where
             async move { (index, ask.await) }
         })
         .collect();
+    let started = Instant::now();
     let mut replies: Vec<Option<RedisResult<T>>> = (0..nodes.len()).map(|_| None).collect();
     let mut answered = 0;
-    while answered < nodes.len() && !decided(&replies) {
-        let next = if patience == Patience::NodeTimeout || answered >= redlock.quorum {
-            match tokio::time::timeout_at(limit, pending.next()).await {
+    // Once the outcome is known, the others get as long again as it took (and 2 ms), so
+    // that healthy masters are all heard while a silent one costs next to nothing.
+    let mut grace: Option<Instant> = None;
+    while answered < nodes.len() {
+        if grace.is_none() && decided(&replies) {
+            grace = Some((Instant::now() + started.elapsed() + GRACE).min(limit));
+        }
+        let next = match grace {
+            Some(end) => match tokio::time::timeout_at(end, pending.next()).await {
                 Ok(next) => next,
                 Err(_) => return (replies, true),
+            },
+            None if patience == Patience::NodeTimeout || answered >= redlock.quorum => {
+                match tokio::time::timeout_at(limit, pending.next()).await {
+                    Ok(next) => next,
+                    Err(_) => return (replies, false),
+                }
             }
-        } else {
-            pending.next().await
+            None => pending.next().await,
         };
         let Some((index, reply)) = next else { break };
         answered += 1;
         replies[index] = Some(reply);
     }
-    (replies, false)
+    (replies, grace.is_some())
 }
+
+/// How long past the time a decision took [`ask_all`] still waits for the other masters.
+const GRACE: Duration = Duration::from_millis(2);
 
 /// Whether a majority of the masters hold `key`.
 pub(crate) async fn is_locked(
