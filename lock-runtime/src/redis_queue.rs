@@ -20,7 +20,8 @@ use crate::scripts::{
     queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
-use crate::{FENCE_COUNTER_LIFETIME, LockClient, LockError, LockOptions};
+use crate::options::fence_lifetime;
+use crate::{LockClient, LockError, LockOptions};
 
 /// The longest a waiter parks without checking again, should a wake-up be lost (the
 /// subscription reconnecting, a foreign client releasing without a message, a grant to a
@@ -432,15 +433,6 @@ pub(crate) async fn yield_lock(
         0 => Yielded::Gone,
         _ => Yielded::NotOwner,
     })
-}
-
-/// The fence counter's lifetime for an acquisition with `options`, or 0 for no fence.
-pub(crate) fn fence_lifetime(options: &LockOptions) -> u64 {
-    if options.fencing {
-        millis(FENCE_COUNTER_LIFETIME.max(options.ttl * 2))
-    } else {
-        0
-    }
 }
 
 /// One acquire try: a round trip to the acquire script, or with `quick` first a plain

@@ -40,7 +40,7 @@ use crate::connection::Connection;
 use crate::lease::{Taken, Token, jitter, millis, new_token, validity};
 use redis::{FromRedisValue, RedisError, RedisResult};
 
-use crate::redis_queue::fence_lifetime;
+use crate::options::fence_lifetime;
 use crate::scripts::{
     Call, KeyNames, RAISE_FENCE, RELEASE, RETAKE, acquire_call, announced_release_call, invoke,
     queue_call,
