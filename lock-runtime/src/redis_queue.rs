@@ -14,13 +14,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::lease::{Taken, Token, jitter, millis, validity};
+use crate::options::fence_lifetime;
 use crate::redlock;
 use crate::scripts::{
     Call, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
     queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
-use crate::options::fence_lifetime;
 use crate::{LockClient, LockError, LockOptions};
 
 /// The longest a waiter parks without checking again, should a wake-up be lost (the
