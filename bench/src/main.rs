@@ -140,8 +140,10 @@ async fn bench() -> BenchResult<()> {
     let masters = redlock::Masters::from_env().await?;
     settings.redlock_masters = masters.as_ref().map_or(0, |m| m.urls.len() as u64);
     let mut redlock_list = redlock::CONTENDERS.to_vec();
+    let mut redlock_silent_list = vec![Contender::Api];
     if masters.is_none() {
         redlock_list.clear();
+        redlock_silent_list.clear();
         skipped.push(
             "Redlock hot key: no masters (BENCH_REDLOCK_URLS; bench/run starts three)".to_owned(),
         );
@@ -158,7 +160,7 @@ async fn bench() -> BenchResult<()> {
         skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
     }
     // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
-    // instructions, scaling, held, wakeup; e.g. hot4/api)
+    // redlock-silent, instructions, scaling, held, wakeup; e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
@@ -173,6 +175,7 @@ async fn bench() -> BenchResult<()> {
             ("hot4", &mut hot_processes_list),
             ("watchdog", &mut watchdog_list),
             ("redlock", &mut redlock_list),
+            ("redlock-silent", &mut redlock_silent_list),
             ("instructions", &mut instructions_list),
             ("scaling", &mut scaling_list),
             ("held", &mut held_list),
@@ -191,6 +194,7 @@ async fn bench() -> BenchResult<()> {
         hot_key_processes: Vec::new(),
         watchdog: Vec::new(),
         redlock_hot: Vec::new(),
+        redlock_silent: Vec::new(),
         instructions: Vec::new(),
         scaling: scaling::Scaling::default(),
         skipped,
@@ -337,6 +341,7 @@ async fn bench() -> BenchResult<()> {
                 settings.redlock_tasks,
                 Duration::from_millis(1),
                 Duration::from_secs_f64(settings.redlock_window_s),
+                false,
             )
             .await
             {
@@ -357,6 +362,40 @@ async fn bench() -> BenchResult<()> {
                     &mut results.skipped,
                     run,
                     "Redlock hot key",
+                    contender,
+                    &*err,
+                ),
+            }
+        }
+        for contender in rotated(&redlock_silent_list, run) {
+            let Some(masters) = &masters else { break };
+            match redlock::hot_key(
+                masters,
+                contender,
+                run,
+                settings.redlock_tasks,
+                Duration::from_millis(1),
+                Duration::from_secs_f64(settings.redlock_window_s),
+                true,
+            )
+            .await
+            {
+                Ok(record) => {
+                    eprintln!(
+                        "run {run} redlock hot, 1 master silent {:<18} {:>9.0} acq/s, utilization {:.2}, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                        contender.id(),
+                        record.per_s,
+                        record.utilization,
+                        record.p50_us as f64 / 1e3,
+                        record.p99_us as f64 / 1e3,
+                        record.max_us as f64 / 1e3,
+                    );
+                    results.redlock_silent.push(record);
+                }
+                Err(err) => failed(
+                    &mut results.skipped,
+                    run,
+                    "Redlock hot key, 1 master silent",
                     contender,
                     &*err,
                 ),

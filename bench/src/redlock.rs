@@ -63,8 +63,38 @@ pub(crate) fn label(contender: Contender) -> &'static str {
     }
 }
 
+/// A master stopped with `SIGSTOP` (it accepts connections and answers nothing) until this
+/// is dropped, when it gets `SIGCONT`: nothing is left stopped, whatever fails.
+struct Silenced(u64);
+
+impl Silenced {
+    async fn new(admin: &Admin) -> BenchResult<Self> {
+        let pid = admin.info_field("server", "process_id").await?;
+        signal("STOP", pid)?;
+        Ok(Silenced(pid))
+    }
+}
+
+impl Drop for Silenced {
+    fn drop(&mut self) {
+        let _ = signal("CONT", self.0);
+    }
+}
+
+fn signal(name: &str, pid: u64) -> BenchResult<()> {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()?;
+    if !status.success() {
+        return Err(format!("kill -{name} {pid} failed: {status}").into());
+    }
+    Ok(())
+}
+
 /// `tasks` tasks in this process contend for one key on the masters for `window`, each
-/// holding it for `hold` (section 3's shape, in Redlock mode).
+/// holding it for `hold` (section 3's shape, in Redlock mode); with `silent`, the last
+/// master is stopped (`SIGSTOP`) for the window.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn hot_key(
     masters: &Masters,
     contender: Contender,
@@ -72,8 +102,13 @@ pub(crate) async fn hot_key(
     tasks: u64,
     hold: Duration,
     window: Duration,
+    silent: bool,
 ) -> BenchResult<HotRecord> {
-    let key = format!("bench:redlock-hot:{}:{run}", contender.id());
+    let key = format!(
+        "bench:redlock-hot:{}:{run}{}",
+        contender.id(),
+        if silent { ":silent" } else { "" }
+    );
     // A warm-up acquisition on a key of its own: connections to every master open and
     // scripts loaded before the counters start.
     let warm = format!("bench:redlock-warm:{}:{run}", contender.id());
@@ -93,8 +128,13 @@ pub(crate) async fn hot_key(
     for admin in &masters.admins {
         monitors.push(admin.monitor().await?);
     }
+    let silenced = match (silent, masters.admins.last()) {
+        (true, Some(last)) => Some(Silenced::new(last).await?),
+        _ => None,
+    };
     let outcome =
         scenarios::hot_tasks(&masters.clients, contender, &key, tasks, hold, window).await;
+    drop(silenced);
     // The taps and counters are read (and the keys cleaned) whatever the outcome.
     let mut monitored = Some(Monitored::default());
     for (monitor, admin) in monitors.into_iter().zip(&masters.admins) {

@@ -99,6 +99,8 @@ pub(crate) struct Results {
     pub(crate) watchdog: Vec<WatchdogRecord>,
     /// Section 5 (Redlock hot key), every measurement.
     pub(crate) redlock_hot: Vec<HotRecord>,
+    /// Section 5 with one master silent (SIGSTOP), ours only, every measurement.
+    pub(crate) redlock_silent: Vec<HotRecord>,
     /// Section 6 (instructions per cycle under callgrind), every count.
     pub(crate) instructions: Vec<crate::instructions::InstructionRecord>,
     /// Section 7 (how cost grows), every measurement.
@@ -1247,7 +1249,12 @@ fn markdown(
         );
     }
     let _ = writeln!(out);
-    issues::redlock_section(&mut out, s, redlock);
+    issues::redlock_section(
+        &mut out,
+        s,
+        redlock,
+        &hot_summaries(&results.redlock_silent),
+    );
     issues::instructions_section(&mut out, results, counted);
     issues::scaling_section(&mut out, results, scaling_link);
 

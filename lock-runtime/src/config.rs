@@ -170,7 +170,9 @@ impl Config {
     ///
     /// Each master must be restarted with a delay of at least the longest ttl in use after a
     /// crash (or run with `appendfsync always`): a master that comes back empty at once can
-    /// hand a second owner the majority while the first still holds the lock.
+    /// hand a second owner the majority while the first still holds the lock. A master whose
+    /// clock jumps forward (expiring the holder's key early) does the same; fencing
+    /// (`fencing = true`, strictly increasing tokens in this mode too) is the remedy for both.
     ///
     /// ```
     /// use lock_runtime::Config;
@@ -390,7 +392,10 @@ impl Config {
 
     /// In Redlock mode, how long one master may take to answer an acquire or a renewal
     /// before it counts as failed (default 100 ms). Keep it small against your ttls: grants
-    /// that arrive after the lease's validity (`ttl − elapsed − drift`) acquire nothing.
+    /// that arrive after the lease's validity (`ttl − elapsed − drift`) acquire nothing. It
+    /// is also what a silent master (one that accepts connections and answers nothing) costs
+    /// a round or a release, and when a round without a majority of answers fails with
+    /// `NoQuorum`, whatever the response timeout.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self

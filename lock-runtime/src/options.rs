@@ -61,6 +61,15 @@ impl Default for LockOptions {
 /// after it, the counter is re-seeded from the server clock, which keeps tokens increasing.
 pub const FENCE_COUNTER_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
+/// The fence counter's lifetime (ms) for an acquisition with `options`, or 0 for no fence.
+pub(crate) fn fence_lifetime(options: &LockOptions) -> u64 {
+    if options.fencing {
+        crate::lease::millis(FENCE_COUNTER_LIFETIME.max(options.ttl * 2))
+    } else {
+        0
+    }
+}
+
 /// The longest lease a lock takes (365 days); a longer `ttl` is refused with
 /// [`LockError::Config`](crate::LockError::Config) before any Redis traffic.
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);

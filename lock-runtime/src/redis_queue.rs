@@ -14,13 +14,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::lease::{Taken, Token, jitter, millis, validity};
+use crate::options::fence_lifetime;
 use crate::redlock;
 use crate::scripts::{
     Call, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
     invoke_replicated, queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
-use crate::{FENCE_COUNTER_LIFETIME, LockClient, LockError, LockOptions};
+use crate::{LockClient, LockError, LockOptions};
 
 /// The longest a waiter parks without checking again, should a wake-up be lost (the
 /// subscription reconnecting, a foreign client releasing without a message, a grant to a
@@ -424,6 +425,9 @@ pub(crate) async fn retake(
     token: &str,
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
+    if let Some(redlock) = client.redlock() {
+        return redlock::retake(client.nodes(), redlock, names, token, options).await;
+    }
     let mut call = Call::new(&RETAKE, &[names.lock(), names.fence()]);
     call.arg(token)
         .arg(millis(options.ttl))
@@ -489,15 +493,6 @@ pub(crate) async fn yield_lock(
         0 => Yielded::Gone,
         _ => Yielded::NotOwner,
     })
-}
-
-/// The fence counter's lifetime for an acquisition with `options`, or 0 for no fence.
-fn fence_lifetime(options: &LockOptions) -> u64 {
-    if options.fencing {
-        millis(FENCE_COUNTER_LIFETIME.max(options.ttl * 2))
-    } else {
-        0
-    }
 }
 
 /// One acquire try: a round trip to the acquire script, or with `quick` first a plain
@@ -732,7 +727,7 @@ async fn release_once(
     window: Option<Duration>,
 ) -> Result<i64, LockError> {
     if let Some(redlock) = client.redlock() {
-        return redlock::release_all(client.nodes(), redlock, names, token, true).await;
+        return redlock::release_all(client.nodes(), redlock, names, token).await;
     }
     let call = match window {
         Some(window) => {

@@ -1,11 +1,18 @@
 //! Redlock: a lock held on a majority of independent masters.
 //!
-//! Acquire runs the acquire script on every master at once, each with a short time limit.
-//! The lock is ours when a majority granted it and the validity left (`ttl` − elapsed −
-//! drift, measured from the send time) is positive; otherwise every master is asked to
-//! release it, including those that seemed to fail (their grant may only have been slow),
-//! and the caller retries after a jittered pause. Renewal (the watchdog) and release also go
-//! to every master; a renewal keeps the lease only when a majority confirms it.
+//! Acquire runs the acquire script on every master at once, each with a short time limit
+//! (the node timeout). The lock is ours when a majority granted it and the validity left
+//! (`ttl` − elapsed − drift, measured from the send time) is positive; otherwise every
+//! master is asked to release it, including those that seemed to fail (their grant may only
+//! have been late), and the caller retries. Renewal (the watchdog) and release also go to
+//! every master; a renewal keeps the lease only when a majority confirms it.
+//!
+//! A silent master (stopped, or behind a dead network path: it accepts connections and
+//! answers nothing) costs next to nothing while a majority answers: a round or a release
+//! ends once its outcome is known, giving the other masters a short grace (a silent master
+//! still gets a release in the background), and a waiter subscribes on a majority without
+//! waiting for the rest. A round without a majority of answers fails with `NoQuorum` at the
+//! node timeout, whatever the response timeout.
 //!
 //! Waiting: a waiter subscribes to the key's release channel on every master (one
 //! subscription per key per process per master) and parks until the first release message,
@@ -13,8 +20,16 @@
 //! to a split vote (waiters woken together took a master each) is retried after a random
 //! pause, as in the reference algorithm; a fair queue across independent masters would need
 //! its own consensus. When so many masters refuse or do not answer that no majority is left,
-//! the call fails at once with `NoQuorum`. Fencing is refused: independent counters cannot
-//! give one total order.
+//! the call fails at once with `NoQuorum`.
+//!
+//! Fencing: each master keeps the key's counter, as in single-instance mode (a grant issues
+//! `max(counter + 1, server time in µs)`). The token is the largest fence of the masters that
+//! granted the lock, and before it is handed out it is written back (owner-checked) to a
+//! majority of the masters' counters. A later holder is granted by a majority, which shares a
+//! master with that one, where the counter now issues a greater fence: tokens strictly
+//! increase from holder to holder, also across a master restarting empty or down. (The
+//! largest fence alone would not do: a master whose counter ran ahead may be missing from
+//! the next majority.) It costs one more round trip per fenced acquisition.
 
 use std::time::Duration;
 
@@ -22,8 +37,14 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::lease::{Taken, Token, jitter, new_token, validity};
-use crate::scripts::{KeyNames, RELEASE, acquire_call, announced_release_call, invoke, queue_call};
+use crate::lease::{Taken, Token, jitter, millis, new_token, validity};
+use redis::{FromRedisValue, RedisError, RedisResult};
+
+use crate::options::fence_lifetime;
+use crate::scripts::{
+    Call, KeyNames, RAISE_FENCE, RELEASE, RETAKE, acquire_call, announced_release_call, invoke,
+    queue_call,
+};
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{LockError, LockOptions};
 
@@ -52,29 +73,42 @@ pub(crate) async fn acquire(
         let token = new_token();
         let round = acquire_round(nodes, redlock, names, &token, options).await?;
         if won(&round, redlock, options.ttl) {
-            tracing::debug!(
-                key = %names.lock(),
-                granted = round.granted,
-                waited_ms = started.elapsed().as_millis() as u64,
-                "lock acquired on a quorum"
-            );
-            let taken = Taken {
-                sent: round.sent,
-                fence: None,
-                queued: false,
+            // With fencing, the token counts once a majority of the masters know it.
+            let fence = match round.fence {
+                Some(fence) => (raise_fences(nodes, redlock, names, &token, fence, options).await
+                    && won(&round, redlock, options.ttl))
+                .then_some(fence),
+                None => None,
             };
-            return Ok((token, taken));
+            if fence.is_some() || !options.fencing {
+                tracing::debug!(
+                    key = %names.lock(),
+                    granted = round.granted,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "lock acquired on a quorum"
+                );
+                let taken = Taken {
+                    sent: round.sent,
+                    fence,
+                    queued: false,
+                };
+                return Ok((token, taken));
+            }
+        }
+        if let Some(err) = no_quorum(&round, redlock, names.lock()) {
+            // No majority answered: the give-back goes out to every master, but the call
+            // waits only for those that answered (a silent one would add its response
+            // timeout).
+            give_back(nodes, redlock, names, &token, &round.answered).await;
+            return Err(err);
         }
         // Give back every grant, also on masters that seemed to fail: their grant may
         // only have been late. Silently: announcing it would wake every waiter into the
-        // next split of the votes.
-        if (round.granted > 0 || !round.failures.is_empty())
-            && let Err(err) = release_all(nodes, redlock, names, &token, false).await
-        {
-            tracing::debug!(key = %names.lock(), error = %err.cause(), "releasing a failed round");
+        // next split of the votes. Only the masters that answered the round are waited for.
+        if round.granted > 0 || round.answered.contains(&false) || !round.failures.is_empty() {
+            give_back(nodes, redlock, names, &token, &round.answered).await;
         }
-        if let Some(err) = lost_for_good(&round, redlock, names.lock(), options, started, deadline)
-        {
+        if let Some(err) = lost_for_good(&round, names.lock(), options, started, deadline) {
             return Err(err);
         }
         let now = Instant::now();
@@ -106,20 +140,17 @@ pub(crate) async fn acquire(
     })
 }
 
-/// The error that ends a wait after a lost round: no majority left (only "held by another
-/// owner" is worth waiting for: masters that refuse or do not answer fail the call at
-/// once), `Busy` for a try-once caller, `Timeout` once the wait ran out.
+/// The error that ends a wait after a lost round that a majority answered: `Busy` for a
+/// try-once caller, `Timeout` once the wait ran out. (A round without a majority of answers
+/// fails the call at once with `NoQuorum`: only "held by another owner" is worth waiting
+/// for.)
 fn lost_for_good(
     round: &Round,
-    redlock: &Redlock,
     key: &str,
     options: &LockOptions,
     started: Instant,
     deadline: Instant,
 ) -> Option<LockError> {
-    if let Some(err) = no_quorum(round, redlock, key) {
-        return Some(err);
-    }
     let now = Instant::now();
     if options.wait.is_zero() && round.held_for.is_some() {
         return Some(LockError::Busy {
@@ -141,26 +172,35 @@ const MAX_ROUNDS: u32 = 1_000_000;
 const MAX_PARK: Duration = Duration::from_secs(1);
 
 /// Registers this process's waiter on every master's release channel for the key and
-/// subscribes, all at once (each master's reconciler on its own connection). A master whose
-/// subscription fails is left out: the others' messages and the park's cap still wake us.
+/// subscribes, all at once (each master's reconciler on its own connection), and returns
+/// once a majority confirmed (or every master answered): a holder's release reaches a
+/// majority, which shares a master with ours, so its message cannot go unheard. A master
+/// whose subscription fails or is slow (a silent master answers nothing until its
+/// connection times out) is not waited for: its subscription goes on in the background,
+/// and the others' messages and the park's cap still wake us.
 async fn subscribe(redlock: &Redlock, names: &KeyNames, deadline: Instant) -> Vec<WaitTicket> {
+    use futures_util::StreamExt as _;
     let tickets: Vec<WaitTicket> = redlock
         .wakeups
         .iter()
         .map(|wakeups| wakeups.register(names.channel(), ""))
         .collect();
-    let answers = tokio::time::timeout_at(
-        deadline,
-        join_all(tickets.iter().map(WaitTicket::subscribe)),
-    )
-    .await;
-    if let Ok(answers) = answers {
-        for (answer, url) in answers.iter().zip(&redlock.urls) {
-            if let Err(err) = answer {
+    let mut answers: futures_util::stream::FuturesUnordered<_> = tickets
+        .iter()
+        .zip(&redlock.urls)
+        .map(|(ticket, url)| async move { (ticket.subscribe().await, url) })
+        .collect();
+    let mut confirmed = 0;
+    while confirmed < redlock.quorum {
+        match tokio::time::timeout_at(deadline, answers.next()).await {
+            Ok(Some((Ok(()), _))) => confirmed += 1,
+            Ok(Some((Err(err), url))) => {
                 tracing::debug!(key = %names.lock(), master = %url, error = %err, "cannot subscribe to release messages");
             }
+            Ok(None) | Err(_) => break,
         }
     }
+    drop(answers);
     tickets
 }
 
@@ -176,13 +216,21 @@ pub(crate) struct Round {
     pub(crate) sent: Instant,
     /// Masters that granted the lock.
     pub(crate) granted: usize,
+    /// With fencing: the largest fence of the masters that granted the lock.
+    pub(crate) fence: Option<u64>,
     /// The shortest remaining lease among masters where another owner holds it.
     pub(crate) held_for: Option<Duration>,
-    /// Masters that failed or did not answer in time, with why.
+    /// Masters that failed or did not answer within the node timeout, with why.
     pub(crate) failures: Vec<String>,
+    /// Which masters replied within the node timeout, with an answer or an error (in the
+    /// order of the masters).
+    pub(crate) answered: Vec<bool>,
 }
 
-/// One acquire round on every master.
+/// One acquire round on every master, each within the node timeout. Once its outcome is
+/// known (a majority granted, or so many masters hold the key for another owner that no
+/// majority can grant it) the other masters get a short grace only, so a silent minority
+/// costs next to nothing; the round's requests end with it.
 async fn acquire_round(
     nodes: &[Connection],
     redlock: &Redlock,
@@ -190,57 +238,142 @@ async fn acquire_round(
     token: &str,
     options: &LockOptions,
 ) -> Result<Round, LockError> {
-    if options.fencing {
-        return Err(LockError::Config {
-            reason: format!(
-                "lock `{}` asks for fencing, which Redlock mode does not offer: counters on \
-                 independent masters give no single order; use a single instance or a cluster",
-                names.lock()
-            ),
-        });
-    }
     let limit = redlock.node_timeout.max(Duration::from_millis(1));
+    let lifetime = fence_lifetime(options);
     let sent = Instant::now();
-    let replies = join_all(nodes.iter().map(|connection| {
-        let mut connection = connection.clone();
-        async move {
-            // Try once, never queue: there is no queue across independent masters.
-            let invocation = acquire_call(names, token, options.ttl, 0, false, Duration::ZERO);
-            let ask = async {
-                match invoke::<(i64, i64)>(&invocation, &mut connection).await {
-                    // A connection manager answers the first command after a failed
-                    // reconnection with that failure and reconnects for the next: a master
-                    // back from a restart is asked once more before it counts as down.
-                    Err(err) if err.is_connection_refusal() || err.is_connection_dropped() => {
-                        invoke::<(i64, i64)>(&invocation, &mut connection).await
-                    }
-                    reply => reply,
-                }
-            };
-            tokio::time::timeout(limit, ask).await
-        }
-    }))
-    .await;
+    // Try once, never queue: there is no queue across independent masters. Every master
+    // is waited for (up to the node timeout), so that the lock lands on all that answer.
+    let call = || acquire_call(names, token, options.ttl, lifetime, false, Duration::ZERO);
+    let count = |replies: &[Option<RedisResult<(i64, i64)>>], granted: bool| {
+        replies
+            .iter()
+            .filter(|reply| matches!(reply, Some(Ok((acquired, _))) if (*acquired == 1) == granted))
+            .count()
+    };
+    let (replies, decided) =
+        ask_all::<(i64, i64)>(nodes, redlock, Patience::NodeTimeout, call, |replies| {
+            count(replies, true) >= redlock.quorum
+                || count(replies, false) > redlock.urls.len() - redlock.quorum
+        })
+        .await;
     let mut round = Round {
         sent,
         granted: 0,
+        fence: None,
         held_for: None,
         failures: Vec::new(),
+        answered: replies.iter().map(Option::is_some).collect(),
     };
     for (reply, url) in replies.into_iter().zip(&redlock.urls) {
         match reply {
-            Ok(Ok((1, _))) => round.granted += 1,
-            Ok(Ok((_, pttl))) => {
+            Some(Ok((1, fence))) => {
+                round.granted += 1;
+                if options.fencing {
+                    let fence = u64::try_from(fence).unwrap_or(0);
+                    round.fence = Some(round.fence.map_or(fence, |max| max.max(fence)));
+                }
+            }
+            Some(Ok((_, pttl))) => {
                 let pttl = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
                 round.held_for = Some(round.held_for.map_or(pttl, |held| held.min(pttl)));
             }
-            Ok(Err(err)) => round.failures.push(format!("{url}: {err}")),
-            Err(_) => round
+            Some(Err(err)) => round.failures.push(format!("{url}: {err}")),
+            // Not waited for: the outcome was known without it (given back or released
+            // with the lock, should its grant land).
+            None if decided => {}
+            None => round
                 .failures
                 .push(format!("{url}: no answer within {limit:?}")),
         }
     }
     Ok(round)
+}
+
+/// Raises the fence counter of every master to the holder's `fence`, while its `token`
+/// still holds the key there; true when a majority did. Any later holder is granted by a
+/// majority, which shares a master with this one, where the counter then issues a greater
+/// fence: tokens strictly increase from holder to holder. A single master's counter is
+/// seeded from its clock when it restarted empty, as in single-instance mode.
+async fn raise_fences(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    names: &KeyNames,
+    token: &str,
+    fence: u64,
+    options: &LockOptions,
+) -> bool {
+    let lifetime = fence_lifetime(options);
+    let call = || {
+        let mut call = Call::new(&RAISE_FENCE, &[names.lock(), names.fence()]);
+        call.arg(token).arg(fence).arg(lifetime);
+        call
+    };
+    let raised = |replies: &[Option<RedisResult<i64>>]| {
+        replies
+            .iter()
+            .filter(|reply| matches!(reply, Some(Ok(1))))
+            .count()
+    };
+    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
+        raised(replies) >= redlock.quorum
+    })
+    .await;
+    let done = raised(&replies) >= redlock.quorum;
+    if !done {
+        tracing::debug!(key = %names.lock(), "the fence reached no majority; trying again");
+    }
+    done
+}
+
+/// Re-dates the lock `token` holds on every master for a task of its process that takes it
+/// over: the key's expiry becomes `options.ttl` and, with fencing, a fresh fence is issued
+/// (the largest of the masters', raised on a majority). `Ok(None)` when no majority of the
+/// masters holds the token any more.
+pub(crate) async fn retake(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    names: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+) -> Result<Option<Option<u64>>, LockError> {
+    let lifetime = fence_lifetime(options);
+    let call = || {
+        let mut call = Call::new(&RETAKE, &[names.lock(), names.fence()]);
+        call.arg(token).arg(millis(options.ttl)).arg(lifetime);
+        call
+    };
+    let taken = |replies: &[Option<RedisResult<(i64, i64)>>]| {
+        replies
+            .iter()
+            .filter(|reply| matches!(reply, Some(Ok((1, _)))))
+            .count()
+    };
+    let (replies, _) = ask_all::<(i64, i64)>(nodes, redlock, Patience::Quorum, call, |replies| {
+        taken(replies) >= redlock.quorum
+    })
+    .await;
+    if taken(&replies) < redlock.quorum {
+        return match replies.into_iter().flatten().find_map(Result::err) {
+            Some(err) => Err(LockError::backend(names.lock(), err)),
+            None => Ok(None),
+        };
+    }
+    if !options.fencing {
+        return Ok(Some(None));
+    }
+    let fence = replies
+        .iter()
+        .filter_map(|reply| match reply {
+            Some(Ok((1, fence))) => u64::try_from(*fence).ok(),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    if raise_fences(nodes, redlock, names, token, fence, options).await {
+        Ok(Some(Some(fence)))
+    } else {
+        Ok(None)
+    }
 }
 
 /// Whether a round holds the lock: a majority granted it and the lease is still valid.
@@ -260,50 +393,194 @@ fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
     })
 }
 
-/// Releases on every master. 1 when a majority released our token, -1 when another owner
-/// holds it somewhere, 0 when it was gone everywhere else. An `announce`d release (a
-/// holder's) wakes the waiters subscribed on each master; a lost round's give-back does not.
+/// Releases on every master and wakes the waiters subscribed on each. 1 when a majority
+/// released our token, -1 when another owner holds it somewhere, 0 when it was gone
+/// everywhere else.
+///
+/// A silent minority costs next to nothing: once a majority released, the others get a
+/// short grace ([`ask_all`]) and the release returns (a silent master still gets the
+/// command, in the background). Without a majority released, the node timeout ends the
+/// wait once a majority answered.
 pub(crate) async fn release_all(
     nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,
     token: &str,
-    announce: bool,
 ) -> Result<i64, LockError> {
-    let replies = join_all(nodes.iter().map(|connection| {
-        let mut connection = connection.clone();
-        async move {
-            let call = if announce {
-                announced_release_call(names, token, "PUBLISH")
-            } else {
-                queue_call(&RELEASE, names, token, "PUBLISH")
-            };
-            invoke::<i64>(&call, &mut connection).await
-        }
-    }))
+    let released = |replies: &[Option<RedisResult<i64>>]| {
+        replies
+            .iter()
+            .filter(|reply| matches!(reply, Some(Ok(1))))
+            .count()
+    };
+    let call = || announced_release_call(names, token, "PUBLISH");
+    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
+        released(replies) >= redlock.quorum
+    })
     .await;
-    let mut released = 0;
-    let mut foreign = 0;
-    let mut last_error = None;
-    for reply in replies {
-        match reply {
-            Ok(1) => released += 1,
-            Ok(-1) => foreign += 1,
-            Ok(_) => {}
-            Err(err) => last_error = Some(err),
-        }
-    }
-    if released >= redlock.quorum {
+    let count = released(&replies);
+    if count >= redlock.quorum {
         return Ok(1);
     }
-    if foreign > 0 {
+    if replies.iter().any(|reply| matches!(reply, Some(Ok(-1)))) {
         return Ok(-1);
     }
-    match last_error {
-        Some(err) if released == 0 => Err(LockError::backend(names.lock(), err)),
+    let silent = redlock
+        .urls
+        .iter()
+        .zip(&replies)
+        .filter(|(_, reply)| reply.is_none())
+        .map(|(url, _)| url.as_str())
+        .collect::<Vec<_>>();
+    let error = replies.into_iter().flatten().find_map(Result::err);
+    match error {
+        Some(err) if count == 0 => Err(LockError::backend(names.lock(), err)),
+        None if count == 0 && !silent.is_empty() => Err(LockError::backend(
+            names.lock(),
+            RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer from {}", silent.join(", ")),
+            )),
+        )),
         _ => Ok(0),
     }
 }
+
+/// The silent release of a lost round's token (announcing it would wake every waiter into
+/// the next split of the votes).
+fn give_back_call(names: &KeyNames, token: &str) -> Call<'static> {
+    queue_call(&RELEASE, names, token, "PUBLISH")
+}
+
+/// Gives back a lost round's grants on every master, waiting only for the masters that
+/// answered the round (`answered`): a silent one gets the command in the background.
+async fn give_back(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    names: &KeyNames,
+    token: &str,
+    answered: &[bool],
+) {
+    let (replies, _) = ask_all::<i64>(
+        nodes,
+        redlock,
+        Patience::Quorum,
+        || give_back_call(names, token),
+        |replies| {
+            replies
+                .iter()
+                .zip(answered)
+                .all(|(reply, answered)| reply.is_some() || !answered)
+        },
+    )
+    .await;
+    if let Some(Err(err)) = replies.into_iter().flatten().find(Result::is_err) {
+        tracing::debug!(key = %names.lock(), error = %err, "giving back a lost round");
+    }
+}
+
+/// How long [`ask_all`] waits for the masters.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Patience {
+    /// Until the node timeout, whatever answered (an acquire round: a silent majority
+    /// fails the call then, not after the connections' response timeout).
+    NodeTimeout,
+    /// Past the node timeout only until a majority answered; without one, until the
+    /// connections' response timeout (a release: a late answer still says it released).
+    Quorum,
+}
+
+/// Asks one master: a master back from a restart is asked twice, as a connection manager
+/// answers the first command after a failed reconnection with that failure, and
+/// reconnects for the next.
+async fn ask_one<T: FromRedisValue>(
+    mut connection: Connection,
+    call: Call<'static>,
+) -> RedisResult<T> {
+    match invoke::<T>(&call, &mut connection).await {
+        Err(err) if err.is_connection_refusal() || err.is_connection_dropped() => {
+            invoke::<T>(&call, &mut connection).await
+        }
+        reply => reply,
+    }
+}
+
+/// Sends `call()` to every master at once and gathers the answers, in the
+/// order of the masters, until `decided` says the outcome is known, every master answered,
+/// or the node timeout ends the wait (see [`Patience`]); once `decided` holds, the others
+/// get a short grace only. A master that had not answered
+/// then is `None`; the flag says whether `decided` held (the outcome is known without
+/// those masters).
+async fn ask_all<T>(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    patience: Patience,
+    call: impl Fn() -> Call<'static>,
+    decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
+) -> (Vec<Option<RedisResult<T>>>, bool)
+where
+    T: FromRedisValue + Send + 'static,
+{
+    use futures_util::StreamExt as _;
+    let limit = Instant::now() + redlock.node_timeout.max(Duration::from_millis(1));
+    // An acquire's requests end with the round: a grant sent after it would only block a
+    // master. Others (releases, give-backs) run on in tasks of their own, so that a master
+    // the caller stops waiting for still gets them.
+    let mut pending: futures_util::stream::FuturesUnordered<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(index, connection)| {
+            let ask = ask_one::<T>(connection.clone(), call());
+            let ask: futures_util::future::BoxFuture<'static, RedisResult<T>> =
+                if patience == Patience::NodeTimeout {
+                    Box::pin(ask)
+                } else {
+                    let task = tokio::spawn(ask);
+                    Box::pin(async move {
+                        task.await.unwrap_or_else(|err| {
+                            Err(RedisError::from((
+                                redis::ErrorKind::Client,
+                                "the request to the master ended abnormally",
+                                err.to_string(),
+                            )))
+                        })
+                    })
+                };
+            async move { (index, ask.await) }
+        })
+        .collect();
+    let started = Instant::now();
+    let mut replies: Vec<Option<RedisResult<T>>> = (0..nodes.len()).map(|_| None).collect();
+    let mut answered = 0;
+    // Once the outcome is known, the others get as long again as it took (and 2 ms), so
+    // that healthy masters are all heard while a silent one costs next to nothing.
+    let mut grace: Option<Instant> = None;
+    while answered < nodes.len() {
+        if grace.is_none() && decided(&replies) {
+            grace = Some((Instant::now() + started.elapsed() + GRACE).min(limit));
+        }
+        let next = match grace {
+            Some(end) => match tokio::time::timeout_at(end, pending.next()).await {
+                Ok(next) => next,
+                Err(_) => return (replies, true),
+            },
+            None if patience == Patience::NodeTimeout || answered >= redlock.quorum => {
+                match tokio::time::timeout_at(limit, pending.next()).await {
+                    Ok(next) => next,
+                    Err(_) => return (replies, false),
+                }
+            }
+            None => pending.next().await,
+        };
+        let Some((index, reply)) = next else { break };
+        answered += 1;
+        replies[index] = Some(reply);
+    }
+    (replies, grace.is_some())
+}
+
+/// How long past the time a decision took [`ask_all`] still waits for the other masters.
+const GRACE: Duration = Duration::from_millis(2);
 
 /// Whether a majority of the masters hold `key`.
 pub(crate) async fn is_locked(

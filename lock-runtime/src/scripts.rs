@@ -34,6 +34,11 @@ pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("l
 /// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
 pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
 
+/// Redlock with fencing: raises a master's fence counter to the holder's token, owner-checked;
+/// 1 raised, 0 token gone.
+pub(crate) static RAISE_FENCE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("lua/raise_fence.lua")));
+
 /// A waiter leaves the queue.
 pub(crate) static LEAVE: Lazy<Script> = queue_script!("leave.lua");
 

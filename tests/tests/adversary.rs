@@ -7,6 +7,10 @@
 //!     cargo test -p lock-tests --test adversary -- --nocapture
 //! ```
 //!
+//! `adversary_redlock` runs the same against three Redlock masters (each behind its own
+//! fault proxy; each fault hits one master, a minority), without the redis-py client (its
+//! `Lock` takes one server, not a majority); the invariants are the same, fences included.
+//!
 //! The seed is printed first (random unless `ADVERSARY_SEED` is set); the summary line
 //! `ADVERSARY-SUMMARY` last. The seed fixes every choice (keys, options, cut points, faults),
 //! not the interleaving of processes, so a replay finds the same kind of trouble, not the
@@ -97,6 +101,21 @@ enum Target {
 }
 
 const PREFIX: &str = "{app}:";
+
+/// How long a Redlock master may take to answer, in the Redlock mode.
+const REDLOCK_NODE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A lock client's configuration on `url`: one server, or in Redlock mode the masters'
+/// comma-separated URLs.
+fn lock_config(url: &str, redlock: bool) -> Config {
+    if redlock {
+        // Generous against a loaded machine, and still far below the smallest ttl.
+        Config::redlock(url.split(',')).node_timeout(REDLOCK_NODE_TIMEOUT)
+    } else {
+        Config::single(url)
+    }
+    .connect_timeout(CONNECT_TIMEOUT)
+}
 
 /// Key shapes whose auxiliary names may collide: `x` and `{x}`, `{x}:queue` and `{x}:fence`
 /// (what `x`'s queue and fence counter are called), `{app}:k` and `{app}:k:queue`; `y` is a
@@ -224,7 +243,9 @@ impl Worker {
         match err {
             LockError::Busy { .. } => self.bump("busy"),
             LockError::Timeout { .. } => self.bump("timeout"),
-            LockError::Backend { .. } => {
+            // In Redlock mode a fault hits one master (a minority): no majority answering
+            // is judged as a Backend error is.
+            LockError::Backend { .. } | LockError::NoQuorum { .. } => {
                 self.bump("backend");
                 let after = started.elapsed();
                 if after + EARLY < wait {
@@ -616,17 +637,12 @@ fn worker_process(role: &str) {
     let seed = env_u64("ADV_SEED").unwrap();
     let secs = env_u64("ADV_SECS").unwrap();
     let release_file = std::env::var("ADV_RELEASE").unwrap();
+    let redlock = std::env::var("ADV_MODE").is_ok_and(|mode| mode == "redlock");
     let runtime = lock_tests::two_worker_runtime();
     runtime.block_on(async move {
-        lock_runtime::init(Config::single(url.clone()).connect_timeout(CONNECT_TIMEOUT)).unwrap();
-        let plain =
-            LockClient::new(Config::single(url.clone()).connect_timeout(CONNECT_TIMEOUT)).unwrap();
-        let prefixed = LockClient::new(
-            Config::single(url)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .key_prefix(PREFIX),
-        )
-        .unwrap();
+        lock_runtime::init(lock_config(&url, redlock)).unwrap();
+        let plain = LockClient::new(lock_config(&url, redlock)).unwrap();
+        let prefixed = LockClient::new(lock_config(&url, redlock).key_prefix(PREFIX)).unwrap();
         let detector = redis::Client::open(detector_url)
             .unwrap()
             .get_multiplexed_async_connection()
@@ -765,8 +781,8 @@ struct Fault {
 /// smallest ttl (a pause up to 500 ms, a blackhole up to 500 ms then a reset, a stall of
 /// 100-600 ms on every chunk, a connection reset, a restart).
 fn nemesis(
-    server: &mut RedisServer,
-    proxy: &FaultProxy,
+    servers: &mut [RedisServer],
+    proxies: &[FaultProxy],
     rng: &mut Rng,
     until: std::time::Instant,
 ) -> Vec<Fault> {
@@ -777,6 +793,13 @@ fn nemesis(
             break;
         }
         std::thread::sleep(gap);
+        // One server at a time: in Redlock mode a minority of the masters.
+        let target = if servers.len() > 1 {
+            rng.below(servers.len() as u64) as usize
+        } else {
+            0
+        };
+        let (server, proxy) = (&mut servers[target], &proxies[target]);
         let start_us = now_us();
         let kind = match rng.below(5) {
             0 => {
@@ -949,7 +972,8 @@ fn add_counters(line: &str, prefix: &str, totals: &mut BTreeMap<String, u64>) {
     }
 }
 
-fn parent() {
+/// Runs the test: against one lock server, or (`redlock`) three Redlock masters.
+fn parent(redlock: bool) {
     let python = Command::new("python3")
         .args(["-c", "import redis"])
         .status()
@@ -960,15 +984,34 @@ fn parent() {
          scripts/ensure-redis); the foreign-client half of this test needs it"
     );
     let seed = env_u64("ADVERSARY_SEED").unwrap_or_else(|| splitmix(now_us()));
-    let secs = env_u64("ADVERSARY_SECS").unwrap_or(45).max(5);
+    let secs = env_u64("ADVERSARY_SECS")
+        .unwrap_or(if redlock { 30 } else { 45 })
+        .max(5);
+    let mode = if redlock { "redlock" } else { "single" };
     println!(
-        "ADVERSARY seed={seed} secs={secs} (replay: ADVERSARY_SEED={seed} ADVERSARY_SECS={secs} \
-         cargo test -p lock-tests --test adversary -- --nocapture)"
+        "ADVERSARY mode={mode} seed={seed} secs={secs} (replay: ADVERSARY_SEED={seed} \
+         ADVERSARY_SECS={secs} cargo test -p lock-tests --test adversary -- --exact {} \
+         --nocapture)",
+        if redlock {
+            "adversary_redlock"
+        } else {
+            "adversary"
+        }
     );
     let mut rng = Rng::new(seed);
     let detector = RedisServer::start();
-    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let proxy = FaultProxy::start(server.port());
+    let mut servers: Vec<RedisServer> = (0..if redlock { 3 } else { 1 })
+        .map(|_| RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]))
+        .collect();
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|server| FaultProxy::start(server.port()))
+        .collect();
+    let lock_url = proxies
+        .iter()
+        .map(FaultProxy::url)
+        .collect::<Vec<_>>()
+        .join(",");
     let release_file =
         std::env::temp_dir().join(format!("adversary-{}", uuid::Uuid::new_v4().simple()));
 
@@ -976,35 +1019,40 @@ fn parent() {
     let mut streams = Vec::new();
     for index in 0..WORKERS {
         let env = [
-            ("ADV_URL", proxy.url()),
-            ("ADV_DIRECT", server.url()),
+            ("ADV_URL", lock_url.clone()),
+            ("ADV_DIRECT", servers[0].url()),
             ("ADV_DETECTOR", detector.url()),
             ("ADV_SEED", splitmix(seed ^ (index as u64 + 1)).to_string()),
             ("ADV_SECS", secs.to_string()),
             ("ADV_RELEASE", release_file.to_str().unwrap().to_owned()),
+            ("ADV_MODE", mode.to_owned()),
         ];
         let mut worker = child::spawn(TEST, &format!("w{index}"), &env);
         streams.push(child::stream_lines(worker.stdout.take().unwrap()));
         processes.0.push(worker);
     }
-    let mut python = Command::new("python3")
-        .arg("-c")
-        .arg(PYTHON_WORKER)
-        .arg(proxy.url())
-        .arg(detector.url())
-        .arg(splitmix(seed ^ 0xF0F0).to_string())
-        .arg(secs.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn python3");
-    let python_lines = child::stream_lines(python.stdout.take().unwrap());
-    processes.0.push(python);
+    // redis-py's Lock takes one server: no foreign client against Redlock masters.
+    let python_lines = (!redlock).then(|| {
+        let mut python = Command::new("python3")
+            .arg("-c")
+            .arg(PYTHON_WORKER)
+            .arg(proxies[0].url())
+            .arg(detector.url())
+            .arg(splitmix(seed ^ 0xF0F0).to_string())
+            .arg(secs.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn python3");
+        let lines = child::stream_lines(python.stdout.take().unwrap());
+        processes.0.push(python);
+        lines
+    });
 
     let started = std::time::Instant::now();
     let faults = nemesis(
-        &mut server,
-        &proxy,
+        &mut servers,
+        &proxies,
         &mut rng,
         started + Duration::from_secs(secs),
     );
@@ -1020,14 +1068,18 @@ fn parent() {
             idle += 1;
         }
     }
-    let python_done = lines_until(&python_lines, None, drain, &mut lines);
+    let python_done = python_lines
+        .as_ref()
+        .is_none_or(|python| lines_until(python, None, drain, &mut lines));
     let settle = last_fault + LONGEST_TTL + Duration::from_secs(3);
     std::thread::sleep(settle.saturating_duration_since(std::time::Instant::now()));
 
-    let mut admin = server.conn();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
-    let (fence_counters, leftover_keys): (Vec<String>, Vec<String>) =
-        keys.into_iter().partition(|key| {
+    let (mut fence_counters, mut leftover_keys) = (Vec::new(), Vec::new());
+    let (mut channels, mut shard_channels) = (Vec::<String>::new(), Vec::<String>::new());
+    for server in &servers {
+        let mut admin = server.conn();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+        let (fences, leftovers): (Vec<String>, Vec<String>) = keys.into_iter().partition(|key| {
             key.contains("fence")
                 && redis::cmd("GET")
                     .arg(key)
@@ -1036,15 +1088,22 @@ fn parent() {
                     .flatten()
                     .is_some_and(|value| value.parse::<u64>().is_ok())
         });
-    let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg("*")
-        .query(&mut admin)
-        .unwrap();
-    let shard_channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("SHARDCHANNELS")
-        .query(&mut admin)
-        .unwrap();
+        fence_counters.extend(fences);
+        leftover_keys.extend(leftovers);
+        channels.extend(
+            redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg("*")
+                .query::<Vec<String>>(&mut admin)
+                .unwrap(),
+        );
+        shard_channels.extend(
+            redis::cmd("PUBSUB")
+                .arg("SHARDCHANNELS")
+                .query::<Vec<String>>(&mut admin)
+                .unwrap(),
+        );
+    }
 
     std::fs::write(&release_file, b"done").unwrap();
     let exit_bound = std::time::Instant::now() + Duration::from_secs(30);
@@ -1242,7 +1301,7 @@ fn parent() {
     }
     let count = |name: &str| totals.get(name).copied().unwrap_or(0);
     let summary = format!(
-        "ADVERSARY-SUMMARY seed={seed} secs={secs} acquisitions={} (python {}; per key {per_key:?}) \
+        "ADVERSARY-SUMMARY mode={mode} seed={seed} secs={secs} acquisitions={} (python {}; per key {per_key:?}) \
          drops: acquire={} body={} release={}; lost={} busy={} timeout={} backend={} \
          release-errors={}; faults={kinds:?}; overlaps={overlaps} (witnessed {witnessed}, \
          keys {overlapping_keys:?}; excused after a lost lease {excused}); \
@@ -1284,7 +1343,7 @@ fn parent() {
         "seed {seed}: invariants broken:{report}\n{summary}"
     );
     assert!(
-        count("acquisitions") > 0 && count("python_acquisitions") > 0,
+        count("acquisitions") > 0 && (redlock || count("python_acquisitions") > 0),
         "seed {seed}: nothing was acquired: {summary}"
     );
 }
@@ -1293,6 +1352,14 @@ fn parent() {
 fn adversary() {
     match child::role() {
         Some(role) => worker_process(&role),
-        None => parent(),
+        None => parent(false),
+    }
+}
+
+/// The same against three Redlock masters; its workers are `adversary`'s role processes.
+#[test]
+fn adversary_redlock() {
+    if child::role().is_none() {
+        parent(true);
     }
 }

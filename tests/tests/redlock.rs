@@ -241,20 +241,118 @@ async fn renewal_counts_a_quorum() {
     assert_eq!(cause, LostCause::TokenGone);
 }
 
+/// The fence counter of `key` on one master.
+fn fence_counter(server: &RedisServer, key: &str) -> Option<u64> {
+    server
+        .get(&format!("~lock/fence{{{key}}}"))
+        .map(|value| value.parse().unwrap())
+}
+
+/// Takes `key` with fencing through `client` and releases it; its fence.
+async fn fenced_cycle(client: &LockClient, key: &str) -> u64 {
+    let guard = client.lock(key).fencing(true).acquire().await.unwrap();
+    let fence = guard.fence().expect("no fence with fencing on");
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    fence
+}
+
+/// Fencing in Redlock mode: the token is the largest fence of the masters that granted
+/// the lock, raised on a majority before it is handed out, so tokens strictly increase
+/// from holder to holder, across processes (two clients taking turns).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fencing_is_refused_in_redlock_mode() {
+async fn redlock_fences_strictly_increase_across_holders() {
+    let servers = masters(3);
+    let clients = [client_for(&servers), client_for(&servers)];
+    let mut last = 0;
+    for round in 0..40 {
+        let fence = fenced_cycle(&clients[round % 2], "fenced").await;
+        assert!(fence > last, "round {round}: fence {fence} after {last}");
+        last = fence;
+    }
+    // The holder's token was raised on every master.
+    for server in &servers {
+        assert_eq!(fence_counter(server, "fenced"), Some(last));
+    }
+}
+
+/// A master whose counter runs far ahead (its clock, or fences it issued alone) makes a
+/// holder's token large; with that master down (a minority failure) the next holder is
+/// granted by the two others, which the first holder raised: its token is larger still.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_fences_increase_with_a_master_down() {
+    let mut servers = masters(3);
+    let client = client_for(&servers);
+    let ahead: u64 = 4_000_000_000_000_000;
+    let _: () = redis::cmd("SET")
+        .arg("~lock/fence{ahead}")
+        .arg(ahead)
+        .query(&mut servers[2].conn())
+        .unwrap();
+    let first = fenced_cycle(&client, "ahead").await;
+    assert!(first > ahead, "the token {first} is not the largest fence");
+    servers[2].kill9();
+    let second = fenced_cycle(&client, "ahead").await;
+    println!("FIGURE redlock-fence-minority: {first} then {second} with the leading master down");
+    assert!(
+        second > first,
+        "fence {second} after {first} with one master down"
+    );
+}
+
+/// A master restarting empty (no persistence) loses its counter: the next holder's token
+/// still exceeds the last one, through the majority it shares with the last holder (which
+/// raised it) and the counter's seed from the server clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_fences_increase_across_an_empty_restart() {
+    let mut servers = masters(3);
+    let client = client_for(&servers);
+    let ahead: u64 = 4_000_000_000_000_000;
+    let _: () = redis::cmd("SET")
+        .arg("~lock/fence{restart}")
+        .arg(ahead)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let mut last = fenced_cycle(&client, "restart").await;
+    for (restarted, server) in servers.iter_mut().enumerate() {
+        server.restart();
+        assert_eq!(fence_counter(server, "restart"), None);
+        let fence = fenced_cycle(&client, "restart").await;
+        assert!(
+            fence > last,
+            "fence {fence} after {last} once master {restarted} restarted empty"
+        );
+        last = fence;
+    }
+}
+
+/// Tasks of one process passing a fenced lock between them (the local level) each get a
+/// fresh fence from the masters, strictly above the one before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_fences_increase_across_local_passes() {
     let servers = masters(3);
     let client = client_for(&servers);
-    let err = client
-        .lock("fenced")
-        .fencing(true)
-        .acquire()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, LockError::Config { reason } if reason.contains("fencing")),
-        "{err:?}"
-    );
+    let fences = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, fences) = (client.clone(), fences.clone());
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    let guard = client.lock("passed").fencing(true).acquire().await.unwrap();
+                    fences.lock().unwrap().push(guard.fence().unwrap());
+                    tokio::time::sleep(Duration::from_micros(300)).await;
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let fences = fences.lock().unwrap();
+    assert_eq!(fences.len(), 40);
+    for pair in fences.windows(2) {
+        assert!(pair[1] > pair[0], "fence {} after {}", pair[1], pair[0]);
+    }
 }
 
 /// The known-unsafe case, as a tested fact: a master that restarts empty at once (no
@@ -495,4 +593,229 @@ async fn redlock_waiters_are_woken_by_releases() {
         rounds <= 6,
         "{rounds} rounds while the key was held: the waiters poll instead of being woken"
     );
+}
+
+/// A master stopped with SIGSTOP (a dead network path, a long stall: connections are
+/// accepted, nothing is answered) until dropped, when it gets SIGCONT, so no test leaves a
+/// server stopped, whatever fails.
+struct Silenced<'a>(&'a RedisServer);
+
+impl<'a> Silenced<'a> {
+    fn new(server: &'a RedisServer) -> Self {
+        server.signal("STOP");
+        Silenced(server)
+    }
+}
+
+impl Drop for Silenced<'_> {
+    fn drop(&mut self) {
+        self.0.signal("CONT");
+    }
+}
+
+/// A Redlock client on `servers` with the given node and response timeouts, its connections
+/// (commands and subscriptions) opened by one uncontended cycle and one wait.
+async fn warm_client(
+    servers: &[RedisServer],
+    node_timeout: Duration,
+    response_timeout: Duration,
+) -> LockClient {
+    let client = LockClient::new(
+        Config::redlock(servers.iter().map(RedisServer::url))
+            .node_timeout(node_timeout)
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(response_timeout),
+    )
+    .unwrap();
+    client
+        .lock("warm")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    client
+}
+
+/// The channels with a subscriber on `server`.
+fn subscribed_channels(server: &RedisServer) -> usize {
+    redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .query::<Vec<String>>(&mut server.conn())
+        .unwrap()
+        .len()
+}
+
+/// One master of three silent (SIGSTOP): a waiter in another process gets the lock within
+/// the node timeout (plus a margin for a loaded machine) of the holder's release, not after
+/// the silent master's response timeout, and the release, answered by a quorum, reports
+/// `Released`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_silent_master_delays_a_hand_over_by_the_node_timeout_at_most() {
+    let servers = masters(3);
+    let node_timeout = Duration::from_millis(100);
+    let holder = warm_client(&servers, node_timeout, Duration::from_secs(2)).await;
+    let waiter = warm_client(&servers, node_timeout, Duration::from_secs(2)).await;
+    let _silent = Silenced::new(&servers[2]);
+    for round in 0..3 {
+        let guard = holder
+            .lock("handover")
+            .ttl(Duration::from_secs(5))
+            .acquire()
+            .await
+            .unwrap();
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let guard = waiter
+                    .lock("handover")
+                    .ttl(Duration::from_secs(5))
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await;
+                (guard, tokio::time::Instant::now())
+            })
+        };
+        // The waiter has subscribed on both live masters: it waits for a release message.
+        let subscribed =
+            lock_tests::until(Duration::from_secs(10), Duration::from_millis(5), || {
+                servers[..2]
+                    .iter()
+                    .all(|server| subscribed_channels(server) > 0)
+            })
+            .await;
+        assert!(subscribed.is_some(), "the waiter never subscribed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let released_at = tokio::time::Instant::now();
+        let outcome = guard.release().await;
+        let release_took = released_at.elapsed();
+        let (taken, taken_at) = waiting.await.unwrap();
+        let taken = taken.unwrap_or_else(|err| panic!("round {round}: the waiter failed: {err}"));
+        let hand_over = taken_at - released_at;
+        println!(
+            "FIGURE redlock-silent-master: round {round}: release {release_took:?} \
+             ({outcome:?}), waiter took the lock {hand_over:?} after the release began \
+             (node timeout {node_timeout:?}, response timeout 2 s)"
+        );
+        assert_eq!(
+            outcome.unwrap(),
+            ReleaseOutcome::Released,
+            "a release answered by 2 of 3 masters"
+        );
+        assert!(
+            hand_over < node_timeout + Duration::from_millis(500),
+            "round {round}: the hand-over took {hand_over:?} with one master silent"
+        );
+        assert_eq!(taken.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+}
+
+/// A silent majority (two of three masters SIGSTOPped) fails the call with `NoQuorum`
+/// naming both once the round's node timeout has passed, well before the response timeout
+/// (4 s here), even with a long wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_majority_fails_with_no_quorum_after_the_node_timeout() {
+    let servers = masters(3);
+    let node_timeout = Duration::from_millis(100);
+    let client = warm_client(&servers, node_timeout, Duration::from_secs(4)).await;
+    let silent = [Silenced::new(&servers[1]), Silenced::new(&servers[2])];
+    let started = tokio::time::Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(20),
+        client.lock("k").wait(Duration::from_secs(10)).acquire(),
+    )
+    .await
+    .expect("the call kept retrying rounds")
+    .unwrap_err();
+    let took = started.elapsed();
+    println!(
+        "FIGURE redlock-silent-majority: NoQuorum after {took:?} (node timeout {node_timeout:?}, \
+         response timeout 4 s, wait 10 s): {err}"
+    );
+    assert!(matches!(err, LockError::NoQuorum { .. }), "{err:?}");
+    for server in &servers[1..] {
+        assert!(
+            err.to_string().contains(&server.port().to_string()),
+            "{err} does not name {}",
+            server.url()
+        );
+    }
+    assert!(
+        took < Duration::from_millis(1500),
+        "NoQuorum took {took:?}: it waited for the response timeout"
+    );
+    drop(silent);
+    assert_eq!(
+        servers[0].get("k"),
+        None,
+        "a key was left on the live master"
+    );
+}
+
+/// The second known-unsafe case: a clock jump on one master (simulated by shortening the
+/// holder's key there with `PEXPIRE`, which is what a master whose clock jumps forward
+/// does to it) lets a second owner acquire while a holder that has 2 of 3 masters still
+/// holds the lock. The first is told `Lost` at its next renewal (up to a third of the ttl
+/// later); fencing is the remedy: the second holder's token is larger, so storage that
+/// checks it refuses the first holder's writes meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_jump_on_one_master_allows_a_second_holder_until_the_first_is_told_lost() {
+    let servers = masters(3);
+    let proxy = FaultProxy::start(servers[2].port());
+    let urls = [servers[0].url(), servers[1].url(), proxy.url()];
+    let client_a = redlock_client(urls.clone());
+    let client_b = redlock_client(urls);
+    let ttl = Duration::from_secs(2);
+    // A takes the lock on masters 0 and 1 while master 2 is unreachable.
+    proxy.set_blackhole(Direction::Up, true);
+    let a = client_a
+        .lock("clock")
+        .ttl(ttl)
+        .fencing(true)
+        .acquire()
+        .await
+        .unwrap();
+    proxy.set_blackhole(Direction::Up, false);
+    proxy.reset_all();
+    assert_eq!(servers[2].get("clock"), None);
+    // Master 0's clock jumps: A's key there expires at once.
+    let _: () = redis::cmd("PEXPIRE")
+        .arg("clock")
+        .arg(1)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let gone = lock_tests::until(Duration::from_secs(2), Duration::from_millis(1), || {
+        servers[0].get("clock").is_none()
+    })
+    .await;
+    assert!(gone.is_some(), "the shortened key did not expire");
+    let b = client_b
+        .lock("clock")
+        .ttl(ttl)
+        .fencing(true)
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .expect("the clock jump did not let a second owner in");
+    let both_from = tokio::time::Instant::now();
+    assert!(!a.is_lost(), "A was told Lost before B acquired");
+    let cause = tokio::time::timeout(Duration::from_secs(10), a.lost())
+        .await
+        .expect("A was never told Lost");
+    let both_for = both_from.elapsed();
+    println!(
+        "FIGURE redlock-clock-jump: a second holder acquired while the first held 2 of 3 \
+         masters; the first was told Lost ({cause}) {both_for:?} later (ttl {ttl:?}, renewal \
+         every ttl/3); fences {:?} then {:?}",
+        a.fence(),
+        b.fence()
+    );
+    assert_eq!(cause, LostCause::TokenGone);
+    assert!(
+        b.fence() > a.fence(),
+        "fencing: the second token is not larger"
+    );
+    b.release().await.unwrap();
+    drop(a);
 }
