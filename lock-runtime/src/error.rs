@@ -55,6 +55,18 @@ pub enum LockError {
         /// The client's error.
         source: Arc<redis::RedisError>,
     },
+    /// A release (or a waiting process's leave of the queue) kept meeting transient errors
+    /// or no answer until its time ran out (the lease's validity point, 2 s at most): it
+    /// gave up, and the lock ends by itself when its ttl runs out. One outcome, whatever
+    /// the last error was (in a cluster under resharding or failover: `TRYAGAIN`, `MOVED`
+    /// to a dead node, `ASK`, or a timeout); [`source()`](std::error::Error::source) is
+    /// that last error.
+    ReleaseGaveUp {
+        /// The Redis key of the lock.
+        key: String,
+        /// The last error met before giving up.
+        source: Arc<redis::RedisError>,
+    },
     /// Redlock mode: too few masters answered for a majority.
     NoQuorum {
         /// The Redis key of the lock.
@@ -138,6 +150,11 @@ impl fmt::Display for LockError {
                 "lock `{key}`: the request to Redis failed (Redis unreachable or answering \
                  with an error)"
             ),
+            LockError::ReleaseGaveUp { key, .. } => write!(
+                f,
+                "lock `{key}`: the release gave up, Redis did not answer it in time; the key \
+                 expires by its ttl (the last error is the source of this one)"
+            ),
             LockError::NoQuorum {
                 key,
                 answered,
@@ -182,9 +199,9 @@ impl fmt::Display for LockError {
 impl std::error::Error for LockError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LockError::Backend { source, .. } | LockError::InvalidUrl { source, .. } => {
-                Some(redis_cause(source))
-            }
+            LockError::Backend { source, .. }
+            | LockError::ReleaseGaveUp { source, .. }
+            | LockError::InvalidUrl { source, .. } => Some(redis_cause(source)),
             _ => None,
         }
     }
@@ -236,6 +253,7 @@ impl LockError {
             | LockError::Timeout { key, .. }
             | LockError::Lost { key, .. }
             | LockError::Backend { key, .. }
+            | LockError::ReleaseGaveUp { key, .. }
             | LockError::NoQuorum { key, .. }
             | LockError::NotReplicated { key, .. }
             | LockError::InvalidKey { key, .. }

@@ -48,6 +48,7 @@ impl LockError {
             LockError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             LockError::Timeout { .. }
             | LockError::Backend { .. }
+            | LockError::ReleaseGaveUp { .. }
             | LockError::NoQuorum { .. }
             | LockError::NotReplicated { .. }
             | LockError::Lost { .. }
@@ -64,6 +65,7 @@ impl LockError {
             LockError::Busy { .. } => "busy: the same request is already in progress; retry later",
             LockError::Timeout { .. } => "busy: the resource stayed locked; retry shortly",
             LockError::Backend { .. }
+            | LockError::ReleaseGaveUp { .. }
             | LockError::NoQuorum { .. }
             | LockError::NotReplicated { .. } => "the lock service is unavailable; retry shortly",
             LockError::Lost { .. } => "the request lost its lock before it completed; retry",
@@ -82,6 +84,7 @@ impl IntoResponse for LockError {
             self,
             LockError::Timeout { .. }
                 | LockError::Backend { .. }
+                | LockError::ReleaseGaveUp { .. }
                 | LockError::NoQuorum { .. }
                 | LockError::NotReplicated { .. }
         );

@@ -449,7 +449,6 @@ impl Lock {
         if let Err(LockError::Lost { key, cause }) = &outcome {
             tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
         }
-        let key = guard.key().to_owned();
         if let Err(err) = guard.release().await {
             // The body's outcome stands; the lease runs out by itself.
             tracing::warn!(key = %err.key(), error = %err.cause(), "releasing the lock failed");
@@ -458,7 +457,10 @@ impl Lock {
         // one found while the body ran; the body's effects may have happened.
         let outcome = match (outcome, current.lost_cause()) {
             (Ok(_), Some(cause)) if self.options.on_lost != OnLost::Continue => {
-                Err(LockError::Lost { key, cause })
+                Err(LockError::Lost {
+                    key: current.key().to_owned(),
+                    cause,
+                })
             }
             (outcome, _) => outcome,
         };

@@ -635,6 +635,7 @@ where
 {
     let give_up = give_up.max(Instant::now() + MIN_RELEASE_TRY);
     let mut pause = Duration::from_millis(25);
+    let mut last = None;
     for _ in 0..RELEASE_TRIES {
         let outcome = match tokio::time::timeout_at(give_up, call()).await {
             Ok(outcome) => outcome,
@@ -643,8 +644,9 @@ where
         match outcome {
             Err(err) if is_transient(&err) || is_connection(&err) => {
                 tracing::debug!(key = %names.lock(), error = %err.cause(), "{what} failed; trying again");
+                last = Some(err);
                 if Instant::now() + pause >= give_up {
-                    return Err(err);
+                    break;
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(400));
@@ -652,19 +654,23 @@ where
             outcome => return outcome,
         }
     }
-    Err(gave_up(names, what))
+    Err(gave_up(names, what, last))
 }
 
-/// The error of a release or leave that ran out of time: the lease (or the queue place)
-/// then ends by itself.
-fn gave_up(names: &KeyNames, what: &str) -> LockError {
-    LockError::backend(
-        names.lock(),
-        redis::RedisError::from(std::io::Error::new(
+/// The one outcome of a release or leave that ran out of time, whatever transient error it
+/// met last (kept as the source): the lease (or the queue place) then ends by itself.
+fn gave_up(names: &KeyNames, what: &str, last: Option<LockError>) -> LockError {
+    let source = match last {
+        Some(LockError::Backend { source, .. } | LockError::ReleaseGaveUp { source, .. }) => source,
+        _ => Arc::new(redis::RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            format!("{what} gave up: Redis did not answer before the lease could end by itself"),
-        )),
-    )
+            format!("{what}: Redis did not answer before the lease could end by itself"),
+        ))),
+    };
+    LockError::ReleaseGaveUp {
+        key: names.lock().to_owned(),
+        source,
+    }
 }
 
 /// The longest a release (or a dropped waiter's leave) keeps trying.

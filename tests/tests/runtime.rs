@@ -565,3 +565,38 @@ async fn a_release_future_dropped_after_its_first_poll_still_releases() {
     assert_eq!(cut, RUNS, "a release finished within its first poll");
     assert_eq!(client.held_leases(), 0);
 }
+
+/// A release that runs out of time reports one clear outcome, whatever transient error it
+/// met last: it gave up, and the key expires by its ttl (issue 25 item 6: a cluster release
+/// used to return `TryAgain`, `Moved`, `Ask` or an I/O error, whichever came last).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_runs_out_of_time_says_it_gave_up_and_the_key_expires_by_its_ttl() {
+    let mut server = RedisServer::start();
+    let client = LockClient::new(
+        Config::single(server.url())
+            .connect_timeout(Duration::from_millis(100))
+            .response_timeout(Duration::from_millis(200)),
+    )
+    .unwrap();
+    let guard = client
+        .lock("gives-up")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    server.kill9();
+    let err = tokio::time::timeout(Duration::from_secs(10), guard.release())
+        .await
+        .expect("a release is bounded by its budget")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LockError::ReleaseGaveUp { .. }), "{err:?}");
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "the last error is kept as the source: {err:?}"
+    );
+    assert!(
+        text.contains("gives-up") && text.contains("gave up") && text.contains("ttl"),
+        "the release's error should say it gave up and the key expires by its ttl: {text}"
+    );
+}
