@@ -103,6 +103,37 @@ impl<'s> Call<'s> {
     }
 }
 
+/// The retry loop of [`invoke`] and [`invoke_replicated`] around `$send` (a command or a
+/// pipeline sent on `$connection`, evaluated again for each try): on NOSCRIPT loads
+/// `$script` and sends again, and after a dropped connection sends once more. A macro, not a
+/// generic function over the request: the futures must stay `Send` for `tokio::spawn`.
+macro_rules! send_retrying {
+    ($script:expr, $connection:expr, $send:expr) => {{
+        let mut noscript_tries = 1;
+        let mut reconnected = false;
+        loop {
+            match $send.await {
+                Err(err)
+                    if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                        && noscript_tries < NOSCRIPT_TRIES =>
+                {
+                    noscript_tries += 1;
+                    $script.prepare_invoke().load_async($connection).await?;
+                }
+                Err(err)
+                    if !reconnected
+                        && err.is_connection_dropped()
+                        && !err.is_connection_refusal() =>
+                {
+                    tracing::debug!(error = %err, "connection dropped; trying once more");
+                    reconnected = true;
+                }
+                result => break result,
+            }
+        }
+    }};
+}
+
 /// Runs a script call: EVALSHA, and on NOSCRIPT (a restart, `SCRIPT FLUSH`) loads the
 /// script and sends EVALSHA again. A flush between that load and that EVALSHA fails the
 /// call with NOSCRIPT although the script never ran; such a call is made again, a few times.
@@ -116,26 +147,7 @@ pub(crate) async fn invoke<T: FromRedisValue>(
     call: &Call<'_>,
     connection: &mut (impl ConnectionLike + Send),
 ) -> RedisResult<T> {
-    let mut noscript_tries = 1;
-    let mut reconnected = false;
-    loop {
-        match call.cmd.query_async(connection).await {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                    && noscript_tries < NOSCRIPT_TRIES =>
-            {
-                noscript_tries += 1;
-                call.script.prepare_invoke().load_async(connection).await?;
-            }
-            Err(err)
-                if !reconnected && err.is_connection_dropped() && !err.is_connection_refusal() =>
-            {
-                tracing::debug!(error = %err, "connection dropped; trying once more");
-                reconnected = true;
-            }
-            result => return result,
-        }
-    }
+    send_retrying!(call.script, connection, call.cmd.query_async(connection))
 }
 
 /// [`invoke`] with `replicas`' `WAIT` in the same pipeline, right after the call on the same
@@ -147,26 +159,7 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
     connection: &mut Connection,
 ) -> RedisResult<(T, i64)> {
     let pipeline = replicas.pipeline(&call.cmd);
-    let mut noscript_tries = 1;
-    let mut reconnected = false;
-    loop {
-        match pipeline.query_async(connection).await {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                    && noscript_tries < NOSCRIPT_TRIES =>
-            {
-                noscript_tries += 1;
-                call.script.prepare_invoke().load_async(connection).await?;
-            }
-            Err(err)
-                if !reconnected && err.is_connection_dropped() && !err.is_connection_refusal() =>
-            {
-                tracing::debug!(error = %err, "connection dropped; trying once more");
-                reconnected = true;
-            }
-            result => return result,
-        }
-    }
+    send_retrying!(call.script, connection, pipeline.query_async(connection))
 }
 
 /// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
