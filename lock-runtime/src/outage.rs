@@ -16,6 +16,7 @@
 //! A short restart is ridden out: failures that last less than the grace only make the
 //! acquire loop try again within each caller's `wait`, as before.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -66,6 +67,10 @@ struct HealthInner {
     /// How long failures may last before the server is declared down.
     grace: Duration,
     state: Mutex<State>,
+    /// Whether `state` is `Up`, kept beside it (written under its lock) so that every
+    /// request's report and every try's check read an atomic, not the shared lock, in the
+    /// common case.
+    up: AtomicBool,
     /// Wakes the client's parked waiters when a server is declared down.
     interrupt: Arc<Notify>,
     /// How to ask the server whether it is back, while it is down.
@@ -104,6 +109,7 @@ impl Health {
                 server: server.into(),
                 grace,
                 state: Mutex::new(State::Up),
+                up: AtomicBool::new(true),
                 interrupt,
                 probe,
             }),
@@ -127,11 +133,15 @@ impl Health {
     }
 
     fn answered(&self) {
+        if self.inner.up.load(Ordering::Acquire) {
+            return;
+        }
         let mut state = self.state();
         if let State::Up = *state {
             return;
         }
         let was = std::mem::replace(&mut *state, State::Up);
+        self.inner.up.store(true, Ordering::Release);
         drop(state);
         if let State::Down { since, .. } = was {
             tracing::info!(
@@ -156,6 +166,7 @@ impl Health {
                     since: now,
                     confirming: false,
                 };
+                self.inner.up.store(false, Ordering::Release);
                 return;
             }
             State::Failing { since, confirming } => {
@@ -226,6 +237,9 @@ impl Health {
 
     /// The error for `key` while the server is down, or `None` when it is not.
     pub(crate) fn down(&self, key: &str) -> Option<LockError> {
+        if self.inner.up.load(Ordering::Acquire) {
+            return None;
+        }
         let State::Down {
             since, last_error, ..
         } = &*self.state()
