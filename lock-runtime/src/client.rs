@@ -8,6 +8,7 @@ use once_cell::sync::OnceCell;
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 
+use crate::cluster_nodes::ClusterNodes;
 use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
 use crate::outage::{Health, Probe};
@@ -311,23 +312,21 @@ impl LockClient {
     }
 
     /// Whether a try for `key` may go to Redis now: not once the client is shut down, and
-    /// not while the server (single mode, a cluster as a whole) is declared down but for
-    /// one probe now and then (see `outage.rs`).
+    /// not while the server it needs (single mode; in a cluster, the master that serves
+    /// its slot) is declared down (see `outage.rs`, `cluster_nodes.rs`).
     pub(crate) fn may_try(&self, key: &str) -> Result<(), LockError> {
         self.inner.shutdown.check_open(key)?;
-        match self.inner.connections[0].health() {
-            Some(health) if self.inner.redlock.is_none() => health.check(key),
-            _ => Ok(()),
-        }
+        self.outage(key).map_or(Ok(()), Err)
     }
 
-    /// The outage error for `key` when its server (single mode, a cluster) is declared
-    /// down: a failed try then ends the acquisition instead of being tried again.
+    /// The outage error for `key` when its server (single mode; in a cluster, the master
+    /// of its slot) is declared down: a failed try then ends the acquisition instead of
+    /// being tried again.
     pub(crate) fn outage(&self, key: &str) -> Option<LockError> {
         if self.inner.redlock.is_some() {
             return None;
         }
-        self.inner.connections[0].health()?.down(key)
+        self.inner.connections[0].down(key)
     }
 
     /// Shuts the client down: no new locks (acquiring fails with
@@ -652,12 +651,27 @@ impl<'a> Setup<'a> {
             .map_err(|err| self.setup_failed(err))?;
         let wakeups =
             Wakeups::cluster(self.cluster_builder()?).map_err(|err| self.setup_failed(err))?;
+        // Map reads and probes: connections of their own, without retries (a probe
+        // answers for one moment; the outage rule does the waiting).
+        let probes = self
+            .cluster_builder()?
+            .retries(0)
+            .build()
+            .map_err(|err| self.setup_failed(err))?;
+        let whole = self.health(
+            format!("the Redis Cluster ({})", self.urls.join(", ")),
+            ping_cluster(commands.clone()),
+        );
+        let nodes = ClusterNodes::new(
+            self.config.outage_grace,
+            self.interrupt.clone(),
+            probes,
+            self.limit,
+            whole,
+        );
         Ok(Topology {
             connections: vec![Connection::Cluster(
-                LazyCluster::new(commands.clone()).watched(self.health(
-                    format!("the Redis Cluster ({})", self.urls.join(", ")),
-                    ping_cluster(commands),
-                )),
+                LazyCluster::new(commands).watched(nodes),
             )],
             wakeups,
             redlock: None,

@@ -12,6 +12,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use tokio::sync::RwLock;
 
+use crate::LockError;
+use crate::cluster_nodes::{ClusterNodes, cmd_slot, pipeline_slot};
 use crate::outage::Health;
 use crate::sentinel::{PrimaryTemplate, is_auth_failure, name_auth_failure};
 
@@ -476,8 +478,9 @@ fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
 pub(crate) struct LazyCluster {
     client: Arc<ClusterClient>,
     connection: Arc<RwLock<Option<ClusterConnection>>>,
-    /// Where its requests' outcomes go (the cluster as a whole; see `outage.rs`).
-    health: Option<Health>,
+    /// Where its requests' outcomes go: the master that serves each request's slot (see
+    /// `cluster_nodes.rs`).
+    nodes: Option<ClusterNodes>,
 }
 
 impl LazyCluster {
@@ -485,13 +488,13 @@ impl LazyCluster {
         LazyCluster {
             client: Arc::new(client),
             connection: Arc::new(RwLock::new(None)),
-            health: None,
+            nodes: None,
         }
     }
 
-    /// Reports this connection's requests to `health`.
-    pub(crate) fn watched(mut self, health: Health) -> Self {
-        self.health = Some(health);
+    /// Reports this connection's requests to the masters of `nodes`.
+    pub(crate) fn watched(mut self, nodes: ClusterNodes) -> Self {
+        self.nodes = Some(nodes);
         self
     }
 
@@ -526,12 +529,13 @@ impl Connection {
         matches!(self, Connection::Cluster(_))
     }
 
-    /// What this connection's server (or cluster) answered lately, when the client
-    /// watches it.
-    pub(crate) fn health(&self) -> Option<&Health> {
+    /// The outage error for `key` when the server it needs (this connection's server, or
+    /// the cluster master that serves its slot) is declared down; `None` otherwise, or
+    /// when the client does not watch this connection.
+    pub(crate) fn down(&self, key: &str) -> Option<LockError> {
         match self {
-            Connection::Single(single) => single.inner.health.get(),
-            Connection::Cluster(lazy) => lazy.health.as_ref(),
+            Connection::Single(single) => single.inner.health.get()?.down(key),
+            Connection::Cluster(lazy) => lazy.nodes.as_ref()?.down(key),
         }
     }
 
@@ -574,8 +578,8 @@ impl ConnectionLike for Connection {
                     }
                     Err(err) => Err(err),
                 };
-                if let Some(health) = &lazy.health {
-                    health.observe(&result);
+                if let Some(nodes) = &lazy.nodes {
+                    nodes.observe(cmd_slot(cmd), &result);
                 }
                 result
             }),
@@ -611,8 +615,8 @@ impl ConnectionLike for Connection {
                     }
                     Err(err) => Err(err),
                 };
-                if let Some(health) = &lazy.health {
-                    health.observe(&result);
+                if let Some(nodes) = &lazy.nodes {
+                    nodes.observe(pipeline_slot(pipeline), &result);
                 }
                 result
             }),

@@ -180,6 +180,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
+mod cluster_nodes;
 mod cohort;
 mod config;
 mod connection;

@@ -1,5 +1,5 @@
-//! Outages: a Redis server (a Redlock master, a cluster as a whole) that has not answered
-//! for longer than a grace is declared down, and the acquisitions that need it fail at
+//! Outages: a Redis server (a Redlock master, a cluster master: see `cluster_nodes.rs`)
+//! that has not answered for longer than a grace is declared down, and the acquisitions that need it fail at
 //! once with [`LockError::Backend`] until it answers again.
 //!
 //! Every request of a connection reports here what came of it ([`Health::observe`]): a
@@ -64,6 +64,13 @@ pub(crate) struct Health {
 struct HealthInner {
     /// The server, as messages name it.
     server: String,
+    /// What the server is, for messages: a single server, a Redlock master, a cluster
+    /// master.
+    role: Role,
+    /// Set when the server no longer serves the keys this health is asked about (a
+    /// cluster master whose slots failed over): it is then neither announced down nor
+    /// back, nor probed.
+    retired: AtomicBool,
     /// How long failures may last before the server is declared down.
     grace: Duration,
     state: Mutex<State>,
@@ -104,9 +111,21 @@ impl Health {
         interrupt: Arc<Notify>,
         probe: Option<Probe>,
     ) -> Self {
+        Health::with_role(server, Role::Server, grace, interrupt, probe)
+    }
+
+    fn with_role(
+        server: impl Into<String>,
+        role: Role,
+        grace: Duration,
+        interrupt: Arc<Notify>,
+        probe: Option<Probe>,
+    ) -> Self {
         Health {
             inner: Arc::new(HealthInner {
                 server: server.into(),
+                role,
+                retired: AtomicBool::new(false),
                 grace,
                 state: Mutex::new(State::Up),
                 up: AtomicBool::new(true),
@@ -114,6 +133,35 @@ impl Health {
                 probe,
             }),
         }
+    }
+
+    /// The same for a master of a Redis Cluster, reported as its `host:port`: its own
+    /// keys fail while it is down, and the messages say that the other masters' keys are
+    /// still taken.
+    pub(crate) fn cluster_master(
+        address: impl Into<String>,
+        grace: Duration,
+        interrupt: Arc<Notify>,
+        probe: Probe,
+    ) -> Self {
+        Health::with_role(address, Role::ClusterMaster, grace, interrupt, Some(probe))
+    }
+
+    /// The server, as messages name it (a cluster master's `host:port`).
+    pub(crate) fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// This server no longer serves the keys asked about (its slots moved or failed
+    /// over): it is no longer announced nor probed. Returns whether it was failing or
+    /// down.
+    pub(crate) fn retire(&self) -> bool {
+        self.inner.retired.store(true, Ordering::Release);
+        !self.inner.up.load(Ordering::Acquire)
+    }
+
+    fn is_retired(&self) -> bool {
+        self.inner.retired.load(Ordering::Acquire)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -132,6 +180,27 @@ impl Health {
         }
     }
 
+    /// Takes note that a request could not reach the server (`err`, as
+    /// [`unreachable`] or, in a cluster, a redirection to this master that no connection
+    /// could follow).
+    pub(crate) fn failed_to_reach(&self, err: &redis::RedisError) {
+        self.failed(err);
+    }
+
+    /// Takes note of a reply thought to come from this server, unless it is declared down:
+    /// a reply for a down cluster master's slot came from elsewhere (the slot moved), and
+    /// only its own probe brings it back. Returns whether the reply counted.
+    pub(crate) fn answered_unless_down(&self) -> bool {
+        if self.inner.up.load(Ordering::Acquire) {
+            return true;
+        }
+        if matches!(*self.state(), State::Down { .. }) {
+            return false;
+        }
+        self.answered();
+        true
+    }
+
     fn answered(&self) {
         if self.inner.up.load(Ordering::Acquire) {
             return;
@@ -143,11 +212,14 @@ impl Health {
         let was = std::mem::replace(&mut *state, State::Up);
         self.inner.up.store(true, Ordering::Release);
         drop(state);
-        if let State::Down { since, .. } = was {
+        if let State::Down { since, .. } = was
+            && !self.is_retired()
+        {
             tracing::info!(
                 server = %self.inner.server,
                 unreachable_ms = since.elapsed().as_millis() as u64,
-                "the Redis server answers again after {:.1?} unreachable; locks are taken on it again",
+                "the {} answers again after {:.1?} unreachable; locks are taken on it again",
+                self.inner.role.noun(),
                 since.elapsed()
             );
         }
@@ -209,6 +281,10 @@ impl Health {
                 last_error: last_error.clone(),
             };
         }
+        if self.is_retired() {
+            // Its keys are another server's now: nothing to announce or wait for.
+            return;
+        }
         if let (Some(probe), Ok(runtime)) =
             (&self.inner.probe, tokio::runtime::Handle::try_current())
         {
@@ -218,17 +294,13 @@ impl Health {
             server = %self.inner.server,
             grace_ms = self.inner.grace.as_millis() as u64,
             error = %last_error,
-            "the Redis server has been unreachable for {:.1?}, longer than the outage grace: \
-             acquisitions that need it fail at once until it answers again",
-            since.elapsed()
+            "the {} has been unreachable for {:.1?}, longer than the outage grace: \
+             acquisitions that need it fail at once until it answers again{}",
+            self.inner.role.noun(),
+            since.elapsed(),
+            self.inner.role.others()
         );
         self.inner.interrupt.notify_waiters();
-    }
-
-    /// Whether a try for `key` may go to the server: not while it is down. The error says
-    /// for how long it has been unreachable.
-    pub(crate) fn check(&self, key: &str) -> Result<(), LockError> {
-        self.down(key).map_or(Ok(()), Err)
     }
 
     fn is_down(&self) -> bool {
@@ -247,11 +319,13 @@ impl Health {
             return None;
         };
         let message = format!(
-            "Redis server {} has been unreachable for {:.1?} (outage grace {:?}; last error: \
-             {last_error}); acquisitions fail at once until it answers again",
+            "{} {} has been unreachable for {:.1?} (outage grace {:?}; last error: \
+             {last_error}); acquisitions fail at once until it answers again{}",
+            self.inner.role.noun(),
             self.inner.server,
             since.elapsed(),
-            self.inner.grace
+            self.inner.grace,
+            self.inner.role.others()
         );
         let err = std::io::Error::new(std::io::ErrorKind::NotConnected, message);
         Some(LockError::backend(key, err.into()))
@@ -273,7 +347,8 @@ async fn probe_until_back(health: std::sync::Weak<HealthInner>, probe: Probe) {
                 let Some(inner) = health.upgrade() else {
                     return;
                 };
-                if !(Health { inner }.is_down()) {
+                let health = Health { inner };
+                if !health.is_down() || health.is_retired() {
                     return;
                 }
                 let probe = probe();
@@ -293,8 +368,37 @@ async fn probe_until_back(health: std::sync::Weak<HealthInner>, probe: Probe) {
     }
 }
 
+/// What a watched server is, for messages.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// A single server, the primary behind Sentinel, a Redlock master.
+    Server,
+    /// A master of a Redis Cluster: only the keys of its slots need it.
+    ClusterMaster,
+}
+
+impl Role {
+    fn noun(self) -> &'static str {
+        match self {
+            Role::Server => "Redis server",
+            Role::ClusterMaster => "Redis Cluster master",
+        }
+    }
+
+    /// What still works meanwhile, and the fix.
+    fn others(self) -> &'static str {
+        match self {
+            Role::Server => "",
+            Role::ClusterMaster => {
+                " (only the keys of its slots: the other masters' keys are still taken; a \
+                 master with a replica fails over instead)"
+            }
+        }
+    }
+}
+
 /// Whether `err` says the server could not be reached (as opposed to a reply).
-fn unreachable(err: &redis::RedisError) -> bool {
+pub(crate) fn unreachable(err: &redis::RedisError) -> bool {
     err.is_io_error()
         || err.is_timeout()
         || err.is_connection_dropped()
@@ -335,16 +439,16 @@ mod tests {
         assert!(text.contains("has been unreachable for"), "{text}");
         assert!(err.to_string().contains("`k`"), "{err}");
         // Down: tries fail until the server answers.
-        assert!(health.check("k").is_err());
+        assert!(health.down("k").is_some());
         health.observe(&refused());
-        assert!(health.check("k").is_err());
+        assert!(health.down("k").is_some());
         // A server error is an answer.
         let busy: redis::RedisResult<()> = Err(redis::RedisError::from((
             redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading),
             "loading",
         )));
         health.observe(&busy);
-        assert!(health.check("k").is_ok());
+        assert!(health.down("k").is_none());
         assert!(health.down("k").is_none());
     }
 }

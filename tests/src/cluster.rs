@@ -15,16 +15,25 @@ impl RedisCluster {
     /// Starts `masters` nodes (at least 3), creates the cluster, and waits until every node
     /// reports `cluster_state:ok`.
     pub fn start(masters: usize) -> RedisCluster {
+        RedisCluster::start_with(masters, &[])
+    }
+
+    /// The same, with extra `redis-server` arguments for every node (e.g.
+    /// `["--cluster-require-full-coverage", "no"]`, so that the other masters keep serving
+    /// their slots while one is down).
+    pub fn start_with(masters: usize, extra: &[&str]) -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..masters)
             .map(|_| {
-                RedisServer::start_with(&[
+                let mut args = vec![
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
                     "2000",
-                ])
+                ];
+                args.extend_from_slice(extra);
+                RedisServer::start_with(&args)
             })
             .collect();
         let addresses: Vec<String> = nodes
@@ -137,6 +146,20 @@ impl RedisCluster {
                 slot >= first && slot < first + limit
             })
             .expect("no key found near the first slot")
+    }
+
+    /// A key of the form `PREFIX{N}` that `node` serves now.
+    pub fn key_on(&self, prefix: &str, node: usize) -> String {
+        let ranges = self.ranges();
+        (0..100_000)
+            .map(|n| format!("{prefix}{{{n}}}"))
+            .find(|key| {
+                let slot = self.slot(key);
+                ranges
+                    .iter()
+                    .any(|(start, end, owner)| *owner == node && (*start..=*end).contains(&slot))
+            })
+            .expect("no key found on the node")
     }
 
     /// The node id of `node`.

@@ -312,3 +312,121 @@ fn redlock_masters_are_declared_down_and_back_one_by_one() {
         );
     });
 }
+
+/// Cluster mode: the rule holds per master (the node that serves the key's slot). A
+/// 3-master cluster without replicas, one master killed: a key it serves fails with
+/// `Backend` naming the node well before its `wait`, while keys on the other masters are
+/// still taken (the cluster keeps serving them: `cluster-require-full-coverage no`). The
+/// dead master is announced once (WARN); restarted (same port, same nodes.conf), its keys
+/// are taken again and it is announced back once (INFO).
+#[test]
+fn a_dead_cluster_master_fails_its_keys_fast_while_the_others_still_lock() {
+    lock_tests::one_at_a_time(async {
+        events();
+        let mut cluster = lock_tests::cluster::RedisCluster::start_with(
+            3,
+            &["--cluster-require-full-coverage", "no"],
+        );
+        let client = LockClient::new(Config::cluster(cluster.urls())).unwrap();
+        let dead_key = cluster.key_on("cluster-outage-dead-", 1);
+        let live_key = cluster.key_on("cluster-outage-live-", 0);
+        let address = format!("127.0.0.1:{}", cluster.nodes[1].port());
+        let acquire = |key: &str, wait: Duration| {
+            let lock = client.lock(key).wait(wait).ttl(Duration::from_secs(5));
+            async move { lock.acquire().await }
+        };
+        // Every master has answered this client.
+        for node in 0..3 {
+            let key = cluster.key_on("cluster-outage-warm-", node);
+            let guard = acquire(&key, Duration::from_secs(5)).await.unwrap();
+            guard.release().await.unwrap();
+        }
+
+        cluster.nodes[1].kill9();
+        let started = Instant::now();
+        let result = tokio::time::timeout(
+            Duration::from_secs(15),
+            acquire(&dead_key, Duration::from_secs(10)),
+        )
+        .await
+        .expect("the acquisition hung");
+        let took = started.elapsed();
+        let err = result.map(drop).expect_err("acquired on a dead master");
+        let text = chain(&err);
+        assert!(matches!(err, LockError::Backend { .. }), "{text}");
+        assert!(
+            took < Duration::from_secs(5),
+            "the key on the dead master failed only after {took:?}: {text}"
+        );
+        assert!(text.contains(&dead_key), "{text}");
+        assert!(
+            text.contains(&address),
+            "the error does not name the node: {text}"
+        );
+        // Down: a new call for its keys fails at once.
+        let call = Instant::now();
+        let err = acquire(&dead_key, Duration::from_secs(10))
+            .await
+            .map(drop)
+            .unwrap_err();
+        let at_once = call.elapsed();
+        assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+        assert!(at_once < Duration::from_millis(500), "took {at_once:?}");
+        // The other masters still take locks.
+        let live = Instant::now();
+        let guard = acquire(&live_key, Duration::from_secs(10))
+            .await
+            .expect("a key on a live master was refused");
+        guard.release().await.unwrap();
+        let live_took = live.elapsed();
+        let down = || {
+            logged("WARN", "unreachable")
+                .into_iter()
+                .filter(|line| line.contains(&address))
+                .count()
+        };
+        assert_eq!(down(), 1, "expected one WARN: {:#?}", logged("WARN", ""));
+
+        cluster.nodes[1].restart();
+        let restarted = Instant::now();
+        let back = || {
+            logged("INFO", "answers again")
+                .into_iter()
+                .filter(|line| line.contains(&address))
+                .count()
+        };
+        let noticed = lock_tests::until(Duration::from_secs(10), Duration::from_millis(10), || {
+            back() >= 1
+        })
+        .await
+        .expect("the client never said the master answers again");
+        let mut again = None;
+        for _ in 0..50 {
+            match acquire(&dead_key, Duration::from_secs(2)).await {
+                Ok(guard) => {
+                    guard.release().await.unwrap();
+                    again = Some(restarted.elapsed());
+                    break;
+                }
+                Err(_) if restarted.elapsed() < Duration::from_secs(15) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(err) => panic!("no acquire on the restarted master: {}", chain(&err)),
+            }
+        }
+        let again = again.expect("no acquire on the restarted master");
+        assert_eq!(back(), 1, "expected one INFO: {:#?}", logged("INFO", ""));
+        assert_eq!(down(), 1, "expected one WARN: {:#?}", logged("WARN", ""));
+        println!(
+            "FIGURE outage cluster: 1 of 3 masters killed: its key (wait 10s) failed with \
+             Backend after {:.0} ms, a second call in {:.1} ms; a key on a live master \
+             acquired and released in {:.1} ms; the restarted master noticed {:.0} ms after \
+             its restart, its key taken again {:.0} ms after it",
+            took.as_secs_f64() * 1000.0,
+            at_once.as_secs_f64() * 1000.0,
+            live_took.as_secs_f64() * 1000.0,
+            noticed.as_secs_f64() * 1000.0,
+            again.as_secs_f64() * 1000.0,
+        );
+    });
+}
