@@ -127,8 +127,13 @@ impl ClusterNodes {
             return;
         };
         match result {
-            Err(err) if unreachable(err) || could_not_follow(err, master.server()) => {
-                master.failed_to_reach(err);
+            Err(err) if unreachable(err) => master.failed_to_reach(err),
+            Err(err) if could_not_follow(err, master.server()) => {
+                let said = std::io::Error::other(format!(
+                    "the cluster sends the slot's requests to it and no connection to it \
+                     could be opened ({err})"
+                ));
+                master.failed_to_reach(&said.into());
             }
             Err(err) if err.redirect_node().is_some() => {
                 // Redirected elsewhere: the slot moved, and redis-rs follows it.

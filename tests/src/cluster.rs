@@ -9,6 +9,8 @@ use crate::RedisServer;
 /// A cluster of masters without replicas on loopback.
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
+    /// The `redis-server` arguments of every node.
+    args: Vec<String>,
 }
 
 impl RedisCluster {
@@ -22,20 +24,19 @@ impl RedisCluster {
     /// `["--cluster-require-full-coverage", "no"]`, so that the other masters keep serving
     /// their slots while one is down).
     pub fn start_with(masters: usize, extra: &[&str]) -> RedisCluster {
+        let mut args = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ];
+        args.extend_from_slice(extra);
         let nodes: Vec<RedisServer> = (0..masters)
-            .map(|_| {
-                let mut args = vec![
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ];
-                args.extend_from_slice(extra);
-                RedisServer::start_with(&args)
-            })
+            .map(|_| RedisServer::start_with(&args))
             .collect();
+        let args = args.into_iter().map(str::to_owned).collect();
         let addresses: Vec<String> = nodes
             .iter()
             .map(|node| format!("127.0.0.1:{}", node.port()))
@@ -51,9 +52,67 @@ impl RedisCluster {
             "cluster create failed: {}",
             String::from_utf8_lossy(&output.stdout)
         );
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, args };
         cluster.wait_until_ok();
         cluster
+    }
+
+    /// Starts a node and adds it as a replica of `master` (`redis-cli --cluster add-node
+    /// --cluster-slave`); returns its index once it is in sync and `CLUSTER SLOTS` names it.
+    pub fn add_replica(&mut self, master: usize) -> usize {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let node = RedisServer::start_with(&args);
+        let output = Command::new("redis-cli")
+            .args(["--cluster", "add-node"])
+            .arg(format!("127.0.0.1:{}", node.port()))
+            .arg(format!("127.0.0.1:{}", self.nodes[master].port()))
+            .args([
+                "--cluster-slave",
+                "--cluster-master-id",
+                &self.node_id(master),
+            ])
+            .output()
+            .expect("run redis-cli --cluster add-node");
+        assert!(
+            output.status.success(),
+            "add-node failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let port = node.port();
+        self.nodes.push(node);
+        let replica = self.nodes.len() - 1;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let synced = redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut self.nodes[replica].conn())
+                .is_ok_and(|info| info.contains("master_link_status:up"));
+            let listed = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query::<Vec<Vec<redis::Value>>>(&mut self.nodes[0].conn())
+                .is_ok_and(|ranges| {
+                    ranges
+                        .iter()
+                        .flat_map(|range| range.iter().skip(2))
+                        .any(|node| {
+                            matches!(node, redis::Value::Array(node)
+                            if node.get(1) == Some(&redis::Value::Int(i64::from(port))))
+                        })
+                });
+            if synced && listed {
+                self.wait_until_ok();
+                return replica;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let info = redis::cmd("INFO")
+            .arg("replication")
+            .query::<String>(&mut self.nodes[replica].conn());
+        let slots = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<redis::Value>(&mut self.nodes[0].conn());
+        panic!("the replica did not join and sync within 30 s: {info:?}; {slots:?}");
     }
 
     fn wait_until_ok(&self) {

@@ -430,3 +430,77 @@ fn a_dead_cluster_master_fails_its_keys_fast_while_the_others_still_lock() {
         );
     });
 }
+
+/// Cluster mode: a master that fails over to its replica is not held against its keys:
+/// once the replica is promoted, the slot's new master is the one checked, and the keys
+/// are taken there (the dead master may be declared down meanwhile, not for good).
+#[test]
+fn a_cluster_master_that_failed_over_does_not_hold_its_keys_down() {
+    lock_tests::one_at_a_time(async {
+        events();
+        let mut cluster = lock_tests::cluster::RedisCluster::start_with(
+            3,
+            &["--cluster-require-full-coverage", "no"],
+        );
+        let replica = cluster.add_replica(1);
+        let client = LockClient::new(Config::cluster(cluster.urls())).unwrap();
+        let key = cluster.key_on("cluster-failover-", 1);
+        let acquire = |key: &str, wait: Duration| {
+            let lock = client.lock(key).wait(wait).ttl(Duration::from_secs(5));
+            async move { lock.acquire().await }
+        };
+        for node in 0..3 {
+            let warm = cluster.key_on("cluster-failover-warm-", node);
+            acquire(&warm, Duration::from_secs(5))
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+        }
+
+        cluster.nodes[1].kill9();
+        let killed = Instant::now();
+        let mut failures = Vec::new();
+        let mut taken = None;
+        for _ in 0..200 {
+            match acquire(&key, Duration::from_secs(2)).await {
+                Ok(guard) => {
+                    guard.release().await.unwrap();
+                    taken = Some(killed.elapsed());
+                    break;
+                }
+                Err(err) if killed.elapsed() < Duration::from_secs(20) => {
+                    failures.push(chain(&err));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(err) => panic!(
+                    "the key was never taken on the promoted replica: {}; earlier: {failures:#?}",
+                    chain(&err)
+                ),
+            }
+        }
+        let taken = taken.expect("the key was never taken on the promoted replica");
+        assert_eq!(
+            cluster.owner(cluster.slot(&key)),
+            replica,
+            "the replica serves the key's slot"
+        );
+        // From then on the key is taken every time: the old master is checked no longer.
+        for _ in 0..5 {
+            acquire(&key, Duration::from_secs(1))
+                .await
+                .expect("the key was refused after the failover")
+                .release()
+                .await
+                .unwrap();
+        }
+        println!(
+            "FIGURE outage cluster failover: master killed, its key taken on the promoted \
+             replica {:.0} ms after the kill ({} failed tries before: {:?})",
+            taken.as_secs_f64() * 1000.0,
+            failures.len(),
+            failures.last()
+        );
+    });
+}
