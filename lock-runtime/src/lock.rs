@@ -236,7 +236,7 @@ impl Lock {
         let window = (started, deadline);
         let (token, taken) = match client.redlock() {
             Some(redlock) => {
-                redlock::acquire(client.nodes(), redlock, &names, &self.options, window).await?
+                redlock::acquire(&client, redlock, &names, &self.options, window).await?
             }
             None => {
                 self.acquire_in_redis(&client, &names, &member, window)

@@ -46,7 +46,7 @@ use crate::scripts::{
     queue_call,
 };
 use crate::wakeups::{WaitTicket, Wakeups};
-use crate::{LockError, LockOptions};
+use crate::{LockClient, LockError, LockOptions};
 
 /// The Redlock settings of a client in that mode.
 pub(crate) struct Redlock {
@@ -57,21 +57,31 @@ pub(crate) struct Redlock {
     pub(crate) wakeups: Vec<Wakeups>,
 }
 
-/// Rounds on every master until a majority grants a valid lease, or the wait ends: the
-/// process's leading task runs them (its other tasks wait in the local queue). Returns the
-/// token and when its round was sent.
+/// Rounds on every master until a majority grants a valid lease, the wait ends, or
+/// `client` shuts down (checked before each round and after a won one: a lease won after
+/// the shutdown gave back what the client held is given back too). The process's leading
+/// task runs them (its other tasks wait in the local queue). Returns the token and when
+/// its round was sent.
 pub(crate) async fn acquire(
-    nodes: &[Connection],
+    client: &LockClient,
     redlock: &Redlock,
     names: &KeyNames,
     options: &LockOptions,
     (started, deadline): (Instant, Instant),
 ) -> Result<(Token, Taken), LockError> {
+    let nodes = client.nodes();
     // One subscription per master, made after the first lost round.
     let mut tickets: Vec<WaitTicket> = Vec::new();
     for _ in 0..MAX_ROUNDS {
+        client.shutdown_state().check_open(names.lock())?;
         let token = new_token();
         let round = acquire_round(nodes, redlock, names, &token, options).await?;
+        if won(&round, redlock, options.ttl)
+            && let Err(shut) = client.shutdown_state().check_open(names.lock())
+        {
+            give_back(nodes, redlock, names, &token, &round.answered).await;
+            return Err(shut);
+        }
         if won(&round, redlock, options.ttl) {
             // With fencing, the token counts once a majority of the masters know it.
             let fence = match round.fence {
@@ -117,11 +127,21 @@ pub(crate) async fn acquire(
             tickets = subscribe(redlock, names, deadline).await;
             continue;
         }
+        // A shutdown ends the pause or the park: the next round's check fails.
+        let interrupted = client.interrupt().notified();
+        tokio::pin!(interrupted);
+        interrupted.as_mut().enable();
+        if client.shutdown_state().check_open(names.lock()).is_err() {
+            continue;
+        }
         if round.granted > 0 {
             // A split vote (waiters woken by one release took a master each): try again
             // after a random pause, which breaks the symmetry, as the reference algorithm
             // does.
-            tokio::time::sleep(jitter().min(deadline - now)).await;
+            tokio::select! {
+                () = tokio::time::sleep(jitter().min(deadline - now)) => {}
+                () = &mut interrupted => {}
+            }
             continue;
         }
         // Held by another owner: parked until the first release message of any master,
@@ -132,7 +152,10 @@ pub(crate) async fn acquire(
             .clamp(Duration::from_millis(1), MAX_PARK)
             .saturating_add(jitter())
             .min(deadline - now);
-        wait_any(&tickets, park).await;
+        tokio::select! {
+            () = wait_any(&tickets, park) => {}
+            () = &mut interrupted => {}
+        }
     }
     Err(LockError::Timeout {
         key: names.lock().to_owned(),

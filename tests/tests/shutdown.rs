@@ -227,3 +227,67 @@ async fn an_explicit_shutdown_releases_everything_and_refuses_new_locks() {
         took.as_secs_f64() * 1000.0
     );
 }
+
+/// Redlock: a task waiting for a lock when the client shuts down fails with `Shutdown` at
+/// its next round and takes nothing, even when the key comes free right after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_acquisition_waiting_at_shutdown_takes_nothing() {
+    if child::role().is_some() {
+        return;
+    }
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
+    let client = lock_runtime::LockClient::new(Config::redlock(urls.clone())).unwrap();
+    let other = lock_runtime::LockClient::new(Config::redlock(urls)).unwrap();
+    let held = other
+        .lock("redlock-shutdown")
+        .ttl(TTL)
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = client
+            .lock("redlock-shutdown")
+            .ttl(TTL)
+            .wait(Duration::from_secs(20));
+        tokio::spawn(async move {
+            let started = Instant::now();
+            (lock.acquire().await, started.elapsed())
+        })
+    };
+    lock_tests::until_waiting(&client, 1).await;
+
+    let report = client.shutdown().await;
+    assert_eq!(report.failed, 0, "{report:?}");
+    let shut = Instant::now();
+    // The key comes free: a waiter that did not check the shutdown would take it now.
+    held.release().await.unwrap();
+    let (waited, _) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter was not stopped by the shutdown")
+        .unwrap();
+    let stopped = shut.elapsed();
+    match &waited {
+        Err(LockError::Shutdown { key }) => assert_eq!(key, "redlock-shutdown"),
+        Err(err) => panic!("expected Shutdown, got {err:?}"),
+        Ok(guard) => panic!(
+            "the waiter took `{}` after the client shut down",
+            guard.key()
+        ),
+    }
+    drop(waited);
+    for master in &masters {
+        assert_eq!(
+            master.get("redlock-shutdown"),
+            None,
+            "a master keeps the key"
+        );
+    }
+    assert_eq!(client.held_leases(), 0);
+    println!(
+        "FIGURE shutdown redlock: a waiting acquisition failed with Shutdown {:.1} ms after \
+         the shutdown returned",
+        stopped.as_secs_f64() * 1000.0
+    );
+}
+
