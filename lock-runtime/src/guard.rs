@@ -613,7 +613,10 @@ impl Drop for LockGuard {
         let names = self.names.clone();
         let token = std::mem::take(&mut self.token);
         // Given back synchronously instead when the runtime drops it (shutting down).
-        let leftover = crate::shutdown::Leftover::lock(&names, &token);
+        let leftover = match kept_until {
+            Some(until) => crate::shutdown::Leftover::kept(&names, &token, until.into_std()),
+            None => crate::shutdown::Leftover::lock(&names, &token),
+        };
         let shutdown = self.client.shutdown_state().clone();
         shutdown.give_back_in_background(&runtime, leftover, async move {
             let reply = match kept_until {

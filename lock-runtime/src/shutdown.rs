@@ -20,7 +20,10 @@
 //!
 //! The releases are the owner-checked release script (so a lock another owner holds now
 //! is left alone, and the next queued process is granted the lock at once), the leaves
-//! the queue-leaving script.
+//! the queue-leaving script. A `hold_at_least` lock whose holder is done with it (its
+//! guard's give-back in flight) is not deleted: an owner-checked `PEXPIRE` leaves the key
+//! for what is left of the hold, as its own give-back would have, so that the other
+//! processes still skip that run.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -34,8 +37,10 @@ use tokio::sync::Notify;
 
 use crate::LockError;
 use crate::connection::{Connection, Fresh};
-use crate::lease::Token;
-use crate::scripts::{Call, KeyNames, LEAVE, RELEASE, announced_release_call, invoke, queue_call};
+use crate::lease::{Token, millis};
+use crate::scripts::{
+    Call, KeyNames, LEAVE, RELEASE, RENEW, announced_release_call, invoke, queue_call,
+};
 use crate::watchdog::Watchdog;
 
 /// The longest the release at shutdown may take, connecting included; what Redis has not
@@ -62,6 +67,10 @@ pub struct ShutdownReport {
     /// Releases or leaves Redis did not answer within [`SHUTDOWN_BUDGET`]: those end by
     /// their ttl (a queue place within a second).
     pub failed: usize,
+    /// `hold_at_least` locks whose holder was done with them, left in Redis until their
+    /// hold_at_least point (the key keeps what is left of the hold, so that the other
+    /// processes still skip that run) instead of released.
+    pub kept: usize,
 }
 
 /// Something this process holds in Redis: a lock (by its token) or a place in a key's
@@ -71,6 +80,8 @@ pub(crate) struct Leftover {
     pub(crate) names: Arc<KeyNames>,
     pub(crate) token: Token,
     pub(crate) place: bool,
+    /// For a lock that must stay until then (`hold_at_least`): kept, not released.
+    pub(crate) keep_until: Option<Instant>,
 }
 
 impl Leftover {
@@ -80,6 +91,16 @@ impl Leftover {
             names: names.clone(),
             token: token.clone(),
             place: false,
+            keep_until: None,
+        }
+    }
+
+    /// A lock `token` holds on `names` whose key must stay until `until`
+    /// (`hold_at_least`): given back by leaving it to expire then.
+    pub(crate) fn kept(names: &Arc<KeyNames>, token: &Token, until: Instant) -> Self {
+        Leftover {
+            keep_until: Some(until),
+            ..Leftover::lock(names, token)
         }
     }
 
@@ -247,6 +268,7 @@ impl Shutdown {
                 names,
                 token,
                 place,
+                keep_until: None,
             });
         }
         // Waiters parked on Redis wake up and find the client closed.
@@ -299,6 +321,7 @@ fn log_report(what: &str, report: &ShutdownReport, took: Duration) {
     if report.failed > 0 {
         tracing::warn!(
             released = report.released,
+            kept = report.kept,
             not_held = report.not_held,
             left = report.left,
             failed = report.failed,
@@ -309,6 +332,7 @@ fn log_report(what: &str, report: &ShutdownReport, took: Duration) {
     } else {
         tracing::info!(
             released = report.released,
+            kept = report.kept,
             not_held = report.not_held,
             left = report.left,
             took_ms,
@@ -401,11 +425,22 @@ async fn give_back_all<C>(nodes: Vec<Option<C>>, mode: Mode, batch: &[Leftover])
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
+    let now = Instant::now();
+    let kept = |leftover: &Leftover| {
+        leftover
+            .keep_until
+            .filter(|until| *until > now)
+            .map(|until| until - now)
+    };
     let calls: Vec<Call<'static>> = batch
         .iter()
         .map(|leftover| {
             let (names, token) = (&leftover.names, &*leftover.token);
-            if leftover.place {
+            if let Some(left) = kept(leftover) {
+                let mut call = Call::new(&RENEW, &[names.lock()]);
+                call.arg(token).arg(millis(left));
+                call
+            } else if leftover.place {
                 queue_call(&LEAVE, names, token, mode.publish)
             } else if mode.redlock {
                 announced_release_call(names, token, "PUBLISH")
@@ -437,6 +472,9 @@ where
         let replies: Vec<i64> = per_node.iter().filter_map(|node| node[index]).collect();
         match (leftover.place, replies.is_empty()) {
             (_, true) => report.failed += 1,
+            (false, false) if kept(leftover).is_some() && replies.contains(&1) => {
+                report.kept += 1;
+            }
             (true, false) => report.left += 1,
             (false, false) if replies.contains(&1) => report.released += 1,
             (false, false) => report.not_held += 1,
@@ -452,8 +490,12 @@ async fn in_one_pipeline<C>(node: &mut C, calls: &[Call<'static>]) -> Vec<Option
 where
     C: ConnectionLike + Clone + Send,
 {
-    let mut other = node.clone();
-    let _ = tokio::join!(RELEASE.load_async(node), LEAVE.load_async(&mut other));
+    let (mut other, mut third) = (node.clone(), node.clone());
+    let _ = tokio::join!(
+        RELEASE.load_async(node),
+        LEAVE.load_async(&mut other),
+        RENEW.load_async(&mut third)
+    );
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for call in calls {

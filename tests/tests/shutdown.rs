@@ -291,3 +291,52 @@ async fn a_redlock_acquisition_waiting_at_shutdown_takes_nothing() {
     );
 }
 
+/// A scheduled-job lock (`hold_at_least`) whose body has finished keeps its key at
+/// shutdown: the key stays until the hold_at_least point, so that another replica still
+/// skips that run, instead of being deleted with the locks still held.
+/// (A current-thread runtime: the drop's background give-back cannot run before the
+/// shutdown collects it, which is the interleaving of a process that exits right after
+/// its job.)
+#[tokio::test]
+async fn a_finished_hold_at_least_lock_keeps_its_key_at_shutdown() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let hold = Duration::from_secs(20);
+    let guard = client
+        .lock("scheduled-shutdown")
+        .ttl(TTL)
+        .hold_at_least(hold)
+        .acquire()
+        .await
+        .unwrap();
+    let acquired = Instant::now();
+    // The job's body is done: the guard goes, its give-back is in flight.
+    drop(guard);
+    let report = client.shutdown().await;
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(report.released, 0, "the key was deleted: {report:?}");
+    let pttl = server.pttl("scheduled-shutdown");
+    let left = hold.saturating_sub(acquired.elapsed());
+    assert!(
+        pttl > 0 && Duration::from_millis(pttl as u64) <= left + Duration::from_millis(50),
+        "PTTL {pttl} ms, expected what is left of the hold ({left:?})"
+    );
+    assert!(
+        Duration::from_millis(pttl as u64) + Duration::from_secs(5) > left,
+        "PTTL {pttl} ms, expected about {left:?}"
+    );
+    // Another replica skips this run.
+    let other = server.lock_client();
+    let busy = other
+        .lock("scheduled-shutdown")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .map(drop)
+        .unwrap_err();
+    assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
+    println!("FIGURE shutdown hold_at_least: key kept, PTTL {pttl} ms of {hold:?}");
+}
