@@ -658,8 +658,10 @@ impl<'a> Setup<'a> {
             .retries(0)
             .build()
             .map_err(|err| self.setup_failed(err))?;
-        let whole = self.health(
-            format!("the Redis Cluster ({})", self.urls.join(", ")),
+        let whole = Health::cluster(
+            self.urls.join(", "),
+            self.config.outage_grace,
+            self.interrupt.clone(),
             ping_cluster(commands.clone()),
         );
         let nodes = ClusterNodes::new(

@@ -147,6 +147,17 @@ impl Health {
         Health::with_role(address, Role::ClusterMaster, grace, interrupt, Some(probe))
     }
 
+    /// The same for a Redis Cluster as a whole, reported as `seeds` (for the requests
+    /// whose master is not known yet).
+    pub(crate) fn cluster(
+        seeds: impl Into<String>,
+        grace: Duration,
+        interrupt: Arc<Notify>,
+        probe: Probe,
+    ) -> Self {
+        Health::with_role(seeds, Role::Cluster, grace, interrupt, Some(probe))
+    }
+
     /// The server, as messages name it (a cluster master's `host:port`).
     pub(crate) fn server(&self) -> &str {
         &self.inner.server
@@ -319,10 +330,9 @@ impl Health {
             return None;
         };
         let message = format!(
-            "{} {} has been unreachable for {:.1?} (outage grace {:?}; last error: \
+            "{} has been unreachable for {:.1?} (outage grace {:?}; last error: \
              {last_error}); acquisitions fail at once until it answers again{}",
-            self.inner.role.noun(),
-            self.inner.server,
+            self.inner.role.named(&self.inner.server),
             since.elapsed(),
             self.inner.grace,
             self.inner.role.others()
@@ -375,6 +385,8 @@ enum Role {
     Server,
     /// A master of a Redis Cluster: only the keys of its slots need it.
     ClusterMaster,
+    /// A Redis Cluster as a whole, named by its seeds.
+    Cluster,
 }
 
 impl Role {
@@ -382,13 +394,22 @@ impl Role {
         match self {
             Role::Server => "Redis server",
             Role::ClusterMaster => "Redis Cluster master",
+            Role::Cluster => "Redis Cluster",
+        }
+    }
+
+    /// The server named, for errors.
+    fn named(self, server: &str) -> String {
+        match self {
+            Role::Cluster => format!("Redis Cluster reached through {server}"),
+            role => format!("{} {server}", role.noun()),
         }
     }
 
     /// What still works meanwhile, and the fix.
     fn others(self) -> &'static str {
         match self {
-            Role::Server => "",
+            Role::Server | Role::Cluster => "",
             Role::ClusterMaster => {
                 " (only the keys of its slots: the other masters' keys are still taken; a \
                  master with a replica fails over instead)"

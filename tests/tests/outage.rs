@@ -504,3 +504,72 @@ fn a_cluster_master_that_failed_over_does_not_hold_its_keys_down() {
         );
     });
 }
+
+/// Cluster mode: tasks waiting for a key of a master that dies are not held for their
+/// wait either, while a waiter on another master's key still gets its lock.
+#[test]
+fn cluster_waiters_on_a_dead_master_fail_fast_and_the_others_still_get_theirs() {
+    lock_tests::one_at_a_time(async {
+        let mut cluster = lock_tests::cluster::RedisCluster::start_with(
+            3,
+            &["--cluster-require-full-coverage", "no"],
+        );
+        let holder = LockClient::new(Config::cluster(cluster.urls())).unwrap();
+        let client = LockClient::new(Config::cluster(cluster.urls())).unwrap();
+        let dead_key = cluster.key_on("cluster-waited-dead-", 1);
+        let live_key = cluster.key_on("cluster-waited-live-", 0);
+        let held_dead = holder
+            .lock(&dead_key)
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+            .unwrap();
+        let held_live = holder
+            .lock(&live_key)
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+            .unwrap();
+        let wait_for = |key: &str| {
+            let lock = client.lock(key).wait(Duration::from_secs(10));
+            tokio::spawn(async move {
+                let started = Instant::now();
+                (lock.acquire().await, started.elapsed())
+            })
+        };
+        let dead_waiters: Vec<_> = (0..3).map(|_| wait_for(&dead_key)).collect();
+        let live_waiter = wait_for(&live_key);
+        lock_tests::until_waiting(&client, 4).await;
+
+        cluster.nodes[1].kill9();
+        let mut slowest = Duration::ZERO;
+        for waiter in dead_waiters {
+            let (result, took) = tokio::time::timeout(Duration::from_secs(15), waiter)
+                .await
+                .expect("a waiter hung")
+                .unwrap();
+            let err = result.map(drop).expect_err("acquired on a dead master");
+            assert!(matches!(err, LockError::Backend { .. }), "{}", chain(&err));
+            slowest = slowest.max(took);
+        }
+        assert!(slowest < Duration::from_secs(6), "slowest {slowest:?}");
+        // The live master's key is handed over as usual.
+        held_live.release().await.unwrap();
+        let (result, _) = tokio::time::timeout(Duration::from_secs(15), live_waiter)
+            .await
+            .expect("the live waiter hung")
+            .unwrap();
+        result
+            .expect("the waiter on a live master got nothing")
+            .release()
+            .await
+            .unwrap();
+        std::mem::forget(held_dead);
+        println!(
+            "FIGURE outage cluster waiters: 3 waiters on a killed master's key failed with \
+             Backend, the slowest {:.0} ms after they started waiting; a waiter on a live \
+             master got its lock",
+            slowest.as_secs_f64() * 1000.0
+        );
+    });
+}
