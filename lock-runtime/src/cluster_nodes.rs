@@ -194,19 +194,31 @@ impl ClusterNodes {
         if read.is_empty() {
             return false;
         }
+        self.install(read);
+        true
+    }
+
+    /// Puts the masters' ranges `read` in place of the map.
+    fn install(&self, read: Vec<(u16, u16, String)>) {
         let mut map = self
             .inner
             .map
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let old = map.clone();
+        // One health per master, also for a master new to the map with several ranges.
+        let mut masters: std::collections::HashMap<String, Health> = Default::default();
         let ranges: Vec<Range> = read
             .into_iter()
             .map(|(first, last, address)| {
-                let master = old
-                    .find(&address)
-                    .cloned()
-                    .unwrap_or_else(|| self.master(address));
+                let master = masters
+                    .entry(address.clone())
+                    .or_insert_with(|| {
+                        old.find(&address)
+                            .cloned()
+                            .unwrap_or_else(|| self.master(address))
+                    })
+                    .clone();
                 Range {
                     first,
                     last,
@@ -230,7 +242,6 @@ impl ClusterNodes {
             }
         }
         *map = Arc::new(fresh);
-        true
     }
 
     /// A new master's health, with its probe.
@@ -417,6 +428,101 @@ mod tests {
         let mut pipe = redis::pipe();
         pipe.cmd("PING").cmd("PTTL").arg("stock:7");
         assert_eq!(pipeline_slot(&pipe), Some(key_slot(b"stock:7")));
+    }
+
+    fn refused() -> redis::RedisResult<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
+    }
+
+    fn moved_to(address: &str) -> redis::RedisResult<()> {
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
+            "An error was signalled by the server",
+            format!("9842 {address}"),
+        )))
+    }
+
+    /// Two masters, A (slots 0-8191) and B (8192-16383), watched with a 50 ms grace and
+    /// no runtime (a master past the grace is declared down without confirming probes).
+    fn two_masters() -> (ClusterNodes, String, String) {
+        let interrupt = Arc::new(Notify::new());
+        let grace = Duration::from_millis(50);
+        let whole = Health::new("seeds", grace, interrupt.clone(), None);
+        let probes = ClusterClient::new(vec!["redis://127.0.0.1:1"]).unwrap();
+        let nodes = ClusterNodes::new(grace, interrupt, probes, Duration::from_secs(1), whole);
+        nodes.install(vec![
+            (0, 8191, "10.0.0.1:7000".to_owned()),
+            (8192, 16383, "10.0.0.2:7000".to_owned()),
+        ]);
+        let on = |address: &str| {
+            (0..100_000)
+                .map(|n| format!("k{n}"))
+                .find(|key| {
+                    let slot = key_slot(key.as_bytes());
+                    (slot < 8192) == (address == "A")
+                })
+                .unwrap()
+        };
+        (nodes, on("A"), on("B"))
+    }
+
+    fn fail_past_the_grace(nodes: &ClusterNodes, key: &str, result: &redis::RedisResult<()>) {
+        let slot = Some(key_slot(key.as_bytes()));
+        nodes.observe(slot, result);
+        std::thread::sleep(Duration::from_millis(60));
+        nodes.observe(slot, result);
+    }
+
+    #[test]
+    fn a_master_that_fails_past_the_grace_fails_its_own_keys_only() {
+        let (nodes, on_a, on_b) = two_masters();
+        fail_past_the_grace(&nodes, &on_a, &refused());
+        let err = nodes.down(&on_a).expect("A is down");
+        let text = std::error::Error::source(&err).unwrap().to_string();
+        assert!(
+            text.contains("Redis Cluster master 10.0.0.1:7000"),
+            "{text}"
+        );
+        assert!(err.to_string().contains(&on_a), "{err}");
+        assert!(nodes.down(&on_b).is_none(), "B's keys are still taken");
+        // A reply for A's slot while it is down came from elsewhere: A stays down.
+        nodes.observe(Some(key_slot(on_a.as_bytes())), &Ok::<(), _>(()));
+        assert!(nodes.down(&on_a).is_some());
+    }
+
+    #[test]
+    fn a_redirection_to_the_master_itself_is_a_failure_to_reach_it() {
+        let (nodes, on_a, on_b) = two_masters();
+        // Redirected elsewhere: the slot moved, nothing failed.
+        fail_past_the_grace(&nodes, &on_b, &moved_to("10.0.0.3:7000"));
+        assert!(nodes.down(&on_b).is_none());
+        // Redirected to the master the map names, which redis-rs could not reach.
+        fail_past_the_grace(&nodes, &on_a, &moved_to("10.0.0.1:7000"));
+        assert!(nodes.down(&on_a).is_some());
+        assert!(nodes.down(&on_b).is_none());
+    }
+
+    #[test]
+    fn a_master_that_leaves_the_map_holds_nothing_down() {
+        let (nodes, on_a, _) = two_masters();
+        fail_past_the_grace(&nodes, &on_a, &refused());
+        assert!(nodes.down(&on_a).is_some());
+        // A's replica took over its slots.
+        nodes.install(vec![
+            (0, 8191, "10.0.0.4:7000".to_owned()),
+            (8192, 16383, "10.0.0.2:7000".to_owned()),
+        ]);
+        assert!(nodes.down(&on_a).is_none());
+        // A master new to the map with two ranges has one health for both.
+        nodes.install(vec![
+            (0, 99, "10.0.0.5:7000".to_owned()),
+            (100, 8191, "10.0.0.4:7000".to_owned()),
+            (8192, 8291, "10.0.0.5:7000".to_owned()),
+            (8292, 16383, "10.0.0.2:7000".to_owned()),
+        ]);
+        let map = nodes.map();
+        let (low, high) = (map.master(0).unwrap(), map.master(8192).unwrap());
+        assert!(low.same(high), "two healths for one master");
     }
 
     #[test]

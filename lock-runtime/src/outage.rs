@@ -171,6 +171,12 @@ impl Health {
         !self.inner.up.load(Ordering::Acquire)
     }
 
+    /// Whether both stand for the same server (one shared health).
+    #[cfg(test)]
+    pub(crate) fn same(&self, other: &Health) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     fn is_retired(&self) -> bool {
         self.inner.retired.load(Ordering::Acquire)
     }
