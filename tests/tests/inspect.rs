@@ -1,0 +1,321 @@
+//! The operator's view against a real redis-server: `inspect` reports the holder, its ttl,
+//! the fence and the waiting processes in queue order; `force_release` takes the lock away,
+//! wakes the queue (the first waiter is granted the lock in the same call), and the old
+//! holder learns `Lost` at its next renewal.
+//!
+//! A "process" here is a `LockClient` of its own: each waits in a key's Redis queue as one
+//! entry, as a separate OS process does.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{HolderKind, LockError, LostCause, distributed_lock};
+use lock_tests::{RedisServer, block_on, shared_server};
+
+/// A generous bound for anything that happens within a renewal interval or two.
+const BOUND: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn a_free_key_has_no_holder_no_fence_and_nobody_waiting() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let state = client.inspect("inspect:free").await.unwrap();
+    assert_eq!(state.key, "inspect:free");
+    assert!(state.holders.is_empty(), "{state:?}");
+    assert!(!state.is_held());
+    assert_eq!(state.handover, None);
+    assert_eq!(state.fence, None);
+    assert_eq!(state.queued, 0);
+    assert!(state.waiters.is_empty());
+    let text = state.to_string();
+    assert!(text.contains("holder   none (free)"), "{text}");
+    assert!(text.contains("fence    none"), "{text}");
+    assert!(text.contains("waiting  0"), "{text}");
+    assert_eq!(server.dbsize(), 0, "inspect wrote something");
+}
+
+#[tokio::test]
+async fn a_held_key_shows_its_token_ttl_and_fence() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let guard = client
+        .lock("inspect:held")
+        .ttl(Duration::from_secs(10))
+        .fencing(true)
+        .acquire()
+        .await
+        .unwrap();
+    let state = client.inspect("inspect:held").await.unwrap();
+    let holder = state.holder().unwrap();
+    assert_eq!(holder.token, guard.token());
+    assert_eq!(Some(holder.token.clone()), server.get("inspect:held"));
+    assert_eq!(holder.kind, HolderKind::Exclusive);
+    let ttl = holder.ttl.unwrap();
+    assert!(
+        ttl > Duration::ZERO && ttl <= Duration::from_secs(10),
+        "{ttl:?}"
+    );
+    assert_eq!(state.fence, guard.fence());
+    assert!(state.fence.is_some());
+    assert_eq!(state.queued, 0);
+    let text = state.to_string();
+    assert!(
+        text.contains(&format!("holder   {}  ttl ", guard.token())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("fence    {}", guard.fence().unwrap())),
+        "{text}"
+    );
+    guard.release().await.unwrap();
+    let state = client.inspect("inspect:held").await.unwrap();
+    assert!(!state.is_held());
+    // The counter outlives the lock: the next fence is greater.
+    assert!(state.fence.is_some());
+}
+
+#[tokio::test]
+async fn two_waiting_processes_are_listed_in_their_queue_order() {
+    let server = RedisServer::start();
+    let key = "inspect:queue";
+    let holder = server.lock_client();
+    let (first, second) = (server.lock_client(), server.lock_client());
+    let guard = holder.lock(key).acquire().await.unwrap();
+    let wait = Duration::from_secs(20);
+    let first_task = {
+        let lock = first.lock(key).wait(wait);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    server.until_queued(key, 1).await;
+    // The second waiter wants a fencing token: a release hands it the key over instead
+    // of granting it outright.
+    let second_task = {
+        let lock = second.lock(key).wait(wait).fencing(true);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    server.until_queued(key, 2).await;
+    let state = holder.inspect(key).await.unwrap();
+    assert_eq!(state.holder().unwrap().token, guard.token());
+    assert_eq!(state.queued, 2, "{state:?}");
+    let [a, b] = &state.waiters[..] else {
+        panic!("two waiters expected: {state:?}")
+    };
+    assert_ne!(a.id, b.id);
+    assert!(a.arrived <= b.arrived, "{state:?}");
+    assert!(a.waited >= b.waited, "{state:?}");
+    for waiter in [a, b] {
+        assert!(waiter.place_until.is_some(), "{waiter:?}");
+        assert!(waiter.place_left <= Duration::from_secs(1), "{waiter:?}");
+    }
+    assert_eq!(a.grant_ttl, Some(Duration::from_secs(30)), "{a:?}");
+    assert_eq!(b.grant_ttl, None, "a fenced waiter is handed over: {b:?}");
+    let text = state.to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.contains(&"waiting  2"), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with(&format!("  1  {}  waited ", a.id)))
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with(&format!("  2  {}  waited ", b.id)))
+    );
+
+    // The order listed is the order served: the first waiter gets the lock next.
+    guard.release().await.unwrap();
+    let first_guard = tokio::time::timeout(BOUND, first_task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_guard.token(), a.id);
+    let state = holder.inspect(key).await.unwrap();
+    assert_eq!(state.holder().unwrap().token, a.id);
+    assert_eq!(
+        state.waiters.iter().map(|w| &w.id).collect::<Vec<_>>(),
+        [&b.id]
+    );
+    first_guard.release().await.unwrap();
+    let second_guard = tokio::time::timeout(BOUND, second_task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(second_guard.token(), b.id);
+    second_guard.release().await.unwrap();
+}
+
+/// The holder of the attribute test below tells the test it runs, then works "forever".
+static STARTED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+#[distributed_lock(key = "inspect:force:<job>", ttl = "3s")]
+async fn stuck_job(job: u32) -> Result<(), LockError> {
+    STARTED.notify_one();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    Ok(())
+}
+
+#[test]
+fn force_release_takes_the_lock_from_a_running_holder_and_grants_the_waiter() {
+    let server = shared_server();
+    let key = "inspect:force:1";
+    block_on(async {
+        let started = STARTED.notified();
+        let holder = tokio::spawn(stuck_job(1));
+        tokio::time::timeout(BOUND, started).await.unwrap();
+        let old_token = server.get(key).unwrap();
+
+        // Another process waits for the job's lock.
+        let other = server.lock_client();
+        let waiter = {
+            let lock = other.lock(key).wait(Duration::from_secs(30));
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        server.until_queued(key, 1).await;
+        let operator = server.lock_client();
+        let waiter_id = operator.inspect(key).await.unwrap().waiters[0].id.clone();
+
+        let released = operator.force_release(key).await.unwrap();
+        assert_eq!(released.key, key);
+        assert_eq!(released.removed.len(), 1, "{released:?}");
+        assert_eq!(released.removed[0].token, old_token);
+        assert!(released.removed[0].ttl.is_some());
+        assert_eq!(released.woken.as_deref(), Some(waiter_id.as_str()));
+        assert!(released.granted, "{released:?}");
+        // Granted in the same call: the key holds the waiter's token already, before the
+        // waiter's process even heard of it (not found free at its next park).
+        let state = operator.inspect(key).await.unwrap();
+        assert_eq!(state.holder().unwrap().token, waiter_id, "{state}");
+        assert_eq!(state.queued, 0);
+        let text = released.to_string();
+        assert_eq!(
+            text.split(" (ttl ").next().unwrap(),
+            format!("released {key}: removed holder {old_token}")
+        );
+        assert!(
+            text.ends_with(&format!("; granted to waiter {waiter_id}")),
+            "{text}"
+        );
+
+        let guard = tokio::time::timeout(BOUND, waiter)
+            .await
+            .expect("the waiter never got the lock")
+            .unwrap()
+            .unwrap();
+        assert_eq!(guard.token(), waiter_id);
+
+        // The old holder's next renewal (every ttl/3 = 1 s) finds its token gone: the body
+        // is stopped and the call says the lease was lost, and why.
+        let outcome = tokio::time::timeout(BOUND, holder)
+            .await
+            .expect("the old holder was never told")
+            .unwrap();
+        match outcome {
+            Err(LockError::Lost { key: lost, cause }) => {
+                assert_eq!(lost, key);
+                assert_eq!(cause, LostCause::TokenGone);
+            }
+            other => panic!("expected Lost, got {other:?}"),
+        }
+        // The old holder's release did not touch the new holder's key.
+        assert_eq!(server.get(key).as_deref(), Some(guard.token()));
+        guard.release().await.unwrap();
+    });
+}
+
+#[tokio::test]
+async fn force_release_of_a_free_key_removes_nothing_and_hands_a_fenced_waiter_over() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let released = client.force_release("inspect:nobody").await.unwrap();
+    assert!(!released.removed_any(), "{released:?}");
+    assert_eq!(released.woken, None);
+    assert_eq!(
+        released.to_string(),
+        "released inspect:nobody: nobody held it; no waiter"
+    );
+
+    let key = "inspect:fenced-waiter";
+    let guard = client.lock(key).acquire().await.unwrap();
+    let other = server.lock_client();
+    let waiter = {
+        let lock = other.lock(key).fencing(true).wait(Duration::from_secs(30));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    server.until_queued(key, 1).await;
+    let released = client.force_release(key).await.unwrap();
+    assert_eq!(released.removed[0].token, guard.token());
+    assert!(!released.granted);
+    let waiter_id = released.woken.clone().unwrap();
+    let started = Instant::now();
+    let taken = tokio::time::timeout(BOUND, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.token(), waiter_id);
+    assert!(taken.fence().is_some());
+    assert!(started.elapsed() < BOUND);
+    // The forced-out guard finds another owner at its release: nothing of theirs deleted.
+    let _ = guard.release().await;
+    assert_eq!(server.get(key).as_deref(), Some(taken.token()));
+    taken.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn odd_keys_are_inspected_and_released_like_any_other() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    for key in [
+        "{app}:k",
+        "{x}:queue",
+        "with spaces in it",
+        "ключ:🔒:ü",
+        "lock/queue/x",
+        "a{b",
+        "*?[glob]",
+    ] {
+        let guard = client.lock(key).fencing(true).acquire().await.unwrap();
+        let state = client.inspect(key).await.unwrap();
+        assert_eq!(state.key, key);
+        assert_eq!(state.holder().unwrap().token, guard.token(), "{key}");
+        assert_eq!(state.fence, guard.fence(), "{key}");
+        let released = client.force_release(key).await.unwrap();
+        assert_eq!(released.removed[0].token, guard.token(), "{key}");
+        assert_eq!(server.get(key), None, "{key}");
+        assert!(!client.inspect(key).await.unwrap().is_held(), "{key}");
+        drop(guard);
+    }
+    // A key that names another lock's auxiliary key is refused before any traffic.
+    for key in ["~lock/queue{x}", "~lock/fence/{x}"] {
+        let err = client.inspect(key).await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidKey { .. }), "{err:?}");
+        let err = client.force_release(key).await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidKey { .. }), "{err:?}");
+    }
+    // A key of another type is no lock: named, and left alone.
+    let mut conn = server.conn();
+    let _: () = redis::cmd("HSET")
+        .arg("inspect:a-hash")
+        .arg("field")
+        .arg("value")
+        .query(&mut conn)
+        .unwrap();
+    for err in [
+        client.inspect("inspect:a-hash").await.unwrap_err(),
+        client.force_release("inspect:a-hash").await.unwrap_err(),
+    ] {
+        let text = err.to_string();
+        assert!(
+            text.contains("inspect:a-hash") && text.contains("Redis hash, not a lock"),
+            "{text}"
+        );
+    }
+    let kind: String = redis::cmd("TYPE")
+        .arg("inspect:a-hash")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(kind, "hash");
+}
