@@ -287,7 +287,8 @@ impl LockError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LostCause {
-    /// A renewal found the token gone: the key was deleted, evicted, expired or taken over.
+    /// A renewal found the token gone: the key was deleted (also by an operator's
+    /// [`force_release`](crate::force_release)), evicted, expired or taken over.
     #[error("the token is no longer in Redis (deleted, evicted, expired or taken over)")]
     TokenGone,
     /// Renewals kept failing until the lease's validity ran out on the local clock.
