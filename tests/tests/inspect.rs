@@ -319,3 +319,147 @@ async fn odd_keys_are_inspected_and_released_like_any_other() {
         .unwrap();
     assert_eq!(kind, "hash");
 }
+
+/// Everything the `tracing` fmt subscriber writes, for the test to read.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The old holder's loss is no silent one: its watchdog WARNs naming the key and counts it
+/// (`lock_lost_total{cause="token_gone"}`), once. The recorder and the subscriber are local
+/// to this thread, with a current-thread runtime so that the watchdog reports to them.
+#[test]
+fn a_forced_release_is_a_counted_and_warned_loss_for_the_old_holder() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let events = Captured::default();
+    let writer = events.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let mut counted = 0;
+    tracing::subscriber::with_default(subscriber, || {
+        metrics::with_local_recorder(&recorder, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let server = RedisServer::start();
+                let client = lock_runtime::LockClient::new(
+                    lock_runtime::Config::single(server.url()).metrics_key_label(|key| {
+                        key.split(':').next().unwrap_or_default().to_owned()
+                    }),
+                )
+                .unwrap();
+                let guard = client
+                    .lock("forced:1")
+                    .ttl(Duration::from_millis(900))
+                    .acquire()
+                    .await
+                    .unwrap();
+                let operator = server.lock_client();
+                let released = operator.force_release("forced:1").await.unwrap();
+                assert_eq!(released.removed[0].token, guard.token());
+                let cause = tokio::time::timeout(BOUND, guard.lost()).await.unwrap();
+                assert_eq!(cause, LostCause::TokenGone);
+                // A renewal interval more: still one loss.
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                drop(guard);
+            });
+        });
+        counted = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, _, _, _)| {
+                let labels: Vec<(String, String)> = key
+                    .key()
+                    .labels()
+                    .map(|label| (label.key().to_owned(), label.value().to_owned()))
+                    .collect();
+                key.key().name() == lock_runtime::telemetry::LOST
+                    && labels.contains(&("cause".to_owned(), "token_gone".to_owned()))
+                    && labels.contains(&("key".to_owned(), "forced".to_owned()))
+            })
+            .map(|(_, _, _, value)| match value {
+                DebugValue::Counter(value) => value,
+                _ => 0,
+            })
+            .sum();
+    });
+    assert_eq!(
+        counted, 1,
+        "the forced-out holder's loss was not counted once"
+    );
+    let text = String::from_utf8_lossy(&events.0.lock().unwrap()).into_owned();
+    let warned: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("WARN") && line.contains("lock lost"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{text}");
+    assert!(warned[0].contains("forced:1"), "{text}");
+}
+
+/// In a cluster every key of a lock is in its slot, on whichever node owns it: one script
+/// call reads (or releases) them all there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_force_release_work_on_a_cluster() {
+    let cluster = tokio::task::block_in_place(|| lock_tests::cluster::RedisCluster::start(3));
+    let client =
+        || lock_runtime::LockClient::new(lock_runtime::Config::cluster(cluster.urls())).unwrap();
+    let (holder, other) = (client(), client());
+    let keys = ["stock:7", "{shop}:1", "with spaces", "ключ"];
+    let owners: std::collections::HashSet<usize> = keys
+        .iter()
+        .map(|key| cluster.owner(cluster.slot(key)))
+        .collect();
+    assert!(owners.len() > 1, "the keys should live on several nodes");
+    for key in keys {
+        let guard = holder.lock(key).fencing(true).acquire().await.unwrap();
+        let waiter = {
+            let lock = other.lock(key).wait(Duration::from_secs(30));
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        let deadline = Instant::now() + BOUND;
+        let state = loop {
+            let state = holder.inspect(key).await.unwrap();
+            if state.queued == 1 {
+                break state;
+            }
+            assert!(Instant::now() < deadline, "never queued: {state}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(state.holder().unwrap().token, guard.token(), "{key}");
+        assert_eq!(state.fence, guard.fence(), "{key}");
+        let released = holder.force_release(key).await.unwrap();
+        assert_eq!(released.removed[0].token, guard.token(), "{key}");
+        assert_eq!(released.woken.as_ref(), Some(&state.waiters[0].id), "{key}");
+        let taken = tokio::time::timeout(BOUND, waiter)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken.token(), state.waiters[0].id, "{key}");
+        assert_eq!(
+            holder.inspect(key).await.unwrap().holder().unwrap().token,
+            taken.token()
+        );
+        taken.release().await.unwrap();
+        drop(guard);
+    }
+}
