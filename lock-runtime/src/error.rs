@@ -96,7 +96,9 @@ pub enum LockError {
         timeout: Duration,
     },
     /// The key is empty, too long, or a placeholder rendered an empty value.
-    /// Reported before any Redis traffic.
+    /// Reported before any Redis traffic. Also [`inspect`](crate::inspect) and
+    /// [`force_release`](crate::force_release) of a key that holds another Redis type than
+    /// a lock's string (named in `reason`; the key is left alone).
     InvalidKey {
         /// The key as far as it could be rendered (or its template).
         key: String,

@@ -389,6 +389,46 @@ mod tests {
         assert_eq!(Utc(leap).to_string(), "2000-02-29T00:00:00.000Z");
     }
 
+    fn waiter(id: &str, left_ms: u64) -> Waiter {
+        Waiter {
+            id: id.to_owned(),
+            arrived: UNIX_EPOCH + Duration::from_millis(1_795_540_488_551),
+            waited: Duration::from_millis(1203),
+            place_until: Some(UNIX_EPOCH),
+            place_left: Duration::from_millis(left_ms),
+            grant_ttl: None,
+        }
+    }
+
+    #[test]
+    fn a_hand_over_a_lapsed_place_and_a_long_queue_print_as_such() {
+        let state = LockState {
+            key: "stock:42".into(),
+            holders: Vec::new(),
+            handover: Some(Duration::from_millis(640)),
+            fence: Some(7),
+            waiters: vec![waiter("a", 0), waiter("b", 795)],
+            queued: 5,
+            server_time: UNIX_EPOCH,
+        };
+        assert_eq!(
+            state.to_string(),
+            "key      stock:42\n\
+             holder   none: hand-over to the first waiter in progress (at most 0.640s more)\n\
+             fence    7\n\
+             waiting  5\n\
+             \x20 1  a  waited 1.203s  since 2026-11-24T17:14:48.551Z  place lapsed\n\
+             \x20 2  b  waited 1.203s  since 2026-11-24T17:14:48.551Z  place 0.795s left\n\
+             \x20 ... and 3 more"
+        );
+        let foreign = Holder {
+            token: "t".into(),
+            ttl: None,
+            kind: HolderKind::Exclusive,
+        };
+        assert_eq!(foreign.to_string(), "holder   t  no expiry");
+    }
+
     #[test]
     fn scores_parse_as_whole_numbers() {
         assert_eq!(
