@@ -188,3 +188,47 @@ async fn lockctl_inspects_lists_and_releases_locks() {
     taken.release().await.unwrap();
     fenced.release().await.unwrap();
 }
+
+/// With the applications' key prefix, keys are named and listed without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_takes_the_key_prefix() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = lock_runtime::LockClient::new(
+        lock_runtime::Config::single(url.clone()).key_prefix("app*1/"),
+    )
+    .unwrap();
+    let guard = client.lock("job:a").acquire().await.unwrap();
+    // Another application's lock, without the prefix: not listed.
+    let other = server.lock_client().lock("job:b").acquire().await.unwrap();
+    // A key the prefix would match as a glob (`*`): not even scanned.
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("appXY1/job:c")
+        .arg("x")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(server.get("app*1/job:a").as_deref(), Some(guard.token()));
+
+    let run = lockctl(&url, &["--prefix", "app*1/", "inspect", "job:a"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.lines()[0], "key      app*1/job:a", "{}", run.stdout);
+    let run = lockctl(&url, &["--prefix", "app*1/", "list", "job:*"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.lines();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(
+        lines[0].starts_with(&format!("job:a  held by {}  ttl ", guard.token())),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(lines[1], "1 lock (0 other keys matched)");
+    let run = lockctl(&url, &["--prefix", "app*1/", "release", "job:a"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(server.get("app*1/job:a"), None);
+    assert_eq!(server.get("job:b").as_deref(), Some(other.token()));
+    let _ = guard.release().await;
+    other.release().await.unwrap();
+}
