@@ -463,3 +463,99 @@ async fn inspect_and_force_release_work_on_a_cluster() {
         drop(guard);
     }
 }
+
+const URL_ENV: &str = "INSPECT_TEST_URL";
+const KEY_ENV: &str = "INSPECT_TEST_KEY";
+
+/// The worker side of the test below: waits for the key, says with which token it got it,
+/// and releases it when told (a line on stdin).
+#[test]
+fn waiting_process_worker() {
+    let Some(_role) = lock_tests::child::role() else {
+        return;
+    };
+    let url = std::env::var(URL_ENV).unwrap();
+    let key = std::env::var(KEY_ENV).unwrap();
+    lock_tests::two_worker_runtime().block_on(async {
+        let client = lock_runtime::LockClient::new(lock_runtime::Config::single(url)).unwrap();
+        let guard = client
+            .lock(key)
+            .wait(Duration::from_secs(60))
+            .acquire()
+            .await
+            .unwrap();
+        println!("acquired {}", guard.token());
+        let mut line = String::new();
+        tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut line))
+            .await
+            .unwrap()
+            .unwrap();
+        guard.release().await.unwrap();
+    });
+}
+
+/// Kills the worker processes when the test ends, whatever happened.
+struct Workers(Vec<std::process::Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for worker in &mut self.0 {
+            let _ = worker.kill();
+            let _ = worker.wait();
+        }
+    }
+}
+
+/// Two OS processes wait for a key: `inspect` lists both, in their order, and that is the
+/// order in which they get the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_waiting_os_processes_are_listed_and_served_in_that_order() {
+    use std::io::Write;
+
+    if lock_tests::child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let key = "inspect:processes";
+    let holder = server.lock_client();
+    let guard = holder.lock(key).acquire().await.unwrap();
+    let env = [(URL_ENV, server.url()), (KEY_ENV, key.to_owned())];
+    let mut workers = Workers(Vec::new());
+    let mut streams = Vec::new();
+    for count in 1..=2 {
+        let mut worker =
+            lock_tests::child::spawn_with_stdin("waiting_process_worker", "waiter", &env);
+        streams.push(lock_tests::child::stream_lines(
+            worker.stdout.take().unwrap(),
+        ));
+        workers.0.push(worker);
+        server.until_queued(key, count).await;
+    }
+    let state = holder.inspect(key).await.unwrap();
+    assert_eq!(state.queued, 2, "{state}");
+    let ids: Vec<String> = state.waiters.iter().map(|w| w.id.clone()).collect();
+    assert!(
+        state.waiters[0].waited >= state.waiters[1].waited,
+        "{state}"
+    );
+
+    guard.release().await.unwrap();
+    for (index, lines) in streams.iter().enumerate() {
+        let token = tokio::task::block_in_place(|| {
+            lock_tests::child::expect_line(lines, "acquired ", BOUND)
+        });
+        assert_eq!(token, ids[index], "served out of the listed order: {state}");
+        if index == 0 {
+            let state = holder.inspect(key).await.unwrap();
+            assert_eq!(state.holder().unwrap().token, ids[0]);
+            assert_eq!(state.waiters.len(), 1);
+            assert_eq!(state.waiters[0].id, ids[1]);
+        }
+        let mut stdin = workers.0[index].stdin.take().unwrap();
+        writeln!(stdin, "release").unwrap();
+    }
+    for worker in &mut workers.0 {
+        let status = tokio::task::block_in_place(|| worker.wait()).unwrap();
+        assert!(status.success());
+    }
+}
