@@ -96,7 +96,9 @@ pub enum LockError {
         timeout: Duration,
     },
     /// The key is empty, too long, or a placeholder rendered an empty value.
-    /// Reported before any Redis traffic.
+    /// Reported before any Redis traffic. Also [`inspect`](crate::inspect) and
+    /// [`force_release`](crate::force_release) of a key that holds another Redis type than
+    /// a lock's string (named in `reason`; the key is left alone).
     InvalidKey {
         /// The key as far as it could be rendered (or its template).
         key: String,
@@ -287,7 +289,8 @@ impl LockError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LostCause {
-    /// A renewal found the token gone: the key was deleted, evicted, expired or taken over.
+    /// A renewal found the token gone: the key was deleted (also by an operator's
+    /// [`force_release`](crate::force_release)), evicted, expired or taken over.
     #[error("the token is no longer in Redis (deleted, evicted, expired or taken over)")]
     TokenGone,
     /// Renewals kept failing until the lease's validity ran out on the local clock.

@@ -186,10 +186,12 @@ mod config;
 mod connection;
 mod context;
 mod error;
+mod force_release;
 mod guard;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+mod inspect;
 mod key;
 mod lease;
 mod lock;
@@ -225,7 +227,9 @@ pub use config::{
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
+pub use force_release::{ForcedRelease, force_release};
 pub use guard::LockGuard;
+pub use inspect::{Holder, HolderKind, LockState, MAX_LISTED_WAITERS, Waiter, inspect};
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
 pub use lock::Lock;
 pub use lock_macros::distributed_lock;

@@ -42,6 +42,9 @@ pub(crate) static RAISE_FENCE: Lazy<Script> =
 /// A waiter leaves the queue.
 pub(crate) static LEAVE: Lazy<Script> = queue_script!("leave.lua");
 
+/// An operator takes a lock away from its holder and wakes the queue (`force_release.rs`).
+pub(crate) static FORCE_RELEASE: Lazy<Script> = queue_script!("force_release.lua");
+
 /// A process keeps its waiters' places in a queue.
 pub(crate) static KEEPALIVE: Lazy<Script> = queue_script!("keepalive.lua");
 

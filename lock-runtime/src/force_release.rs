@@ -1,0 +1,162 @@
+//! An operator takes a lock away from whoever holds it ([`LockClient::force_release`]):
+//! the key is deleted and its queue woken as a release would, and the old holder learns
+//! at its next renewal that its lease is lost.
+
+use std::fmt;
+
+use crate::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl};
+use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, invoke};
+use crate::{LockClient, LockError};
+
+/// What [`LockClient::force_release`] removed, and whom it woke.
+///
+/// `Display` prints it for a person:
+///
+/// ```text
+/// released stock:42: removed holder 5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f (ttl 9.874s left); granted to waiter a1b2c3d4e5f60718293a4b5c6d7e8f90
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForcedRelease {
+    /// The Redis key (the client's key prefix included).
+    pub key: String,
+    /// The holders whose hold was taken away (empty: the lock was free, or being handed
+    /// over). Each learns at its next renewal that its lease is lost
+    /// ([`LostCause::TokenGone`](crate::LostCause::TokenGone)).
+    pub removed: Vec<Holder>,
+    /// A hand-over to the first waiter was in progress and was started again.
+    pub handover_restarted: bool,
+    /// The waiter (its id in the queue) the lock went to, as a release gives it: granted
+    /// outright, or handed over when it wants a fencing token.
+    pub woken: Option<String>,
+    /// The woken waiter was granted the lock outright (it confirms the grant at its next
+    /// try); false for a hand-over.
+    pub granted: bool,
+}
+
+impl ForcedRelease {
+    /// Whether a hold was taken away.
+    pub fn removed_any(&self) -> bool {
+        !self.removed.is_empty()
+    }
+}
+
+impl LockClient {
+    /// Takes the lock `key` away from whoever holds it, for an operator (a holder stuck in
+    /// a long call, a forgotten key of another client): deletes the key, and wakes its
+    /// queue as a release does, so the first waiting process gets the lock now instead of
+    /// at its next look. Returns what it removed and whom it woke; a free key is left
+    /// free (its queue is still woken).
+    ///
+    /// The old holder is not told at once: its watchdog's next renewal (within a third of
+    /// its ttl) finds the token gone, logs a WARN naming the key and counts the loss
+    /// ([`LostCause::TokenGone`](crate::LostCause::TokenGone)); a guarded body with
+    /// `on_lost = "cancel"` then stops at its next await point and returns
+    /// [`LockError::Lost`]. Until then it still believes it holds the lock: use
+    /// [fencing](crate::Lock::fencing) where that matters. A key that holds another Redis
+    /// type is refused ([`LockError::InvalidKey`]) and left alone.
+    ///
+    /// In Redlock mode each master has its own copy of the lock: release it on each with a
+    /// client of its own ([`Config::single`](crate::Config::single)); this returns
+    /// [`LockError::Config`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{Config, LockClient};
+    ///
+    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
+    /// let released = client.force_release("report:nightly").await?;
+    /// println!("{released}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
+        let names = self.key_names(key)?;
+        self.single_server_for(&names, "force_release")?;
+        let mut call = crate::scripts::Call::new(
+            &FORCE_RELEASE,
+            &[names.lock(), names.queue(), names.deadlines(), names.ttls()],
+        );
+        call.arg(names.channel())
+            .arg(self.publish_command())
+            .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
+        let (removed, pttl, woken, granted): (Option<String>, i64, Option<String>, i64) =
+            invoke(&call, &mut self.connection())
+                .await
+                .map_err(|err| LockError::backend(names.lock(), err))?;
+        if pttl == -3 {
+            let kind: String = redis::cmd("TYPE")
+                .arg(names.lock())
+                .query_async(&mut self.connection())
+                .await
+                .map_err(|err| LockError::backend(names.lock(), err))?;
+            return Err(not_a_lock(names.lock(), &kind));
+        }
+        let handover_restarted = removed.as_deref() == Some(HANDOVER);
+        let removed = removed
+            .filter(|token| token != HANDOVER)
+            .map(|token| Holder {
+                token,
+                ttl: pttl_to_ttl(pttl),
+                kind: HolderKind::Exclusive,
+            })
+            .into_iter()
+            .collect::<Vec<_>>();
+        for holder in &removed {
+            tracing::info!(
+                key = %names.lock(),
+                token = %holder.token,
+                "lock force-released by an operator: its holder loses it at its next renewal"
+            );
+        }
+        Ok(ForcedRelease {
+            key: names.lock().to_owned(),
+            removed,
+            handover_restarted,
+            woken,
+            granted: granted == 1,
+        })
+    }
+}
+
+/// Takes the lock `key` away from whoever holds it, on the global client: see
+/// [`LockClient::force_release`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// let released = lock_runtime::force_release("report:nightly").await?;
+/// if !released.removed_any() {
+///     println!("nobody held it");
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn force_release(key: &str) -> Result<ForcedRelease, LockError> {
+    crate::client()?.force_release(key).await
+}
+
+impl fmt::Display for ForcedRelease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "released {}: ", self.key)?;
+        if self.removed.is_empty() {
+            f.write_str(if self.handover_restarted {
+                "nobody held it (a hand-over was in progress)"
+            } else {
+                "nobody held it"
+            })?;
+        }
+        for (index, holder) in self.removed.iter().enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "removed holder {}", holder.token)?;
+            match holder.ttl {
+                Some(ttl) => write!(f, " (ttl {} left)", Seconds(ttl))?,
+                None => f.write_str(" (no expiry)")?,
+            }
+        }
+        match (&self.woken, self.granted) {
+            (Some(waiter), true) => write!(f, "; granted to waiter {waiter}"),
+            (Some(waiter), false) => write!(f, "; handed over to waiter {waiter}"),
+            (None, _) => f.write_str("; no waiter"),
+        }
+    }
+}

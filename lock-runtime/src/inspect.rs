@@ -1,0 +1,445 @@
+//! An operator's view of a lock: who holds it, for how long still, the fence, and which
+//! processes wait in its Redis queue and since when ([`LockClient::inspect`]).
+//!
+//! One read-only script call (`lua/inspect.lua`) reads the lock key and its auxiliary keys
+//! together, in the key's cluster slot, so the view is one instant of the server's.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use once_cell::sync::Lazy;
+use redis::Script;
+
+use crate::scripts::{Call, HANDOVER, KeyNames, invoke};
+use crate::{LockClient, LockError};
+
+/// Reads a lock key and its auxiliary keys; writes nothing.
+static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/inspect.lua")));
+
+/// The most waiters [`LockState::waiters`] lists ([`LockState::queued`] counts them all).
+pub const MAX_LISTED_WAITERS: usize = 100;
+
+/// What a lock key holds at one instant of the server's clock: its holders, the fence
+/// counter, and the processes waiting in its Redis queue. Made by [`LockClient::inspect`]
+/// and [`inspect`]; `Display` prints it for a person:
+///
+/// ```text
+/// key      stock:42
+/// holder   5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f  ttl 9.874s
+/// fence    1795540488551506
+/// waiting  2
+///   1  a1b2c3d4e5f60718293a4b5c6d7e8f90  waited 1.203s  since 2026-11-24T18:30:01.123Z  place 0.795s left
+///   2  0f1e2d3c4b5a69788796a5b4c3d2e1f0  waited 0.412s  since 2026-11-24T18:30:01.914Z  place 0.801s left
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockState {
+    /// The Redis key (the client's key prefix included).
+    pub key: String,
+    /// Who holds the lock: empty when it is free or being handed over; one entry for a
+    /// mutex (and a scheduled-job lock, which is one).
+    pub holders: Vec<Holder>,
+    /// The lock is being handed to the head of its queue (a release found a waiter that
+    /// takes it through its next try): how long the hand-over may still take at most.
+    pub handover: Option<Duration>,
+    /// The fence counter: the last fencing token issued for this key (`None` when no
+    /// fenced acquisition happened within [`FENCE_COUNTER_LIFETIME`](crate::FENCE_COUNTER_LIFETIME)).
+    pub fence: Option<u64>,
+    /// The processes waiting in the key's Redis queue, first come first: the first
+    /// [`MAX_LISTED_WAITERS`].
+    pub waiters: Vec<Waiter>,
+    /// How many processes wait in the queue in all.
+    pub queued: usize,
+    /// The server's clock when it was read.
+    pub server_time: SystemTime,
+}
+
+/// One holder of a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The holder's token: the lock key's value (one per tenure of a process).
+    pub token: String,
+    /// How long the key lives unless renewed (`None`: the key has no expiry, so it was not
+    /// set by this crate, which always sets one).
+    pub ttl: Option<Duration>,
+    /// What the holder holds.
+    pub kind: HolderKind,
+}
+
+/// What a [`Holder`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HolderKind {
+    /// The lock itself, alone (a mutex, a scheduled-job lock).
+    Exclusive,
+}
+
+/// One process waiting in a lock's Redis queue (one entry per process, however many of
+/// its tasks wait).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiter {
+    /// Its id in the queue: the token it will hold the lock with.
+    pub id: String,
+    /// When it joined the queue (the server's clock).
+    pub arrived: SystemTime,
+    /// How long it has waited in the queue so far.
+    pub waited: Duration,
+    /// Until when its place is kept unless its process keeps it alive (a queue lease,
+    /// renewed by the process's watchdog): a process that died loses its place then.
+    pub place_until: Option<SystemTime>,
+    /// How long its place lasts from now; zero when it has lapsed (its process stopped
+    /// keeping it, and the next script call that tidies the queue drops it).
+    pub place_left: Duration,
+    /// The lease a release grants it outright (`None`: it takes the lock through a
+    /// hand-over instead, as a waiter that wants a fencing token does).
+    pub grant_ttl: Option<Duration>,
+}
+
+impl LockState {
+    /// The holder of a mutex, if any (the first holder).
+    pub fn holder(&self) -> Option<&Holder> {
+        self.holders.first()
+    }
+
+    /// Whether anyone holds the lock (a hand-over in progress is not a holder).
+    pub fn is_held(&self) -> bool {
+        !self.holders.is_empty()
+    }
+}
+
+impl LockClient {
+    /// What `key` holds now: the holder's token and remaining ttl (or a hand-over in
+    /// progress), the fence counter, and the processes waiting in the key's Redis queue,
+    /// with when each arrived and until when its place is kept. One read-only script call
+    /// in the key's cluster slot; nothing in Redis changes.
+    ///
+    /// In Redlock mode each master has its own state: inspect them one by one, with a
+    /// client of their own ([`Config::single`](crate::Config::single)); this returns
+    /// [`LockError::Config`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{Config, LockClient};
+    ///
+    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
+    /// let state = client.inspect("stock:42").await?;
+    /// if let Some(holder) = state.holder() {
+    ///     println!("held by {} for {:?} more; {} waiting", holder.token, holder.ttl, state.queued);
+    /// }
+    /// println!("{state}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
+        let names = self.key_names(key)?;
+        self.single_server_for(&names, "inspect")?;
+        let mut call = Call::new(
+            &INSPECT,
+            &[
+                names.lock(),
+                names.fence(),
+                names.queue(),
+                names.deadlines(),
+                names.ttls(),
+            ],
+        );
+        call.arg(MAX_LISTED_WAITERS);
+        let reply: InspectReply = invoke(&call, &mut self.connection())
+            .await
+            .map_err(|err| LockError::backend(names.lock(), err))?;
+        into_state(reply, names.lock())
+    }
+
+    /// Refuses an operator's call in Redlock mode, where every master has its own state.
+    pub(crate) fn single_server_for(&self, names: &KeyNames, what: &str) -> Result<(), LockError> {
+        if self.redlock().is_none() {
+            return Ok(());
+        }
+        Err(LockError::Config {
+            reason: format!(
+                "{what}(`{}`) works on one server or a cluster; in Redlock mode each master \
+                 has its own copy of the lock: {what} each master with a client of its own \
+                 (LockClient::new(Config::single(url)))",
+                names.lock()
+            ),
+        })
+    }
+}
+
+/// What `key` holds now, on the global client: see [`LockClient::inspect`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// let state = lock_runtime::inspect("stock:42").await?;
+/// println!("{state}");
+/// for waiter in &state.waiters {
+///     println!("{} has waited {:?}", waiter.id, waiter.waited);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn inspect(key: &str) -> Result<LockState, LockError> {
+    crate::client()?.inspect(key).await
+}
+
+/// The script's reply: the key's type, value and PTTL, the fence counter, the server's
+/// time (ms, µs), the listed waiters and how many are queued.
+type InspectReply = (
+    String,
+    Option<String>,
+    i64,
+    Option<String>,
+    i64,
+    i64,
+    Vec<(String, String, Option<String>, Option<String>)>,
+    i64,
+);
+
+/// The state the script's reply describes.
+fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
+    let (kind, value, pttl, fence, now_ms, now_us, listed, queued) = reply;
+    if kind != "string" && kind != "none" {
+        return Err(not_a_lock(key, &kind));
+    }
+    let ttl = pttl_to_ttl(pttl);
+    let (holders, handover) = match value {
+        None => (Vec::new(), None),
+        Some(value) if value == HANDOVER => (Vec::new(), Some(ttl.unwrap_or_default())),
+        Some(token) => (
+            vec![Holder {
+                token,
+                ttl,
+                kind: HolderKind::Exclusive,
+            }],
+            None,
+        ),
+    };
+    let now_us = u64::try_from(now_us).unwrap_or(0);
+    let now_ms = u64::try_from(now_ms).unwrap_or(0);
+    let waiters = listed
+        .into_iter()
+        .map(|(id, arrived_us, deadline_ms, grant_ttl)| {
+            let arrived_us = parse_number(&arrived_us).unwrap_or(now_us);
+            let deadline_ms = deadline_ms.as_deref().and_then(parse_number);
+            Waiter {
+                id,
+                arrived: UNIX_EPOCH + Duration::from_micros(arrived_us),
+                waited: Duration::from_micros(now_us.saturating_sub(arrived_us)),
+                place_until: deadline_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+                place_left: Duration::from_millis(
+                    deadline_ms.map_or(0, |ms| ms.saturating_sub(now_ms)),
+                ),
+                grant_ttl: grant_ttl
+                    .as_deref()
+                    .and_then(parse_number)
+                    .map(Duration::from_millis),
+            }
+        })
+        .collect();
+    Ok(LockState {
+        key: key.to_owned(),
+        holders,
+        handover,
+        fence: fence.as_deref().and_then(parse_number),
+        waiters,
+        queued: usize::try_from(queued).unwrap_or(0),
+        server_time: UNIX_EPOCH + Duration::from_micros(now_us),
+    })
+}
+
+/// The error for a key that holds another type than a lock's string.
+pub(crate) fn not_a_lock(key: &str, kind: &str) -> LockError {
+    LockError::InvalidKey {
+        key: key.to_owned(),
+        reason: format!(
+            "the key holds a Redis {kind}, not a lock (a lock key is a string holding its \
+             holder's token); check the key's name and the client's key prefix"
+        ),
+    }
+}
+
+/// A PTTL as a ttl: `None` for a key without expiry (or none at all).
+pub(crate) fn pttl_to_ttl(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+/// A whole number Redis wrote as text: an integer, or a sorted set's score (a double,
+/// exact below 2^53, which covers microseconds since 1970).
+fn parse_number(text: &str) -> Option<u64> {
+    text.parse::<u64>().ok().or_else(|| {
+        let number = text.parse::<f64>().ok()?;
+        (number.is_finite() && number >= 0.0).then_some(number as u64)
+    })
+}
+
+impl fmt::Display for LockState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "key      {}", self.key)?;
+        if self.holders.is_empty() {
+            match self.handover {
+                Some(left) => writeln!(
+                    f,
+                    "holder   none: hand-over to the first waiter in progress (at most {} more)",
+                    Seconds(left)
+                )?,
+                None => writeln!(f, "holder   none (free)")?,
+            }
+        }
+        for holder in &self.holders {
+            writeln!(f, "{holder}")?;
+        }
+        match self.fence {
+            Some(fence) => writeln!(f, "fence    {fence}")?,
+            None => writeln!(f, "fence    none")?,
+        }
+        write!(f, "waiting  {}", self.queued)?;
+        for (place, waiter) in self.waiters.iter().enumerate() {
+            write!(f, "\n  {}  {waiter}", place + 1)?;
+        }
+        if self.queued > self.waiters.len() {
+            write!(f, "\n  ... and {} more", self.queued - self.waiters.len())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let role = match self.kind {
+            HolderKind::Exclusive => "holder",
+        };
+        match self.ttl {
+            Some(ttl) => write!(f, "{role:<8} {}  ttl {}", self.token, Seconds(ttl)),
+            None => write!(f, "{role:<8} {}  no expiry", self.token),
+        }
+    }
+}
+
+impl fmt::Display for Waiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}  waited {}  since {}",
+            self.id,
+            Seconds(self.waited),
+            Utc(self.arrived)
+        )?;
+        match self.place_until {
+            Some(_) if self.place_left.is_zero() => write!(f, "  place lapsed"),
+            Some(_) => write!(f, "  place {} left", Seconds(self.place_left)),
+            None => write!(f, "  no place deadline"),
+        }
+    }
+}
+
+/// A duration as seconds with milliseconds: `1.203s`.
+pub(crate) struct Seconds(pub(crate) Duration);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:03}s", self.0.as_secs(), self.0.subsec_millis())
+    }
+}
+
+/// A time as RFC 3339 in UTC with milliseconds: `2026-11-24T18:30:01.123Z`.
+struct Utc(SystemTime);
+
+impl fmt::Display for Utc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let since = self.0.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since.as_secs();
+        let (days, day_secs) = (secs / 86_400, secs % 86_400);
+        let (year, month, day) = civil_from_days(days);
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            day_secs / 3600,
+            day_secs / 60 % 60,
+            day_secs % 60,
+            since.subsec_millis()
+        )
+    }
+}
+
+/// The date of a day counted from 1970-01-01 (Howard Hinnant's `civil_from_days`, for
+/// days on or after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_print_as_utc() {
+        let time = UNIX_EPOCH + Duration::from_millis(1_795_540_488_551);
+        assert_eq!(Utc(time).to_string(), "2026-11-24T17:14:48.551Z");
+        assert_eq!(Utc(UNIX_EPOCH).to_string(), "1970-01-01T00:00:00.000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(Utc(leap).to_string(), "2000-02-29T00:00:00.000Z");
+    }
+
+    fn waiter(id: &str, left_ms: u64) -> Waiter {
+        Waiter {
+            id: id.to_owned(),
+            arrived: UNIX_EPOCH + Duration::from_millis(1_795_540_488_551),
+            waited: Duration::from_millis(1203),
+            place_until: Some(UNIX_EPOCH),
+            place_left: Duration::from_millis(left_ms),
+            grant_ttl: None,
+        }
+    }
+
+    #[test]
+    fn a_hand_over_a_lapsed_place_and_a_long_queue_print_as_such() {
+        let state = LockState {
+            key: "stock:42".into(),
+            holders: Vec::new(),
+            handover: Some(Duration::from_millis(640)),
+            fence: Some(7),
+            waiters: vec![waiter("a", 0), waiter("b", 795)],
+            queued: 5,
+            server_time: UNIX_EPOCH,
+        };
+        assert_eq!(
+            state.to_string(),
+            "key      stock:42\n\
+             holder   none: hand-over to the first waiter in progress (at most 0.640s more)\n\
+             fence    7\n\
+             waiting  5\n\
+             \x20 1  a  waited 1.203s  since 2026-11-24T17:14:48.551Z  place lapsed\n\
+             \x20 2  b  waited 1.203s  since 2026-11-24T17:14:48.551Z  place 0.795s left\n\
+             \x20 ... and 3 more"
+        );
+        let foreign = Holder {
+            token: "t".into(),
+            ttl: None,
+            kind: HolderKind::Exclusive,
+        };
+        assert_eq!(foreign.to_string(), "holder   t  no expiry");
+    }
+
+    #[test]
+    fn scores_parse_as_whole_numbers() {
+        assert_eq!(
+            parse_number("1795540488551506"),
+            Some(1_795_540_488_551_506)
+        );
+        assert_eq!(
+            parse_number("1.795540488551506e+15"),
+            Some(1_795_540_488_551_506)
+        );
+        assert_eq!(parse_number("-1"), None);
+        assert_eq!(parse_number("nan"), None);
+    }
+}

@@ -1,0 +1,46 @@
+-- What a lock key holds now, for an operator (read-only: it writes nothing, so running it
+-- changes no lease, no queue and no fence).
+-- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] wait queue, KEYS[4] queue deadlines,
+-- KEYS[5] queue ttls
+-- ARGV[1] how many waiters to list at most
+-- Returns {type, value, pttl, fence, now_ms, now_us, waiters, queued}: the lock key's type
+-- ('none', 'string', or another type for a key that is no lock), its value (false when it
+-- is not a string), its PTTL, the fence counter's value (false when none), the server's
+-- time, then the first ARGV[1] waiters in queue order as {token, arrival in µs, queue-lease
+-- deadline in ms (false when none), ttl for a direct grant in ms (false: a fenced waiter,
+-- handed the key over)}, and how many are queued in all.
+local now = redis.call('TIME')
+local now_s, now_micros = tonumber(now[1]), tonumber(now[2])
+local now_ms = now_s * 1000 + math.floor(now_micros / 1000)
+local now_us = now_s * 1000000 + now_micros
+local kind = redis.call('TYPE', KEYS[1])['ok']
+local value = false
+if kind == 'string' then
+  value = redis.call('GET', KEYS[1])
+end
+local pttl = redis.call('PTTL', KEYS[1])
+local fence = false
+if redis.call('TYPE', KEYS[2])['ok'] == 'string' then
+  fence = redis.call('GET', KEYS[2])
+end
+local waiters = {}
+local queued = 0
+if redis.call('TYPE', KEYS[3])['ok'] == 'zset' then
+  queued = redis.call('ZCARD', KEYS[3])
+  local entries = redis.call('ZRANGE', KEYS[3], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+  local deadlines = redis.call('TYPE', KEYS[4])['ok'] == 'zset'
+  local ttls = redis.call('TYPE', KEYS[5])['ok'] == 'hash'
+  for i = 1, #entries, 2 do
+    local token = entries[i]
+    local deadline = false
+    if deadlines then
+      deadline = redis.call('ZSCORE', KEYS[4], token) or false
+    end
+    local ttl = false
+    if ttls then
+      ttl = redis.call('HGET', KEYS[5], token) or false
+    end
+    table.insert(waiters, {token, entries[i + 1], deadline, ttl})
+  end
+end
+return {kind, value, pttl, fence, now_ms, now_us, waiters, queued}
