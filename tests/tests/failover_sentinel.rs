@@ -280,7 +280,10 @@ struct Tally {
     first_granted: usize,
     /// The second client was granted the key while the first still believed it held it.
     double_grants: usize,
-    /// How the first holder learned of the loss, and how long after the second's grant.
+    /// The first holder had been told of the loss before the second's grant (no overlap).
+    told_before_the_second: usize,
+    /// How the first holder learned of the loss, and how long after the second's grant
+    /// (just after it, for those told before).
     lost: Vec<(LostCause, Duration)>,
     /// The first holder was never told (within a ttl).
     never_told: usize,
@@ -366,26 +369,36 @@ async fn one_failover(deployment: &mut Deployment, replicas: bool, tally: &mut T
     }
     match (&first_result, &second_result) {
         (Ok(first_guard), Ok(second_guard)) => {
-            if !first_guard.is_lost() && !second_guard.is_lost() {
+            if first_guard.is_lost() {
+                tally.told_before_the_second += 1;
+            } else if !second_guard.is_lost() {
                 tally.double_grants += 1;
             }
         }
         (_, Err(err)) => tally.second_refused.push(kind(err)),
         (Err(_), Ok(_)) => {}
     }
-    // The old primary rejoins while the first holder waits for its next renewal.
-    tokio::task::block_in_place(|| deployment.rejoin());
-    if let Ok(guard) = &first_result {
+    // The first holder's loss is awaited beside the rejoin (which takes a second or more),
+    // so that the time it was told is its own.
+    let watcher = first_result.ok().map(|guard| {
         let bound = TTL.saturating_sub(second_at.elapsed());
-        match tokio::time::timeout(bound, guard.lost()).await {
-            Ok(cause) => tally.lost.push((cause, second_at.elapsed())),
-            Err(_) => tally.never_told += 1,
+        tokio::spawn(async move {
+            let cause = tokio::time::timeout(bound, guard.lost()).await.ok();
+            (cause, second_at.elapsed(), guard)
+        })
+    });
+    tokio::task::block_in_place(|| deployment.rejoin());
+    if let Some(watcher) = watcher {
+        let (cause, after, guard) = watcher.await.unwrap();
+        match cause {
+            Some(cause) => tally.lost.push((cause, after)),
+            None => tally.never_told += 1,
         }
+        drop(guard);
     }
     if let Ok(guard) = second_result {
         let _ = guard.release().await;
     }
-    drop(first_result);
     // The option goes on working after the failover: the new primary has a replica again.
     let again = second
         .lock(&key)
@@ -419,7 +432,8 @@ async fn run(replicas: bool) -> Tally {
     took.sort();
     figure(&format!(
         "{mode}: {} sentinel failovers in {:.1} s (kill to promotion: min {:?}, median {:?}, \
-         max {:?}); first client granted {}; double grants {}",
+         max {:?}); first client granted {}; double grants {} (the first holder told before the second's \
+         grant: {})",
         tally.failovers,
         started.elapsed().as_secs_f64(),
         took[0],
@@ -427,6 +441,7 @@ async fn run(replicas: bool) -> Tally {
         took[took.len() - 1],
         tally.first_granted,
         tally.double_grants,
+        tally.told_before_the_second,
     ));
     let mut told: Vec<Duration> = tally.lost.iter().map(|(_, after)| *after).collect();
     told.sort();
