@@ -115,6 +115,9 @@ pub(crate) async fn attribute_cycle(id: u64) -> Result<(), LockError> {
 pub(crate) struct Raw {
     connection: MultiplexedConnection,
     release: redis::Script,
+    /// With `Some((replicas, timeout))`, the `SET` goes out pipelined with `WAIT replicas
+    /// timeout` (section 8): the physical limit of grants that wait for replicas.
+    wait: Option<(u32, Duration)>,
 }
 
 /// Compare-and-delete, as every token lock releases.
@@ -132,6 +135,7 @@ impl Raw {
         Ok(Raw {
             connection,
             release: redis::Script::new(RAW_RELEASE),
+            wait: None,
         })
     }
 
@@ -139,24 +143,39 @@ impl Raw {
     async fn cycle(&self, key: &str) -> BenchResult<bool> {
         let mut connection = self.connection.clone();
         let token = uuid::Uuid::new_v4().simple().to_string();
-        let reply: redis::Value = redis::cmd("SET")
-            .arg(key)
+        let mut set = redis::cmd("SET");
+        set.arg(key)
             .arg(&token)
             .arg("NX")
             .arg("PX")
-            .arg(TTL.as_millis() as u64)
-            .query_async(&mut connection)
-            .await?;
+            .arg(TTL.as_millis() as u64);
+        let (reply, replicated) = match self.wait {
+            None => (set.query_async(&mut connection).await?, true),
+            Some((replicas, timeout)) => {
+                // One pipeline, so the WAIT follows the SET on this connection and counts it.
+                let (reply, answer): (redis::Value, i64) = redis::pipe()
+                    .add_command(set)
+                    .cmd("WAIT")
+                    .arg(replicas)
+                    .arg(timeout.as_millis() as u64)
+                    .query_async(&mut connection)
+                    .await?;
+                (reply, answer >= i64::from(replicas))
+            }
+        };
         if !matches!(reply, redis::Value::Okay) {
             return Ok(false);
         }
+        // A release is not waited for: a delete the replica misses leaves the key to its
+        // ttl, which is safe (ours does not wait for it either).
         let deleted: i64 = self
             .release
             .key(key)
             .arg(&token)
             .invoke_async(&mut connection)
             .await?;
-        Ok(deleted == 1)
+        // A grant too few replicas confirmed counts as a failed try (undone above).
+        Ok(deleted == 1 && replicated)
     }
 }
 
@@ -203,6 +222,28 @@ impl Clients {
             raw: Raw::connect(first).await?,
             rslock: rslock::LockManager::new(urls.to_vec()),
             arl: async_redis_lock::Locker::from_redis_url(first).await?,
+        })
+    }
+
+    /// The clients of section 8 (issue 25) on a primary with one replica: ours through
+    /// `LockClient::new(Config::single(primary))`, with `.wait_for_replicas(n, timeout)` when
+    /// `wait` is given, and raw, whose `SET` then goes out with a pipelined `WAIT n timeout`.
+    /// rslock and async-redis-lock point at the primary and are never used.
+    pub(crate) async fn replicated(
+        primary: &str,
+        wait: Option<(u32, Duration)>,
+    ) -> BenchResult<Self> {
+        let mut config = lock_runtime::Config::single(primary);
+        if let Some((replicas, timeout)) = wait {
+            config = config.wait_for_replicas(replicas, timeout);
+        }
+        let mut raw = Raw::connect(primary).await?;
+        raw.wait = wait;
+        Ok(Clients {
+            ours: LockClient::new(config)?,
+            raw,
+            rslock: rslock::LockManager::new(vec![primary.to_owned()]),
+            arl: async_redis_lock::Locker::from_redis_url(primary).await?,
         })
     }
 

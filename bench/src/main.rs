@@ -12,6 +12,7 @@ mod plot;
 mod processes;
 mod python;
 mod redlock;
+mod replicas;
 mod report;
 mod scaling;
 mod scenarios;
@@ -155,12 +156,21 @@ async fn bench() -> BenchResult<()> {
     let mut held_list = vec![Contender::Api];
     let mut wakeup_list = scaling::WAKE_CONTENDERS.to_vec();
     let mut instructions_list = instructions::CONTENDERS.to_vec();
+    let replicated = replicas::Replicated::from_env().await?;
+    let mut replicas_list = replicas::CONTENDERS.to_vec();
+    if replicated.is_none() {
+        replicas_list.clear();
+        skipped.push(
+            "wait for replicas: no primary and replica (BENCH_REPLICA_URLS; bench/run starts them)"
+                .to_owned(),
+        );
+    }
     if valgrind.is_none() {
         instructions_list.clear();
         skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
     }
     // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
-    // redlock-silent, instructions, scaling, held, wakeup; e.g. hot4/api)
+    // redlock-silent, instructions, scaling, held, wakeup, replicas; e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
@@ -180,6 +190,7 @@ async fn bench() -> BenchResult<()> {
             ("scaling", &mut scaling_list),
             ("held", &mut held_list),
             ("wakeup", &mut wakeup_list),
+            ("replicas", &mut replicas_list),
         ] {
             list.retain(|c| name == scenario && (contender.is_empty() || c.id() == contender));
         }
@@ -197,6 +208,7 @@ async fn bench() -> BenchResult<()> {
         redlock_silent: Vec::new(),
         instructions: Vec::new(),
         scaling: scaling::Scaling::default(),
+        replicas: replicas::Measured::default(),
         skipped,
         wall_s: 0.0,
     };
@@ -401,6 +413,19 @@ async fn bench() -> BenchResult<()> {
                 ),
             }
         }
+        if let Some(pair) = &replicated {
+            replicas::measure_run(
+                pair,
+                &replicas_list,
+                run,
+                (seconds(1.5), seconds(2.0)),
+                settings.many_tasks,
+                (Duration::from_millis(1), seconds(5.0)),
+                &mut results.replicas,
+                &mut results.skipped,
+            )
+            .await;
+        }
         if run < settings.scaling_runs {
             for tasks in scaling::TASKS {
                 for contender in rotated(&scaling_list, run) {
@@ -530,6 +555,14 @@ async fn bench() -> BenchResult<()> {
             results_dir.join("only.json"),
             serde_json::to_string_pretty(&results)?,
         )?;
+        if !replicas_list.is_empty() {
+            let section = report::replicas_markdown(&results);
+            std::fs::write(results_dir.join("replicas.md"), section)?;
+            eprintln!(
+                "bench: section 8 written to {}",
+                results_dir.join("replicas.md").display()
+            );
+        }
         eprintln!("bench: BENCH_ONLY run; BENCHMARKS.md left as it was");
         return Ok(());
     }

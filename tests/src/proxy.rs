@@ -30,6 +30,8 @@ struct Faults {
     /// Whether bytes going each way are held back (kept, in order, until released).
     hold_up: watch::Sender<bool>,
     hold_down: watch::Sender<bool>,
+    /// Whether server-to-client bytes of replication connections only are held back.
+    hold_replication: watch::Sender<bool>,
     /// The server new connections go to (a port on 127.0.0.1).
     target_port: AtomicU16,
     /// Chunks read and not yet passed on (sleeping out a delay).
@@ -80,6 +82,7 @@ impl FaultProxy {
             blackhole_down: AtomicBool::new(false),
             hold_up: watch::channel(false).0,
             hold_down: watch::channel(false).0,
+            hold_replication: watch::channel(false).0,
             target_port: AtomicU16::new(target_port),
             held_back: AtomicUsize::new(0),
         });
@@ -165,6 +168,14 @@ impl FaultProxy {
         self.faults.hold(direction).send_replace(on);
     }
 
+    /// Like [`set_hold`](Self::set_hold) for [`Direction::Down`], but only on replication
+    /// connections (those whose client sent `PSYNC`: a replica's link to its primary);
+    /// clients' replies pass. For a primary whose one address serves both, as a cluster
+    /// node announces one address to its replica and to clients.
+    pub fn set_hold_replication(&self, on: bool) {
+        self.faults.hold_replication.send_replace(on);
+    }
+
     /// Sends new connections to `127.0.0.1:target_port` from now on (open ones stay where
     /// they are: [`reset_all`](Self::reset_all) moves them). A failover behind a fixed
     /// address: a virtual IP or a DNS name moved to the promoted replica.
@@ -213,8 +224,21 @@ async fn relay(
     let _ = server.set_zero_linger();
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let up = pump(client_read, server_write, Direction::Up, faults.clone());
-    let down = pump(server_read, client_write, Direction::Down, faults);
+    let replication = Arc::new(AtomicBool::new(false));
+    let up = pump(
+        client_read,
+        server_write,
+        Direction::Up,
+        faults.clone(),
+        replication.clone(),
+    );
+    let down = pump(
+        server_read,
+        client_write,
+        Direction::Down,
+        faults,
+        replication,
+    );
     tokio::select! {
         () = up => {}
         () = down => {}
@@ -227,9 +251,19 @@ async fn pump(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     direction: Direction,
     faults: Arc<Faults>,
+    replication: Arc<AtomicBool>,
 ) {
     let mut buffer = vec![0u8; 64 * 1024];
     let mut hold = faults.hold(direction).subscribe();
+    let mut hold_replication = faults.hold_replication.subscribe();
+    // Whether this connection's bytes are held now: every connection's, or (server to
+    // client) a replication connection's.
+    let held = |hold: &watch::Receiver<bool>, hold_replication: &watch::Receiver<bool>| {
+        *hold.borrow()
+            || (direction == Direction::Down
+                && replication.load(Ordering::SeqCst)
+                && *hold_replication.borrow())
+    };
     // Bytes held back while the hold is on, in order.
     let mut kept: Vec<u8> = Vec::new();
     loop {
@@ -242,7 +276,21 @@ async fn pump(
                 if changed.is_err() {
                     return;
                 }
-                if !*hold.borrow_and_update() && !kept.is_empty() {
+                hold.borrow_and_update();
+                if !held(&hold, &hold_replication) && !kept.is_empty() {
+                    if to.write_all(&kept).await.is_err() {
+                        return;
+                    }
+                    kept.clear();
+                }
+                continue;
+            }
+            changed = hold_replication.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                hold_replication.borrow_and_update();
+                if !held(&hold, &hold_replication) && !kept.is_empty() {
                     if to.write_all(&kept).await.is_err() {
                         return;
                     }
@@ -259,7 +307,15 @@ async fn pump(
         if faults.blackholed(direction) {
             continue;
         }
-        if *hold.borrow() {
+        if direction == Direction::Up
+            && !replication.load(Ordering::SeqCst)
+            && buffer[..read]
+                .windows(5)
+                .any(|w| w.eq_ignore_ascii_case(b"PSYNC"))
+        {
+            replication.store(true, Ordering::SeqCst);
+        }
+        if held(&hold, &hold_replication) {
             kept.extend_from_slice(&buffer[..read]);
             continue;
         }

@@ -1,0 +1,341 @@
+//! Section 8 of BENCHMARKS.md (issue 25): the cost of `Config::wait_for_replicas`, as
+//! ratios measured in one run: ours over raw with the same option, and each contender with
+//! the option over itself without it.
+
+use std::fmt::Write as _;
+
+use super::{median, ms, thousands};
+use crate::contenders::Contender;
+use crate::replicas::{self, Measured, Variant};
+use crate::report::{Results, Settings};
+use crate::scenarios::{CycleRecord, HotRecord};
+
+/// The median over runs of `of`'s records' `value` divided by the value of the record of
+/// the same run that `partner` picks (ratios within one run: load drifting between runs
+/// cancels); `None` without pairs.
+fn paired<T>(
+    records: &[Variant<T>],
+    of: impl Fn(&Variant<T>) -> bool,
+    partner: impl Fn(&Variant<T>, &Variant<T>) -> bool,
+    value: impl Fn(&T) -> f64,
+) -> Option<f64> {
+    let ratios: Vec<f64> = records
+        .iter()
+        .filter(|r| of(r))
+        .filter_map(|mine| {
+            let other = records.iter().find(|o| partner(mine, o))?;
+            let base = value(&other.record);
+            (base > 0.0).then(|| value(&mine.record) / base)
+        })
+        .collect();
+    (!ratios.is_empty()).then(|| median(ratios))
+}
+
+fn ratio(value: Option<f64>) -> String {
+    value.map_or("–".to_owned(), |r| format!("{r:.2}×"))
+}
+
+/// Medians of one variant's cycle measurements, and its ratios.
+struct CycleRow {
+    contender: Contender,
+    waits: bool,
+    per_s: f64,
+    min: f64,
+    max: f64,
+    /// Over raw with the same option, same run.
+    to_raw: Option<f64>,
+    /// Over the same contender without the option, same run.
+    to_without: Option<f64>,
+    cpu_us: f64,
+    server_cmds: f64,
+    wait_cmds: f64,
+    requests: Option<f64>,
+    busy: u64,
+}
+
+fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
+    let mut rows = Vec::new();
+    for contender in replicas::CONTENDERS {
+        for waits in [false, true] {
+            let mine: Vec<&CycleRecord> = records
+                .iter()
+                .filter(|v| v.waits == waits && v.record.contender == contender)
+                .map(|v| &v.record)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let this =
+                |v: &Variant<CycleRecord>| v.waits == waits && v.record.contender == contender;
+            rows.push(CycleRow {
+                contender,
+                waits,
+                per_s: median(mine.iter().map(|r| r.per_s)),
+                min: mine.iter().map(|r| r.per_s).fold(f64::INFINITY, f64::min),
+                max: mine.iter().map(|r| r.per_s).fold(0.0, f64::max),
+                to_raw: (contender != Contender::Raw)
+                    .then(|| {
+                        paired(
+                            records,
+                            this,
+                            |m, o| {
+                                o.waits == m.waits
+                                    && o.record.contender == Contender::Raw
+                                    && o.record.run == m.record.run
+                            },
+                            |r| r.per_s,
+                        )
+                    })
+                    .flatten(),
+                to_without: waits
+                    .then(|| {
+                        paired(
+                            records,
+                            this,
+                            |m, o| {
+                                !o.waits
+                                    && o.record.contender == m.record.contender
+                                    && o.record.run == m.record.run
+                            },
+                            |r| r.per_s,
+                        )
+                    })
+                    .flatten(),
+                cpu_us: median(mine.iter().map(|r| r.client_cpu_us_per_cycle)),
+                server_cmds: median(mine.iter().map(|r| r.server_cmds_per_cycle)),
+                wait_cmds: median(
+                    mine.iter()
+                        .map(|r| r.commands.get("wait") as f64 / r.cycles.max(1) as f64),
+                ),
+                requests: mine
+                    .iter()
+                    .all(|r| r.requests_per_cycle.is_some())
+                    .then(|| median(mine.iter().filter_map(|r| r.requests_per_cycle))),
+                busy: mine.iter().map(|r| r.failures).sum(),
+            });
+        }
+    }
+    rows
+}
+
+fn cycle_table(out: &mut String, rows: &[CycleRow]) {
+    let _ = writeln!(
+        out,
+        "| contender | cycles/s (median) | range over runs | × raw, same option, same run | with ÷ without, same run | client CPU µs/cycle | server cmds/cycle | of them WAIT | requests sent/cycle | busy or unconfirmed |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {}–{} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
+            replicas::label(r.contender, r.waits),
+            thousands(r.per_s),
+            thousands(r.min),
+            thousands(r.max),
+            if r.contender == Contender::Raw {
+                "1.00×".to_owned()
+            } else {
+                ratio(r.to_raw)
+            },
+            if r.waits {
+                ratio(r.to_without)
+            } else {
+                "1.00×".to_owned()
+            },
+            r.cpu_us,
+            r.server_cmds,
+            r.wait_cmds,
+            r.requests.map_or("–".to_owned(), |v| format!("{v:.2}")),
+            r.busy
+        );
+    }
+}
+
+fn find(rows: &[CycleRow], contender: Contender, waits: bool) -> Option<&CycleRow> {
+    rows.iter()
+        .find(|r| r.contender == contender && r.waits == waits)
+}
+
+/// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=replicas` run,
+/// `bench/results/replicas.md`).
+pub(crate) fn section(out: &mut String, results: &Results) {
+    let s: &Settings = &results.settings;
+    let m: &Measured = &results.replicas;
+    let _ = writeln!(out, "## 8. Grants that wait for replicas (issue 25)\n");
+    let _ = writeln!(
+        out,
+        "`bench/run` starts two more throwaway redis-servers (loopback, no persistence): a \
+         primary and a replica of it (`--replicaof`), and waits for their link. Each \
+         measurement runs without and with the option, interleaved in the same run: ours is \
+         `LockClient::new(Config::single(primary))` and the Lock API, with \
+         `.wait_for_replicas({}, {} ms)` for the option; the raw limit is one multiplexed \
+         connection whose `SET NX PX` goes out pipelined with `WAIT {} {}` for the option (the \
+         least the option needs: the grant and the `WAIT` that counts it, in one round trip; \
+         a release is not waited for, by raw or ours, since a delete the replica misses only \
+         leaves the key to its ttl). *× raw* compares ours with raw under the same option; \
+         *with ÷ without* compares a contender with itself; both are medians of ratios within \
+         one run. *Requests sent* are counted by a `MONITOR` tap (a pipelined `WAIT` counts as \
+         one request, though it shares its write's round trip); *busy or unconfirmed* counts \
+         tries that failed, a grant too few replicas confirmed included.\n",
+        replicas::REPLICAS,
+        replicas::WAIT_TIMEOUT.as_millis(),
+        replicas::REPLICAS,
+        replicas::WAIT_TIMEOUT.as_millis(),
+    );
+    if m.uncontended.is_empty() && m.many_keys.is_empty() && m.hot_key.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return;
+    }
+    for (title, records) in [
+        (
+            format!(
+                "One task, one key: acquire (no waiting) + release, for {:.1} s per run.",
+                s.uncontended_s
+            ),
+            &m.uncontended,
+        ),
+        (
+            format!(
+                "{} concurrent tasks, each cycling on its own key, for {:.1} s per run.",
+                s.many_tasks, s.many_s
+            ),
+            &m.many_keys,
+        ),
+    ] {
+        if records.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{title}\n");
+        cycle_table(out, &cycle_rows(records));
+        let _ = writeln!(out);
+    }
+    if !m.hot_key.is_empty() {
+        hot_table(out, s, &m.hot_key);
+    }
+    let _ = writeln!(
+        out,
+        "The replica's link after the measurements: `master_link_status:{}`.\n",
+        if m.replica_link.is_empty() {
+            "not read"
+        } else {
+            m.replica_link.as_str()
+        }
+    );
+}
+
+fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
+    let _ = writeln!(
+        out,
+        "{} tasks contend for one key for {:.1} s per run, each holding it for \
+         `tokio::time::sleep({} ms)`, as in section 3 (ours only: raw has no waiter).\n",
+        replicas::HOT_TASKS,
+        s.hot_window_s,
+        s.hot_hold_ms
+    );
+    let _ = writeln!(
+        out,
+        "| contender | acquisitions/s | with ÷ without, same run | p50 wait | p99 wait | max wait | mean hold | utilization | requests sent/acq | server cmds/acq | of them WAIT | exclusion violations |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for waits in [false, true] {
+        let mine: Vec<&HotRecord> = records
+            .iter()
+            .filter(|v| v.waits == waits)
+            .map(|v| &v.record)
+            .collect();
+        let Some(first) = mine.first() else { continue };
+        let to_without = waits
+            .then(|| {
+                paired(
+                    records,
+                    |v| v.waits,
+                    |m, o| !o.waits && o.record.run == m.record.run,
+                    |r| r.per_s,
+                )
+            })
+            .flatten();
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {:.2} | {} |",
+            replicas::label(first.contender, waits),
+            median(mine.iter().map(|r| r.per_s)),
+            if waits {
+                ratio(to_without)
+            } else {
+                "1.00×".to_owned()
+            },
+            ms(median(mine.iter().map(|r| r.p50_us as f64))),
+            ms(median(mine.iter().map(|r| r.p99_us as f64))),
+            ms(median(mine.iter().map(|r| r.max_us as f64))),
+            ms(median(mine.iter().map(|r| r.mean_hold_us))),
+            median(mine.iter().map(|r| r.utilization)),
+            if mine.iter().all(|r| r.requests_per_acq.is_some()) {
+                format!(
+                    "{:.2}",
+                    median(mine.iter().filter_map(|r| r.requests_per_acq))
+                )
+            } else {
+                "–".to_owned()
+            },
+            median(mine.iter().map(|r| r.server_cmds_per_acq)),
+            median(
+                mine.iter()
+                    .map(|r| r.commands.get("wait") as f64 / r.acquisitions.max(1) as f64)
+            ),
+            mine.iter().map(|r| r.violations).sum::<u64>()
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// The finding of section 8, for the Findings list: what waiting for one replica costs.
+pub(crate) fn finding(m: &Measured) -> Option<String> {
+    let rows = cycle_rows(&m.uncontended);
+    let ours = find(&rows, Contender::Api, true)?;
+    let raw = find(&rows, Contender::Raw, true)?;
+    let ours_plain = find(&rows, Contender::Api, false)?;
+    let many = cycle_rows(&m.many_keys);
+    let many_note = match (
+        find(&many, Contender::Api, true),
+        find(&many, Contender::Raw, true),
+    ) {
+        (Some(ours), Some(raw)) => format!(
+            " With {} tasks on distinct keys: ours {} of its rate without the option, raw \
+             {}; ours {} raw with WAIT.",
+            m.many_keys.first().map_or(0, |v| v.record.tasks),
+            ratio(ours.to_without),
+            ratio(raw.to_without),
+            ratio(ours.to_raw)
+        ),
+        _ => String::new(),
+    };
+    // Whether ours keeps its distance to raw when both wait: then the option costs what the
+    // replica's round trip costs anyone, and nothing of its own.
+    let verdict = match (ours.to_raw, ours_plain.to_raw) {
+        (Some(with), Some(without)) if (with / without - 1.0).abs() <= 0.10 => {
+            "so the option costs what the replica's acknowledgement costs any client, and \
+             no round trip of its own"
+        }
+        (Some(with), Some(without)) if with < without => {
+            "so ours loses more to the option than raw does: more than the replica's \
+             acknowledgement"
+        }
+        _ => "so ours loses less to the option than raw does",
+    };
+    Some(format!(
+        "**What waiting for one replica costs.** With `wait_for_replicas(1, {} ms)` one \
+         task's uncontended cycle runs at {} of its rate without the option ({} against {} \
+         cycles/s), raw with a pipelined `WAIT 1` at {} of raw's; ours is {} raw with the \
+         option and {} without, {verdict}.{many_note}",
+        replicas::WAIT_TIMEOUT.as_millis(),
+        ratio(ours.to_without),
+        thousands(ours.per_s),
+        thousands(ours_plain.per_s),
+        ratio(raw.to_without),
+        ratio(ours.to_raw),
+        ratio(ours_plain.to_raw),
+    ))
+}

@@ -1,0 +1,506 @@
+//! Failover of a cluster shard with a lagging replica: the double grant, counted, and
+//! [`Config::wait_for_replicas`] preventing it (issue 25), as `failover_sentinel.rs` does
+//! for Sentinel.
+//!
+//! A cluster of three masters on loopback; the master of the test's slot gets a replica. A
+//! cluster replica replicates from the address its master announces, so the master announces
+//! a fault proxy (`cluster-announce-port`), the link, which clients reach it through too; the
+//! proxy holds back the bytes of the replication connection only
+//! ([`FaultProxy::set_hold_replication`]). One failover:
+//!
+//! 1. the link holds back the replication stream;
+//! 2. the first client (`Config::cluster`) acquires the key: the master has it, the replica
+//!    does not;
+//! 3. the master is killed (`kill -9`): the held bytes die with it;
+//! 4. the replica takes the shard over (`CLUSTER FAILOVER TAKEOVER`, no vote);
+//! 5. once another master names it for the slot, a second client (built then) tries once.
+//!
+//! Then the old master comes back empty, learns that it lost its slots and replicates from
+//! the new master, which now announces a link of its own; the roles swap.
+//!
+//! ```sh
+//! cargo test -p lock-tests --test failover_cluster -- --nocapture | grep FIGURE
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{Config, LockClient, LockError, LostCause};
+use lock_tests::RedisServer;
+use lock_tests::cluster::RedisCluster;
+use lock_tests::proxy::FaultProxy;
+
+/// Failovers per mode at most, and the time a mode may start new ones in.
+const MAX_FAILOVERS: usize = 20;
+const BUDGET: Duration = Duration::from_secs(12);
+
+/// The first holder's lease: its first renewal (ttl/3) comes after the takeover.
+const TTL: Duration = Duration::from_secs(6);
+
+/// How long the first client waits: with the option it tries again within this, and fails.
+const FIRST_WAIT: Duration = Duration::from_millis(300);
+
+/// How long the option waits for the replica.
+const REPLICA_WAIT: Duration = Duration::from_millis(100);
+
+/// The hash tag of every test key: one slot, one shard.
+const TAG: &str = "{failover}";
+
+fn figure(text: &str) {
+    println!("FIGURE failover-cluster: {text}");
+}
+
+/// Polls `condition` every 20 ms for at most `bound`; panics with `what` if it never holds.
+fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    for _ in 0..100_000 {
+        if condition() {
+            return;
+        }
+        assert!(
+            started.elapsed() < bound,
+            "{what} did not happen within {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what}: poll budget spent");
+}
+
+fn info(server: &RedisServer, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(&mut server.conn())
+        .unwrap_or_default()
+}
+
+fn config_set(server: &RedisServer, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+/// The shard (its two nodes and their links) and the two other masters.
+struct Shard {
+    /// The other masters: the clients' seeds, and the judges of who serves the slot.
+    others: RedisCluster,
+    servers: [RedisServer; 2],
+    /// `links[i]` leads to `servers[i]`; the master announces its own.
+    links: [FaultProxy; 2],
+    primary: usize,
+    slot: u16,
+}
+
+impl Shard {
+    fn start() -> Shard {
+        let mut others = RedisCluster::start(3);
+        let slot = others.slot(TAG);
+        let owner = others.owner(slot);
+        let master = others.nodes.remove(owner);
+        let replica = RedisServer::start_with(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ]);
+        let links = [
+            FaultProxy::start(master.port()),
+            FaultProxy::start(replica.port()),
+        ];
+        let shard = Shard {
+            others,
+            servers: [master, replica],
+            links,
+            primary: 0,
+            slot,
+        };
+        shard.announce_link();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("MEET")
+            .arg("127.0.0.1")
+            .arg(shard.others.nodes[0].port())
+            .query(&mut shard.replica().conn())
+            .unwrap();
+        let master_id: String = redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut shard.primary().conn())
+            .unwrap();
+        wait_for(
+            Duration::from_secs(20),
+            "the replica meets the master",
+            || {
+                redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query::<String>(&mut shard.replica().conn())
+                    .is_ok_and(|nodes| nodes.contains(&master_id))
+            },
+        );
+        let _: () = redis::cmd("CLUSTER")
+            .arg("REPLICATE")
+            .arg(&master_id)
+            .query(&mut shard.replica().conn())
+            .unwrap();
+        shard.until_replica_synced();
+        shard
+    }
+
+    fn primary(&self) -> &RedisServer {
+        &self.servers[self.primary]
+    }
+
+    fn replica(&self) -> &RedisServer {
+        &self.servers[1 - self.primary]
+    }
+
+    /// The primary announces its link (the address its replica and clients reach it on),
+    /// and syncs a replica at once.
+    fn announce_link(&self) {
+        let primary = self.primary();
+        config_set(primary, "repl-diskless-sync-delay", "0");
+        config_set(
+            primary,
+            "cluster-announce-bus-port",
+            &(primary.port() + 10_000).to_string(),
+        );
+        config_set(
+            primary,
+            "cluster-announce-port",
+            &self.links[self.primary].port().to_string(),
+        );
+    }
+
+    /// Waits (20 s at most) until the replica replicates through the primary's link and
+    /// has its data: a write on the primary, then `WAIT 1` on the same connection.
+    fn until_replica_synced(&self) {
+        let through = format!("master_port:{}", self.links[self.primary].port());
+        wait_for(Duration::from_secs(20), "the replica on the link", || {
+            let replication = info(self.replica(), "replication");
+            replication.contains(&through) && replication.contains("master_link_status:up")
+        });
+        // A write and `WAIT 1` on one connection (again while the cluster settles and
+        // refuses writes for a moment).
+        wait_for(Duration::from_secs(20), "the replica's sync", || {
+            let mut primary = self.primary().conn();
+            let written = redis::cmd("SET")
+                .arg(format!("{TAG}~sync"))
+                .arg(1)
+                .query::<()>(&mut primary);
+            written.is_ok()
+                && redis::cmd("WAIT")
+                    .arg(1)
+                    .arg(1000)
+                    .query::<i64>(&mut primary)
+                    .is_ok_and(|acked| acked == 1)
+        });
+        // The replica knows which slots its primary serves (from the cluster bus, which may
+        // lag the replication link): a takeover takes over those.
+        let primary_id: String = redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.primary().conn())
+            .unwrap();
+        wait_for(
+            Duration::from_secs(20),
+            "the replica's view of the slots",
+            || {
+                redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query::<String>(&mut self.replica().conn())
+                    .is_ok_and(|nodes| {
+                        nodes.lines().any(|line| {
+                            line.starts_with(&primary_id) && line.split(' ').count() > 8
+                        })
+                    })
+            },
+        );
+    }
+
+    /// The port another master names for the slot.
+    fn named_port(&self) -> Option<i64> {
+        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut self.others.nodes[0].conn())
+            .ok()?;
+        slots.into_iter().find_map(|range| {
+            let redis::Value::Array(range) = range else {
+                return None;
+            };
+            match (range.first(), range.get(1), range.get(2)) {
+                (
+                    Some(redis::Value::Int(start)),
+                    Some(redis::Value::Int(end)),
+                    Some(redis::Value::Array(master)),
+                ) if (*start..=*end).contains(&i64::from(self.slot)) => match master.get(1) {
+                    Some(redis::Value::Int(port)) => Some(*port),
+                    _ => None,
+                },
+                _ => None,
+            }
+        })
+    }
+
+    /// Kills the primary with the replication stream held back, makes the replica take the
+    /// shard over, and waits (20 s at most) until another master names it. Returns how long
+    /// that took from the kill.
+    fn fail_over(&mut self) -> Duration {
+        self.servers[self.primary].kill9();
+        let killed = Instant::now();
+        self.links[self.primary].reset_all();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .arg("TAKEOVER")
+            .query(&mut self.replica().conn())
+            .unwrap();
+        let promoted = i64::from(self.replica().port());
+        let done = || {
+            info(self.replica(), "replication").contains("role:master")
+                && self.named_port() == Some(promoted)
+        };
+        for _ in 0..2_000 {
+            if done() || killed.elapsed() > Duration::from_secs(20) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            done(),
+            "the takeover did not happen within 20 s: the replica says {:?}; another master \
+             names port {:?} for the slot (the replica's is {promoted})",
+            info(self.replica(), "replication")
+                .lines()
+                .filter(|line| line.starts_with("role") || line.starts_with("master_"))
+                .collect::<Vec<_>>(),
+            self.named_port(),
+        );
+        // Only now: a hold let go while the proxy still had the dead primary's connection
+        // could pass the held bytes on to the replica before that connection is reset.
+        self.links[self.primary].set_hold_replication(false);
+        self.primary = 1 - self.primary;
+        killed.elapsed()
+    }
+
+    /// Starts the old primary again, empty: it learns that it lost its slots and replicates
+    /// from the new primary, which announces its own link.
+    fn rejoin(&mut self) {
+        let old = 1 - self.primary;
+        self.servers[old].restart();
+        self.announce_link();
+        self.until_replica_synced();
+    }
+
+    fn client(&self, replicas: bool) -> LockClient {
+        let config = Config::cluster(self.others.urls())
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1));
+        let config = if replicas {
+            config.wait_for_replicas(1, REPLICA_WAIT)
+        } else {
+            config
+        };
+        LockClient::new(config).unwrap()
+    }
+}
+
+/// What the failovers of one mode showed.
+#[derive(Debug, Default)]
+struct Tally {
+    failovers: usize,
+    /// Kill to another master naming the new one, per failover.
+    took: Vec<Duration>,
+    first_granted: usize,
+    /// The second client was granted the key while the first still believed it held it.
+    double_grants: usize,
+    /// The first holder had been told of the loss before the second's grant (no overlap).
+    told_before_the_second: usize,
+    /// How the first holder learned of the loss, and how long after the second's grant
+    /// (just after it, for those told before).
+    lost: Vec<(LostCause, Duration)>,
+    never_told: usize,
+    first_refused: Vec<String>,
+    second_refused: Vec<String>,
+    after_rejoin: usize,
+}
+
+fn kind(err: &LockError) -> String {
+    match err {
+        LockError::NotReplicated {
+            confirmed, needed, ..
+        } => format!("NotReplicated ({confirmed} of {needed})"),
+        LockError::Backend { .. } => format!(
+            "Backend ({})",
+            std::error::Error::source(err).map_or(String::new(), ToString::to_string)
+        ),
+        other => format!("{other:?}")
+            .split([' ', '{'])
+            .next()
+            .unwrap()
+            .to_owned(),
+    }
+}
+
+fn summary(mut items: Vec<String>) -> String {
+    items.sort();
+    let mut counted: Vec<(String, usize)> = Vec::new();
+    for item in items {
+        match counted.last_mut() {
+            Some((last, count)) if *last == item => *count += 1,
+            _ => counted.push((item, 1)),
+        }
+    }
+    counted
+        .iter()
+        .map(|(item, count)| format!("{count}x {item}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+async fn one_failover(shard: &mut Shard, replicas: bool, tally: &mut Tally) {
+    let key = format!("{TAG}:{}", uuid::Uuid::new_v4().simple());
+    let first = tokio::task::block_in_place(|| shard.client(replicas));
+    shard.links[shard.primary].set_hold_replication(true);
+    let first_result = tokio::time::timeout(
+        FIRST_WAIT + Duration::from_secs(3),
+        first.lock(&key).ttl(TTL).wait(FIRST_WAIT).acquire(),
+    )
+    .await
+    .expect("the first client never answered");
+    if first_result.is_ok() {
+        assert!(
+            shard.primary().get(&key).is_some(),
+            "the first client's grant is not on the shard's primary"
+        );
+    }
+    let took = tokio::task::block_in_place(|| shard.fail_over());
+    tally.took.push(took);
+    let second = tokio::task::block_in_place(|| shard.client(replicas));
+    let second_result = second.lock(&key).ttl(TTL).try_acquire().await;
+    let second_at = Instant::now();
+    match &first_result {
+        Ok(_) => tally.first_granted += 1,
+        Err(err) => tally.first_refused.push(kind(err)),
+    }
+    match (&first_result, &second_result) {
+        (Ok(first_guard), Ok(second_guard)) => {
+            if first_guard.is_lost() {
+                tally.told_before_the_second += 1;
+            } else if !second_guard.is_lost() {
+                tally.double_grants += 1;
+            }
+        }
+        (_, Err(err)) => tally.second_refused.push(kind(err)),
+        (Err(_), Ok(_)) => {}
+    }
+    // The first holder's loss is awaited beside the rejoin, so that the time it was told
+    // is its own.
+    let watcher = first_result.ok().map(|guard| {
+        let bound = TTL.saturating_sub(second_at.elapsed());
+        tokio::spawn(async move {
+            let cause = tokio::time::timeout(bound, guard.lost()).await.ok();
+            (cause, second_at.elapsed(), guard)
+        })
+    });
+    tokio::task::block_in_place(|| shard.rejoin());
+    if let Some(watcher) = watcher {
+        let (cause, after, guard) = watcher.await.unwrap();
+        match cause {
+            Some(cause) => tally.lost.push((cause, after)),
+            None => tally.never_told += 1,
+        }
+        drop(guard);
+    }
+    if let Ok(guard) = second_result {
+        let _ = guard.release().await;
+    }
+    let again = second
+        .lock(&key)
+        .ttl(TTL)
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await;
+    match again {
+        Ok(guard) => {
+            guard.release().await.unwrap();
+            tally.after_rejoin += 1;
+        }
+        Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
+    }
+    tally.failovers += 1;
+}
+
+async fn run(replicas: bool) -> Tally {
+    let mut shard = tokio::task::block_in_place(Shard::start);
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    while tally.failovers < MAX_FAILOVERS && started.elapsed() < BUDGET {
+        one_failover(&mut shard, replicas, &mut tally).await;
+    }
+    let mode = if replicas {
+        "with wait_for_replicas(1, 100 ms)"
+    } else {
+        "without the option"
+    };
+    let mut took = tally.took.clone();
+    took.sort();
+    figure(&format!(
+        "{mode}: {} shard takeovers in {:.1} s (kill to another master naming the replica: \
+         min {:?}, median {:?}, max {:?}); first client granted {}; double grants {} (the first holder told before the second's \
+         grant: {})",
+        tally.failovers,
+        started.elapsed().as_secs_f64(),
+        took[0],
+        took[took.len() / 2],
+        took[took.len() - 1],
+        tally.first_granted,
+        tally.double_grants,
+        tally.told_before_the_second,
+    ));
+    let mut told: Vec<Duration> = tally.lost.iter().map(|(_, after)| *after).collect();
+    told.sort();
+    if !told.is_empty() {
+        figure(&format!(
+            "{mode}: the first holder was told {} (never told within the ttl: {}), after the \
+             second's grant: min {:?}, median {:?}, max {:?} (ttl {TTL:?})",
+            summary(
+                tally
+                    .lost
+                    .iter()
+                    .map(|(cause, _)| format!("{cause:?}"))
+                    .collect()
+            ),
+            tally.never_told,
+            told[0],
+            told[told.len() / 2],
+            told[told.len() - 1],
+        ));
+    }
+    figure(&format!(
+        "{mode}: the first client was refused: [{}]; the second: [{}]; the key taken again \
+         after the old primary rejoined: {}",
+        summary(tally.first_refused.clone()),
+        summary(tally.second_refused.clone()),
+        tally.after_rejoin,
+    ));
+    tally
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_shard_takeover_grants_twice_unless_grants_wait_for_replicas() {
+    let without = run(false).await;
+    let with = run(true).await;
+    assert!(
+        without.failovers >= 3 && with.failovers >= 3,
+        "too few failovers fit in the budget: {without:?} {with:?}"
+    );
+    assert!(
+        without.double_grants > 0,
+        "no double grant without the option: the test no longer produces the failure: \
+         {without:?}"
+    );
+    assert_eq!(
+        with.double_grants, 0,
+        "double grants with the option on: {with:?}"
+    );
+}

@@ -1,0 +1,493 @@
+//! Failover through Redis Sentinel with a lagging replica: the double grant, counted, and
+//! [`Config::wait_for_replicas`] preventing it (issue 25). `failover.rs` promotes with
+//! `REPLICAOF NO ONE` behind a moved proxy, 50 times each way; this file lets three real
+//! sentinels decide and promote, as in production, over fewer failovers (each takes the
+//! sentinels a second or more).
+//!
+//! A primary, a replica and three `redis-server --sentinel` processes on loopback. The
+//! replica replicates through a fault proxy (`lock_tests::proxy`), the link, which can hold
+//! back the primary-to-replica bytes. The clients find the primary through the sentinels
+//! (`Config::sentinel`). One failover:
+//!
+//! 1. the link holds back the replication stream;
+//! 2. the first client acquires the key (the primary has it, the replica does not);
+//! 3. the primary is killed (`kill -9`) once the first client has its answer; the held bytes
+//!    die with it;
+//! 4. the sentinels find the primary down, agree, and promote the replica;
+//! 5. once every sentinel names the promoted replica, a second client (built then, so it
+//!    asks the sentinels) tries the key once.
+//!
+//! A double grant: the second client is granted the key while the first still believes it
+//! holds it. Then the old primary comes back empty as the new primary's replica (through
+//! the link), and the roles swap for the next failover. A sentinel points a replica that names
+//! another address for its primary (here: the link's) back at the primary itself once the
+//! failover timeout (5 s) has passed since it saw that address (`+fix-slave-config`), so
+//! each failover first checks that the replica still replicates through the link, and puts
+//! it back if not. (A longer failover timeout would keep the sentinels off the link, but a
+//! failover attempt that fails, such as a split vote, is retried only after twice that
+//! timeout: with 60 s the run stalled.)
+//!
+//! The counts are printed on lines that start with `FIGURE failover-sentinel`:
+//!
+//! ```sh
+//! cargo test -p lock-tests --test failover_sentinel -- --nocapture | grep FIGURE
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{Config, LockClient, LockError, LostCause};
+use lock_tests::RedisServer;
+use lock_tests::proxy::{Direction, FaultProxy};
+
+/// The name the sentinels monitor the primary under.
+const MASTER: &str = "mymaster";
+
+/// Failovers per mode at most, and the time a mode may start new ones in.
+const MAX_FAILOVERS: usize = 12;
+const BUDGET: Duration = Duration::from_secs(25);
+
+/// The first holder's lease. Its first renewal (ttl/3) comes after the sentinels' failover
+/// (about 1.5-3 s from the kill), so it still believes it holds the key when the second
+/// client is granted, and learns of the loss at that renewal.
+const TTL: Duration = Duration::from_secs(12);
+
+/// How long the first client waits: with the option it tries again within this, and fails.
+const FIRST_WAIT: Duration = Duration::from_millis(300);
+
+/// How long the option waits for the replica.
+const REPLICA_WAIT: Duration = Duration::from_millis(100);
+
+/// Every data node: a replica syncs at once (no delay before a diskless transfer).
+const SERVER_ARGS: [&str; 4] = [
+    "--repl-diskless-sync",
+    "yes",
+    "--repl-diskless-sync-delay",
+    "0",
+];
+
+fn figure(text: &str) {
+    println!("FIGURE failover-sentinel: {text}");
+}
+
+/// Polls `condition` every 20 ms for at most `bound`; panics with `what` if it never holds.
+fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    for _ in 0..100_000 {
+        if condition() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < bound,
+            "{what} did not happen within {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what}: poll budget spent");
+}
+
+fn info(server: &RedisServer, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(&mut server.conn())
+        .unwrap_or_default()
+}
+
+/// Two data nodes, the replica's link, and three sentinels.
+struct Deployment {
+    servers: [RedisServer; 2],
+    primary: usize,
+    link: FaultProxy,
+    sentinels: Vec<RedisServer>,
+}
+
+impl Deployment {
+    fn start() -> Deployment {
+        let servers = [
+            RedisServer::start_with(&SERVER_ARGS),
+            RedisServer::start_with(&SERVER_ARGS),
+        ];
+        let link = FaultProxy::start(servers[0].port());
+        let config = format!(
+            "sentinel monitor {MASTER} 127.0.0.1 {} 2\n\
+             sentinel down-after-milliseconds {MASTER} 1000\n\
+             sentinel failover-timeout {MASTER} 5000\n\
+             sentinel parallel-syncs {MASTER} 1",
+            servers[0].port()
+        );
+        let mut deployment = Deployment {
+            servers,
+            primary: 0,
+            link,
+            sentinels: Vec::new(),
+        };
+        deployment.attach_replica();
+        deployment.sentinels = (0..3)
+            .map(|_| RedisServer::start_with_config(Some(&config), &["--sentinel"]))
+            .collect();
+        deployment.until_sentinels_know_the_replica();
+        deployment
+    }
+
+    fn primary(&self) -> &RedisServer {
+        &self.servers[self.primary]
+    }
+
+    fn replica(&self) -> &RedisServer {
+        &self.servers[1 - self.primary]
+    }
+
+    /// Makes the replica replicate through the link and waits (5 s at most) until it has
+    /// the primary's data: a write on the primary then `WAIT 1` on the same connection.
+    fn attach_replica(&self) {
+        self.link.set_target(self.primary().port());
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(self.link.port())
+            .query(&mut self.replica().conn())
+            .unwrap();
+        let mut primary = self.primary().conn();
+        let _: () = redis::cmd("SET")
+            .arg("~sync")
+            .arg(1)
+            .query(&mut primary)
+            .unwrap();
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(1)
+            .arg(5000)
+            .query(&mut primary)
+            .unwrap();
+        assert_eq!(acked, 1, "the replica did not sync within 5 s");
+    }
+
+    /// Waits (20 s at most) until every sentinel knows the replica and thinks it up: a
+    /// failover needs one to promote.
+    fn until_sentinels_know_the_replica(&self) {
+        let replica_port = self.replica().port().to_string();
+        for sentinel in &self.sentinels {
+            wait_for(
+                Duration::from_secs(20),
+                "a sentinel sees the replica",
+                || {
+                    let replicas: Vec<std::collections::HashMap<String, String>> =
+                        redis::cmd("SENTINEL")
+                            .arg("REPLICAS")
+                            .arg(MASTER)
+                            .query(&mut sentinel.conn())
+                            .unwrap_or_default();
+                    replicas.iter().any(|replica| {
+                        replica.get("port") == Some(&replica_port)
+                            && replica.get("flags").is_some_and(|flags| {
+                                !flags.contains("s_down") && !flags.contains("disconnected")
+                            })
+                    })
+                },
+            );
+        }
+    }
+
+    fn named_by(sentinel: &RedisServer) -> Option<u16> {
+        redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(MASTER)
+            .query::<(String, u16)>(&mut sentinel.conn())
+            .ok()
+            .map(|(_, port)| port)
+    }
+
+    /// Kills the primary with the replication stream held back (the held bytes are lost
+    /// with its connections) and waits (30 s at most) until every sentinel names the
+    /// replica and it says `role:master`. Returns how long the sentinels took.
+    fn fail_over(&mut self) -> Duration {
+        self.servers[self.primary].kill9();
+        let killed = Instant::now();
+        self.link.reset_all();
+        let promoted = self.replica().port();
+        let done = || {
+            self.sentinels
+                .iter()
+                .all(|sentinel| Deployment::named_by(sentinel) == Some(promoted))
+                && info(self.replica(), "replication").contains("role:master")
+        };
+        for _ in 0..10_000 {
+            if done() || killed.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !done() {
+            // What the sentinels did instead, from their logs (in their working directory).
+            for sentinel in &self.sentinels {
+                let log =
+                    std::fs::read_to_string(format!("/proc/{}/cwd/redis.log", sentinel.pid()))
+                        .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(25).collect();
+                eprintln!(
+                    "sentinel {}:\n{}",
+                    sentinel.port(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            panic!("the sentinels did not promote the replica within 30 s of the kill");
+        }
+        let took = killed.elapsed();
+        self.link.set_hold(Direction::Down, false);
+        self.primary = 1 - self.primary;
+        took
+    }
+
+    /// Starts the old primary again, empty, as the new primary's replica through the link,
+    /// and waits until the sentinels know it (the next failover promotes it).
+    fn rejoin(&mut self) {
+        let old = 1 - self.primary;
+        self.servers[old].restart();
+        self.attach_replica();
+        self.until_sentinels_know_the_replica();
+    }
+
+    /// Whether the replica replicates through the link (not through an address a sentinel
+    /// gave it); when not, it is put back and `true` returned.
+    fn relink(&self) -> bool {
+        let through_link = format!("master_port:{}", self.link.port());
+        if info(self.replica(), "replication").contains(&through_link) {
+            return false;
+        }
+        self.attach_replica();
+        true
+    }
+
+    fn client(&self, replicas: bool) -> LockClient {
+        let urls: Vec<String> = self.sentinels.iter().map(RedisServer::url).collect();
+        let config = Config::sentinel(MASTER, urls)
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1));
+        let config = if replicas {
+            config.wait_for_replicas(1, REPLICA_WAIT)
+        } else {
+            config
+        };
+        LockClient::new(config).unwrap()
+    }
+}
+
+/// What the failovers of one mode showed.
+#[derive(Debug, Default)]
+struct Tally {
+    failovers: usize,
+    /// Kill to every sentinel naming the promoted replica, per failover.
+    sentinel_took: Vec<Duration>,
+    /// The first client was told it holds the key.
+    first_granted: usize,
+    /// The second client was granted the key while the first still believed it held it.
+    double_grants: usize,
+    /// The first holder had been told of the loss before the second's grant (no overlap).
+    told_before_the_second: usize,
+    /// How the first holder learned of the loss, and how long after the second's grant
+    /// (just after it, for those told before).
+    lost: Vec<(LostCause, Duration)>,
+    /// The first holder was never told (within a ttl).
+    never_told: usize,
+    first_refused: Vec<String>,
+    second_refused: Vec<String>,
+    /// After the old primary rejoined, the second client took and released the key.
+    after_rejoin: usize,
+    /// Times a sentinel had pointed the replica past the link and it was put back.
+    relinked: usize,
+}
+
+/// An error's variant, with the replica counts of `NotReplicated`.
+fn kind(err: &LockError) -> String {
+    match err {
+        LockError::NotReplicated {
+            confirmed, needed, ..
+        } => format!("NotReplicated ({confirmed} of {needed})"),
+        LockError::Backend { .. } => format!(
+            "Backend ({})",
+            std::error::Error::source(err).map_or(String::new(), ToString::to_string)
+        ),
+        other => format!("{other:?}")
+            .split([' ', '{'])
+            .next()
+            .unwrap()
+            .to_owned(),
+    }
+}
+
+fn summary(mut items: Vec<String>) -> String {
+    items.sort();
+    let mut counted: Vec<(String, usize)> = Vec::new();
+    for item in items {
+        match counted.last_mut() {
+            Some((last, count)) if *last == item => *count += 1,
+            _ => counted.push((item, 1)),
+        }
+    }
+    counted
+        .iter()
+        .map(|(item, count)| format!("{count}x {item}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+async fn one_failover(deployment: &mut Deployment, replicas: bool, tally: &mut Tally) {
+    let key = format!("failover:{}", uuid::Uuid::new_v4().simple());
+    if tokio::task::block_in_place(|| deployment.relink()) {
+        tally.relinked += 1;
+    }
+    let first = tokio::task::block_in_place(|| deployment.client(replicas));
+    deployment.link.set_hold(Direction::Down, true);
+    let first_result = tokio::time::timeout(
+        FIRST_WAIT + Duration::from_secs(3),
+        first.lock(&key).ttl(TTL).wait(FIRST_WAIT).acquire(),
+    )
+    .await
+    .expect("the first client never answered");
+    if first_result.is_ok() {
+        assert!(
+            deployment.primary().get(&key).is_some(),
+            "failover {}: the first client's grant is not on the primary (port {}; the \
+             sentinels name {:?}; the replica has it: {})",
+            tally.failovers,
+            deployment.primary().port(),
+            deployment
+                .sentinels
+                .iter()
+                .map(Deployment::named_by)
+                .collect::<Vec<_>>(),
+            deployment.replica().get(&key).is_some()
+        );
+    }
+    let took = tokio::task::block_in_place(|| deployment.fail_over());
+    tally.sentinel_took.push(took);
+    // A client that asks the sentinels now: it finds the promoted replica.
+    let second = tokio::task::block_in_place(|| deployment.client(replicas));
+    let second_result = second.lock(&key).ttl(TTL).try_acquire().await;
+    let second_at = Instant::now();
+    match &first_result {
+        Ok(_) => tally.first_granted += 1,
+        Err(err) => tally.first_refused.push(kind(err)),
+    }
+    match (&first_result, &second_result) {
+        (Ok(first_guard), Ok(second_guard)) => {
+            if first_guard.is_lost() {
+                tally.told_before_the_second += 1;
+            } else if !second_guard.is_lost() {
+                tally.double_grants += 1;
+            }
+        }
+        (_, Err(err)) => tally.second_refused.push(kind(err)),
+        (Err(_), Ok(_)) => {}
+    }
+    // The first holder's loss is awaited beside the rejoin (which takes a second or more),
+    // so that the time it was told is its own.
+    let watcher = first_result.ok().map(|guard| {
+        let bound = TTL.saturating_sub(second_at.elapsed());
+        tokio::spawn(async move {
+            let cause = tokio::time::timeout(bound, guard.lost()).await.ok();
+            (cause, second_at.elapsed(), guard)
+        })
+    });
+    tokio::task::block_in_place(|| deployment.rejoin());
+    if let Some(watcher) = watcher {
+        let (cause, after, guard) = watcher.await.unwrap();
+        match cause {
+            Some(cause) => tally.lost.push((cause, after)),
+            None => tally.never_told += 1,
+        }
+        drop(guard);
+    }
+    if let Ok(guard) = second_result {
+        let _ = guard.release().await;
+    }
+    // The option goes on working after the failover: the new primary has a replica again.
+    let again = second
+        .lock(&key)
+        .ttl(TTL)
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await;
+    match again {
+        Ok(guard) => {
+            guard.release().await.unwrap();
+            tally.after_rejoin += 1;
+        }
+        Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
+    }
+    tally.failovers += 1;
+}
+
+async fn run(replicas: bool) -> Tally {
+    let mut deployment = tokio::task::block_in_place(Deployment::start);
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    while tally.failovers < MAX_FAILOVERS && started.elapsed() < BUDGET {
+        one_failover(&mut deployment, replicas, &mut tally).await;
+    }
+    let mode = if replicas {
+        "with wait_for_replicas(1, 100 ms)"
+    } else {
+        "without the option"
+    };
+    let mut took = tally.sentinel_took.clone();
+    took.sort();
+    figure(&format!(
+        "{mode}: {} sentinel failovers in {:.1} s (kill to promotion: min {:?}, median {:?}, \
+         max {:?}); first client granted {}; double grants {} (the first holder told before the second's \
+         grant: {})",
+        tally.failovers,
+        started.elapsed().as_secs_f64(),
+        took[0],
+        took[took.len() / 2],
+        took[took.len() - 1],
+        tally.first_granted,
+        tally.double_grants,
+        tally.told_before_the_second,
+    ));
+    let mut told: Vec<Duration> = tally.lost.iter().map(|(_, after)| *after).collect();
+    told.sort();
+    if !told.is_empty() {
+        figure(&format!(
+            "{mode}: the first holder was told {} (never told within the ttl: {}), after the \
+             second's grant: min {:?}, median {:?}, max {:?} (ttl {TTL:?})",
+            summary(
+                tally
+                    .lost
+                    .iter()
+                    .map(|(cause, _)| format!("{cause:?}"))
+                    .collect()
+            ),
+            tally.never_told,
+            told[0],
+            told[told.len() / 2],
+            told[told.len() - 1],
+        ));
+    }
+    figure(&format!(
+        "{mode}: the first client was refused: [{}]; the second: [{}]; the key taken again \
+         after the old primary rejoined: {}; the replica put back on the link: {}",
+        summary(tally.first_refused.clone()),
+        summary(tally.second_refused.clone()),
+        tally.after_rejoin,
+        tally.relinked,
+    ));
+    tally
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_grants_twice_unless_grants_wait_for_replicas() {
+    let without = run(false).await;
+    let with = run(true).await;
+    assert!(
+        without.failovers >= 3 && with.failovers >= 3,
+        "too few failovers fit in the budget: {without:?} {with:?}"
+    );
+    assert!(
+        without.double_grants > 0,
+        "no double grant without the option: the test no longer produces the failure: \
+         {without:?}"
+    );
+    assert_eq!(
+        with.double_grants, 0,
+        "double grants with the option on: {with:?}"
+    );
+}
