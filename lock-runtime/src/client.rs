@@ -6,14 +6,21 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 use redis::aio::ConnectionManagerConfig;
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 
 use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
-use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
+#[cfg(feature = "cluster")]
+use crate::connection::LazyCluster;
+#[cfg(feature = "sentinel")]
+use crate::connection::Sentinel;
+use crate::connection::{Connection, SingleServer};
 use crate::outage::{Health, Probe};
+#[cfg(feature = "redlock")]
 use crate::redlock::Redlock;
 use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
+#[cfg(feature = "sentinel")]
 use crate::sentinel::{PrimaryTemplate, check_primary_auth};
 use crate::shutdown::{Shutdown, ShutdownReport};
 use crate::telemetry::Telemetry;
@@ -125,6 +132,7 @@ struct ClientInner {
     pass_bound: PassBound,
     /// How long a foreign window leaves a contended key free (zero: never).
     foreign_window: Duration,
+    #[cfg(feature = "redlock")]
     redlock: Option<Redlock>,
     /// Whether Redis ever answered an acquire through this client.
     answered: AtomicBool,
@@ -156,18 +164,20 @@ impl LockClient {
     pub fn new(config: Config) -> Result<Self, LockError> {
         let setup = Setup::new(&config)?;
         if let Some(replicas) = &config.replicas {
-            let redlock = matches!(config.topology, TopologyConfig::Redlock(_));
-            replicas.check(config.response_timeout, redlock)?;
+            replicas.check(config.response_timeout, config.topology.is_redlock())?;
         }
         let Topology {
             connections,
             wakeups,
+            #[cfg(feature = "redlock")]
             redlock,
         } = match &config.topology {
-            TopologyConfig::Single(_)
-            | TopologyConfig::Client { .. }
-            | TopologyConfig::Sentinel { .. } => setup.single_server()?,
+            TopologyConfig::Single(_) | TopologyConfig::Client { .. } => setup.single_server()?,
+            #[cfg(feature = "sentinel")]
+            TopologyConfig::Sentinel { .. } => setup.single_server()?,
+            #[cfg(feature = "redlock")]
             TopologyConfig::Redlock(urls) => setup.redlock(urls)?,
+            #[cfg(feature = "cluster")]
             TopologyConfig::Cluster(_) | TopologyConfig::ClusterBuilder { .. } => {
                 setup.cluster()?
             }
@@ -183,7 +193,17 @@ impl LockClient {
                 }
             })
         };
-        let watchdog = match &redlock {
+        // Redlock mode: every master renewed, a majority counted.
+        #[cfg(feature = "redlock")]
+        let masters = redlock.as_ref().map(|redlock| {
+            (
+                redlock.quorum,
+                config.node_timeout.max(Duration::from_millis(1)),
+            )
+        });
+        #[cfg(not(feature = "redlock"))]
+        let masters: Option<(usize, Duration)> = None;
+        let watchdog = match masters {
             None => Watchdog::start(
                 vec![connections[0].clone()],
                 1,
@@ -192,10 +212,10 @@ impl LockClient {
                 telemetry.clone(),
                 on_dropped,
             ),
-            Some(redlock) => Watchdog::start(
+            Some((quorum, node_timeout)) => Watchdog::start(
                 connections.clone(),
-                redlock.quorum,
-                Some(config.node_timeout.max(Duration::from_millis(1))),
+                quorum,
+                Some(node_timeout),
                 None,
                 telemetry.clone(),
                 on_dropped,
@@ -209,7 +229,7 @@ impl LockClient {
         let shutdown = Arc::new(Shutdown::new(
             watchdog.clone(),
             &connections,
-            redlock.is_some(),
+            masters.is_some(),
             publish,
             setup.interrupt.clone(),
         ));
@@ -227,6 +247,7 @@ impl LockClient {
                     time: config.local_pass_time,
                 },
                 foreign_window: config.foreign_window,
+                #[cfg(feature = "redlock")]
                 redlock,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
@@ -263,6 +284,7 @@ impl LockClient {
     /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;
+        #[cfg(feature = "redlock")]
         if let Some(redlock) = &self.inner.redlock {
             return crate::redlock::is_locked(&self.inner.connections, redlock, &redis_key).await;
         }
@@ -316,7 +338,7 @@ impl LockClient {
     pub(crate) fn may_try(&self, key: &str) -> Result<(), LockError> {
         self.inner.shutdown.check_open(key)?;
         match self.inner.connections[0].health() {
-            Some(health) if self.inner.redlock.is_none() => health.check(key),
+            Some(health) if !self.is_redlock() => health.check(key),
             _ => Ok(()),
         }
     }
@@ -324,7 +346,7 @@ impl LockClient {
     /// The outage error for `key` when its server (single mode, a cluster) is declared
     /// down: a failed try then ends the acquisition instead of being tried again.
     pub(crate) fn outage(&self, key: &str) -> Option<LockError> {
-        if self.inner.redlock.is_some() {
+        if self.is_redlock() {
             return None;
         }
         self.inner.connections[0].health()?.down(key)
@@ -378,11 +400,21 @@ impl LockClient {
     }
 
     /// The Redlock settings, in that mode.
+    #[cfg(feature = "redlock")]
     pub(crate) fn redlock(&self) -> Option<&Redlock> {
         self.inner.redlock.as_ref()
     }
 
+    /// Whether this client is in Redlock mode (a majority of independent masters).
+    pub(crate) fn is_redlock(&self) -> bool {
+        #[cfg(feature = "redlock")]
+        return self.inner.redlock.is_some();
+        #[cfg(not(feature = "redlock"))]
+        false
+    }
+
     /// Every connection: the masters in Redlock mode.
+    #[cfg(feature = "redlock")]
     pub(crate) fn nodes(&self) -> &[Connection] {
         &self.inner.connections
     }
@@ -443,6 +475,7 @@ impl LockClient {
 struct Topology {
     connections: Vec<Connection>,
     wakeups: Wakeups,
+    #[cfg(feature = "redlock")]
     redlock: Option<Redlock>,
 }
 
@@ -469,6 +502,7 @@ impl<'a> Setup<'a> {
                     .into(),
             });
         }
+        #[cfg(feature = "sentinel")]
         if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
             return Err(LockError::Config {
                 reason: format!(
@@ -537,6 +571,7 @@ impl<'a> Setup<'a> {
     fn single_server(&self) -> Result<Topology, LockError> {
         let (client, sentinel) = match &self.config.topology {
             TopologyConfig::Client { client, .. } => ((**client).clone(), None),
+            #[cfg(feature = "sentinel")]
             TopologyConfig::Sentinel { master, sentinels } => {
                 let (primary, sentinel) = self.sentinel(master, sentinels)?;
                 (primary, Some(sentinel))
@@ -545,8 +580,9 @@ impl<'a> Setup<'a> {
         };
         let health = self.health(
             match &sentinel {
+                #[cfg(feature = "sentinel")]
                 Some(sentinel) => format!("the primary `{}` (Sentinel)", sentinel.master),
-                None => client.get_connection_info().addr().to_string(),
+                _ => client.get_connection_info().addr().to_string(),
             },
             ping_server(&client, self.limit),
         );
@@ -560,6 +596,7 @@ impl<'a> Setup<'a> {
         warn_if_evicting(&client, self.limit);
         let wakeups = Wakeups::single(client, self.manager.clone(), self.timeouts)
             .map_err(|err| self.setup_failed(err))?;
+        #[cfg(feature = "sentinel")]
         if let Some(sentinel) = &sentinel {
             let follower = wakeups.follower();
             sentinel.follow(&pool, Arc::new(move |primary| follower.move_to(primary)));
@@ -567,11 +604,13 @@ impl<'a> Setup<'a> {
         Ok(Topology {
             connections: pool.into_iter().map(Connection::Single).collect(),
             wakeups,
+            #[cfg(feature = "redlock")]
             redlock: None,
         })
     }
 
     /// Finds the primary `master` through `sentinels` (a blocking lookup).
+    #[cfg(feature = "sentinel")]
     fn sentinel(
         &self,
         master: &str,
@@ -604,6 +643,7 @@ impl<'a> Setup<'a> {
     }
 
     /// Independent masters: one connection and one wake-up subscription per master.
+    #[cfg(feature = "redlock")]
     fn redlock(&self, urls: &[String]) -> Result<Topology, LockError> {
         let clients = urls
             .iter()
@@ -645,6 +685,7 @@ impl<'a> Setup<'a> {
     }
 
     /// A cluster: one connection for commands, one for the sharded wake-ups.
+    #[cfg(feature = "cluster")]
     fn cluster(&self) -> Result<Topology, LockError> {
         let commands = self
             .cluster_builder()?
@@ -660,6 +701,7 @@ impl<'a> Setup<'a> {
                 )),
             )],
             wakeups,
+            #[cfg(feature = "redlock")]
             redlock: None,
         })
     }
@@ -668,6 +710,7 @@ impl<'a> Setup<'a> {
     /// redirect/TRYAGAIN retries: a lock operation is latency-bound, and the acquire loop
     /// itself tries again within `wait` (the client's default first wait is over a
     /// second, longer than a whole response timeout).
+    #[cfg(feature = "cluster")]
     fn cluster_builder(&self) -> Result<ClusterClientBuilder, LockError> {
         let retries = |builder: ClusterClientBuilder| {
             builder
@@ -750,6 +793,7 @@ fn with_certificates(_url: &str, _tls: &TlsFiles) -> redis::RedisResult<redis::C
 }
 
 /// The cluster builder with the configured TLS certificates, if any.
+#[cfg(feature = "cluster")]
 fn cluster_tls(
     builder: ClusterClientBuilder,
     tls: &TlsFiles,
@@ -783,6 +827,7 @@ fn ensure_crypto_provider() {
 /// Runs `work` (the Sentinel lookup, the primary's start-up check) while the client is
 /// being built. The constructor is synchronous, so the work blocks, bounded by the timeout
 /// per server; on a multi-thread runtime the worker hands its other tasks away meanwhile.
+#[cfg(feature = "sentinel")]
 fn blocking<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
@@ -815,6 +860,7 @@ fn ping_server(client: &redis::Client, limit: Duration) -> Probe {
 }
 
 /// A probe of a cluster: a connection of its own that answers a `PING`.
+#[cfg(feature = "cluster")]
 fn ping_cluster(cluster: redis::cluster::ClusterClient) -> Probe {
     Arc::new(move || {
         let cluster = cluster.clone();
@@ -830,6 +876,7 @@ fn ping_cluster(cluster: redis::cluster::ClusterClient) -> Probe {
     })
 }
 
+#[cfg(feature = "redlock")]
 fn manager(
     client: &redis::Client,
     config: &ConnectionManagerConfig,

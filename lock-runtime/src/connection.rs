@@ -4,21 +4,28 @@
 //! MOVED/ASK itself).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+#[cfg(feature = "sentinel")]
+use std::time::Duration;
+use std::time::Instant;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClient;
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+#[cfg(feature = "cluster")]
 use tokio::sync::RwLock;
 
 use crate::outage::Health;
+#[cfg(feature = "sentinel")]
 use crate::sentinel::{PrimaryTemplate, is_auth_failure, name_auth_failure};
 
 /// A connection to a single server or to a cluster.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(SingleServer),
+    #[cfg(feature = "cluster")]
     Cluster(LazyCluster),
 }
 
@@ -40,6 +47,7 @@ struct SingleInner {
     /// so that many requests timing out on one dead connection replace it once).
     current: std::sync::RwLock<Arc<Current>>,
     /// Where to ask for the primary, when it is found through Sentinel.
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
     sentinel: Option<Arc<Sentinel>>,
     /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
     health: std::sync::OnceLock<Health>,
@@ -53,6 +61,7 @@ struct Current {
 
 impl SingleServer {
     /// A lazily connected server connection: nothing is opened before the first request.
+    #[cfg_attr(not(feature = "redlock"), allow(dead_code))]
     pub(crate) fn new(
         client: redis::Client,
         config: ConnectionManagerConfig,
@@ -127,13 +136,15 @@ impl SingleServer {
     /// otherwise replaces the connection after a timeout. Returns whether the request may
     /// be sent again on the new primary: only when the old server refused it unexecuted
     /// (a refused connection, `READONLY` from a demoted primary).
+    #[cfg_attr(not(feature = "sentinel"), allow(clippy::unused_async))]
     async fn recover<T>(
         &self,
         used: &Current,
-        sent: Instant,
+        #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] sent: Instant,
         result: &redis::RedisResult<T>,
     ) -> bool {
         let Err(err) = result else { return false };
+        #[cfg(feature = "sentinel")]
         if let Some(sentinel) = &self.inner.sentinel
             && primary_may_have_moved(err)
             && let Some(primary) = sentinel.primary_after(sent).await
@@ -188,18 +199,20 @@ impl SingleServer {
     /// `err` from `server` with the server named (and, behind Sentinel, a refused
     /// authentication with the master and the fix).
     fn name_error(&self, err: redis::RedisError, server: &str) -> redis::RedisError {
-        match &self.inner.sentinel {
-            Some(sentinel) if is_auth_failure(&err) => {
-                name_auth_failure(err, &sentinel.master, server)
-            }
-            _ => name_server(err, server),
+        #[cfg(feature = "sentinel")]
+        if let Some(sentinel) = &self.inner.sentinel
+            && is_auth_failure(&err)
+        {
+            return name_auth_failure(err, &sentinel.master, server);
         }
+        name_server(err, server)
     }
 }
 
 /// Errors after which a Sentinel-managed primary may be elsewhere: the server refused or
 /// dropped the connection (sentinels disconnect every client when they switch the
 /// primary), did not answer, or is a replica now.
+#[cfg(feature = "sentinel")]
 fn primary_may_have_moved(err: &redis::RedisError) -> bool {
     err.is_connection_refusal()
         || err.is_connection_dropped()
@@ -209,6 +222,7 @@ fn primary_may_have_moved(err: &redis::RedisError) -> bool {
         || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown)
 }
 
+#[cfg(feature = "sentinel")]
 fn is_read_only(err: &redis::RedisError) -> bool {
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
         || err.code() == Some("READONLY")
@@ -252,6 +266,12 @@ pub(crate) fn name_server(err: redis::RedisError, server: &str) -> redis::RedisE
     std::io::Error::new(kind, named).into()
 }
 
+/// Without the `sentinel` feature no primary is found through Sentinel: the type has no
+/// values, so `SingleInner::sentinel` is always `None`.
+#[cfg(not(feature = "sentinel"))]
+pub(crate) enum Sentinel {}
+
+#[cfg(feature = "sentinel")]
 /// How to find a primary through Redis Sentinel.
 pub(crate) struct Sentinel {
     /// The name the sentinels monitor the primary under.
@@ -267,6 +287,7 @@ pub(crate) struct Sentinel {
     last_lookup: tokio::sync::Mutex<Option<(Instant, redis::Client)>>,
 }
 
+#[cfg(feature = "sentinel")]
 impl Sentinel {
     pub(crate) fn new(
         master: String,
@@ -360,6 +381,7 @@ impl Sentinel {
     }
 }
 
+#[cfg(feature = "sentinel")]
 impl SingleServer {
     /// Moves this connection to `primary` unless it is there already.
     fn move_to(&self, primary: &redis::Client) {
@@ -377,9 +399,11 @@ impl SingleServer {
     }
 }
 
+#[cfg(feature = "sentinel")]
 /// What else follows the primary when it moves (the release subscriptions).
 pub(crate) type OnMove = Arc<dyn Fn(&redis::Client) + Send + Sync>;
 
+#[cfg(feature = "sentinel")]
 impl Sentinel {
     /// Follows the primary for `servers` in the background, as Sentinel's client
     /// guidelines ask: subscribed to the failover events ([`SENTINEL_EVENTS`]) on one
@@ -401,12 +425,14 @@ impl Sentinel {
 /// The sentinel events after which the primary may have changed: the replica promoted
 /// (from then on the sentinels name it), the other replicas being moved to it, and the
 /// switch announced when that is done.
+#[cfg(feature = "sentinel")]
 const SENTINEL_EVENTS: [&str; 3] = [
     "+promoted-slave",
     "+failover-state-reconf-slaves",
     "+switch-master",
 ];
 
+#[cfg(feature = "sentinel")]
 async fn follow(
     sentinel: Arc<Sentinel>,
     servers: Vec<std::sync::Weak<SingleInner>>,
@@ -458,6 +484,7 @@ async fn follow(
     }
 }
 
+#[cfg(feature = "sentinel")]
 fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::Io,
@@ -472,6 +499,7 @@ fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
 /// Seen here: a cluster connection that lived through a slot migration under load kept
 /// timing out on the moved slot while a new connection worked at once; rebuilding on a
 /// timeout turns that stall into one response timeout.
+#[cfg(feature = "cluster")]
 #[derive(Clone)]
 pub(crate) struct LazyCluster {
     client: Arc<ClusterClient>,
@@ -480,6 +508,7 @@ pub(crate) struct LazyCluster {
     health: Option<Health>,
 }
 
+#[cfg(feature = "cluster")]
 impl LazyCluster {
     pub(crate) fn new(client: ClusterClient) -> Self {
         LazyCluster {
@@ -523,7 +552,10 @@ impl LazyCluster {
 impl Connection {
     /// Whether this is a cluster connection (sharded pub/sub, one slot per pipeline).
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        #[cfg(feature = "cluster")]
+        return matches!(self, Connection::Cluster(_));
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// What this connection's server (or cluster) answered lately, when the client
@@ -531,6 +563,7 @@ impl Connection {
     pub(crate) fn health(&self) -> Option<&Health> {
         match self {
             Connection::Single(single) => single.inner.health.get(),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => lazy.health.as_ref(),
         }
     }
@@ -540,6 +573,7 @@ impl Connection {
     pub(crate) fn fresh(&self) -> Fresh {
         match self {
             Connection::Single(single) => Fresh::Server(Box::new(single.current().client.clone())),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Fresh::Cluster(lazy.client.clone()),
         }
     }
@@ -549,6 +583,7 @@ impl Connection {
 #[derive(Clone)]
 pub(crate) enum Fresh {
     Server(Box<redis::Client>),
+    #[cfg(feature = "cluster")]
     Cluster(Arc<ClusterClient>),
 }
 
@@ -566,6 +601,7 @@ impl ConnectionLike for Connection {
                 }
                 result
             }),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
                 let result = match lazy.get().await {
                     Ok(mut connection) => {
@@ -602,6 +638,7 @@ impl ConnectionLike for Connection {
                 }
                 result
             }),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
                 let result = match lazy.get().await {
                     Ok(mut connection) => {
@@ -622,6 +659,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match self {
             Connection::Single(single) => single.current().manager.get_db(),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(_) => 0,
         }
     }

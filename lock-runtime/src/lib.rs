@@ -115,7 +115,11 @@
 //!
 //! # Features
 //!
-//! All off by default.
+//! `cluster`, `sentinel` and `redlock` are on by default; a single-server application can
+//! turn them off (`default-features = false`), and the methods they bring
+//! ([`Config::cluster`], [`Config::sentinel`], [`Config::redlock`] and their settings) are
+//! then absent: using one is a compile error, not a failure at run time. The others are
+//! off by default.
 //!
 #![cfg_attr(
     feature = "document-features",
@@ -124,8 +128,8 @@
 #![cfg_attr(
     not(feature = "document-features"),
     doc = "The list is rendered from `Cargo.toml` when the documentation is built with \
-           `--all-features`, as docs.rs does: `axum`, `tower`, `tls-rustls`, \
-           `tls-native-tls`, `metrics`."
+           `--all-features`, as docs.rs does: `cluster`, `sentinel`, `redlock`, `axum`, \
+           `tower`, `tls-rustls`, `tls-native-tls`, `metrics`."
 )]
 //!
 //! # Dependencies in the public API
@@ -197,9 +201,11 @@ mod multi;
 mod options;
 mod outage;
 mod redis_queue;
+#[cfg(feature = "redlock")]
 mod redlock;
 mod replicas;
 mod scripts;
+#[cfg(feature = "sentinel")]
 mod sentinel;
 mod shutdown;
 pub mod telemetry;
