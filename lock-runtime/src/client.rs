@@ -531,7 +531,9 @@ impl<'a> Setup<'a> {
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(500));
         #[cfg(feature = "tls-rustls")]
-        ensure_crypto_provider();
+        if uses_tls(config) {
+            ensure_crypto_provider();
+        }
         Ok(Setup {
             config,
             urls,
@@ -814,8 +816,38 @@ fn cluster_tls(
     })
 }
 
-/// rustls needs a process-wide crypto provider; ours is ring. One the application
-/// installed already stays.
+/// Whether a server of `config` may be reached over TLS: only then does redis-rs build a
+/// rustls configuration, and only then is a process-wide crypto provider needed.
+#[cfg(feature = "tls-rustls")]
+fn uses_tls(config: &Config) -> bool {
+    use redis::IntoConnectionInfo as _;
+    let tls = |addr: &redis::ConnectionAddr| matches!(addr, redis::ConnectionAddr::TcpTls { .. });
+    let topology = match &config.topology {
+        TopologyConfig::Client { client, .. } => tls(client.get_connection_info().addr()),
+        // The application's builder: its TLS settings cannot be seen.
+        #[cfg(feature = "cluster")]
+        TopologyConfig::ClusterBuilder { .. } => true,
+        #[cfg(feature = "sentinel")]
+        TopologyConfig::Sentinel { .. } => {
+            matches!(config.primary.tls, Some(crate::sentinel::PrimaryTls::On(_)))
+        }
+        _ => false,
+    };
+    topology
+        || config.tls.is_set()
+        || config.urls().iter().any(|url| {
+            url.as_str()
+                .into_connection_info()
+                .is_ok_and(|info| tls(info.addr()))
+        })
+}
+
+/// rustls needs a process-wide crypto provider when a server is reached over TLS:
+/// redis-rs (1.8) builds each TLS connection's configuration with
+/// `rustls::ClientConfig::builder()`, which takes the process default and has no way to be
+/// handed a provider. One the application installed stays; otherwise ours is ring, installed
+/// here rather than by rustls's own fallback, which panics when the application's
+/// dependencies enable a second provider (aws-lc-rs) too.
 #[cfg(feature = "tls-rustls")]
 fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {

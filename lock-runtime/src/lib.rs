@@ -147,9 +147,12 @@
 //!
 //! `tokio` 1 is required at run time (locks run on the current Tokio runtime) but none of
 //! its types is in the API. `rustls` (feature `tls-rustls`) is process-wide state, not an
-//! API type: when the lock client is created (the first lock, or [`init`]) and no crypto
-//! provider is installed yet, ring is installed as the process default; an application
-//! that wants another (aws-lc-rs) installs it before that.
+//! API type. The provider the application installed is the one used. Without one, when the
+//! lock client is created (the first lock, or [`init`]) for a server reached over TLS,
+//! ring is installed as the process default: redis-rs builds its TLS configurations from
+//! the process default and cannot be handed a provider. A client with no TLS server installs
+//! nothing. An application that wants another provider (aws-lc-rs) installs it before the
+//! first lock or [`init`].
 //!
 //! # Redis layout
 //!
