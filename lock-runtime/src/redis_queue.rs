@@ -268,6 +268,7 @@ impl RedisWait<'_> {
                     () = tokio::time::sleep(pause.min(self.deadline - Instant::now())) => {}
                     () = interrupted => {}
                 }
+                // By hand: a back-off crate (backon) is no shorter than this and `jitter()`.
                 self.transient_pause = (self.transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
                 return Ok(Step::Again);
             }
