@@ -6,15 +6,23 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 use redis::aio::ConnectionManagerConfig;
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 
+#[cfg(feature = "cluster")]
 use crate::cluster_nodes::ClusterNodes;
 use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
-use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
+#[cfg(feature = "cluster")]
+use crate::connection::LazyCluster;
+#[cfg(feature = "sentinel")]
+use crate::connection::Sentinel;
+use crate::connection::{Connection, SingleServer};
 use crate::outage::{Health, Probe};
+#[cfg(feature = "redlock")]
 use crate::redlock::Redlock;
 use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
+#[cfg(feature = "sentinel")]
 use crate::sentinel::{PrimaryTemplate, check_primary_auth};
 use crate::shutdown::{Shutdown, ShutdownReport};
 use crate::telemetry::Telemetry;
@@ -126,6 +134,7 @@ struct ClientInner {
     pass_bound: PassBound,
     /// How long a foreign window leaves a contended key free (zero: never).
     foreign_window: Duration,
+    #[cfg(feature = "redlock")]
     redlock: Option<Redlock>,
     /// Whether Redis ever answered an acquire through this client.
     answered: AtomicBool,
@@ -157,18 +166,20 @@ impl LockClient {
     pub fn new(config: Config) -> Result<Self, LockError> {
         let setup = Setup::new(&config)?;
         if let Some(replicas) = &config.replicas {
-            let redlock = matches!(config.topology, TopologyConfig::Redlock(_));
-            replicas.check(config.response_timeout, redlock)?;
+            replicas.check(config.response_timeout, config.topology.is_redlock())?;
         }
         let Topology {
             connections,
             wakeups,
+            #[cfg(feature = "redlock")]
             redlock,
         } = match &config.topology {
-            TopologyConfig::Single(_)
-            | TopologyConfig::Client { .. }
-            | TopologyConfig::Sentinel { .. } => setup.single_server()?,
+            TopologyConfig::Single(_) | TopologyConfig::Client { .. } => setup.single_server()?,
+            #[cfg(feature = "sentinel")]
+            TopologyConfig::Sentinel { .. } => setup.single_server()?,
+            #[cfg(feature = "redlock")]
             TopologyConfig::Redlock(urls) => setup.redlock(urls)?,
+            #[cfg(feature = "cluster")]
             TopologyConfig::Cluster(_) | TopologyConfig::ClusterBuilder { .. } => {
                 setup.cluster()?
             }
@@ -184,7 +195,17 @@ impl LockClient {
                 }
             })
         };
-        let watchdog = match &redlock {
+        // Redlock mode: every master renewed, a majority counted.
+        #[cfg(feature = "redlock")]
+        let masters = redlock.as_ref().map(|redlock| {
+            (
+                redlock.quorum,
+                config.node_timeout.max(Duration::from_millis(1)),
+            )
+        });
+        #[cfg(not(feature = "redlock"))]
+        let masters: Option<(usize, Duration)> = None;
+        let watchdog = match masters {
             None => Watchdog::start(
                 vec![connections[0].clone()],
                 1,
@@ -193,10 +214,10 @@ impl LockClient {
                 telemetry.clone(),
                 on_dropped,
             ),
-            Some(redlock) => Watchdog::start(
+            Some((quorum, node_timeout)) => Watchdog::start(
                 connections.clone(),
-                redlock.quorum,
-                Some(config.node_timeout.max(Duration::from_millis(1))),
+                quorum,
+                Some(node_timeout),
                 None,
                 telemetry.clone(),
                 on_dropped,
@@ -210,7 +231,7 @@ impl LockClient {
         let shutdown = Arc::new(Shutdown::new(
             watchdog.clone(),
             &connections,
-            redlock.is_some(),
+            masters.is_some(),
             publish,
             setup.interrupt.clone(),
         ));
@@ -228,6 +249,7 @@ impl LockClient {
                     time: config.local_pass_time,
                 },
                 foreign_window: config.foreign_window,
+                #[cfg(feature = "redlock")]
                 redlock,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
@@ -264,6 +286,7 @@ impl LockClient {
     /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;
+        #[cfg(feature = "redlock")]
         if let Some(redlock) = &self.inner.redlock {
             return crate::redlock::is_locked(&self.inner.connections, redlock, &redis_key).await;
         }
@@ -323,7 +346,7 @@ impl LockClient {
     /// of its slot) is declared down: a failed try then ends the acquisition instead of
     /// being tried again.
     pub(crate) fn outage(&self, key: &str) -> Option<LockError> {
-        if self.inner.redlock.is_some() {
+        if self.is_redlock() {
             return None;
         }
         self.inner.connections[0].down(key)
@@ -377,11 +400,21 @@ impl LockClient {
     }
 
     /// The Redlock settings, in that mode.
+    #[cfg(feature = "redlock")]
     pub(crate) fn redlock(&self) -> Option<&Redlock> {
         self.inner.redlock.as_ref()
     }
 
+    /// Whether this client is in Redlock mode (a majority of independent masters).
+    pub(crate) fn is_redlock(&self) -> bool {
+        #[cfg(feature = "redlock")]
+        return self.inner.redlock.is_some();
+        #[cfg(not(feature = "redlock"))]
+        false
+    }
+
     /// Every connection: the masters in Redlock mode.
+    #[cfg(feature = "redlock")]
     pub(crate) fn nodes(&self) -> &[Connection] {
         &self.inner.connections
     }
@@ -442,6 +475,7 @@ impl LockClient {
 struct Topology {
     connections: Vec<Connection>,
     wakeups: Wakeups,
+    #[cfg(feature = "redlock")]
     redlock: Option<Redlock>,
 }
 
@@ -468,6 +502,7 @@ impl<'a> Setup<'a> {
                     .into(),
             });
         }
+        #[cfg(feature = "sentinel")]
         if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
             return Err(LockError::Config {
                 reason: format!(
@@ -496,7 +531,9 @@ impl<'a> Setup<'a> {
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(500));
         #[cfg(feature = "tls-rustls")]
-        ensure_crypto_provider();
+        if uses_tls(config) {
+            ensure_crypto_provider();
+        }
         Ok(Setup {
             config,
             urls,
@@ -536,6 +573,7 @@ impl<'a> Setup<'a> {
     fn single_server(&self) -> Result<Topology, LockError> {
         let (client, sentinel) = match &self.config.topology {
             TopologyConfig::Client { client, .. } => ((**client).clone(), None),
+            #[cfg(feature = "sentinel")]
             TopologyConfig::Sentinel { master, sentinels } => {
                 let (primary, sentinel) = self.sentinel(master, sentinels)?;
                 (primary, Some(sentinel))
@@ -544,8 +582,9 @@ impl<'a> Setup<'a> {
         };
         let health = self.health(
             match &sentinel {
+                #[cfg(feature = "sentinel")]
                 Some(sentinel) => format!("the primary `{}` (Sentinel)", sentinel.master),
-                None => client.get_connection_info().addr().to_string(),
+                _ => client.get_connection_info().addr().to_string(),
             },
             ping_server(&client, self.limit),
         );
@@ -559,6 +598,7 @@ impl<'a> Setup<'a> {
         warn_if_evicting(&client, self.limit);
         let wakeups = Wakeups::single(client, self.manager.clone(), self.timeouts)
             .map_err(|err| self.setup_failed(err))?;
+        #[cfg(feature = "sentinel")]
         if let Some(sentinel) = &sentinel {
             let follower = wakeups.follower();
             sentinel.follow(&pool, Arc::new(move |primary| follower.move_to(primary)));
@@ -566,11 +606,13 @@ impl<'a> Setup<'a> {
         Ok(Topology {
             connections: pool.into_iter().map(Connection::Single).collect(),
             wakeups,
+            #[cfg(feature = "redlock")]
             redlock: None,
         })
     }
 
     /// Finds the primary `master` through `sentinels` (a blocking lookup).
+    #[cfg(feature = "sentinel")]
     fn sentinel(
         &self,
         master: &str,
@@ -603,6 +645,7 @@ impl<'a> Setup<'a> {
     }
 
     /// Independent masters: one connection and one wake-up subscription per master.
+    #[cfg(feature = "redlock")]
     fn redlock(&self, urls: &[String]) -> Result<Topology, LockError> {
         let clients = urls
             .iter()
@@ -644,6 +687,7 @@ impl<'a> Setup<'a> {
     }
 
     /// A cluster: one connection for commands, one for the sharded wake-ups.
+    #[cfg(feature = "cluster")]
     fn cluster(&self) -> Result<Topology, LockError> {
         let commands = self
             .cluster_builder()?
@@ -676,6 +720,7 @@ impl<'a> Setup<'a> {
                 LazyCluster::new(commands).watched(nodes),
             )],
             wakeups,
+            #[cfg(feature = "redlock")]
             redlock: None,
         })
     }
@@ -684,6 +729,7 @@ impl<'a> Setup<'a> {
     /// redirect/TRYAGAIN retries: a lock operation is latency-bound, and the acquire loop
     /// itself tries again within `wait` (the client's default first wait is over a
     /// second, longer than a whole response timeout).
+    #[cfg(feature = "cluster")]
     fn cluster_builder(&self) -> Result<ClusterClientBuilder, LockError> {
         let retries = |builder: ClusterClientBuilder| {
             builder
@@ -766,6 +812,7 @@ fn with_certificates(_url: &str, _tls: &TlsFiles) -> redis::RedisResult<redis::C
 }
 
 /// The cluster builder with the configured TLS certificates, if any.
+#[cfg(feature = "cluster")]
 fn cluster_tls(
     builder: ClusterClientBuilder,
     tls: &TlsFiles,
@@ -786,8 +833,38 @@ fn cluster_tls(
     })
 }
 
-/// rustls needs a process-wide crypto provider; ours is ring. One the application
-/// installed already stays.
+/// Whether a server of `config` may be reached over TLS: only then does redis-rs build a
+/// rustls configuration, and only then is a process-wide crypto provider needed.
+#[cfg(feature = "tls-rustls")]
+fn uses_tls(config: &Config) -> bool {
+    use redis::IntoConnectionInfo as _;
+    let tls = |addr: &redis::ConnectionAddr| matches!(addr, redis::ConnectionAddr::TcpTls { .. });
+    let topology = match &config.topology {
+        TopologyConfig::Client { client, .. } => tls(client.get_connection_info().addr()),
+        // The application's builder: its TLS settings cannot be seen.
+        #[cfg(feature = "cluster")]
+        TopologyConfig::ClusterBuilder { .. } => true,
+        #[cfg(feature = "sentinel")]
+        TopologyConfig::Sentinel { .. } => {
+            matches!(config.primary.tls, Some(crate::sentinel::PrimaryTls::On(_)))
+        }
+        _ => false,
+    };
+    topology
+        || config.tls.is_set()
+        || config.urls().iter().any(|url| {
+            url.as_str()
+                .into_connection_info()
+                .is_ok_and(|info| tls(info.addr()))
+        })
+}
+
+/// rustls needs a process-wide crypto provider when a server is reached over TLS:
+/// redis-rs (1.8) builds each TLS connection's configuration with
+/// `rustls::ClientConfig::builder()`, which takes the process default and has no way to be
+/// handed a provider. One the application installed stays; otherwise ours is ring, installed
+/// here rather than by rustls's own fallback, which panics when the application's
+/// dependencies enable a second provider (aws-lc-rs) too.
 #[cfg(feature = "tls-rustls")]
 fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
@@ -799,6 +876,7 @@ fn ensure_crypto_provider() {
 /// Runs `work` (the Sentinel lookup, the primary's start-up check) while the client is
 /// being built. The constructor is synchronous, so the work blocks, bounded by the timeout
 /// per server; on a multi-thread runtime the worker hands its other tasks away meanwhile.
+#[cfg(feature = "sentinel")]
 fn blocking<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
@@ -831,6 +909,7 @@ fn ping_server(client: &redis::Client, limit: Duration) -> Probe {
 }
 
 /// A probe of a cluster: a connection of its own that answers a `PING`.
+#[cfg(feature = "cluster")]
 fn ping_cluster(cluster: redis::cluster::ClusterClient) -> Probe {
     Arc::new(move || {
         let cluster = cluster.clone();
@@ -846,6 +925,7 @@ fn ping_cluster(cluster: redis::cluster::ClusterClient) -> Probe {
     })
 }
 
+#[cfg(feature = "redlock")]
 fn manager(
     client: &redis::Client,
     config: &ConnectionManagerConfig,

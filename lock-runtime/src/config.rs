@@ -1,8 +1,10 @@
 //! How the runtime reaches Redis.
 
+#[cfg(feature = "cluster")]
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 
 /// The environment variable read when the global client is created without [`crate::init`].
@@ -30,9 +32,11 @@ pub struct Config {
     pub(crate) pool_size: usize,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
+    #[cfg(feature = "redlock")]
     pub(crate) node_timeout: Duration,
     pub(crate) tls: TlsFiles,
     /// Sentinel mode: the primary's own credentials and TLS (see `sentinel.rs`).
+    #[cfg(feature = "sentinel")]
     pub(crate) primary: crate::sentinel::PrimarySettings,
     pub(crate) local_passes: u32,
     pub(crate) local_pass_time: Duration,
@@ -86,6 +90,7 @@ impl std::fmt::Debug for TlsFiles {
 
 /// Makes the application's cluster client builder, once for commands and once for the
 /// wake-up subscriptions (a builder cannot be cloned).
+#[cfg(feature = "cluster")]
 pub(crate) type ClusterBuilderFn = Arc<dyn Fn() -> ClusterClientBuilder + Send + Sync>;
 
 /// How far a process passes a lock between its own tasks before other processes get it:
@@ -102,10 +107,13 @@ pub(crate) enum Topology {
     /// One server (or a primary).
     Single(String),
     /// Independent masters; a lock needs a majority of them (Redlock).
+    #[cfg(feature = "redlock")]
     Redlock(Vec<String>),
     /// A Redis Cluster, reached through these seed nodes.
+    #[cfg(feature = "cluster")]
     Cluster(Vec<String>),
     /// A primary found through Redis Sentinel, followed across failovers.
+    #[cfg(feature = "sentinel")]
     Sentinel {
         /// The name the sentinels monitor the primary under.
         master: String,
@@ -119,24 +127,39 @@ pub(crate) enum Topology {
         described: Vec<String>,
     },
     /// A Redis Cluster, through the application's own builder.
+    #[cfg(feature = "cluster")]
     ClusterBuilder {
         builder: ClusterBuilderFn,
         described: Vec<String>,
     },
 }
 
+impl Topology {
+    /// Whether locks need a majority of independent masters.
+    pub(crate) fn is_redlock(&self) -> bool {
+        #[cfg(feature = "redlock")]
+        return matches!(self, Topology::Redlock(_));
+        #[cfg(not(feature = "redlock"))]
+        false
+    }
+}
+
 impl std::fmt::Debug for Topology {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Topology::Single(url) => f.debug_tuple("Single").field(url).finish(),
+            #[cfg(feature = "redlock")]
             Topology::Redlock(urls) => f.debug_tuple("Redlock").field(urls).finish(),
+            #[cfg(feature = "cluster")]
             Topology::Cluster(urls) => f.debug_tuple("Cluster").field(urls).finish(),
+            #[cfg(feature = "sentinel")]
             Topology::Sentinel { master, sentinels } => f
                 .debug_struct("Sentinel")
                 .field("master", master)
                 .field("sentinels", sentinels)
                 .finish(),
             Topology::Client { client, .. } => f.debug_tuple("Client").field(client).finish(),
+            #[cfg(feature = "cluster")]
             Topology::ClusterBuilder { described, .. } => {
                 f.debug_tuple("ClusterBuilder").field(described).finish()
             }
@@ -153,8 +176,10 @@ impl Config {
             pool_size: 1,
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            #[cfg(feature = "redlock")]
             node_timeout: Duration::from_millis(100),
             tls: TlsFiles::default(),
+            #[cfg(feature = "sentinel")]
             primary: crate::sentinel::PrimarySettings::default(),
             local_passes: DEFAULT_LOCAL_PASSES,
             local_pass_time: DEFAULT_LOCAL_PASS_TIME,
@@ -184,6 +209,8 @@ impl Config {
     /// ]);
     /// # let _ = config;
     /// ```
+    #[cfg(feature = "redlock")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redlock")))]
     pub fn redlock<I, S>(urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -204,6 +231,8 @@ impl Config {
     /// let config = Config::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]);
     /// # let _ = config;
     /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster<I, S>(seeds: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -271,6 +300,8 @@ impl Config {
     ///     .primary_password("node-secret");
     /// # let _ = config;
     /// ```
+    #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn sentinel<I, S>(master: impl Into<String>, sentinels: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -330,6 +361,8 @@ impl Config {
     /// }))?;
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster_builder<F>(builder: F) -> Self
     where
         F: Fn() -> ClusterClientBuilder + Send + Sync + 'static,
@@ -396,6 +429,8 @@ impl Config {
     /// is also what a silent master (one that accepts connections and answers nothing) costs
     /// a round or a release, and when a round without a majority of answers fails with
     /// `NoQuorum`, whatever the response timeout.
+    #[cfg(feature = "redlock")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redlock")))]
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
@@ -598,11 +633,15 @@ impl Config {
     pub fn urls(&self) -> &[String] {
         match &self.topology {
             Topology::Single(url) => std::slice::from_ref(url),
-            Topology::Redlock(urls) | Topology::Cluster(urls) => urls,
+            #[cfg(feature = "redlock")]
+            Topology::Redlock(urls) => urls,
+            #[cfg(feature = "cluster")]
+            Topology::Cluster(urls) => urls,
+            #[cfg(feature = "sentinel")]
             Topology::Sentinel { sentinels, .. } => sentinels,
-            Topology::Client { described, .. } | Topology::ClusterBuilder { described, .. } => {
-                described
-            }
+            Topology::Client { described, .. } => described,
+            #[cfg(feature = "cluster")]
+            Topology::ClusterBuilder { described, .. } => described,
         }
     }
 }

@@ -4,23 +4,31 @@
 //! MOVED/ASK itself).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+#[cfg(feature = "sentinel")]
+use std::time::Duration;
+use std::time::Instant;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClient;
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+#[cfg(feature = "cluster")]
 use tokio::sync::RwLock;
 
 use crate::LockError;
+#[cfg(feature = "cluster")]
 use crate::cluster_nodes::{ClusterNodes, cmd_slot, pipeline_slot};
 use crate::outage::Health;
+#[cfg(feature = "sentinel")]
 use crate::sentinel::{PrimaryTemplate, is_auth_failure, name_auth_failure};
 
 /// A connection to a single server or to a cluster.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(SingleServer),
+    #[cfg(feature = "cluster")]
     Cluster(LazyCluster),
 }
 
@@ -42,6 +50,7 @@ struct SingleInner {
     /// so that many requests timing out on one dead connection replace it once).
     current: std::sync::RwLock<Arc<Current>>,
     /// Where to ask for the primary, when it is found through Sentinel.
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
     sentinel: Option<Arc<Sentinel>>,
     /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
     health: std::sync::OnceLock<Health>,
@@ -55,6 +64,7 @@ struct Current {
 
 impl SingleServer {
     /// A lazily connected server connection: nothing is opened before the first request.
+    #[cfg_attr(not(feature = "redlock"), allow(dead_code))]
     pub(crate) fn new(
         client: redis::Client,
         config: ConnectionManagerConfig,
@@ -129,13 +139,15 @@ impl SingleServer {
     /// otherwise replaces the connection after a timeout. Returns whether the request may
     /// be sent again on the new primary: only when the old server refused it unexecuted
     /// (a refused connection, `READONLY` from a demoted primary).
+    #[cfg_attr(not(feature = "sentinel"), allow(clippy::unused_async))]
     async fn recover<T>(
         &self,
         used: &Current,
-        sent: Instant,
+        #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] sent: Instant,
         result: &redis::RedisResult<T>,
     ) -> bool {
         let Err(err) = result else { return false };
+        #[cfg(feature = "sentinel")]
         if let Some(sentinel) = &self.inner.sentinel
             && primary_may_have_moved(err)
             && let Some(primary) = sentinel.primary_after(sent).await
@@ -190,18 +202,20 @@ impl SingleServer {
     /// `err` from `server` with the server named (and, behind Sentinel, a refused
     /// authentication with the master and the fix).
     fn name_error(&self, err: redis::RedisError, server: &str) -> redis::RedisError {
-        match &self.inner.sentinel {
-            Some(sentinel) if is_auth_failure(&err) => {
-                name_auth_failure(err, &sentinel.master, server)
-            }
-            _ => name_server(err, server),
+        #[cfg(feature = "sentinel")]
+        if let Some(sentinel) = &self.inner.sentinel
+            && is_auth_failure(&err)
+        {
+            return name_auth_failure(err, &sentinel.master, server);
         }
+        name_server(err, server)
     }
 }
 
 /// Errors after which a Sentinel-managed primary may be elsewhere: the server refused or
 /// dropped the connection (sentinels disconnect every client when they switch the
 /// primary), did not answer, or is a replica now.
+#[cfg(feature = "sentinel")]
 fn primary_may_have_moved(err: &redis::RedisError) -> bool {
     err.is_connection_refusal()
         || err.is_connection_dropped()
@@ -211,6 +225,7 @@ fn primary_may_have_moved(err: &redis::RedisError) -> bool {
         || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown)
 }
 
+#[cfg(feature = "sentinel")]
 fn is_read_only(err: &redis::RedisError) -> bool {
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
         || err.code() == Some("READONLY")
@@ -254,6 +269,12 @@ pub(crate) fn name_server(err: redis::RedisError, server: &str) -> redis::RedisE
     std::io::Error::new(kind, named).into()
 }
 
+/// Without the `sentinel` feature no primary is found through Sentinel: the type has no
+/// values, so `SingleInner::sentinel` is always `None`.
+#[cfg(not(feature = "sentinel"))]
+pub(crate) enum Sentinel {}
+
+#[cfg(feature = "sentinel")]
 /// How to find a primary through Redis Sentinel.
 pub(crate) struct Sentinel {
     /// The name the sentinels monitor the primary under.
@@ -269,6 +290,7 @@ pub(crate) struct Sentinel {
     last_lookup: tokio::sync::Mutex<Option<(Instant, redis::Client)>>,
 }
 
+#[cfg(feature = "sentinel")]
 impl Sentinel {
     pub(crate) fn new(
         master: String,
@@ -362,6 +384,7 @@ impl Sentinel {
     }
 }
 
+#[cfg(feature = "sentinel")]
 impl SingleServer {
     /// Moves this connection to `primary` unless it is there already.
     fn move_to(&self, primary: &redis::Client) {
@@ -379,9 +402,11 @@ impl SingleServer {
     }
 }
 
+#[cfg(feature = "sentinel")]
 /// What else follows the primary when it moves (the release subscriptions).
 pub(crate) type OnMove = Arc<dyn Fn(&redis::Client) + Send + Sync>;
 
+#[cfg(feature = "sentinel")]
 impl Sentinel {
     /// Follows the primary for `servers` in the background, as Sentinel's client
     /// guidelines ask: subscribed to the failover events ([`SENTINEL_EVENTS`]) on one
@@ -403,12 +428,14 @@ impl Sentinel {
 /// The sentinel events after which the primary may have changed: the replica promoted
 /// (from then on the sentinels name it), the other replicas being moved to it, and the
 /// switch announced when that is done.
+#[cfg(feature = "sentinel")]
 const SENTINEL_EVENTS: [&str; 3] = [
     "+promoted-slave",
     "+failover-state-reconf-slaves",
     "+switch-master",
 ];
 
+#[cfg(feature = "sentinel")]
 async fn follow(
     sentinel: Arc<Sentinel>,
     servers: Vec<std::sync::Weak<SingleInner>>,
@@ -460,6 +487,7 @@ async fn follow(
     }
 }
 
+#[cfg(feature = "sentinel")]
 fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::Io,
@@ -474,6 +502,7 @@ fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
 /// Seen here: a cluster connection that lived through a slot migration under load kept
 /// timing out on the moved slot while a new connection worked at once; rebuilding on a
 /// timeout turns that stall into one response timeout.
+#[cfg(feature = "cluster")]
 #[derive(Clone)]
 pub(crate) struct LazyCluster {
     client: Arc<ClusterClient>,
@@ -483,6 +512,7 @@ pub(crate) struct LazyCluster {
     nodes: Option<ClusterNodes>,
 }
 
+#[cfg(feature = "cluster")]
 impl LazyCluster {
     pub(crate) fn new(client: ClusterClient) -> Self {
         LazyCluster {
@@ -526,7 +556,10 @@ impl LazyCluster {
 impl Connection {
     /// Whether this is a cluster connection (sharded pub/sub, one slot per pipeline).
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        #[cfg(feature = "cluster")]
+        return matches!(self, Connection::Cluster(_));
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// The outage error for `key` when the server it needs (this connection's server, or
@@ -535,6 +568,7 @@ impl Connection {
     pub(crate) fn down(&self, key: &str) -> Option<LockError> {
         match self {
             Connection::Single(single) => single.inner.health.get()?.down(key),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => lazy.nodes.as_ref()?.down(key),
         }
     }
@@ -544,6 +578,7 @@ impl Connection {
     pub(crate) fn fresh(&self) -> Fresh {
         match self {
             Connection::Single(single) => Fresh::Server(Box::new(single.current().client.clone())),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Fresh::Cluster(lazy.client.clone()),
         }
     }
@@ -553,6 +588,7 @@ impl Connection {
 #[derive(Clone)]
 pub(crate) enum Fresh {
     Server(Box<redis::Client>),
+    #[cfg(feature = "cluster")]
     Cluster(Arc<ClusterClient>),
 }
 
@@ -570,6 +606,7 @@ impl ConnectionLike for Connection {
                 }
                 result
             }),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
                 let result = match lazy.get().await {
                     Ok(mut connection) => {
@@ -606,6 +643,7 @@ impl ConnectionLike for Connection {
                 }
                 result
             }),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
                 let result = match lazy.get().await {
                     Ok(mut connection) => {
@@ -626,6 +664,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match self {
             Connection::Single(single) => single.current().manager.get_db(),
+            #[cfg(feature = "cluster")]
             Connection::Cluster(_) => 0,
         }
     }

@@ -414,7 +414,7 @@ impl LockGuard {
     /// released.
     fn ending(&self) -> Ending {
         match &self.local {
-            Some(local) => local.ending(self.lease.id, self.client.redlock().is_none()),
+            Some(local) => local.ending(self.lease.id, !self.client.is_redlock()),
             None => Ending::Release,
         }
     }

@@ -153,7 +153,7 @@ impl LockClient {
 
     /// Refuses an operator's call in Redlock mode, where every master has its own state.
     pub(crate) fn single_server_for(&self, names: &KeyNames, what: &str) -> Result<(), LockError> {
-        if self.redlock().is_none() {
+        if !self.is_redlock() {
             return Ok(());
         }
         Err(LockError::Config {

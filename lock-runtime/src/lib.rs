@@ -115,7 +115,11 @@
 //!
 //! # Features
 //!
-//! All off by default.
+//! `cluster`, `sentinel` and `redlock` are on by default; a single-server application can
+//! turn them off (`default-features = false`), and the methods they bring
+//! ([`Config::cluster`], [`Config::sentinel`], [`Config::redlock`] and their settings) are
+//! then absent: using one is a compile error, not a failure at run time. The others are
+//! off by default.
 //!
 #![cfg_attr(
     feature = "document-features",
@@ -124,8 +128,8 @@
 #![cfg_attr(
     not(feature = "document-features"),
     doc = "The list is rendered from `Cargo.toml` when the documentation is built with \
-           `--all-features`, as docs.rs does: `axum`, `tower`, `tls-rustls`, \
-           `tls-native-tls`, `metrics`."
+           `--all-features`, as docs.rs does: `cluster`, `sentinel`, `redlock`, `axum`, \
+           `tower`, `tls-rustls`, `tls-native-tls`, `metrics`."
 )]
 //!
 //! # Dependencies in the public API
@@ -143,9 +147,12 @@
 //!
 //! `tokio` 1 is required at run time (locks run on the current Tokio runtime) but none of
 //! its types is in the API. `rustls` (feature `tls-rustls`) is process-wide state, not an
-//! API type: when the lock client is created (the first lock, or [`init`]) and no crypto
-//! provider is installed yet, ring is installed as the process default; an application
-//! that wants another (aws-lc-rs) installs it before that.
+//! API type. The provider the application installed is the one used. Without one, when the
+//! lock client is created (the first lock, or [`init`]) for a server reached over TLS,
+//! ring is installed as the process default: redis-rs builds its TLS configurations from
+//! the process default and cannot be handed a provider. A client with no TLS server installs
+//! nothing. An application that wants another provider (aws-lc-rs) installs it before the
+//! first lock or [`init`].
 //!
 //! # Redis layout
 //!
@@ -180,6 +187,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
+#[cfg(feature = "cluster")]
 mod cluster_nodes;
 mod cohort;
 mod config;
@@ -200,9 +208,11 @@ mod multi;
 mod options;
 mod outage;
 mod redis_queue;
+#[cfg(feature = "redlock")]
 mod redlock;
 mod replicas;
 mod scripts;
+#[cfg(feature = "sentinel")]
 mod sentinel;
 mod shutdown;
 pub mod telemetry;

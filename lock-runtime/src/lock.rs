@@ -11,6 +11,7 @@ use crate::context;
 use crate::guard::LockGuard;
 use crate::lease::{Taken, Token, new_token};
 use crate::redis_queue::{self, Place};
+#[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::KeyNames;
 use crate::watchdog::{LeaseHandle, Retake};
@@ -234,11 +235,16 @@ impl Lock {
         drop(unclaimed);
         // Lead the process's wait in Redis.
         let window = (started, deadline);
-        let (token, taken) = match client.redlock() {
+        #[cfg(feature = "redlock")]
+        let redlock = client.redlock();
+        #[cfg(not(feature = "redlock"))]
+        let redlock: Option<std::convert::Infallible> = None;
+        let (token, taken) = match redlock {
+            #[cfg(feature = "redlock")]
             Some(redlock) => {
                 redlock::acquire(&client, redlock, &names, &self.options, window).await?
             }
-            None => {
+            _ => {
                 self.acquire_in_redis(&client, &names, &member, window)
                     .await?
             }

@@ -135,6 +135,7 @@ impl Health {
         }
     }
 
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// The same for a master of a Redis Cluster, reported as its `host:port`: its own
     /// keys fail while it is down, and the messages say that the other masters' keys are
     /// still taken.
@@ -147,6 +148,7 @@ impl Health {
         Health::with_role(address, Role::ClusterMaster, grace, interrupt, Some(probe))
     }
 
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// The same for a Redis Cluster as a whole, reported as `seeds` (for the requests
     /// whose master is not known yet).
     pub(crate) fn cluster(
@@ -158,11 +160,13 @@ impl Health {
         Health::with_role(seeds, Role::Cluster, grace, interrupt, Some(probe))
     }
 
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// The server, as messages name it (a cluster master's `host:port`).
     pub(crate) fn server(&self) -> &str {
         &self.inner.server
     }
 
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// This server no longer serves the keys asked about (its slots moved or failed
     /// over): it is no longer announced nor probed. Returns whether it was failing or
     /// down.
@@ -197,6 +201,7 @@ impl Health {
         }
     }
 
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// Takes note that a request could not reach the server (`err`, as
     /// [`unreachable`] or, in a cluster, a redirection to this master that no connection
     /// could follow).
@@ -204,6 +209,7 @@ impl Health {
         self.failed(err);
     }
 
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// Takes note of a reply thought to come from this server, unless it is declared down:
     /// a reply for a down cluster master's slot came from elsewhere (the slot moved), and
     /// only its own probe brings it back. Returns whether the reply counted.
@@ -389,8 +395,10 @@ async fn probe_until_back(health: std::sync::Weak<HealthInner>, probe: Probe) {
 enum Role {
     /// A single server, the primary behind Sentinel, a Redlock master.
     Server,
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// A master of a Redis Cluster: only the keys of its slots need it.
     ClusterMaster,
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     /// A Redis Cluster as a whole, named by its seeds.
     Cluster,
 }

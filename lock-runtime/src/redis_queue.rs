@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::lease::{Taken, Token, jitter, millis, validity};
 use crate::options::fence_lifetime;
+#[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::{
     Call, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
@@ -267,6 +268,7 @@ impl RedisWait<'_> {
                     () = tokio::time::sleep(pause.min(self.deadline - Instant::now())) => {}
                     () = interrupted => {}
                 }
+                // By hand: a back-off crate (backon) is no shorter than this and `jitter()`.
                 self.transient_pause = (self.transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
                 return Ok(Step::Again);
             }
@@ -425,6 +427,7 @@ pub(crate) async fn retake(
     token: &str,
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
+    #[cfg(feature = "redlock")]
     if let Some(redlock) = client.redlock() {
         return redlock::retake(client.nodes(), redlock, names, token, options).await;
     }
@@ -732,6 +735,7 @@ async fn release_once(
     token: &str,
     window: Option<Duration>,
 ) -> Result<i64, LockError> {
+    #[cfg(feature = "redlock")]
     if let Some(redlock) = client.redlock() {
         return redlock::release_all(client.nodes(), redlock, names, token).await;
     }
@@ -797,10 +801,13 @@ pub(crate) async fn extend_lease(
         }
         return Ok(renewed == 1);
     }
+    #[cfg(feature = "redlock")]
     let (nodes, quorum) = match client.redlock() {
         Some(redlock) => (client.nodes().to_vec(), redlock.quorum),
         None => (vec![client.connection()], 1),
     };
+    #[cfg(not(feature = "redlock"))]
+    let (nodes, quorum) = (vec![client.connection()], 1);
     let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
         let mut call = Call::new(&RENEW, &[names.lock()]);
         call.arg(token).arg(millis(ttl));

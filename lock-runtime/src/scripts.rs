@@ -36,6 +36,7 @@ pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
 
 /// Redlock with fencing: raises a master's fence counter to the holder's token, owner-checked;
 /// 1 raised, 0 token gone.
+#[cfg(feature = "redlock")]
 pub(crate) static RAISE_FENCE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("lua/raise_fence.lua")));
 

@@ -85,6 +85,7 @@ impl Config {
     /// .primary_password("node-secret");
     /// # let _ = config;
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn primary_password(mut self, password: impl Into<String>) -> Self {
         self.primary.auth = Some(Credentials {
             username: None,
@@ -104,6 +105,7 @@ impl Config {
     ///     .primary_auth("locks", "node-secret");
     /// # let _ = config;
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn primary_auth(
         mut self,
         username: impl Into<String>,
@@ -130,6 +132,7 @@ impl Config {
     /// let config = Config::sentinel("mymaster", ["redis://10.0.0.1:26379"]).primary_tls();
     /// # let _ = config;
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn primary_tls(mut self) -> Self {
         self.primary.tls_files(|_| ());
         self
@@ -149,6 +152,7 @@ impl Config {
     ///     .primary_tls_ca_cert(std::fs::read("/etc/redis/nodes-ca.crt")?);
     /// # let _ = config; Ok(()) }
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn primary_tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.primary
             .tls_files(|files| files.ca_cert = Some(pem.into()));
@@ -171,6 +175,7 @@ impl Config {
     ///     );
     /// # let _ = config; Ok(()) }
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn primary_tls_client_cert(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
@@ -183,6 +188,7 @@ impl Config {
 
     /// Sentinel mode: reach the primary over plain TCP even though the sentinel URLs are
     /// `rediss://`.
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn primary_without_tls(mut self) -> Self {
         self.primary.tls = Some(PrimaryTls::Off);
         self

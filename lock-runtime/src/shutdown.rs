@@ -388,6 +388,7 @@ async fn give_back_fresh(nodes: Vec<Fresh>, mode: Mode, batch: &[Leftover]) -> S
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(SHUTDOWN_BUDGET))
         .set_response_timeout(Some(SHUTDOWN_BUDGET));
+    #[cfg(feature = "cluster")]
     if mode.cluster {
         let Some(Fresh::Cluster(cluster)) = nodes.into_iter().next() else {
             return failed(batch);
@@ -403,6 +404,7 @@ async fn give_back_fresh(nodes: Vec<Fresh>, mode: Mode, batch: &[Leftover]) -> S
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
                     .ok(),
+                #[cfg(feature = "cluster")]
                 Fresh::Cluster(_) => None,
             }
         }

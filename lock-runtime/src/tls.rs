@@ -25,6 +25,7 @@ pub(crate) enum TlsSettings {
     /// `Config::tls_ca_cert` / `Config::tls_client_cert`.
     Config,
     /// `Config::primary_tls_ca_cert` / `Config::primary_tls_client_cert` (Sentinel mode).
+    #[cfg(feature = "sentinel")]
     Primary,
 }
 
@@ -32,6 +33,7 @@ impl TlsSettings {
     fn ca_cert(self) -> &'static str {
         match self {
             TlsSettings::Config => "Config::tls_ca_cert",
+            #[cfg(feature = "sentinel")]
             TlsSettings::Primary => "Config::primary_tls_ca_cert",
         }
     }
@@ -39,6 +41,7 @@ impl TlsSettings {
     fn client_cert(self) -> &'static str {
         match self {
             TlsSettings::Config => "Config::tls_client_cert",
+            #[cfg(feature = "sentinel")]
             TlsSettings::Primary => "Config::primary_tls_client_cert",
         }
     }

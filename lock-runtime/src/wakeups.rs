@@ -26,10 +26,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, oneshot};
 
+#[cfg(feature = "cluster")]
 use crate::connection::LazyCluster;
 use reconciler::Subscriber;
 use single::SingleSubscriber;
@@ -273,6 +275,7 @@ impl Wakeups {
     /// subscriptions, with this registry as its push handler, and its reconciler. Commands
     /// go over another connection, so a subscription being moved between nodes never holds
     /// them up.
+    #[cfg(feature = "cluster")]
     pub(crate) fn cluster(builder: ClusterClientBuilder) -> redis::RedisResult<Self> {
         let shared = Shared::new();
         let client = builder
@@ -319,6 +322,7 @@ impl Wakeups {
 
     /// A handle that moves the subscriptions to another server (a new primary), for the
     /// task that follows the sentinels; it does not keep the registry alive.
+    #[cfg(feature = "sentinel")]
     pub(crate) fn follower(&self) -> Follower {
         Follower(Arc::downgrade(&self.shared))
     }
@@ -349,9 +353,11 @@ impl Drop for Wakeups {
 }
 
 /// Moves a single server's subscriptions to a new primary (see [`Wakeups::follower`]).
+#[cfg(feature = "sentinel")]
 #[derive(Clone)]
 pub(crate) struct Follower(Weak<Shared>);
 
+#[cfg(feature = "sentinel")]
 impl Follower {
     /// Asks the reconciler to move the subscriptions to `primary`: if it is another server,
     /// the old connection closes and every channel with waiters is subscribed there (its

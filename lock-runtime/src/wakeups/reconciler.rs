@@ -21,12 +21,14 @@ use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+#[cfg(feature = "cluster")]
 use futures_util::future::{join, join_all};
 use redis::RedisResult;
 use tokio::sync::Notify;
 
 use super::single::{Command, SingleSubscriber};
 use super::{Registry, Shared, Subscription};
+#[cfg(feature = "cluster")]
 use crate::connection::LazyCluster;
 
 /// The first pause before a failed `UNSUBSCRIBE` is tried again with nothing else to do.
@@ -40,6 +42,7 @@ const MAX_RETRY: Duration = Duration::from_secs(60);
 /// (`SSUBSCRIBE`: sharded, served by the key's own shard).
 pub(super) enum Subscriber {
     Single(Box<SingleSubscriber>),
+    #[cfg(feature = "cluster")]
     Cluster(LazyCluster),
 }
 
@@ -185,6 +188,7 @@ impl Subscriber {
     async fn apply(&mut self, pass: &Pass) -> Outcome {
         match self {
             Subscriber::Single(subscriber) => single(subscriber, pass).await,
+            #[cfg(feature = "cluster")]
             Subscriber::Cluster(lazy) => sharded(lazy, pass).await,
         }
     }
@@ -193,6 +197,7 @@ impl Subscriber {
     fn move_to(&mut self, primary: redis::Client) -> bool {
         match self {
             Subscriber::Single(subscriber) => subscriber.move_to(primary),
+            #[cfg(feature = "cluster")]
             Subscriber::Cluster(_) => false,
         }
     }
@@ -212,6 +217,7 @@ async fn single(subscriber: &mut SingleSubscriber, pass: &Pass) -> Outcome {
 
 /// A cluster: one sharded command per channel, all at once (a sharded command must stay
 /// within one slot, and each channel has its own).
+#[cfg(feature = "cluster")]
 async fn sharded(lazy: &LazyCluster, pass: &Pass) -> Outcome {
     let connection = match lazy.get().await {
         Ok(connection) => connection,
