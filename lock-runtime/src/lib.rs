@@ -200,6 +200,7 @@ mod redis_queue;
 mod redlock;
 mod replicas;
 mod scripts;
+mod semaphore;
 mod sentinel;
 mod shutdown;
 pub mod telemetry;
@@ -230,6 +231,7 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
+pub use semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
 /// [`Config::cluster_builder`] take its types, so an application that builds its own
