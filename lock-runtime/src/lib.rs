@@ -35,6 +35,7 @@
 //! | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
 //! | `on_lost = "continue"` | let the body finish when the lease is lost ([`OnLost`]) | `"cancel"` |
 //! | `fencing = true` | a fencing token, read with [`current_lock`] | `false` |
+//! | `permits = 3` | a semaphore: at most 3 bodies at once per key, each permit its own lease ([`Semaphore`]) | none (a lock) |
 //! | `crate = "locks"` | the path of this crate when renamed or re-exported | `"::lock_runtime"` |
 //!
 //! The function must be `async` and return `Result<T, E>` with `E: From<LockError>`.

@@ -24,7 +24,7 @@ macro_rules! queue_script {
 
 /// A script that serves locks and semaphores alike (renewal, release, leaving the queue):
 /// the prelude, the semaphore's permits (`semaphore_permits.lua`), and its own body, which
-/// turns to the permits when the key is a semaphore's (a sorted set).
+/// turns to the permits for a permit's token (`permit:…`, see `semaphore.rs`).
 macro_rules! lock_or_semaphore_script {
     ($file:literal) => {
         Lazy::new(|| {
@@ -41,11 +41,11 @@ macro_rules! lock_or_semaphore_script {
 pub(crate) static ACQUIRE: Lazy<Script> = queue_script!("acquire.lua");
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
-/// On a semaphore's key: gives the token's permit back (1, or 0 when its lease had ended).
+/// For a permit's token: gives the permit back (1, or 0 when its lease had ended).
 pub(crate) static RELEASE: Lazy<Script> = lock_or_semaphore_script!("release.lua");
 
-/// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. On a
-/// semaphore's key: renews the token's permit.
+/// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. For a
+/// permit's token: renews the permit.
 pub(crate) static RENEW: Lazy<Script> = lock_or_semaphore_script!("renew.lua");
 
 /// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.

@@ -3,7 +3,7 @@
 //! A thin front over the mutex's parts: the permits are a sorted set in Redis (token ->
 //! lease end in server time, `lua/semaphore_permits.lua`), taken by `semaphore_acquire.lua`
 //! and renewed, released and given back at shutdown by the very scripts and watchdog that
-//! serve locks (they turn to the permits on a semaphore's key). Waiters queue in the key's
+//! serve locks (they turn to the permits for a permit's token, `permit:…`). Waiters queue in the key's
 //! Redis queue in arrival order, each task as its own place kept alive by the watchdog, and
 //! are woken by the key's release messages. A holder that crashes gives its permit back when
 //! its lease ends (its ttl); a waiter that crashes holds the others up about a second (one
@@ -222,7 +222,7 @@ impl Semaphore {
         let mut waiter = Waiter {
             client: client.clone(),
             names: names.clone(),
-            token: new_token(),
+            token: permit_token(),
             joined: false,
             kept: None,
         };
@@ -413,6 +413,13 @@ impl Semaphore {
     }
 }
 
+/// A new permit's token: a uuid v4 behind `permit:`, by which the scripts shared with locks
+/// (renewal, release, leaving the queue: also the watchdog's and the shutdown's) know to
+/// serve a permit (`is_permit` in `semaphore_permits.lua`).
+fn permit_token() -> Token {
+    Token::from(format!("permit:{}", new_token()))
+}
+
 /// A bound on the tries of one wait, far above what any wait makes (each try but the first
 /// is preceded by a park, a subscription or a back-off).
 const MAX_TRIES: u32 = 10_000_000;
@@ -536,7 +543,7 @@ impl SemaphoreGuard {
         self.names.lock()
     }
 
-    /// This permit's random token (a uuid v4, never reused): its member in the key.
+    /// This permit's token (`permit:` and a uuid v4, never reused): its member in the key.
     pub fn token(&self) -> &str {
         &self.token
     }

@@ -237,3 +237,235 @@ async fn the_watchdog_renews_each_permit_and_a_lost_permit_is_reported() {
         ReleaseOutcome::AlreadyExpired
     );
 }
+
+/// The attribute form end to end: `permits = 2` lets two bodies in at once per tenant, and
+/// only two; `current_lock()` inside names the semaphore's key.
+#[lock_runtime::distributed_lock(
+    key = "attr-export:<tenant>",
+    permits = 2,
+    ttl = "5s",
+    wait = "20s"
+)]
+async fn export(
+    tenant: &str,
+    mut redis: redis::aio::MultiplexedConnection,
+) -> Result<String, LockError> {
+    let current = lock_runtime::current_lock().expect("inside a guarded body");
+    enter(&mut redis, tenant).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    leave(&mut redis, tenant).await;
+    Ok(current.key().to_owned())
+}
+
+#[test]
+fn the_attribute_admits_permits_bodies_at_once_per_key() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = lock_tests::shared_server();
+    lock_tests::block_on(async {
+        let redis = server
+            .redis()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let calls = (0..12).map(|i| {
+            let tenant = if i % 2 == 0 { "acme" } else { "globex" };
+            tokio::spawn(export(tenant, redis.clone()))
+        });
+        for call in futures::future::join_all(calls).await {
+            assert!(call.unwrap().unwrap().starts_with("attr-export:"));
+        }
+    });
+    for tenant in ["acme", "globex"] {
+        let most: i64 = server
+            .get(&format!("most:{tenant}"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(most, 2, "{tenant}: {most} bodies at once with permits = 2");
+    }
+}
+
+const CRASH_KEY: &str = "crash-permits";
+
+/// A process that takes `SEM_TAKE` permits of [`CRASH_KEY`] (`SEM_PERMITS` of them, ttl
+/// `SEM_TTL_MS`, waiting up to a minute) in as many tasks, prints `HELD` once it holds them
+/// all (or `WAITING` at once, when it only queues), and never gives them back: the test
+/// kills it with SIGKILL.
+#[test]
+fn crashing_process() {
+    let Some(_) = child::role() else { return };
+    let url = std::env::var("SEM_URL").unwrap();
+    let take: usize = std::env::var("SEM_TAKE").unwrap().parse().unwrap();
+    let permits: u32 = std::env::var("SEM_PERMITS").unwrap().parse().unwrap();
+    let ttl: u64 = std::env::var("SEM_TTL_MS").unwrap().parse().unwrap();
+    lock_tests::two_worker_runtime().block_on(async move {
+        let client = LockClient::new(Config::single(url.as_str())).unwrap();
+        let (held_tx, mut held_rx) = tokio::sync::mpsc::channel(take);
+        for _ in 0..take {
+            let semaphore = client
+                .semaphore(CRASH_KEY, permits)
+                .ttl(Duration::from_millis(ttl))
+                .wait(Duration::from_secs(60));
+            let held_tx = held_tx.clone();
+            tokio::spawn(async move {
+                let guard = semaphore.acquire().await.unwrap();
+                held_tx.send(()).await.unwrap();
+                std::future::pending::<()>().await;
+                drop(guard);
+            });
+        }
+        println!("WAITING");
+        for _ in 0..take {
+            held_rx.recv().await.unwrap();
+        }
+        println!("HELD");
+        std::future::pending::<()>().await;
+    });
+}
+
+fn crashing(server: &RedisServer, take: usize, permits: u32, ttl_ms: u64) -> std::process::Child {
+    let env = [
+        ("SEM_URL", server.url()),
+        ("SEM_TAKE", take.to_string()),
+        ("SEM_PERMITS", permits.to_string()),
+        ("SEM_TTL_MS", ttl_ms.to_string()),
+    ];
+    child::spawn("crashing_process", "crash", &env)
+}
+
+/// A holder killed with SIGKILL: its permit comes back when its lease ends (its ttl, as
+/// nobody renews it), and a waiter of another process gets it then, woken by nobody (the
+/// holder is dead), by its park's look at the leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_permit_comes_back_after_its_ttl() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(2000);
+    let mut holder = crashing(&server, 2, 2, ttl.as_millis() as u64);
+    let lines = child::stream_lines(holder.stdout.take().unwrap());
+    child::expect_line(&lines, "HELD", Duration::from_secs(30));
+    let client = server.lock_client();
+    let semaphore = client
+        .semaphore(CRASH_KEY, 2)
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(60));
+    assert!(matches!(
+        semaphore.try_acquire().await,
+        Err(LockError::Busy { .. })
+    ));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    let guard = semaphore.acquire().await.unwrap();
+    let waited = killed.elapsed();
+    println!("FIGURE semaphore: a killed holder's permit came back after {waited:?} (ttl {ttl:?})");
+    assert!(
+        waited < ttl + Duration::from_secs(8),
+        "the permit came back only after {waited:?}"
+    );
+    // The other dead permit is back too (both leases ended): a second one is free.
+    let second = semaphore.try_acquire().await.unwrap();
+    guard.release().await.unwrap();
+    second.release().await.unwrap();
+}
+
+/// A waiter killed with SIGKILL while queued ahead of a live one: the live waiter gets the
+/// freed permit within about a second (the dead one's place lapses with its queue lease),
+/// not after any ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_waiter_costs_the_others_about_a_second() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let semaphore = client
+        .semaphore(CRASH_KEY, 1)
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(60));
+    let held = semaphore.acquire().await.unwrap();
+    // Three tasks of another process queue first ...
+    let mut waiter = crashing(&server, 3, 1, 30_000);
+    server.until_queued(CRASH_KEY, 3).await;
+    // ... then one of ours, behind them.
+    let ours = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire().await }
+    });
+    server.until_queued(CRASH_KEY, 4).await;
+    waiter.kill().unwrap();
+    waiter.wait().unwrap();
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let guard = ours.await.unwrap().unwrap();
+    let waited = released.elapsed();
+    println!("FIGURE semaphore: a killed waiter ahead held the next one up {waited:?}");
+    assert!(
+        waited < Duration::from_secs(6),
+        "a dead waiter held the live one up {waited:?} (its ttl is 30 s)"
+    );
+    guard.release().await.unwrap();
+}
+
+/// A semaphore waiter at the head of the queue that leaves while nobody holds a permit (the
+/// key is absent) must leave the key absent. Found by the adversary (seed
+/// 209596376162791821: `ADV-OTHER s … the key holds a lock or another value`): leave.lua
+/// turned to the permits by the key's type, so on an absent key it took the mutex's path
+/// and wrote a hand-over (a string) there for the next waiter, after which every
+/// acquisition of the semaphore failed with `InvalidKey`.
+#[tokio::test]
+async fn a_waiter_leaving_while_nobody_holds_a_permit_leaves_the_key_absent() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let (queue, deadlines) = ("~lock/queue{left}", "~lock/deadlines{left}");
+    let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(&mut conn).unwrap();
+    let now_ms = seconds * 1000 + micros / 1000;
+    for (arrival, waiter) in [(1, "permit:first"), (2, "permit:second")] {
+        let _: () = redis::pipe()
+            .cmd("ZADD")
+            .arg(queue)
+            .arg(arrival)
+            .arg(waiter)
+            .ignore()
+            .cmd("ZADD")
+            .arg(deadlines)
+            .arg(now_ms + 60_000)
+            .arg(waiter)
+            .ignore()
+            .query(&mut conn)
+            .unwrap();
+    }
+    // leave.lua as the runtime sends it (scripts.rs: the prelude, the permits, the body).
+    let leave = redis::Script::new(concat!(
+        include_str!("../../lock-runtime/src/lua/prelude.lua"),
+        include_str!("../../lock-runtime/src/lua/semaphore_permits.lua"),
+        include_str!("../../lock-runtime/src/lua/leave.lua")
+    ));
+    let _: i64 = leave
+        .key("left")
+        .key(queue)
+        .key(deadlines)
+        .key("~lock/ttls{left}")
+        .arg("permit:first")
+        .arg("~lock/released{left}")
+        .arg("PUBLISH")
+        .arg(500)
+        .invoke(&mut conn)
+        .unwrap();
+    let kind: String = redis::cmd("TYPE").arg("left").query(&mut conn).unwrap();
+    assert_eq!(
+        kind,
+        "none",
+        "the leave wrote {:?} at the key",
+        server.get("left")
+    );
+    // The semaphore still works: the remaining waiter's place is owed a permit, a newcomer
+    // with room beside it takes one.
+    let client = server.lock_client();
+    let permit = client.semaphore("left", 2).try_acquire().await.unwrap();
+    permit.release().await.unwrap();
+}

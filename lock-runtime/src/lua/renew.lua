@@ -2,8 +2,8 @@
 -- KEYS[1] lock key
 -- ARGV[1] token, ARGV[2] lease in milliseconds
 -- Returns 1 renewed, 0 the token is gone (the lease was lost).
--- A semaphore's key (a sorted set of holders) renews the token's permit instead.
-if is_semaphore(KEYS[1]) then
+-- A semaphore permit's token (KEYS[1] is its semaphore's key) renews the permit instead.
+if is_permit(ARGV[1]) then
   return renew_permit(KEYS[1], ARGV[1], tonumber(ARGV[2]))
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then

@@ -1,5 +1,5 @@
 -- A semaphore's permits (semaphore.rs), shared by its acquire script and by renew.lua,
--- release.lua and leave.lua, which serve a semaphore's key when they find it a sorted set:
+-- release.lua and leave.lua, which serve a permit's token (`is_permit`) with these:
 -- so the watchdog's batched renewals, a guard's release and the shutdown's give-backs take
 -- one path for every kind of lease. Prepended after prelude.lua.
 --
@@ -79,7 +79,11 @@ local function renew_permit(holders, token, ttl_ms)
   return 1
 end
 
--- Whether KEYS[1] is a semaphore's key (a sorted set), for the scripts shared with locks.
-local function is_semaphore(key)
-  return redis.call('TYPE', key).ok == 'zset'
+-- Whether `token` is a semaphore permit's (semaphore.rs starts each with 'permit:'; a lock's
+-- token is bare hex): the scripts shared with locks turn to the permits by the token, not by
+-- the key's type, as a semaphore's key is absent while nobody holds a permit (and a waiter
+-- leaving then must not take the mutex's path, which would write a hand-over there).
+local PERMIT_TOKEN = 'permit:'
+local function is_permit(token)
+  return string.sub(token, 1, #PERMIT_TOKEN) == PERMIT_TOKEN
 end
