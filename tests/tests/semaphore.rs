@@ -469,3 +469,40 @@ async fn a_waiter_leaving_while_nobody_holds_a_permit_leaves_the_key_absent() {
     let permit = client.semaphore("left", 2).try_acquire().await.unwrap();
     permit.release().await.unwrap();
 }
+
+/// The client's shutdown gives permits back and takes waiters out of the queue, through the
+/// same pipeline as locks: the others get the permits at once, not after a ttl.
+#[tokio::test]
+async fn shutdown_gives_the_permits_back_and_leaves_the_queue() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let semaphore = client
+        .semaphore("shut", 1)
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(30));
+    let held = semaphore.acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire().await }
+    });
+    server.until_queued("shut", 1).await;
+    let report = client.shutdown().await;
+    assert_eq!(
+        (report.released, report.left, report.failed),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    assert_eq!(held.lost_cause(), Some(lock_runtime::LostCause::Shutdown));
+    let err = waiting.await.unwrap().unwrap_err();
+    assert!(matches!(err, LockError::Shutdown { .. }), "{err}");
+    drop(held);
+    assert_eq!(
+        server.dbsize(),
+        0,
+        "the permit or the place stayed in Redis"
+    );
+    // Another process takes the permit at once.
+    let other = server.lock_client();
+    let permit = other.semaphore("shut", 1).try_acquire().await.unwrap();
+    permit.release().await.unwrap();
+}
