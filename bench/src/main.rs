@@ -16,6 +16,7 @@ mod replicas;
 mod report;
 mod scaling;
 mod scenarios;
+mod semaphore;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -170,7 +171,7 @@ async fn bench() -> BenchResult<()> {
         skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
     }
     // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
-    // redlock-silent, instructions, scaling, held, wakeup, replicas; e.g. hot4/api)
+    // redlock-silent, instructions, scaling, held, wakeup, replicas, semaphore; e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
@@ -194,6 +195,22 @@ async fn bench() -> BenchResult<()> {
         ] {
             list.retain(|c| name == scenario && (contender.is_empty() || c.id() == contender));
         }
+    }
+
+    // The semaphore's hot key runs on its own (BENCH_ONLY=semaphore): its section of
+    // BENCHMARKS.md is written by hand from bench/results/semaphore.json.
+    if only
+        .as_deref()
+        .is_some_and(|only| only.split('/').next() == Some(semaphore::NAME))
+    {
+        let records = semaphore::measure(&clients.ours, &url, settings.runs, seconds(4.0)).await?;
+        std::fs::create_dir_all(&results_dir)?;
+        std::fs::write(
+            results_dir.join("semaphore.json"),
+            serde_json::to_string_pretty(&records)?,
+        )?;
+        eprintln!("bench: BENCH_ONLY=semaphore run; BENCHMARKS.md left as it was");
+        return Ok(());
     }
 
     let mut results = Results {

@@ -21,7 +21,11 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
-const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, crate";
+const OPTION_NAMES: &str =
+    "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, permits, crate";
+
+/// The most permits a semaphore may have (`lock_runtime::MAX_PERMITS`).
+const MAX_PERMITS: u64 = 1_000_000;
 
 /// What the body does when its lease is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +78,9 @@ pub(crate) struct Options {
     pub(crate) fencing: Option<bool>,
     /// `hold_at_least = "30s"` in milliseconds, with the span of its literal.
     pub(crate) hold_at_least_ms: Option<(u64, Span)>,
+    /// `permits = 3`: a semaphore of that many holders instead of a lock, with the span of
+    /// its literal.
+    pub(crate) permits: Option<(u32, Span)>,
     /// `crate = "..."`: the path of the runtime crate, for a renamed dependency.
     pub(crate) krate: Option<Path>,
 }
@@ -115,6 +122,7 @@ struct OptionsBuilder {
     on_lost: Option<OnLost>,
     fencing: Option<bool>,
     hold_at_least: Option<(u64, Span)>,
+    permits: Option<(u32, Span)>,
     krate: Option<Path>,
     seen: Vec<String>,
     errors: Errors,
@@ -175,6 +183,7 @@ impl OptionsBuilder {
             "fencing" => bool_value(&option.value, "fencing").map(|v| self.fencing = Some(v)),
             "on_lost" => self.set_on_lost(&option.value),
             "hold_at_least" => self.set_hold_at_least(&option.value),
+            "permits" => self.set_permits(&option.value),
             "crate" => self.set_crate(&option.value),
             _ => Err(syn::Error::new(
                 option.name.span(),
@@ -291,6 +300,31 @@ impl OptionsBuilder {
         Ok(())
     }
 
+    fn set_permits(&mut self, value: &Expr) -> syn::Result<()> {
+        let message = "`permits` takes a whole number of holders from 1 to 1000000, e.g. \
+                       permits = 3 (at most 3 bodies run at once per key)";
+        let Expr::Lit(ExprLit {
+            lit: Lit::Int(lit), ..
+        }) = value
+        else {
+            return Err(syn::Error::new_spanned(value, message));
+        };
+        let permits = lit
+            .base10_parse::<u64>()
+            .map_err(|_| syn::Error::new(lit.span(), message))?;
+        if permits == 0 {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`permits = 0` lets no body run; give at least 1, e.g. permits = 3",
+            ));
+        }
+        if permits > MAX_PERMITS || !lit.suffix().is_empty() {
+            return Err(syn::Error::new(lit.span(), message));
+        }
+        self.permits = Some((permits as u32, lit.span()));
+        Ok(())
+    }
+
     fn set_crate(&mut self, value: &Expr) -> syn::Result<()> {
         let message = "`crate` takes the path of the lock-runtime crate as a string, e.g. \
                        crate = \"locks\" after `locks = { package = \"lock-runtime\", .. }` \
@@ -330,6 +364,23 @@ impl OptionsBuilder {
                 ));
             }
         }
+        if let Some((_, span)) = self.permits {
+            let refuse = |what: &str| {
+                syn::Error::new(span, format!("`permits` makes a semaphore, which {what}"))
+            };
+            if matches!(self.keys, Some(Keys::Many(_))) {
+                self.errors
+                    .push(refuse("takes one key; write key = \"...\", not key = [..]"));
+            }
+            if self.fencing == Some(true) {
+                self.errors
+                    .push(refuse("issues no fencing tokens; leave `fencing` out"));
+            }
+            if self.hold_at_least.is_some() {
+                self.errors
+                    .push(refuse("has no minimum hold; leave `hold_at_least` out"));
+            }
+        }
         self.errors.finish()?;
         let Some(keys) = self.keys else {
             // Unreachable: a missing or invalid key pushed an error above.
@@ -343,6 +394,7 @@ impl OptionsBuilder {
             on_lost: self.on_lost,
             fencing: self.fencing,
             hold_at_least_ms: self.hold_at_least,
+            permits: self.permits,
             krate: self.krate,
         })
     }

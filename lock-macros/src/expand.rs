@@ -126,9 +126,14 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
         .zip(templates)
         .map(|(lit, template)| render_key(&private, lit, template, &key_var));
     let (render, run_fn) = match &options.keys {
+        Keys::One(_) if options.permits.is_some() => (quote!(#(#renders)*), "run_semaphore"),
         Keys::One(_) => (quote!(#(#renders)*), "run"),
         Keys::Many(_) => (quote!([#(#renders),*]), "run_multi"),
     };
+    // A semaphore's run takes its permit count after the key.
+    let permits = options
+        .permits
+        .map(|(permits, span)| quote_spanned!(span=> #permits,));
     let (max_ttl_check, build_options) = options_expr(&private, options);
 
     let (inner_attrs, body) = split_inner_attributes(body);
@@ -148,7 +153,7 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
     let private_at_ty = respan(private.clone(), run_span);
     let run_fn = Ident::new(run_fn, run_span);
     let run = quote_spanned! {run_span=>
-        #private_at_ty::#run_fn(#key_var, #options_var, #body)
+        #private_at_ty::#run_fn(#key_var, #permits #options_var, #body)
     };
 
     quote! {

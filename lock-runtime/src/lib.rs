@@ -35,6 +35,7 @@
 //! | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
 //! | `on_lost = "continue"` | let the body finish when the lease is lost ([`OnLost`]) | `"cancel"` |
 //! | `fencing = true` | a fencing token, read with [`current_lock`] | `false` |
+//! | `permits = 3` | a semaphore: at most 3 bodies at once per key, each permit its own lease ([`Semaphore`]) | none (a lock) |
 //! | `crate = "locks"` | the path of this crate when renamed or re-exported | `"::lock_runtime"` |
 //!
 //! The function must be `async` and return `Result<T, E>` with `E: From<LockError>`.
@@ -212,6 +213,7 @@ mod redis_queue;
 mod redlock;
 mod replicas;
 mod scripts;
+mod semaphore;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 mod shutdown;
@@ -245,6 +247,7 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
+pub use semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
 /// [`Config::cluster_builder`] take its types, so an application that builds its own

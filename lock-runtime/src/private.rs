@@ -117,6 +117,29 @@ where
     }
 }
 
+/// Runs `body` holding one of the `permits` of the semaphore `key` on the global client
+/// (`permits = N`).
+pub async fn run_semaphore<F, T, E>(
+    key: Result<String, LockError>,
+    permits: u32,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    match key {
+        Ok(key) => {
+            crate::Semaphore::new(key, permits)
+                .with_options(options)
+                .run(body)
+                .await
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// Runs `body` under the locks on all of `keys` on the global client (`key = [..]`): the
 /// first key that failed to render is the error, before any Redis traffic.
 pub async fn run_multi<K, F, T, E>(keys: K, options: LockOptions, body: F) -> Result<T, E>

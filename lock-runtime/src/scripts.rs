@@ -22,14 +22,31 @@ macro_rules! queue_script {
     };
 }
 
+/// A script that serves locks and semaphores alike (renewal, release, leaving the queue):
+/// the prelude, the semaphore's permits (`semaphore_permits.lua`), and its own body, which
+/// turns to the permits for a permit's token (`permit:…`, see `semaphore.rs`).
+macro_rules! lock_or_semaphore_script {
+    ($file:literal) => {
+        Lazy::new(|| {
+            Script::new(concat!(
+                include_str!("lua/prelude.lua"),
+                include_str!("lua/semaphore_permits.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+}
+
 /// Fair `SET NX PX` with a token (and a fence): `{1, fence}` or `{0, wait_ms}`.
 pub(crate) static ACQUIRE: Lazy<Script> = queue_script!("acquire.lua");
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
-pub(crate) static RELEASE: Lazy<Script> = queue_script!("release.lua");
+/// For a permit's token: gives the permit back (1, or 0 when its lease had ended).
+pub(crate) static RELEASE: Lazy<Script> = lock_or_semaphore_script!("release.lua");
 
-/// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant.
-pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/renew.lua")));
+/// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. For a
+/// permit's token: renews the permit.
+pub(crate) static RENEW: Lazy<Script> = lock_or_semaphore_script!("renew.lua");
 
 /// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
 pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
@@ -40,8 +57,14 @@ pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
 pub(crate) static RAISE_FENCE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("lua/raise_fence.lua")));
 
-/// A waiter leaves the queue.
-pub(crate) static LEAVE: Lazy<Script> = queue_script!("leave.lua");
+/// A waiter leaves the queue (of a lock or a semaphore).
+pub(crate) static LEAVE: Lazy<Script> = lock_or_semaphore_script!("leave.lua");
+
+/// Takes one of a semaphore's permits, fairly: `{1, 0}`, `{0, wait_ms}`, `{-1, recorded
+/// permits}` on a permit count other than the holders', `{-2, 0}` on a key that is not a
+/// semaphore's.
+pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> =
+    lock_or_semaphore_script!("semaphore_acquire.lua");
 
 /// An operator takes a lock away from its holder and wakes the queue (`force_release.rs`).
 pub(crate) static FORCE_RELEASE: Lazy<Script> = queue_script!("force_release.lua");

@@ -37,6 +37,9 @@
 //! - no two tenures on one Redis key overlap unless the earlier holder lost its lease
 //!   (a dropped body cannot cause a false overlap: its tenure ends before its release);
 //! - fencing tokens of successive tenures on a key increase;
+//! - never more holders of the semaphore `s` (2 permits, taken in 15 % of the iterations,
+//!   not in Redlock mode: `adversary/semaphore.rs`) at once than it has permits, unless a
+//!   holder's lease was lost;
 //! - no acquire fails with `Backend` while more than a second of its wait is left (a fault
 //!   here is always shorter than the wait: a waiter must ride it out);
 //! - no lock stays held by a token whose release future was dropped for 700 ms or more,
@@ -65,6 +68,9 @@ use lock_tests::proxy::{Direction, FaultProxy};
 use lock_tests::{RedisServer, child};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
+
+#[path = "adversary/semaphore.rs"]
+mod semaphore;
 
 const TEST: &str = "adversary";
 const WORKERS: usize = 3;
@@ -484,6 +490,12 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
     let mut iteration = 0;
     while Instant::now() < worker.stop && iteration < ITERATIONS_PER_TASK {
         iteration += 1;
+        if semaphore::enabled() && rng.chance(semaphore::PERCENT) {
+            let holder = format!("{}-{index}-{iteration}", worker.name);
+            semaphore::iteration(&worker, &mut rng, holder).await;
+            tokio::time::sleep(rng.millis(0, 4)).await;
+            continue;
+        }
         let target = rng.weighted(&TARGETS);
         let key = target.redis_key();
         let holder = format!("{}-{index}-{iteration}", worker.name);
@@ -1119,11 +1131,14 @@ fn parent(redlock: bool) {
     // The verdict.
     let mut totals = BTreeMap::new();
     let mut holds: HashMap<String, Vec<HoldRecord>> = HashMap::new();
+    let mut permit_holds: HashMap<String, Vec<semaphore::SemHold>> = HashMap::new();
     let mut clients = Vec::new();
     let mut findings: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut early_by_fault: BTreeMap<&str, u64> = BTreeMap::new();
     for line in &lines {
-        if let Some((key, hold)) = parse_hold(line) {
+        if let Some((key, hold)) = semaphore::parse_line(line) {
+            permit_holds.entry(key).or_default().push(hold);
+        } else if let Some((key, hold)) = parse_hold(line) {
             holds.entry(key).or_default().push(hold);
         } else if line.contains("ADV-STATS ") {
             add_counters(line, "ADV-STATS ", &mut totals);
@@ -1260,6 +1275,13 @@ fn parent(redlock: bool) {
             }
         }
     }
+    let (most_permits, too_many) = semaphore::check(&mut permit_holds);
+    if !too_many.is_empty() {
+        findings
+            .entry("more semaphore holders than permits")
+            .or_default()
+            .extend(too_many);
+    }
     if !leftover_keys.is_empty() {
         findings
             .entry("keys left on the lock server")
@@ -1307,7 +1329,8 @@ fn parent(redlock: bool) {
          keys {overlapping_keys:?}; excused after a lost lease {excused}); \
          fence-regressions={fence_regressions}; early-backend={} (by fault {early_by_fault:?}); leaked-releases={} \
          (near faults {}); hung={}; unfinished={}; leftovers: keys={leftover_keys:?} \
-         fence-counters={} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}",
+         fence-counters={} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}; \
+         semaphore: tenures {:?}, most at once {most_permits} of {}",
         count("acquisitions") + count("python_acquisitions"),
         count("python_acquisitions"),
         count("drop_acquire"),
@@ -1326,6 +1349,8 @@ fn parent(redlock: bool) {
         count("hung"),
         count("unfinished"),
         fence_counters.len(),
+        semaphore::per_key(&permit_holds),
+        semaphore::PERMITS,
     );
     println!("{summary}");
     let mut report = String::new();
@@ -1345,6 +1370,10 @@ fn parent(redlock: bool) {
     assert!(
         count("acquisitions") > 0 && (redlock || count("python_acquisitions") > 0),
         "seed {seed}: nothing was acquired: {summary}"
+    );
+    assert!(
+        redlock || count("sem_acquisitions") > 0,
+        "seed {seed}: no semaphore permit was taken: {summary}"
     );
 }
 

@@ -6,9 +6,12 @@
 use lock_tests::RedisServer;
 
 const PRELUDE: &str = include_str!("../../lock-runtime/src/lua/prelude.lua");
+/// The semaphore's functions, which release.lua, leave.lua and renew.lua turn to on a
+/// semaphore's key (scripts.rs prepends them to those three).
+const PERMITS: &str = include_str!("../../lock-runtime/src/lua/semaphore_permits.lua");
 
 fn script(body: &str) -> redis::Script {
-    redis::Script::new(&format!("{PRELUDE}{body}"))
+    redis::Script::new(&format!("{PRELUDE}{PERMITS}{body}"))
 }
 
 fn acquire() -> redis::Script {
@@ -416,7 +419,7 @@ fn retake_re_dates_only_the_owners_key_and_issues_a_greater_fence() {
 fn renew_extends_only_the_owners_key() {
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let renew = redis::Script::new(include_str!("../../lock-runtime/src/lua/renew.lua"));
+    let renew = script(include_str!("../../lock-runtime/src/lua/renew.lua"));
     let call = |conn: &mut redis::Connection, token: &str| -> i64 {
         renew.key(LOCK).arg(token).arg(1500).invoke(conn).unwrap()
     };

@@ -4,6 +4,12 @@
 -- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls
 -- ARGV[1] the waiter's token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH
 -- (ARGV[4], the grant confirmation window, is release.lua's; unused here)
+-- A semaphore's waiter (a permit's token): also gives back a permit an earlier try took
+-- without hearing of it, and wakes whom a freed permit is for.
+if is_permit(ARGV[1]) then
+  give_back_permit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3])
+  return 1
+end
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 forget(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 local current = redis.call('GET', KEYS[1])

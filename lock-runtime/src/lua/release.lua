@@ -25,6 +25,11 @@
 -- the message is its token: it takes the key through acquire.lua. Either way a newcomer's
 -- plain `SET NX` fails and it queues behind. The releasing process's next entry, if any,
 -- joins the tail in the same call.
+-- A semaphore permit's token (KEYS[1] is its semaphore's key): the permit is given back
+-- instead, and the waiters it is for are woken.
+if is_permit(ARGV[1]) then
+  return give_back_permit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3])
+end
 local current = redis.call('GET', KEYS[1])
 if current ~= ARGV[1] then
   if current and current ~= '~handover' then

@@ -1,0 +1,642 @@
+//! The semaphore: at most N holders of a key at once, each permit a lease of its own.
+//!
+//! A thin front over the mutex's parts: the permits are a sorted set in Redis (token ->
+//! lease end in server time, `lua/semaphore_permits.lua`), taken by `semaphore_acquire.lua`
+//! and renewed, released and given back at shutdown by the very scripts and watchdog that
+//! serve locks (they turn to the permits for a permit's token, `permit:…`). Waiters queue in the key's
+//! Redis queue in arrival order, each task as its own place kept alive by the watchdog, and
+//! are woken by the key's release messages. A holder that crashes gives its permit back when
+//! its lease ends (its ttl); a waiter that crashes holds the others up about a second (one
+//! queue lease).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::context::{self, CurrentLock};
+use crate::lease::{Token, jitter, millis, new_token, validity};
+use crate::lock::MAX_WAIT;
+use crate::redis_queue::{is_retryable, leave_queue, release_script};
+use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
+use crate::shutdown::Leftover;
+use crate::wakeups::WaitTicket;
+use crate::watchdog::LeaseHandle;
+use crate::{LockClient, LockError, LockOptions, LostCause, MAX_TTL, OnLost, ReleaseOutcome};
+
+/// The most permits a semaphore may have.
+pub const MAX_PERMITS: u32 = 1_000_000;
+
+impl LockClient {
+    /// A semaphore of `permits` on `key` taken through this client (see [`Semaphore`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_runtime::LockClient) -> Result<(), lock_runtime::LockError> {
+    /// let permit = locks.semaphore("partner-api", 10).acquire().await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, key: impl Into<String>, permits: u32) -> Semaphore {
+        Semaphore::new(key, permits).client(self)
+    }
+}
+
+/// A distributed semaphore: at most `permits` holders of `key` at once, across every
+/// process that shares the Redis. Each permit is a lease of its own, renewed by the
+/// watchdog while held, so the permit of a holder that crashed comes back after its ttl.
+///
+/// Waiters are served in arrival order across processes and woken by the releases (no
+/// polling). A waiting process that dies or stops holds the others up about a second.
+///
+/// All holders of a key must use the same number of permits: it is recorded with the key
+/// while anyone holds it, and an acquisition with another number fails with
+/// [`LockError::Config`] naming the key and both numbers (once nobody holds the key, the
+/// next acquisition records its own). A semaphore is not reentrant: a task that acquires
+/// twice holds two permits. Redlock mode has no semaphores (no single order of holders
+/// across masters): acquiring there is a [`LockError::Config`].
+///
+/// `#[distributed_lock(key = "...", permits = 3)]` expands to [`Semaphore::run`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lock_runtime::{LockError, Semaphore};
+///
+/// # async fn export(tenant: &str) -> Result<(), LockError> {
+/// // At most 3 exports per tenant at once, across the fleet.
+/// let permit = Semaphore::new(format!("export:{tenant}"), 3)
+///     .ttl(Duration::from_secs(30))
+///     .wait(Duration::from_secs(60))
+///     .acquire()
+///     .await?;
+/// // ... the export ...
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Semaphore {
+    key: String,
+    permits: u32,
+    options: LockOptions,
+    client: Option<LockClient>,
+}
+
+impl Semaphore {
+    /// A semaphore of `permits` on `key` with default options (ttl 30 s, wait 10 s,
+    /// watchdog on, [`OnLost::Cancel`]), on the global client.
+    pub fn new(key: impl Into<String>, permits: u32) -> Self {
+        Semaphore {
+            key: key.into(),
+            permits,
+            options: LockOptions::default(),
+            client: None,
+        }
+    }
+
+    /// Sets each permit's lease (default 30 s, at most [`MAX_TTL`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.options.ttl = ttl;
+        self
+    }
+
+    /// Sets how long to wait for a free permit (default 10 s; zero tries once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.options.wait = wait;
+        self
+    }
+
+    /// Turns renewal on or off (default on); off, a permit ends `ttl` after it was taken.
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.options.watchdog = watchdog;
+        self
+    }
+
+    /// Sets what [`run`](Semaphore::run) does when the permit's lease is lost (default cancel).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.options.on_lost = on_lost;
+        self
+    }
+
+    /// Replaces all options at once (fencing and `hold_at_least` are refused at acquire:
+    /// a semaphore has neither).
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Takes the permits through `client` instead of the global one.
+    pub fn client(mut self, client: &LockClient) -> Self {
+        self.client = Some(client.clone());
+        self
+    }
+
+    /// The key as given (without the client's prefix).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// How many holders the key admits at once.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &LockOptions {
+        &self.options
+    }
+
+    /// Tries once: a permit, or [`LockError::Busy`] at once when none is free (or the free
+    /// ones are owed to earlier waiters). The same as `wait(Duration::ZERO)`.
+    pub async fn try_acquire(&self) -> Result<SemaphoreGuard, LockError> {
+        let mut once = self.clone();
+        once.options.wait = Duration::ZERO;
+        once.acquire().await
+    }
+
+    /// Acquires a permit, waiting up to `wait` while all are held.
+    ///
+    /// Errors: [`LockError::Busy`] when none is free and `wait` is zero,
+    /// [`LockError::Timeout`] when none came within `wait`, [`LockError::Config`] for a
+    /// permit count of zero or over [`MAX_PERMITS`], one other than the key's holders use,
+    /// a ttl out of range, fencing or `hold_at_least`, or Redlock mode;
+    /// [`LockError::InvalidKey`] for a bad key or one that holds a lock (not a
+    /// semaphore), [`LockError::Backend`] when Redis fails.
+    pub async fn acquire(&self) -> Result<SemaphoreGuard, LockError> {
+        let client = match &self.client {
+            Some(client) => client.clone(),
+            None => crate::client()?.clone(),
+        };
+        let names = Arc::new(client.key_names(&self.key)?);
+        let started = Instant::now();
+        let telemetry = client.telemetry().clone();
+        let acquired = self.acquire_permit(client, names).await;
+        match &acquired {
+            Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
+            Err(err) => telemetry.refused(err, started.elapsed()),
+        }
+        acquired
+    }
+
+    /// Refuses what a semaphore cannot do, before any traffic.
+    fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
+        let refuse = |why: String| {
+            Err(LockError::Config {
+                reason: format!("semaphore `{key}` {why}"),
+            })
+        };
+        let (permits, ttl) = (self.permits, self.options.ttl);
+        if permits == 0 || permits > MAX_PERMITS {
+            return refuse(format!(
+                "has {permits} permits; give it from 1 to {MAX_PERMITS} (1 is a mutex)"
+            ));
+        }
+        if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
+            return refuse(format!(
+                "has a ttl of {ttl:?}; give each permit a lease from 1 ms to 365 days"
+            ));
+        }
+        if self.options.fencing || !self.options.hold_at_least.is_zero() {
+            return refuse(
+                "asks for fencing or hold_at_least, which only locks have; turn them off".into(),
+            );
+        }
+        if client.is_redlock() {
+            return refuse(
+                "cannot be used in Redlock mode (no single order of holders across the \
+                 masters); use a single server, Sentinel or a cluster"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    async fn acquire_permit(
+        &self,
+        client: LockClient,
+        names: Arc<KeyNames>,
+    ) -> Result<SemaphoreGuard, LockError> {
+        self.check(&client, names.lock())?;
+        client.shutdown_state().check_open(names.lock())?;
+        let started = Instant::now();
+        let deadline = started + self.options.wait.min(MAX_WAIT);
+        let mut waiter = Waiter {
+            client: client.clone(),
+            names: names.clone(),
+            token: permit_token(),
+            joined: false,
+            kept: None,
+        };
+        let mut ticket: Option<WaitTicket> = None;
+        let mut pause = TRANSIENT_PAUSE;
+        let overrun = deadline + client.response_timeout();
+        for _ in 0..MAX_TRIES {
+            client.may_try(names.lock())?;
+            let sent = Instant::now();
+            // Until the reply says otherwise, this try may have queued us or given us a
+            // permit: giving up now must clean both.
+            waiter.joined = true;
+            let reply =
+                match tokio::time::timeout_at(overrun, self.try_once(&client, &waiter)).await {
+                    Ok(reply) => reply,
+                    Err(_) => return Err(timeout(&names, started)),
+                };
+            let (code, value) = match reply {
+                Ok(reply) => reply,
+                Err(err) if is_retryable(&client, &err) && Instant::now() < deadline => {
+                    if let Some(outage) = client.outage(names.lock()) {
+                        return Err(outage);
+                    }
+                    tracing::debug!(key = %names.lock(), error = %err.cause(), "transient error; retrying");
+                    tokio::time::sleep(
+                        pause
+                            .saturating_add(jitter())
+                            .min(deadline - Instant::now()),
+                    )
+                    .await;
+                    pause = (pause * 2).min(MAX_TRANSIENT_PAUSE);
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            client.mark_answered();
+            match code {
+                1 if Instant::now() < validity(sent, self.options.ttl) => {
+                    waiter.settle();
+                    return Ok(SemaphoreGuard::new(
+                        client,
+                        names,
+                        std::mem::take(&mut waiter.token),
+                        self,
+                        sent,
+                    ));
+                }
+                1 => {
+                    // The reply came after the lease's validity point: it holds nothing.
+                    tracing::warn!(key = %names.lock(), "permit reply arrived after the lease validity; retrying");
+                    let _ = release_script(&client, &names, &waiter.token, Instant::now()).await;
+                    continue;
+                }
+                -1 => {
+                    return Err(LockError::Config {
+                        reason: format!(
+                            "semaphore `{}` is held with {value} permits, this caller asks for \
+                             {}; every holder of a key must use the same number of permits",
+                            names.lock(),
+                            self.permits
+                        ),
+                    });
+                }
+                -2 => {
+                    return Err(LockError::InvalidKey {
+                        key: names.lock().to_owned(),
+                        reason: "the key holds a lock or another value, not a semaphore's \
+                                 permits; give the semaphore a key of its own"
+                            .into(),
+                    });
+                }
+                _ => {}
+            }
+            if self.options.wait.is_zero() {
+                // Tried once without joining the queue: nothing to clean.
+                waiter.joined = false;
+                return Err(LockError::Busy {
+                    key: names.lock().to_owned(),
+                });
+            }
+            waiter.keep();
+            if Instant::now() >= deadline {
+                return Err(timeout(&names, started));
+            }
+            let ticket = match &mut ticket {
+                Some(ticket) => ticket,
+                empty => {
+                    // Subscribed before parking, then tried again at once: a release between
+                    // the try and the subscription would go unheard.
+                    let ticket =
+                        empty.insert(client.wakeups().register(names.channel(), &waiter.token));
+                    if let Ok(Err(err)) =
+                        tokio::time::timeout_at(deadline, ticket.subscribe()).await
+                    {
+                        tracing::warn!(key = %names.lock(), error = %err, "cannot subscribe to release messages; waiting for the leases instead");
+                    }
+                    continue;
+                }
+            };
+            let park = Duration::from_millis(u64::try_from(value).unwrap_or(0))
+                .min(QUEUE_LEASE)
+                .saturating_add(jitter())
+                .min(deadline.saturating_duration_since(Instant::now()));
+            let interrupted = client.interrupt().notified();
+            tokio::select! {
+                _ = ticket.wait(park) => {}
+                () = interrupted => {}
+            }
+        }
+        Err(timeout(&names, started))
+    }
+
+    /// One call of the acquire script: `(code, value)` as it returns them.
+    async fn try_once(
+        &self,
+        client: &LockClient,
+        waiter: &Waiter,
+    ) -> Result<(i64, i64), LockError> {
+        let names = &waiter.names;
+        let mut call = Call::new(
+            &SEMAPHORE_ACQUIRE,
+            &[names.lock(), names.queue(), names.deadlines(), names.ttls()],
+        );
+        call.arg(&*waiter.token)
+            .arg(millis(self.options.ttl))
+            .arg(self.permits)
+            .arg(u8::from(!self.options.wait.is_zero()))
+            .arg(millis(QUEUE_LEASE));
+        invoke(&call, &mut client.connection())
+            .await
+            .map_err(|err| LockError::backend(names.lock(), err))
+    }
+
+    /// Acquires a permit, runs `body`, and gives the permit back, also when `body` returns
+    /// an error, panics, or the returned future is dropped.
+    ///
+    /// On a lock error the body does not run and the error comes back as `E`. With
+    /// [`OnLost::Cancel`], a lease lost while `body` runs drops `body` at its next await
+    /// point and returns [`LockError::Lost`]. Inside `body`, [`crate::current_lock`]
+    /// describes the permit (its key, whether it was lost).
+    ///
+    /// ```no_run
+    /// use lock_runtime::{LockError, Semaphore};
+    ///
+    /// # async fn call_partner() -> Result<u32, LockError> {
+    /// // At most 10 calls to the partner's API at once, across the fleet.
+    /// Semaphore::new("partner-api", 10)
+    ///     .run(async { /* ... the call ... */ Ok::<_, LockError>(200) })
+    ///     .await
+    /// # }
+    /// ```
+    pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
+        let guard = match self.acquire().await {
+            Ok(guard) => guard,
+            Err(err) => return Err(err.into()),
+        };
+        let current = guard.current();
+        let body = context::hold(current.clone(), tracing::Instrument::instrument(body, span));
+        let outcome = match self.options.on_lost {
+            OnLost::Continue => Ok(body.await),
+            _ => {
+                tokio::pin!(body);
+                tokio::select! {
+                    biased;
+                    result = &mut body => Ok(result),
+                    cause = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), cause }),
+                }
+            }
+        };
+        if let Err(err) = guard.release().await {
+            tracing::warn!(key = %err.key(), error = %err.cause(), "giving the permit back failed");
+        }
+        let outcome = match (outcome, current.lost_cause()) {
+            (Ok(_), Some(cause)) if self.options.on_lost != OnLost::Continue => {
+                Err(LockError::Lost {
+                    key: current.key().to_owned(),
+                    cause,
+                })
+            }
+            (outcome, _) => outcome,
+        };
+        outcome.unwrap_or_else(|err| Err(err.into()))
+    }
+}
+
+/// A new permit's token: a uuid v4 behind `permit:`, by which the scripts shared with locks
+/// (renewal, release, leaving the queue: also the watchdog's and the shutdown's) know to
+/// serve a permit (`is_permit` in `semaphore_permits.lua`).
+fn permit_token() -> Token {
+    Token::from(format!("permit:{}", new_token()))
+}
+
+/// A bound on the tries of one wait, far above what any wait makes (each try but the first
+/// is preceded by a park, a subscription or a back-off).
+const MAX_TRIES: u32 = 10_000_000;
+
+/// The first pause after a transient error, doubled up to [`MAX_TRANSIENT_PAUSE`].
+const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
+
+fn timeout(names: &KeyNames, started: Instant) -> LockError {
+    LockError::Timeout {
+        key: names.lock().to_owned(),
+        waited: started.elapsed(),
+    }
+}
+
+/// One task's stake in the key while it waits: its place in the queue, kept alive by the
+/// watchdog, and possibly a permit an earlier try took without hearing of it. Dropped
+/// before it settled (the wait failed or was cancelled), it leaves the queue in the
+/// background, which gives such a permit back.
+struct Waiter {
+    client: LockClient,
+    names: Arc<KeyNames>,
+    token: Token,
+    /// A try may have queued this token or given it a permit.
+    joined: bool,
+    /// The watchdog's keep-alive of the place.
+    kept: Option<u64>,
+}
+
+impl Waiter {
+    fn keep(&mut self) {
+        if self.kept.is_none() {
+            self.kept = Some(self.client.watchdog().keep_queued(&self.names, &self.token));
+        }
+    }
+
+    /// Nothing left to leave: the permit was taken (or nothing is in Redis).
+    fn settle(&mut self) {
+        self.joined = false;
+        if let Some(id) = self.kept.take() {
+            self.client.watchdog().forget_queued(id);
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let joined = self.joined;
+        self.settle();
+        if !joined {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (client, names, token) = (self.client.clone(), self.names.clone(), self.token.clone());
+        let leftover = Leftover::place(&names, &token);
+        let shutdown = client.shutdown_state().clone();
+        shutdown.give_back_in_background(&runtime, leftover, async move {
+            for _ in 0..GIVE_BACK_TRIES {
+                match leave_queue(&client, &names, &token).await {
+                    Err(err) if crate::redis_queue::is_transient(&err) => {
+                        tokio::time::sleep(TRANSIENT_PAUSE).await;
+                    }
+                    _ => return,
+                }
+            }
+        });
+    }
+}
+
+/// How many times a dropped waiter tries to leave the queue (its place lapses within a
+/// queue lease anyway).
+const GIVE_BACK_TRIES: u32 = 4;
+
+/// A held permit of a [`Semaphore`]. Release it with [`release`](SemaphoreGuard::release);
+/// dropping it (cancellation, panic, early return) stops renewal at once and gives the
+/// permit back in the background.
+#[derive(Debug)]
+#[must_use = "dropping the guard gives the permit back at once"]
+pub struct SemaphoreGuard {
+    client: LockClient,
+    names: Arc<KeyNames>,
+    token: Token,
+    permits: u32,
+    lease: LeaseHandle,
+    acquired_at: Instant,
+    /// The lease's validity point as last known (the watchdog's, until it lets go).
+    valid_until: Instant,
+    released: bool,
+}
+
+impl SemaphoreGuard {
+    /// The guard of a permit just taken with the command sent at `sent`: its lease goes on
+    /// the watchdog.
+    fn new(
+        client: LockClient,
+        names: Arc<KeyNames>,
+        token: Token,
+        semaphore: &Semaphore,
+        sent: Instant,
+    ) -> Self {
+        let options = &semaphore.options;
+        let lease = client
+            .watchdog()
+            .register(&names, &token, options.ttl, options.watchdog, sent);
+        SemaphoreGuard {
+            client,
+            names,
+            token,
+            permits: semaphore.permits,
+            lease,
+            acquired_at: Instant::now(),
+            valid_until: validity(sent, options.ttl),
+            released: false,
+        }
+    }
+
+    /// The Redis key of the semaphore (with the client's prefix, if any).
+    pub fn key(&self) -> &str {
+        self.names.lock()
+    }
+
+    /// This permit's token (`permit:` and a uuid v4, never reused): its member in the key.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// How many holders the key admits at once.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// How long the permit has been held.
+    pub fn held_for(&self) -> Duration {
+        self.acquired_at.elapsed()
+    }
+
+    /// Whether the permit's lease has been lost (and why), as far as the watchdog knows.
+    pub fn lost_cause(&self) -> Option<LostCause> {
+        self.lease.lost.cause()
+    }
+
+    /// Whether the permit's lease has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost_cause().is_some()
+    }
+
+    /// Resolves when the permit's lease is lost; never, while it is held.
+    pub async fn lost(&self) -> LostCause {
+        self.lease.lost.lost().await
+    }
+
+    /// What a guarded body sees of this permit through [`crate::current_lock`].
+    fn current(&self) -> CurrentLock {
+        CurrentLock::new(
+            self.client.id(),
+            self.names.clone(),
+            self.token.clone(),
+            None,
+            self.lease.lost.clone(),
+        )
+    }
+
+    /// Gives the permit back and wakes the waiter it is for: `Released`, or
+    /// `AlreadyExpired` when its lease had ended (it was lost: a WARN and a counted loss,
+    /// [`LostCause::FoundAtRelease`], unless the watchdog reported it already).
+    ///
+    /// Survives the cancellation of this future: dropped before Redis answered, the guard
+    /// gives the permit back in the background. Gives up when the lease's validity point
+    /// passes, and after 2 s at most: the permit then ends by its ttl.
+    pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
+        let valid_until = self.stop_renewing();
+        self.client
+            .telemetry()
+            .held(self.names.lock(), self.acquired_at.elapsed());
+        let reply = release_script(&self.client, &self.names, &self.token, valid_until).await;
+        // Only now: until Redis answered, a drop of this future must still give it back.
+        self.released = true;
+        if reply? == 1 {
+            return Ok(ReleaseOutcome::Released);
+        }
+        if self.lease.lost.cause().is_none() {
+            let cause = LostCause::FoundAtRelease;
+            tracing::warn!(key = %self.names.lock(), %cause, "permit lost");
+            self.client.telemetry().lost(self.names.lock(), cause);
+            self.lease.lost.set(cause);
+        }
+        Ok(ReleaseOutcome::AlreadyExpired)
+    }
+
+    /// Takes the lease off the watchdog and returns its validity point.
+    fn stop_renewing(&mut self) -> Instant {
+        if let Some(valid_until) = self.client.watchdog().remove(self.lease.id) {
+            self.valid_until = valid_until;
+        }
+        self.valid_until
+    }
+}
+
+impl Drop for SemaphoreGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        let valid_until = self.stop_renewing();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (client, names, token) = (self.client.clone(), self.names.clone(), self.token.clone());
+        let leftover = Leftover::lock(&names, &token);
+        let shutdown = client.shutdown_state().clone();
+        shutdown.give_back_in_background(&runtime, leftover, async move {
+            if let Err(err) = release_script(&client, &names, &token, valid_until).await {
+                tracing::warn!(key = %names.lock(), error = %err.cause(), "giving the permit back failed; it ends by its ttl");
+            }
+        });
+    }
+}
