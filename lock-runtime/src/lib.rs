@@ -199,6 +199,7 @@ mod outage;
 mod redis_queue;
 mod redlock;
 mod replicas;
+mod rwlock;
 mod scripts;
 mod sentinel;
 mod shutdown;
@@ -230,6 +231,7 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
+pub use rwlock::{ReadGuard, RwLock};
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
 /// [`Config::cluster_builder`] take its types, so an application that builds its own
