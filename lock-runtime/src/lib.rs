@@ -35,6 +35,7 @@
 //! | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
 //! | `on_lost = "continue"` | let the body finish when the lease is lost ([`OnLost`]) | `"cancel"` |
 //! | `fencing = true` | a fencing token, read with [`current_lock`] | `false` |
+//! | `mode = "read"` / `"write"` | a read-write lock: many readers or one writer ([`RwLock`]) | a plain lock |
 //! | `crate = "locks"` | the path of this crate when renamed or re-exported | `"::lock_runtime"` |
 //!
 //! The function must be `async` and return `Result<T, E>` with `E: From<LockError>`.

@@ -13,6 +13,7 @@ const WEB_SHOP: &str = "examples/src/web_shop.rs";
 const GIFT_LAYER: &str = "examples/gift_layer.rs";
 const SHUTTING_DOWN: &str = "examples/web_shop.rs";
 const SCHEDULED_JOB: &str = "examples/src/scheduled_job.rs";
+const RW_DOCUMENT: &str = "examples/rw_document.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -116,6 +117,11 @@ fn readme_first_example_is_the_quick_start_example_verbatim() {
 #[test]
 fn readme_shows_the_scheduled_job_code_verbatim() {
     assert_readme_shows(SCHEDULED_JOB);
+}
+
+#[test]
+fn readme_shows_the_read_write_lock_code_verbatim() {
+    assert_readme_shows(RW_DOCUMENT);
 }
 
 #[test]

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome, current_lock};
+use lock_runtime::{
+    Config, LockClient, LockError, LostCause, ReleaseOutcome, current_lock, distributed_lock,
+};
 use lock_tests::{RedisServer, child, shared_server};
 use tokio::time::Instant;
 
@@ -629,5 +631,58 @@ fn a_killed_waiting_writer_holds_the_others_up_about_a_second() {
         );
         guard.unwrap().release().await.unwrap();
         reading.release().await.unwrap();
+    });
+}
+
+/// `mode = "read"`: the body runs with a reader's share; two calls share the key (each
+/// waits for the other inside its body).
+#[distributed_lock(key = "doc:attribute:<id>", mode = "read", ttl = "5s", wait = "10s")]
+async fn read_doc(id: u64, both_inside: Arc<tokio::sync::Barrier>) -> Result<bool, LockError> {
+    assert!(current_lock().unwrap().is_read());
+    let met = tokio::time::timeout(Duration::from_secs(10), both_inside.wait()).await;
+    Ok(met.is_ok() && id > 0)
+}
+
+/// `mode = "write"`: the body runs alone, with a fence.
+#[distributed_lock(
+    key = "doc:attribute:<id>",
+    mode = "write",
+    wait = "10s",
+    fencing = true
+)]
+async fn write_doc(id: u64) -> Result<Option<u64>, LockError> {
+    let current = current_lock().unwrap();
+    assert!(!current.is_read());
+    assert_eq!(current.key(), format!("doc:attribute:{id}"));
+    Ok(current.fence())
+}
+
+/// The attribute form end to end, on the global client: readers run side by side, a
+/// writer waits for a reader that holds the key and then runs with a fence.
+#[test]
+fn the_attribute_takes_read_and_write_modes() {
+    if child::role().is_some() {
+        return;
+    }
+    lock_tests::block_on(async {
+        let both_inside = Arc::new(tokio::sync::Barrier::new(2));
+        let (first, second) = tokio::join!(
+            read_doc(7, both_inside.clone()),
+            read_doc(7, both_inside.clone())
+        );
+        assert!(
+            first.unwrap() && second.unwrap(),
+            "the readers did not share"
+        );
+        let reading = lock_runtime::RwLock::new("doc:attribute:7")
+            .read()
+            .await
+            .unwrap();
+        let writer = tokio::spawn(write_doc(7));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!writer.is_finished(), "the writer ran beside a reader");
+        reading.release().await.unwrap();
+        let fence = writer.await.unwrap().unwrap();
+        assert!(fence.is_some_and(|fence| fence > 0), "{fence:?}");
     });
 }
