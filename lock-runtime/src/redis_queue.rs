@@ -714,7 +714,7 @@ pub(crate) fn is_transient(err: &LockError) -> bool {
 /// Whether an acquire may try again after `err`: a transient server state, or, once Redis
 /// has answered this client, a lost connection (refused or reset while it restarts, a
 /// reply that timed out and may hide a grant).
-fn is_retryable(client: &LockClient, err: &LockError) -> bool {
+pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
     is_transient(err) || (client.has_answered() && is_connection(err))
 }
 

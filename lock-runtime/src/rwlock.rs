@@ -18,6 +18,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use once_cell::sync::Lazy;
@@ -63,9 +64,69 @@ const DRAIN_LEASE: Duration = crate::scripts::QUEUE_LEASE;
 /// queue (a round trip or two): a reader that dies in that moment blocks the key no longer.
 const GATE_TTL: Duration = crate::scripts::QUEUE_LEASE;
 
-/// How many times a reader waits its turn again when the lock key it held to take its share
-/// was lost meanwhile (the gate's lease is renewed, so this is a Redis failover or a `DEL`).
-const GATE_TRIES: u32 = 4;
+/// A bound on the rounds of one wait: a reader or writer waits its turn again when the lock
+/// key it held was lost meanwhile (a Redis restart or failover, a `DEL`), within its wait.
+const MAX_ROUNDS: u32 = 1_000;
+
+/// The first pause before a script call is made again after a transient error; it doubles
+/// up to [`MAX_TRANSIENT_PAUSE`] while the errors go on (as a waiter's tries do).
+const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest pause between two calls while Redis keeps failing.
+const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
+
+/// Makes a script call again after a transient or connection error until `deadline`, as
+/// the mutex's waiters ride out a short restart within their wait; fails at once when
+/// Redis has been down past the client's grace. Every call here is safe to repeat (the
+/// same token; owner-checked).
+async fn riding_out<T, F, Fut>(
+    client: &LockClient,
+    key: &str,
+    deadline: Instant,
+    mut call: F,
+) -> Result<T, LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    let mut pause = TRANSIENT_PAUSE;
+    for _ in 0..MAX_ROUNDS {
+        match call().await {
+            Err(err)
+                if crate::redis_queue::is_retryable(client, &err) && Instant::now() < deadline =>
+            {
+                if let Some(outage) = client.outage(key) {
+                    return Err(outage);
+                }
+                tracing::debug!(key, error = %err.cause(), "transient error; trying again");
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::sleep(pause.saturating_add(jitter()).min(left)).await;
+                pause = (pause * 2).min(MAX_TRANSIENT_PAUSE);
+            }
+            outcome => return outcome,
+        }
+    }
+    call().await
+}
+
+/// Gives back, in the background, a share a failed read may have taken.
+fn spawn_give_back(
+    client: &LockClient,
+    names: &Arc<KeyNames>,
+    share: &Arc<KeyNames>,
+    token: &Token,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (client, names, share, token) =
+        (client.clone(), names.clone(), share.clone(), token.clone());
+    let leftover = crate::shutdown::Leftover::lock(&share, &token);
+    let shutdown = client.shutdown_state().clone();
+    shutdown.give_back_in_background(&runtime, leftover, async move {
+        let _ = release_share(&client, &names, &share, &token).await;
+    });
+}
 
 impl LockClient {
     /// A read-write lock on `key` taken through this client (see [`RwLock`]).
@@ -258,19 +319,62 @@ impl RwLock {
         let shares = Shares::of(names);
         let token = new_token();
         let share = Arc::new(shares.share(&token));
-        let sent = Instant::now();
-        if take_share(client, names, &shares, &share, &token, &self.options, "").await? == 1 {
-            return Ok(ReadGuard::new(
+        let deadline = started + self.options.wait.min(crate::lock::MAX_WAIT);
+        let unsure = AtomicBool::new(false);
+        let entered = self
+            .enter(
+                client,
+                names,
+                &mutex,
+                (&shares, &share, &token),
+                (deadline, &unsure),
+            )
+            .await;
+        match entered {
+            Ok(sent) => Ok(ReadGuard::new(
                 client,
                 names,
                 share,
                 token,
                 &self.options,
                 sent,
-            ));
+            )),
+            Err(err) => {
+                if unsure.load(Ordering::Relaxed) {
+                    // A try whose reply was lost may have taken the share: give it back
+                    // rather than leave it to hold writers up until its ttl.
+                    spawn_give_back(client, names, &share, &token);
+                }
+                Err(err)
+            }
         }
-        let deadline = started + self.options.wait.min(crate::lock::MAX_WAIT);
-        for _ in 0..GATE_TRIES {
+    }
+
+    /// Takes the share (`token`'s key in `shares`): at once when the key is free and nobody
+    /// queues, else behind the queue, holding the key for a moment. When the share was
+    /// taken, the instant its command was sent. `unsure` is set when a call failed without
+    /// an answer (it may have taken the share).
+    async fn enter(
+        &self,
+        client: &LockClient,
+        names: &KeyNames,
+        mutex: &Lock,
+        (shares, share, token): (&Shares, &KeyNames, &str),
+        (deadline, unsure): (Instant, &AtomicBool),
+    ) -> Result<Instant, LockError> {
+        let take = |gate: String| async move {
+            let taken = take_share(client, names, shares, share, token, &self.options, &gate).await;
+            if taken.is_err() {
+                unsure.store(true, Ordering::Relaxed);
+            }
+            taken
+        };
+        let sent = Instant::now();
+        let quick = riding_out(client, names.lock(), deadline, || take(String::new())).await?;
+        if quick == 1 {
+            return Ok(sent);
+        }
+        for _ in 0..MAX_ROUNDS {
             // Our turn in the key's queue, behind whoever came first: the gate.
             let left = deadline.saturating_duration_since(Instant::now());
             let gate = mutex
@@ -286,39 +390,24 @@ impl RwLock {
                 .acquire()
                 .await?;
             let sent = Instant::now();
-            let taken = take_share(
-                client,
-                names,
-                &shares,
-                &share,
-                &token,
-                &self.options,
-                gate.token(),
-            )
-            .await;
+            let gate_token = gate.token().to_owned();
+            let taken =
+                riding_out(client, names.lock(), deadline, || take(gate_token.clone())).await;
             // The next waiter's turn, whatever happened (a reader behind us enters too).
             if let Err(err) = gate.release().await {
                 tracing::debug!(key = %names.lock(), error = %err.cause(), "passing the read-write lock on failed; it expires by its ttl");
             }
-            match taken? {
-                1 => {
-                    return Ok(ReadGuard::new(
-                        client,
-                        names,
-                        share,
-                        token,
-                        &self.options,
-                        sent,
-                    ));
-                }
-                _ => {
-                    tracing::debug!(key = %names.lock(), "the lock key was lost while a reader entered; waiting for it again")
-                }
+            if taken? == 1 {
+                return Ok(sent);
+            }
+            tracing::debug!(key = %names.lock(), "the lock key was lost while a reader entered; waiting for it again");
+            if Instant::now() >= deadline {
+                break;
             }
         }
         Err(LockError::Timeout {
             key: names.lock().to_owned(),
-            waited: started.elapsed(),
+            waited: self.options.wait,
         })
     }
 
@@ -350,7 +439,7 @@ impl RwLock {
         let started = Instant::now();
         let deadline = started + self.options.wait.min(crate::lock::MAX_WAIT);
         let waiting_lease = self.options.ttl.min(DRAIN_LEASE);
-        for _ in 0..GATE_TRIES {
+        for _ in 0..MAX_ROUNDS {
             let left = deadline.saturating_duration_since(Instant::now());
             let wait = if self.options.wait.is_zero() {
                 Duration::ZERO
@@ -372,6 +461,9 @@ impl RwLock {
                 Ok(false) => {
                     tracing::debug!(key = %names.lock(), "the lock key was lost while a writer waited for the readers; waiting for it again");
                     drop(guard);
+                    if Instant::now() >= deadline {
+                        break;
+                    }
                 }
                 Err(err) => {
                     if let Err(release) = guard.release().await {
@@ -411,9 +503,13 @@ impl RwLock {
                 .arg(millis(waiting_lease))
                 .arg(millis(self.options.ttl));
             let sent = Instant::now();
-            let (ready, wait_ms): (i64, u64) = invoke(&call, &mut client.connection())
-                .await
-                .map_err(|err| LockError::backend(names.lock(), err))?;
+            let (ready, wait_ms): (i64, u64) =
+                riding_out(client, names.lock(), deadline, || async {
+                    invoke(&call, &mut client.connection())
+                        .await
+                        .map_err(|err| LockError::backend(names.lock(), err))
+                })
+                .await?;
             match ready {
                 1 => {
                     return Ok(guard.redate(self.options.ttl, self.options.watchdog, sent));

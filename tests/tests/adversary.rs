@@ -35,7 +35,9 @@
 //!
 //! Invariants (each a failure):
 //! - no two tenures on one Redis key overlap unless the earlier holder lost its lease
-//!   (a dropped body cannot cause a false overlap: its tenure ends before its release);
+//!   (a dropped body cannot cause a false overlap: its tenure ends before its release),
+//!   or both are readers of a read-write lock (the keys `rw`, `{rw}`, `{app}:rw`, see
+//!   `adversary/rwlock.rs`): a writer overlaps no reader and no writer;
 //! - fencing tokens of successive tenures on a key increase;
 //! - no acquire fails with `Backend` while more than a second of its wait is left (a fault
 //!   here is always shorter than the wait: a waiter must ride it out);
@@ -65,6 +67,10 @@ use lock_tests::proxy::{Direction, FaultProxy};
 use lock_tests::{RedisServer, child};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
+
+/// The read-write lock's part of the schedule and of the checker.
+#[path = "adversary/rwlock.rs"]
+mod rwlock;
 
 const TEST: &str = "adversary";
 const WORKERS: usize = 3;
@@ -484,6 +490,10 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
     let mut iteration = 0;
     while Instant::now() < worker.stop && iteration < ITERATIONS_PER_TASK {
         iteration += 1;
+        if rng.chance(rwlock::SHARE) {
+            rwlock::iteration(&worker, &mut rng, index, iteration).await;
+            continue;
+        }
         let target = rng.weighted(&TARGETS);
         let key = target.redis_key();
         let holder = format!("{}-{index}-{iteration}", worker.name);
@@ -1075,6 +1085,7 @@ fn parent(redlock: bool) {
     std::thread::sleep(settle.saturating_duration_since(std::time::Instant::now()));
 
     let (mut fence_counters, mut leftover_keys) = (Vec::new(), Vec::new());
+    let mut stale_readers = 0;
     let (mut channels, mut shard_channels) = (Vec::<String>::new(), Vec::<String>::new());
     for server in &servers {
         let mut admin = server.conn();
@@ -1089,6 +1100,10 @@ fn parent(redlock: bool) {
                     .is_some_and(|value| value.parse::<u64>().is_ok())
         });
         fence_counters.extend(fences);
+        let (stale, leftovers): (Vec<String>, Vec<String>) = leftovers
+            .into_iter()
+            .partition(|key| rwlock::is_stale_readers(&mut admin, key));
+        stale_readers += stale.len();
         leftover_keys.extend(leftovers);
         channels.extend(
             redis::cmd("PUBSUB")
@@ -1222,6 +1237,9 @@ fn parent(redlock: bool) {
                 if second.start_us >= first.end_us {
                     break;
                 }
+                if rwlock::may_overlap(&first.holder, &second.holder) {
+                    continue;
+                }
                 if first.lost {
                     excused += 1;
                     continue;
@@ -1307,7 +1325,7 @@ fn parent(redlock: bool) {
          keys {overlapping_keys:?}; excused after a lost lease {excused}); \
          fence-regressions={fence_regressions}; early-backend={} (by fault {early_by_fault:?}); leaked-releases={} \
          (near faults {}); hung={}; unfinished={}; leftovers: keys={leftover_keys:?} \
-         fence-counters={} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}",
+         fence-counters={} stale-reader-sets={stale_readers} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}",
         count("acquisitions") + count("python_acquisitions"),
         count("python_acquisitions"),
         count("drop_acquire"),
