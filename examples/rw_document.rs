@@ -61,6 +61,15 @@ async fn write_doc(store: &Store, id: u64, version: i64) -> Result<(), DocError>
 }
 // README:end
 
+impl std::fmt::Display for DocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DocError::Lock(err) => write!(f, "{err}"),
+            DocError::Store(err) => write!(f, "the document store failed: {err}"),
+        }
+    }
+}
+
 const READERS: u64 = 8;
 const READS: u64 = 50;
 const WRITES: i64 = 20;
@@ -92,15 +101,13 @@ fn main() -> Result<ExitCode, Box<dyn Error>> {
         for version in 1..=WRITES {
             write_doc(&store, id, version)
                 .await
-                .map_err(|err| format!("{err:?}"))?;
+                .map_err(|err| err.to_string())?;
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         for reader in readers {
-            reader.await?.map_err(|err| format!("{err:?}"))?;
+            reader.await?.map_err(|err| err.to_string())?;
         }
-        let (title, body) = read_doc(&store, id)
-            .await
-            .map_err(|err| format!("{err:?}"))?;
+        let (title, body) = read_doc(&store, id).await.map_err(|err| err.to_string())?;
         store
             .del(&[&format!("doc:{id}:title"), &format!("doc:{id}:body")])
             .await?;
