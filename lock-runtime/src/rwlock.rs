@@ -64,6 +64,10 @@ const DRAIN_LEASE: Duration = crate::scripts::QUEUE_LEASE;
 /// queue (a round trip or two): a reader that dies in that moment blocks the key no longer.
 const GATE_TTL: Duration = crate::scripts::QUEUE_LEASE;
 
+/// What the last reader's release adds to the waiting writer's token in its message (the
+/// scripts spell it out too).
+const DRAINED: &str = "/drained";
+
 /// A bound on the rounds of one wait: a reader or writer waits its turn again when the lock
 /// key it held was lost meanwhile (a Redis restart or failover, a `DEL`), within its wait.
 const MAX_ROUNDS: u32 = 1_000;
@@ -533,9 +537,13 @@ impl RwLock {
             let ticket = match &mut ticket {
                 Some(ticket) => ticket,
                 empty => {
-                    // The last reader's release names our token on the key's channel.
+                    // The last reader's release names our token, marked, on the key's
+                    // channel: the process's waiter in the key's queue may still be
+                    // registered under the bare token (its place became the lock), and a
+                    // message for the bare token would wake it instead of us.
+                    let waiter = format!("{}{DRAINED}", guard.token());
                     let ticket: &mut crate::wakeups::WaitTicket =
-                        empty.insert(client.wakeups().register(names.channel(), guard.token()));
+                        empty.insert(client.wakeups().register(names.channel(), &waiter));
                     if let Err(err) = tokio::time::timeout_at(deadline, ticket.subscribe())
                         .await
                         .unwrap_or(Ok(()))
