@@ -13,6 +13,7 @@ mod processes;
 mod python;
 mod redlock;
 mod report;
+mod rwlock;
 mod scaling;
 mod scenarios;
 
@@ -160,7 +161,7 @@ async fn bench() -> BenchResult<()> {
         skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
     }
     // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
-    // redlock-silent, instructions, scaling, held, wakeup; e.g. hot4/api)
+    // redlock-silent, instructions, scaling, held, wakeup, rwlock; e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
@@ -200,6 +201,11 @@ async fn bench() -> BenchResult<()> {
         skipped,
         wall_s: 0.0,
     };
+    // Issue 26's read-heavy workload, run only on its own (its rows go into BENCHMARKS.md
+    // by hand): BENCH_ONLY=rwlock.
+    if only.as_deref() == Some("rwlock") {
+        rwlock::bench(settings.runs, 64, seconds(4.0)).await?;
+    }
     let started = Instant::now();
     for run in 0..settings.runs {
         for contender in rotated(&uncontended_list, run) {
