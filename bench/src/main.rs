@@ -14,6 +14,7 @@ mod python;
 mod redlock;
 mod replicas;
 mod report;
+mod rwlock;
 mod scaling;
 mod scenarios;
 mod semaphore;
@@ -171,7 +172,8 @@ async fn bench() -> BenchResult<()> {
         skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
     }
     // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
-    // redlock-silent, instructions, scaling, held, wakeup, replicas, semaphore; e.g. hot4/api)
+    // redlock-silent, instructions, scaling, held, wakeup, replicas, semaphore, rwlock;
+    // e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
     let only = std::env::var("BENCH_ONLY")
@@ -229,6 +231,11 @@ async fn bench() -> BenchResult<()> {
         skipped,
         wall_s: 0.0,
     };
+    // Issue 26's read-heavy workload, run only on its own (its rows go into BENCHMARKS.md
+    // by hand): BENCH_ONLY=rwlock.
+    if only.as_deref() == Some("rwlock") {
+        rwlock::bench(settings.runs, 64, seconds(4.0)).await?;
+    }
     let started = Instant::now();
     for run in 0..settings.runs {
         for contender in rotated(&uncontended_list, run) {

@@ -18,11 +18,13 @@ use proc_macro2::Span;
 use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
+use syn::spanned::Spanned as _;
 use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
 const OPTION_NAMES: &str =
-    "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, permits, crate";
+    "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, permits, mode, crate";
+
 
 /// The most permits a semaphore may have (`lock_runtime::MAX_PERMITS`).
 const MAX_PERMITS: u64 = 1_000_000;
@@ -34,6 +36,15 @@ pub(crate) enum OnLost {
     Cancel,
     /// Let the body finish; it can read `current_lock().is_lost()`.
     Continue,
+}
+
+/// How the key is held: `mode = "read"` or `"write"` makes it a read-write lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// A reader's share: other readers may hold the key at the same time.
+    Read,
+    /// A writer: no reader, no other writer.
+    Write,
 }
 
 /// The value of a duration option (`ttl`, `wait`).
@@ -81,6 +92,8 @@ pub(crate) struct Options {
     /// `permits = 3`: a semaphore of that many holders instead of a lock, with the span of
     /// its literal.
     pub(crate) permits: Option<(u32, Span)>,
+    /// `mode = "read" | "write"` (a read-write lock); `None`: the mutex.
+    pub(crate) mode: Option<Mode>,
     /// `crate = "..."`: the path of the runtime crate, for a renamed dependency.
     pub(crate) krate: Option<Path>,
 }
@@ -123,6 +136,8 @@ struct OptionsBuilder {
     fencing: Option<bool>,
     hold_at_least: Option<(u64, Span)>,
     permits: Option<(u32, Span)>,
+    mode: Option<(Mode, Span)>,
+    fencing_span: Option<Span>,
     krate: Option<Path>,
     seen: Vec<String>,
     errors: Errors,
@@ -180,7 +195,11 @@ impl OptionsBuilder {
             "ttl" => self.set_ttl(&option.value),
             "wait" => self.set_wait(&option.value),
             "watchdog" => bool_value(&option.value, "watchdog").map(|v| self.watchdog = Some(v)),
-            "fencing" => bool_value(&option.value, "fencing").map(|v| self.fencing = Some(v)),
+            "fencing" => bool_value(&option.value, "fencing").map(|v| {
+                self.fencing = Some(v);
+                self.fencing_span = Some(option.value.span());
+            }),
+            "mode" => self.set_mode(&option.value),
             "on_lost" => self.set_on_lost(&option.value),
             "hold_at_least" => self.set_hold_at_least(&option.value),
             "permits" => self.set_permits(&option.value),
@@ -325,6 +344,24 @@ impl OptionsBuilder {
         Ok(())
     }
 
+    fn set_mode(&mut self, value: &Expr) -> syn::Result<()> {
+        let message = "`mode` takes \"read\" or \"write\" (a read-write lock: many readers or \
+                       one writer); leave it out for a plain lock";
+        let lit = str_value(value, message)?;
+        let mode = match lit.value().as_str() {
+            "read" => Mode::Read,
+            "write" => Mode::Write,
+            other => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("unknown mode \"{other}\"; {message}"),
+                ));
+            }
+        };
+        self.mode = Some((mode, lit.span()));
+        Ok(())
+    }
+
     fn set_crate(&mut self, value: &Expr) -> syn::Result<()> {
         let message = "`crate` takes the path of the lock-runtime crate as a string, e.g. \
                        crate = \"locks\" after `locks = { package = \"lock-runtime\", .. }` \
@@ -381,6 +418,7 @@ impl OptionsBuilder {
                     .push(refuse("has no minimum hold; leave `hold_at_least` out"));
             }
         }
+        self.check_mode();
         self.errors.finish()?;
         let Some(keys) = self.keys else {
             // Unreachable: a missing or invalid key pushed an error above.
@@ -395,8 +433,46 @@ impl OptionsBuilder {
             fencing: self.fencing,
             hold_at_least_ms: self.hold_at_least,
             permits: self.permits,
+            mode: self.mode.map(|(mode, _)| mode),
             krate: self.krate,
         })
+    }
+
+    /// What a read-write lock cannot take: several keys, `hold_at_least`, and (for a
+    /// reader, which gets no fence) `fencing = true`.
+    fn check_mode(&mut self) {
+        let Some((mode, span)) = self.mode else {
+            return;
+        };
+        if self.permits.is_some() {
+            self.errors.push(syn::Error::new(
+                span,
+                "`mode` makes a read-write lock and `permits` a semaphore; a key is one or the \
+                 other: leave one of them out",
+            ));
+        }
+        if matches!(self.keys, Some(Keys::Many(_))) {
+            self.errors.push(syn::Error::new(
+                span,
+                "`mode` is for one key (a read-write lock); with `key = [..]` leave it out",
+            ));
+        }
+        if let Some((_, hold_span)) = self.hold_at_least {
+            self.errors.push(syn::Error::new(
+                hold_span,
+                "`hold_at_least` is for a scheduled job's plain lock; with `mode` leave it out",
+            ));
+        }
+        if mode == Mode::Read
+            && self.fencing == Some(true)
+            && let Some(fencing_span) = self.fencing_span
+        {
+            self.errors.push(syn::Error::new(
+                fencing_span,
+                "a reader gets no fencing token (readers do not change what they read); \
+                 fencing is for `mode = \"write\"`, so remove `fencing = true` here",
+            ));
+        }
     }
 }
 

@@ -21,6 +21,7 @@
 //! With several keys (`key = ["account:<from>", "account:<to>"]`) each template is rendered
 //! the same way, into an array, and the call is
 //! `run_multi([key0, key1], options, body::<..>(async move { BODY }))` (a `MultiLock`).
+//! With `mode = "read"` or `"write"` the call is `run_read` or `run_write` (an `RwLock`).
 //!
 //! `Options::new()` is the runtime's `LockOptions::default()`; only the options the user
 //! wrote are set on it. `body::<R, _>` only names the body's output type, so a mismatch
@@ -36,7 +37,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{LitStr, ReturnType, Type};
 
-use crate::attr::{DurationValue, Errors, Keys, OnLost, Options, RawOptions};
+use crate::attr::{DurationValue, Errors, Keys, Mode, OnLost, Options, RawOptions};
 use crate::signature::LockedFn;
 use crate::template::{Segment, Template};
 
@@ -127,7 +128,14 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
         .map(|(lit, template)| render_key(&private, lit, template, &key_var));
     let (render, run_fn) = match &options.keys {
         Keys::One(_) if options.permits.is_some() => (quote!(#(#renders)*), "run_semaphore"),
-        Keys::One(_) => (quote!(#(#renders)*), "run"),
+        Keys::One(_) => (
+            quote!(#(#renders)*),
+            match options.mode {
+                None => "run",
+                Some(Mode::Read) => "run_read",
+                Some(Mode::Write) => "run_write",
+            },
+        ),
         Keys::Many(_) => (quote!([#(#renders),*]), "run_multi"),
     };
     // A semaphore's run takes its permit count after the key.

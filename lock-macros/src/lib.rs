@@ -44,6 +44,7 @@ use proc_macro::TokenStream;
 /// | `fencing = true` | issue a fencing token, read with `current_lock()` | `false` |
 /// | `hold_at_least = "30s"` | keep the key this long after acquiring however soon the body ends, so a scheduled job's late replica skips the tick too (`Lock::hold_at_least`); at most `ttl`, one key only | none |
 /// | `permits = 3` | a semaphore instead of a lock: at most this many bodies run at once per key, each holding a permit with its own lease (`Semaphore`); from 1 to 1000000, one key only, no fencing or `hold_at_least` | none (a lock) |
+/// | `mode = "read"` / `"write"` | a read-write lock (`lock_runtime::RwLock`): many readers or one writer; a reader arriving after a queued writer waits behind it; one key, no `hold_at_least`, fencing for writers only | a plain lock |
 /// | `crate = "locks"` | the path of the `lock-runtime` crate, when it is renamed in `Cargo.toml` or re-exported | `"::lock_runtime"` |
 ///
 /// With several keys, every template is checked as a single one is, and an empty array, a

@@ -30,6 +30,8 @@ struct HeldLock {
     token: Token,
     fence: Option<u64>,
     lost: LostSignal,
+    /// A reader's share of a read-write lock ([`crate::RwLock::read`]), not the key itself.
+    read: bool,
     /// The lock held around this one in the same task, if any.
     outer: Option<CurrentLock>,
 }
@@ -49,9 +51,24 @@ impl CurrentLock {
                 token,
                 fence,
                 lost,
+                read: false,
                 outer: None,
             }),
         }
+    }
+
+    /// A reader's share of the read-write lock `names` (the token is the share's).
+    pub(crate) fn read_share(
+        client: usize,
+        names: Arc<KeyNames>,
+        token: Token,
+        lost: LostSignal,
+    ) -> Self {
+        let mut share = CurrentLock::new(client, names, token, None, lost);
+        if let Some(inner) = Arc::get_mut(&mut share.inner) {
+            inner.read = true;
+        }
+        share
     }
 
     /// This lock, held inside `outer`.
@@ -68,6 +85,7 @@ impl CurrentLock {
                 token: inner.token.clone(),
                 fence: inner.fence,
                 lost: inner.lost.clone(),
+                read: inner.read,
                 outer,
             }),
         }
@@ -81,6 +99,12 @@ impl CurrentLock {
     /// The fencing token of this acquisition, when the lock was taken with fencing.
     pub fn fence(&self) -> Option<u64> {
         self.inner.fence
+    }
+
+    /// Whether this is a reader's share of a read-write lock ([`crate::RwLock::read`]):
+    /// other readers may hold the key at the same time, no writer does.
+    pub fn is_read(&self) -> bool {
+        self.inner.read
     }
 
     /// Whether the lease has been lost.

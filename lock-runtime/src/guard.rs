@@ -162,6 +162,27 @@ impl LockGuard {
         }
     }
 
+    /// Re-dates the lease after an owner-checked command sent at `sent` set the key's expiry
+    /// to `ttl`, renewed from now on or not (a read-write lock's writer, which waits for the
+    /// readers on a short lease, then holds the key on its own); false when the lease is no
+    /// longer on the schedule. Only for a lease the watchdog does not renew meanwhile, so
+    /// that no renewal with the old ttl can land after the command.
+    pub(crate) fn redate(&mut self, ttl: Duration, renew: bool, sent: Instant) -> bool {
+        let retake = crate::watchdog::Retake { ttl, renew, sent };
+        let Some(lease) = self
+            .client
+            .watchdog()
+            .hand_over(self.lease.id, Some(retake))
+        else {
+            return false;
+        };
+        self.lease = lease;
+        self.ttl = ttl;
+        self.renew = renew;
+        self.valid_until = validity(sent, ttl);
+        true
+    }
+
     /// Takes the lease off the watchdog (once: a release cut short comes here again on drop)
     /// and returns its validity point, past which a release no longer matters.
     fn stop_renewing(&mut self) -> Instant {

@@ -36,6 +36,7 @@
 //! | `on_lost = "continue"` | let the body finish when the lease is lost ([`OnLost`]) | `"cancel"` |
 //! | `fencing = true` | a fencing token, read with [`current_lock`] | `false` |
 //! | `permits = 3` | a semaphore: at most 3 bodies at once per key, each permit its own lease ([`Semaphore`]) | none (a lock) |
+//! | `mode = "read"` / `"write"` | a read-write lock: many readers or one writer ([`RwLock`]) | a plain lock |
 //! | `crate = "locks"` | the path of this crate when renamed or re-exported | `"::lock_runtime"` |
 //!
 //! The function must be `async` and return `Result<T, E>` with `E: From<LockError>`.
@@ -212,6 +213,7 @@ mod redis_queue;
 #[cfg(feature = "redlock")]
 mod redlock;
 mod replicas;
+mod rwlock;
 mod scripts;
 mod semaphore;
 #[cfg(feature = "sentinel")]
@@ -248,6 +250,7 @@ pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
 pub use semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
+pub use rwlock::{ReadGuard, RwLock};
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
 /// [`Config::cluster_builder`] take its types, so an application that builds its own

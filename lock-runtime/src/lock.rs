@@ -176,6 +176,9 @@ impl Lock {
         let client = self.resolve_client()?;
         let names = Arc::new(client.key_names(&self.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
+            if held.is_read() {
+                return Err(crate::rwlock::upgrade_refused(names.lock()));
+            }
             return Ok(LockGuard::reentrant(client, names, &held));
         }
         let started = Instant::now();
@@ -262,7 +265,7 @@ impl Lock {
     }
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
-    fn check_ttl(&self, key: &str) -> Result<(), LockError> {
+    pub(crate) fn check_ttl(&self, key: &str) -> Result<(), LockError> {
         let ttl = self.options.ttl;
         if ttl < Duration::from_millis(1) {
             return Err(LockError::Config {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 pub use crate::OnLost;
 pub use crate::key::KeyBuilder;
-use crate::{Lock, LockError, LockOptions, MAX_TTL, MultiLock};
+use crate::{Lock, LockError, LockOptions, MAX_TTL, MultiLock, RwLock};
 
 /// [`MAX_TTL`] in milliseconds: the expansion asserts a written `ttl` against it in a
 /// constant, so the attribute's compile-time check and the runtime's share one limit.
@@ -150,6 +150,38 @@ where
 {
     match keys.into_iter().collect::<Result<Vec<String>, LockError>>() {
         Ok(keys) => MultiLock::new(keys).with_options(options).run(body).await,
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Runs `body` holding a reader's share of the read-write lock `key` (`mode = "read"`).
+pub async fn run_read<F, T, E>(
+    key: Result<String, LockError>,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    match key {
+        Ok(key) => RwLock::new(key).with_options(options).run_read(body).await,
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Runs `body` holding the read-write lock `key` for writing (`mode = "write"`).
+pub async fn run_write<F, T, E>(
+    key: Result<String, LockError>,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    match key {
+        Ok(key) => RwLock::new(key).with_options(options).run_write(body).await,
         Err(err) => Err(err.into()),
     }
 }

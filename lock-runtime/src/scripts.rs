@@ -327,6 +327,31 @@ impl KeyNames {
         text.push_str(prefix);
         text.push_str(key);
         let slot = slot_of(&text)?;
+        Ok(Self::named(text, prefix, key, slot))
+    }
+
+    /// The names of a key this crate names itself in another lock key's slot (a reader's
+    /// share of a read-write lock, [`KeyNames::aux_parts`]): it carries a hash tag, and is
+    /// not refused for starting with [`AUX_PREFIX`].
+    pub(crate) fn owned(name: &str) -> Self {
+        Self::named(name.to_owned(), "", name, Slot::Tag)
+    }
+
+    /// The name of another kind of auxiliary key of this lock (a read-write lock's set of
+    /// readers), in its slot and spelled as the names above are, split around where a
+    /// token goes (`kind` ending in `/`: one key per token) or with nothing between.
+    pub(crate) fn aux_parts(&self, kind: &str) -> (String, String) {
+        let lock = self.lock();
+        let head = format!("{AUX_PREFIX}{kind}");
+        let tail = if has_hash_tag(lock) {
+            format!("/{lock}")
+        } else {
+            format!("{{{lock}}}")
+        };
+        (head, tail)
+    }
+
+    fn named(mut text: String, prefix: &str, key: &str, slot: Slot) -> Self {
         let mut ends = [0; 1 + AUX_KINDS.len()];
         ends[0] = text.len();
         for (kind, end) in AUX_KINDS.iter().zip(&mut ends[1..]) {
@@ -343,7 +368,7 @@ impl KeyNames {
             }
             *end = text.len();
         }
-        Ok(KeyNames { text, ends })
+        KeyNames { text, ends }
     }
 
     /// The `index`th name: 0 the lock key, then the auxiliary names.

@@ -35,7 +35,9 @@
 //!
 //! Invariants (each a failure):
 //! - no two tenures on one Redis key overlap unless the earlier holder lost its lease
-//!   (a dropped body cannot cause a false overlap: its tenure ends before its release);
+//!   (a dropped body cannot cause a false overlap: its tenure ends before its release),
+//!   or both are readers of a read-write lock (the keys `rw`, `{rw}`, `{app}:rw`, see
+//!   `adversary/rwlock.rs`): a writer overlaps no reader and no writer;
 //! - fencing tokens of successive tenures on a key increase;
 //! - never more holders of the semaphore `s` (2 permits, taken in 15 % of the iterations,
 //!   not in Redlock mode: `adversary/semaphore.rs`) at once than it has permits, unless a
@@ -71,6 +73,9 @@ use tokio::time::Instant;
 
 #[path = "adversary/semaphore.rs"]
 mod semaphore;
+/// The read-write lock's part of the schedule and of the checker.
+#[path = "adversary/rwlock.rs"]
+mod rwlock;
 
 const TEST: &str = "adversary";
 const WORKERS: usize = 3;
@@ -494,6 +499,11 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
             let holder = format!("{}-{index}-{iteration}", worker.name);
             semaphore::iteration(&worker, &mut rng, holder).await;
             tokio::time::sleep(rng.millis(0, 4)).await;
+            continue;
+        }
+        // Read-write locks, like semaphores, are refused in Redlock mode.
+        if semaphore::enabled() && rng.chance(rwlock::SHARE) {
+            rwlock::iteration(&worker, &mut rng, index, iteration).await;
             continue;
         }
         let target = rng.weighted(&TARGETS);
@@ -1087,6 +1097,7 @@ fn parent(redlock: bool) {
     std::thread::sleep(settle.saturating_duration_since(std::time::Instant::now()));
 
     let (mut fence_counters, mut leftover_keys) = (Vec::new(), Vec::new());
+    let mut stale_readers = 0;
     let (mut channels, mut shard_channels) = (Vec::<String>::new(), Vec::<String>::new());
     for server in &servers {
         let mut admin = server.conn();
@@ -1101,6 +1112,10 @@ fn parent(redlock: bool) {
                     .is_some_and(|value| value.parse::<u64>().is_ok())
         });
         fence_counters.extend(fences);
+        let (stale, leftovers): (Vec<String>, Vec<String>) = leftovers
+            .into_iter()
+            .partition(|key| rwlock::is_stale_readers(&mut admin, key));
+        stale_readers += stale.len();
         leftover_keys.extend(leftovers);
         channels.extend(
             redis::cmd("PUBSUB")
@@ -1237,6 +1252,9 @@ fn parent(redlock: bool) {
                 if second.start_us >= first.end_us {
                     break;
                 }
+                if rwlock::may_overlap(&first.holder, &second.holder) {
+                    continue;
+                }
                 if first.lost {
                     excused += 1;
                     continue;
@@ -1329,7 +1347,7 @@ fn parent(redlock: bool) {
          keys {overlapping_keys:?}; excused after a lost lease {excused}); \
          fence-regressions={fence_regressions}; early-backend={} (by fault {early_by_fault:?}); leaked-releases={} \
          (near faults {}); hung={}; unfinished={}; leftovers: keys={leftover_keys:?} \
-         fence-counters={} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}; \
+         fence-counters={} stale-reader-sets={stale_readers} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}; \
          semaphore: tenures {:?}, most at once {most_permits} of {}",
         count("acquisitions") + count("python_acquisitions"),
         count("python_acquisitions"),

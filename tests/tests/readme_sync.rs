@@ -14,6 +14,7 @@ const GIFT_LAYER: &str = "examples/gift_layer.rs";
 const SHUTTING_DOWN: &str = "examples/web_shop.rs";
 const SCHEDULED_JOB: &str = "examples/src/scheduled_job.rs";
 const SEMAPHORE: &str = "examples/semaphore.rs";
+const RW_DOCUMENT: &str = "examples/rw_document.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -123,6 +124,11 @@ fn readme_shows_the_scheduled_job_code_verbatim() {
 #[test]
 fn readme_shows_the_semaphore_example_verbatim() {
     assert_readme_shows(SEMAPHORE);
+}
+
+#[test]
+fn readme_shows_the_read_write_lock_code_verbatim() {
+    assert_readme_shows(RW_DOCUMENT);
 }
 
 #[test]

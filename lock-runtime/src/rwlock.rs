@@ -1,0 +1,1054 @@
+//! The read-write lock: many readers or one writer per key.
+//!
+//! Built on the mutex, not beside it. The writer *is* the mutex: it takes the lock key as
+//! [`Lock`] does (the fair two-level queue, grants, keep-alives, wake-ups, fencing, the
+//! watchdog), then waits, holding the key, until the readers have left. A reader holds a
+//! *share*: a key of its own in the lock key's cluster slot, holding its token with a `PX`
+//! expiry, listed in the lock's set of readers, and renewed by the watchdog like any lease
+//! (a crashed reader's share lapses at its ttl). A reader takes its share at once, in one
+//! round trip, when the lock key is free and nobody queues for it; otherwise it waits its
+//! turn in the lock key's queue like a writer, and takes its share while it holds the key
+//! for a moment before passing it on. So a reader that arrives after a queued writer waits
+//! behind it, and a stream of readers never starves a writer.
+//!
+//! Redis layout, for a lock key `K`: `K` itself (a writer's token, or a reader's for the
+//! moment it enters behind a queue), `~lock/readers{K}` (a set of the readers' tokens) and
+//! one `~lock/share/TOKEN{K}` per reader (`/K` instead of `{K}` when `K` has a hash tag),
+//! beside the mutex's queue, fence counter and channel.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use once_cell::sync::Lazy;
+use redis::Script;
+use tokio::time::Instant;
+
+use crate::context::{self, CurrentLock};
+use crate::lease::{Token, jitter, millis, new_token, validity};
+use crate::scripts::{Call, KeyNames, invoke};
+use crate::watchdog::LeaseHandle;
+use crate::{
+    Lock, LockClient, LockError, LockGuard, LockOptions, LostCause, OnLost, ReleaseOutcome,
+};
+
+/// A script of the read-write lock: its shared part (the set of readers), then its own.
+macro_rules! rw_script {
+    ($file:literal) => {
+        Lazy::new(|| {
+            Script::new(concat!(
+                include_str!("lua/rw_prelude.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+}
+
+/// A reader takes its share: 1 taken, 0 the quick path is closed, -1 the gate is gone.
+static READ: Lazy<Script> = rw_script!("rw_read.lua");
+
+/// A reader gives its share back, waking a writer that waits for the last reader.
+static READ_RELEASE: Lazy<Script> = rw_script!("rw_read_release.lua");
+
+/// A writer holding the lock key asks whether the readers have left.
+static WRITE_READY: Lazy<Script> = rw_script!("rw_write_ready.lua");
+
+/// The lease on the lock key of a writer waiting for the readers to leave: a writer that
+/// dies then holds up the waiters behind it about this long, as a waiter does. Renewed by
+/// each look at the readers (every third of it at most), which also catches a wake-up that
+/// was lost (a share that lapsed, a release on shutdown, which sends no message).
+const DRAIN_LEASE: Duration = crate::scripts::QUEUE_LEASE;
+
+/// The longest lease a reader holds the lock key for while it takes its share behind a
+/// queue (a round trip or two): a reader that dies in that moment blocks the key no longer.
+const GATE_TTL: Duration = crate::scripts::QUEUE_LEASE;
+
+/// What the last reader's release adds to the waiting writer's token in its message (the
+/// scripts spell it out too).
+const DRAINED: &str = "/drained";
+
+/// A bound on the rounds of one wait: a reader or writer waits its turn again when the lock
+/// key it held was lost meanwhile (a Redis restart or failover, a `DEL`), within its wait.
+const MAX_ROUNDS: u32 = 1_000;
+
+/// The first pause before a script call is made again after a transient error; it doubles
+/// up to [`MAX_TRANSIENT_PAUSE`] while the errors go on (as a waiter's tries do).
+const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest pause between two calls while Redis keeps failing.
+const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
+
+/// Makes a script call again after a transient or connection error until `deadline`, as
+/// the mutex's waiters ride out a short restart within their wait; fails at once when
+/// Redis has been down past the client's grace. Every call here is safe to repeat (the
+/// same token; owner-checked).
+async fn riding_out<T, F, Fut>(
+    client: &LockClient,
+    key: &str,
+    deadline: Instant,
+    mut call: F,
+) -> Result<T, LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    let mut pause = TRANSIENT_PAUSE;
+    for _ in 0..MAX_ROUNDS {
+        match call().await {
+            Err(err)
+                if crate::redis_queue::is_retryable(client, &err) && Instant::now() < deadline =>
+            {
+                if let Some(outage) = client.outage(key) {
+                    return Err(outage);
+                }
+                tracing::debug!(key, error = %err.cause(), "transient error; trying again");
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::sleep(pause.saturating_add(jitter()).min(left)).await;
+                pause = (pause * 2).min(MAX_TRANSIENT_PAUSE);
+            }
+            outcome => return outcome,
+        }
+    }
+    call().await
+}
+
+/// Gives back, in the background, a share a failed read may have taken.
+fn spawn_give_back(
+    client: &LockClient,
+    names: &Arc<KeyNames>,
+    share: &Arc<KeyNames>,
+    token: &Token,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (client, names, share, token) =
+        (client.clone(), names.clone(), share.clone(), token.clone());
+    let leftover = crate::shutdown::Leftover::lock(&share, &token);
+    let shutdown = client.shutdown_state().clone();
+    shutdown.give_back_in_background(&runtime, leftover, async move {
+        let _ = release_share(&client, &names, &share, &token).await;
+    });
+}
+
+impl LockClient {
+    /// A read-write lock on `key` taken through this client (see [`RwLock`]).
+    pub fn rw_lock(&self, key: impl Into<String>) -> RwLock {
+        RwLock::new(key).client(self)
+    }
+}
+
+/// A distributed read-write lock on one key: many readers, or one writer.
+///
+/// [`read`](RwLock::read) shares the key with other readers; [`write`](RwLock::write) waits
+/// until no reader or writer holds it and keeps everyone else out. A writer waiting in the
+/// key's queue is never starved by readers: a reader that arrives after it waits behind
+/// it. Each reader's share is a lease of its own, renewed by the watchdog; a reader that
+/// crashes gives its share back when its ttl runs out, a waiter that crashes costs the
+/// others about a second (its place in the queue lapses), as with [`Lock`].
+///
+/// The options are [`Lock`]'s; fencing applies to writers ([`LockGuard::fence`]).
+/// `#[distributed_lock(key = "...", mode = "read")]` and `mode = "write"` expand to
+/// [`run_read`](RwLock::run_read) and [`run_write`](RwLock::run_write).
+///
+/// **Reentrancy** (per task, as for [`Lock`]): inside a body that holds the key for writing,
+/// a read or a write of the same key is reentrant (no round trip); inside a body that holds
+/// it for reading, a read is reentrant, and a write (or a [`Lock`] on the key) is refused
+/// with [`LockError::Config`]: an upgrade would wait for its own share to leave.
+///
+/// Not available in Redlock mode ([`crate::Config::redlock`]): the shares live on one
+/// server (or cluster slot).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lock_runtime::{LockError, RwLock};
+///
+/// # async fn demo() -> Result<(), LockError> {
+/// let doc = RwLock::new("doc:1").ttl(Duration::from_secs(10));
+/// let reading = doc.read().await?; // other readers may hold it too
+/// // ... read the document ...
+/// reading.release().await?;
+///
+/// let writing = doc.write().await?; // no reader, no other writer
+/// // ... change the document ...
+/// writing.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RwLock {
+    key: String,
+    options: LockOptions,
+    client: Option<LockClient>,
+}
+
+impl RwLock {
+    /// A read-write lock on `key` with default options, on the global client.
+    pub fn new(key: impl Into<String>) -> Self {
+        RwLock {
+            key: key.into(),
+            options: LockOptions::default(),
+            client: None,
+        }
+    }
+
+    /// Sets the lease of each holder, reader or writer (default 30 s).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.options.ttl = ttl;
+        self
+    }
+
+    /// Sets how long to wait (default 10 s; zero tries once). A writer's wait covers its
+    /// turn in the queue and the readers' leaving.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.options.wait = wait;
+        self
+    }
+
+    /// Turns renewal on or off (default on).
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.options.watchdog = watchdog;
+        self
+    }
+
+    /// Sets what the `run_*` helpers do when the lease is lost (default cancel).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.options.on_lost = on_lost;
+        self
+    }
+
+    /// Issues a fencing token on every write acquisition (default off; readers get none).
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.options.fencing = fencing;
+        self
+    }
+
+    /// Replaces all options at once.
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Takes the lock through `client` instead of the global one.
+    pub fn client(mut self, client: &LockClient) -> Self {
+        self.client = Some(client.clone());
+        self
+    }
+
+    /// The key as given (without the client's prefix).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &LockOptions {
+        &self.options
+    }
+
+    fn resolve_client(&self) -> Result<LockClient, LockError> {
+        match &self.client {
+            Some(client) => Ok(client.clone()),
+            None => crate::client().cloned(),
+        }
+    }
+
+    /// The mutex on the same key, with these options (the writer's lock, and the gate a
+    /// reader passes behind a queue).
+    fn mutex(&self, client: &LockClient) -> Lock {
+        Lock::new(self.key.clone())
+            .with_options(self.options.clone())
+            .client(client)
+    }
+
+    /// Refuses what a read-write lock cannot do, before any traffic.
+    fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
+        if client.is_redlock() {
+            return Err(LockError::Config {
+                reason: format!(
+                    "read-write lock `{key}`: not available in Redlock mode (a reader's share \
+                     lives on one server); use a single server, Sentinel or a cluster, or a \
+                     `Lock` on the key"
+                ),
+            });
+        }
+        if !self.options.hold_at_least.is_zero() {
+            return Err(LockError::Config {
+                reason: format!(
+                    "read-write lock `{key}`: hold_at_least is for a scheduled job's `Lock`; \
+                     remove it from the read-write lock"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes a reader's share of the key, waiting up to `wait` while a writer holds it or
+    /// waits for it.
+    ///
+    /// Free of writers and of waiters, this is one round trip. Behind a queue the reader
+    /// waits its turn as a writer would (so it never passes a writer that came first), then
+    /// takes its share and lets the next waiter in (another reader enters at once too).
+    ///
+    /// Inside a body of this task that holds the key (reading or writing), this returns at
+    /// once, without a round trip: a reentrant guard.
+    ///
+    /// Errors as [`Lock::acquire`]'s: `Busy`, `Timeout`, `InvalidKey`, `Backend`, `Config`.
+    pub async fn read(&self) -> Result<ReadGuard, LockError> {
+        let client = self.resolve_client()?;
+        let names = Arc::new(client.key_names(&self.key)?);
+        if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
+            return Ok(ReadGuard::reentrant(client, names, &held));
+        }
+        let started = Instant::now();
+        let telemetry = client.telemetry().clone();
+        let taken = self.read_new(&client, &names, started).await;
+        match &taken {
+            Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
+            Err(err) => telemetry.refused(err, started.elapsed()),
+        }
+        taken
+    }
+
+    async fn read_new(
+        &self,
+        client: &LockClient,
+        names: &Arc<KeyNames>,
+        started: Instant,
+    ) -> Result<ReadGuard, LockError> {
+        self.check(client, names.lock())?;
+        let mutex = self.mutex(client);
+        mutex.check_ttl(names.lock())?;
+        client.shutdown_state().check_open(names.lock())?;
+        client.may_try(names.lock())?;
+        let shares = Shares::of(names);
+        let token = new_token();
+        let share = Arc::new(shares.share(&token));
+        let deadline = started + self.options.wait.min(crate::lock::MAX_WAIT);
+        let unsure = AtomicBool::new(false);
+        let entered = self
+            .enter(
+                client,
+                names,
+                &mutex,
+                (&shares, &share, &token),
+                (deadline, &unsure),
+            )
+            .await;
+        match entered {
+            Ok(sent) => Ok(ReadGuard::new(
+                client,
+                names,
+                share,
+                token,
+                &self.options,
+                sent,
+            )),
+            Err(err) => {
+                if unsure.load(Ordering::Relaxed) {
+                    // A try whose reply was lost may have taken the share: give it back
+                    // rather than leave it to hold writers up until its ttl.
+                    spawn_give_back(client, names, &share, &token);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Takes the share (`token`'s key in `shares`): at once when the key is free and nobody
+    /// queues, else behind the queue, holding the key for a moment. When the share was
+    /// taken, the instant its command was sent. `unsure` is set when a call failed without
+    /// an answer (it may have taken the share).
+    async fn enter(
+        &self,
+        client: &LockClient,
+        names: &KeyNames,
+        mutex: &Lock,
+        (shares, share, token): (&Shares, &KeyNames, &str),
+        (deadline, unsure): (Instant, &AtomicBool),
+    ) -> Result<Instant, LockError> {
+        let take = |gate: String| async move {
+            let taken = take_share(client, names, shares, share, token, &self.options, &gate).await;
+            if taken.is_err() {
+                unsure.store(true, Ordering::Relaxed);
+            }
+            taken
+        };
+        let sent = Instant::now();
+        let quick = riding_out(client, names.lock(), deadline, || take(String::new())).await?;
+        if quick == 1 {
+            return Ok(sent);
+        }
+        for _ in 0..MAX_ROUNDS {
+            // Our turn in the key's queue, behind whoever came first: the gate.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let gate = mutex
+                .clone()
+                .ttl(self.options.ttl.min(GATE_TTL))
+                .watchdog(true)
+                .fencing(false)
+                .wait(if self.options.wait.is_zero() {
+                    Duration::ZERO
+                } else {
+                    left
+                })
+                .acquire()
+                .await?;
+            let sent = Instant::now();
+            let gate_token = gate.token().to_owned();
+            let taken =
+                riding_out(client, names.lock(), deadline, || take(gate_token.clone())).await;
+            // The next waiter's turn, whatever happened (a reader behind us enters too).
+            if let Err(err) = gate.release().await {
+                tracing::debug!(key = %names.lock(), error = %err.cause(), "passing the read-write lock on failed; it expires by its ttl");
+            }
+            if taken? == 1 {
+                return Ok(sent);
+            }
+            tracing::debug!(key = %names.lock(), "the lock key was lost while a reader entered; waiting for it again");
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        Err(LockError::Timeout {
+            key: names.lock().to_owned(),
+            waited: self.options.wait,
+        })
+    }
+
+    /// Takes the key for writing: waits its turn in the key's queue (as [`Lock::acquire`]
+    /// does), then, holding the key so that no new reader enters, waits until the readers
+    /// that hold shares have left. Both within `wait`; a writer that times out while
+    /// readers remain gives the key back to the queue.
+    ///
+    /// While it waits for readers, the writer holds the key on a lease of about a second,
+    /// renewed by each look at the readers: a writer that dies meanwhile holds up the
+    /// waiters behind it about a second, as a waiter does. Once the readers have left, the
+    /// key gets the writer's ttl and the watchdog renews it.
+    ///
+    /// The guard is the mutex's [`LockGuard`]: the same release, renewal, lost signal and,
+    /// with fencing, a fence strictly greater than every earlier writer's.
+    ///
+    /// Errors: [`LockError::Config`] inside a body of this task that holds the key for
+    /// reading (an upgrade would wait for itself), else as [`Lock::acquire`]'s.
+    pub async fn write(&self) -> Result<LockGuard, LockError> {
+        let client = self.resolve_client()?;
+        let names = client.key_names(&self.key)?;
+        let mutex = self.mutex(&client);
+        if context::held_by_this_task(client.id(), names.lock()).is_some() {
+            // Reentrant when the task writes; refused when it reads.
+            return mutex.acquire().await;
+        }
+        self.check(&client, names.lock())?;
+        mutex.check_ttl(names.lock())?;
+        let started = Instant::now();
+        let deadline = started + self.options.wait.min(crate::lock::MAX_WAIT);
+        let waiting_lease = self.options.ttl.min(DRAIN_LEASE);
+        for _ in 0..MAX_ROUNDS {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let wait = if self.options.wait.is_zero() {
+                Duration::ZERO
+            } else {
+                left
+            };
+            let mut guard = mutex
+                .clone()
+                .ttl(waiting_lease)
+                .watchdog(false)
+                .wait(wait)
+                .acquire()
+                .await?;
+            match self
+                .drain(&client, &names, &mut guard, started, deadline)
+                .await
+            {
+                Ok(true) => return Ok(guard),
+                Ok(false) => {
+                    tracing::debug!(key = %names.lock(), "the lock key was lost while a writer waited for the readers; waiting for it again");
+                    drop(guard);
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    if let Err(release) = guard.release().await {
+                        tracing::debug!(key = %names.lock(), error = %release.cause(), "giving back a write lock that could not wait out the readers failed; it expires by its ttl");
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        Err(LockError::Timeout {
+            key: names.lock().to_owned(),
+            waited: started.elapsed(),
+        })
+    }
+
+    /// Waits, holding the key as `guard`, until no reader holds a share: woken by the last
+    /// reader's release, or at the soonest share's end should that reader have crashed.
+    /// Each look renews the key's short waiting lease; the last gives it the writer's ttl.
+    /// `Ok(false)` when the key was lost meanwhile.
+    async fn drain(
+        &self,
+        client: &LockClient,
+        names: &KeyNames,
+        guard: &mut LockGuard,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<bool, LockError> {
+        let shares = Shares::of(names);
+        let waiting_lease = self.options.ttl.min(DRAIN_LEASE);
+        let mut ticket = None;
+        // Bounded: each round parks or subscribes, and the wait ends at `deadline`.
+        for _ in 0..1_000_000u32 {
+            let mut call = Call::new(&WRITE_READY, &[names.lock(), &shares.readers]);
+            call.arg(guard.token())
+                .arg(&shares.head)
+                .arg(&shares.tail)
+                .arg(millis(waiting_lease))
+                .arg(millis(self.options.ttl));
+            let sent = Instant::now();
+            let (ready, wait_ms): (i64, u64) =
+                riding_out(client, names.lock(), deadline, || async {
+                    invoke(&call, &mut client.connection())
+                        .await
+                        .map_err(|err| LockError::backend(names.lock(), err))
+                })
+                .await?;
+            match ready {
+                1 => {
+                    return Ok(guard.redate(self.options.ttl, self.options.watchdog, sent));
+                }
+                -1 => return Ok(false),
+                _ => {
+                    if !guard.redate(waiting_lease, false, sent) {
+                        return Ok(false);
+                    }
+                }
+            }
+            if self.options.wait.is_zero() {
+                return Err(LockError::Busy {
+                    key: names.lock().to_owned(),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let ticket = match &mut ticket {
+                Some(ticket) => ticket,
+                empty => {
+                    // The last reader's release names our token, marked, on the key's
+                    // channel: the process's waiter in the key's queue may still be
+                    // registered under the bare token (its place became the lock), and a
+                    // message for the bare token would wake it instead of us.
+                    let waiter = format!("{}{DRAINED}", guard.token());
+                    let ticket: &mut crate::wakeups::WaitTicket =
+                        empty.insert(client.wakeups().register(names.channel(), &waiter));
+                    if let Err(err) = tokio::time::timeout_at(deadline, ticket.subscribe())
+                        .await
+                        .unwrap_or(Ok(()))
+                    {
+                        tracing::debug!(key = %names.lock(), error = %err, "cannot subscribe to the readers' releases; asking again now and then");
+                    }
+                    // A release between the last look and the subscription went unheard.
+                    continue;
+                }
+            };
+            // At the latest when the waiting lease needs renewing, or when the soonest
+            // share would lapse (its reader may have died).
+            let park = Duration::from_millis(wait_ms)
+                .min(waiting_lease / 3)
+                .saturating_add(jitter())
+                .min(deadline - now);
+            ticket.wait(park).await;
+        }
+        Err(LockError::Timeout {
+            key: names.lock().to_owned(),
+            waited: started.elapsed(),
+        })
+    }
+
+    /// Tries once to read: [`read`](Self::read) with `wait` zero ([`LockError::Busy`] when a
+    /// writer holds or waits for the key).
+    pub async fn try_read(&self) -> Result<ReadGuard, LockError> {
+        self.clone().wait(Duration::ZERO).read().await
+    }
+
+    /// Tries once to write: [`write`](Self::write) with `wait` zero ([`LockError::Busy`]
+    /// when a reader or a writer holds the key).
+    pub async fn try_write(&self) -> Result<LockGuard, LockError> {
+        self.clone().wait(Duration::ZERO).write().await
+    }
+
+    /// Takes a reader's share, runs `body`, and gives the share back, also when `body`
+    /// returns an error, panics, or the returned future is dropped: [`Lock::run`] for a
+    /// reader. Inside `body`, [`crate::current_lock`] describes the share
+    /// ([`CurrentLock::is_read`](crate::CurrentLock::is_read)).
+    ///
+    /// ```no_run
+    /// use lock_runtime::{LockError, RwLock};
+    ///
+    /// # async fn demo() -> Result<(), LockError> {
+    /// let title = RwLock::new("doc:1")
+    ///     .run_read(async {
+    ///         // ... read the document; other readers may run beside us ...
+    ///         Ok::<_, LockError>("title".to_owned())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_read<F, T, E>(&self, body: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "read");
+        let guard = self.read().await;
+        run_held(
+            guard,
+            self.options.on_lost,
+            tracing::Instrument::instrument(body, span),
+        )
+        .await
+    }
+
+    /// Takes the key for writing, runs `body`, and releases it, also when `body` returns an
+    /// error, panics, or the returned future is dropped: [`Lock::run`] for a writer.
+    ///
+    /// ```no_run
+    /// use lock_runtime::{LockError, RwLock};
+    ///
+    /// # async fn demo() -> Result<(), LockError> {
+    /// RwLock::new("doc:1")
+    ///     .run_write(async {
+    ///         // ... change the document: no reader, no other writer ...
+    ///         Ok::<(), LockError>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_write<F, T, E>(&self, body: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "write");
+        let guard = self.write().await;
+        run_held(
+            guard,
+            self.options.on_lost,
+            tracing::Instrument::instrument(body, span),
+        )
+        .await
+    }
+}
+
+/// The error of a task that holds `key` for reading and asks for it for writing (or as a
+/// mutex): it would wait for its own share to leave.
+pub(crate) fn upgrade_refused(key: &str) -> LockError {
+    LockError::Config {
+        reason: format!(
+            "lock `{key}` is held for reading by this task: a read lock cannot be upgraded to \
+             a write lock (the writer would wait for this task's own share); release the read \
+             lock first, or take the write lock from the start"
+        ),
+    }
+}
+
+/// The names around a read-write lock key: its set of readers, and each share key's name
+/// around its token.
+struct Shares {
+    readers: String,
+    head: String,
+    tail: String,
+}
+
+impl Shares {
+    fn of(names: &KeyNames) -> Self {
+        let (readers_head, readers_tail) = names.aux_parts("readers");
+        let (head, tail) = names.aux_parts("share/");
+        Shares {
+            readers: readers_head + &readers_tail,
+            head,
+            tail,
+        }
+    }
+
+    /// The names of the share key of the reader `token`.
+    fn share(&self, token: &str) -> KeyNames {
+        KeyNames::owned(&format!("{}{token}{}", self.head, self.tail))
+    }
+}
+
+/// One call of rw_read.lua: 1 taken, 0 the quick path is closed, -1 `gate` no longer holds
+/// the key.
+async fn take_share(
+    client: &LockClient,
+    names: &KeyNames,
+    shares: &Shares,
+    share: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+    gate: &str,
+) -> Result<i64, LockError> {
+    let mut call = Call::new(
+        &READ,
+        &[names.lock(), names.queue(), &shares.readers, share.lock()],
+    );
+    call.arg(token)
+        .arg(millis(options.ttl))
+        .arg(gate)
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    let taken = invoke(&call, &mut client.connection())
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))?;
+    client.mark_answered();
+    Ok(taken)
+}
+
+/// One call of rw_read_release.lua: 1 released, 0 the share was gone, -1 another token's.
+async fn give_share_back(
+    client: &LockClient,
+    names: &KeyNames,
+    share: &KeyNames,
+    token: &str,
+) -> Result<i64, LockError> {
+    let shares = Shares::of(names);
+    let mut call = Call::new(
+        &READ_RELEASE,
+        &[names.lock(), &shares.readers, share.lock()],
+    );
+    call.arg(token)
+        .arg(names.channel())
+        .arg(client.publish_command())
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    invoke(&call, &mut client.connection())
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))
+}
+
+/// Gives a share back, trying again after transient errors like a release does, for at
+/// most [`RELEASE_BUDGET`] (the share then ends by its ttl).
+async fn release_share(
+    client: &LockClient,
+    names: &KeyNames,
+    share: &KeyNames,
+    token: &str,
+) -> Result<ReleaseOutcome, LockError> {
+    let give_up = Instant::now() + RELEASE_BUDGET;
+    let mut pause = Duration::from_millis(25);
+    let mut last = None;
+    for _ in 0..8 {
+        match tokio::time::timeout_at(give_up, give_share_back(client, names, share, token)).await {
+            Ok(Ok(reply)) => {
+                return Ok(match reply {
+                    1 => ReleaseOutcome::Released,
+                    0 => ReleaseOutcome::AlreadyExpired,
+                    _ => ReleaseOutcome::NotOwner,
+                });
+            }
+            Ok(Err(err)) => last = Some(err),
+            Err(_) => break,
+        }
+        if Instant::now() + pause >= give_up {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(400));
+    }
+    Err(match last {
+        Some(LockError::Backend { key, source }) => LockError::ReleaseGaveUp { key, source },
+        Some(other) => other,
+        None => LockError::ReleaseGaveUp {
+            key: names.lock().to_owned(),
+            source: Arc::new(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "giving a reader's share back: Redis did not answer in time",
+            ))),
+        },
+    })
+}
+
+/// The longest a share's release keeps trying (as a lock's release).
+const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
+/// A reader's share of a [`RwLock`]. Give it back with [`release`](ReadGuard::release);
+/// dropping it (cancellation, panic, early return) stops renewal at once and gives it back
+/// in the background.
+///
+/// The share is a lease of its own, renewed by the watchdog: [`is_lost`](Self::is_lost) and
+/// [`lost`](Self::lost) say when it was lost (a writer may then hold the key).
+#[derive(Debug)]
+#[must_use = "dropping the guard gives the share back at once"]
+pub struct ReadGuard {
+    client: LockClient,
+    names: Arc<KeyNames>,
+    share: Arc<KeyNames>,
+    token: Token,
+    lease: LeaseHandle,
+    acquired_at: Instant,
+    valid_until: Instant,
+    released: bool,
+    reentrant: bool,
+}
+
+impl ReadGuard {
+    fn new(
+        client: &LockClient,
+        names: &Arc<KeyNames>,
+        share: Arc<KeyNames>,
+        token: Token,
+        options: &LockOptions,
+        sent: Instant,
+    ) -> Self {
+        let lease = client
+            .watchdog()
+            .register(&share, &token, options.ttl, options.watchdog, sent);
+        ReadGuard {
+            client: client.clone(),
+            names: names.clone(),
+            share,
+            token,
+            lease,
+            acquired_at: Instant::now(),
+            valid_until: validity(sent, options.ttl),
+            released: false,
+            reentrant: false,
+        }
+    }
+
+    /// A share of a key this task already holds (for reading or writing).
+    fn reentrant(client: LockClient, names: Arc<KeyNames>, held: &CurrentLock) -> Self {
+        ReadGuard {
+            client,
+            share: names.clone(),
+            names,
+            token: held.token().clone(),
+            lease: LeaseHandle {
+                id: 0,
+                lost: held.lost_signal(),
+            },
+            acquired_at: Instant::now(),
+            valid_until: Instant::now(),
+            released: false,
+            reentrant: true,
+        }
+    }
+
+    /// The Redis key of the lock (with the client's prefix, if any).
+    pub fn key(&self) -> &str {
+        self.names.lock()
+    }
+
+    /// The random token of this reader's share (a uuid v4, never reused).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Whether this guard re-entered a key its task already held (no Redis traffic; the
+    /// outer holder gives it back).
+    pub fn is_reentrant(&self) -> bool {
+        self.reentrant
+    }
+
+    /// How long the share has been held.
+    pub fn held_for(&self) -> Duration {
+        self.acquired_at.elapsed()
+    }
+
+    /// Whether the share's lease has been lost (and why), as far as the watchdog knows.
+    pub fn lost_cause(&self) -> Option<LostCause> {
+        self.lease.lost.cause()
+    }
+
+    /// Whether the share's lease has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost_cause().is_some()
+    }
+
+    /// Resolves when the share's lease is lost; never, while it is held.
+    pub async fn lost(&self) -> LostCause {
+        self.lease.lost.lost().await
+    }
+
+    /// What a guarded body sees of this share through [`crate::current_lock`].
+    fn current(&self) -> CurrentLock {
+        CurrentLock::read_share(
+            self.client.id(),
+            self.names.clone(),
+            self.token.clone(),
+            self.lease.lost.clone(),
+        )
+    }
+
+    /// Takes the lease off the watchdog; its validity point as last known.
+    fn stop_renewing(&mut self) -> Instant {
+        let valid_until = self
+            .client
+            .watchdog()
+            .remove(self.lease.id)
+            .unwrap_or(self.valid_until);
+        self.valid_until = valid_until;
+        valid_until
+    }
+
+    /// Gives the share back and reports what Redis had: the share (released), nothing (its
+    /// lease had expired) or, never expected, another token. The last reader to leave wakes
+    /// a writer waiting for it. Finding the share gone while the lease seemed valid is a
+    /// loss: WARNed, counted, and [`crate::current_lock`] handles read
+    /// [`LostCause::FoundAtRelease`]. Releasing a reentrant guard does nothing.
+    pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
+        if self.reentrant {
+            self.released = true;
+            return Ok(ReleaseOutcome::Released);
+        }
+        self.client
+            .telemetry()
+            .held(self.names.lock(), self.acquired_at.elapsed());
+        let valid_until = self.stop_renewing();
+        let reply = release_share(&self.client, &self.names, &self.share, &self.token).await;
+        self.released = true;
+        let outcome = reply?;
+        self.judge(outcome, valid_until);
+        Ok(outcome)
+    }
+
+    /// A share found gone at its release while its lease seemed valid was lost.
+    fn judge(&self, outcome: ReleaseOutcome, valid_until: Instant) {
+        if outcome == ReleaseOutcome::Released || self.lease.lost.cause().is_some() {
+            return;
+        }
+        if Instant::now() >= valid_until {
+            self.lease.lost.set(LostCause::Expired);
+            return;
+        }
+        tracing::warn!(key = %self.names.lock(), "read lock lost: its release found the share gone (a failover, an eviction or a DEL during the hold)");
+        let cause = LostCause::FoundAtRelease;
+        self.client.telemetry().lost(self.names.lock(), cause);
+        self.lease.lost.set(cause);
+    }
+}
+
+impl Drop for ReadGuard {
+    fn drop(&mut self) {
+        if self.released || self.reentrant {
+            return;
+        }
+        self.client
+            .telemetry()
+            .held(self.names.lock(), self.acquired_at.elapsed());
+        self.stop_renewing();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(key = %self.names.lock(), "read guard dropped outside a Tokio runtime; the share expires by its ttl");
+            return;
+        };
+        let (client, names, share) = (self.client.clone(), self.names.clone(), self.share.clone());
+        let token = std::mem::take(&mut self.token);
+        // Given back synchronously instead when the runtime drops it (shutting down): the
+        // share key is released like a lock key; its entry in the set of readers is tidied
+        // by the next reader or writer.
+        let leftover = crate::shutdown::Leftover::lock(&share, &token);
+        let shutdown = self.client.shutdown_state().clone();
+        shutdown.give_back_in_background(&runtime, leftover, async move {
+            if let Err(err) = release_share(&client, &names, &share, &token).await {
+                tracing::warn!(key = %names.lock(), error = %err.cause(), "giving a read share back on drop failed; it expires by its ttl");
+            }
+        });
+    }
+}
+
+/// What [`run_held`] needs of a guard, reader's or writer's.
+trait Held {
+    fn current(&self) -> CurrentLock;
+    fn is_reentrant(&self) -> bool;
+    fn key(&self) -> &str;
+    fn lost(&self) -> impl Future<Output = LostCause>;
+    fn release(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>>;
+}
+
+impl Held for ReadGuard {
+    fn current(&self) -> CurrentLock {
+        ReadGuard::current(self)
+    }
+    fn is_reentrant(&self) -> bool {
+        ReadGuard::is_reentrant(self)
+    }
+    fn key(&self) -> &str {
+        ReadGuard::key(self)
+    }
+    fn lost(&self) -> impl Future<Output = LostCause> {
+        ReadGuard::lost(self)
+    }
+    fn release(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
+        ReadGuard::release(self)
+    }
+}
+
+impl Held for LockGuard {
+    fn current(&self) -> CurrentLock {
+        LockGuard::current(self)
+    }
+    fn is_reentrant(&self) -> bool {
+        LockGuard::is_reentrant(self)
+    }
+    fn key(&self) -> &str {
+        LockGuard::key(self)
+    }
+    fn lost(&self) -> impl Future<Output = LostCause> {
+        LockGuard::lost(self)
+    }
+    fn release(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
+        LockGuard::release(self)
+    }
+}
+
+/// Runs `body` under an acquired guard, as [`Lock::run`] does: the lock error instead of
+/// the body, the body stopped on a loss (with [`OnLost::Cancel`]), the release after it, and
+/// a loss the release found reported.
+async fn run_held<G, F, T, E>(
+    acquired: Result<G, LockError>,
+    on_lost: OnLost,
+    body: F,
+) -> Result<T, E>
+where
+    G: Held,
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    let guard = match acquired {
+        Ok(guard) => guard,
+        Err(err) => return Err(err.into()),
+    };
+    if guard.is_reentrant() {
+        return body.await;
+    }
+    let current = guard.current();
+    let outcome = match on_lost {
+        OnLost::Continue => Ok(context::hold(current.clone(), body).await),
+        _ => {
+            let body = context::hold(current.clone(), body);
+            tokio::pin!(body);
+            tokio::select! {
+                biased;
+                result = &mut body => Ok(result),
+                cause = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), cause }),
+            }
+        }
+    };
+    if let Err(LockError::Lost { key, cause }) = &outcome {
+        tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
+    }
+    if let Err(err) = guard.release().await {
+        tracing::warn!(key = %err.key(), error = %err.cause(), "releasing the lock failed");
+    }
+    let outcome = match (outcome, current.lost_cause()) {
+        (Ok(_), Some(cause)) if on_lost != OnLost::Continue => Err(LockError::Lost {
+            key: current.key().to_owned(),
+            cause,
+        }),
+        (outcome, _) => outcome,
+    };
+    outcome.unwrap_or_else(|err| Err(err.into()))
+}
