@@ -10,6 +10,7 @@ use redis::cluster::ClusterClientBuilder;
 
 use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
 use crate::connection::{Connection, LazyCluster, Sentinel, SingleServer};
+use crate::liveness::Liveness;
 use crate::outage::{Health, Probe};
 use crate::redlock::Redlock;
 use crate::replicas::Replicas;
@@ -138,6 +139,8 @@ struct ClientInner {
     shutdown: Arc<Shutdown>,
     /// Wakes the parked waiters when a server is declared down or the client shuts down.
     interrupt: Arc<tokio::sync::Notify>,
+    /// The process's liveness key, which its queue places name (single server, Sentinel).
+    liveness: Option<Arc<Liveness>>,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -183,19 +186,26 @@ impl LockClient {
                 }
             })
         };
+        // One liveness key for the process's queue places, where every script can read it
+        // (not in a cluster, where a script reads only its own slot; Redlock waiters do not
+        // queue).
+        let liveness = (redlock.is_none() && !connections[0].is_cluster()).then(Liveness::new);
         let watchdog = match &redlock {
             None => Watchdog::start(
                 vec![connections[0].clone()],
                 1,
-                None,
-                config.replicas,
+                (None, config.replicas),
+                liveness.clone(),
                 telemetry.clone(),
                 on_dropped,
             ),
             Some(redlock) => Watchdog::start(
                 connections.clone(),
                 redlock.quorum,
-                Some(config.node_timeout.max(Duration::from_millis(1))),
+                (
+                    Some(config.node_timeout.max(Duration::from_millis(1))),
+                    None,
+                ),
                 None,
                 telemetry.clone(),
                 on_dropped,
@@ -234,6 +244,7 @@ impl LockClient {
                 replicas: config.replicas,
                 shutdown,
                 interrupt,
+                liveness,
             }),
         })
     }
@@ -388,6 +399,11 @@ impl LockClient {
     }
 
     /// The command that announces a release: sharded in a cluster.
+    /// The process's liveness key, where queue places name it (see [`crate::liveness`]).
+    pub(crate) fn liveness(&self) -> Option<&Arc<Liveness>> {
+        self.inner.liveness.as_ref()
+    }
+
     pub(crate) fn publish_command(&self) -> &'static str {
         if self.inner.connections[0].is_cluster() {
             "SPUBLISH"

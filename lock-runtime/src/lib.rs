@@ -191,6 +191,7 @@ mod guard;
 pub mod http;
 mod key;
 mod lease;
+mod liveness;
 mod lock;
 mod lost_signal;
 mod multi;

@@ -324,7 +324,9 @@ impl CommandCounter {
         let mut commands = 0;
         while !bytes.is_empty() {
             if self.skip > 0 {
-                let taken = bytes.len().min(usize::try_from(self.skip).unwrap_or(usize::MAX));
+                let taken = bytes
+                    .len()
+                    .min(usize::try_from(self.skip).unwrap_or(usize::MAX));
                 self.skip -= taken as u64;
                 bytes = &bytes[taken..];
                 continue;

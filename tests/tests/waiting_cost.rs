@@ -1,0 +1,98 @@
+//! What waiting costs Redis (issue 27, item 1): a process whose tasks wait on many held keys
+//! costs a bounded number of requests per second, however many keys it waits on.
+//!
+//! The waiting client talks to the server through a proxy that counts the commands it
+//! sends (pipelined commands each count; the commands a script runs on the server do not),
+//! so the holders' renewals, which go straight to the server, are not counted.
+//!
+//! ```text
+//! cargo test -p lock-tests --test waiting_cost -- --nocapture | grep FIGURE
+//! WAITING_COST_KEYS=10000 cargo test -p lock-tests --test waiting_cost -- --nocapture | grep FIGURE
+//! ```
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{Config, LockClient};
+use lock_tests::RedisServer;
+use lock_tests::proxy::FaultProxy;
+
+/// Keys waited on at once, each held by another client (`WAITING_COST_KEYS` overrides it).
+const KEYS: usize = 1_000;
+
+/// The goal: a waiting process costs at most this many requests per second.
+const REQUESTS_PER_SECOND: f64 = 10.0;
+
+/// 1,000 tasks of one process wait on 1,000 distinct keys that another client holds (ttl
+/// 3 s, renewed by its watchdog): once they all wait, the waiting process sends at most 10
+/// requests per second in all (not per key), and when the holders release, every waiter
+/// acquires.
+#[test]
+fn a_process_waiting_on_many_keys_costs_a_bounded_number_of_requests() {
+    let keys_waited_on = std::env::var("WAITING_COST_KEYS")
+        .ok()
+        .and_then(|keys| keys.parse::<usize>().ok())
+        .unwrap_or(KEYS);
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    lock_tests::two_worker_runtime().block_on(async {
+        let holder = server.lock_client();
+        let waiter = LockClient::new(Config::single(proxy.url())).unwrap();
+        let keys: Vec<String> = (0..keys_waited_on).map(|i| format!("waiting-cost:{i}")).collect();
+        let mut guards = Vec::new();
+        for key in &keys {
+            let lock = holder.lock(key.as_str()).ttl(Duration::from_secs(3));
+            guards.push(lock.acquire().await.unwrap());
+        }
+        let tasks: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let lock = waiter
+                    .lock(key.as_str())
+                    .ttl(Duration::from_secs(10))
+                    .wait(Duration::from_secs(120));
+                tokio::spawn(async move { lock.acquire().await.map(|guard| guard.key().to_owned()) })
+            })
+            .collect();
+        let all_wait = lock_tests::until(Duration::from_secs(60), Duration::from_millis(20), || {
+            waiter.waiting() == (keys_waited_on, keys_waited_on)
+        })
+        .await;
+        assert!(all_wait.is_some(), "the waiters did not all queue: {:?}", waiter.waiting());
+        // Settle: the holders renew (each renewal a third of their ttl apart) while queued
+        // waiters exist.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+
+        let window = Duration::from_secs(5);
+        let before = proxy.requests();
+        let started = Instant::now();
+        tokio::time::sleep(window).await;
+        let requests = proxy.requests() - before;
+        let seconds = started.elapsed().as_secs_f64();
+        let rate = requests as f64 / seconds;
+        println!(
+            "FIGURE waiting cost: {keys_waited_on} keys waited on by one process: {requests} requests in \
+             {seconds:.1} s = {rate:.1}/s ({:.4} per waiting key per second; goal at most \
+             {REQUESTS_PER_SECOND}/s in all)",
+            rate / keys_waited_on as f64
+        );
+        assert_eq!(waiter.waiting(), (keys_waited_on, keys_waited_on), "a waiter stopped waiting while the keys were held");
+
+        // The holders release: every waiter acquires its key.
+        for guard in guards {
+            guard.release().await.unwrap();
+        }
+        for (task, key) in tasks.into_iter().zip(&keys) {
+            let acquired = tokio::time::timeout(Duration::from_secs(30), task)
+                .await
+                .expect("a waiter did not acquire within 30 s of its holder's release")
+                .unwrap()
+                .unwrap();
+            assert_eq!(&acquired, key);
+        }
+        assert!(
+            rate <= REQUESTS_PER_SECOND,
+            "waiting on {keys_waited_on} keys cost {requests} requests in {seconds:.1} s ({rate:.1}/s); \
+             the goal is at most {REQUESTS_PER_SECOND}/s for the whole process"
+        );
+    });
+}
