@@ -10,6 +10,8 @@
 //! WAITING_COST_KEYS=10000 cargo test -p lock-tests --test waiting_cost -- --nocapture | grep FIGURE
 //! ```
 
+#![allow(clippy::unwrap_used)]
+
 use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient};
