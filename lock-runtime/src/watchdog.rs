@@ -1054,6 +1054,56 @@ mod tests {
     }
 
     #[test]
+    fn with_a_liveness_key_places_cost_one_refresh_per_period_and_uncontended_leases_none() {
+        let now = Instant::now();
+        let liveness = Liveness::new();
+        let mut state = State {
+            liveness: Some(liveness.clone()),
+            ..State::default()
+        };
+        // An uncontended lease renewed by the watchdog: nothing to refresh.
+        state.leases.insert(1, lease(Duration::from_secs(3), now));
+        let due = collect_due(&mut state, now);
+        assert!(due.refresh.is_none() && due.places.is_empty());
+        // A thousand places on a thousand keys: one refresh, no per-key keep-alive.
+        for index in 0..1_000u64 {
+            let names = Arc::new(KeyNames::prefixed("", &format!("k{index}")).unwrap());
+            let token = Token::from(format!("t{index}").as_str());
+            state.queued.insert(100 + index, Queued { names, token });
+        }
+        let due = collect_due(&mut state, now);
+        assert!(due.refresh.is_some());
+        assert!(due.places.is_empty());
+        assert!(due.next_wake <= now + KEEPALIVE_EVERY);
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY / 2)
+                .refresh
+                .is_none()
+        );
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY)
+                .refresh
+                .is_some()
+        );
+        // The places gone, a lease that waiters queue behind still keeps the key.
+        state.queued.clear();
+        if let Some(lease) = state.leases.get_mut(&1) {
+            lease.contended = true;
+        }
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY * 2)
+                .refresh
+                .is_some()
+        );
+        state.leases.clear();
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY * 3)
+                .refresh
+                .is_none()
+        );
+    }
+
+    #[test]
     fn a_batch_names_its_first_keys_and_counts_the_rest() {
         let renewal = |key: &str| Renewal {
             id: 0,
