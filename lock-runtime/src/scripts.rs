@@ -75,7 +75,7 @@ pub(crate) struct Call<'s> {
 impl<'s> Call<'s> {
     /// A call of `script` on `keys`; add its arguments with [`Call::arg`].
     pub(crate) fn new(script: &'s Script, keys: &[&str]) -> Self {
-        /// Room for the arguments of the biggest call here (release.lua takes 9).
+        /// Room for the arguments of the biggest call here (release.lua takes 10).
         const ARGS: usize = 10;
         const ARG_BYTES: usize = 128;
         let key_bytes: usize = keys.iter().map(|key| key.len()).sum();

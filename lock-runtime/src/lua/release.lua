@@ -103,8 +103,7 @@ local ttl = redis.call('HGET', KEYS[4], head)
 if ttl then
   -- Until the grantee confirms (extending the key to its ttl), the grant lasts only the
   -- confirmation window: a grantee whose process died or stopped holds it no longer.
-  local window = math.min(tonumber(ttl), tonumber(ARGV[4]))
-  redis.call('SET', KEYS[1], head, 'PX', window)
+  redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[4])))
   forget(KEYS[2], KEYS[3], KEYS[4], head)
   redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
 else
