@@ -25,7 +25,6 @@ use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 const OPTION_NAMES: &str =
     "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, permits, mode, crate";
 
-
 /// The most permits a semaphore may have (`lock_runtime::MAX_PERMITS`).
 const MAX_PERMITS: u64 = 1_000_000;
 

@@ -17,6 +17,7 @@ use crate::connection::LazyCluster;
 #[cfg(feature = "sentinel")]
 use crate::connection::Sentinel;
 use crate::connection::{Connection, SingleServer};
+use crate::liveness::Liveness;
 use crate::outage::{Health, Probe};
 #[cfg(feature = "redlock")]
 use crate::redlock::Redlock;
@@ -148,6 +149,8 @@ struct ClientInner {
     shutdown: Arc<Shutdown>,
     /// Wakes the parked waiters when a server is declared down or the client shuts down.
     interrupt: Arc<tokio::sync::Notify>,
+    /// The process's liveness key, which its queue places name (single server, Sentinel).
+    liveness: Option<Arc<Liveness>>,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -205,19 +208,23 @@ impl LockClient {
         });
         #[cfg(not(feature = "redlock"))]
         let masters: Option<(usize, Duration)> = None;
+        // One liveness key for the process's queue places, where every script can read it
+        // (not in a cluster, where a script reads only its own slot; Redlock waiters do not
+        // queue).
+        let liveness = (masters.is_none() && !connections[0].is_cluster()).then(Liveness::new);
         let watchdog = match masters {
             None => Watchdog::start(
                 vec![connections[0].clone()],
                 1,
-                None,
-                config.replicas,
+                (None, config.replicas),
+                liveness.clone(),
                 telemetry.clone(),
                 on_dropped,
             ),
             Some((quorum, node_timeout)) => Watchdog::start(
                 connections.clone(),
                 quorum,
-                Some(node_timeout),
+                (Some(node_timeout), None),
                 None,
                 telemetry.clone(),
                 on_dropped,
@@ -257,6 +264,7 @@ impl LockClient {
                 replicas: config.replicas,
                 shutdown,
                 interrupt,
+                liveness,
             }),
         })
     }
@@ -420,6 +428,11 @@ impl LockClient {
     }
 
     /// The command that announces a release: sharded in a cluster.
+    /// The process's liveness key, where queue places name it (see [`crate::liveness`]).
+    pub(crate) fn liveness(&self) -> Option<&Arc<Liveness>> {
+        self.inner.liveness.as_ref()
+    }
+
     pub(crate) fn publish_command(&self) -> &'static str {
         if self.inner.connections[0].is_cluster() {
             "SPUBLISH"

@@ -53,6 +53,11 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
+    /// The lease's id on the watchdog's schedule.
+    pub(crate) fn lease_id(&self) -> u64 {
+        self.lease.id
+    }
+
     /// The guard of a lock just taken in Redis with the command sent at `sent`: its lease
     /// goes on the watchdog.
     pub(crate) fn new(

@@ -204,6 +204,7 @@ pub mod http;
 mod inspect;
 mod key;
 mod lease;
+mod liveness;
 mod lock;
 mod lost_signal;
 mod multi;
@@ -249,8 +250,8 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
-pub use semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
 pub use rwlock::{ReadGuard, RwLock};
+pub use semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
 /// [`Config::cluster_builder`] take its types, so an application that builds its own

@@ -253,7 +253,8 @@ impl Lock {
             }
         };
         let local = Holding::new(member, turn, None, taken.queued);
-        Ok(LockGuard::new(
+        let watchdog = taken.queued.then(|| client.watchdog().clone());
+        let guard = LockGuard::new(
             client,
             names,
             token,
@@ -261,7 +262,12 @@ impl Lock {
             &self.options,
             taken.sent,
             Some(local),
-        ))
+        );
+        if let Some(watchdog) = watchdog {
+            // Taken after queueing: other waiters may wait for this holder's process.
+            watchdog.mark_contended(guard.lease_id());
+        }
+        Ok(guard)
     }
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.

@@ -18,8 +18,8 @@ use crate::options::fence_lifetime;
 #[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::{
-    Call, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call, invoke,
-    invoke_replicated, queue_call, release_call,
+    Call, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call,
+    invoke, invoke_replicated, queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
 use crate::{LockClient, LockError, LockOptions};
@@ -31,14 +31,22 @@ use crate::{LockClient, LockError, LockOptions};
 /// (one queue lease), so it is no longer than the queue lease.
 const MAX_PARK: Duration = QUEUE_LEASE;
 
+/// The longest a waiter parks while it watches a live process (see [`crate::liveness`]):
+/// a release, that process's end, or this client's own liveness lapsing wakes it first.
+/// Its try then also renews its entry's deadline, which older clients' scripts go by
+/// (`ENTRY_BOUND_MS` in prelude.lua, twice this).
+const LONG_PARK: Duration = Duration::from_secs(30 * 60);
+
 /// What one acquire try found.
 enum Attempt {
     Acquired {
         fence: Option<u64>,
     },
-    /// Held (or another waiter's turn): try again after at most this long.
+    /// Held (or another waiter's turn): try again after at most this long, or, with
+    /// `watch`, once a release wakes us or that process's liveness key vanishes.
     NotNow {
         retry_in: Duration,
+        watch: Option<String>,
     },
     /// Granted, but too few replicas confirmed the grant within the timeout
     /// ([`crate::Config::wait_for_replicas`]): it does not count, and is undone.
@@ -170,6 +178,10 @@ struct RedisWait<'a> {
     attempts: u64,
     /// The last grant arrived after its validity point and was given back.
     late: bool,
+    /// Whose liveness key the last try said to watch (see [`crate::liveness`]).
+    watch: Option<String>,
+    /// How many times this client's liveness key had lapsed when the last try was sent.
+    lapses: u64,
 }
 
 /// What to do after one try.
@@ -208,6 +220,8 @@ pub(crate) async fn acquire(
         transient_pause: TRANSIENT_PAUSE,
         attempts: 0,
         late: false,
+        watch: None,
+        lapses: 0,
     };
     for _ in 0..MAX_TRIES {
         let subscribed_before = wait.ticket.as_ref().is_some_and(WaitTicket::is_subscribed);
@@ -238,6 +252,9 @@ impl RedisWait<'_> {
         // Shut down, or Redis declared down: fail now rather than at the end of the wait.
         self.client.may_try(self.names.lock())?;
         self.attempts += 1;
+        if let Some(liveness) = self.client.liveness() {
+            self.lapses = liveness.lapses();
+        }
         let sent = Instant::now();
         // Until the reply says otherwise, this try may have queued us or granted us the
         // lock: giving up now must clean both.
@@ -305,7 +322,8 @@ impl RedisWait<'_> {
                 self.late = true;
                 Step::Park(Duration::ZERO)
             }
-            Attempt::NotNow { retry_in } => {
+            Attempt::NotNow { retry_in, watch } => {
+                self.watch = watch;
                 if self.options.wait.is_zero() {
                     // Tried once without joining the queue: nothing to clean.
                     self.place.joined = false;
@@ -384,12 +402,51 @@ impl RedisWait<'_> {
         }
     }
 
-    /// Parks until a release wakes us, `retry_in` (capped) passes, or the wait ends.
+    /// Parks until a release wakes us, `retry_in` (capped) passes, or the wait ends; while
+    /// the last try said to watch a live process, until that process's liveness key
+    /// vanishes instead of `retry_in`, as a release wakes us before.
     async fn park(&mut self, retry_in: Duration) {
-        let park = retry_in
-            .min(MAX_PARK)
+        let watch = self.watch.take();
+        let watching = match (self.client.liveness(), &watch, self.ticket.as_ref()) {
+            (Some(liveness), Some(key), Some(ticket)) if ticket.is_subscribed() => {
+                if liveness.lapses() != self.lapses {
+                    // Our own places may have been dropped meanwhile: look again now.
+                    return;
+                }
+                Some((liveness.clone(), liveness.watch(key)))
+            }
+            _ => None,
+        };
+        let cap = if watching.is_some() {
+            LONG_PARK
+        } else {
+            retry_in.min(MAX_PARK)
+        };
+        let park = cap
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
+        if let Some((liveness, watch)) = watching {
+            let gone = watch.gone().notified();
+            let lapsed = liveness.lapsed().notified();
+            let interrupted = self.client.interrupt().notified();
+            tokio::pin!(gone, lapsed, interrupted);
+            gone.as_mut().enable();
+            lapsed.as_mut().enable();
+            interrupted.as_mut().enable();
+            if self.client.may_try(self.names.lock()).is_err() || liveness.lapses() != self.lapses {
+                return;
+            }
+            let Some(ticket) = self.ticket.as_ref() else {
+                return;
+            };
+            tokio::select! {
+                _ = ticket.wait(park) => {}
+                () = gone => {}
+                () = lapsed => {}
+                () = interrupted => {}
+            }
+            return;
+        }
         // A server declared down or the client shut down ends the park: the next try
         // fails at once.
         let interrupted = self.client.interrupt().notified();
@@ -482,7 +539,13 @@ pub(crate) async fn yield_lock(
     let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
     let reply: i64 = retrying(names, "release", give_up, || async {
         invoke(
-            &release_call(names, token, client.publish_command(), requeue),
+            &release_call(
+                names,
+                token,
+                client.publish_command(),
+                requeue,
+                client.liveness().map(|liveness| liveness.key()),
+            ),
             &mut client.connection(),
         )
         .await
@@ -510,13 +573,18 @@ async fn try_acquire(
     if quick && let Some(attempt) = try_set_nx(client, names, token, options).await? {
         return Ok(attempt);
     }
+    let kept = client.liveness().map(|liveness| Kept {
+        alive: liveness.key(),
+        publish: client.publish_command(),
+        renews: options.watchdog,
+    });
     let call = acquire_call(
         names,
         token,
         options.ttl,
         fence_lifetime(options),
         !options.wait.is_zero(),
-        client.pass_bound().time,
+        (client.pass_bound().time, kept),
     );
     let mut connection = client.connection();
     let (reply, replicated) = match client.replicas() {
@@ -526,13 +594,18 @@ async fn try_acquire(
             Err(err) => (Err(err), None),
         },
     };
-    let (acquired, value): (i64, i64) =
-        reply.map_err(|err| LockError::backend(names.lock(), err))?;
+    let reply: AcquireReply = reply.map_err(|err| LockError::backend(names.lock(), err))?;
+    let AcquireReply {
+        acquired,
+        value,
+        watch,
+    } = reply;
     client.mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
     if acquired != 1 {
         return Ok(Attempt::NotNow {
             retry_in: Duration::from_millis(value),
+            watch,
         });
     }
     Ok(match replicated {
@@ -543,6 +616,35 @@ async fn try_acquire(
             fence: options.fencing.then_some(value),
         },
     })
+}
+
+/// acquire.lua's reply: `{acquired, fence or wait_ms}`, and where queue places are kept by
+/// the process's liveness key, a third element: whose liveness key to watch ('' none).
+struct AcquireReply {
+    acquired: i64,
+    value: i64,
+    watch: Option<String>,
+}
+
+impl redis::FromRedisValue for AcquireReply {
+    fn from_redis_value(value: redis::Value) -> Result<Self, redis::ParsingError> {
+        let items: Vec<redis::Value> = redis::from_redis_value(value)?;
+        let mut items = items.into_iter();
+        let mut next_int = || -> Result<i64, redis::ParsingError> {
+            redis::from_redis_value(items.next().unwrap_or(redis::Value::Nil))
+        };
+        let acquired = next_int()?;
+        let value = next_int()?;
+        let watch = match items.next() {
+            Some(watch) => Some(redis::from_redis_value::<String>(watch)?),
+            None => None,
+        };
+        Ok(AcquireReply {
+            acquired,
+            value,
+            watch: watch.filter(|watch| !watch.is_empty()),
+        })
+    }
 }
 
 /// The quick first try: a plain `SET NX PX`. `None` when the caller goes on with the
@@ -576,6 +678,7 @@ async fn try_set_nx(
             client.mark_answered();
             Ok(options.wait.is_zero().then_some(Attempt::NotNow {
                 retry_in: Duration::ZERO,
+                watch: None,
             }))
         }
         Ok(_) => {
@@ -746,7 +849,7 @@ async fn release_once(
                 ttl: Duration::ZERO,
                 window,
             };
-            release_call(names, token, client.publish_command(), &nobody)
+            release_call(names, token, client.publish_command(), &nobody, None)
         }
         None => queue_call(&RELEASE, names, token, client.publish_command()),
     };

@@ -266,7 +266,16 @@ async fn acquire_round(
     let sent = Instant::now();
     // Try once, never queue: there is no queue across independent masters. Every master
     // is waited for (up to the node timeout), so that the lock lands on all that answer.
-    let call = || acquire_call(names, token, options.ttl, lifetime, false, Duration::ZERO);
+    let call = || {
+        acquire_call(
+            names,
+            token,
+            options.ttl,
+            lifetime,
+            false,
+            (Duration::ZERO, None),
+        )
+    };
     let count = |replies: &[Option<RedisResult<(i64, i64)>>], granted: bool| {
         replies
             .iter()

@@ -102,7 +102,7 @@ pub(crate) struct Call<'s> {
 impl<'s> Call<'s> {
     /// A call of `script` on `keys`; add its arguments with [`Call::arg`].
     pub(crate) fn new(script: &'s Script, keys: &[&str]) -> Self {
-        /// Room for the arguments of the biggest call here (release.lua takes 9).
+        /// Room for the arguments of the biggest call here (release.lua takes 10).
         const ARGS: usize = 10;
         const ARG_BYTES: usize = 128;
         let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
@@ -189,27 +189,39 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
     send_retrying!(call.script, connection, pipeline.query_async(connection))
 }
 
+/// A caller whose queue places its process's liveness key keeps (see
+/// [`crate::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kept<'a> {
+    /// The process's liveness key.
+    pub(crate) alive: &'a str,
+    /// `PUBLISH`, to wake the head waiter.
+    pub(crate) publish: &'a str,
+    /// Whether the caller's watchdog renews its lease (its waiters may then wait for it).
+    pub(crate) renews: bool,
+}
+
 /// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
 /// counter's lifetime (0: no fence), whether to join the queue when the lock cannot be taken
-/// now, the queue lease, and the foreign windows' period while foreign clients use them.
+/// now, the queue lease, and the foreign windows' period while foreign clients use them;
+/// with `kept`, the process's liveness key (the reply then has a third element).
 pub(crate) fn acquire_call(
     names: &KeyNames,
     token: &str,
     ttl: std::time::Duration,
     fence_lifetime: u64,
     may_wait: bool,
-    foreign_every: std::time::Duration,
+    (foreign_every, kept): (std::time::Duration, Option<Kept<'_>>),
 ) -> Call<'static> {
-    let mut invocation = Call::new(
-        &ACQUIRE,
-        &[
-            names.lock(),
-            names.fence(),
-            names.queue(),
-            names.deadlines(),
-            names.ttls(),
-        ],
-    );
+    let keys = [
+        names.lock(),
+        names.fence(),
+        names.queue(),
+        names.deadlines(),
+        names.ttls(),
+        kept.map_or("", |kept| kept.alive),
+    ];
+    let mut invocation = Call::new(&ACQUIRE, &keys[..if kept.is_some() { 6 } else { 5 }]);
     invocation
         .arg(token)
         .arg(crate::lease::millis(ttl))
@@ -217,6 +229,12 @@ pub(crate) fn acquire_call(
         .arg(u8::from(may_wait))
         .arg(crate::lease::millis(QUEUE_LEASE))
         .arg(crate::lease::millis(foreign_every));
+    if let Some(kept) = kept {
+        invocation
+            .arg(names.channel())
+            .arg(kept.publish)
+            .arg(u8::from(kept.renews));
+    }
     invocation
 }
 
@@ -269,11 +287,13 @@ pub(crate) fn announced_release_call(
 
 /// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or
 /// leaves it free for a foreign window.
+/// With `alive` (the process's liveness key), the requeued entry is a kept one.
 pub(crate) fn release_call(
     names: &KeyNames,
     token: &str,
     publish: &str,
     requeue: &Requeue,
+    alive: Option<&str>,
 ) -> Call<'static> {
     let mut invocation = queue_call(&RELEASE, names, token, publish);
     invocation
@@ -281,6 +301,9 @@ pub(crate) fn release_call(
         .arg(crate::lease::millis(requeue.ttl))
         .arg(crate::lease::millis(QUEUE_LEASE))
         .arg(requeue.window.as_millis() as u64);
+    if let Some(alive) = alive {
+        invocation.arg(0).arg(alive);
+    }
     invocation
 }
 

@@ -452,7 +452,11 @@ struct Waiter {
 impl Waiter {
     fn keep(&mut self) {
         if self.kept.is_none() {
-            self.kept = Some(self.client.watchdog().keep_queued(&self.names, &self.token));
+            self.kept = Some(
+                self.client
+                    .watchdog()
+                    .keep_queued_per_key(&self.names, &self.token),
+            );
         }
     }
 

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::LostCause;
 use crate::connection::Connection;
 use crate::lease::{Token, millis, validity};
+use crate::liveness::Liveness;
 use crate::lost_signal::LostSignal;
 use crate::replicas::Replicas;
 use crate::scripts::{Call, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
@@ -49,6 +50,9 @@ struct Nodes {
     timeout: Option<Duration>,
     /// How many replicas must confirm a renewal (its pipeline ends with their `WAIT`).
     replicas: Option<Replicas>,
+    /// The client's liveness key, named by renewals of contended keys (see
+    /// [`crate::liveness`]); `None` where queue places are kept per key.
+    alive: Option<Arc<Liveness>>,
 }
 
 struct Shared {
@@ -75,6 +79,9 @@ struct State {
     recent_period: Option<Duration>,
     /// How long the scheduler last slept with nothing scheduled.
     idle_period: Duration,
+    /// The client's liveness key: kept alive by one request per period while the client
+    /// holds or waits (instead of one keep-alive per key), see [`crate::liveness`].
+    liveness: Option<Arc<Liveness>>,
 }
 
 struct Lease {
@@ -86,6 +93,9 @@ struct Lease {
     next_renewal: Instant,
     valid_until: Instant,
     in_flight: bool,
+    /// Waiters were queued behind this lease (it was taken after queueing, or a renewal
+    /// noted it for them): the client's liveness key must live while it is held.
+    contended: bool,
     lost: LostSignal,
     /// What the holder keeps only while its lease lives (its turn in the key's local
     /// queue): dropped when the lease is lost, before the holder is told, so the next
@@ -100,6 +110,9 @@ pub(crate) type Attachment = crate::turn::Turn;
 struct Queued {
     names: Arc<KeyNames>,
     token: Token,
+    /// Kept by a keep-alive per key even where the client has a liveness key: a semaphore's
+    /// waiter, whose entry lives by its deadline (see [`Watchdog::keep_queued_per_key`]).
+    per_key: bool,
 }
 
 /// One keep-alive call: a key's queue and the places this process keeps in it.
@@ -153,17 +166,21 @@ impl Watchdog {
     ///
     /// `on_dropped` runs when the runtime drops the scheduler task before the watchdog
     /// stopped it (the runtime is shutting down, see `shutdown.rs`).
+    ///
+    /// With `liveness`, queue places are kept by the client's liveness key (one request per
+    /// period) instead of one keep-alive call per key.
     pub(crate) fn start(
         connections: Vec<Connection>,
         quorum: usize,
-        timeout: Option<Duration>,
-        replicas: Option<Replicas>,
+        (timeout, replicas): (Option<Duration>, Option<Replicas>),
+        liveness: Option<Arc<Liveness>>,
         telemetry: Telemetry,
         on_dropped: OnDropped,
     ) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 telemetry,
+                liveness: liveness.clone(),
                 ..State::default()
             }),
             stopped: AtomicBool::new(false),
@@ -174,6 +191,7 @@ impl Watchdog {
             quorum,
             timeout,
             replicas,
+            alive: liveness,
         };
         let scheduler = schedule(Arc::downgrade(&shared), wake.clone(), nodes);
         tokio::spawn(async move {
@@ -222,6 +240,7 @@ impl Watchdog {
                     next_renewal,
                     valid_until,
                     in_flight: false,
+                    contended: false,
                     lost,
                     attached: None,
                 },
@@ -359,6 +378,17 @@ impl Watchdog {
     /// its process renews it with the others, so a process that dies or stops loses it
     /// within one queue lease. The place was just refreshed by the waiter's own try.
     pub(crate) fn keep_queued(&self, names: &Arc<KeyNames>, token: &Token) -> u64 {
+        self.queue_place(names, token, false)
+    }
+
+    /// Keeps a waiter's place alive like [`keep_queued`](Self::keep_queued), but always by a
+    /// keep-alive of its key: for a semaphore's waiter, whose queue entry names no liveness
+    /// key and lives by its deadline.
+    pub(crate) fn keep_queued_per_key(&self, names: &Arc<KeyNames>, token: &Token) -> u64 {
+        self.queue_place(names, token, true)
+    }
+
+    fn queue_place(&self, names: &Arc<KeyNames>, token: &Token, per_key: bool) -> u64 {
         let now = Instant::now();
         let (id, wake_sooner) = {
             let mut state = self.shared.state();
@@ -369,6 +399,7 @@ impl Watchdog {
                 Queued {
                     names: names.clone(),
                     token: token.clone(),
+                    per_key,
                 },
             );
             let due = *state.next_keepalive.get_or_insert(now + KEEPALIVE_EVERY);
@@ -407,6 +438,14 @@ impl Watchdog {
             drained.push((place.names, place.token, true));
         }
         drained
+    }
+
+    /// Marks a lease as one that waiters queue behind (it was taken after queueing, so
+    /// acquire.lua noted its holder for them): the client's liveness key lives while it does.
+    pub(crate) fn mark_contended(&self, id: u64) {
+        if let Some(lease) = self.shared.state().leases.get_mut(&id) {
+            lease.contended = true;
+        }
     }
 
     /// How many leases are on the schedule.
@@ -454,6 +493,10 @@ async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
             if !due.places.is_empty() {
                 tokio::spawn(keep_places(nodes.connections[0].clone(), due.places));
             }
+            if let Some(liveness) = due.refresh {
+                let connection = nodes.connections[0].clone();
+                tokio::spawn(async move { liveness.refresh(connection).await });
+            }
             if !due.batch.is_empty() {
                 tokio::spawn(renew_batch(
                     shared.clone(),
@@ -479,6 +522,8 @@ struct Due {
     next_wake: Instant,
     /// Queue places to keep alive now.
     places: Vec<KeepAlive>,
+    /// The liveness key to refresh now.
+    refresh: Option<Arc<Liveness>>,
     /// Leases past their validity, taken off the schedule, to [`end`](Lease::end).
     lapsed: Vec<(Lease, LostCause)>,
     /// Where their losses are counted.
@@ -526,12 +571,28 @@ fn collect_due(state: &mut State, now: Instant) -> Due {
             (lease, cause)
         })
         .collect();
-    let places = due_places(state, now);
+    let (places, refresh) = match state.liveness.clone() {
+        None => (due_places(state, now), None),
+        Some(liveness) => {
+            let refresh = due_refresh(state, liveness, now);
+            // Semaphore waiters' places still go by their deadlines: kept per key, with the
+            // refresh.
+            let places = match refresh {
+                Some(_) => group_places(state.queued.values().filter(|place| place.per_key)),
+                None => Vec::new(),
+            };
+            (places, refresh)
+        }
+    };
     if let Some(keepalive) = state.next_keepalive {
         next_wake = next_wake.min(keepalive);
     }
     let recent_period = state.recent_period.take();
-    if batch.is_empty() && state.leases.is_empty() && state.queued.is_empty() {
+    if batch.is_empty()
+        && state.leases.is_empty()
+        && state.queued.is_empty()
+        && state.next_keepalive.is_none()
+    {
         // Nothing to watch. While locks keep coming and going (each held for less than its
         // first renewal interval), look again after that interval: a new lease is then due
         // no sooner than this look and need not wake the scheduler (a thread switch per
@@ -550,6 +611,7 @@ fn collect_due(state: &mut State, now: Instant) -> Due {
         batch,
         next_wake,
         places,
+        refresh,
         lapsed,
         telemetry: state.telemetry.clone(),
     }
@@ -589,8 +651,13 @@ fn due_places(state: &mut State, now: Instant) -> Vec<KeepAlive> {
         return Vec::new();
     }
     state.next_keepalive = Some(now + KEEPALIVE_EVERY);
+    group_places(state.queued.values())
+}
+
+/// The places, one keep-alive call per key.
+fn group_places<'a>(places: impl Iterator<Item = &'a Queued>) -> Vec<KeepAlive> {
     let mut by_key: HashMap<&str, KeepAlive> = HashMap::new();
-    for place in state.queued.values() {
+    for place in places {
         by_key
             .entry(place.names.lock())
             .or_insert_with(|| KeepAlive {
@@ -601,6 +668,28 @@ fn due_places(state: &mut State, now: Instant) -> Vec<KeepAlive> {
             .push(place.token.clone());
     }
     by_key.into_values().collect()
+}
+
+/// The liveness key, when its refresh is due: every [`KEEPALIVE_EVERY`] while the client
+/// keeps a queue place, watches another process, or renews a lease that waiters queue
+/// behind (a renewal notes its holder's liveness key for them; a lease without renewal
+/// never does). A client that only takes uncontended locks never writes it.
+fn due_refresh(state: &mut State, liveness: Arc<Liveness>, now: Instant) -> Option<Arc<Liveness>> {
+    if state.queued.is_empty()
+        && !liveness.is_watching()
+        && !state
+            .leases
+            .values()
+            .any(|lease| lease.renew && lease.contended)
+    {
+        state.next_keepalive = None;
+        return None;
+    }
+    if state.next_keepalive.is_some_and(|due| due > now) {
+        return None;
+    }
+    state.next_keepalive = Some(now + KEEPALIVE_EVERY);
+    Some(liveness)
 }
 
 /// Keeps queue places alive: one script call per key, all in flight at once on the
@@ -629,7 +718,10 @@ async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
 
 /// What the nodes said of one lease's renewal.
 enum Verdict {
-    Renewed,
+    /// Renewed; `noted`: waiters are queued, and the renewal noted this holder for them.
+    Renewed {
+        noted: bool,
+    },
     Gone,
     Failed,
 }
@@ -642,31 +734,36 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
     let per_node = join_all(nodes.connections.iter().map(|connection| {
         let mut connection = connection.clone();
         let batch = &batch;
+        let nodes = &nodes;
         async move {
             let replicas = nodes.replicas.as_ref();
+            let alive = nodes.alive.as_ref().map(|liveness| liveness.key());
             match nodes.timeout {
                 Some(limit) => {
-                    tokio::time::timeout(limit, renew_on(&mut connection, batch, replicas))
+                    tokio::time::timeout(limit, renew_on(&mut connection, batch, replicas, alive))
                         .await
                         .unwrap_or(Err(()))
                 }
-                None => renew_on(&mut connection, batch, replicas).await,
+                None => renew_on(&mut connection, batch, replicas, alive).await,
             }
         }
     }))
     .await;
     let node_count = nodes.connections.len();
     let verdict = |index: usize| {
-        let (mut renewed, mut gone) = (0, 0);
+        let (mut renewed, mut gone, mut noted) = (0, 0, false);
         for replies in per_node.iter().flatten() {
             match replies.get(index) {
-                Some(Ok(true)) => renewed += 1,
-                Some(Ok(false)) => gone += 1,
+                Some(Ok((true, holder_noted))) => {
+                    renewed += 1;
+                    noted |= *holder_noted;
+                }
+                Some(Ok((false, _))) => gone += 1,
                 _ => {}
             }
         }
         if renewed >= nodes.quorum {
-            Verdict::Renewed
+            Verdict::Renewed { noted }
         } else if gone > node_count - nodes.quorum {
             Verdict::Gone
         } else {
@@ -686,7 +783,9 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
         };
         lease.in_flight = false;
         match verdict(index) {
-            Verdict::Renewed => {
+            Verdict::Renewed { noted } => {
+                // Waiters are queued behind this holder: its liveness key must live.
+                lease.contended |= noted;
                 lease.valid_until = lease.valid_until.max(validity(sent, renewal.ttl));
                 lease.next_renewal = sent + renewal.ttl / 3;
                 tracing::debug!(key = %renewal.names.lock(), "lease renewed");
@@ -712,20 +811,24 @@ async fn renew_on(
     connection: &mut Connection,
     batch: &[Renewal],
     replicas: Option<&Replicas>,
-) -> Result<Vec<Result<bool, ()>>, ()> {
+    alive: Option<&str>,
+) -> Result<Vec<RenewalReply>, ()> {
     if !connection.is_cluster() {
-        return send_renewals(connection, batch, replicas).await;
+        return send_renewals(connection, batch, replicas, alive).await;
     }
-    let replies =
-        join_all(
-            batch.iter().map(|renewal| {
-                let mut connection = connection.clone();
-                async move {
-                    send_renewals(&mut connection, std::slice::from_ref(renewal), replicas).await
-                }
-            }),
-        )
-        .await;
+    let replies = join_all(batch.iter().map(|renewal| {
+        let mut connection = connection.clone();
+        async move {
+            send_renewals(
+                &mut connection,
+                std::slice::from_ref(renewal),
+                replicas,
+                alive,
+            )
+            .await
+        }
+    }))
+    .await;
     Ok(replies
         .into_iter()
         .map(|reply| reply.ok().and_then(|mut one| one.pop()).unwrap_or(Err(())))
@@ -740,18 +843,31 @@ async fn send_renewals(
     connection: &mut Connection,
     batch: &[Renewal],
     replicas: Option<&Replicas>,
-) -> Result<Vec<Result<bool, ()>>, ()> {
+    alive: Option<&str>,
+) -> Result<Vec<RenewalReply>, ()> {
     let pipeline = |only: &dyn Fn(usize) -> bool| {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for (index, renewal) in batch.iter().enumerate() {
             if only(index) {
-                pipe.cmd("EVALSHA")
-                    .arg(RENEW.get_hash())
-                    .arg(1)
-                    .arg(renewal.names.lock())
-                    .arg(&*renewal.token)
-                    .arg(millis(renewal.ttl));
+                let names = &renewal.names;
+                let command = pipe.cmd("EVALSHA").arg(RENEW.get_hash());
+                match alive {
+                    // Notes this holder for the key's waiters, while there are some.
+                    Some(alive) => command
+                        .arg(3)
+                        .arg(names.lock())
+                        .arg(names.queue())
+                        .arg(names.ttls())
+                        .arg(&*renewal.token)
+                        .arg(millis(renewal.ttl))
+                        .arg(alive),
+                    None => command
+                        .arg(1)
+                        .arg(names.lock())
+                        .arg(&*renewal.token)
+                        .arg(millis(renewal.ttl)),
+                };
             }
         }
         if let Some(replicas) = replicas {
@@ -771,7 +887,7 @@ async fn send_renewals(
     };
     let first_confirmed = confirmed_by_replicas(&mut first, replicas, batch.len(), batch);
     let missing: Vec<bool> = first.iter().map(is_noscript).collect();
-    let mut results: Vec<Result<bool, ()>> = first
+    let mut results: Vec<RenewalReply> = first
         .iter()
         .map(|reply| renewal_result(reply, first_confirmed))
         .collect();
@@ -859,13 +975,18 @@ fn confirmed_by_replicas(
     }
 }
 
+/// One node's answer to one renewal: `(renewed, noted)`, `noted` when renew.lua found
+/// waiters queued and noted the holder for them (reply 2); `(false, _)` the token was gone;
+/// `Err(())` failed.
+type RenewalReply = Result<(bool, bool), ()>;
+
 /// What one renewal reply means: renewed (counted only when the replicas `confirmed` it),
 /// the token gone, or failed.
-fn renewal_result(reply: &redis::RedisResult<i64>, confirmed: bool) -> Result<bool, ()> {
+fn renewal_result(reply: &redis::RedisResult<i64>, confirmed: bool) -> RenewalReply {
     match reply {
-        Ok(1) if confirmed => Ok(true),
-        Ok(1) => Err(()),
-        Ok(_) => Ok(false),
+        Ok(renewed @ (1 | 2)) if confirmed => Ok((true, *renewed == 2)),
+        Ok(1 | 2) => Err(()),
+        Ok(_) => Ok((false, false)),
         Err(_) => Err(()),
     }
 }
@@ -895,6 +1016,7 @@ mod tests {
             next_renewal: now + ttl / 3,
             valid_until: validity(now, ttl),
             in_flight: false,
+            contended: false,
             lost: LostSignal::new(),
             attached: None,
         }
@@ -934,7 +1056,14 @@ mod tests {
             let id = state.next_id;
             let token = Token::from(token);
             let names = names.clone();
-            state.queued.insert(id, Queued { names, token });
+            state.queued.insert(
+                id,
+                Queued {
+                    names,
+                    token,
+                    per_key: false,
+                },
+            );
         }
         // Due at once (never kept yet): one call for the key, with both places.
         let due = collect_due(&mut state, now);
@@ -958,6 +1087,63 @@ mod tests {
         let (next, places) = (due.next_wake, due.places);
         assert!(places.is_empty());
         assert!(next > now + KEEPALIVE_EVERY * 3);
+    }
+
+    #[test]
+    fn with_a_liveness_key_places_cost_one_refresh_per_period_and_uncontended_leases_none() {
+        let now = Instant::now();
+        let liveness = Liveness::new();
+        let mut state = State {
+            liveness: Some(liveness.clone()),
+            ..State::default()
+        };
+        // An uncontended lease renewed by the watchdog: nothing to refresh.
+        state.leases.insert(1, lease(Duration::from_secs(3), now));
+        let due = collect_due(&mut state, now);
+        assert!(due.refresh.is_none() && due.places.is_empty());
+        // A thousand places on a thousand keys: one refresh, no per-key keep-alive.
+        for index in 0..1_000u64 {
+            let names = Arc::new(KeyNames::prefixed("", &format!("k{index}")).unwrap());
+            let token = Token::from(format!("t{index}").as_str());
+            state.queued.insert(
+                100 + index,
+                Queued {
+                    names,
+                    token,
+                    per_key: false,
+                },
+            );
+        }
+        let due = collect_due(&mut state, now);
+        assert!(due.refresh.is_some());
+        assert!(due.places.is_empty());
+        assert!(due.next_wake <= now + KEEPALIVE_EVERY);
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY / 2)
+                .refresh
+                .is_none()
+        );
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY)
+                .refresh
+                .is_some()
+        );
+        // The places gone, a lease that waiters queue behind still keeps the key.
+        state.queued.clear();
+        if let Some(lease) = state.leases.get_mut(&1) {
+            lease.contended = true;
+        }
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY * 2)
+                .refresh
+                .is_some()
+        );
+        state.leases.clear();
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY * 3)
+                .refresh
+                .is_none()
+        );
     }
 
     #[test]

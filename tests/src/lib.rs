@@ -296,6 +296,15 @@ impl RedisServer {
         redis::cmd("DBSIZE").query(&mut self.conn()).unwrap()
     }
 
+    /// Whether db 0 empties within `bound`: a process that waited in a queue keeps its
+    /// liveness key (`~lock/alive/…`) up to one liveness lease (1 s) after its last wait,
+    /// while every lock and queue key is gone at once.
+    pub async fn until_empty(&self, bound: Duration) -> bool {
+        until(bound, Duration::from_millis(20), || self.dbsize() == 0)
+            .await
+            .is_some()
+    }
+
     /// GET as an optional string.
     pub fn get(&self, key: &str) -> Option<String> {
         redis::cmd("GET").arg(key).query(&mut self.conn()).unwrap()

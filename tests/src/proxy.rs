@@ -36,6 +36,8 @@ struct Faults {
     target_port: AtomicU16,
     /// Chunks read and not yet passed on (sleeping out a delay).
     held_back: AtomicUsize,
+    /// Commands the clients sent through the proxy (top-level RESP arrays going up).
+    requests: AtomicU64,
 }
 
 impl Faults {
@@ -85,6 +87,7 @@ impl FaultProxy {
             hold_replication: watch::channel(false).0,
             target_port: AtomicU16::new(target_port),
             held_back: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
         });
         let (generation, generation_rx) = watch::channel(0u64);
         let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel();
@@ -189,6 +192,13 @@ impl FaultProxy {
         self.faults.held_back.load(Ordering::SeqCst)
     }
 
+    /// How many commands clients have sent through the proxy so far (each command of a
+    /// pipeline counts; commands a script runs on the server do not): what one client's
+    /// traffic costs the server in requests, apart from every other client's.
+    pub fn requests(&self) -> u64 {
+        self.faults.requests.load(Ordering::SeqCst)
+    }
+
     /// Resets (RST) every connection open now; new connections are accepted as before.
     pub fn reset_all(&self) {
         self.generation.send_modify(|generation| *generation += 1);
@@ -266,6 +276,7 @@ async fn pump(
     };
     // Bytes held back while the hold is on, in order.
     let mut kept: Vec<u8> = Vec::new();
+    let mut commands = CommandCounter::default();
     loop {
         let read = tokio::select! {
             read = from.read(&mut buffer) => match read {
@@ -299,6 +310,10 @@ async fn pump(
                 continue;
             }
         };
+        if direction == Direction::Up {
+            let sent = commands.feed(&buffer[..read]);
+            faults.requests.fetch_add(sent, Ordering::SeqCst);
+        }
         let delay = faults.delay(direction);
         if !delay.is_zero() {
             let _held = HeldBack::new(&faults.held_back);
@@ -344,5 +359,77 @@ impl<'a> HeldBack<'a> {
 impl Drop for HeldBack<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Counts the commands in a client's byte stream: RESP arrays of bulk strings (what
+/// redis-rs sends), read across chunk boundaries.
+#[derive(Default)]
+struct CommandCounter {
+    /// The header line being read (`*n` or `$len`), without its `\r\n`.
+    line: Vec<u8>,
+    /// Bulk strings left in the current command.
+    elements: u64,
+    /// Bytes of the current bulk string (and its `\r\n`) still to skip.
+    skip: u64,
+}
+
+impl CommandCounter {
+    /// Reads `bytes`; returns how many commands began in them.
+    fn feed(&mut self, mut bytes: &[u8]) -> u64 {
+        let mut commands = 0;
+        while !bytes.is_empty() {
+            if self.skip > 0 {
+                let taken = bytes
+                    .len()
+                    .min(usize::try_from(self.skip).unwrap_or(usize::MAX));
+                self.skip -= taken as u64;
+                bytes = &bytes[taken..];
+                continue;
+            }
+            let Some(end) = bytes.iter().position(|&byte| byte == b'\n') else {
+                self.line.extend_from_slice(bytes);
+                break;
+            };
+            self.line.extend_from_slice(&bytes[..end]);
+            bytes = &bytes[end + 1..];
+            let line = std::mem::take(&mut self.line);
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            let number = |rest: &[u8]| {
+                std::str::from_utf8(rest)
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            match line.first() {
+                Some(b'*') if self.elements == 0 => {
+                    commands += 1;
+                    self.elements = number(&line[1..]);
+                }
+                Some(b'$') if self.elements > 0 => {
+                    self.elements -= 1;
+                    self.skip = number(&line[1..]) + 2;
+                }
+                // An inline command (a plain line).
+                Some(_) if self.elements == 0 => commands += 1,
+                _ => {}
+            }
+        }
+        commands
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CommandCounter;
+
+    #[test]
+    fn commands_are_counted_across_chunks_and_inside_bulk_strings_are_not() {
+        let stream = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\n*2\r\n\r\n*1\r\n$4\r\nPING\r\n";
+        for split in 0..stream.len() {
+            let mut counter = CommandCounter::default();
+            let (a, b) = stream.split_at(split);
+            assert_eq!(counter.feed(a) + counter.feed(b), 2, "split at {split}");
+        }
     }
 }

@@ -71,11 +71,11 @@ use lock_tests::{RedisServer, child};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
-#[path = "adversary/semaphore.rs"]
-mod semaphore;
 /// The read-write lock's part of the schedule and of the checker.
 #[path = "adversary/rwlock.rs"]
 mod rwlock;
+#[path = "adversary/semaphore.rs"]
+mod semaphore;
 
 const TEST: &str = "adversary";
 const WORKERS: usize = 3;

@@ -436,3 +436,130 @@ fn renew_extends_only_the_owners_key() {
     let _: () = redis::cmd("DEL").arg(LOCK).query(&mut conn).unwrap();
     assert_eq!(call(&mut conn, "other"), 0, "renewed a missing key");
 }
+
+fn renew() -> redis::Script {
+    redis::Script::new(include_str!("../../lock-runtime/src/lua/renew.lua"))
+}
+
+/// acquire.lua as a waiting caller of a process with the liveness key `alive` sends it
+/// (single server, Sentinel): `{acquired, fence or wait_ms, liveness key to watch}`.
+fn try_acquire_kept(
+    conn: &mut redis::Connection,
+    token: &str,
+    alive: &str,
+    renews: bool,
+) -> (i64, i64, String) {
+    acquire()
+        .key(LOCK)
+        .key(FENCE)
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .key(alive)
+        .arg(token)
+        .arg(30_000)
+        .arg(0)
+        .arg(1)
+        .arg(1000)
+        .arg(25)
+        .arg(CHANNEL)
+        .arg("PUBLISH")
+        .arg(u8::from(renews))
+        .invoke(conn)
+        .unwrap()
+}
+
+/// A kept entry (it names its process's liveness key) lives while that key does, however
+/// old its join: a release grants it while the key exists, and drops it for the next
+/// waiter once the key is gone. Entries of the other kind (deadlines) are judged as before.
+#[test]
+fn a_kept_entry_lives_while_its_process_key_does() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "holder");
+    let (acquired, _, watch) = try_acquire_kept(&mut conn, "kept", "~lock/alive/p1", true);
+    assert_eq!(acquired, 0);
+    assert_eq!(watch, "", "the holder renews nothing yet: nothing to watch");
+    queue(
+        &mut conn,
+        "old-kind",
+        9_999_999_999_999_999,
+        60_000,
+        Some(30_000),
+    );
+    assert_eq!(queued(&mut conn), ["kept", "old-kind"]);
+    assert!(
+        server.pttl("~lock/alive/p1") > 0,
+        "joining creates the process's liveness key"
+    );
+    assert!(
+        server.pttl(QUEUE) > 3_000_000,
+        "queue keys live as long as a kept entry"
+    );
+    // Its process's key gone (the process died or stopped): the release skips it.
+    let _: () = redis::cmd("DEL")
+        .arg("~lock/alive/p1")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(release_as(&mut conn, "holder", 500), 1);
+    assert_eq!(server.get(LOCK).as_deref(), Some("old-kind"));
+    assert!(queued(&mut conn).is_empty());
+    let fields: Vec<String> = redis::cmd("HKEYS").arg(TTLS).query(&mut conn).unwrap();
+    assert!(fields.is_empty(), "left in the ttls hash: {fields:?}");
+}
+
+/// A holder whose watchdog renews it is noted for the kept waiters behind it: their try
+/// names its process's liveness key to watch (no more asking again every second), but only
+/// while that key exists and the holder still holds the lock key.
+#[test]
+fn a_renewing_holder_is_noted_for_the_waiters_behind_it() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "holder");
+    let (_, _, watch) = try_acquire_kept(&mut conn, "waiter", "~lock/alive/w", true);
+    assert_eq!(watch, "");
+    let renewed: i64 = renew()
+        .key(LOCK)
+        .key(QUEUE)
+        .key(TTLS)
+        .arg("holder")
+        .arg(30_000)
+        .arg("~lock/alive/h")
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(renewed, 2, "renewed and noted for the queued waiter");
+    let (acquired, _, watch) = try_acquire_kept(&mut conn, "waiter", "~lock/alive/w", true);
+    assert_eq!((acquired, watch.as_str()), (0, "~lock/alive/h"));
+    // The holder's process gone: nothing to watch, the waiter asks again as before.
+    let _: () = redis::cmd("DEL")
+        .arg("~lock/alive/h")
+        .query(&mut conn)
+        .unwrap();
+    let (_, _, watch) = try_acquire_kept(&mut conn, "waiter", "~lock/alive/w", true);
+    assert_eq!(watch, "");
+    // Another holder (a foreign one) on the key: the note is not its.
+    let _: i64 = renew()
+        .key(LOCK)
+        .key(QUEUE)
+        .key(TTLS)
+        .arg("holder")
+        .arg(30_000)
+        .arg("~lock/alive/h")
+        .invoke(&mut conn)
+        .unwrap();
+    hold(&mut conn, "foreign");
+    let (_, _, watch) = try_acquire_kept(&mut conn, "waiter", "~lock/alive/w", true);
+    assert_eq!(watch, "");
+    // Without waiters, a renewal notes nothing.
+    let _: () = redis::cmd("DEL").arg(QUEUE).query(&mut conn).unwrap();
+    let renewed: i64 = renew()
+        .key(LOCK)
+        .key(QUEUE)
+        .key(TTLS)
+        .arg("foreign")
+        .arg(30_000)
+        .arg("~lock/alive/h")
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(renewed, 1);
+}

@@ -15,9 +15,18 @@
 --
 -- ARGV[6] the period of foreign windows while a foreign client uses them (ms): one of our
 --         tenures (Config::local_pass_time)
+-- KEYS[6] (optional) the caller's process's liveness key: the caller's entry is then a kept
+--         one (prelude.lua), and the reply has a third element, see below
+-- ARGV[7], ARGV[8] (with KEYS[6]) the key's release channel, and PUBLISH
+-- ARGV[9] (with KEYS[6]) '1' when the caller's watchdog renews its lease: waiters may then
+--         wait for its release (or its process's end) instead of asking again
 --
 -- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}: how
--- long the caller may sleep before trying again if no release wakes it.
+-- long the caller may sleep before trying again if no release wakes it. With KEYS[6], a
+-- third element: the liveness key of the process that holds the key and renews it, '' for
+-- none (a foreign holder, one not noted yet, a hand-over): until that key vanishes, the
+-- holder's release (or a take that changes who the caller waits for) wakes the caller,
+-- which need not ask again meanwhile.
 --
 -- A release that finds waiters leaves the key holding '~handover' (never a token) until
 -- the head of the queue takes it: so a plain `SET NX`, which the client sends as its first
@@ -27,15 +36,39 @@
 
 -- The reply for a grant just made (the lock key already holds the token).
 local function fenced()
-  if ARGV[3] == '0' then
-    return {1, 0}
+  local fence = 0
+  if ARGV[3] ~= '0' then
+    fence = next_fence(KEYS[2], ARGV[3])
   end
-  return {1, next_fence(KEYS[2], ARGV[3])}
+  if KEYS[6] then
+    return {1, fence, ''}
+  end
+  return {1, fence}
 end
 
 local function acquire()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if KEYS[6] and redis.call('EXISTS', KEYS[3]) == 1 then
+    if ARGV[9] == '1' then
+      note_holder(KEYS[5], ARGV[1], KEYS[6], tonumber(ARGV[2]))
+    end
+    -- The next waiter may be parked watching the process this key came from: it looks
+    -- again, and from now on watches this holder.
+    local next = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if next and next ~= ARGV[1] and alive_key(KEYS[5], next) then
+      redis.call(ARGV[8], ARGV[7], next)
+    end
+  end
   return fenced()
+end
+
+-- The reply of a try that did not acquire: how long to wait at most, and with KEYS[6]
+-- whose liveness key to watch meanwhile.
+local function waiting(wait_ms, watch)
+  if KEYS[6] then
+    return {0, wait_ms, watch or ''}
+  end
+  return {0, wait_ms}
 end
 
 -- How long the holder may keep the key. A key without expiry (a foreign lock taken with
@@ -82,7 +115,7 @@ if not queued then
   end
   -- Held by another with nobody queued: try-once callers stop here.
   if ARGV[4] == '0' then
-    return {0, held_for()}
+    return waiting(held_for())
   end
 end
 
@@ -90,6 +123,7 @@ local now_ms, now_us = server_time()
 purge(KEYS[3], KEYS[4], KEYS[5], now_ms)
 
 local wait_ms
+local watch
 -- A foreign window left by a release (release.lua): until its end our waiters leave the
 -- free key to clients that do not queue, asking every FOREIGN_POLL_MS. A foreign holder seen
 -- meanwhile marks the window used, and ends it once the key is free again; the first of
@@ -125,12 +159,24 @@ elseif not holder then
     return acquire()
   end
   -- Free, but another waiter is first in line: wait for its turn (at most its deadline).
+  if alive_key(KEYS[5], head) then
+    -- A kept entry: its process is alive, but the entry may be one nobody waits on any
+    -- more (its leave failed), or its waiter may be parked after a grant that lapsed (its
+    -- process confirmed it too late). Woken, a live waiter takes the key at once; an
+    -- entry that does not within a queue lease loses its place.
+    redis.call('ZADD', KEYS[4], 'XX', 'LT', now_ms + tonumber(ARGV[5]), head)
+    if ARGV[8] then
+      redis.call(ARGV[8], ARGV[7], head)
+    end
+  end
   wait_ms = math.max(0, (tonumber(redis.call('ZSCORE', KEYS[4], head)) or now_ms) - now_ms)
 else
   wait_ms = held_for()
   if gap_end then
     -- Taken in a foreign window by a client that publishes no release: ask again soon.
     wait_ms = math.min(wait_ms, FOREIGN_POLL_MS)
+  elseif KEYS[6] then
+    watch = watched_holder(KEYS[5], holder)
   end
 end
 
@@ -139,6 +185,6 @@ if ARGV[4] == '1' then
   if ARGV[3] ~= '0' then
     ttl = '0'
   end
-  join(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ttl, tonumber(ARGV[5]), now_ms, now_us)
+  join(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ttl, tonumber(ARGV[5]), now_ms, now_us, KEYS[6])
 end
-return {0, wait_ms}
+return waiting(wait_ms, watch)

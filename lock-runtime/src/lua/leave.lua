@@ -28,7 +28,7 @@ local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if next then
   local now_ms = server_time()
   local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], next)) or now_ms
-  redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
+  redis.call('SET', KEYS[1], '~handover', 'PX', handover_ms(KEYS[4], next, until_ms, now_ms))
   redis.call(ARGV[3], ARGV[2], next)
 elseif current then
   redis.call('DEL', KEYS[1])

@@ -9,18 +9,61 @@ local function server_time()
   return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros
 end
 
--- Takes one waiter out of the queue: its place, its deadline, its ttl.
+-- A queue holds two kinds of entries. A kept entry (the kind clients that count their
+-- requests per process write, but in cluster mode) names its process's liveness key in the
+-- ttls hash ('~alive/' .. waiter): the entry lives while that key does, and its process
+-- refreshes that one key for all its places with one request per period. An entry without
+-- that field (cluster mode, and older clients) lives until its deadline, which its process
+-- renews per key (keepalive.lua). A kept entry's deadline is ENTRY_BOUND_MS away: the bound
+-- under which older clients' scripts, which know only deadlines, keep it; its process's
+-- waiter tries again (and so renews it) well within that (LONG_PARK, redis_queue.rs).
+local ENTRY_BOUND_MS = 3600000
+
+-- How long a hand-over to a kept entry holds the key for it: its process's liveness, not
+-- its deadline, says whether it still comes (a waiter's park behind it ends when its
+-- process's liveness key vanishes).
+local KEPT_HANDOVER_MS = 1000
+
+-- The liveness key of a waiter's process (a kept entry), or false.
+local function alive_key(ttls, waiter)
+  return redis.call('HGET', ttls, '~alive/' .. waiter)
+end
+
+-- Takes one waiter out of the queue: its place, its deadline, its ttl, its process. The
+-- last one out takes the holder's note with it, and lets the ttls hash (kept as long as
+-- kept entries, ENTRY_BOUND_MS) end as it did when every entry had a one-second lease:
+-- a second from now, or after the foreign-window period it keeps (release.lua).
 local function forget(queue, deadlines, ttls, waiter)
   redis.call('ZREM', queue, waiter)
   redis.call('ZREM', deadlines, waiter)
-  redis.call('HDEL', ttls, waiter)
+  redis.call('HDEL', ttls, waiter, '~alive/' .. waiter)
+  if redis.call('EXISTS', queue) == 0 then
+    redis.call('HDEL', ttls, '~holder')
+    local keep = (tonumber(redis.call('HGET', ttls, '~gap-every')) or 0) + 1000
+    if redis.call('PTTL', ttls) > keep then
+      redis.call('PEXPIRE', ttls, keep)
+    end
+  end
 end
 
--- Waiters whose process stopped keeping their place (crashed, paused, gone) lose it.
+-- Waiters whose process stopped keeping their place (crashed, paused, gone) lose it: an
+-- entry past its deadline, and a kept entry at the head whose process's liveness key is
+-- gone (the ones behind it are looked at when they reach the head).
 local function purge(queue, deadlines, ttls, now_ms)
   local expired = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
   for _, waiter in ipairs(expired) do
     forget(queue, deadlines, ttls, waiter)
+  end
+  for _ = 1, 100 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      return
+    end
+    local alive = alive_key(ttls, head)
+    if not alive or redis.call('EXISTS', alive) == 1 then
+      return
+    end
+    forget(queue, deadlines, ttls, head)
   end
 end
 
@@ -48,14 +91,59 @@ end
 
 -- Puts a waiter (a process: one entry per key) at the tail of the queue, or refreshes its
 -- place: a queue lease of `lease` ms from now, and its ttl (ms, or '0' for none) for a
--- direct grant by a release. A waiter already queued keeps its place in the order.
-local function join(queue, deadlines, ttls, waiter, ttl, lease, now_ms, now_us)
+-- direct grant by a release. A waiter already queued keeps its place in the order. With
+-- `alive` (its process's liveness key) the entry is a kept one: it lives while that key
+-- does (created here for `lease` ms if missing, refreshed by its process afterwards).
+local function join(queue, deadlines, ttls, waiter, ttl, lease, now_ms, now_us, alive)
   redis.call('ZADD', queue, 'NX', now_us, waiter)
-  redis.call('ZADD', deadlines, now_ms + lease, waiter)
   if ttl ~= '0' then
     redis.call('HSET', ttls, waiter, ttl)
   end
-  keep_queue(queue, deadlines, ttls, lease)
+  if alive then
+    redis.call('SET', alive, '1', 'PX', lease, 'NX')
+    redis.call('ZADD', deadlines, now_ms + ENTRY_BOUND_MS, waiter)
+    redis.call('HSET', ttls, '~alive/' .. waiter, alive)
+    keep_queue(queue, deadlines, ttls, ENTRY_BOUND_MS)
+  else
+    redis.call('ZADD', deadlines, now_ms + lease, waiter)
+    keep_queue(queue, deadlines, ttls, lease)
+  end
+end
+
+-- Notes who holds the lock key, for the waiters: `holder`'s process has the liveness key
+-- `alive`, so a waiter may park until a release wakes it or that key vanishes, instead of
+-- asking again and again. Kept in the ttls hash (at least `ms` more), read by
+-- `watched_holder` only while the lock key holds that same token.
+local function note_holder(ttls, holder, alive, ms)
+  redis.call('HSET', ttls, '~holder', holder .. ' ' .. alive)
+  keep_alive(ttls, ms)
+end
+
+-- The liveness key of the process that holds the lock key with `holder`, if one was noted
+-- and still exists; false otherwise (a foreign holder, or one not noted yet).
+local function watched_holder(ttls, holder)
+  local noted = redis.call('HGET', ttls, '~holder')
+  if not noted then
+    return false
+  end
+  local space = string.find(noted, ' ', 1, true)
+  if not space or string.sub(noted, 1, space - 1) ~= holder then
+    return false
+  end
+  local alive = string.sub(noted, space + 1)
+  if redis.call('EXISTS', alive) == 1 then
+    return alive
+  end
+  return false
+end
+
+-- How long a hand-over holds the key for `head` (deadline `until_ms`): its deadline, or
+-- for a kept entry KEPT_HANDOVER_MS.
+local function handover_ms(ttls, head, until_ms, now_ms)
+  if alive_key(ttls, head) then
+    return KEPT_HANDOVER_MS
+  end
+  return math.max(1, until_ms - now_ms)
 end
 
 -- The next fence of a lock (the key just granted): strictly above every earlier fence for

@@ -12,6 +12,8 @@
 --         schedule, which ends with the contention
 -- ARGV[9] '1' to announce a release that found nobody queued (Redlock mode: its waiters do
 --         not queue, they subscribe and wait for any release)
+-- ARGV[10] (optional) the releasing process's liveness key: its next entry (ARGV[5]) is then
+--         a kept one (prelude.lua)
 -- Returns 1 released, 2 kept (ARGV[5] was given and no other process is queued: the holder
 -- keeps the key and passes it on in its process), 3 left free for a foreign window,
 -- 0 the key is gone (the lease had expired), -1 another owner holds it.
@@ -35,7 +37,19 @@ if current ~= ARGV[1] then
   if current and current ~= '~handover' then
     return -1
   end
+  if not current then
+    -- The lease had ended (expired, deleted): the head may be parked until this release
+    -- (its holder's process is alive), so wake it to take the free key.
+    local waiting = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if waiting then
+      redis.call(ARGV[3], ARGV[2], waiting)
+    end
+  end
   return 0
+end
+local alive = ARGV[10]
+if alive == '' then
+  alive = nil
 end
 local requeue = ARGV[5] or ''
 local window = tonumber(ARGV[8] or '0') or 0
@@ -80,7 +94,7 @@ if window > 0 then
       redis.call(ARGV[3], ARGV[2], head)
     end
     if requeue ~= '' then
-      join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
+      join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us, alive)
     end
     keep_queue(KEYS[2], KEYS[3], KEYS[4], window + tonumber(ARGV[7]))
     return 3
@@ -99,10 +113,21 @@ if ttl then
   redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
 else
   local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
-  redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
+  redis.call('SET', KEYS[1], '~handover', 'PX', handover_ms(KEYS[4], head, until_ms, now_ms))
   redis.call(ARGV[3], ARGV[2], head)
 end
+-- The waiter now next in line may be parked watching this holder's process, which is
+-- done with the key: it looks again (and watches the grantee from now on).
+local after = redis.call('ZRANGE', KEYS[2], 0, 1)
+for _, waiter in ipairs(after) do
+  if waiter ~= head then
+    if alive_key(KEYS[4], waiter) then
+      redis.call(ARGV[3], ARGV[2], waiter)
+    end
+    break
+  end
+end
 if requeue ~= '' then
-  join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us)
+  join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us, alive)
 end
 return 1

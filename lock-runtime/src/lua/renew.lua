@@ -1,13 +1,29 @@
 -- Extend a lease only if this owner still holds it (compare-and-PEXPIRE).
 -- KEYS[1] lock key
 -- ARGV[1] token, ARGV[2] lease in milliseconds
--- Returns 1 renewed, 0 the token is gone (the lease was lost).
--- A semaphore permit's token (KEYS[1] is its semaphore's key) renews the permit instead.
+-- KEYS[2] wait queue, KEYS[3] queue ttls, ARGV[3] the holder's process's liveness key
+--         (all three optional): while waiters are queued, notes that this process holds
+--         the key, so that they wait for its release or its end instead of asking again
+--         (prelude.lua, note_holder; repeated here, as this script runs without the prelude)
+--         The liveness key is created (for a second) if missing: its process keeps it
+--         from now on, told by the reply.
+-- Returns 1 renewed, 2 renewed and noted for queued waiters, 0 the token is gone (the lease
+-- was lost).
+-- A semaphore permit's token (KEYS[1] is its semaphore's key) renews the permit instead
+-- (semaphore_permits.lua is this script's only prelude).
 if is_permit(ARGV[1]) then
   return renew_permit(KEYS[1], ARGV[1], tonumber(ARGV[2]))
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if ARGV[3] and redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('HSET', KEYS[3], '~holder', ARGV[1] .. ' ' .. ARGV[3])
+    if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[3], ARGV[2])
+    end
+    redis.call('SET', ARGV[3], '1', 'PX', 1000, 'NX')
+    return 2
+  end
   return 1
 end
 return 0
