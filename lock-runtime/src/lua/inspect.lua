@@ -7,7 +7,7 @@
 -- ('none', 'string', or another type for a key that is no lock), its value (false when it
 -- is not a string), its PTTL, the fence counter's value (false when none), the server's
 -- time, then the first ARGV[1] waiters in queue order as {token, arrival in µs, queue-lease
--- deadline in ms (false when none), ttl for a direct grant in ms (false: a fenced waiter,
+-- deadline in ms (false when none; for a kept entry, when its process's liveness key ends), ttl for a direct grant in ms (false: a fenced waiter,
 -- handed the key over)}, and how many are queued in all.
 local now = redis.call('TIME')
 local now_s, now_micros = tonumber(now[1]), tonumber(now[2])
@@ -39,6 +39,13 @@ if redis.call('TYPE', KEYS[3])['ok'] == 'zset' then
     local ttl = false
     if ttls then
       ttl = redis.call('HGET', KEYS[5], token) or false
+      -- A kept entry lives while its process's liveness key does (prelude.lua): its place
+      -- ends when that key does, not at its (distant) deadline. Only outside cluster mode,
+      -- where the liveness key is on the same server.
+      local alive = redis.call('HGET', KEYS[5], '~alive/' .. token)
+      if alive then
+        deadline = now_ms + math.max(0, redis.call('PTTL', alive))
+      end
     end
     table.insert(waiters, {token, entries[i + 1], deadline, ttl})
   end
