@@ -438,7 +438,7 @@ fn renew_extends_only_the_owners_key() {
 }
 
 fn renew() -> redis::Script {
-    redis::Script::new(include_str!("../../lock-runtime/src/lua/renew.lua"))
+    script(include_str!("../../lock-runtime/src/lua/renew.lua"))
 }
 
 /// acquire.lua as a waiting caller of a process with the liveness key `alive` sends it

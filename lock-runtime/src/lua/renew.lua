@@ -4,13 +4,13 @@
 -- KEYS[2] wait queue, KEYS[3] queue ttls, ARGV[3] the holder's process's liveness key
 --         (all three optional): while waiters are queued, notes that this process holds
 --         the key, so that they wait for its release or its end instead of asking again
---         (prelude.lua, note_holder; repeated here, as this script runs without the prelude)
+--         (as prelude.lua's note_holder does)
 --         The liveness key is created (for a second) if missing: its process keeps it
 --         from now on, told by the reply.
 -- Returns 1 renewed, 2 renewed and noted for queued waiters, 0 the token is gone (the lease
 -- was lost).
 -- A semaphore permit's token (KEYS[1] is its semaphore's key) renews the permit instead
--- (semaphore_permits.lua is this script's only prelude).
+-- (semaphore_permits.lua, prepended with prelude.lua by scripts.rs).
 if is_permit(ARGV[1]) then
   return renew_permit(KEYS[1], ARGV[1], tonumber(ARGV[2]))
 end
