@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl};
+use crate::rwlock::Shares;
 use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, invoke};
 use crate::{LockClient, LockError};
 
@@ -72,14 +73,23 @@ impl LockClient {
     pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
         let names = self.key_names(key)?;
         self.single_server_for(&names, "force_release")?;
+        let shares = Shares::of(&names);
         let mut call = crate::scripts::Call::new(
             &FORCE_RELEASE,
-            &[names.lock(), names.queue(), names.deadlines(), names.ttls()],
+            &[
+                names.lock(),
+                names.queue(),
+                names.deadlines(),
+                names.ttls(),
+                &shares.readers,
+            ],
         );
         call.arg(names.channel())
             .arg(self.publish_command())
-            .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
-        let (removed, pttl, woken, granted): (Option<String>, i64, Option<String>, i64) =
+            .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64)
+            .arg(&shares.head)
+            .arg(&shares.tail);
+        let (removed, pttl, woken, granted, others): ForceReply =
             invoke(&call, &mut self.connection())
                 .await
                 .map_err(|err| LockError::backend(names.lock(), err))?;
@@ -100,6 +110,15 @@ impl LockClient {
                 kind: HolderKind::Exclusive,
             })
             .into_iter()
+            .chain(others.into_iter().map(|(token, kind, left_ms)| Holder {
+                token,
+                ttl: pttl_to_ttl(left_ms),
+                kind: if kind == "reader" {
+                    HolderKind::Reader
+                } else {
+                    HolderKind::Permit
+                },
+            }))
             .collect::<Vec<_>>();
         for holder in &removed {
             tracing::info!(
@@ -117,6 +136,16 @@ impl LockClient {
         })
     }
 }
+
+/// The script's reply: what the key held, its PTTL, the waiter woken, whether it was
+/// granted outright, and the readers or permits removed.
+type ForceReply = (
+    Option<String>,
+    i64,
+    Option<String>,
+    i64,
+    Vec<(String, String, i64)>,
+);
 
 /// Takes the lock `key` away from whoever holds it, on the global client: see
 /// [`LockClient::force_release`].
@@ -147,7 +176,12 @@ impl fmt::Display for ForcedRelease {
             if index > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "removed holder {}", holder.token)?;
+            let role = match holder.kind {
+                HolderKind::Reader => "reader",
+                HolderKind::Permit => "permit",
+                _ => "holder",
+            };
+            write!(f, "removed {role} {}", holder.token)?;
             match holder.ttl {
                 Some(ttl) => write!(f, " (ttl {} left)", Seconds(ttl))?,
                 None => f.write_str(" (no expiry)")?,

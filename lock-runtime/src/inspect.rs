@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use once_cell::sync::Lazy;
 use redis::Script;
 
+use crate::rwlock::Shares;
 use crate::scripts::{Call, HANDOVER, KeyNames, invoke};
 use crate::{LockClient, LockError};
 
@@ -37,8 +38,12 @@ pub struct LockState {
     /// The Redis key (the client's key prefix included).
     pub key: String,
     /// Who holds the lock: empty when it is free or being handed over; one entry for a
-    /// mutex (and a scheduled-job lock, which is one).
+    /// mutex (and a scheduled-job lock, which is one) or a read-write lock's writer; one
+    /// per reader of a read-write lock and per permit of a semaphore.
     pub holders: Vec<Holder>,
+    /// A semaphore's permit count, as its holders recorded it (`None`: not a semaphore,
+    /// or nobody holds a permit).
+    pub permits: Option<u32>,
     /// The lock is being handed to the head of its queue (a release found a waiter that
     /// takes it through its next try): how long the hand-over may still take at most.
     pub handover: Option<Duration>,
@@ -71,8 +76,14 @@ pub struct Holder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HolderKind {
-    /// The lock itself, alone (a mutex, a scheduled-job lock).
+    /// The lock itself, alone (a mutex, a scheduled-job lock, a read-write lock's writer).
     Exclusive,
+    /// A share of a read-write lock ([`RwLock::read`](crate::RwLock::read)): its ttl is
+    /// its share's.
+    Reader,
+    /// One of a semaphore's permits ([`Semaphore`](crate::Semaphore)): its ttl is the
+    /// permit's lease.
+    Permit,
 }
 
 /// One process waiting in a lock's Redis queue (one entry per process, however many of
@@ -134,6 +145,7 @@ impl LockClient {
     pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
         let names = self.key_names(key)?;
         self.single_server_for(&names, "inspect")?;
+        let shares = Shares::of(&names);
         let mut call = Call::new(
             &INSPECT,
             &[
@@ -142,9 +154,12 @@ impl LockClient {
                 names.queue(),
                 names.deadlines(),
                 names.ttls(),
+                &shares.readers,
             ],
         );
-        call.arg(MAX_LISTED_WAITERS);
+        call.arg(MAX_LISTED_WAITERS)
+            .arg(&shares.head)
+            .arg(&shares.tail);
         let reply: InspectReply = invoke(&call, &mut self.connection())
             .await
             .map_err(|err| LockError::backend(names.lock(), err))?;
@@ -183,7 +198,8 @@ pub async fn inspect(key: &str) -> Result<LockState, LockError> {
 }
 
 /// The script's reply: the key's type, value and PTTL, the fence counter, the server's
-/// time (ms, µs), the listed waiters and how many are queued.
+/// time (ms, µs), the listed waiters and how many are queued, the readers or permits, and
+/// a semaphore's permit count.
 type InspectReply = (
     String,
     Option<String>,
@@ -193,16 +209,20 @@ type InspectReply = (
     i64,
     Vec<(String, String, Option<String>, Option<String>)>,
     i64,
+    Vec<(String, String, i64)>,
+    Option<String>,
 );
 
 /// The state the script's reply describes.
 fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
-    let (kind, value, pttl, fence, now_ms, now_us, listed, queued) = reply;
-    if kind != "string" && kind != "none" {
+    let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits) = reply;
+    let permits = permits.as_deref().and_then(|n| n.parse::<u32>().ok());
+    // A sorted set is a semaphore's key only with its permit count recorded.
+    if kind != "string" && kind != "none" && !(kind == "zset" && permits.is_some()) {
         return Err(not_a_lock(key, &kind));
     }
     let ttl = pttl_to_ttl(pttl);
-    let (holders, handover) = match value {
+    let (mut holders, handover) = match value {
         None => (Vec::new(), None),
         Some(value) if value == HANDOVER => (Vec::new(), Some(ttl.unwrap_or_default())),
         Some(token) => (
@@ -214,6 +234,15 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
             None,
         ),
     };
+    holders.extend(shared.into_iter().map(|(token, kind, left_ms)| Holder {
+        token,
+        ttl: pttl_to_ttl(left_ms),
+        kind: if kind == "reader" {
+            HolderKind::Reader
+        } else {
+            HolderKind::Permit
+        },
+    }));
     let now_us = u64::try_from(now_us).unwrap_or(0);
     let now_ms = u64::try_from(now_ms).unwrap_or(0);
     let waiters = listed
@@ -239,6 +268,7 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
     Ok(LockState {
         key: key.to_owned(),
         holders,
+        permits,
         handover,
         fence: fence.as_deref().and_then(parse_number),
         waiters,
@@ -275,6 +305,9 @@ fn parse_number(text: &str) -> Option<u64> {
 impl fmt::Display for LockState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "key      {}", self.key)?;
+        if let Some(permits) = self.permits {
+            writeln!(f, "permits  {} of {permits} held", self.holders.len())?;
+        }
         if self.holders.is_empty() {
             match self.handover {
                 Some(left) => writeln!(
@@ -307,6 +340,8 @@ impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let role = match self.kind {
             HolderKind::Exclusive => "holder",
+            HolderKind::Reader => "reader",
+            HolderKind::Permit => "permit",
         };
         match self.ttl {
             Some(ttl) => write!(f, "{role:<8} {}  ttl {}", self.token, Seconds(ttl)),

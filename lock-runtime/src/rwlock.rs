@@ -657,14 +657,14 @@ pub(crate) fn upgrade_refused(key: &str) -> LockError {
 
 /// The names around a read-write lock key: its set of readers, and each share key's name
 /// around its token.
-struct Shares {
-    readers: String,
-    head: String,
-    tail: String,
+pub(crate) struct Shares {
+    pub(crate) readers: String,
+    pub(crate) head: String,
+    pub(crate) tail: String,
 }
 
 impl Shares {
-    fn of(names: &KeyNames) -> Self {
+    pub(crate) fn of(names: &KeyNames) -> Self {
         let (readers_head, readers_tail) = names.aux_parts("readers");
         let (head, tail) = names.aux_parts("share/");
         Shares {

@@ -67,7 +67,7 @@ pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> =
     lock_or_semaphore_script!("semaphore_acquire.lua");
 
 /// An operator takes a lock away from its holder and wakes the queue (`force_release.rs`).
-pub(crate) static FORCE_RELEASE: Lazy<Script> = queue_script!("force_release.lua");
+pub(crate) static FORCE_RELEASE: Lazy<Script> = lock_or_semaphore_script!("force_release.lua");
 
 /// A process keeps its waiters' places in a queue.
 pub(crate) static KEEPALIVE: Lazy<Script> = queue_script!("keepalive.lua");

@@ -559,3 +559,119 @@ async fn two_waiting_os_processes_are_listed_and_served_in_that_order() {
         assert!(status.success());
     }
 }
+
+/// A semaphore's key lists every permit holder and the permit count; a forced release
+/// takes every permit (each holder learns it lost at its next renewal) and wakes a waiter.
+#[tokio::test]
+async fn a_semaphore_lists_every_permit_and_a_forced_release_takes_them_all() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let key = "inspect:sem";
+    let semaphore = client.semaphore(key, 2).ttl(Duration::from_secs(3));
+    let first = semaphore.acquire().await.unwrap();
+    let second = semaphore.acquire().await.unwrap();
+    let state = client.inspect(key).await.unwrap();
+    assert_eq!(state.permits, Some(2), "{state:?}");
+    let mut tokens: Vec<&str> = state.holders.iter().map(|h| h.token.as_str()).collect();
+    tokens.sort_unstable();
+    let mut expected = vec![first.token(), second.token()];
+    expected.sort_unstable();
+    assert_eq!(tokens, expected, "{state:?}");
+    for holder in &state.holders {
+        assert_eq!(holder.kind, HolderKind::Permit, "{holder:?}");
+        let ttl = holder.ttl.unwrap();
+        assert!(
+            ttl > Duration::ZERO && ttl <= Duration::from_secs(3),
+            "{ttl:?}"
+        );
+    }
+    let text = state.to_string();
+    assert!(text.contains("permits  2 of 2 held"), "{text}");
+    assert!(
+        text.contains(&format!("permit   {}", first.token())),
+        "{text}"
+    );
+
+    let waiter = {
+        let semaphore = client.semaphore(key, 2).wait(BOUND);
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    server.until_queued(key, 1).await;
+    let released = client.force_release(key).await.unwrap();
+    assert_eq!(released.removed.len(), 2, "{released:?}");
+    assert!(
+        released
+            .removed
+            .iter()
+            .all(|holder| holder.kind == HolderKind::Permit)
+    );
+    assert!(
+        released.to_string().contains("removed permit "),
+        "{released}"
+    );
+    let third = tokio::time::timeout(BOUND, waiter)
+        .await
+        .expect("the waiter was not woken")
+        .unwrap()
+        .unwrap();
+    for old in [&first, &second] {
+        tokio::time::timeout(BOUND, old.lost())
+            .await
+            .expect("a permit holder never learned it lost its permit");
+    }
+    let state = client.inspect(key).await.unwrap();
+    assert_eq!(state.holders.len(), 1, "{state:?}");
+    assert_eq!(state.holders[0].token, third.token());
+}
+
+/// A read-write lock's readers are listed, one holder each; a forced release takes their
+/// shares away and lets a waiting writer in.
+#[tokio::test]
+async fn read_write_readers_are_listed_and_a_forced_release_lets_the_writer_in() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let key = "inspect:rw";
+    let rw = client.rw_lock(key).ttl(Duration::from_secs(3));
+    let a = rw.read().await.unwrap();
+    let b = rw.read().await.unwrap();
+    let state = client.inspect(key).await.unwrap();
+    let readers: Vec<&str> = state
+        .holders
+        .iter()
+        .filter(|holder| holder.kind == HolderKind::Reader)
+        .map(|holder| holder.token.as_str())
+        .collect();
+    assert_eq!(readers.len(), 2, "{state:?}");
+    assert!(readers.contains(&a.token()) && readers.contains(&b.token()));
+    assert!(state.to_string().contains("reader   "), "{state}");
+
+    let writer = {
+        let rw = client.rw_lock(key).wait(BOUND);
+        tokio::spawn(async move { rw.write().await })
+    };
+    // The writer holds the key while it waits for the readers to leave.
+    let deadline = Instant::now() + BOUND;
+    while client.inspect(key).await.unwrap().holders.len() < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let released = client.force_release(key).await.unwrap();
+    let kinds: Vec<HolderKind> = released.removed.iter().map(|holder| holder.kind).collect();
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|kind| **kind == HolderKind::Reader)
+            .count(),
+        2,
+        "{released:?}"
+    );
+    for old in [&a, &b] {
+        tokio::time::timeout(BOUND, old.lost())
+            .await
+            .expect("a reader never learned it lost its share");
+    }
+    let _writer = tokio::time::timeout(BOUND, writer)
+        .await
+        .expect("the writer never got the key")
+        .unwrap()
+        .unwrap();
+}

@@ -2,13 +2,17 @@
 -- changes no lease, no queue and no fence).
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] wait queue, KEYS[4] queue deadlines,
 -- KEYS[5] queue ttls
--- ARGV[1] how many waiters to list at most
+-- KEYS[6] the read-write lock's set of readers
+-- ARGV[1] how many waiters to list at most, ARGV[2] and ARGV[3] a reader's share key's name
+-- around its token (rwlock.rs; the shares are in the lock key's slot)
 -- Returns {type, value, pttl, fence, now_ms, now_us, waiters, queued}: the lock key's type
 -- ('none', 'string', or another type for a key that is no lock), its value (false when it
 -- is not a string), its PTTL, the fence counter's value (false when none), the server's
 -- time, then the first ARGV[1] waiters in queue order as {token, arrival in µs, queue-lease
 -- deadline in ms (false when none; for a kept entry, when its process's liveness key ends), ttl for a direct grant in ms (false: a fenced waiter,
--- handed the key over)}, and how many are queued in all.
+-- handed the key over)}, how many are queued in all, then the holders that share the key
+-- ({token, 'permit' or 'reader', ms of lease left}: a semaphore's permits, a read-write
+-- lock's readers) and a semaphore's permit count (false when none is recorded).
 local now = redis.call('TIME')
 local now_s, now_micros = tonumber(now[1]), tonumber(now[2])
 local now_ms = now_s * 1000 + math.floor(now_micros / 1000)
@@ -19,6 +23,29 @@ if kind == 'string' then
   value = redis.call('GET', KEYS[1])
 end
 local pttl = redis.call('PTTL', KEYS[1])
+local shared = {}
+local permits = false
+if kind == 'zset' then
+  -- A semaphore (semaphore_permits.lua): the record '~permits=N' scored 0, then each
+  -- holder's token scored with the end of its lease.
+  local members = redis.call('ZRANGEBYSCORE', KEYS[1], 0, '+inf', 'WITHSCORES')
+  for i = 1, #members, 2 do
+    local score = tonumber(members[i + 1])
+    if score == 0 then
+      permits = string.match(members[i], '^~permits=(%d+)$') or permits
+    elseif score > now_ms then
+      table.insert(shared, {members[i], 'permit', score - now_ms})
+    end
+  end
+end
+if redis.call('TYPE', KEYS[6])['ok'] == 'set' then
+  for _, reader in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+    local left = redis.call('PTTL', ARGV[2] .. reader .. ARGV[3])
+    if left > 0 then
+      table.insert(shared, {reader, 'reader', left})
+    end
+  end
+end
 local fence = false
 if redis.call('TYPE', KEYS[2])['ok'] == 'string' then
   fence = redis.call('GET', KEYS[2])
@@ -50,4 +77,4 @@ if redis.call('TYPE', KEYS[3])['ok'] == 'zset' then
     table.insert(waiters, {token, entries[i + 1], deadline, ttl})
   end
 end
-return {kind, value, pttl, fence, now_ms, now_us, waiters, queued}
+return {kind, value, pttl, fence, now_ms, now_us, waiters, queued, shared, permits}
