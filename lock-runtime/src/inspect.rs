@@ -440,6 +440,7 @@ mod tests {
         let state = LockState {
             key: "stock:42".into(),
             holders: Vec::new(),
+            permits: None,
             handover: Some(Duration::from_millis(640)),
             fence: Some(7),
             waiters: vec![waiter("a", 0), waiter("b", 795)],
