@@ -337,3 +337,89 @@ async fn a_hold_over_the_ttl_or_on_several_keys_is_refused() {
     );
     assert_eq!(server.get(&key), None);
 }
+
+/// How long the killed job holder's lock lives: the "at most" of a scheduled job.
+const CRASH_TTL: Duration = Duration::from_secs(2);
+
+/// A replica that takes the job's lock and says so, then runs its body until it is killed:
+/// runs only in the child process the test below starts.
+#[test]
+fn job_holder_worker() {
+    let Some(_) = child::role() else { return };
+    let url = std::env::var(URL_ENV).unwrap();
+    let key = std::env::var(JOB_ENV).unwrap();
+    let runtime = lock_tests::two_worker_runtime();
+    runtime.block_on(async move {
+        let client = lock_runtime::LockClient::new(lock_runtime::Config::single(url)).unwrap();
+        let _guard = client
+            .lock(&key)
+            .ttl(CRASH_TTL)
+            .wait(Duration::ZERO)
+            .hold_at_least(Duration::from_millis(500))
+            .acquire()
+            .await
+            .unwrap();
+        println!("holding");
+        // The job's long body: killed in here (bounded, should the kill not come).
+        tokio::time::sleep(LINE_BOUND).await;
+    });
+}
+
+/// A replica killed (-9) while it runs the job costs the other replicas at most the lock's
+/// ttl (its "at most"): their ticks skip while the key lives, and the first tick after it
+/// expires runs the job (the watchdog of the dead process renews nothing).
+#[test]
+fn a_killed_job_holder_costs_the_other_replicas_at_most_its_ttl() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let key = unique("job-crash");
+    let mut holder = Replicas(vec![child::spawn(
+        "job_holder_worker",
+        "h",
+        &[(URL_ENV, server.url()), (JOB_ENV, key.clone())],
+    )]);
+    let lines = child::stream_lines(holder.0[0].stdout.take().unwrap());
+    child::expect_line(&lines, "holding", LINE_BOUND);
+    holder.0[0].kill().unwrap();
+    holder.0[0].wait().unwrap();
+    let killed = std::time::Instant::now();
+    let runtime = lock_tests::two_worker_runtime();
+    let (skipped, ran_after) = runtime.block_on(async {
+        let client = server.lock_client();
+        let mut skipped = 0;
+        // Ticks every 50 ms, bounded in count and time.
+        for _ in 0..400 {
+            let tick = client
+                .lock(&key)
+                .ttl(CRASH_TTL)
+                .wait(Duration::ZERO)
+                .try_acquire()
+                .await;
+            match tick {
+                Ok(guard) => {
+                    let ran_after = killed.elapsed();
+                    guard.release().await.unwrap();
+                    return (skipped, Some(ran_after));
+                }
+                Err(LockError::Busy { .. }) => skipped += 1,
+                Err(other) => panic!("a tick failed: {other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        (skipped, None)
+    });
+    let ran_after = ran_after.expect("no tick ran the job within 20 s of the kill");
+    println!(
+        "FIGURE scheduled job: a killed holder (ttl {CRASH_TTL:?}) kept the others out {ran_after:?}, {skipped} ticks skipped"
+    );
+    assert!(
+        skipped > 0,
+        "the dead holder's key was gone at once: nothing to ride out"
+    );
+    assert!(
+        ran_after <= CRASH_TTL + Duration::from_secs(2),
+        "the job ran again only {ran_after:?} after its holder died (ttl {CRASH_TTL:?})"
+    );
+}
