@@ -1484,6 +1484,11 @@ fn a_redis_restart_while_tasks_wait_fails_none_of_them() {
         server.kill9();
         tokio::time::sleep(Duration::from_millis(200)).await;
         server.restart();
+        // On a starved machine the restart itself can take longer than the outage grace:
+        // then the client rightly declares the server down (the outage rule, tested in
+        // outage.rs) and its waiters fail; only a restart within the grace must be ridden
+        // out.
+        let back = killed.elapsed();
         let mut failures = Vec::new();
         for task in tasks {
             if let Err(err) = task.await.unwrap() {
@@ -1492,10 +1497,20 @@ fn a_redis_restart_while_tasks_wait_fails_none_of_them() {
         }
         let all_done = killed.elapsed();
         std::mem::forget(held); // its key died with the restart
+        if back >= lock_runtime::DEFAULT_OUTAGE_GRACE {
+            println!(
+                "restart while 50 wait: the server was back only {} after the kill (load): \
+                 {} of 50 waiters failed, as the outage rule says",
+                ms(back),
+                failures.len()
+            );
+            return;
+        }
         assert!(
             failures.is_empty(),
-            "{} of 50 waiters failed: {:?}",
+            "{} of 50 waiters failed, the server back {} after the kill: {:?}",
             failures.len(),
+            ms(back),
             &failures[..failures.len().min(3)]
         );
         figure(
