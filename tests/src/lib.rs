@@ -478,3 +478,15 @@ pub async fn until(
     }
     None
 }
+
+/// An error and its `source()` chain, as anyhow and tracing print it (bounded).
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut links = vec![err.to_string()];
+    let mut next = err.source();
+    while let Some(cause) = next {
+        assert!(links.len() < 16, "source() chain does not end: {links:?}");
+        links.push(cause.to_string());
+        next = cause.source();
+    }
+    links.join(": ")
+}

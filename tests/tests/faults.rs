@@ -1492,12 +1492,24 @@ fn a_redis_restart_while_tasks_wait_fails_none_of_them() {
         let mut failures = Vec::new();
         for task in tasks {
             if let Err(err) = task.await.unwrap() {
-                failures.push(err.to_string());
+                // With its causes: the outage rule's error says "has been unreachable for".
+                failures.push(lock_tests::chain(&err));
             }
         }
         let all_done = killed.elapsed();
         std::mem::forget(held); // its key died with the restart
         if back >= lock_runtime::DEFAULT_OUTAGE_GRACE {
+            let other: Vec<&String> = failures
+                .iter()
+                .filter(|failure| !failure.contains("has been unreachable for"))
+                .collect();
+            assert!(
+                other.is_empty(),
+                "the server was back {} after the kill; waiters failed for another reason \
+                 than the outage rule: {:?}",
+                ms(back),
+                &other[..other.len().min(3)]
+            );
             println!(
                 "restart while 50 wait: the server was back only {} after the kill (load): \
                  {} of 50 waiters failed, as the outage rule says",

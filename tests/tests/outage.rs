@@ -8,12 +8,11 @@
 //! ```
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::error::Error as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError};
-use lock_tests::RedisServer;
+use lock_tests::{RedisServer, chain};
 use tokio::time::Instant;
 
 /// Every INFO and WARN event of this process, as formatted text (installed once, globally:
@@ -50,18 +49,6 @@ fn logged(level: &str, text: &str) -> Vec<String> {
         .filter(|line| line.contains(level) && line.contains(text))
         .map(str::to_owned)
         .collect()
-}
-
-/// The error and its causes, as one line.
-fn chain(err: &LockError) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Redis is killed after start-up: ten calls with `wait = 10s` all fail with `Backend`

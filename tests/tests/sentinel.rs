@@ -10,17 +10,7 @@ use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
 use lock_tests::sentinel::{MASTER, SentinelDeployment, info};
 use lock_tests::tls::Certificates;
 
-/// The error and its `source()` chain, as anyhow and tracing print it (bounded).
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut links = vec![err.to_string()];
-    let mut next = err.source();
-    while let Some(cause) = next {
-        assert!(links.len() < 16, "source() chain does not end: {links:?}");
-        links.push(cause.to_string());
-        next = cause.source();
-    }
-    links.join(": ")
-}
+use lock_tests::chain;
 
 fn client(deployment: &SentinelDeployment) -> LockClient {
     LockClient::new(

@@ -8,17 +8,7 @@ use std::time::Duration;
 use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome};
 use lock_tests::tls::{Certificates, TlsServer};
 
-/// The error and its `source()` chain, as anyhow and tracing print it (bounded).
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut links = vec![err.to_string()];
-    let mut next = err.source();
-    while let Some(cause) = next {
-        assert!(links.len() < 16, "source() chain does not end: {links:?}");
-        links.push(cause.to_string());
-        next = cause.source();
-    }
-    links.join(": ")
-}
+use lock_tests::chain;
 
 fn client(config: Config) -> LockClient {
     LockClient::new(
