@@ -215,9 +215,17 @@ impl SentinelDeployment {
 
 /// `INFO section` of `server`.
 pub fn info(server: &RedisServer, section: &str) -> String {
+    // A node that is being demoted drops its clients: a refused or reset connection reads as
+    // no answer yet (empty), as a failed INFO does, and the caller's bounded poll asks again.
+    let Ok(mut conn) = server
+        .redis()
+        .get_connection_with_timeout(Duration::from_secs(2))
+    else {
+        return String::new();
+    };
     redis::cmd("INFO")
         .arg(section)
-        .query(&mut server.conn())
+        .query(&mut conn)
         .unwrap_or_default()
 }
 
