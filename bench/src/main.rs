@@ -18,6 +18,7 @@ mod rwlock;
 mod scaling;
 mod scenarios;
 mod semaphore;
+mod tenures;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -89,6 +90,7 @@ async fn bench() -> BenchResult<()> {
         hot_processes: 4,
         hot_tasks_per_process: 16,
         hot_processes_window_s: 4.0 * scale,
+        hot_processes_queue: processes::QueueSettings::from_env(),
         watchdog_locks: env_number("BENCH_WATCHDOG_LOCKS", 10_000),
         watchdog_ttl_ms: 3_000,
         watchdog_hold_s: 4.0 * scale.max(0.5),
@@ -97,6 +99,9 @@ async fn bench() -> BenchResult<()> {
         redlock_masters: 0,
         scaling_runs: env_number("BENCH_RUNS", 5).min(3),
         scaling_cycle_s: 1.0 * scale,
+        semaphore_window_s: 4.0 * scale,
+        rwlock_tasks: 64,
+        rwlock_window_s: 4.0 * scale,
         server: std::env::var("BENCH_SERVER").unwrap_or_else(|_| "REDIS_URL".into()),
         command: std::env::var("BENCH_COMMAND").unwrap_or_else(|_| "bench/run".into()),
         worker_threads: workers,
@@ -199,21 +204,12 @@ async fn bench() -> BenchResult<()> {
         }
     }
 
-    // The semaphore's hot key runs on its own (BENCH_ONLY=semaphore): its section of
-    // BENCHMARKS.md is written by hand from bench/results/semaphore.json.
-    if only
-        .as_deref()
-        .is_some_and(|only| only.split('/').next() == Some(semaphore::NAME))
-    {
-        let records = semaphore::measure(&clients.ours, &url, settings.runs, seconds(4.0)).await?;
-        std::fs::create_dir_all(&results_dir)?;
-        std::fs::write(
-            results_dir.join("semaphore.json"),
-            serde_json::to_string_pretty(&records)?,
-        )?;
-        eprintln!("bench: BENCH_ONLY=semaphore run; BENCHMARKS.md left as it was");
-        return Ok(());
-    }
+    // Sections 9 and 10 (issue 26): in a full run, or alone (BENCH_ONLY=semaphore, rwlock).
+    let alone = |name: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split('/').next() == Some(name))
+    };
+    let (run_semaphore, run_rwlock) = (alone(semaphore::NAME), alone(rwlock::NAME));
 
     let mut results = Results {
         machine,
@@ -228,14 +224,11 @@ async fn bench() -> BenchResult<()> {
         instructions: Vec::new(),
         scaling: scaling::Scaling::default(),
         replicas: replicas::Measured::default(),
+        semaphore: Vec::new(),
+        rwlock: Vec::new(),
         skipped,
         wall_s: 0.0,
     };
-    // Issue 26's read-heavy workload, run only on its own (its rows go into BENCHMARKS.md
-    // by hand): BENCH_ONLY=rwlock.
-    if only.as_deref() == Some("rwlock") {
-        rwlock::bench(settings.runs, 64, seconds(4.0)).await?;
-    }
     let started = Instant::now();
     for run in 0..settings.runs {
         for contender in rotated(&uncontended_list, run) {
@@ -503,6 +496,26 @@ async fn bench() -> BenchResult<()> {
             }
         }
     }
+    // Section 9: the semaphore, the mutex and raw round trips, interleaved in each run.
+    if run_semaphore {
+        let window = Duration::from_secs_f64(settings.semaphore_window_s);
+        match semaphore::measure(&clients.ours, &url, settings.runs, window).await {
+            Ok(records) => results.semaphore = records,
+            Err(err) => skip(&mut results.skipped, "semaphore hot key (section 9)", &*err),
+        }
+    }
+    // Section 10: the read-heavy workload, read-write lock and mutex interleaved.
+    if run_rwlock {
+        let window = Duration::from_secs_f64(settings.rwlock_window_s);
+        match rwlock::measure(settings.runs, settings.rwlock_tasks, window).await {
+            Ok(records) => results.rwlock = records,
+            Err(err) => skip(
+                &mut results.skipped,
+                "read-heavy workload (section 10)",
+                &*err,
+            ),
+        }
+    }
     // The held-locks sweep, once: ours at 1,000, 10,000 and 100,000 held locks.
     for locks in scaling::HELD {
         for contender in &held_list {
@@ -579,6 +592,22 @@ async fn bench() -> BenchResult<()> {
             results_dir.join("only.json"),
             serde_json::to_string_pretty(&results)?,
         )?;
+        if !results.semaphore.is_empty() {
+            std::fs::write(
+                results_dir.join("semaphore.json"),
+                serde_json::to_string_pretty(&results.semaphore)?,
+            )?;
+        }
+        for (records, name) in [
+            (!results.semaphore.is_empty(), semaphore::NAME),
+            (!results.rwlock.is_empty(), rwlock::NAME),
+        ] {
+            if records {
+                let path = results_dir.join(format!("{name}.md"));
+                std::fs::write(&path, report::primitives_markdown(&results))?;
+                eprintln!("bench: its section written to {}", path.display());
+            }
+        }
         if !replicas_list.is_empty() {
             let section = report::replicas_markdown(&results);
             std::fs::write(results_dir.join("replicas.md"), section)?;
@@ -614,6 +643,13 @@ async fn bench() -> BenchResult<()> {
         results.wall_s
     );
     Ok(())
+}
+
+/// Notes a scenario that failed as a whole (and carries on with the others).
+fn skip(skipped: &mut Vec<String>, scenario: &str, err: &dyn std::fmt::Display) {
+    let note = format!("{scenario}: failed: {err}");
+    eprintln!("{note}");
+    skipped.push(note);
 }
 
 /// Notes a failed measurement (and carries on with the others).

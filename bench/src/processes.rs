@@ -220,6 +220,12 @@ fn pooled(reports: Vec<WorkerReport>) -> HotOutcome {
         );
     }
     holds.sort_unstable();
+    outcome.tenures = crate::tenures::tenures(
+        &holds
+            .iter()
+            .map(|&(start, end, (process, _))| (start, end, process))
+            .collect::<Vec<_>>(),
+    );
     outcome.violations +=
         scenarios::overlaps(holds.iter().map(|&(start, end, _)| (start, end)).collect());
     outcome.same_task = holds.windows(2).filter(|w| w[0].2 == w[1].2).count() as u64;
@@ -241,6 +247,58 @@ fn own_worker(url: &str, contender: Contender, key: &str, shape: Shape) -> Bench
     Ok(command)
 }
 
+/// Our two-level queue's settings in scenario 3b: the runtime's defaults, or an experiment's
+/// (issue 27 item 4) from the environment the children inherit:
+/// `BENCH_LOCAL_PASSES`, `BENCH_LOCAL_PASS_TIME_MS`, `BENCH_FOREIGN_WINDOW_MS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct QueueSettings {
+    /// `Config::local_passes`.
+    pub(crate) local_passes: u32,
+    /// `Config::local_pass_time`, in ms.
+    pub(crate) local_pass_time_ms: u64,
+    /// `Config::foreign_window`, in ms.
+    pub(crate) foreign_window_ms: u64,
+}
+
+impl QueueSettings {
+    /// The runtime's defaults.
+    pub(crate) fn defaults() -> Self {
+        let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        QueueSettings {
+            local_passes: lock_runtime::DEFAULT_LOCAL_PASSES,
+            local_pass_time_ms: millis(lock_runtime::DEFAULT_LOCAL_PASS_TIME),
+            foreign_window_ms: millis(lock_runtime::DEFAULT_FOREIGN_WINDOW),
+        }
+    }
+
+    /// The defaults, with what the environment sets.
+    pub(crate) fn from_env() -> Self {
+        let defaults = Self::defaults();
+        let number = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|value| value.trim().parse::<u64>().ok())
+                .unwrap_or(default)
+        };
+        QueueSettings {
+            local_passes: u32::try_from(number(
+                "BENCH_LOCAL_PASSES",
+                u64::from(defaults.local_passes),
+            ))
+            .unwrap_or(u32::MAX),
+            local_pass_time_ms: number("BENCH_LOCAL_PASS_TIME_MS", defaults.local_pass_time_ms),
+            foreign_window_ms: number("BENCH_FOREIGN_WINDOW_MS", defaults.foreign_window_ms),
+        }
+    }
+
+    fn apply(&self, config: Config) -> Config {
+        config
+            .local_passes(self.local_passes)
+            .local_pass_time(Duration::from_millis(self.local_pass_time_ms))
+            .foreign_window(Duration::from_millis(self.foreign_window_ms))
+    }
+}
+
 /// Worker mode: `lock-bench hot-worker CONTENDER URL KEY TASKS HOLD_US WINDOW_MS`.
 pub(crate) fn worker_main(args: &[String]) -> BenchResult<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -260,7 +318,7 @@ async fn worker(args: &[String]) -> BenchResult<()> {
     let hold = Duration::from_micros(hold_us.parse()?);
     let window = Duration::from_millis(window_ms.parse()?);
 
-    lock_runtime::init(Config::single(url.clone()))?;
+    lock_runtime::init(QueueSettings::from_env().apply(Config::single(url.clone())))?;
     let clients = Arc::new(Clients::connect(url).await?);
     // Warm-up on a key of its own: connections open, scripts known, before the window.
     let warm = contender.key_base() + 900_000 + u64::from(std::process::id()) % 90_000;

@@ -154,6 +154,7 @@ impl Python {
             same_task: out.same_task,
             violations: out.violations,
             client_cpu_s: out.client_cpu_s,
+            tenures: None,
         })
     }
 }

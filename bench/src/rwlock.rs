@@ -1,8 +1,8 @@
 //! Read-heavy workload on one key (issue 26): 90 % reads, 10 % writes, each hold 1 ms,
 //! `tasks` tasks in this process for a fixed window; once with the read-write lock
-//! (`RwLock::read` / `write`), once with the mutex (`Lock`) on the same workload. Run only
-//! it with `BENCH_ONLY=rwlock bench/run`; it prints one markdown row per kind (medians over
-//! the runs), to be copied into BENCHMARKS.md by hand (section 8).
+//! (`RwLock::read` / `write`), once with the mutex (`Lock`) on the same workload. A full
+//! `bench/run` writes section 10 of BENCHMARKS.md from it; `BENCH_ONLY=rwlock bench/run`
+//! runs only it and writes the section to `bench/results/rwlock.md`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,15 +14,18 @@ use tokio::time::Instant;
 use crate::BenchResult;
 use crate::scenarios::percentile;
 
+/// The scenario's name in `BENCH_ONLY`.
+pub(crate) const NAME: &str = "rwlock";
+
 /// Which lock the workload runs under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub(crate) enum Kind {
     ReadWrite,
     Mutex,
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::ReadWrite => "RwLock (read / write)",
             Kind::Mutex => "Lock (every operation exclusive)",
@@ -31,9 +34,11 @@ impl Kind {
 }
 
 /// One measurement.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct RwRecord {
     pub(crate) kind: Kind,
+    /// Which repetition (0-based).
+    pub(crate) run: usize,
     pub(crate) operations_per_s: f64,
     pub(crate) reads: u64,
     pub(crate) writes: u64,
@@ -117,6 +122,7 @@ pub(crate) async fn read_heavy(
     let operations = (reads.len() + writes.len()) as f64;
     Ok(RwRecord {
         kind,
+        run,
         operations_per_s: operations / window.as_secs_f64(),
         reads: reads.len() as u64,
         writes: writes.len() as u64,
@@ -127,8 +133,13 @@ pub(crate) async fn read_heavy(
     })
 }
 
-/// Runs both kinds `runs` times (interleaved, the order alternating) and prints the rows.
-pub(crate) async fn bench(runs: usize, tasks: u64, window: Duration) -> BenchResult<()> {
+/// Runs both kinds `runs` times (interleaved, the order alternating): every measurement,
+/// for section 10 of BENCHMARKS.md.
+pub(crate) async fn measure(
+    runs: usize,
+    tasks: u64,
+    window: Duration,
+) -> BenchResult<Vec<RwRecord>> {
     let hold = Duration::from_millis(1);
     let mut records: Vec<RwRecord> = Vec::new();
     for run in 0..runs {
@@ -153,36 +164,5 @@ pub(crate) async fn bench(runs: usize, tasks: u64, window: Duration) -> BenchRes
             records.push(record);
         }
     }
-    let median = |kind: Kind, field: fn(&RwRecord) -> f64| {
-        let mut values: Vec<f64> = records
-            .iter()
-            .filter(|record| record.kind == kind)
-            .map(field)
-            .collect();
-        values.sort_by(f64::total_cmp);
-        values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    let mutex_ops = median(Kind::Mutex, |record| record.operations_per_s);
-    println!(
-        "| lock | operations/s (median) | × mutex | read wait p50 | read wait p99 | write wait p99 | errors |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for kind in [Kind::ReadWrite, Kind::Mutex] {
-        let ops = median(kind, |record| record.operations_per_s);
-        println!(
-            "| {} | {:.0} | {:.2}× | {:.1} ms | {:.1} ms | {:.1} ms | {} |",
-            kind.name(),
-            ops,
-            ops / mutex_ops,
-            median(kind, |record| record.read_p50_us as f64) / 1e3,
-            median(kind, |record| record.read_p99_us as f64) / 1e3,
-            median(kind, |record| record.write_p99_us as f64) / 1e3,
-            records
-                .iter()
-                .filter(|record| record.kind == kind)
-                .map(|record| record.errors)
-                .sum::<u64>()
-        );
-    }
-    Ok(())
+    Ok(records)
 }

@@ -271,6 +271,8 @@ pub(crate) struct HotRecord {
     pub(crate) client_cpu_s: f64,
     /// The server's counters for the window.
     pub(crate) commands: CommandStats,
+    /// How the processes took turns (scenario 3b, Rust contenders: their holds' intervals).
+    pub(crate) tenures: Option<crate::tenures::Tenures>,
 }
 
 /// What the contending tasks of one hot-key run saw.
@@ -286,6 +288,8 @@ pub(crate) struct HotOutcome {
     pub(crate) same_task: u64,
     pub(crate) violations: u64,
     pub(crate) client_cpu_s: f64,
+    /// The tenures of several processes' holds (scenario 3b only).
+    pub(crate) tenures: Option<crate::tenures::Tenures>,
 }
 
 /// `tasks` tasks contending for one key for `window`, each holding it for `hold`.
@@ -384,6 +388,7 @@ pub(crate) fn hot_record(
         server_cmds_per_acq: per_acq(commands.total_calls() as f64),
         client_cpu_s: outcome.client_cpu_s,
         commands,
+        tenures: outcome.tenures,
     }
 }
 

@@ -4,7 +4,8 @@
 //! (`PING` by the same 16 tasks on one multiplexed connection), so that the row reads as
 //! ratios: a semaphore admits up to 4 holders at once, so its ideal is 4 × the mutex's.
 //!
-//! Run only it (BENCHMARKS.md is left as it was; the section there is written by hand):
+//! A full `bench/run` writes section 9 of BENCHMARKS.md from it. Run only it (BENCHMARKS.md
+//! is then left as it was; the section goes to `bench/results/semaphore.md`):
 //!
 //! ```text
 //! BENCH_ONLY=semaphore BENCH_NO_PYTHON=1 bench/run
