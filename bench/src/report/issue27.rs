@@ -102,18 +102,25 @@ fn item4_model(results: &Results, ours: &HotSummary, t: &Tenures) -> String {
             processes - 1
         )
     };
+    let share = ours.tasks as f64 / acquisitions.max(1.0);
+    let p99_among = if share > 0.01 {
+        "more than 1 %, so the p99 is one of them"
+    } else {
+        "less than 1 %, so the p99 is not one of them"
+    };
     format!(
         "Why: {tenure}. The longest wait the queue promises is (L − 1) × (hold + pass) + \
          (1 + ⌊(L − 1) / T⌋) × (P − 1) × (T × (hold + pass) + hand-over) = {} with the \
          measured hold {}, local pass {} and hand-over between processes {} (medians over the \
          runs: {:.1} holds per tenure, one every {}); a task served in its process's next \
-         tenure waits {} (p50 {}). When T ≤ L that is less than 2 × contenders × hold: the \
-         issue-18 bound covers the queue. What it never covered is the foreign window: the \
-         longest time nobody held the key was {}, {:.1} s into the window (once a key has \
-         been contended for 1 s, a release leaves it free for clients that do not queue), \
-         and it lengthens one wait of every task: {} of the {:.0} acquisitions of a run, {:.1} \
-         %, so the p99 is one of them, {} + {} = {} at the worst. The single-process hot key \
-         meets the old bound only because its waits are one turn ({} × hold) plus the window.",
+         tenure waits {} (p50 {}). When T ≤ L that is less than 2 × contenders × hold \
+         (without the hand-overs at most 2N − L − P holds): the issue-18 bound covers the \
+         queue. What it never covered is the foreign window: the longest time nobody held \
+         the key was {}, {:.1} s into the window (once a key has been contended for 1 s, a \
+         release leaves it free for clients that do not queue), and it lengthens one wait of \
+         every task: {} of the {:.0} acquisitions of a run, {p99_among}; {} + {} = {} at \
+         the worst. The single-process hot key meets the old bound only because its waits \
+         are one turn ({} × hold) plus the window.",
         ms(queue),
         ms(hold),
         ms(t.mean_pass_us),
@@ -126,7 +133,6 @@ fn item4_model(results: &Results, ours: &HotSummary, t: &Tenures) -> String {
         t.longest_idle_at_us as f64 / 1e6,
         ours.tasks,
         acquisitions,
-        ours.tasks as f64 / acquisitions.max(1.0) * 100.0,
         ms(queue),
         ms(t.longest_idle_us as f64),
         ms(queue + t.longest_idle_us as f64),
