@@ -23,7 +23,8 @@ pub(crate) fn semaphore_section(out: &mut String, results: &Results, hold_us: Op
          it took for `tokio::time::sleep({} ms)` (see Findings): a semaphore of {} permits, \
          then the mutex (`Lock`) on the same shape, then raw round trips (`PING` by the same \
          {} tasks on one multiplexed connection), interleaved in each of {} runs. Medians of \
-         the runs; the ratios are the medians of the per-run ratios (`bench/src/semaphore.rs`).\n",
+         the runs; the ratios are the medians of the per-run ratios (`bench/src/semaphore.rs`; \
+         alone: `BENCH_ONLY=semaphore bench/run`, which writes `bench/results/semaphore.md`).\n",
         semaphore::TASKS,
         s.semaphore_window_s,
         semaphore::HOLD.as_millis(),
@@ -105,8 +106,9 @@ pub(crate) fn rwlock_section(out: &mut String, results: &Results) {
         "{} tasks in one process on one key, each operation a read (90 %) or a write (10 %) \
          held 1 ms, for {:.1} s; the same workload under `RwLock::read` / `write` and under \
          `Lock` (every operation exclusive), the two interleaved over {} runs (the order \
-         alternating; `bench/src/rwlock.rs`). Waits are from the call to the guard. Medians \
-         of the runs.\n",
+         alternating; `bench/src/rwlock.rs`; alone: `BENCH_ONLY=rwlock bench/run`, which \
+         writes `bench/results/rwlock.md`). Waits are from the call to the guard. Medians of \
+         the runs.\n",
         s.rwlock_tasks,
         s.rwlock_window_s,
         records.iter().map(|r| r.run).max().map_or(0, |r| r + 1)
