@@ -442,7 +442,8 @@ fn renew() -> redis::Script {
 }
 
 /// acquire.lua as a waiting caller of a process with the liveness key `alive` sends it
-/// (single server, Sentinel): `{acquired, fence or wait_ms, liveness key to watch}`.
+/// (an argument, not a declared key: in cluster mode it is in another slot of the
+/// master): `{acquired, fence or wait_ms, liveness key to watch}`.
 fn try_acquire_kept(
     conn: &mut redis::Connection,
     token: &str,
@@ -455,7 +456,6 @@ fn try_acquire_kept(
         .key(QUEUE)
         .key(DEADLINES)
         .key(TTLS)
-        .key(alive)
         .arg(token)
         .arg(30_000)
         .arg(0)
@@ -465,6 +465,7 @@ fn try_acquire_kept(
         .arg(CHANNEL)
         .arg("PUBLISH")
         .arg(u8::from(renews))
+        .arg(alive)
         .invoke(conn)
         .unwrap()
 }
