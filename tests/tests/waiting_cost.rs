@@ -224,7 +224,15 @@ fn a_process_waiting_on_many_cluster_keys_costs_each_master_a_bounded_number_of_
             );
             rates.push(requests);
         }
-        assert_eq!(waiter.waiting(), (keys_waited_on, keys_waited_on), "a waiter stopped waiting while the keys were held");
+        if waiter.waiting() != (keys_waited_on, keys_waited_on) {
+            let waiting = waiter.waiting();
+            let finished = tasks.iter().position(tokio::task::JoinHandle::is_finished);
+            let outcome = match finished {
+                Some(index) => format!("{:?}", (&mut tasks[index]).await),
+                None => "none finished".to_owned(),
+            };
+            panic!("a waiter stopped waiting while the keys were held: {waiting:?}; a finished one: {outcome}");
+        }
 
         for guard in guards {
             guard.release().await.unwrap();
