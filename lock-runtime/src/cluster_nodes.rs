@@ -482,6 +482,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_masters_liveness_tag_hashes_to_a_slot_it_serves() {
+        let masters: [&[(u16, u16)]; 5] = [
+            &[(0, 5460)],
+            &[(5461, 10922)],
+            &[(10923, 16383)],
+            &[(7000, 7000)],
+            &[(0, 10), (16000, 16383)],
+        ];
+        for ranges in masters {
+            let tag = liveness_tag(ranges).expect("a tag");
+            let slot = key_slot(format!("~lock/alive/1234{{{tag}}}").as_bytes());
+            assert!(
+                ranges
+                    .iter()
+                    .any(|(first, last)| (*first..=*last).contains(&slot)),
+                "tag {tag} (slot {slot}) for {ranges:?}"
+            );
+        }
+    }
+
+    #[test]
     fn slots_are_those_of_redis_cluster() {
         // CRC16 XMODEM's check value, and `CLUSTER KEYSLOT` answers.
         assert_eq!(crc16(b"123456789"), 0x31C3);
