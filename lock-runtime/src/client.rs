@@ -209,9 +209,14 @@ impl LockClient {
         #[cfg(not(feature = "redlock"))]
         let masters: Option<(usize, Duration)> = None;
         // One liveness key for the process's queue places, where every script can read it
-        // (not in a cluster, where a script reads only its own slot; Redlock waiters do not
-        // queue).
-        let liveness = (masters.is_none() && !connections[0].is_cluster()).then(Liveness::new);
+        // (one per master in a cluster, where a script reads only its node's keys; Redlock
+        // waiters do not queue).
+        let liveness = match (masters, connections[0].cluster_nodes()) {
+            (Some(_), _) => None,
+            #[cfg(feature = "cluster")]
+            (None, Some(nodes)) => Some(Liveness::cluster(nodes.clone())),
+            (None, _) => Some(Liveness::new()),
+        };
         let watchdog = match masters {
             None => Watchdog::start(
                 vec![connections[0].clone()],

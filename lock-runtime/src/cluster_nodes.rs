@@ -64,6 +64,27 @@ struct Range {
     first: u16,
     last: u16,
     master: Health,
+    /// The hash tag of the master's liveness keys (see [`ClusterNodes::liveness_tag`]).
+    tag: Arc<str>,
+}
+
+/// How many hash tags are tried for a master's liveness keys: a master that serves even
+/// one slot has one among the first few hundred thousand decimal numbers.
+const TAG_TRIES: u32 = 4_000_000;
+
+/// The hash tag of a master's liveness keys: the smallest decimal number whose slot the
+/// master serves (one of `ranges`), so that every process that reads the same map names
+/// that master's liveness keys in the same slot. `None` only if no number up to
+/// [`TAG_TRIES`] hashes to those slots.
+fn liveness_tag(ranges: &[(u16, u16)]) -> Option<Arc<str>> {
+    (0..TAG_TRIES).find_map(|number| {
+        let tag = number.to_string();
+        let slot = crc16(tag.as_bytes()) % SLOTS;
+        ranges
+            .iter()
+            .any(|(first, last)| (*first..=*last).contains(&slot))
+            .then(|| Arc::from(tag))
+    })
 }
 
 impl SlotMap {
@@ -73,6 +94,11 @@ impl SlotMap {
             .get(index)
             .filter(|range| range.first <= slot)
             .map(|range| &range.master)
+    }
+
+    fn range(&self, slot: u16) -> Option<&Range> {
+        let index = self.ranges.partition_point(|range| range.last < slot);
+        self.ranges.get(index).filter(|range| range.first <= slot)
     }
 
     fn find(&self, address: &str) -> Option<&Health> {
@@ -157,6 +183,30 @@ impl ClusterNodes {
         }
     }
 
+    /// The hash tag of the liveness keys (see [`crate::liveness`]) on the master that
+    /// serves `key`'s slot: a key named with it (`…{tag}…`) is served by that master, so
+    /// the scripts run there for `key` may read it. `None` before the map is read (a read
+    /// is then started) or when no master serves the slot.
+    pub(crate) fn liveness_tag(&self, key: &str) -> Option<Arc<str>> {
+        let map = self.map();
+        let tag = map
+            .range(key_slot(key.as_bytes()))
+            .map(|range| range.tag.clone());
+        if tag.is_none() {
+            self.read_map_soon();
+        }
+        tag
+    }
+
+    /// The hash tags of the liveness keys on every master of the map, one per master.
+    pub(crate) fn liveness_tags(&self) -> Vec<Arc<str>> {
+        let map = self.map();
+        let mut tags: Vec<Arc<str>> = map.ranges.iter().map(|range| range.tag.clone()).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        tags
+    }
+
     /// Reads the map in the background, unless a read is under way.
     fn read_map_soon(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -208,9 +258,37 @@ impl ClusterNodes {
         let old = map.clone();
         // One health per master, also for a master new to the map with several ranges.
         let mut masters: std::collections::HashMap<String, Health> = Default::default();
+        let mut served: std::collections::HashMap<String, Vec<(u16, u16)>> = Default::default();
+        for (first, last, address) in &read {
+            served
+                .entry(address.clone())
+                .or_default()
+                .push((*first, *last));
+        }
+        // A master keeps its tag while it still serves the tag's slot: the liveness keys
+        // its queue entries name stay the ones their processes refresh.
+        let tags: std::collections::HashMap<String, Option<Arc<str>>> = served
+            .into_iter()
+            .map(|(address, ranges)| {
+                let kept = old
+                    .ranges
+                    .iter()
+                    .find(|range| range.master.server() == address)
+                    .map(|range| range.tag.clone())
+                    .filter(|tag| {
+                        let slot = key_slot(tag.as_bytes());
+                        ranges
+                            .iter()
+                            .any(|(first, last)| (*first..=*last).contains(&slot))
+                    });
+                let tag = kept.or_else(|| liveness_tag(&ranges));
+                (address, tag)
+            })
+            .collect();
         let ranges: Vec<Range> = read
             .into_iter()
-            .map(|(first, last, address)| {
+            .filter_map(|(first, last, address)| {
+                let tag = tags.get(&address).cloned().flatten()?;
                 let master = masters
                     .entry(address.clone())
                     .or_insert_with(|| {
@@ -219,11 +297,12 @@ impl ClusterNodes {
                             .unwrap_or_else(|| self.master(address))
                     })
                     .clone();
-                Range {
+                Some(Range {
                     first,
                     last,
                     master,
-                }
+                    tag,
+                })
             })
             .collect();
         let fresh = SlotMap { ranges };
@@ -401,6 +480,27 @@ fn crc16(bytes: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_masters_liveness_tag_hashes_to_a_slot_it_serves() {
+        let masters: [&[(u16, u16)]; 5] = [
+            &[(0, 5460)],
+            &[(5461, 10922)],
+            &[(10923, 16383)],
+            &[(7000, 7000)],
+            &[(0, 10), (16000, 16383)],
+        ];
+        for ranges in masters {
+            let tag = liveness_tag(ranges).expect("a tag");
+            let slot = key_slot(format!("~lock/alive/1234{{{tag}}}").as_bytes());
+            assert!(
+                ranges
+                    .iter()
+                    .any(|(first, last)| (*first..=*last).contains(&slot)),
+                "tag {tag} (slot {slot}) for {ranges:?}"
+            );
+        }
+    }
 
     #[test]
     fn slots_are_those_of_redis_cluster() {

@@ -562,6 +562,21 @@ impl Connection {
         false
     }
 
+    /// The masters of a cluster connection's cluster, when it reports to them.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster_nodes(&self) -> Option<&ClusterNodes> {
+        match self {
+            Connection::Cluster(cluster) => cluster.nodes.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Nothing without the `cluster` feature.
+    #[cfg(not(feature = "cluster"))]
+    pub(crate) fn cluster_nodes(&self) -> Option<&()> {
+        None
+    }
+
     /// The outage error for `key` when the server it needs (this connection's server, or
     /// the cluster master that serves its slot) is declared down; `None` otherwise, or
     /// when the client does not watch this connection.

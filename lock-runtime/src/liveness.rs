@@ -14,9 +14,18 @@
 //! release, or a head that takes the key, wakes the next waiter, which then looks again.
 //! A waiter behind a foreign holder (or one not noted yet) asks again as before.
 //!
-//! In cluster mode a script may only read keys of its own slot, so entries there keep the
-//! per-key deadline that `keepalive.lua` renews, and waiters ask again as before.
+//! In cluster mode a script reads only keys its node serves, so the client keeps one
+//! liveness key per master (`~lock/alive/<random id>{<tag>}`, the tag a hash tag that
+//! master serves, see [`crate::cluster_nodes`]), refreshed with one request per master per
+//! period, and an entry names the key of the master that serves its lock key. The scripts
+//! read those keys undeclared (Redis 7 lets a script without flags read any key of its
+//! node) and with `redis.pcall`: a key they cannot read (its slot moved with a reshard, or
+//! this client's slot map was stale) counts as alive for an entry (which then ends by its
+//! grant lapsing, as any entry of a process that does not come) and as gone for a watch
+//! (the waiter asks again). Before the slot map is read, entries keep the per-key deadline
+//! that `keepalive.lua` renews.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,6 +35,8 @@ use once_cell::sync::Lazy;
 use redis::Script;
 use tokio::sync::Notify;
 
+#[cfg(feature = "cluster")]
+use crate::cluster_nodes::ClusterNodes;
 use crate::connection::Connection;
 use crate::lease::{millis, new_token};
 use crate::scripts::{AUX_PREFIX, Call, QUEUE_LEASE, invoke};
@@ -37,9 +48,18 @@ pub(crate) const LIVENESS_LEASE: Duration = QUEUE_LEASE;
 /// Refreshes a process's liveness key and says which watched ones are gone.
 static ALIVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/alive.lua")));
 
-/// One client's liveness key and the liveness keys its waiters watch.
+/// One client's liveness key (one per master in cluster mode) and the liveness keys its
+/// waiters watch.
 pub(crate) struct Liveness {
+    /// The key (single server, Sentinel), or in cluster mode the part before the tag.
     key: String,
+    /// In cluster mode, the masters whose tags complete the keys.
+    #[cfg(feature = "cluster")]
+    cluster: Option<ClusterNodes>,
+    /// In cluster mode, the tags of the keys entries or holder notes named: a refresh that
+    /// finds one of those gone is a lapse (the others were only never made yet).
+    #[cfg(feature = "cluster")]
+    named: Mutex<std::collections::HashSet<Arc<str>>>,
     watched: Mutex<HashMap<String, Watched>>,
     /// Wakes every parked waiter: this client's key had lapsed (the process stopped, or the
     /// server lost it), so other processes may have dropped its entries.
@@ -85,6 +105,23 @@ impl Liveness {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Liveness {
             key: format!("{AUX_PREFIX}alive/{}", new_token()),
+            #[cfg(feature = "cluster")]
+            cluster: None,
+            #[cfg(feature = "cluster")]
+            named: Mutex::default(),
+            watched: Mutex::default(),
+            lapsed: Notify::new(),
+            lapses: AtomicU64::new(0),
+        })
+    }
+
+    /// Fresh liveness keys for a new cluster client: one per master of `nodes`.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(nodes: ClusterNodes) -> Arc<Self> {
+        Arc::new(Liveness {
+            key: format!("{AUX_PREFIX}alive/{}", new_token()),
+            cluster: Some(nodes),
+            named: Mutex::default(),
             watched: Mutex::default(),
             lapsed: Notify::new(),
             lapses: AtomicU64::new(0),
@@ -99,9 +136,32 @@ impl Liveness {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// This client's liveness key.
-    pub(crate) fn key(&self) -> &str {
-        &self.key
+    /// The liveness key that queue entries and holder notes for `lock` name: this client's
+    /// key, or in cluster mode its key on the master that serves `lock`'s slot (`None`
+    /// before the slot map is read: the entry then keeps a per-key deadline).
+    pub(crate) fn key_for(&self, lock: &str) -> Option<Cow<'_, str>> {
+        #[cfg(feature = "cluster")]
+        if let Some(nodes) = &self.cluster {
+            let tag = nodes.liveness_tag(lock)?;
+            let key = self.tagged(&tag);
+            let mut named = self
+                .named
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if !named.contains(&tag) {
+                named.insert(tag);
+            }
+            return Some(Cow::Owned(key));
+        }
+        #[cfg(not(feature = "cluster"))]
+        let _ = lock;
+        Some(Cow::Borrowed(&self.key))
+    }
+
+    /// This client's liveness key on the master whose tag is `tag`.
+    #[cfg(feature = "cluster")]
+    fn tagged(&self, tag: &str) -> String {
+        format!("{}{{{tag}}}", self.key)
     }
 
     /// Watches another process's liveness key `key` until the returned watch is dropped.
@@ -138,15 +198,71 @@ impl Liveness {
         self.lapses.load(Ordering::Acquire)
     }
 
-    /// Refreshes this client's key and wakes the waiters of every watched process whose
-    /// key is gone (all of them when this client's own key had lapsed). One request. A
-    /// failure is only logged: the next refresh comes a third of a lease later.
-    pub(crate) async fn refresh(&self, mut connection: Connection) {
+    /// Refreshes this client's key (each of them, one per master, in cluster mode) and wakes
+    /// the waiters of every watched process whose key is gone (all of them when one of
+    /// this client's keys had lapsed). One request per key. A failure is only logged: the
+    /// next refresh comes a third of a lease later.
+    pub(crate) async fn refresh(&self, connection: Connection) {
         let watched: Vec<String> = self.watched().keys().cloned().collect();
+        #[cfg(feature = "cluster")]
+        if let Some(nodes) = &self.cluster {
+            // Each watched key goes with this client's key on the master that serves it
+            // (the first one when the map does not say): a key the script cannot read there
+            // counts as gone, and its waiters ask again.
+            let tags = nodes.liveness_tags();
+            let mut by_tag: HashMap<&str, Vec<&str>> =
+                tags.iter().map(|tag| (&**tag, Vec::new())).collect();
+            for key in &watched {
+                let tag = nodes.liveness_tag(key);
+                let group = tag
+                    .as_deref()
+                    .and_then(|tag| tags.iter().find(|known| &***known == tag))
+                    .or_else(|| tags.first());
+                if let Some(group) = group
+                    && let Some(keys) = by_tag.get_mut(&**group)
+                {
+                    keys.push(key);
+                }
+            }
+            let refreshes = by_tag.into_iter().map(|(tag, keys)| {
+                let own = self.tagged(tag);
+                let connection = connection.clone();
+                async move {
+                    let lapsed = self.refresh_one(&own, &keys, connection).await;
+                    let named = || {
+                        self.named
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .contains(tag)
+                    };
+                    if lapsed && named() {
+                        self.lapse();
+                    }
+                }
+            });
+            futures_util::future::join_all(refreshes).await;
+            return;
+        }
+        let keys: Vec<&str> = watched.iter().map(String::as_str).collect();
+        if self.refresh_one(&self.key, &keys, connection).await {
+            self.lapse();
+        }
+    }
+
+    /// One of this client's keys was found lapsed: other processes may have dropped its
+    /// entries, so every parked waiter looks again.
+    fn lapse(&self) {
+        self.lapses.fetch_add(1, Ordering::AcqRel);
+        self.lapsed.notify_waiters();
+    }
+
+    /// Refreshes the liveness key `own` and asks about `watched` on the server that serves
+    /// it. Returns whether `own` had lapsed.
+    async fn refresh_one(&self, own: &str, watched: &[&str], mut connection: Connection) -> bool {
         let reply = if watched.is_empty() {
             // Nobody to ask about: a plain `SET .. GET`, no script.
             redis::cmd("SET")
-                .arg(&self.key)
+                .arg(own)
                 .arg(1)
                 .arg("PX")
                 .arg(millis(LIVENESS_LEASE))
@@ -155,29 +271,26 @@ impl Liveness {
                 .await
                 .map(|kept| (i64::from(kept.is_some()), Vec::new()))
         } else {
-            let mut keys: Vec<&str> = Vec::with_capacity(1 + watched.len());
-            keys.push(&self.key);
-            keys.extend(watched.iter().map(String::as_str));
-            let mut call = Call::new(&ALIVE, &keys);
+            let mut call = Call::new(&ALIVE, &[own]);
             call.arg(millis(LIVENESS_LEASE));
+            for key in watched {
+                call.arg(*key);
+            }
             invoke::<(i64, Vec<String>)>(&call, &mut connection).await
         };
         let (kept, gone) = match reply {
             Ok(reply) => reply,
             Err(err) => {
-                tracing::debug!(key = %self.key, error = %err, "refreshing the process's liveness key failed");
-                return;
+                tracing::debug!(key = %own, error = %err, "refreshing the process's liveness key failed");
+                return false;
             }
         };
-        if kept == 0 {
-            self.lapses.fetch_add(1, Ordering::AcqRel);
-            self.lapsed.notify_waiters();
-        }
         let watched = self.watched();
         for key in gone {
             if let Some(entry) = watched.get(&key) {
                 entry.gone.notify_waiters();
             }
         }
+        kept == 0
     }
 }

@@ -47,6 +47,9 @@ enum Attempt {
     NotNow {
         retry_in: Duration,
         watch: Option<String>,
+        /// The try's queue entry lives by its deadline (it names no liveness key): the
+        /// watchdog keeps it per key.
+        per_key: bool,
     },
     /// Granted, but too few replicas confirmed the grant within the timeout
     /// ([`crate::Config::wait_for_replicas`]): it does not count, and is undone.
@@ -63,8 +66,9 @@ pub(crate) struct Place {
     token: Token,
     /// A try may have queued this token or granted it the lock: leaving must clean both.
     joined: bool,
-    /// The watchdog's keep-alive of the place, once a try queued it.
-    kept: Option<u64>,
+    /// The watchdog's keep-alive of the place, once a try queued it, and whether it keeps
+    /// it per key.
+    kept: Option<(u64, bool)>,
     /// A try queued this place (the process waited in the key's Redis queue).
     queued: bool,
 }
@@ -87,7 +91,12 @@ impl Place {
             queued: joined,
         };
         if joined {
-            place.keep();
+            // The release that queued it named the process's liveness key for the lock,
+            // if it had one.
+            let per_key = client
+                .liveness()
+                .is_none_or(|liveness| liveness.key_for(names.lock()).is_none());
+            place.keep(per_key);
         }
         place
     }
@@ -98,18 +107,28 @@ impl Place {
         std::mem::take(&mut self.token)
     }
 
-    /// Has the watchdog keep the place alive (once).
-    fn keep(&mut self) {
+    /// Has the watchdog keep the place alive: by the process's liveness key, or with
+    /// `per_key` by a keep-alive of its key (once per way).
+    fn keep(&mut self, per_key: bool) {
         self.queued = true;
-        if self.kept.is_none() {
-            self.kept = Some(self.client.watchdog().keep_queued(&self.names, &self.token));
+        match self.kept {
+            Some((_, kept_per_key)) if kept_per_key == per_key => return,
+            Some((id, _)) => self.client.watchdog().forget_queued(id),
+            None => {}
         }
+        let watchdog = self.client.watchdog();
+        let id = if per_key {
+            watchdog.keep_queued_per_key(&self.names, &self.token)
+        } else {
+            watchdog.keep_queued(&self.names, &self.token)
+        };
+        self.kept = Some((id, per_key));
     }
 
     /// Stops keeping the place: the lock was taken (or nothing of it is in Redis).
     fn settle(&mut self) {
         self.joined = false;
-        if let Some(id) = self.kept.take() {
+        if let Some((id, _)) = self.kept.take() {
             self.client.watchdog().forget_queued(id);
         }
     }
@@ -322,14 +341,18 @@ impl RedisWait<'_> {
                 self.late = true;
                 Step::Park(Duration::ZERO)
             }
-            Attempt::NotNow { retry_in, watch } => {
+            Attempt::NotNow {
+                retry_in,
+                watch,
+                per_key,
+            } => {
                 self.watch = watch;
                 if self.options.wait.is_zero() {
                     // Tried once without joining the queue: nothing to clean.
                     self.place.joined = false;
                 } else {
                     // This try queued us: from now on the watchdog keeps our place.
-                    self.place.keep();
+                    self.place.keep(per_key);
                 }
                 Step::Park(retry_in)
             }
@@ -544,7 +567,10 @@ pub(crate) async fn yield_lock(
                 token,
                 client.publish_command(),
                 requeue,
-                client.liveness().map(|liveness| liveness.key()),
+                client
+                    .liveness()
+                    .and_then(|liveness| liveness.key_for(names.lock()))
+                    .as_deref(),
             ),
             &mut client.connection(),
         )
@@ -573,8 +599,11 @@ async fn try_acquire(
     if quick && let Some(attempt) = try_set_nx(client, names, token, options).await? {
         return Ok(attempt);
     }
-    let kept = client.liveness().map(|liveness| Kept {
-        alive: liveness.key(),
+    let alive = client
+        .liveness()
+        .and_then(|liveness| liveness.key_for(names.lock()));
+    let kept = alive.as_deref().map(|alive| Kept {
+        alive,
         publish: client.publish_command(),
         renews: options.watchdog,
     });
@@ -606,6 +635,7 @@ async fn try_acquire(
         return Ok(Attempt::NotNow {
             retry_in: Duration::from_millis(value),
             watch,
+            per_key: alive.is_none(),
         });
     }
     Ok(match replicated {
@@ -679,6 +709,7 @@ async fn try_set_nx(
             Ok(options.wait.is_zero().then_some(Attempt::NotNow {
                 retry_in: Duration::ZERO,
                 watch: None,
+                per_key: true,
             }))
         }
         Ok(_) => {

@@ -191,6 +191,7 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
 
 /// A caller whose queue places its process's liveness key keeps (see
 /// [`crate::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
+/// The key is an argument, not a declared key: in cluster mode it is in another slot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Kept<'a> {
     /// The process's liveness key.
@@ -219,9 +220,8 @@ pub(crate) fn acquire_call(
         names.queue(),
         names.deadlines(),
         names.ttls(),
-        kept.map_or("", |kept| kept.alive),
     ];
-    let mut invocation = Call::new(&ACQUIRE, &keys[..if kept.is_some() { 6 } else { 5 }]);
+    let mut invocation = Call::new(&ACQUIRE, &keys);
     invocation
         .arg(token)
         .arg(crate::lease::millis(ttl))
@@ -233,7 +233,8 @@ pub(crate) fn acquire_call(
         invocation
             .arg(names.channel())
             .arg(kept.publish)
-            .arg(u8::from(kept.renews));
+            .arg(u8::from(kept.renews))
+            .arg(kept.alive);
     }
     invocation
 }

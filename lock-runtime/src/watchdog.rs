@@ -737,7 +737,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
         let nodes = &nodes;
         async move {
             let replicas = nodes.replicas.as_ref();
-            let alive = nodes.alive.as_ref().map(|liveness| liveness.key());
+            let alive = nodes.alive.as_deref();
             match nodes.timeout {
                 Some(limit) => {
                     tokio::time::timeout(limit, renew_on(&mut connection, batch, replicas, alive))
@@ -811,7 +811,7 @@ async fn renew_on(
     connection: &mut Connection,
     batch: &[Renewal],
     replicas: Option<&Replicas>,
-    alive: Option<&str>,
+    alive: Option<&Liveness>,
 ) -> Result<Vec<RenewalReply>, ()> {
     if !connection.is_cluster() {
         return send_renewals(connection, batch, replicas, alive).await;
@@ -843,7 +843,7 @@ async fn send_renewals(
     connection: &mut Connection,
     batch: &[Renewal],
     replicas: Option<&Replicas>,
-    alive: Option<&str>,
+    alive: Option<&Liveness>,
 ) -> Result<Vec<RenewalReply>, ()> {
     let pipeline = |only: &dyn Fn(usize) -> bool| {
         let mut pipe = redis::pipe();
@@ -852,7 +852,7 @@ async fn send_renewals(
             if only(index) {
                 let names = &renewal.names;
                 let command = pipe.cmd("EVALSHA").arg(RENEW.get_hash());
-                match alive {
+                match alive.and_then(|liveness| liveness.key_for(names.lock())) {
                     // Notes this holder for the key's waiters, while there are some.
                     Some(alive) => command
                         .arg(3)
@@ -861,7 +861,7 @@ async fn send_renewals(
                         .arg(names.ttls())
                         .arg(&*renewal.token)
                         .arg(millis(renewal.ttl))
-                        .arg(alive),
+                        .arg(&*alive),
                     None => command
                         .arg(1)
                         .arg(names.lock())

@@ -442,7 +442,8 @@ fn renew() -> redis::Script {
 }
 
 /// acquire.lua as a waiting caller of a process with the liveness key `alive` sends it
-/// (single server, Sentinel): `{acquired, fence or wait_ms, liveness key to watch}`.
+/// (an argument, not a declared key: in cluster mode it is in another slot of the
+/// master): `{acquired, fence or wait_ms, liveness key to watch}`.
 fn try_acquire_kept(
     conn: &mut redis::Connection,
     token: &str,
@@ -455,7 +456,6 @@ fn try_acquire_kept(
         .key(QUEUE)
         .key(DEADLINES)
         .key(TTLS)
-        .key(alive)
         .arg(token)
         .arg(30_000)
         .arg(0)
@@ -465,6 +465,7 @@ fn try_acquire_kept(
         .arg(CHANNEL)
         .arg("PUBLISH")
         .arg(u8::from(renews))
+        .arg(alive)
         .invoke(conn)
         .unwrap()
 }
@@ -562,4 +563,96 @@ fn a_renewing_holder_is_noted_for_the_waiters_behind_it() {
         .invoke(&mut conn)
         .unwrap();
     assert_eq!(renewed, 1);
+}
+
+/// Cluster mode after a reshard (or with a stale slot map): a liveness key the scripts
+/// cannot read, as another master serves it. A renewal that names one still renews (and
+/// notes nothing); an entry that names one is kept, as if alive, and a release grants it
+/// only for the confirmation window, after which the live waiter behind it takes the key;
+/// a refresh that watches one reports it gone (its waiters ask again).
+#[test]
+fn a_liveness_key_another_master_serves_neither_fails_a_script_nor_drops_a_waiter() {
+    let cluster = lock_tests::cluster::RedisCluster::start(3);
+    let master = cluster.owner(cluster.slot(LOCK));
+    let other = (master + 1) % cluster.nodes.len();
+    let remote = cluster.key_on("~lock/alive/dead", other);
+    let local = cluster.key_on("~lock/alive/live", master);
+    let mut conn = cluster.nodes[master].conn();
+    hold(&mut conn, "holder");
+    // A holder's renewal names a key this master cannot read: renewed, not noted.
+    let _: () = redis::cmd("ZADD")
+        .arg(QUEUE)
+        .arg(1)
+        .arg("someone")
+        .query(&mut conn)
+        .unwrap();
+    let renewed: redis::RedisResult<i64> = renew()
+        .key(LOCK)
+        .key(QUEUE)
+        .key(TTLS)
+        .arg("holder")
+        .arg(30_000)
+        .arg(&remote)
+        .invoke(&mut conn);
+    assert_eq!(
+        renewed,
+        Ok(1),
+        "a renewal naming {remote} (another master's key)"
+    );
+    let _: () = redis::cmd("DEL").arg(QUEUE).query(&mut conn).unwrap();
+    // A waiter whose process's key this master cannot read joins as a kept entry, and a
+    // live one (its key on this master) behind it.
+    let (acquired, _, _) = try_acquire_kept(&mut conn, "dead", &remote, true);
+    assert_eq!(acquired, 0);
+    let (acquired, _, _) = try_acquire_kept(&mut conn, "live", &local, true);
+    assert_eq!(acquired, 0);
+    let order: Vec<String> = redis::cmd("ZRANGE")
+        .arg(QUEUE)
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(order, ["dead", "live"]);
+    // The release: the unreadable entry is not dropped; it is granted for the
+    // confirmation window only.
+    let released: i64 = release()
+        .key(LOCK)
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .arg("holder")
+        .arg(CHANNEL)
+        .arg("PUBLISH")
+        .arg(500)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(released, 1);
+    let holder: Option<String> = redis::cmd("GET").arg(LOCK).query(&mut conn).unwrap();
+    assert_eq!(holder.as_deref(), Some("dead"));
+    let pttl: i64 = redis::cmd("PTTL").arg(LOCK).query(&mut conn).unwrap();
+    assert!((0..=500).contains(&pttl), "the grant lasts {pttl} ms");
+    // Its process never confirms: the grant lapses, and the live waiter takes the key.
+    let lapsed = (0..300).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        redis::cmd("EXISTS")
+            .arg(LOCK)
+            .query::<i64>(&mut conn)
+            .unwrap()
+            == 0
+    });
+    assert!(
+        lapsed,
+        "the grant to the unconfirmed waiter did not lapse within 3 s"
+    );
+    let (acquired, _, _) = try_acquire_kept(&mut conn, "live", &local, true);
+    assert_eq!(acquired, 1);
+    // A process's refresh that watches a key this master cannot read reports it gone.
+    let alive = redis::Script::new(include_str!("../../lock-runtime/src/lua/alive.lua"));
+    let (kept, gone): (i64, Vec<String>) = alive
+        .key(&local)
+        .arg(1000)
+        .arg(&remote)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!((kept, gone), (1, vec![remote.clone()]));
 }

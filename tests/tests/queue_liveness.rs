@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError, OnLost};
+use lock_tests::cluster::RedisCluster;
 use lock_tests::{RedisServer, child};
 use tokio::time::Instant;
 
@@ -152,6 +153,149 @@ fn a_killed_waiting_process_holds_the_others_up_about_a_second() {
             delay.as_secs_f64() * 1000.0
         );
         // The goal: held up no more than 1.5 s (one queue lease, then one park at most).
+        assert!(
+            delay < Duration::from_millis(1500),
+            "the dead waiters held the key up for {delay:?}"
+        );
+        guard.release().await.unwrap();
+    });
+}
+
+/// The waiting process on a cluster (`LIVENESS_URLS`, comma-separated): `LIVENESS_TASKS`
+/// tasks queue on [`KEY`] (ttl 30 s, wait 60 s), and it prints `QUEUED` once all of them
+/// wait.
+#[test]
+fn waiting_cluster_process() {
+    let Some(_) = child::role() else { return };
+    let urls: Vec<String> = std::env::var("LIVENESS_URLS")
+        .unwrap()
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let tasks: usize = std::env::var("LIVENESS_TASKS").unwrap().parse().unwrap();
+    lock_tests::two_worker_runtime().block_on(async move {
+        let client = LockClient::new(Config::cluster(urls)).unwrap();
+        let handles: Vec<_> = (0..tasks)
+            .map(|_| {
+                let lock = client
+                    .lock(KEY)
+                    .ttl(Duration::from_secs(30))
+                    .wait(Duration::from_secs(60));
+                tokio::spawn(async move {
+                    let _ = lock.run(async { Ok::<_, LockError>(()) }).await;
+                })
+            })
+            .collect();
+        for _ in 0..2000 {
+            if client.waiting() == (tasks, 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!("QUEUED {}", client.waiting().0);
+        for handle in handles {
+            handle.await.unwrap();
+        }
+    });
+}
+
+/// The cluster version of the kill test: kill -9 of a process with 64 tasks queued on a
+/// cluster key (ahead of a live waiter of another process), then the holder releases: the
+/// live waiter acquires within 1.5 s. The dead process's entry is a kept one: it names the
+/// process's liveness key on the key's master (issue 27: waiting costs per process and
+/// master, not per key), which lapses within a second of the kill.
+#[test]
+fn a_killed_waiting_process_holds_the_others_up_about_a_second_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let master = cluster.owner(cluster.slot(KEY));
+    let node = &cluster.nodes[master];
+    let queued = || -> u64 {
+        redis::cmd("ZCARD")
+            .arg(format!("~lock/queue{{{KEY}}}"))
+            .query(&mut node.conn())
+            .unwrap()
+    };
+    lock_tests::two_worker_runtime().block_on(async {
+        let holder = LockClient::new(Config::cluster(cluster.urls())).unwrap();
+        let held = holder
+            .lock(KEY)
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+            .unwrap();
+        let mut worker = child::spawn(
+            "waiting_cluster_process",
+            "waiters",
+            &[
+                ("LIVENESS_URLS", cluster.urls().join(",")),
+                ("LIVENESS_TASKS", "64".to_owned()),
+            ],
+        );
+        let lines = child::stream_lines(worker.stdout.take().unwrap());
+        assert_eq!(expect_line(&lines, "QUEUED "), "64");
+        assert_eq!(
+            queued(),
+            1,
+            "one place for the process, however many of its tasks wait"
+        );
+        // A client's first tries may come before it read the slot map (their entry then
+        // keeps a per-key deadline); its next try, within a second, names the key.
+        let ttls = || -> Vec<(String, String)> {
+            redis::cmd("HGETALL")
+                .arg(format!("~lock/ttls{{{KEY}}}"))
+                .query(&mut node.conn())
+                .unwrap()
+        };
+        let named = |ttls: &[(String, String)]| {
+            ttls.iter()
+                .find(|(field, _)| field.starts_with("~alive/"))
+                .map(|(_, alive)| alive.clone())
+        };
+        lock_tests::until(Duration::from_secs(5), Duration::from_millis(10), || {
+            named(&ttls()).is_some()
+        })
+        .await;
+        let alive = named(&ttls()).unwrap_or_else(|| {
+            panic!(
+                "the waiting process's entry names no liveness key (kept per key): {:?}",
+                ttls()
+            )
+        });
+        assert_eq!(
+            cluster.owner(cluster.slot(&alive)),
+            master,
+            "the entry's liveness key {alive} is not on the key's master"
+        );
+        let live = LockClient::new(Config::cluster(cluster.urls())).unwrap();
+        let waiter = {
+            let lock = live
+                .lock(KEY)
+                .ttl(Duration::from_secs(30))
+                .wait(Duration::from_secs(60));
+            tokio::spawn(async move {
+                let guard = lock.acquire().await;
+                (Instant::now(), guard)
+            })
+        };
+        for _ in 0..2000 {
+            if queued() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(queued(), 2, "the live waiter queued behind the 64");
+        worker.kill().unwrap();
+        worker.wait().unwrap();
+        let released = Instant::now();
+        held.release().await.unwrap();
+        let (acquired, guard) = waiter.await.unwrap();
+        let guard = guard.unwrap();
+        let delay = acquired - released;
+        println!(
+            "FIGURE killed-waiting-process (cluster): 64 tasks queued, kill -9, release: the live \
+             waiter of another process acquired {:.0} ms after the release (ttl 30 s)",
+            delay.as_secs_f64() * 1000.0
+        );
         assert!(
             delay < Duration::from_millis(1500),
             "the dead waiters held the key up for {delay:?}"

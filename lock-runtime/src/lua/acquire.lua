@@ -15,14 +15,16 @@
 --
 -- ARGV[6] the period of foreign windows while a foreign client uses them (ms): one of our
 --         tenures (Config::local_pass_time)
--- KEYS[6] (optional) the caller's process's liveness key: the caller's entry is then a kept
---         one (prelude.lua), and the reply has a third element, see below
--- ARGV[7], ARGV[8] (with KEYS[6]) the key's release channel, and PUBLISH
--- ARGV[9] (with KEYS[6]) '1' when the caller's watchdog renews its lease: waiters may then
+-- ARGV[7], ARGV[8] (with ARGV[10]) the key's release channel, and PUBLISH
+-- ARGV[9] (with ARGV[10]) '1' when the caller's watchdog renews its lease: waiters may then
 --         wait for its release (or its process's end) instead of asking again
+-- ARGV[10] (optional) the caller's process's liveness key: the caller's entry is then a
+--         kept one (prelude.lua), and the reply has a third element, see below. Not a
+--         declared key: in cluster mode it is the process's key on this master, in another
+--         slot (prelude.lua reads it with redis.pcall)
 --
 -- Returns {1, fence} when acquired (fence 0 without fencing), otherwise {0, wait_ms}: how
--- long the caller may sleep before trying again if no release wakes it. With KEYS[6], a
+-- long the caller may sleep before trying again if no release wakes it. With ARGV[10], a
 -- third element: the liveness key of the process that holds the key and renews it, '' for
 -- none (a foreign holder, one not noted yet, a hand-over): until that key vanishes, the
 -- holder's release (or a take that changes who the caller waits for) wakes the caller,
@@ -34,13 +36,15 @@
 -- A waiter that wants no fence leaves its lease in KEYS[5]: the release then grants it the
 -- lock directly (the key holds its token) instead of a hand-over.
 
+local alive = ARGV[10]
+
 -- The reply for a grant just made (the lock key already holds the token).
 local function fenced()
   local fence = 0
   if ARGV[3] ~= '0' then
     fence = next_fence(KEYS[2], ARGV[3])
   end
-  if KEYS[6] then
+  if alive then
     return {1, fence, ''}
   end
   return {1, fence}
@@ -48,9 +52,9 @@ end
 
 local function acquire()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  if KEYS[6] and redis.call('EXISTS', KEYS[3]) == 1 then
+  if alive and redis.call('EXISTS', KEYS[3]) == 1 then
     if ARGV[9] == '1' then
-      note_holder(KEYS[5], ARGV[1], KEYS[6], tonumber(ARGV[2]))
+      note_holder(KEYS[5], ARGV[1], alive, tonumber(ARGV[2]))
     end
     -- The next waiter may be parked watching the process this key came from: it looks
     -- again, and from now on watches this holder.
@@ -62,10 +66,10 @@ local function acquire()
   return fenced()
 end
 
--- The reply of a try that did not acquire: how long to wait at most, and with KEYS[6]
+-- The reply of a try that did not acquire: how long to wait at most, and with ARGV[10]
 -- whose liveness key to watch meanwhile.
 local function waiting(wait_ms, watch)
-  if KEYS[6] then
+  if alive then
     return {0, wait_ms, watch or ''}
   end
   return {0, wait_ms}
@@ -175,7 +179,7 @@ else
   if gap_end then
     -- Taken in a foreign window by a client that publishes no release: ask again soon.
     wait_ms = math.min(wait_ms, FOREIGN_POLL_MS)
-  elseif KEYS[6] then
+  elseif alive then
     watch = watched_holder(KEYS[5], holder)
   end
 end
@@ -185,6 +189,6 @@ if ARGV[4] == '1' then
   if ARGV[3] ~= '0' then
     ttl = '0'
   end
-  join(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ttl, tonumber(ARGV[5]), now_ms, now_us, KEYS[6])
+  join(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ttl, tonumber(ARGV[5]), now_ms, now_us, alive)
 end
 return waiting(wait_ms, watch)

@@ -67,11 +67,12 @@ if redis.call('TYPE', KEYS[3])['ok'] == 'zset' then
     if ttls then
       ttl = redis.call('HGET', KEYS[5], token) or false
       -- A kept entry lives while its process's liveness key does (prelude.lua): its place
-      -- ends when that key does, not at its (distant) deadline. Only outside cluster mode,
-      -- where the liveness key is on the same server.
+      -- ends when that key does, not at its (distant) deadline. In cluster mode a key
+      -- this node cannot read (another master serves it) leaves the deadline.
       local alive = redis.call('HGET', KEYS[5], '~alive/' .. token)
-      if alive then
-        deadline = now_ms + math.max(0, redis.call('PTTL', alive))
+      local pttl = alive and redis.pcall('PTTL', alive)
+      if type(pttl) == 'number' then
+        deadline = now_ms + math.max(0, pttl)
       end
     end
     table.insert(waiters, {token, entries[i + 1], deadline, ttl})

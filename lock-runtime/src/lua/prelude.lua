@@ -10,10 +10,10 @@ local function server_time()
 end
 
 -- A queue holds two kinds of entries. A kept entry (the kind clients that count their
--- requests per process write, but in cluster mode) names its process's liveness key in the
+-- requests per process write; in cluster mode the key is the one on this master) names its process's liveness key in the
 -- ttls hash ('~alive/' .. waiter): the entry lives while that key does, and its process
 -- refreshes that one key for all its places with one request per period. An entry without
--- that field (cluster mode, and older clients) lives until its deadline, which its process
+-- that field (a cluster client before it read the slot map, and older clients) lives until its deadline, which its process
 -- renews per key (keepalive.lua). A kept entry's deadline is ENTRY_BOUND_MS away: the bound
 -- under which older clients' scripts, which know only deadlines, keep it; its process's
 -- waiter tries again (and so renews it) well within that (LONG_PARK, redis_queue.rs).
@@ -27,6 +27,23 @@ local KEPT_HANDOVER_MS = 1000
 -- The liveness key of a waiter's process (a kept entry), or false.
 local function alive_key(ttls, waiter)
   return redis.call('HGET', ttls, '~alive/' .. waiter)
+end
+
+-- Whether a reply of `redis.pcall` is an error.
+local function failed(reply)
+  return type(reply) == 'table' and reply.err ~= nil
+end
+
+-- Whether a process's liveness key exists: true or false, or nil when this node cannot read
+-- it (cluster mode: the key's slot is served by another master, after a reshard or when
+-- the process's slot map was stale). Liveness keys are never declared: in cluster mode
+-- they live in another slot of the same master, which a script without flags may read.
+local function alive_exists(alive)
+  local found = redis.pcall('EXISTS', alive)
+  if type(found) ~= 'number' then
+    return nil
+  end
+  return found == 1
 end
 
 -- Takes one waiter out of the queue: its place, its deadline, its ttl, its process. The
@@ -48,7 +65,9 @@ end
 
 -- Waiters whose process stopped keeping their place (crashed, paused, gone) lose it: an
 -- entry past its deadline, and a kept entry at the head whose process's liveness key is
--- gone (the ones behind it are looked at when they reach the head).
+-- gone (the ones behind it are looked at when they reach the head). A kept entry whose
+-- liveness key this node cannot read stays: if its process is gone, the grant a release
+-- gives it lapses unconfirmed, and the next try lowers its deadline (acquire.lua).
 local function purge(queue, deadlines, ttls, now_ms)
   local expired = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
   for _, waiter in ipairs(expired) do
@@ -60,7 +79,7 @@ local function purge(queue, deadlines, ttls, now_ms)
       return
     end
     local alive = alive_key(ttls, head)
-    if not alive or redis.call('EXISTS', alive) == 1 then
+    if not alive or alive_exists(alive) ~= false then
       return
     end
     forget(queue, deadlines, ttls, head)
@@ -100,7 +119,8 @@ local function join(queue, deadlines, ttls, waiter, ttl, lease, now_ms, now_us, 
     redis.call('HSET', ttls, waiter, ttl)
   end
   if alive then
-    redis.call('SET', alive, '1', 'PX', lease, 'NX')
+    -- A key this node cannot read (cluster mode) is named all the same: see purge.
+    redis.pcall('SET', alive, '1', 'PX', lease, 'NX')
     redis.call('ZADD', deadlines, now_ms + ENTRY_BOUND_MS, waiter)
     redis.call('HSET', ttls, '~alive/' .. waiter, alive)
     keep_queue(queue, deadlines, ttls, ENTRY_BOUND_MS)
@@ -131,7 +151,7 @@ local function watched_holder(ttls, holder)
     return false
   end
   local alive = string.sub(noted, space + 1)
-  if redis.call('EXISTS', alive) == 1 then
+  if alive_exists(alive) then
     return alive
   end
   return false

@@ -16,12 +16,13 @@ if is_permit(ARGV[1]) then
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if ARGV[3] and redis.call('EXISTS', KEYS[2]) == 1 then
+  -- In cluster mode a liveness key this node cannot read (a stale slot map) notes nothing.
+  if ARGV[3] and redis.call('EXISTS', KEYS[2]) == 1
+    and not failed(redis.pcall('SET', ARGV[3], '1', 'PX', 1000, 'NX')) then
     redis.call('HSET', KEYS[3], '~holder', ARGV[1] .. ' ' .. ARGV[3])
     if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[2]) then
       redis.call('PEXPIRE', KEYS[3], ARGV[2])
     end
-    redis.call('SET', ARGV[3], '1', 'PX', 1000, 'NX')
     return 2
   end
   return 1
