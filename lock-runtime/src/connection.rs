@@ -1,5 +1,5 @@
-//! One connection type for every topology: a single server's auto-reconnecting manager
-//! (replaced after a timeout), or
+//! One connection type for every topology: a single server's multiplexed connection (opened
+//! on first use, opened afresh after it was dropped or a request timed out on it), or
 //! a Redis Cluster connection (opened lazily on first use, routing by key, following
 //! MOVED/ASK itself).
 
@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManagerConfig, MultiplexedConnection};
 #[cfg(feature = "cluster")]
 use redis::cluster::ClusterClient;
 #[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
 #[cfg(feature = "cluster")]
 use tokio::sync::RwLock;
 
@@ -32,20 +32,31 @@ pub(crate) enum Connection {
     Cluster(LazyCluster),
 }
 
-/// A single server's auto-reconnecting connection, replaced by a new one after a request
-/// timed out on it, and (behind Sentinel) moved to the new primary after a failover.
+/// A single server's multiplexed connection, opened on first use and opened afresh after it
+/// was dropped or a request timed out on it, and (behind Sentinel) moved to the new primary
+/// after a failover.
 ///
-/// The connection manager reconnects when the server closes the connection, but not when
-/// the path only stops answering (a blackhole, a stalled proxy): every later request would
-/// time out on the dead socket. Replacing it after a timeout lets the client recover within
-/// one response timeout of the path coming back.
+/// Behavior:
+/// - nothing is opened before the first request; requests that find it opening wait for
+///   that one attempt (bounded by the connect timeout), and a failed attempt is made again
+///   by the next request;
+/// - a request that finds the connection dropped (reset, closed by the server) fails, and
+///   the next request opens a new one (redis-rs's `ConnectionManager` does the same);
+/// - a request that times out replaces the connection too: a path that only stops
+///   answering (a blackhole, a stalled proxy) would otherwise keep every later request
+///   timing out on the dead socket, so the client recovers within one response timeout of
+///   the path coming back.
+///
+/// Requests go straight to the multiplexed connection: no reconnecting wrapper between
+/// (it cost a boxed future, a shared future and a copy of the connection per request).
 #[derive(Clone)]
 pub(crate) struct SingleServer {
     inner: Arc<SingleInner>,
 }
 
 struct SingleInner {
-    config: ConnectionManagerConfig,
+    /// The connect and response timeouts of each connection opened.
+    config: AsyncConnectionConfig,
     /// The connection in use, its client and its generation (bumped on each replacement,
     /// so that many requests timing out on one dead connection replace it once).
     current: std::sync::RwLock<Arc<Current>>,
@@ -59,7 +70,35 @@ struct SingleInner {
 struct Current {
     generation: u64,
     client: redis::Client,
-    manager: ConnectionManager,
+    /// Opened by the first request that needs it.
+    connection: tokio::sync::OnceCell<MultiplexedConnection>,
+}
+
+impl Current {
+    fn new(generation: u64, client: redis::Client) -> Self {
+        Current {
+            generation,
+            client,
+            connection: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The connection, opened now if it is not yet (one attempt at a time).
+    async fn open(
+        &self,
+        config: &AsyncConnectionConfig,
+    ) -> redis::RedisResult<MultiplexedConnection> {
+        if let Some(connection) = self.connection.get() {
+            return Ok(connection.clone());
+        }
+        // Boxed: opening a connection is a large future, and rare.
+        Box::pin(self.connection.get_or_try_init(|| {
+            self.client
+                .get_multiplexed_async_connection_with_config(config)
+        }))
+        .await
+        .cloned()
+    }
 }
 
 impl SingleServer {
@@ -79,15 +118,13 @@ impl SingleServer {
         config: ConnectionManagerConfig,
         sentinel: Option<Arc<Sentinel>>,
     ) -> redis::RedisResult<Self> {
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(config.connection_timeout())
+            .set_response_timeout(config.response_timeout());
         Ok(SingleServer {
             inner: Arc::new(SingleInner {
                 config,
-                current: std::sync::RwLock::new(Arc::new(Current {
-                    generation: 0,
-                    client,
-                    manager,
-                })),
+                current: std::sync::RwLock::new(Arc::new(Current::new(0, client))),
                 sentinel,
                 health: std::sync::OnceLock::new(),
             }),
@@ -113,11 +150,6 @@ impl SingleServer {
     /// Opens a fresh connection to `client` in place of connection `generation` (unless
     /// another request replaced it already). Returns whether it replaced it.
     fn replace(&self, generation: u64, client: redis::Client) -> bool {
-        let Ok(fresh) =
-            ConnectionManager::new_lazy_with_config(client.clone(), self.inner.config.clone())
-        else {
-            return false;
-        };
         let mut current = self
             .inner
             .current
@@ -126,11 +158,7 @@ impl SingleServer {
         if current.generation != generation {
             return false;
         }
-        *current = Arc::new(Current {
-            generation: generation + 1,
-            client,
-            manager: fresh,
-        });
+        *current = Arc::new(Current::new(generation + 1, client));
         true
     }
 
@@ -166,6 +194,10 @@ impl SingleServer {
         }
         if err.is_timeout() && self.replace(used.generation, used.client.clone()) {
             tracing::warn!(error = %err, "Redis request timed out; opening a new connection");
+        } else if err.is_unrecoverable_error() {
+            // Dropped (reset, closed by the server) or unreadable: the next request opens
+            // a new connection.
+            self.replace(used.generation, used.client.clone());
         }
         false
     }
@@ -182,21 +214,38 @@ impl SingleServer {
     /// Sends one request; on a primary that moved, once more on the new primary.
     async fn request<T, F, Fut>(&self, send: F) -> redis::RedisResult<T>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let used = self.current();
         let sent = Instant::now();
-        let result = send(used.manager.clone()).await;
+        let result = match used.open(&self.inner.config).await {
+            Ok(connection) => send(connection).await,
+            Err(err) => Err(err),
+        };
         // Boxed: the recovery's state would otherwise make every request's future large.
         if result.is_err() && Box::pin(self.recover(&used, sent, &result)).await {
-            return send(self.current().manager.clone())
-                .await
-                .map_err(|err| self.name_error(err, &self.address()));
+            let again = self.current();
+            let result = match again.open(&self.inner.config).await {
+                Ok(connection) => send(connection).await,
+                Err(err) => Err(err),
+            };
+            return result.map_err(|err| self.name_error(err, &self.address()));
         }
         result.map_err(|err| {
             self.name_error(err, &used.client.get_connection_info().addr().to_string())
         })
+    }
+
+    /// Sends one command and reports its outcome to the server's health.
+    async fn send(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        let result = self
+            .request(|mut connection| async move { connection.send_packed_command(cmd).await })
+            .await;
+        if let Some(health) = self.inner.health.get() {
+            health.observe(&result);
+        }
+        result
     }
 
     /// `err` from `server` with the server named (and, behind Sentinel, a refused
@@ -595,17 +644,7 @@ pub(crate) enum Fresh {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(single) => Box::pin(async move {
-                let result = single
-                    .request(
-                        |mut connection| async move { connection.req_packed_command(cmd).await },
-                    )
-                    .await;
-                if let Some(health) = single.inner.health.get() {
-                    health.observe(&result);
-                }
-                result
-            }),
+            Connection::Single(single) => Box::pin(async move { single.send(cmd).await }),
             #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
                 let result = match lazy.get().await {
@@ -634,7 +673,7 @@ impl ConnectionLike for Connection {
                 let result = single
                     .request(|mut connection| async move {
                         connection
-                            .req_packed_commands(pipeline, offset, count)
+                            .send_packed_commands(pipeline, offset, count)
                             .await
                     })
                     .await;
@@ -663,9 +702,41 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(single) => single.current().manager.get_db(),
+            Connection::Single(single) => single
+                .current()
+                .client
+                .get_connection_info()
+                .redis_settings()
+                .db(),
             #[cfg(feature = "cluster")]
             Connection::Cluster(_) => 0,
         }
     }
 }
+
+/// Sends one command and reads its reply: what `Cmd::query_async` does, without the boxed
+/// future of `ConnectionLike` where the connection can do without (a single server's).
+pub(crate) trait Query: ConnectionLike + Send + Sized {
+    fn query<T: FromRedisValue>(
+        &mut self,
+        cmd: &Cmd,
+    ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
+        cmd.query_async(self)
+    }
+}
+
+impl Query for Connection {
+    async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> redis::RedisResult<T> {
+        let value = match self {
+            Connection::Single(single) => single.send(cmd).await?,
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => self.req_packed_command(cmd).await?,
+        };
+        Ok(redis::from_redis_value(value.extract_error()?)?)
+    }
+}
+
+impl Query for MultiplexedConnection {}
+
+#[cfg(feature = "cluster")]
+impl Query for ClusterConnection {}

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::connection::Query;
 use crate::lease::{Taken, Token, jitter, millis, validity};
 use crate::options::fence_lifetime;
 #[cfg(feature = "redlock")]
@@ -667,7 +668,7 @@ async fn try_set_nx(
     let mut connection = client.connection();
     // Read as a bare value: `OK` or nil, with no string made of the reply.
     let (reply, replicated): (redis::RedisResult<redis::Value>, _) = match client.replicas() {
-        None => (set.query_async(&mut connection).await, None),
+        None => (connection.query(&set).await, None),
         Some(replicas) => match replicas.query(&set, &mut connection).await {
             Ok((reply, answer)) => (Ok(reply), Some((replicas, answer))),
             Err(err) => (Err(err), None),
