@@ -52,11 +52,17 @@ pub(crate) enum Connection {
 #[derive(Clone)]
 pub(crate) struct SingleServer {
     inner: Arc<SingleInner>,
+    /// The caller's deadline for the requests sent through this handle (see
+    /// [`Connection::until`]).
+    deadline: Option<tokio::time::Instant>,
 }
 
 struct SingleInner {
-    /// The connect and response timeouts of each connection opened.
+    /// The connect timeout of each connection opened (with no response timeout of its
+    /// own: [`SingleServer::send_once`] times each request, with the caller's deadline).
     config: AsyncConnectionConfig,
+    /// How long a request may wait for its reply before the connection is deemed dead.
+    response_timeout: Option<std::time::Duration>,
     /// The connection in use, its client and its generation (bumped on each replacement,
     /// so that many requests timing out on one dead connection replace it once).
     current: std::sync::RwLock<Arc<Current>>,
@@ -83,15 +89,13 @@ impl Current {
         }
     }
 
-    /// The connection, opened now if it is not yet (one attempt at a time).
+    /// Opens the connection (one attempt at a time: requests that come meanwhile wait for
+    /// it, and a failed attempt is made again by the next request). Boxed: opening a
+    /// connection is a large future, and rare.
     async fn open(
         &self,
         config: &AsyncConnectionConfig,
     ) -> redis::RedisResult<MultiplexedConnection> {
-        if let Some(connection) = self.connection.get() {
-            return Ok(connection.clone());
-        }
-        // Boxed: opening a connection is a large future, and rare.
         Box::pin(self.connection.get_or_try_init(|| {
             self.client
                 .get_multiplexed_async_connection_with_config(config)
@@ -118,12 +122,15 @@ impl SingleServer {
         config: ConnectionManagerConfig,
         sentinel: Option<Arc<Sentinel>>,
     ) -> redis::RedisResult<Self> {
+        let response_timeout = config.response_timeout();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(config.connection_timeout())
-            .set_response_timeout(config.response_timeout());
+            .set_response_timeout(None);
         Ok(SingleServer {
+            deadline: None,
             inner: Arc::new(SingleInner {
                 config,
+                response_timeout,
                 current: std::sync::RwLock::new(Arc::new(Current::new(0, client))),
                 sentinel,
                 health: std::sync::OnceLock::new(),
@@ -212,40 +219,117 @@ impl SingleServer {
     }
 
     /// Sends one request; on a primary that moved, once more on the new primary.
-    async fn request<T, F, Fut>(&self, send: F) -> redis::RedisResult<T>
+    /// `Err(Overdue)` when the caller's deadline passed first.
+    async fn request<T, F, Fut>(&self, send: F) -> Result<redis::RedisResult<T>, Overdue>
     where
         F: Fn(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let used = self.current();
-        let sent = Instant::now();
-        let result = match used.open(&self.inner.config).await {
-            Ok(connection) => send(connection).await,
-            Err(err) => Err(err),
-        };
-        // Boxed: the recovery's state would otherwise make every request's future large.
-        if result.is_err() && Box::pin(self.recover(&used, sent, &result)).await {
-            let again = self.current();
-            let result = match again.open(&self.inner.config).await {
-                Ok(connection) => send(connection).await,
-                Err(err) => Err(err),
+        let sent = tokio::time::Instant::now();
+        let result = self.send_once(&used, sent, &send).await?;
+        if result.is_err() {
+            // Boxed: the recovery's state would otherwise make every request's future large.
+            let recover = Box::pin(self.recover(&used, sent.into_std(), &result));
+            let again = match self.deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, recover)
+                    .await
+                    .map_err(|_| Overdue)?,
+                None => recover.await,
             };
-            return result.map_err(|err| self.name_error(err, &self.address()));
+            if again {
+                let again = self.current();
+                let result = self
+                    .send_once(&again, tokio::time::Instant::now(), &send)
+                    .await?;
+                return Ok(result.map_err(|err| self.name_error(err, &self.address())));
+            }
         }
-        result.map_err(|err| {
+        Ok(result.map_err(|err| {
             self.name_error(err, &used.client.get_connection_info().addr().to_string())
-        })
+        }))
+    }
+
+    /// One try of a request on connection `used` (opened first if it is not yet), timed
+    /// from `now`: one timer, at the response timeout or the caller's deadline, whichever
+    /// comes first. No reply within the response timeout is a timeout error (after which
+    /// the caller replaces the connection); the caller's deadline passing first is
+    /// `Overdue` (the connection may be fine: the caller was in a hurry).
+    async fn send_once<T, F, Fut>(
+        &self,
+        used: &Current,
+        now: tokio::time::Instant,
+        send: &F,
+    ) -> Result<redis::RedisResult<T>, Overdue>
+    where
+        F: Fn(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let (connection, now) = match used.connection.get() {
+            Some(connection) => (connection.clone(), now),
+            None => {
+                // Bounded by the connect timeout, and by the caller's deadline.
+                let open = used.open(&self.inner.config);
+                let opened = match self.deadline {
+                    Some(deadline) => tokio::time::timeout_at(deadline, open)
+                        .await
+                        .map_err(|_| Overdue)?,
+                    None => open.await,
+                };
+                match opened {
+                    Ok(connection) => (connection, tokio::time::Instant::now()),
+                    Err(err) => return Ok(Err(err)),
+                }
+            }
+        };
+        let timeout = self.inner.response_timeout.map(|timeout| now + timeout);
+        let (limit, overdue) = match (timeout, self.deadline) {
+            (Some(timeout), Some(deadline)) if deadline < timeout => (Some(deadline), true),
+            (None, Some(deadline)) => (Some(deadline), true),
+            (timeout, _) => (timeout, false),
+        };
+        let Some(limit) = limit else {
+            return Ok(send(connection).await);
+        };
+        match tokio::time::timeout_at(limit, send(connection)).await {
+            Ok(result) => Ok(result),
+            Err(_) if overdue => Err(Overdue),
+            Err(_) => Ok(Err(
+                std::io::Error::from(std::io::ErrorKind::TimedOut).into()
+            )),
+        }
     }
 
     /// Sends one command and reports its outcome to the server's health.
     async fn send(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
-        let result = self
+        let outcome = self
             .request(|mut connection| async move { connection.send_packed_command(cmd).await })
             .await;
-        if let Some(health) = self.inner.health.get() {
-            health.observe(&result);
+        self.observed(outcome)
+    }
+
+    /// A request's outcome, reported to the server's health; the caller's deadline passing
+    /// first is a timeout error, which says nothing of the server's health.
+    fn observed<T>(
+        &self,
+        outcome: Result<redis::RedisResult<T>, Overdue>,
+    ) -> redis::RedisResult<T> {
+        match outcome {
+            Ok(result) => {
+                if let Some(health) = self.inner.health.get() {
+                    health.observe(&result);
+                }
+                result
+            }
+            Err(Overdue) => Err(self.name_error(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply before the call's deadline",
+                )
+                .into(),
+                &self.address(),
+            )),
         }
-        result
     }
 
     /// `err` from `server` with the server named (and, behind Sentinel, a refused
@@ -494,7 +578,11 @@ async fn follow(
     let alive = || servers.iter().any(|server| server.strong_count() > 0);
     let move_all = |primary: &redis::Client| {
         for server in servers.iter().filter_map(std::sync::Weak::upgrade) {
-            SingleServer { inner: server }.move_to(primary);
+            SingleServer {
+                inner: server,
+                deadline: None,
+            }
+            .move_to(primary);
         }
         wakeups(primary);
     };
@@ -602,7 +690,29 @@ impl LazyCluster {
     }
 }
 
+/// The caller's deadline passed before a request was answered.
+struct Overdue;
+
 impl Connection {
+    /// This connection with every request sent through it bounded by `deadline` (one
+    /// timer per request, at the response timeout or the deadline, whichever comes
+    /// first): a call whose requests must end by then needs no timer of its own. Only a
+    /// single server's connection keeps it ([`Connection::keeps_deadlines`]).
+    pub(crate) fn until(mut self, deadline: tokio::time::Instant) -> Self {
+        match &mut self {
+            Connection::Single(single) => single.deadline = Some(deadline),
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => {}
+        }
+        self
+    }
+
+    /// Whether [`Connection::until`] bounds this connection's requests (a single server's;
+    /// not a cluster's).
+    pub(crate) fn keeps_deadlines(&self) -> bool {
+        matches!(self, Connection::Single(_))
+    }
+
     /// Whether this is a cluster connection (sharded pub/sub, one slot per pipeline).
     pub(crate) fn is_cluster(&self) -> bool {
         #[cfg(feature = "cluster")]
@@ -670,17 +780,14 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(single) => Box::pin(async move {
-                let result = single
+                let outcome = single
                     .request(|mut connection| async move {
                         connection
                             .send_packed_commands(pipeline, offset, count)
                             .await
                     })
                     .await;
-                if let Some(health) = single.inner.health.get() {
-                    health.observe(&result);
-                }
-                result
+                single.observed(outcome)
             }),
             #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
