@@ -52,9 +52,10 @@ pub(crate) enum Connection {
 #[derive(Clone)]
 pub(crate) struct SingleServer {
     inner: Arc<SingleInner>,
-    /// The caller's deadline for the requests sent through this handle (see
-    /// [`Connection::until`]).
+    /// The caller's deadline for the requests sent through this handle, and when the
+    /// caller read the clock last (see [`Connection::until`]).
     deadline: Option<tokio::time::Instant>,
+    now: Option<tokio::time::Instant>,
 }
 
 struct SingleInner {
@@ -128,6 +129,7 @@ impl SingleServer {
             .set_response_timeout(None);
         Ok(SingleServer {
             deadline: None,
+            now: None,
             inner: Arc::new(SingleInner {
                 config,
                 response_timeout,
@@ -226,7 +228,9 @@ impl SingleServer {
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let used = self.current();
-        let sent = tokio::time::Instant::now();
+        // The caller's clock reading when it gave one (a call's first request: one read of
+        // the clock fewer on the uncontended path).
+        let sent = self.now.unwrap_or_else(tokio::time::Instant::now);
         let result = self.send_once(&used, sent, &send).await?;
         if result.is_err() {
             // Boxed: the recovery's state would otherwise make every request's future large.
@@ -283,10 +287,16 @@ impl SingleServer {
             }
         };
         let timeout = self.inner.response_timeout.map(|timeout| now + timeout);
+        // A deadline within a few timer ticks of the response timeout is as good as it: a
+        // request that went unanswered that long says the connection is dead (a try-once
+        // acquire's deadline is its start plus one response timeout).
         let (limit, overdue) = match (timeout, self.deadline) {
-            (Some(timeout), Some(deadline)) if deadline < timeout => (Some(deadline), true),
+            (Some(timeout), Some(deadline)) if deadline + TIMER_SLACK < timeout => {
+                (Some(deadline), true)
+            }
+            (Some(timeout), Some(deadline)) => (Some(deadline.min(timeout)), false),
             (None, Some(deadline)) => (Some(deadline), true),
-            (timeout, _) => (timeout, false),
+            (timeout, None) => (timeout, false),
         };
         let Some(limit) = limit else {
             return Ok(send(connection).await);
@@ -581,6 +591,7 @@ async fn follow(
             SingleServer {
                 inner: server,
                 deadline: None,
+                now: None,
             }
             .move_to(primary);
         }
@@ -693,14 +704,28 @@ impl LazyCluster {
 /// The caller's deadline passed before a request was answered.
 struct Overdue;
 
+/// How much sooner than the response timeout a caller's deadline must end a request for
+/// the request to count as cut short by the caller rather than unanswered by the server.
+const TIMER_SLACK: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl Connection {
     /// This connection with every request sent through it bounded by `deadline` (one
     /// timer per request, at the response timeout or the deadline, whichever comes
-    /// first): a call whose requests must end by then needs no timer of its own. Only a
-    /// single server's connection keeps it ([`Connection::keeps_deadlines`]).
-    pub(crate) fn until(mut self, deadline: tokio::time::Instant) -> Self {
+    /// first): a call whose requests must end by then needs no timer of its own. `now` is
+    /// the caller's last reading of the clock, taken as the send time of the requests
+    /// (a later request through this handle has its response timeout come sooner, never
+    /// later).
+    /// Only a single server's connection keeps it ([`Connection::keeps_deadlines`]).
+    pub(crate) fn until(
+        mut self,
+        deadline: tokio::time::Instant,
+        now: tokio::time::Instant,
+    ) -> Self {
         match &mut self {
-            Connection::Single(single) => single.deadline = Some(deadline),
+            Connection::Single(single) => {
+                single.deadline = Some(deadline);
+                single.now = Some(now);
+            }
             #[cfg(feature = "cluster")]
             Connection::Cluster(_) => {}
         }

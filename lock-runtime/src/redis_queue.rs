@@ -152,9 +152,12 @@ impl Drop for Place {
         let shutdown = client.shutdown_state().clone();
         shutdown.give_back_in_background(&runtime, leftover, async move {
             let give_up = Instant::now() + RELEASE_BUDGET;
-            let _ = retrying(&names, "leaving the queue", (give_up, false), |_| {
-                leave_queue(&client, &names, &token)
-            })
+            let _ = retrying(
+                &names,
+                "leaving the queue",
+                (give_up, false, Instant::now()),
+                |_, _| leave_queue(&client, &names, &token),
+            )
             .await;
         });
     }
@@ -266,7 +269,7 @@ impl RedisWait<'_> {
             self.names,
             &self.place.token,
             self.options,
-            (quick, self.overrun),
+            (quick, self.overrun, sent),
         );
         // One deadline for the whole try: a single server's connection bounds each of its
         // requests by it (no timer of the try's own beside the request's); others get one.
@@ -312,8 +315,9 @@ impl RedisWait<'_> {
     /// What a try's answer means for the wait: the lock (when it came within the lease's
     /// validity), a park, or another try.
     async fn read(&mut self, attempt: Attempt, sent: Instant) -> Result<Step, LockError> {
+        let answered = Instant::now();
         Ok(match attempt {
-            Attempt::Acquired { fence } if Instant::now() < validity(sent, self.options.ttl) => {
+            Attempt::Acquired { fence } if answered < validity(sent, self.options.ttl) => {
                 self.place.settle();
                 tracing::debug!(
                     key = %self.names.lock(),
@@ -323,6 +327,7 @@ impl RedisWait<'_> {
                 );
                 Step::Done(Taken {
                     sent,
+                    answered,
                     fence,
                     queued: self.place.queued,
                 })
@@ -550,20 +555,25 @@ pub(crate) async fn yield_lock(
     valid_until: Instant,
 ) -> Result<Yielded, LockError> {
     let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
-    let reply: i64 = retrying(names, "release", (give_up, false), |_| async {
-        invoke(
-            &release_call(
-                names,
-                token,
-                client.publish_command(),
-                requeue,
-                client.liveness().map(|liveness| liveness.key()),
-            ),
-            &mut client.connection(),
-        )
-        .await
-        .map_err(|err| LockError::backend(names.lock(), err))
-    })
+    let reply: i64 = retrying(
+        names,
+        "release",
+        (give_up, false, Instant::now()),
+        |_, _| async {
+            invoke(
+                &release_call(
+                    names,
+                    token,
+                    client.publish_command(),
+                    requeue,
+                    client.liveness().map(|liveness| liveness.key()),
+                ),
+                &mut client.connection(),
+            )
+            .await
+            .map_err(|err| LockError::backend(names.lock(), err))
+        },
+    )
     .await?;
     Ok(match reply {
         2 => Yielded::Kept,
@@ -582,9 +592,9 @@ async fn try_acquire(
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
-    (quick, until): (bool, Instant),
+    (quick, until, now): (bool, Instant, Instant),
 ) -> Result<Attempt, LockError> {
-    if quick && let Some(attempt) = try_set_nx(client, names, token, options, until).await? {
+    if quick && let Some(attempt) = try_set_nx(client, names, token, options, (until, now)).await? {
         return Ok(attempt);
     }
     let kept = client.liveness().map(|liveness| Kept {
@@ -600,7 +610,9 @@ async fn try_acquire(
         !options.wait.is_zero(),
         (client.pass_bound().time, kept),
     );
-    let mut connection = client.connection().until(until);
+    // After a quick try, the clock is read again: its round trip is not this request's.
+    let now = if quick { Instant::now() } else { now };
+    let mut connection = client.connection().until(until, now);
     let (reply, replicated) = match client.replicas() {
         None => (invoke(&call, &mut connection).await, None),
         Some(replicas) => match invoke_replicated(&call, replicas, &mut connection).await {
@@ -669,7 +681,7 @@ async fn try_set_nx(
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
-    until: Instant,
+    (until, now): (Instant, Instant),
 ) -> Result<Option<Attempt>, LockError> {
     // Sized up front: a command grown argument by argument reallocates several times.
     let mut set = redis::Cmd::with_capacity(6, 16 + names.lock().len() + token.len() + 20);
@@ -679,7 +691,7 @@ async fn try_set_nx(
         .arg("NX")
         .arg("PX")
         .arg(millis(options.ttl));
-    let mut connection = client.connection().until(until);
+    let mut connection = client.connection().until(until, now);
     // Read as a bare value: `OK` or nil, with no string made of the reply.
     let (reply, replicated): (redis::RedisResult<redis::Value>, _) = match client.replicas() {
         None => (connection.query(&set).await, None),
@@ -735,39 +747,40 @@ pub(crate) async fn release_contended(
     valid_until: Instant,
     window: Option<Duration>,
 ) -> Result<i64, LockError> {
-    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
+    let now = Instant::now();
+    let give_up = valid_until.min(now + RELEASE_BUDGET);
     retrying(
         names,
         "release",
-        (give_up, client.keeps_deadlines()),
-        |until| release_once(client, names, token, window, until),
+        (give_up, client.keeps_deadlines(), now),
+        |until, now| release_once(client, names, token, window, (until, now)),
     )
     .await
 }
 
 /// Makes `call` again after a transient or connection error, for the calls whose repeat is
 /// harmless (a release, a waiter leaving the queue), until `give_up`; one try at least.
-/// Each try is given the time it must end by: with `bounded`, the call's requests end by
-/// then themselves ([`crate::connection::Connection::until`]), so no timer of its own is
-/// set for it.
+/// Each try is given the time it must end by and the clock's reading (`now` for the first):
+/// with `bounded`, the call's requests end by then themselves
+/// ([`crate::connection::Connection::until`]), so no timer of its own is set for it.
 async fn retrying<T, F, Fut>(
     names: &KeyNames,
     what: &str,
-    (give_up, bounded): (Instant, bool),
+    (give_up, bounded, mut now): (Instant, bool, Instant),
     mut call: F,
 ) -> Result<T, LockError>
 where
-    F: FnMut(Instant) -> Fut,
+    F: FnMut(Instant, Instant) -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
 {
-    let give_up = give_up.max(Instant::now() + MIN_RELEASE_TRY);
+    let give_up = give_up.max(now + MIN_RELEASE_TRY);
     let mut pause = Duration::from_millis(25);
     let mut last = None;
     for _ in 0..RELEASE_TRIES {
         let outcome = if bounded {
-            call(give_up).await
+            call(give_up, now).await
         } else {
-            match tokio::time::timeout_at(give_up, call(give_up)).await {
+            match tokio::time::timeout_at(give_up, call(give_up, now)).await {
                 Ok(outcome) => outcome,
                 Err(_) => break,
             }
@@ -781,6 +794,7 @@ where
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(400));
+                now = Instant::now();
             }
             outcome => return outcome,
         }
@@ -862,7 +876,7 @@ async fn release_once(
     names: &KeyNames,
     token: &str,
     window: Option<Duration>,
-    until: Instant,
+    (until, now): (Instant, Instant),
 ) -> Result<i64, LockError> {
     #[cfg(feature = "redlock")]
     if let Some(redlock) = client.redlock() {
@@ -879,7 +893,7 @@ async fn release_once(
         }
         None => queue_call(&RELEASE, names, token, client.publish_command()),
     };
-    let reply: i64 = invoke(&call, &mut client.connection().until(until))
+    let reply: i64 = invoke(&call, &mut client.connection().until(until, now))
         .await
         .map_err(|err| LockError::backend(names.lock(), err))?;
     // Left free for a foreign window: released.
@@ -973,8 +987,8 @@ pub(crate) async fn keep_until(
     let kept = retrying(
         names,
         "keeping the key for hold_at_least",
-        (give_up, false),
-        |_| {
+        (give_up, false, Instant::now()),
+        |_, _| {
             let left = until
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
