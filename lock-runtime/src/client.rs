@@ -325,6 +325,13 @@ impl LockClient {
         connections[index].clone()
     }
 
+    /// Whether the connections bound a call's requests by its deadline
+    /// ([`Connection::until`]): a single server's (also behind Sentinel), not a cluster's
+    /// nor Redlock's masters.
+    pub(crate) fn keeps_deadlines(&self) -> bool {
+        !self.is_redlock() && self.inner.connections[0].keeps_deadlines()
+    }
+
     /// Notes that Redis answered an acquire: a later timeout may hide a grant.
     pub(crate) fn mark_answered(&self) {
         self.inner.answered.store(true, Ordering::Relaxed);

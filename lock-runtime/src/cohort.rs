@@ -465,16 +465,16 @@ impl std::fmt::Debug for Holding {
 
 impl Holding {
     /// The holding of a task that took the lock: in Redis (`tenure` none: a new tenure
-    /// begins; `waited`: the process waited in the key's Redis queue for it) or from the
-    /// task before it.
+    /// begins, at `now`; `waited`: the process waited in the key's Redis queue for it) or
+    /// from the task before it.
     pub(crate) fn new(
         mut member: Member,
         turn: Turn,
-        tenure: Option<&Tenure>,
+        (tenure, now): (Option<&Tenure>, Instant),
         waited: bool,
     ) -> Self {
         member.holds();
-        let (began, passes) = tenure.map_or((Instant::now(), 0), |t| (t.began, t.passes));
+        let (began, passes) = tenure.map_or((now, 0), |t| (t.began, t.passes));
         Holding {
             member,
             turn: Some(turn),

@@ -1,5 +1,5 @@
-//! One connection type for every topology: a single server's auto-reconnecting manager
-//! (replaced after a timeout), or
+//! One connection type for every topology: a single server's multiplexed connection (opened
+//! on first use, opened afresh after it was dropped or a request timed out on it), or
 //! a Redis Cluster connection (opened lazily on first use, routing by key, following
 //! MOVED/ASK itself).
 
@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManagerConfig, MultiplexedConnection};
 #[cfg(feature = "cluster")]
 use redis::cluster::ClusterClient;
 #[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
 #[cfg(feature = "cluster")]
 use tokio::sync::RwLock;
 
@@ -32,20 +32,38 @@ pub(crate) enum Connection {
     Cluster(LazyCluster),
 }
 
-/// A single server's auto-reconnecting connection, replaced by a new one after a request
-/// timed out on it, and (behind Sentinel) moved to the new primary after a failover.
+/// A single server's multiplexed connection, opened on first use and opened afresh after it
+/// was dropped or a request timed out on it, and (behind Sentinel) moved to the new primary
+/// after a failover.
 ///
-/// The connection manager reconnects when the server closes the connection, but not when
-/// the path only stops answering (a blackhole, a stalled proxy): every later request would
-/// time out on the dead socket. Replacing it after a timeout lets the client recover within
-/// one response timeout of the path coming back.
+/// Behavior:
+/// - nothing is opened before the first request; requests that find it opening wait for
+///   that one attempt (bounded by the connect timeout), and a failed attempt is made again
+///   by the next request;
+/// - a request that finds the connection dropped (reset, closed by the server) fails, and
+///   the next request opens a new one (redis-rs's `ConnectionManager` does the same);
+/// - a request that times out replaces the connection too: a path that only stops
+///   answering (a blackhole, a stalled proxy) would otherwise keep every later request
+///   timing out on the dead socket, so the client recovers within one response timeout of
+///   the path coming back.
+///
+/// Requests go straight to the multiplexed connection: no reconnecting wrapper between
+/// (it cost a boxed future, a shared future and a copy of the connection per request).
 #[derive(Clone)]
 pub(crate) struct SingleServer {
     inner: Arc<SingleInner>,
+    /// The caller's deadline for the requests sent through this handle, and when the
+    /// caller read the clock last (see [`Connection::until`]).
+    deadline: Option<tokio::time::Instant>,
+    now: Option<tokio::time::Instant>,
 }
 
 struct SingleInner {
-    config: ConnectionManagerConfig,
+    /// The connect timeout of each connection opened (with no response timeout of its
+    /// own: [`SingleServer::send_once`] times each request, with the caller's deadline).
+    config: AsyncConnectionConfig,
+    /// How long a request may wait for its reply before the connection is deemed dead.
+    response_timeout: Option<std::time::Duration>,
     /// The connection in use, its client and its generation (bumped on each replacement,
     /// so that many requests timing out on one dead connection replace it once).
     current: std::sync::RwLock<Arc<Current>>,
@@ -59,7 +77,33 @@ struct SingleInner {
 struct Current {
     generation: u64,
     client: redis::Client,
-    manager: ConnectionManager,
+    /// Opened by the first request that needs it.
+    connection: tokio::sync::OnceCell<MultiplexedConnection>,
+}
+
+impl Current {
+    fn new(generation: u64, client: redis::Client) -> Self {
+        Current {
+            generation,
+            client,
+            connection: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Opens the connection (one attempt at a time: requests that come meanwhile wait for
+    /// it, and a failed attempt is made again by the next request). Boxed: opening a
+    /// connection is a large future, and rare.
+    async fn open(
+        &self,
+        config: &AsyncConnectionConfig,
+    ) -> redis::RedisResult<MultiplexedConnection> {
+        Box::pin(self.connection.get_or_try_init(|| {
+            self.client
+                .get_multiplexed_async_connection_with_config(config)
+        }))
+        .await
+        .cloned()
+    }
 }
 
 impl SingleServer {
@@ -79,15 +123,17 @@ impl SingleServer {
         config: ConnectionManagerConfig,
         sentinel: Option<Arc<Sentinel>>,
     ) -> redis::RedisResult<Self> {
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        let response_timeout = config.response_timeout();
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(config.connection_timeout())
+            .set_response_timeout(None);
         Ok(SingleServer {
+            deadline: None,
+            now: None,
             inner: Arc::new(SingleInner {
                 config,
-                current: std::sync::RwLock::new(Arc::new(Current {
-                    generation: 0,
-                    client,
-                    manager,
-                })),
+                response_timeout,
+                current: std::sync::RwLock::new(Arc::new(Current::new(0, client))),
                 sentinel,
                 health: std::sync::OnceLock::new(),
             }),
@@ -113,11 +159,6 @@ impl SingleServer {
     /// Opens a fresh connection to `client` in place of connection `generation` (unless
     /// another request replaced it already). Returns whether it replaced it.
     fn replace(&self, generation: u64, client: redis::Client) -> bool {
-        let Ok(fresh) =
-            ConnectionManager::new_lazy_with_config(client.clone(), self.inner.config.clone())
-        else {
-            return false;
-        };
         let mut current = self
             .inner
             .current
@@ -126,11 +167,7 @@ impl SingleServer {
         if current.generation != generation {
             return false;
         }
-        *current = Arc::new(Current {
-            generation: generation + 1,
-            client,
-            manager: fresh,
-        });
+        *current = Arc::new(Current::new(generation + 1, client));
         true
     }
 
@@ -166,6 +203,10 @@ impl SingleServer {
         }
         if err.is_timeout() && self.replace(used.generation, used.client.clone()) {
             tracing::warn!(error = %err, "Redis request timed out; opening a new connection");
+        } else if err.is_unrecoverable_error() {
+            // Dropped (reset, closed by the server) or unreadable: the next request opens
+            // a new connection.
+            self.replace(used.generation, used.client.clone());
         }
         false
     }
@@ -180,23 +221,125 @@ impl SingleServer {
     }
 
     /// Sends one request; on a primary that moved, once more on the new primary.
-    async fn request<T, F, Fut>(&self, send: F) -> redis::RedisResult<T>
+    /// `Err(Overdue)` when the caller's deadline passed first.
+    async fn request<T, F, Fut>(&self, send: F) -> Result<redis::RedisResult<T>, Overdue>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let used = self.current();
-        let sent = Instant::now();
-        let result = send(used.manager.clone()).await;
-        // Boxed: the recovery's state would otherwise make every request's future large.
-        if result.is_err() && Box::pin(self.recover(&used, sent, &result)).await {
-            return send(self.current().manager.clone())
-                .await
-                .map_err(|err| self.name_error(err, &self.address()));
+        // The caller's clock reading when it gave one (a call's first request: one read of
+        // the clock fewer on the uncontended path).
+        let sent = self.now.unwrap_or_else(tokio::time::Instant::now);
+        let result = self.send_once(&used, sent, &send).await?;
+        if result.is_err() {
+            // Boxed: the recovery's state would otherwise make every request's future large.
+            let recover = Box::pin(self.recover(&used, sent.into_std(), &result));
+            let again = match self.deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, recover)
+                    .await
+                    .map_err(|_| Overdue)?,
+                None => recover.await,
+            };
+            if again {
+                let again = self.current();
+                let result = self
+                    .send_once(&again, tokio::time::Instant::now(), &send)
+                    .await?;
+                return Ok(result.map_err(|err| self.name_error(err, &self.address())));
+            }
         }
-        result.map_err(|err| {
+        Ok(result.map_err(|err| {
             self.name_error(err, &used.client.get_connection_info().addr().to_string())
-        })
+        }))
+    }
+
+    /// One try of a request on connection `used` (opened first if it is not yet), timed
+    /// from `now`: one timer, at the response timeout or the caller's deadline, whichever
+    /// comes first. No reply within the response timeout is a timeout error (after which
+    /// the caller replaces the connection); the caller's deadline passing first is
+    /// `Overdue` (the connection may be fine: the caller was in a hurry).
+    async fn send_once<T, F, Fut>(
+        &self,
+        used: &Current,
+        now: tokio::time::Instant,
+        send: &F,
+    ) -> Result<redis::RedisResult<T>, Overdue>
+    where
+        F: Fn(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let (connection, now) = match used.connection.get() {
+            Some(connection) => (connection.clone(), now),
+            None => {
+                // Bounded by the connect timeout, and by the caller's deadline.
+                let open = used.open(&self.inner.config);
+                let opened = match self.deadline {
+                    Some(deadline) => tokio::time::timeout_at(deadline, open)
+                        .await
+                        .map_err(|_| Overdue)?,
+                    None => open.await,
+                };
+                match opened {
+                    Ok(connection) => (connection, tokio::time::Instant::now()),
+                    Err(err) => return Ok(Err(err)),
+                }
+            }
+        };
+        let timeout = self.inner.response_timeout.map(|timeout| now + timeout);
+        // A deadline within a few timer ticks of the response timeout is as good as it: a
+        // request that went unanswered that long says the connection is dead (a try-once
+        // acquire's deadline is its start plus one response timeout).
+        let (limit, overdue) = match (timeout, self.deadline) {
+            (Some(timeout), Some(deadline)) if deadline + TIMER_SLACK < timeout => {
+                (Some(deadline), true)
+            }
+            (Some(timeout), Some(deadline)) => (Some(deadline.min(timeout)), false),
+            (None, Some(deadline)) => (Some(deadline), true),
+            (timeout, None) => (timeout, false),
+        };
+        let Some(limit) = limit else {
+            return Ok(send(connection).await);
+        };
+        match tokio::time::timeout_at(limit, send(connection)).await {
+            Ok(result) => Ok(result),
+            Err(_) if overdue => Err(Overdue),
+            Err(_) => Ok(Err(
+                std::io::Error::from(std::io::ErrorKind::TimedOut).into()
+            )),
+        }
+    }
+
+    /// Sends one command and reports its outcome to the server's health.
+    async fn send(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        let outcome = self
+            .request(|mut connection| async move { connection.send_packed_command(cmd).await })
+            .await;
+        self.observed(outcome)
+    }
+
+    /// A request's outcome, reported to the server's health; the caller's deadline passing
+    /// first is a timeout error, which says nothing of the server's health.
+    fn observed<T>(
+        &self,
+        outcome: Result<redis::RedisResult<T>, Overdue>,
+    ) -> redis::RedisResult<T> {
+        match outcome {
+            Ok(result) => {
+                if let Some(health) = self.inner.health.get() {
+                    health.observe(&result);
+                }
+                result
+            }
+            Err(Overdue) => Err(self.name_error(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply before the call's deadline",
+                )
+                .into(),
+                &self.address(),
+            )),
+        }
     }
 
     /// `err` from `server` with the server named (and, behind Sentinel, a refused
@@ -445,7 +588,12 @@ async fn follow(
     let alive = || servers.iter().any(|server| server.strong_count() > 0);
     let move_all = |primary: &redis::Client| {
         for server in servers.iter().filter_map(std::sync::Weak::upgrade) {
-            SingleServer { inner: server }.move_to(primary);
+            SingleServer {
+                inner: server,
+                deadline: None,
+                now: None,
+            }
+            .move_to(primary);
         }
         wakeups(primary);
     };
@@ -553,7 +701,43 @@ impl LazyCluster {
     }
 }
 
+/// The caller's deadline passed before a request was answered.
+struct Overdue;
+
+/// How much sooner than the response timeout a caller's deadline must end a request for
+/// the request to count as cut short by the caller rather than unanswered by the server.
+const TIMER_SLACK: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl Connection {
+    /// This connection with every request sent through it bounded by `deadline` (one
+    /// timer per request, at the response timeout or the deadline, whichever comes
+    /// first): a call whose requests must end by then needs no timer of its own. `now` is
+    /// the caller's last reading of the clock, taken as the send time of the requests
+    /// (a later request through this handle has its response timeout come sooner, never
+    /// later).
+    /// Only a single server's connection keeps it ([`Connection::keeps_deadlines`]).
+    pub(crate) fn until(
+        mut self,
+        deadline: tokio::time::Instant,
+        now: tokio::time::Instant,
+    ) -> Self {
+        match &mut self {
+            Connection::Single(single) => {
+                single.deadline = Some(deadline);
+                single.now = Some(now);
+            }
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => {}
+        }
+        self
+    }
+
+    /// Whether [`Connection::until`] bounds this connection's requests (a single server's;
+    /// not a cluster's).
+    pub(crate) fn keeps_deadlines(&self) -> bool {
+        matches!(self, Connection::Single(_))
+    }
+
     /// Whether this is a cluster connection (sharded pub/sub, one slot per pipeline).
     pub(crate) fn is_cluster(&self) -> bool {
         #[cfg(feature = "cluster")]
@@ -610,17 +794,7 @@ pub(crate) enum Fresh {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(single) => Box::pin(async move {
-                let result = single
-                    .request(
-                        |mut connection| async move { connection.req_packed_command(cmd).await },
-                    )
-                    .await;
-                if let Some(health) = single.inner.health.get() {
-                    health.observe(&result);
-                }
-                result
-            }),
+            Connection::Single(single) => Box::pin(async move { single.send(cmd).await }),
             #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
                 let result = match lazy.get().await {
@@ -646,17 +820,14 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(single) => Box::pin(async move {
-                let result = single
+                let outcome = single
                     .request(|mut connection| async move {
                         connection
-                            .req_packed_commands(pipeline, offset, count)
+                            .send_packed_commands(pipeline, offset, count)
                             .await
                     })
                     .await;
-                if let Some(health) = single.inner.health.get() {
-                    health.observe(&result);
-                }
-                result
+                single.observed(outcome)
             }),
             #[cfg(feature = "cluster")]
             Connection::Cluster(lazy) => Box::pin(async move {
@@ -678,9 +849,41 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(single) => single.current().manager.get_db(),
+            Connection::Single(single) => single
+                .current()
+                .client
+                .get_connection_info()
+                .redis_settings()
+                .db(),
             #[cfg(feature = "cluster")]
             Connection::Cluster(_) => 0,
         }
     }
 }
+
+/// Sends one command and reads its reply: what `Cmd::query_async` does, without the boxed
+/// future of `ConnectionLike` where the connection can do without (a single server's).
+pub(crate) trait Query: ConnectionLike + Send + Sized {
+    fn query<T: FromRedisValue>(
+        &mut self,
+        cmd: &Cmd,
+    ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
+        cmd.query_async(self)
+    }
+}
+
+impl Query for Connection {
+    async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> redis::RedisResult<T> {
+        let value = match self {
+            Connection::Single(single) => single.send(cmd).await?,
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => self.req_packed_command(cmd).await?,
+        };
+        Ok(redis::from_redis_value(value.extract_error()?)?)
+    }
+}
+
+impl Query for MultiplexedConnection {}
+
+#[cfg(feature = "cluster")]
+impl Query for ClusterConnection {}

@@ -53,20 +53,25 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
+    /// When the hold began (the acquire's reply came).
+    pub(crate) fn acquired_at(&self) -> Instant {
+        self.acquired_at
+    }
+
     /// The lease's id on the watchdog's schedule.
     pub(crate) fn lease_id(&self) -> u64 {
         self.lease.id
     }
 
-    /// The guard of a lock just taken in Redis with the command sent at `sent`: its lease
-    /// goes on the watchdog.
+    /// The guard of a lock just taken in Redis with the command sent at `sent`, answered at
+    /// `answered` (the hold begins then): its lease goes on the watchdog.
     pub(crate) fn new(
         client: LockClient,
         names: Arc<KeyNames>,
         token: Token,
         fence: Option<u64>,
         options: &LockOptions,
-        sent: Instant,
+        (sent, answered): (Instant, Instant),
         local: Option<Holding>,
     ) -> Self {
         let lease = client
@@ -79,7 +84,7 @@ impl LockGuard {
             token,
             fence,
             options,
-            (lease, valid_until),
+            (lease, valid_until, answered),
             local,
         )
     }
@@ -105,20 +110,21 @@ impl LockGuard {
             token,
             fence,
             options,
-            (lease, valid_until),
+            (lease, valid_until, Instant::now()),
             local,
         )
     }
 
-    /// The guard of a lease on the watchdog, valid until the given point; the holder's turn
-    /// in the local queue goes with the lease (its loss lets the next local waiter on).
+    /// The guard of a lease on the watchdog, valid until the given point, held from
+    /// `acquired_at`; the holder's turn in the local queue goes with the lease (its loss
+    /// lets the next local waiter on).
     fn holding(
         client: LockClient,
         names: Arc<KeyNames>,
         token: Token,
         fence: Option<u64>,
         options: &LockOptions,
-        (lease, valid_until): (LeaseHandle, Instant),
+        (lease, valid_until, acquired_at): (LeaseHandle, Instant, Instant),
         mut local: Option<Holding>,
     ) -> Self {
         if let Some(turn) = local.as_mut().and_then(Holding::take_turn) {
@@ -130,7 +136,7 @@ impl LockGuard {
             token,
             fence,
             lease,
-            acquired_at: Instant::now(),
+            acquired_at,
             valid_until,
             released: false,
             reentrant: false,

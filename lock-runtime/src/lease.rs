@@ -50,6 +50,8 @@ pub(crate) fn millis(duration: Duration) -> u64 {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Taken {
     pub(crate) sent: Instant,
+    /// When its reply came: the hold begins then.
+    pub(crate) answered: Instant,
     pub(crate) fence: Option<u64>,
     /// The process waited in the key's Redis queue for it.
     pub(crate) queued: bool,

@@ -183,9 +183,13 @@ impl Lock {
         }
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquired = self.acquire_new(client, names).await;
+        let acquired = self.acquire_new(client, names, started).await;
         match &acquired {
-            Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
+            // Read off the guard: its hold began when the lock was taken.
+            Ok(guard) => telemetry.acquired(
+                guard.key(),
+                guard.acquired_at().saturating_duration_since(started),
+            ),
             Err(err) => telemetry.refused(err, started.elapsed()),
         }
         acquired
@@ -195,11 +199,11 @@ impl Lock {
         &self,
         client: LockClient,
         names: Arc<KeyNames>,
+        started: Instant,
     ) -> Result<LockGuard, LockError> {
         self.check_ttl(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
         let wait = self.options.wait.min(MAX_WAIT);
-        let started = Instant::now();
         let deadline = started + wait;
         // First the local queue: behind the tasks of this process that want the key.
         let member = cohort::join(&client, &names);
@@ -223,7 +227,7 @@ impl Lock {
             // Claimed either way: taken over, or (`None`) its lease already given back.
             if let (Some(tenure), Some((lease, fence))) = (unclaimed.claim(), taken) {
                 drop(unclaimed);
-                let local = Holding::new(member, turn, Some(&tenure), true);
+                let local = Holding::new(member, turn, (Some(&tenure), tenure.began), true);
                 return Ok(LockGuard::passed(
                     client,
                     names,
@@ -252,7 +256,7 @@ impl Lock {
                     .await?
             }
         };
-        let local = Holding::new(member, turn, None, taken.queued);
+        let local = Holding::new(member, turn, (None, taken.answered), taken.queued);
         let watchdog = taken.queued.then(|| client.watchdog().clone());
         let guard = LockGuard::new(
             client,
@@ -260,7 +264,7 @@ impl Lock {
             token,
             taken.fence,
             &self.options,
-            taken.sent,
+            (taken.sent, taken.answered),
             Some(local),
         );
         if let Some(watchdog) = watchdog {

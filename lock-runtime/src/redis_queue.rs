@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::connection::Query;
 use crate::lease::{Taken, Token, jitter, millis, validity};
 use crate::options::fence_lifetime;
 #[cfg(feature = "redlock")]
@@ -170,9 +171,12 @@ impl Drop for Place {
         let shutdown = client.shutdown_state().clone();
         shutdown.give_back_in_background(&runtime, leftover, async move {
             let give_up = Instant::now() + RELEASE_BUDGET;
-            let _ = retrying(&names, "leaving the queue", give_up, || {
-                leave_queue(&client, &names, &token)
-            })
+            let _ = retrying(
+                &names,
+                "leaving the queue",
+                (give_up, false, Instant::now()),
+                |_, _| leave_queue(&client, &names, &token),
+            )
             .await;
         });
     }
@@ -284,10 +288,22 @@ impl RedisWait<'_> {
             self.names,
             &self.place.token,
             self.options,
-            quick,
+            (quick, self.overrun, sent),
         );
-        let attempt = match tokio::time::timeout_at(self.overrun, attempt).await {
+        // One deadline for the whole try: a single server's connection bounds each of its
+        // requests by it (no timer of the try's own beside the request's); others get one.
+        let bounded = self.client.keeps_deadlines();
+        let attempt = if bounded {
+            Ok(attempt.await)
+        } else {
+            tokio::time::timeout_at(self.overrun, attempt).await
+        };
+        let attempt = match attempt {
             Ok(Ok(attempt)) => attempt,
+            // The try ran into the end of the wait plus one response timeout: give up.
+            Ok(Err(_)) if bounded && Instant::now() >= self.overrun => {
+                return Err(self.timeout());
+            }
             // A cluster moving the slot, a server loading or restarting, a reset
             // connection, a reply that timed out: worth another try in time (with the
             // same token, so a lost grant is found again). A server that never answered
@@ -318,8 +334,9 @@ impl RedisWait<'_> {
     /// What a try's answer means for the wait: the lock (when it came within the lease's
     /// validity), a park, or another try.
     async fn read(&mut self, attempt: Attempt, sent: Instant) -> Result<Step, LockError> {
+        let answered = Instant::now();
         Ok(match attempt {
-            Attempt::Acquired { fence } if Instant::now() < validity(sent, self.options.ttl) => {
+            Attempt::Acquired { fence } if answered < validity(sent, self.options.ttl) => {
                 self.place.settle();
                 tracing::debug!(
                     key = %self.names.lock(),
@@ -329,6 +346,7 @@ impl RedisWait<'_> {
                 );
                 Step::Done(Taken {
                     sent,
+                    answered,
                     fence,
                     queued: self.place.queued,
                 })
@@ -560,23 +578,28 @@ pub(crate) async fn yield_lock(
     valid_until: Instant,
 ) -> Result<Yielded, LockError> {
     let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
-    let reply: i64 = retrying(names, "release", give_up, || async {
-        invoke(
-            &release_call(
-                names,
-                token,
-                client.publish_command(),
-                requeue,
-                client
-                    .liveness()
-                    .and_then(|liveness| liveness.key_for(names.lock()))
-                    .as_deref(),
-            ),
-            &mut client.connection(),
-        )
-        .await
-        .map_err(|err| LockError::backend(names.lock(), err))
-    })
+    let reply: i64 = retrying(
+        names,
+        "release",
+        (give_up, false, Instant::now()),
+        |_, _| async {
+            invoke(
+                &release_call(
+                    names,
+                    token,
+                    client.publish_command(),
+                    requeue,
+                    client
+                        .liveness()
+                        .and_then(|liveness| liveness.key_for(names.lock()))
+                        .as_deref(),
+                ),
+                &mut client.connection(),
+            )
+            .await
+            .map_err(|err| LockError::backend(names.lock(), err))
+        },
+    )
     .await?;
     Ok(match reply {
         2 => Yielded::Kept,
@@ -588,15 +611,16 @@ pub(crate) async fn yield_lock(
 }
 
 /// One acquire try: a round trip to the acquire script, or with `quick` first a plain
-/// `SET NX PX` (and the script only when that finds the key taken and we may wait).
+/// `SET NX PX` (and the script only when that finds the key taken and we may wait). Its
+/// requests end by `until` where the connection keeps deadlines.
 async fn try_acquire(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
-    quick: bool,
+    (quick, until, now): (bool, Instant, Instant),
 ) -> Result<Attempt, LockError> {
-    if quick && let Some(attempt) = try_set_nx(client, names, token, options).await? {
+    if quick && let Some(attempt) = try_set_nx(client, names, token, options, (until, now)).await? {
         return Ok(attempt);
     }
     let alive = client
@@ -615,7 +639,9 @@ async fn try_acquire(
         !options.wait.is_zero(),
         (client.pass_bound().time, kept),
     );
-    let mut connection = client.connection();
+    // After a quick try, the clock is read again: its round trip is not this request's.
+    let now = if quick { Instant::now() } else { now };
+    let mut connection = client.connection().until(until, now);
     let (reply, replicated) = match client.replicas() {
         None => (invoke(&call, &mut connection).await, None),
         Some(replicas) => match invoke_replicated(&call, replicas, &mut connection).await {
@@ -685,6 +711,7 @@ async fn try_set_nx(
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
+    (until, now): (Instant, Instant),
 ) -> Result<Option<Attempt>, LockError> {
     // Sized up front: a command grown argument by argument reallocates several times.
     let mut set = redis::Cmd::with_capacity(6, 16 + names.lock().len() + token.len() + 20);
@@ -694,10 +721,10 @@ async fn try_set_nx(
         .arg("NX")
         .arg("PX")
         .arg(millis(options.ttl));
-    let mut connection = client.connection();
+    let mut connection = client.connection().until(until, now);
     // Read as a bare value: `OK` or nil, with no string made of the reply.
     let (reply, replicated): (redis::RedisResult<redis::Value>, _) = match client.replicas() {
-        None => (set.query_async(&mut connection).await, None),
+        None => (connection.query(&set).await, None),
         Some(replicas) => match replicas.query(&set, &mut connection).await {
             Ok((reply, answer)) => (Ok(reply), Some((replicas, answer))),
             Err(err) => (Err(err), None),
@@ -751,32 +778,43 @@ pub(crate) async fn release_contended(
     valid_until: Instant,
     window: Option<Duration>,
 ) -> Result<i64, LockError> {
-    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
-    retrying(names, "release", give_up, || {
-        release_once(client, names, token, window)
-    })
+    let now = Instant::now();
+    let give_up = valid_until.min(now + RELEASE_BUDGET);
+    retrying(
+        names,
+        "release",
+        (give_up, client.keeps_deadlines(), now),
+        |until, now| release_once(client, names, token, window, (until, now)),
+    )
     .await
 }
 
 /// Makes `call` again after a transient or connection error, for the calls whose repeat is
 /// harmless (a release, a waiter leaving the queue), until `give_up`; one try at least.
+/// Each try is given the time it must end by and the clock's reading (`now` for the first):
+/// with `bounded`, the call's requests end by then themselves
+/// ([`crate::connection::Connection::until`]), so no timer of its own is set for it.
 async fn retrying<T, F, Fut>(
     names: &KeyNames,
     what: &str,
-    give_up: Instant,
+    (give_up, bounded, mut now): (Instant, bool, Instant),
     mut call: F,
 ) -> Result<T, LockError>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Instant, Instant) -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
 {
-    let give_up = give_up.max(Instant::now() + MIN_RELEASE_TRY);
+    let give_up = give_up.max(now + MIN_RELEASE_TRY);
     let mut pause = Duration::from_millis(25);
     let mut last = None;
     for _ in 0..RELEASE_TRIES {
-        let outcome = match tokio::time::timeout_at(give_up, call()).await {
-            Ok(outcome) => outcome,
-            Err(_) => break,
+        let outcome = if bounded {
+            call(give_up, now).await
+        } else {
+            match tokio::time::timeout_at(give_up, call(give_up, now)).await {
+                Ok(outcome) => outcome,
+                Err(_) => break,
+            }
         };
         match outcome {
             Err(err) if is_transient(&err) || is_connection(&err) => {
@@ -787,6 +825,7 @@ where
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(400));
+                now = Instant::now();
             }
             outcome => return outcome,
         }
@@ -868,6 +907,7 @@ async fn release_once(
     names: &KeyNames,
     token: &str,
     window: Option<Duration>,
+    (until, now): (Instant, Instant),
 ) -> Result<i64, LockError> {
     #[cfg(feature = "redlock")]
     if let Some(redlock) = client.redlock() {
@@ -884,7 +924,7 @@ async fn release_once(
         }
         None => queue_call(&RELEASE, names, token, client.publish_command()),
     };
-    let reply: i64 = invoke(&call, &mut client.connection())
+    let reply: i64 = invoke(&call, &mut client.connection().until(until, now))
         .await
         .map_err(|err| LockError::backend(names.lock(), err))?;
     // Left free for a foreign window: released.
@@ -975,12 +1015,17 @@ pub(crate) async fn keep_until(
     valid_until: Instant,
 ) -> Result<i64, LockError> {
     let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
-    let kept = retrying(names, "keeping the key for hold_at_least", give_up, || {
-        let left = until
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        extend_lease(client, names, token, left)
-    })
+    let kept = retrying(
+        names,
+        "keeping the key for hold_at_least",
+        (give_up, false, Instant::now()),
+        |_, _| {
+            let left = until
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            extend_lease(client, names, token, left)
+        },
+    )
     .await?;
     if kept {
         return Ok(1);

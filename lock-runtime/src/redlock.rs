@@ -99,6 +99,7 @@ pub(crate) async fn acquire(
                 );
                 let taken = Taken {
                     sent: round.sent,
+                    answered: Instant::now(),
                     fence,
                     queued: false,
                 };

@@ -2,11 +2,10 @@
 //! the auxiliary keys and channel they use.
 
 use once_cell::sync::Lazy;
-use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 use crate::LockError;
-use crate::connection::Connection;
+use crate::connection::{Connection, Query};
 use crate::replicas::Replicas;
 
 /// A script with the shared prelude (server time, fence counter, queue book-keeping) and its
@@ -172,9 +171,9 @@ macro_rules! send_retrying {
 /// is reported at once.
 pub(crate) async fn invoke<T: FromRedisValue>(
     call: &Call<'_>,
-    connection: &mut (impl ConnectionLike + Send),
+    connection: &mut impl Query,
 ) -> RedisResult<T> {
-    send_retrying!(call.script, connection, call.cmd.query_async(connection))
+    send_retrying!(call.script, connection, connection.query(&call.cmd))
 }
 
 /// [`invoke`] with `replicas`' `WAIT` in the same pipeline, right after the call on the same

@@ -425,7 +425,7 @@ fn failed(batch: &[Leftover]) -> ShutdownReport {
 /// pipeline must stay in one slot, every call at once on the multiplexed connection).
 async fn give_back_all<C>(nodes: Vec<Option<C>>, mode: Mode, batch: &[Leftover]) -> ShutdownReport
 where
-    C: ConnectionLike + Clone + Send + Sync,
+    C: crate::connection::Query + Clone + Send + Sync,
 {
     let now = Instant::now();
     let kept = |leftover: &Leftover| {

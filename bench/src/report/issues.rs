@@ -140,12 +140,18 @@ fn profile_note(counted: &[InstructionSummary]) -> String {
     match (instructions(Contender::Api), instructions(Contender::Raw)) {
         (Some(ours), Some(raw)) if raw > 0.0 => format!(
             " Profile: our cycle runs {} instructions on the client to raw's {} ({:.2}×, \
-             section 6: the lock's own work, its registry entry, lease and guard); under load \
-             on 2 cores `perf` adds a timer per try beside the connection's own, the \
-             reconnecting connection manager's box per request, and clock reads (about 10 % \
-             of the client's samples against raw's 4 %). What would close it: bound each try \
-             by the connection's response timeout alone and send through the multiplexed \
-             connection on the fast path.",
+             section 6). The connection's extra costs are gone (requests go straight to the \
+             multiplexed connection, one timer per request with the call's deadline, 4 clock \
+             reads per cycle instead of 10: bench/HISTORY.md, section 8); what is left is the \
+             lock's own work: the key's names (about 0.9k instructions), its local-queue entry \
+             and turn (about 1.5k), its lease on the watchdog (register, attach, detach, \
+             remove: about 1.4k), the guard, and a release script call naming four keys and \
+             three arguments where raw's names one of each (about 1k to build and pack). On \
+             the server the script's EXISTS and longer call cost about 2 µs per cycle on the \
+             same 2 cores. What would close it: a lease that joins the watchdog's schedule \
+             only when its first renewal comes due (most uncontended holds end before), a \
+             local level entered only when a second task wants the key, and the 4-command \
+             release below.",
             thousands(ours),
             thousands(raw),
             ours / raw
@@ -250,9 +256,16 @@ fn server_commands_goal(uncontended: &[CycleSummary]) -> Goal {
             } else {
                 " SET NX PX, then EVALSHA whose script runs GET, EXISTS and DEL. The EXISTS \
                  looks for a queued waiter to hand the key to; a queued waiter changes nothing \
-                 else the release reads. What would close it: a waiter that queues marks the \
-                 lock key itself (so the GET tells), which changes the value every script and \
-                 foreign client compares."
+                 else the release reads. What would close it: a waiter that queues behind one of \
+                 our holders marks the lock key itself (its value becomes token + marker, \
+                 KEEPTTL), so the GET tells and the common release is GET + DEL. Not built: \
+                 the waiter cannot tell our holder from a foreign one (redis-py's tokens are \
+                 32 hex digits too, and an uncontended holder of ours is noted nowhere), so our \
+                 tokens would need a mark of their own, and every script that compares a \
+                 token (release, renew, retake, leave, force_release, inspect, multi-key, \
+                 fencing, the read-write lock's writer) would accept the marked value; a \
+                 client of an older version would read a marked key as another owner's and \
+                 leave it to its ttl (bench/HISTORY.md, section 8)."
             }
         ),
     }
