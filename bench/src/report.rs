@@ -73,6 +73,8 @@ pub(crate) struct Settings {
     pub(crate) scaling_runs: usize,
     /// Section 7: duration of each cycle measurement.
     pub(crate) scaling_cycle_s: f64,
+    /// Section 11 (what waiting costs): the window of each measurement, at most.
+    pub(crate) waiting_window_s: f64,
     /// Where the server came from.
     pub(crate) server: String,
     /// The command that produced these figures.
@@ -108,6 +110,8 @@ pub(crate) struct Results {
     pub(crate) scaling: crate::scaling::Scaling,
     /// Section 8 (grants that wait for replicas), every measurement.
     pub(crate) replicas: crate::replicas::Measured,
+    /// Section 11 (what waiting costs), every measurement.
+    pub(crate) waiting: Vec<crate::waiting::WaitRecord>,
     /// Contenders or scenarios that could not run, and why.
     pub(crate) skipped: Vec<String>,
     /// Total wall time of the measurements.
@@ -974,7 +978,7 @@ fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
 }
 
 /// `12345.6` as `12,346`.
-fn thousands(value: f64) -> String {
+pub(crate) fn thousands(value: f64) -> String {
     let digits = format!("{:.0}", value.max(0.0));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -1095,6 +1099,7 @@ fn markdown(
     let _ = writeln!(out);
     side_by_side_table(&mut out, contention);
     issues::goals_table(&mut out, issue_goals);
+    issue27_goals_table(&mut out, &issue27_goals(results));
 
     for (title, note, list) in [
         (
@@ -1272,6 +1277,7 @@ fn markdown(
     issues::instructions_section(&mut out, results, counted);
     issues::scaling_section(&mut out, results, scaling_link);
     replicas::section(&mut out, results);
+    crate::waiting::section(&mut out, &results.waiting, s.waiting_window_s);
 
     findings(&mut out, (uncontended, hot, watchdog), &results.replicas, s);
     // Measured changes (bench/ab runs), kept by hand next to the bench: not regenerated.
@@ -1312,6 +1318,59 @@ fn markdown(
          `lock-bench instructions CONTENDER N` (the bench's own binary), two values of N, \
          the difference per cycle.\n\
          - Wall time of all measurements: {:.0} s.\n",
+        results.wall_s
+    );
+    out
+}
+
+/// The goals of issue 27 (each item's rows from its section's module).
+fn issue27_goals(results: &Results) -> Vec<Goal> {
+    crate::waiting::goal_rows(&results.waiting)
+        .into_iter()
+        .map(|row| Goal {
+            goal: row.goal,
+            met: row.met,
+            inconclusive: false,
+            detail: row.detail,
+        })
+        .collect()
+}
+
+fn issue27_goals_table(out: &mut String, goals: &[Goal]) {
+    if goals.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## Goals (issue 27)\n");
+    let _ = writeln!(out, "| goal | verdict | measured |\n|---|---|---|");
+    for goal in goals {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            goal.goal,
+            verdict(goal),
+            goal.detail
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// Section 11 and the goals of issue 27 alone, for a `BENCH_ONLY=waiting` run (BENCHMARKS.md
+/// is then left as it was; they are pasted into it by hand).
+pub(crate) fn waiting_markdown(results: &Results) -> String {
+    let mut out = String::new();
+    issue27_goals_table(&mut out, &issue27_goals(results));
+    crate::waiting::section(
+        &mut out,
+        &results.waiting,
+        results.settings.waiting_window_s,
+    );
+    let _ = writeln!(
+        out,
+        "Command: `{}` (BENCH_ONLY=waiting), code {}, load average {} at start / {} at end, wall time {:.0} s.\n",
+        results.settings.command,
+        results.machine.code,
+        results.machine.load.0,
+        results.machine.load.1,
         results.wall_s
     );
     out
