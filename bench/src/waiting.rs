@@ -122,6 +122,8 @@ pub(crate) struct WaitRecord {
     pub(crate) commands: u64,
     /// Script calls in the window (EVAL, EVALSHA).
     pub(crate) script_calls: u64,
+    /// The window's commands by name (Lua included), for telling what they were.
+    pub(crate) by_command: std::collections::BTreeMap<String, u64>,
     /// Requests sent by clients (a MONITOR tap; commands inside Lua not counted).
     pub(crate) requests: u64,
     /// Commands run inside Lua scripts in the tap.
@@ -228,6 +230,7 @@ pub(crate) async fn measure(
                     record.queued_s,
                     record.case_s
                 );
+                eprintln!("        commands by name: {:?}", record.by_command);
                 records.push(record);
             }
             Err(err) => {
@@ -394,7 +397,7 @@ async fn drive(
         client_cpu_s += report.client_cpu_s;
         acquired += report.acquired;
     }
-    let (commands, script_calls) = delta(&before, &after);
+    let (commands, script_calls, by_command) = delta(&before, &after);
     // A peer's requests: a pass of its own with the tap, its waiters still polling (a
     // child waits for its end after its report).
     let (monitored, tap_s, tap_in_window) = match tapped {
@@ -418,6 +421,7 @@ async fn drive(
             window_s,
             commands,
             script_calls,
+            by_command,
             requests: monitored.requests,
             tapped_in_lua: monitored.in_lua,
             tap_s,
@@ -435,10 +439,14 @@ async fn drive(
 
 /// Commands (Lua included) and script calls between two readings, without the bench's own
 /// `INFO`, `ECHO` and `MONITOR`.
-fn delta(before: &CommandStats, after: &CommandStats) -> (u64, u64) {
+fn delta(
+    before: &CommandStats,
+    after: &CommandStats,
+) -> (u64, u64, std::collections::BTreeMap<String, u64>) {
     let own = |name: &str| matches!(name, "info" | "echo" | "monitor");
     let mut commands = 0;
     let mut scripts = 0;
+    let mut by_command = std::collections::BTreeMap::new();
     for (name, calls) in &after.calls {
         if own(name) {
             continue;
@@ -448,8 +456,11 @@ fn delta(before: &CommandStats, after: &CommandStats) -> (u64, u64) {
         if name.starts_with("eval") || name.starts_with("fcall") {
             scripts += calls;
         }
+        if calls > 0 {
+            by_command.insert(name.clone(), calls);
+        }
     }
-    (commands, scripts)
+    (commands, scripts, by_command)
 }
 
 /// The server's CPU time so far (user + system, seconds), from `INFO cpu`.
