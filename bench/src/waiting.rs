@@ -268,11 +268,18 @@ async fn measure_case(
         case.keys,
         case.processes
     );
-    let ttl = holder_ttl(window);
+    let ours = matches!(case.contender, Contender::Api | Contender::Attribute);
+    // A peer's waiters do not queue, so nothing notes the holders for them: their keys are
+    // held without renewals (which would otherwise fall into the window or the tap).
+    let ttl = if ours {
+        holder_ttl(window)
+    } else {
+        holder_ttl(window) * 4
+    };
     let holder = LockClient::new(Config::single(url.to_owned()))?;
     let t0 = Instant::now();
     let guards = join_all((0..case.keys).map(|i| {
-        let lock = holder.lock(format!("{prefix}:{i}")).ttl(ttl);
+        let lock = holder.lock(format!("{prefix}:{i}")).ttl(ttl).watchdog(ours);
         async move { lock.acquire().await }
     }))
     .await
@@ -718,7 +725,7 @@ pub(crate) fn section(out: &mut String, records: &[WaitRecord], window_s: f64) {
     let _ = writeln!(
         out,
         "N keys held by our lock (a client of the bench's own process, ttl {ttl:.0} s, its \
-         watchdog renewing them), one waiter on each key in a child process (or spread over 4), \
+         watchdog renewing them; for a peer, whose waiters do not queue, without renewals), one waiter on each key in a child process (or spread over 4), \
          waiting as a user would: ours `client.lock(key).wait(600s).acquire()`, rslock's \
          `LockManager::acquire` (it polls: 3 tries 0–200 ms apart, then again), redis-py's \
          `redis.asyncio` `Lock.acquire(blocking=True)` (it polls every 0.1 s, one connection \
