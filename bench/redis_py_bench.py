@@ -6,11 +6,16 @@ Run by the bench driver (bench/src/python.rs), never by hand in the normal flow:
     redis_py_bench.py uncontended URL KEY SECONDS
     redis_py_bench.py hot URL KEY SECONDS TASKS HOLD_MS
     redis_py_bench.py hotworker URL KEY SECONDS TASKS HOLD_MS
+    redis_py_bench.py waitworker URL PREFIX FROM COUNT
 
 Prints one JSON object on stdout. Every loop is bounded by SECONDS and by a count.
 `hotworker` is one process of the multi-process hot key (bench/src/processes.rs): it
 connects and warms up, prints "ready", starts its window when "go" arrives on stdin
 (waiting 60 s at most), and prints its JSON object as one line.
+`waitworker` is one waiting process of section 11 (bench/src/waiting.rs): one
+`redis.asyncio` task blocking on each of PREFIX:FROM .. PREFIX:FROM+COUNT-1 (keys the bench
+holds), "ready" once they all ask, its CPU clock from "go" to "stop" on stdin, then its JSON
+object as one line; it exits, its waiters still waiting, at the next line or end of stdin.
 The lock is used as a user would: `Redis.lock(name, timeout=10)` with its defaults
 (blocking, polling every 0.1 s), one thread per contending task.
 """
@@ -155,6 +160,63 @@ def hot(url, key, seconds, tasks, hold_ms, worker_mode=False):
     return out
 
 
+def waitworker(url, prefix, first, count):
+    import asyncio
+
+    import redis.asyncio
+
+    async def run():
+        # A connection per waiter (a task asking holds one; the pool's default of 100
+        # fails the others with "Too many connections").
+        client = redis.asyncio.Redis.from_url(url, max_connections=count + 16)
+        await client.ping()
+        acquired = [0]
+        failed = []
+
+        async def wait(key):
+            lock = client.lock(key, timeout=10)
+            try:
+                if await lock.acquire(blocking=True, blocking_timeout=600):
+                    acquired[0] += 1
+            except Exception as err:  # noqa: BLE001 - reported to the bench
+                failed.append(repr(err))
+
+        # Started 50 at a time: 1,000 connects at once overflow the server's accept queue.
+        tasks = []
+        for start in range(first, first + count, 50):
+            for i in range(start, min(start + 50, first + count)):
+                tasks.append(asyncio.create_task(wait(f"{prefix}:{i}")))
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        loop = asyncio.get_running_loop()
+        go = await asyncio.wait_for(loop.run_in_executor(None, sys.stdin.readline), 90)
+        if go.strip() != "go":
+            raise SystemExit(f"waitworker: expected go, got {go!r}")
+        cpu0 = cpu_seconds()
+        await asyncio.wait_for(loop.run_in_executor(None, sys.stdin.readline), 600)
+        out = {
+            "client_cpu_s": cpu_seconds() - cpu0,
+            "acquired": acquired[0],
+            "failed": len(failed),
+            "failure": failed[0] if failed else None,
+        }
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+        # The waiters go on until the bench has tapped what they send.
+        try:
+            await asyncio.wait_for(loop.run_in_executor(None, sys.stdin.readline), 60)
+        except asyncio.TimeoutError:
+            pass
+        del tasks
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(run())
+    # The waiters still wait: the process ends with them.
+    os._exit(0)
+
+
 def main(argv):
     mode = argv[1]
     if mode == "version":
@@ -165,6 +227,9 @@ def main(argv):
         out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]))
     elif mode == "hotworker":
         out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]), True)
+    elif mode == "waitworker":
+        waitworker(argv[2], argv[3], int(argv[4]), int(argv[5]))
+        return
     else:
         raise SystemExit(f"unknown mode {mode}")
     json.dump(out, sys.stdout)

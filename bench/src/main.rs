@@ -19,6 +19,7 @@ mod scaling;
 mod scenarios;
 mod semaphore;
 mod tenures;
+mod waiting;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,6 +65,9 @@ fn main() -> BenchResult<()> {
     if args.get(1).map(String::as_str) == Some(processes::WORKER_ARG) {
         return processes::worker_main(&args[2..]);
     }
+    if args.get(1).map(String::as_str) == Some(waiting::WORKER_ARG) {
+        return waiting::worker_main(&args[2..]);
+    }
     if args.get(1).map(String::as_str) == Some(instructions::MODE_ARG) {
         return instructions::mode_main(&args[2..]);
     }
@@ -102,6 +106,7 @@ async fn bench() -> BenchResult<()> {
         semaphore_window_s: 4.0 * scale,
         rwlock_tasks: 64,
         rwlock_window_s: 4.0 * scale,
+        waiting_window_s: 10.0 * scale,
         server: std::env::var("BENCH_SERVER").unwrap_or_else(|_| "REDIS_URL".into()),
         command: std::env::var("BENCH_COMMAND").unwrap_or_else(|_| "bench/run".into()),
         worker_threads: workers,
@@ -226,10 +231,48 @@ async fn bench() -> BenchResult<()> {
         replicas: replicas::Measured::default(),
         semaphore: Vec::new(),
         rwlock: Vec::new(),
+        waiting: Vec::new(),
         skipped,
         wall_s: 0.0,
     };
+    // Section 11 (issue 27): what waiting costs. Alone with BENCH_ONLY=waiting (its section
+    // is then written to bench/results/waiting.md); in a full run, once, before the runs.
+    let (waiting_only, waiting_contender) = match only
+        .as_deref()
+        .map(|o| o.split_once('/').unwrap_or((o, "")))
+    {
+        Some((scenario, contender)) => (scenario == waiting::NAME, contender),
+        None => (false, ""),
+    };
     let started = Instant::now();
+    if only.is_none() || waiting_only {
+        results.waiting = waiting::measure(
+            &admin,
+            &url,
+            python.as_ref(),
+            waiting_contender,
+            Duration::from_secs_f64(settings.waiting_window_s),
+            &mut results.skipped,
+        )
+        .await;
+    }
+    if waiting_only {
+        results.wall_s = started.elapsed().as_secs_f64();
+        results.machine.load.1 = load_average();
+        std::fs::create_dir_all(&results_dir)?;
+        std::fs::write(
+            results_dir.join("waiting.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        let section = report::waiting_markdown(&results);
+        std::fs::write(results_dir.join("waiting.md"), &section)?;
+        eprintln!(
+            "bench: BENCH_ONLY=waiting run in {:.0} s; BENCHMARKS.md left as it was, the section is in {}",
+            results.wall_s,
+            results_dir.join("waiting.md").display()
+        );
+        return Ok(());
+    }
     for run in 0..settings.runs {
         for contender in rotated(&uncontended_list, run) {
             let measured = if contender == Contender::RedisPy {

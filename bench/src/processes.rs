@@ -63,15 +63,17 @@ pub(crate) struct Shape {
     pub(crate) window: Duration,
 }
 
-/// One child: its process, the pipe its `go` goes down, and its stdout lines.
-struct Worker {
-    child: Child,
-    stdin: ChildStdin,
+/// One child: its process, the pipe its `go` goes down, and its stdout lines (also the
+/// waiting children of section 11, [`crate::waiting`]).
+pub(crate) struct Worker {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
 }
 
 impl Worker {
-    fn start(mut command: Command) -> BenchResult<Self> {
+    /// Starts `command` with its stdin and stdout piped (stderr inherited), killed on drop.
+    pub(crate) fn start(mut command: Command) -> BenchResult<Self> {
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -88,7 +90,7 @@ impl Worker {
     }
 
     /// The next line on the child's stdout, before `deadline`.
-    async fn line(&mut self, deadline: Instant, what: &str) -> BenchResult<String> {
+    pub(crate) async fn line(&mut self, deadline: Instant, what: &str) -> BenchResult<String> {
         match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
             Ok(Ok(Some(line))) => Ok(line),
             Ok(Ok(None)) => Err(format!("a worker closed its stdout before {what}").into()),

@@ -127,6 +127,21 @@ impl Python {
         command
     }
 
+    /// The command of one waiting child of section 11: one `redis.asyncio` task blocking
+    /// on each of `PREFIX:FROM` … `PREFIX:FROM+COUNT-1` (the protocol of
+    /// [`crate::waiting`]).
+    pub(crate) fn wait_worker(&self, prefix: &str, from: u64, count: u64) -> Command {
+        let mut command = Command::new(&self.interpreter);
+        command.arg(&self.script).args([
+            "waitworker",
+            &self.url,
+            prefix,
+            &from.to_string(),
+            &count.to_string(),
+        ]);
+        command
+    }
+
     /// `tasks` threads contending for `key` for `window`, each holding it for `hold`.
     pub(crate) async fn hot(
         &self,

@@ -84,6 +84,8 @@ pub(crate) struct Settings {
     pub(crate) rwlock_tasks: u64,
     /// Section 10 window per measurement.
     pub(crate) rwlock_window_s: f64,
+    /// Section 11 (what waiting costs): the window of each measurement, at most.
+    pub(crate) waiting_window_s: f64,
     /// Where the server came from.
     pub(crate) server: String,
     /// The command that produced these figures.
@@ -123,6 +125,8 @@ pub(crate) struct Results {
     pub(crate) semaphore: Vec<crate::semaphore::SemaphoreRecord>,
     /// Section 10 (read-heavy workload), every measurement.
     pub(crate) rwlock: Vec<crate::rwlock::RwRecord>,
+    /// Section 11 (what waiting costs), every measurement.
+    pub(crate) waiting: Vec<crate::waiting::WaitRecord>,
     /// Contenders or scenarios that could not run, and why.
     pub(crate) skipped: Vec<String>,
     /// Total wall time of the measurements.
@@ -999,7 +1003,7 @@ fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
 }
 
 /// `12345.6` as `12,346`.
-fn thousands(value: f64) -> String {
+pub(crate) fn thousands(value: f64) -> String {
     let digits = format!("{:.0}", value.max(0.0));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -1306,6 +1310,7 @@ fn markdown(
         find(hot, Contender::Api, |h| h.contender).map(|h| h.mean_hold_us),
     );
     primitives::rwlock_section(&mut out, results);
+    crate::waiting::section(&mut out, &results.waiting, s.waiting_window_s);
 
     findings(&mut out, (uncontended, hot, watchdog), &results.replicas, s);
     // Measured changes (bench/ab runs), kept by hand next to the bench: not regenerated.
@@ -1346,6 +1351,28 @@ fn markdown(
          `lock-bench instructions CONTENDER N` (the bench's own binary), two values of N, \
          the difference per cycle.\n\
          - Wall time of all measurements: {:.0} s.\n",
+        results.wall_s
+    );
+    out
+}
+
+/// Section 11 and the goals of issue 27 alone, for a `BENCH_ONLY=waiting` run (BENCHMARKS.md
+/// is then left as it was; they are pasted into it by hand).
+pub(crate) fn waiting_markdown(results: &Results) -> String {
+    let mut out = String::new();
+    issue27::goals_table(&mut out, &issue27::item1_goals(results));
+    crate::waiting::section(
+        &mut out,
+        &results.waiting,
+        results.settings.waiting_window_s,
+    );
+    let _ = writeln!(
+        out,
+        "Command: `{}` (BENCH_ONLY=waiting), code {}, load average {} at start / {} at end, wall time {:.0} s.\n",
+        results.settings.command,
+        results.machine.code,
+        results.machine.load.0,
+        results.machine.load.1,
         results.wall_s
     );
     out
@@ -1592,6 +1619,7 @@ mod tests {
                 semaphore_window_s: 1.0,
                 rwlock_tasks: 64,
                 rwlock_window_s: 1.0,
+                waiting_window_s: 1.0,
                 server: "test".into(),
                 command: "bench/run".into(),
                 worker_threads: 2,
@@ -1608,6 +1636,7 @@ mod tests {
             replicas: crate::replicas::Measured::default(),
             semaphore: Vec::new(),
             rwlock: Vec::new(),
+            waiting: Vec::new(),
             skipped: Vec::new(),
             wall_s: 0.0,
         }

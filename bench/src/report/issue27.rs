@@ -9,7 +9,22 @@ use crate::tenures::{Tenures, cohort_worst_wait_us, holds_per_tenure};
 
 /// Every goal row of issue 27 this run measured, in item order.
 pub(super) fn goal_rows_issue27(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
-    item4_goals(results, spread)
+    let mut rows = item1_goals(results);
+    rows.extend(item4_goals(results, spread));
+    rows
+}
+
+/// Item 1: what waiting costs (section 11).
+pub(super) fn item1_goals(results: &Results) -> Vec<Goal> {
+    crate::waiting::goal_rows(&results.waiting)
+        .into_iter()
+        .map(|row| Goal {
+            goal: row.goal,
+            met: row.met,
+            inconclusive: false,
+            detail: row.detail,
+        })
+        .collect()
 }
 
 /// The table "Goals (issue 27)".
