@@ -7,6 +7,7 @@
 
 mod admin;
 mod contenders;
+mod foreign;
 mod instructions;
 mod plot;
 mod processes;
@@ -228,6 +229,7 @@ async fn bench() -> BenchResult<()> {
         instructions: Vec::new(),
         scaling: scaling::Scaling::default(),
         replicas: replicas::Measured::default(),
+        foreign: Vec::new(),
         skipped,
         wall_s: 0.0,
     };
@@ -541,6 +543,31 @@ async fn bench() -> BenchResult<()> {
             }
         }
     }
+    // Section 11: one key shared with foreign clients (issue 27), each client in turn.
+    let only_foreign = only
+        .as_deref()
+        .map(|only| only.split_once('/').unwrap_or((only, "")));
+    if only_foreign.is_none_or(|(scenario, _)| scenario == foreign::NAME) {
+        let mut clients = Vec::new();
+        if let Some(python) = &python {
+            clients.push(foreign::Foreign::RedisPy(python));
+        }
+        match foreign::node_redlock() {
+            Ok(node) => clients.push(node),
+            Err(why) => results.skipped.push(why),
+        }
+        if let Some((_, id)) = only_foreign.filter(|(_, id)| !id.is_empty()) {
+            clients.retain(|client| client.id() == id);
+        }
+        results.foreign = foreign::measure(
+            &url,
+            &clients,
+            settings.runs,
+            seconds(foreign::WINDOW_S),
+            &mut results.skipped,
+        )
+        .await;
+    }
     // Three counts per contender, interleaved: the spread shows what is left of noise.
     for (count, contender) in (0..instructions::COUNTS).flat_map(|count| {
         rotated(&instructions_list, count)
@@ -579,6 +606,16 @@ async fn bench() -> BenchResult<()> {
             results_dir.join("only.json"),
             serde_json::to_string_pretty(&results)?,
         )?;
+        if !results.foreign.is_empty() {
+            let mut section = String::new();
+            report::issue27_goals_table(&mut section, &results);
+            foreign::section(&mut section, &results.foreign, &results.skipped);
+            std::fs::write(results_dir.join("foreign.md"), section)?;
+            eprintln!(
+                "bench: section 11 written to {}",
+                results_dir.join("foreign.md").display()
+            );
+        }
         if !replicas_list.is_empty() {
             let section = report::replicas_markdown(&results);
             std::fs::write(results_dir.join("replicas.md"), section)?;

@@ -108,6 +108,8 @@ pub(crate) struct Results {
     pub(crate) scaling: crate::scaling::Scaling,
     /// Section 8 (grants that wait for replicas), every measurement.
     pub(crate) replicas: crate::replicas::Measured,
+    /// Section 11 (a key shared with foreign clients, issue 27), every measurement.
+    pub(crate) foreign: Vec<crate::foreign::ForeignRecord>,
     /// Contenders or scenarios that could not run, and why.
     pub(crate) skipped: Vec<String>,
     /// Total wall time of the measurements.
@@ -1006,6 +1008,32 @@ fn verdict(goal: &Goal) -> &'static str {
     }
 }
 
+/// The goals of issue 27, a row each; each item's rows come from its own module.
+pub(crate) fn issue27_goals_table(out: &mut String, results: &Results) {
+    let rows = crate::foreign::goal_rows(&results.foreign);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## Goals (issue 27)\n");
+    let _ = writeln!(out, "| goal | verdict | measured |\n|---|---|---|");
+    for (goal, met, detail) in rows {
+        let goal = Goal {
+            goal,
+            met,
+            inconclusive: false,
+            detail,
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            goal.goal,
+            verdict(&goal),
+            goal.detail
+        );
+    }
+    let _ = writeln!(out);
+}
+
 /// The summaries BENCHMARKS.md is made of.
 struct Tables<'a> {
     uncontended: &'a [CycleSummary],
@@ -1095,6 +1123,7 @@ fn markdown(
     let _ = writeln!(out);
     side_by_side_table(&mut out, contention);
     issues::goals_table(&mut out, issue_goals);
+    issue27_goals_table(&mut out, results);
 
     for (title, note, list) in [
         (
@@ -1272,6 +1301,9 @@ fn markdown(
     issues::instructions_section(&mut out, results, counted);
     issues::scaling_section(&mut out, results, scaling_link);
     replicas::section(&mut out, results);
+    if !results.foreign.is_empty() {
+        crate::foreign::section(&mut out, &results.foreign, &results.skipped);
+    }
 
     findings(&mut out, (uncontended, hot, watchdog), &results.replicas, s);
     // Measured changes (bench/ab runs), kept by hand next to the bench: not regenerated.
