@@ -366,6 +366,54 @@ fn a_due_foreign_window_leaves_the_key_free_and_keeps_our_waiters_out() {
     assert_eq!(hash_field(&mut conn, "~gap-every"), Some(25));
 }
 
+/// Issue 27 item 3: while a foreign holder holds the key in a window, the head of our queue
+/// (its process's one asker) asks again within a millisecond, the others every 20 ms; and
+/// when our head takes the key back, the next window comes after as long as the foreign side
+/// held it, so each side holds the key about as long (before: after one tenure of ours,
+/// 25 ms, however long the foreign side had kept it).
+#[test]
+fn a_used_window_gives_our_side_as_long_as_the_foreign_side_held_the_key() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    queue(&mut conn, "head", 1, 5000, Some(30_000));
+    queue(&mut conn, "second", 2, 5000, Some(30_000));
+    let now = server_ms(&mut conn);
+    // A window open since 400 ms ago, whose foreign holder was first seen 300 ms ago.
+    let _: () = redis::cmd("HSET")
+        .arg(TTLS)
+        .arg("~gap")
+        .arg(now + 5_000)
+        .arg("~gap-used")
+        .arg(now - 300)
+        .arg("~gap-every")
+        .arg(25)
+        .query(&mut conn)
+        .unwrap();
+    hold(&mut conn, "py");
+    let (acquired, wait) = try_acquire(&mut conn, "head", 30_000);
+    assert_eq!(
+        (acquired, wait),
+        (0, 1),
+        "the head waits out a foreign holder"
+    );
+    let (acquired, wait) = try_acquire(&mut conn, "second", 30_000);
+    assert_eq!((acquired, wait), (0, 20), "a waiter behind the head");
+    let _: () = redis::cmd("DEL").arg(LOCK).query(&mut conn).unwrap();
+    let (acquired, _) = try_acquire(&mut conn, "head", 30_000);
+    assert_eq!(acquired, 1, "the head did not take the key back");
+    let every = hash_field(&mut conn, "~gap-every").expect("no schedule");
+    assert!(
+        (300..=1_000).contains(&every),
+        "the next window after {every} ms, not as long as the foreign side held the key"
+    );
+    let due = hash_field(&mut conn, "~gap-due").expect("no next window");
+    assert!(
+        due >= now + 300,
+        "the next window due {} ms from now",
+        due - now
+    );
+}
+
 #[test]
 fn contention_starts_the_window_schedule_and_its_end_clears_it() {
     let server = RedisServer::start();
