@@ -49,6 +49,7 @@ end
 local function acquire()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if KEYS[6] and redis.call('EXISTS', KEYS[3]) == 1 then
+    redis.call('HDEL', KEYS[5], '~seen')
     if ARGV[9] == '1' then
       note_holder(KEYS[5], ARGV[1], KEYS[6], tonumber(ARGV[2]))
     end
@@ -86,6 +87,9 @@ local NO_EXPIRY_WAIT_MS = 2000
 -- head's take wakes the next (acquire()). redis-py's Lock asks every 100 ms.
 local FOREIGN_POLL_MS = 20
 local HEAD_POLL_MS = 1
+-- How soon the head looks again at a holder that does not note itself, seen for the first
+-- time (see below): once per such holder, so waiting behind long holds costs no more.
+local UNNOTED_LOOK_MS = 50
 local function held_for()
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl == -1 then
@@ -174,7 +178,14 @@ elseif not holder then
         every = math.min(every * 4, MAX_WINDOW_EVERY_MS)
       end
       redis.call('HDEL', KEYS[5], '~gap', '~gap-used')
-      redis.call('HSET', KEYS[5], '~gap-due', now_ms + every, '~gap-every', every)
+      -- Our side looks whether a window is due only when it passes the key on between its
+      -- processes or ends a tenure (every ARGV[6] at most): due half a tenure early, the
+      -- window comes at the look nearest to `every`, not at the first one after it.
+      local due = now_ms + every
+      if gap_used then
+        due = due - math.floor(tonumber(ARGV[6]) / 2)
+      end
+      redis.call('HSET', KEYS[5], '~gap-due', due, '~gap-every', every)
       keep_alive(KEYS[5], every + tonumber(ARGV[5]))
     end
     return acquire()
@@ -198,6 +209,26 @@ else
     wait_ms = math.min(wait_ms, foreign_poll_ms())
   elseif KEYS[6] then
     watch = watched_holder(KEYS[5], holder)
+    if not watch and ARGV[4] == '1' and foreign_poll_ms() == HEAD_POLL_MS then
+      -- A holder that does not note itself, seen by the head: a foreign client's, or one
+      -- of ours not noted yet. Ours pass the key on through the queue (a grant, a
+      -- hand-over, a window), so a key that changes hands between two such holders while
+      -- we wait went to a client that does not queue, and that releases and asks again
+      -- without ever leaving the key free for long (redis-py's Lock in a loop): that opens
+      -- a window in use, and the head asks every HEAD_POLL_MS until it takes the key. A
+      -- holder seen for the first time is looked at again after UNNOTED_LOOK_MS.
+      local seen = redis.call('HGET', KEYS[5], '~seen')
+      if seen and seen ~= holder then
+        redis.call('HSET', KEYS[5], '~gap', now_ms, '~gap-used', now_ms)
+        redis.call('HDEL', KEYS[5], '~seen')
+        wait_ms = HEAD_POLL_MS
+      else
+        if not seen then
+          wait_ms = math.min(wait_ms, UNNOTED_LOOK_MS)
+        end
+        redis.call('HSET', KEYS[5], '~seen', holder)
+      end
+    end
   end
 end
 
