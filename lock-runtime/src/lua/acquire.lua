@@ -154,8 +154,15 @@ local function foreign_poll_ms()
   end
   return FOREIGN_POLL_MS
 end
+-- A used window lasts at least one of our tenures (ARGV[6]) from the first foreign sighting,
+-- as ours does: our head, quicker than a foreign client's retry, would otherwise take the
+-- key back after a hold or two of theirs and then keep it a whole tenure.
+local foreign_since = gap_used and tonumber(redis.call('HGET', KEYS[5], '~gap-used'))
+local foreign_turn = foreign_since and foreign_since + tonumber(ARGV[6]) - now_ms
 if gap_end and not holder and not gap_used and now_ms < gap_end then
   wait_ms = math.min(gap_end - now_ms, foreign_poll_ms())
+elseif not holder and foreign_turn and foreign_turn > 0 then
+  wait_ms = math.min(foreign_turn, foreign_poll_ms())
 elseif not holder then
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head == nil or head == ARGV[1] then
