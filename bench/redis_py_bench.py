@@ -7,11 +7,15 @@ Run by the bench driver (bench/src/python.rs), never by hand in the normal flow:
     redis_py_bench.py hot URL KEY SECONDS TASKS HOLD_MS
     redis_py_bench.py hotworker URL KEY SECONDS TASKS HOLD_MS
     redis_py_bench.py waitworker URL PREFIX FROM COUNT
+    redis_py_bench.py foreign URL KEY SECONDS TASKS HOLD_MS
 
 Prints one JSON object on stdout. Every loop is bounded by SECONDS and by a count.
 `hotworker` is one process of the multi-process hot key (bench/src/processes.rs): it
 connects and warms up, prints "ready", starts its window when "go" arrives on stdin
-(waiting 60 s at most), and prints its JSON object as one line.
+(waiting 60 s at most), and prints its JSON object as one line. `foreign` is the same
+worker sharing the key with our tasks (bench/src/foreign.rs): each hold also marks the
+server-side overlap counter (`INCR KEY:inside`, `INCR KEY:overlaps` when it finds another
+holder inside, `DECR` before the release), which our holders mark too.
 `waitworker` is one waiting process of section 11 (bench/src/waiting.rs): one
 `redis.asyncio` task blocking on each of PREFIX:FROM .. PREFIX:FROM+COUNT-1 (keys the bench
 holds), "ready" once they all ask, its CPU clock from "go" to "stop" on stdin, then its JSON
@@ -89,7 +93,7 @@ def ready_then_go(client, key, tasks):
         raise SystemExit("hotworker: no go from the bench within 60 s")
 
 
-def hot(url, key, seconds, tasks, hold_ms, worker_mode=False):
+def hot(url, key, seconds, tasks, hold_ms, worker_mode=False, overlap=False):
     client = redis.Redis.from_url(url, max_connections=tasks + 4)
     client.ping()
     if worker_mode:
@@ -127,7 +131,11 @@ def hot(url, key, seconds, tasks, hold_ms, worker_mode=False):
                 censored.append(acquired - t0)
                 break
             waits.append(acquired - t0)
+            if overlap and client.incr(f"{key}:inside") > 1:
+                client.incr(f"{key}:overlaps")
             time.sleep(hold_ms / 1000.0)
+            if overlap:
+                client.decr(f"{key}:inside")
             holds.append(time.perf_counter() - acquired)
             intervals.append((acquired_wall, wall_us(), me))
             with guard:
@@ -227,6 +235,8 @@ def main(argv):
         out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]))
     elif mode == "hotworker":
         out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]), True)
+    elif mode == "foreign":
+        out = hot(argv[2], argv[3], float(argv[4]), int(argv[5]), float(argv[6]), True, True)
     elif mode == "waitworker":
         waitworker(argv[2], argv[3], int(argv[4]), int(argv[5]))
         return

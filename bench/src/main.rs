@@ -7,6 +7,7 @@
 
 mod admin;
 mod contenders;
+mod foreign;
 mod instructions;
 mod plot;
 mod processes;
@@ -232,6 +233,7 @@ async fn bench() -> BenchResult<()> {
         semaphore: Vec::new(),
         rwlock: Vec::new(),
         waiting: Vec::new(),
+        foreign: Vec::new(),
         skipped,
         wall_s: 0.0,
     };
@@ -597,6 +599,31 @@ async fn bench() -> BenchResult<()> {
             }
         }
     }
+    // Section 11: one key shared with foreign clients (issue 27), each client in turn.
+    let only_foreign = only
+        .as_deref()
+        .map(|only| only.split_once('/').unwrap_or((only, "")));
+    if only_foreign.is_none_or(|(scenario, _)| scenario == foreign::NAME) {
+        let mut clients = Vec::new();
+        if let Some(python) = &python {
+            clients.push(foreign::Foreign::RedisPy(python));
+        }
+        match foreign::node_redlock() {
+            Ok(node) => clients.push(node),
+            Err(why) => results.skipped.push(why),
+        }
+        if let Some((_, id)) = only_foreign.filter(|(_, id)| !id.is_empty()) {
+            clients.retain(|client| client.id() == id);
+        }
+        results.foreign = foreign::measure(
+            &url,
+            &clients,
+            settings.runs,
+            seconds(foreign::WINDOW_S),
+            &mut results.skipped,
+        )
+        .await;
+    }
     // Three counts per contender, interleaved: the spread shows what is left of noise.
     for (count, contender) in (0..instructions::COUNTS).flat_map(|count| {
         rotated(&instructions_list, count)
@@ -650,6 +677,11 @@ async fn bench() -> BenchResult<()> {
                 std::fs::write(&path, report::primitives_markdown(&results))?;
                 eprintln!("bench: its section written to {}", path.display());
             }
+        }
+        if !results.foreign.is_empty() {
+            let path = results_dir.join("foreign.md");
+            std::fs::write(&path, report::foreign_markdown(&results))?;
+            eprintln!("bench: section 12 written to {}", path.display());
         }
         if !replicas_list.is_empty() {
             let section = report::replicas_markdown(&results);

@@ -115,9 +115,21 @@ impl Python {
         tasks: u64,
         hold: Duration,
     ) -> Command {
+        self.worker("hotworker", key, window, tasks, hold)
+    }
+
+    /// The script in one of its worker modes (`ready`, then `go` on stdin).
+    fn worker(
+        &self,
+        mode: &str,
+        key: &str,
+        window: Duration,
+        tasks: u64,
+        hold: Duration,
+    ) -> Command {
         let mut command = Command::new(&self.interpreter);
         command.arg(&self.script).args([
-            "hotworker",
+            mode,
             &self.url,
             key,
             &window.as_secs_f64().to_string(),
@@ -140,6 +152,18 @@ impl Python {
             &count.to_string(),
         ]);
         command
+    }
+
+    /// The command of the foreign side of section 12 ([`crate::foreign`]): `tasks` threads
+    /// on `key`, started by `go` on stdin, each hold marking the server-side overlap counter.
+    pub(crate) fn foreign_worker(
+        &self,
+        key: &str,
+        window: Duration,
+        tasks: u64,
+        hold: Duration,
+    ) -> Command {
+        self.worker("foreign", key, window, tasks, hold)
     }
 
     /// `tasks` threads contending for `key` for `window`, each holding it for `hold`.

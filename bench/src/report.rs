@@ -127,6 +127,8 @@ pub(crate) struct Results {
     pub(crate) rwlock: Vec<crate::rwlock::RwRecord>,
     /// Section 11 (what waiting costs), every measurement.
     pub(crate) waiting: Vec<crate::waiting::WaitRecord>,
+    /// Section 11 (a key shared with foreign clients, issue 27), every measurement.
+    pub(crate) foreign: Vec<crate::foreign::ForeignRecord>,
     /// Contenders or scenarios that could not run, and why.
     pub(crate) skipped: Vec<String>,
     /// Total wall time of the measurements.
@@ -1035,6 +1037,14 @@ fn verdict(goal: &Goal) -> &'static str {
     }
 }
 
+/// Section 12 and the goals of its item alone, for a `BENCH_ONLY=foreign` run.
+pub(crate) fn foreign_markdown(results: &Results) -> String {
+    let mut out = String::new();
+    issue27::goals_table(&mut out, &issue27::item3_goals(results));
+    crate::foreign::section(&mut out, &results.foreign, &results.skipped);
+    out
+}
+
 /// The summaries BENCHMARKS.md is made of.
 struct Tables<'a> {
     uncontended: &'a [CycleSummary],
@@ -1311,6 +1321,9 @@ fn markdown(
     );
     primitives::rwlock_section(&mut out, results);
     crate::waiting::section(&mut out, &results.waiting, s.waiting_window_s);
+    if !results.foreign.is_empty() {
+        crate::foreign::section(&mut out, &results.foreign, &results.skipped);
+    }
 
     findings(&mut out, (uncontended, hot, watchdog), &results.replicas, s);
     // Measured changes (bench/ab runs), kept by hand next to the bench: not regenerated.
@@ -1637,6 +1650,7 @@ mod tests {
             semaphore: Vec::new(),
             rwlock: Vec::new(),
             waiting: Vec::new(),
+            foreign: Vec::new(),
             skipped: Vec::new(),
             wall_s: 0.0,
         }

@@ -586,13 +586,40 @@ impl Config {
     /// it free, so without this they would wait until their timeout. Once a key has been
     /// contended for 1 s, the release that ends a hold leaves it free this long (none of our
     /// waiters takes it meanwhile); a window that no foreign client used makes the next
-    /// come four times later (up to 16 s), a used one brings the next after one tenure of
-    /// ours ([`local_pass_time`](Config::local_pass_time)). The schedule is kept per key in
-    /// Redis, shared by all processes, and ends when a release finds nobody waiting. While
-    /// a foreign client holds a key it took so, our waiters ask again every 20 ms (its
-    /// release publishes nothing). The window should span the foreign clients' retry
-    /// period (redis-py's `Lock` retries every 100 ms, node-redlock every 200 ms, redsync
-    /// every 50 to 250 ms), or they may miss it.
+    /// come four times later (up to 16 s). A used one brings the next after as long as the
+    /// foreign side held the key (from when our waiters first saw a foreign holder until
+    /// one of ours took the key back), at least one tenure of ours
+    /// ([`local_pass_time`](Config::local_pass_time)) and at most 1 s: so each side holds
+    /// the key about as long, also against foreign clients that release and ask again at
+    /// once (a used window also lasts at least one tenure of ours from the first foreign
+    /// holder seen). A foreign client that holds a key before any window exists is noticed when the
+    /// key changes hands between two holders that do not note themselves while our
+    /// waiters wait (ours pass it on through the queue): that opens a window in use. The
+    /// schedule is kept per key in Redis, shared by all processes, and ends when a
+    /// release finds nobody waiting. While a window is open, the process whose turn it is
+    /// asks again every millisecond (one asker per process and key: its tasks wait locally;
+    /// a foreign release publishes nothing, and a foreign client in a loop takes the key
+    /// back within a fraction of a millisecond), our other processes every 20 ms. The
+    /// window should span the foreign clients' retry period (redis-py's `Lock` retries
+    /// every 100 ms, node-redlock every 200 ms, redsync every 50 to 250 ms), or they may
+    /// miss it.
+    ///
+    /// Measured (`BENCH_ONLY=foreign bench/run`, section 11 of BENCHMARKS.md): 8 of our
+    /// tasks and 8 redis-py threads or node-redlock tasks on one key, 5 ms holds, both
+    /// sides asking again at once: ours 58 % of the acquisitions beside redis-py, 55 %
+    /// beside node-redlock (medians), our p99 wait 315 and 270 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::Config;
+    ///
+    /// // Keys shared with redis-py's Lock, which asks every 100 ms: a window that spans it.
+    /// let config = Config::single("redis://127.0.0.1:6379")
+    ///     .foreign_window(Duration::from_millis(120));
+    /// // No foreign client on these keys: never leave a contended key free.
+    /// let ours_only = Config::single("redis://127.0.0.1:6379").foreign_window(Duration::ZERO);
+    /// # let _ = (config, ours_only);
+    /// ```
     pub fn foreign_window(mut self, window: Duration) -> Self {
         self.foreign_window = window;
         self

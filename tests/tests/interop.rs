@@ -183,3 +183,172 @@ fn redis_py_clients_get_the_key_beside_our_queue() {
         );
     });
 }
+
+/// 8 redis-py threads with no pause between their holds: each takes the key, holds it 5 ms
+/// with the shared overlap detector, releases it and asks again at once (the foreign side
+/// contends without a break, the workload of issue 27 item 3); one line `PY <acquisitions
+/// of each thread>` at the end.
+const PYTHON_CONTINUOUS: &str = r#"
+import sys, threading, time, redis
+url, key, seconds, tasks, hold = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+client = redis.Redis.from_url(url, max_connections=tasks + 4)
+end = time.monotonic() + seconds
+counts = [0] * tasks
+def run(index):
+    for _ in range(1_000_000):
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        lock = client.lock(key, timeout=10)
+        if not lock.acquire(blocking=True, blocking_timeout=max(0.001, left)):
+            break
+        if client.incr("inside") > 1:
+            client.incr("overlaps")
+        time.sleep(hold)
+        client.decr("inside")
+        if time.monotonic() < end:
+            counts[index] += 1
+        lock.release()
+threads = [threading.Thread(target=run, args=(i,)) for i in range(tasks)]
+print("READY", flush=True)
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print("PY " + " ".join(map(str, counts)), flush=True)
+"#;
+
+/// Both sides contend without a break: 8 redis-py threads (their `Lock`'s default 0.1 s
+/// poll, each asking again the moment it releases) and 8 of our tasks (one process) take
+/// one key for 8 s, holding it 5 ms. Each side gets at least a quarter of the acquisitions
+/// (issue 27 item 3's goal is a third; `BENCH_ONLY=foreign bench/run` measures it), our
+/// longest wait stays under 3 s, and exclusion holds across both.
+///
+/// Before the fix our side got 6 to 8 % (a redis-py thread that releases takes the key
+/// back within a fraction of a millisecond, and our waiters asked every 20 ms).
+#[test]
+fn both_sides_get_a_share_when_redis_py_contends_without_a_break() {
+    const SECONDS: u64 = 8;
+    const TASKS: usize = 8;
+    const HOLD: Duration = Duration::from_millis(5);
+    let python = Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .unwrap_or_else(|err| panic!("python3 cannot run ({err}): install python3 and redis-py"));
+    assert!(
+        python.success(),
+        "python3 cannot import redis: run `pip install 'redis>=5,<6'` (scripts/ensure-redis)"
+    );
+    let server = RedisServer::start();
+    lock_tests::two_worker_runtime().block_on(async {
+        let mut python = Command::new("python3")
+            .arg("-c")
+            .arg(PYTHON_CONTINUOUS)
+            .arg(server.url())
+            .arg(KEY)
+            .arg(SECONDS.to_string())
+            .arg(TASKS.to_string())
+            .arg(HOLD.as_secs_f64().to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn python3");
+        let lines = child::stream_lines(python.stdout.take().unwrap());
+        child::expect_line(&lines, "READY", Duration::from_secs(30));
+        let client = server.lock_client();
+        let redis = server
+            .redis()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(SECONDS);
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (client, mut redis) = (client.clone(), redis.clone());
+                tokio::spawn(async move {
+                    let mut waits = Vec::new();
+                    for _ in 0..100_000 {
+                        let left = end.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        let asked = Instant::now();
+                        let lock = client.lock(KEY).ttl(Duration::from_secs(10)).wait(left);
+                        let held = lock
+                            .run(async {
+                                let waited = asked.elapsed();
+                                let inside: i64 = redis::cmd("INCR")
+                                    .arg("inside")
+                                    .query_async(&mut redis)
+                                    .await
+                                    .unwrap();
+                                if inside > 1 {
+                                    let _: i64 = redis::cmd("INCR")
+                                        .arg("overlaps")
+                                        .query_async(&mut redis)
+                                        .await
+                                        .unwrap();
+                                }
+                                tokio::time::sleep(HOLD).await;
+                                let _: i64 = redis::cmd("DECR")
+                                    .arg("inside")
+                                    .query_async(&mut redis)
+                                    .await
+                                    .unwrap();
+                                Ok::<_, LockError>(waited)
+                            })
+                            .await;
+                        match held {
+                            Ok(waited) if Instant::now() < end => waits.push(waited),
+                            Ok(_) | Err(LockError::Timeout { .. }) => break,
+                            Err(other) => panic!("{other:?}"),
+                        }
+                    }
+                    waits
+                })
+            })
+            .collect();
+        let mut waits = Vec::new();
+        let mut ours = Vec::new();
+        for task in tasks {
+            let task_waits = task.await.unwrap();
+            ours.push(task_waits.len() as u64);
+            waits.extend(task_waits);
+        }
+        let py: Vec<u64> = child::expect_line(&lines, "PY ", Duration::from_secs(30))
+            .split_whitespace()
+            .map(|count| count.parse().unwrap())
+            .collect();
+        assert!(python.wait().unwrap().success());
+        waits.sort();
+        let (py_total, ours_total) = (py.iter().sum::<u64>(), ours.iter().sum::<u64>());
+        let all = (ours_total + py_total).max(1);
+        let p99 = waits
+            .get(waits.len().saturating_sub(1) * 99 / 100)
+            .copied()
+            .unwrap_or_default();
+        let longest = waits.last().copied().unwrap_or_default();
+        let overlaps = server.get("overlaps");
+        println!(
+            "FIGURE foreign-continuous: {SECONDS} s, hold 5 ms: ours {ours_total} ({:.0} %, per \
+             task {ours:?}), redis-py {py_total} ({:.0} %, per thread {py:?}); our wait p99 \
+             {p99:?}, longest {longest:?}; overlaps {overlaps:?}",
+            100.0 * ours_total as f64 / all as f64,
+            100.0 * py_total as f64 / all as f64,
+        );
+        assert_eq!(overlaps, None, "our lock and redis-py's let two holders in");
+        assert!(
+            ours_total * 4 >= all,
+            "our side got under a quarter of the acquisitions: ours {ours:?} against \
+             redis-py's {py:?} (our longest wait {longest:?})"
+        );
+        assert!(
+            py_total * 4 >= all,
+            "redis-py got under a quarter of the acquisitions: {py:?} against our {ours:?}"
+        );
+        assert!(
+            longest < Duration::from_secs(3),
+            "a task of ours waited {longest:?} (p99 {p99:?})"
+        );
+    });
+}

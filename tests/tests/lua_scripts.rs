@@ -135,6 +135,18 @@ fn release_requeue(conn: &mut redis::Connection, token: &str, requeue: &str, win
         .unwrap()
 }
 
+/// Dates the foreign side's first sighting in an open window one of our tenures (25 ms) and
+/// more back: its minimum turn is over.
+fn foreign_tenure_over(conn: &mut redis::Connection) {
+    let since = hash_field(conn, "~gap-used").expect("no window in use");
+    let _: () = redis::cmd("HSET")
+        .arg(TTLS)
+        .arg("~gap-used")
+        .arg(since - 30)
+        .query(conn)
+        .unwrap();
+}
+
 fn hash_field(conn: &mut redis::Connection, field: &str) -> Option<i64> {
     redis::cmd("HGET").arg(TTLS).arg(field).query(conn).unwrap()
 }
@@ -356,14 +368,121 @@ fn a_due_foreign_window_leaves_the_key_free_and_keeps_our_waiters_out() {
         "a foreign holder is polled, not waited out: {wait}"
     );
     let _: () = redis::cmd("DEL").arg(LOCK).query(&mut conn).unwrap();
+    // Freed within the foreign side's first tenure (25 ms from its sighting): still theirs.
+    let (acquired, wait) = try_acquire(&mut conn, "other", 30_000);
+    assert_eq!(
+        (acquired, wait),
+        (0, 1),
+        "taken back within the foreign tenure"
+    );
+    foreign_tenure_over(&mut conn);
     let (acquired, _) = try_acquire(&mut conn, "other", 30_000);
     assert_eq!(
         acquired, 1,
         "a used window kept our head out after the foreign release"
     );
     assert_eq!(hash_field(&mut conn, "~gap"), None);
-    // Used: the next window after one tenure of ours (acquire's ARGV[6], 25 ms).
-    assert_eq!(hash_field(&mut conn, "~gap-every"), Some(25));
+    // Used: the next window after as long as the foreign side held the key (here dated 30
+    // ms back), at least one tenure of ours (acquire's ARGV[6], 25 ms).
+    let every = hash_field(&mut conn, "~gap-every").expect("no schedule");
+    assert!((25..=100).contains(&every), "next window after {every} ms");
+}
+
+/// Issue 27 item 3: while a foreign holder holds the key in a window, the head of our queue
+/// (its process's one asker) asks again within a millisecond, the others every 20 ms; and
+/// when our head takes the key back, the next window comes after as long as the foreign side
+/// held it, so each side holds the key about as long (before: after one tenure of ours,
+/// 25 ms, however long the foreign side had kept it).
+#[test]
+fn a_used_window_gives_our_side_as_long_as_the_foreign_side_held_the_key() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    queue(&mut conn, "head", 1, 5000, Some(30_000));
+    queue(&mut conn, "second", 2, 5000, Some(30_000));
+    let now = server_ms(&mut conn);
+    // A window open since 400 ms ago, whose foreign holder was first seen 300 ms ago.
+    let _: () = redis::cmd("HSET")
+        .arg(TTLS)
+        .arg("~gap")
+        .arg(now + 5_000)
+        .arg("~gap-used")
+        .arg(now - 300)
+        .arg("~gap-every")
+        .arg(25)
+        .query(&mut conn)
+        .unwrap();
+    hold(&mut conn, "py");
+    let (acquired, wait) = try_acquire(&mut conn, "head", 30_000);
+    assert_eq!(
+        (acquired, wait),
+        (0, 1),
+        "the head waits out a foreign holder"
+    );
+    let (acquired, wait) = try_acquire(&mut conn, "second", 30_000);
+    assert_eq!((acquired, wait), (0, 20), "a waiter behind the head");
+    let _: () = redis::cmd("DEL").arg(LOCK).query(&mut conn).unwrap();
+    let (acquired, _) = try_acquire(&mut conn, "head", 30_000);
+    assert_eq!(acquired, 1, "the head did not take the key back");
+    let every = hash_field(&mut conn, "~gap-every").expect("no schedule");
+    assert!(
+        (300..=1_000).contains(&every),
+        "the next window after {every} ms, not as long as the foreign side held the key"
+    );
+    let due = hash_field(&mut conn, "~gap-due").expect("no next window");
+    assert!(
+        due >= now + 250,
+        "the next window due {} ms from now",
+        due - now
+    );
+}
+
+/// Issue 27 item 3, the cold start: a foreign client in a loop holds the key before any
+/// window exists (nobody of ours has released it yet), taking it back with a new token each
+/// time. Our head looks again 50 ms after it first sees a holder that does not note itself,
+/// and when the key has changed hands between two such holders it opens a window in use and
+/// asks every millisecond. Before, it asked once a second at most and almost never found
+/// the key free (our side got 0 acquisitions in one 8 s run of the interop test).
+#[test]
+fn a_key_that_changes_hands_between_foreign_holders_opens_a_window() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let alive = "~lock/alive/me";
+    hold(&mut conn, "py-1");
+    let (acquired, wait, watch) = try_acquire_kept(&mut conn, "me", alive, true);
+    assert_eq!((acquired, watch.as_str()), (0, ""));
+    assert!(
+        (1..=50).contains(&wait),
+        "first look at an unnoted holder: {wait}"
+    );
+    assert_eq!(
+        hash_field(&mut conn, "~gap"),
+        None,
+        "a window on one sighting"
+    );
+    // The same holder again: a long hold, waited out as before (its ttl, at most 1 s).
+    let (_, wait, _) = try_acquire_kept(&mut conn, "me", alive, true);
+    assert!(wait > 50, "a long foreign hold polled: {wait}");
+    // It changed hands: a window in use, polled every millisecond by the head.
+    hold(&mut conn, "py-2");
+    let (acquired, wait, _) = try_acquire_kept(&mut conn, "me", alive, true);
+    assert_eq!((acquired, wait), (0, 1));
+    assert!(
+        hash_field(&mut conn, "~gap-used").is_some(),
+        "no window in use"
+    );
+    let _: () = redis::cmd("DEL").arg(LOCK).query(&mut conn).unwrap();
+    foreign_tenure_over(&mut conn);
+    let (acquired, _, _) = try_acquire_kept(&mut conn, "me", alive, true);
+    assert_eq!(acquired, 1, "the head did not take the free key");
+    assert_eq!(
+        hash_field(&mut conn, "~gap"),
+        None,
+        "the window stayed open"
+    );
+    assert!(
+        hash_field(&mut conn, "~gap-due").is_some(),
+        "no schedule after it"
+    );
 }
 
 #[test]

@@ -10,8 +10,22 @@ use crate::tenures::{Tenures, cohort_worst_wait_us, holds_per_tenure};
 /// Every goal row of issue 27 this run measured, in item order.
 pub(super) fn goal_rows_issue27(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
     let mut rows = item1_goals(results);
+    rows.extend(item3_goals(results));
     rows.extend(item4_goals(results, spread));
     rows
+}
+
+/// Item 3: a key shared with foreign clients (section 12).
+pub(super) fn item3_goals(results: &Results) -> Vec<Goal> {
+    crate::foreign::goal_rows(&results.foreign)
+        .into_iter()
+        .map(|(goal, met, detail)| Goal {
+            goal,
+            met,
+            inconclusive: false,
+            detail,
+        })
+        .collect()
 }
 
 /// Item 1: what waiting costs (section 11).

@@ -332,11 +332,10 @@ pub(super) fn redlock_section(
         out,
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    let rows = hot.iter().map(|h| (h, "")).chain(
-        silent
-            .iter()
-            .map(|h| (h, ", 1 master silent (SIGSTOP)")),
-    );
+    let rows = hot
+        .iter()
+        .map(|h| (h, ""))
+        .chain(silent.iter().map(|h| (h, ", 1 master silent (SIGSTOP)")));
     for (h, fault) in rows {
         let _ = writeln!(
             out,

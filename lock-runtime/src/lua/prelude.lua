@@ -47,15 +47,16 @@ local function alive_exists(alive)
 end
 
 -- Takes one waiter out of the queue: its place, its deadline, its ttl, its process. The
--- last one out takes the holder's note with it, and lets the ttls hash (kept as long as
--- kept entries, ENTRY_BOUND_MS) end as it did when every entry had a one-second lease:
--- a second from now, or after the foreign-window period it keeps (release.lua).
+-- last one out takes the holder's note (and the head's last sighting, acquire.lua) with it,
+-- and lets the ttls hash (kept as long as kept entries, ENTRY_BOUND_MS) end as it did when
+-- every entry had a one-second lease: a second from now, or after the foreign-window period
+-- it keeps (release.lua).
 local function forget(queue, deadlines, ttls, waiter)
   redis.call('ZREM', queue, waiter)
   redis.call('ZREM', deadlines, waiter)
   redis.call('HDEL', ttls, waiter, '~alive/' .. waiter)
   if redis.call('EXISTS', queue) == 0 then
-    redis.call('HDEL', ttls, '~holder')
+    redis.call('HDEL', ttls, '~holder', '~seen')
     local keep = (tonumber(redis.call('HGET', ttls, '~gap-every')) or 0) + 1000
     if redis.call('PTTL', ttls) > keep then
       redis.call('PEXPIRE', ttls, keep)
