@@ -18,7 +18,7 @@ use crate::options::fence_lifetime;
 #[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::{
-    Call, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call,
+    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call,
     invoke, invoke_replicated, queue_call, release_call,
 };
 use crate::wakeups::WaitTicket;
@@ -71,6 +71,9 @@ pub(crate) struct Place {
     kept: Option<(u64, bool)>,
     /// A try queued this place (the process waited in the key's Redis queue).
     queued: bool,
+    /// A release just queued this place behind its grant to the next process: a try now
+    /// could only learn that the grantee holds the key for its confirmation window.
+    behind_grant: bool,
 }
 
 impl Place {
@@ -89,6 +92,7 @@ impl Place {
             joined,
             kept: None,
             queued: joined,
+            behind_grant: false,
         };
         if joined {
             // The release that queued it named the process's liveness key for the lock,
@@ -99,6 +103,16 @@ impl Place {
             place.keep(per_key);
         }
         place
+    }
+
+    /// A place the release that queued it also granted the key to another process with
+    /// (see [`Yielded::Passed`]): the wait starts with a park instead of a try. The try
+    /// would find the grant, not yet confirmed and so not noted as a holder to watch, and
+    /// park for its confirmation window; meanwhile a release reaching this place wakes it
+    /// as any other. That try was one script run per hand-over between processes.
+    pub(crate) fn behind_grant(mut self) -> Self {
+        self.behind_grant = true;
+        self
     }
 
     /// The token of a place whose wait took the lock (settled: nothing left to leave).
@@ -223,6 +237,7 @@ pub(crate) async fn acquire(
     (started, deadline): (Instant, Instant),
 ) -> Result<Taken, LockError> {
     let quick = !options.fencing && !place.joined;
+    let behind_grant = std::mem::take(&mut place.behind_grant);
     if let Some(ticket) = ticket.as_ref() {
         ticket.retoken(&place.token);
     }
@@ -242,6 +257,13 @@ pub(crate) async fn acquire(
         watch: None,
         lapses: 0,
     };
+    if behind_grant
+        && !options.wait.is_zero()
+        && wait.ticket.as_ref().is_some_and(WaitTicket::is_subscribed)
+    {
+        wait.check_time()?;
+        wait.park(GRANT_CONFIRM_WINDOW).await;
+    }
     for _ in 0..MAX_TRIES {
         let subscribed_before = wait.ticket.as_ref().is_some_and(WaitTicket::is_subscribed);
         let retry_in = match wait.attempt().await? {
