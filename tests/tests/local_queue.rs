@@ -506,12 +506,13 @@ async fn a_lost_lease_frees_the_turn_before_its_holder_is_told() {
 }
 
 /// Four processes, four tasks each, take one hot key in turns: each hand-over between
-/// processes costs the release, the grantee's confirming try and at most one try of the
-/// next process in line (woken to watch the new holder), not a try of every process that
-/// was woken or requeued. Counted with `INFO commandstats` (every script call is an
-/// `EVALSHA`), per hand-over between processes (the acquiring process differs from the
-/// last one). The same count was 5 per hand-over with an acquire script run by the
-/// releasing process's requeued place and a second wake of the next process.
+/// processes costs the release and the grantee's confirming try, not a try of every
+/// process that was woken or requeued. Counted with `INFO commandstats` (every script call
+/// is an `EVALSHA`), per hand-over between processes (the acquiring process differs from
+/// the last one), with some room for the liveness refreshes. The same count was 5 per
+/// hand-over with tries by the releasing process's requeued place and by the next process
+/// in line (woken by the release, and again by the grantee's confirmation), and 3 with the
+/// next process's one try.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_over_between_processes_costs_few_script_calls() {
     const PROCESSES: usize = 4;
@@ -591,9 +592,8 @@ async fn a_hand_over_between_processes_costs_few_script_calls() {
     );
     assert!(handovers >= 50, "only {handovers} hand-overs");
     assert!(
-        per_handover <= 3.5,
+        per_handover <= 2.5,
         "{per_handover:.2} script calls per hand-over between processes ({scripts} for \
-         {handovers}): the release, the grantee's confirmation and one try of the next \
-         process should be all"
+         {handovers}): the release and the grantee's confirmation should be all"
     );
 }
