@@ -18,8 +18,8 @@ use crate::options::fence_lifetime;
 #[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::{
-    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call,
-    invoke, invoke_replicated, queue_call, release_call,
+    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE,
+    Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
 };
 use crate::wakeups::{WaitTicket, Woken};
 use crate::{LockClient, LockError, LockOptions};

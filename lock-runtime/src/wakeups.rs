@@ -489,3 +489,42 @@ impl Drop for WaitTicket {
         self.shared.wake.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry_with(token: &str) -> (Registry, Arc<Wake>) {
+        let wake = Arc::new(Wake::default());
+        let mut registry = Registry::default();
+        registry.channels.insert(
+            "released".to_owned(),
+            ChannelWaiters {
+                waiters: vec![(token.to_owned(), wake.clone())],
+                state: Subscription::Confirmed,
+                stamp: 1,
+                asking: Vec::new(),
+            },
+        );
+        (registry, wake)
+    }
+
+    /// `=token` (no key) wakes the waiter to look later; a grant `=token key`, a hand-over
+    /// `token` or an empty message to try now, also after a look-later one not yet read.
+    #[test]
+    fn a_message_without_a_key_says_look_later_and_any_other_says_try_now() {
+        let (registry, wake) = registry_with("abc");
+        registry.deliver("released", "=abc");
+        assert!(wake.later.load(Ordering::SeqCst));
+        registry.deliver("released", "=abc some:key");
+        assert!(!wake.later.load(Ordering::SeqCst));
+        registry.deliver("released", "=abc");
+        registry.deliver("released", "abc");
+        assert!(!wake.later.load(Ordering::SeqCst));
+        registry.deliver("released", "=other");
+        assert!(
+            !wake.later.load(Ordering::SeqCst),
+            "another waiter's message"
+        );
+    }
+}
