@@ -541,7 +541,12 @@ impl LockGuard {
             if !matches!(yielded, Ok(Yielded::Gone | Yielded::NotOwner)) {
                 // Queued with the release (or perhaps, when it failed): the next local
                 // waiter leads the wait with this place, or it is left.
-                local.requeued(Place::new(&client, &names, requeue.token, true));
+                let place = Place::new(&client, &names, requeue.token, true);
+                local.requeued(if matches!(yielded, Ok(Yielded::Passed)) {
+                    place.behind_grant()
+                } else {
+                    place
+                });
             }
             drop(turn);
             let outcome = match yielded? {

@@ -10,8 +10,11 @@
 //! The same request asks which of the processes this client's waiters wait for are gone:
 //! a waiter whose try found the key held by a process that notes itself as the holder
 //! (its watchdog renews the lease) parks until a release message wakes it or that
-//! process's liveness key vanishes, instead of asking again every second. A holder's
-//! release, or a head that takes the key, wakes the next waiter, which then looks again.
+//! process's liveness key vanishes, instead of asking again every second. A head that takes
+//! the key wakes the next waiter, which then looks again; a release that grants the key to
+//! the head tells the next waiter to look later instead ([`crate::wakeups::Woken::LookLater`]):
+//! it stops watching and parks at most the grant's confirmation window, as the grant is not
+//! yet a holder to watch (the grantee's confirmation wakes nobody).
 //! A waiter behind a foreign holder (or one not noted yet) asks again as before.
 //!
 //! In cluster mode a script reads only keys its node serves, so the client keeps one

@@ -19,10 +19,10 @@ use crate::options::fence_lifetime;
 #[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::{
-    Call, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE, Requeue, acquire_call,
-    invoke, invoke_replicated, queue_call, release_call,
+    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE,
+    Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
 };
-use crate::wakeups::WaitTicket;
+use crate::wakeups::{WaitTicket, Woken};
 use crate::{LockClient, LockError, LockOptions};
 
 /// The longest a waiter parks without checking again, should a wake-up be lost (the
@@ -72,6 +72,9 @@ pub(crate) struct Place {
     kept: Option<(u64, bool)>,
     /// A try queued this place (the process waited in the key's Redis queue).
     queued: bool,
+    /// A release just queued this place behind its grant to the next process: a try now
+    /// could only learn that the grantee holds the key for its confirmation window.
+    behind_grant: bool,
 }
 
 impl Place {
@@ -90,6 +93,7 @@ impl Place {
             joined,
             kept: None,
             queued: joined,
+            behind_grant: false,
         };
         if joined {
             // The release that queued it named the process's liveness key for the lock,
@@ -100,6 +104,16 @@ impl Place {
             place.keep(per_key);
         }
         place
+    }
+
+    /// A place the release that queued it also granted the key to another process with
+    /// (see [`Yielded::Passed`]): the wait starts with a park instead of a try. The try
+    /// would find the grant, not yet confirmed and so not noted as a holder to watch, and
+    /// park for its confirmation window; meanwhile a release reaching this place wakes it
+    /// as any other. That try was one script run per hand-over between processes.
+    pub(crate) fn behind_grant(mut self) -> Self {
+        self.behind_grant = true;
+        self
     }
 
     /// The token of a place whose wait took the lock (settled: nothing left to leave).
@@ -227,6 +241,7 @@ pub(crate) async fn acquire(
     (started, deadline): (Instant, Instant),
 ) -> Result<Taken, LockError> {
     let quick = !options.fencing && !place.joined;
+    let behind_grant = std::mem::take(&mut place.behind_grant);
     if let Some(ticket) = ticket.as_ref() {
         ticket.retoken(&place.token);
     }
@@ -246,6 +261,13 @@ pub(crate) async fn acquire(
         watch: None,
         lapses: 0,
     };
+    if behind_grant
+        && !options.wait.is_zero()
+        && wait.ticket.as_ref().is_some_and(WaitTicket::is_subscribed)
+    {
+        wait.check_time()?;
+        wait.park(GRANT_CONFIRM_WINDOW).await;
+    }
     for _ in 0..MAX_TRIES {
         let subscribed_before = wait.ticket.as_ref().is_some_and(WaitTicket::is_subscribed);
         let retry_in = match wait.attempt().await? {
@@ -446,13 +468,33 @@ impl RedisWait<'_> {
     /// Parks until a release wakes us, `retry_in` (capped) passes, or the wait ends; while
     /// the last try said to watch a live process, until that process's liveness key
     /// vanishes instead of `retry_in`, as a release wakes us before.
+    ///
+    /// A release that granted the key to the process ahead of ours wakes us only to say
+    /// that the process we watch holds it no more (`=token` with no key, see
+    /// [`WaitTicket::wait`]): what a try would learn now is that the grantee holds the key
+    /// for at most its confirmation window, unconfirmed and so not yet noted as a holder
+    /// to watch. We park that long instead, without a watch (a release reaching us, or the
+    /// grant's end, comes first), which saves one script run per hand-over.
     async fn park(&mut self, retry_in: Duration) {
+        let mut retry_in = retry_in;
+        // Each round but the first follows a release's message: bounded by the releases.
+        for _ in 0..MAX_LOOK_LATER {
+            if !self.park_once(retry_in).await {
+                return;
+            }
+            self.watch = None;
+            retry_in = GRANT_CONFIRM_WINDOW;
+        }
+    }
+
+    /// One park of [`park`](Self::park); true when a release woke us to look later.
+    async fn park_once(&mut self, retry_in: Duration) -> bool {
         let watch = self.watch.take();
         let watching = match (self.client.liveness(), &watch, self.ticket.as_ref()) {
             (Some(liveness), Some(key), Some(ticket)) if ticket.is_subscribed() => {
                 if liveness.lapses() != self.lapses {
                     // Our own places may have been dropped meanwhile: look again now.
-                    return;
+                    return false;
                 }
                 Some((liveness.clone(), liveness.watch(key)))
             }
@@ -483,18 +525,17 @@ impl RedisWait<'_> {
             lapsed.as_mut().enable();
             interrupted.as_mut().enable();
             if self.client.may_try(self.names.lock()).is_err() || liveness.lapses() != self.lapses {
-                return;
+                return false;
             }
             let Some(ticket) = self.ticket.as_ref() else {
-                return;
+                return false;
             };
-            tokio::select! {
-                _ = ticket.wait(park) => {}
-                () = gone => {}
-                () = lapsed => {}
-                () = interrupted => {}
-            }
-            return;
+            return tokio::select! {
+                woken = ticket.wait(park) => woken == Woken::LookLater,
+                () = gone => false,
+                () = lapsed => false,
+                () = interrupted => false,
+            };
         }
         // A server declared down or the client shut down ends the park: the next try
         // fails at once.
@@ -502,7 +543,7 @@ impl RedisWait<'_> {
         tokio::pin!(interrupted);
         interrupted.as_mut().enable();
         if self.client.may_try(self.names.lock()).is_err() {
-            return;
+            return false;
         }
         if let Some(ticket) = self.ticket.as_ref() {
             // A grant (the key holds our token for its confirmation window) is confirmed
@@ -510,17 +551,22 @@ impl RedisWait<'_> {
             // dated from that try, as any other. A grant that lapsed meanwhile (this
             // process was too slow to confirm) queues us again instead.
             tokio::select! {
-                _ = ticket.wait(park) => {}
-                () = interrupted => {}
+                woken = ticket.wait(park) => woken == Woken::LookLater,
+                () = interrupted => false,
             }
         } else {
             tokio::select! {
                 () = tokio::time::sleep(park) => {}
                 () = interrupted => {}
             }
+            false
         }
     }
 }
+
+/// A bound on the look-later messages one park follows (each is a release of another
+/// process's lock), far above what a wait meets within its park.
+const MAX_LOOK_LATER: u32 = 10_000;
 
 /// Re-dates the lock `token` holds for a task of its process that takes it over: the
 /// key's expiry becomes `options.ttl` and, with fencing, a fresh fence is issued.

@@ -5,8 +5,10 @@
 //! (`=token key` when it granted that waiter the lock outright, or an empty message when the
 //! queue is empty). The push handler runs on the subscription connection's reader and only
 //! touches a map under a short lock: it wakes the local waiter with that token, or the
-//! longest-waiting local waiter for an empty message. A woken waiter always tries again:
-//! that try confirms a grant, so the message need not say which it was.
+//! longest-waiting local waiter for an empty message. A woken waiter tries again: that try
+//! confirms a grant, so the message need not say which it was. One message does not ask
+//! for a try: `=token` with no key, which a release sends to the waiter next after the
+//! grantee ([`Woken::LookLater`]).
 //!
 //! Subscriptions follow the waiters: a channel is subscribed while it has a local waiter
 //! that asked for it, and only then. One task per client, the [`reconciler`], sends every
@@ -22,6 +24,7 @@ mod single;
 pub(crate) use single::Timeouts;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -111,6 +114,22 @@ impl ChannelWaiters {
 #[derive(Default)]
 struct Wake {
     notify: Notify,
+    /// The last message for this waiter was a look-later one (see [`Woken::LookLater`]).
+    later: AtomicBool,
+}
+
+/// Why a parked waiter woke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// Its park ran out.
+    Timeout,
+    /// A message: try again now.
+    TryNow,
+    /// A release granted the key to the process ahead (message `=token`, no key): the
+    /// process this waiter watched holds the key no more, and the grantee holds it for at
+    /// most its confirmation window. Clients without this distinction read it as a grant
+    /// message for another token than theirs and try again at once.
+    LookLater,
 }
 
 impl Shared {
@@ -134,10 +153,13 @@ impl Registry {
         let Some(entry) = self.channels.get(channel) else {
             return;
         };
-        // A grant `=TOKEN KEY` wakes the waiter with that token, like a hand-over's `TOKEN`.
-        let payload = match payload.strip_prefix('=') {
-            Some(grant) => grant.split_once(' ').map_or(grant, |(token, _)| token),
-            None => payload,
+        // A grant `=TOKEN KEY` wakes the waiter with that token, like a hand-over's `TOKEN`;
+        // `=TOKEN` alone (no key: never a grant) wakes it to look later.
+        let (payload, later) = match payload.strip_prefix('=') {
+            Some(grant) => grant
+                .split_once(' ')
+                .map_or((grant, true), |(token, _)| (token, false)),
+            None => (payload, false),
         };
         let chosen = if payload.is_empty() {
             entry.waiters.first()
@@ -145,6 +167,8 @@ impl Registry {
             entry.waiters.iter().find(|(token, _)| token == payload)
         };
         if let Some((_, wake)) = chosen {
+            // A message that says to try now overrides a look-later one not yet read.
+            wake.later.store(later, Ordering::SeqCst);
             wake.notify.notify_one();
         }
     }
@@ -429,11 +453,19 @@ impl WaitTicket {
         answer.await.unwrap_or_else(|_| Err(closed()))
     }
 
-    /// Waits until woken or `max` passes; true when woken.
-    pub(crate) async fn wait(&self, max: Duration) -> bool {
-        tokio::time::timeout(max, self.wake.notify.notified())
+    /// Waits until woken or `max` passes, and says why it woke.
+    pub(crate) async fn wait(&self, max: Duration) -> Woken {
+        if tokio::time::timeout(max, self.wake.notify.notified())
             .await
-            .is_ok()
+            .is_err()
+        {
+            return Woken::Timeout;
+        }
+        if self.wake.later.swap(false, Ordering::SeqCst) {
+            Woken::LookLater
+        } else {
+            Woken::TryNow
+        }
     }
 }
 
@@ -455,5 +487,44 @@ impl Drop for WaitTicket {
         registry.pending.insert(std::mem::take(&mut self.channel));
         drop(registry);
         self.shared.wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry_with(token: &str) -> (Registry, Arc<Wake>) {
+        let wake = Arc::new(Wake::default());
+        let mut registry = Registry::default();
+        registry.channels.insert(
+            "released".to_owned(),
+            ChannelWaiters {
+                waiters: vec![(token.to_owned(), wake.clone())],
+                state: Subscription::Confirmed,
+                stamp: 1,
+                asking: Vec::new(),
+            },
+        );
+        (registry, wake)
+    }
+
+    /// `=token` (no key) wakes the waiter to look later; a grant `=token key`, a hand-over
+    /// `token` or an empty message to try now, also after a look-later one not yet read.
+    #[test]
+    fn a_message_without_a_key_says_look_later_and_any_other_says_try_now() {
+        let (registry, wake) = registry_with("abc");
+        registry.deliver("released", "=abc");
+        assert!(wake.later.load(Ordering::SeqCst));
+        registry.deliver("released", "=abc some:key");
+        assert!(!wake.later.load(Ordering::SeqCst));
+        registry.deliver("released", "=abc");
+        registry.deliver("released", "abc");
+        assert!(!wake.later.load(Ordering::SeqCst));
+        registry.deliver("released", "=other");
+        assert!(
+            !wake.later.load(Ordering::SeqCst),
+            "another waiter's message"
+        );
     }
 }

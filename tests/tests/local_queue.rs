@@ -504,3 +504,96 @@ async fn a_lost_lease_frees_the_turn_before_its_holder_is_told() {
         "told of the loss while the turn was still taken, in rounds {taken:?} of 10"
     );
 }
+
+/// Four processes, four tasks each, take one hot key in turns: each hand-over between
+/// processes costs the release and the grantee's confirming try, not a try of every
+/// process that was woken or requeued. Counted with `INFO commandstats` (every script call
+/// is an `EVALSHA`), per hand-over between processes (the acquiring process differs from
+/// the last one), with some room for the liveness refreshes. The same count was 5 per
+/// hand-over with tries by the releasing process's requeued place and by the next process
+/// in line (woken by the release, and again by the grantee's confirmation), and 3 with the
+/// next process's one try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_between_processes_costs_few_script_calls() {
+    const PROCESSES: usize = 4;
+    const TASKS: usize = 4;
+    const ACQUISITIONS: u64 = 600;
+    let server = RedisServer::start();
+    let clients: Vec<LockClient> = (0..PROCESSES)
+        .map(|_| {
+            LockClient::new(
+                Config::single(server.url())
+                    .local_passes(3)
+                    .local_pass_time(Duration::from_secs(10)),
+            )
+            .unwrap()
+        })
+        .collect();
+    // Every process waits for the key once before counting starts (subscribed, queued).
+    let warm = clients[0].lock("hot-handover").acquire().await.unwrap();
+    let acquisitions = Arc::new(AtomicU64::new(0));
+    let handovers = Arc::new(AtomicU64::new(0));
+    let last = Arc::new(std::sync::Mutex::new(usize::MAX));
+    let counting = Arc::new(AtomicBool::new(false));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut tasks = Vec::new();
+    for (index, client) in clients.iter().enumerate() {
+        for _ in 0..TASKS {
+            let (client, acquisitions, handovers, last, counting) = (
+                client.clone(),
+                acquisitions.clone(),
+                handovers.clone(),
+                last.clone(),
+                counting.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                while tokio::time::Instant::now() < deadline
+                    && acquisitions.load(Ordering::SeqCst) < ACQUISITIONS
+                {
+                    let guard = client.lock("hot-handover").acquire().await.unwrap();
+                    {
+                        let mut last = last.lock().unwrap();
+                        if *last != index && counting.load(Ordering::SeqCst) {
+                            handovers.fetch_add(1, Ordering::SeqCst);
+                        }
+                        *last = index;
+                    }
+                    if counting.load(Ordering::SeqCst) {
+                        acquisitions.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for client in &clients[1..] {
+        until_waiting(client, TASKS).await;
+    }
+    server.until_queued("hot-handover", PROCESSES - 1).await;
+    server.reset_stats();
+    counting.store(true, Ordering::SeqCst);
+    warm.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let scripts = server.calls("evalsha");
+    let handovers = handovers.load(Ordering::SeqCst);
+    let acquisitions = acquisitions.load(Ordering::SeqCst);
+    let per_handover = scripts as f64 / handovers.max(1) as f64;
+    println!(
+        "FIGURE {acquisitions} acquisitions, {handovers} hand-overs between processes, \
+         {scripts} script calls: {per_handover:.2} per hand-over, {:.2} server commands per acquisition",
+        server.server_commands() as f64 / acquisitions.max(1) as f64
+    );
+    assert!(
+        acquisitions >= ACQUISITIONS,
+        "only {acquisitions} acquisitions within 60 s"
+    );
+    assert!(handovers >= 50, "only {handovers} hand-overs");
+    assert!(
+        per_handover <= 2.5,
+        "{per_handover:.2} script calls per hand-over between processes ({scripts} for \
+         {handovers}): the release and the grantee's confirmation should be all"
+    );
+}

@@ -50,7 +50,12 @@ local function fenced()
   return {1, fence}
 end
 
-local function acquire()
+-- With `woken`, the next waiter was already told to look again: a release that granted
+-- the key to this caller woke it (and its look finds this grant, which lasts only the
+-- confirmation window, so it does not park past that), or an earlier try of this same
+-- acquisition took the key and woke it. Waking it once more would only make it run this
+-- script again on every hand-over.
+local function acquire(woken)
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if alive and redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('HDEL', KEYS[5], '~seen')
@@ -59,7 +64,7 @@ local function acquire()
     end
     -- The next waiter may be parked watching the process this key came from: it looks
     -- again, and from now on watches this holder.
-    local next = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local next = not woken and redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     if next and next ~= ARGV[1] and alive_key(KEYS[5], next) then
       redis.call(ARGV[8], ARGV[7], next)
     end
@@ -119,7 +124,7 @@ end
 -- Ours already: an earlier try of this same acquisition was granted but its reply was
 -- lost (a timeout, a reset connection). Granting it again makes retries idempotent.
 if holder == ARGV[1] then
-  return acquire()
+  return acquire(true)
 end
 
 if not queued then

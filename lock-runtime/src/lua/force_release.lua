@@ -71,6 +71,12 @@ if ttl then
   redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[3])))
   forget(KEYS[2], KEYS[3], KEYS[4], head)
   redis.call(ARGV[2], ARGV[1], '=' .. head .. ' ' .. KEYS[1])
+  -- As release.lua: the waiter now next may be parked watching the holder just removed;
+  -- it looks again later (the grantee's confirmation does not wake it).
+  local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if next and alive_key(KEYS[4], next) then
+    redis.call(ARGV[2], ARGV[1], '=' .. next)
+  end
   return {removed, pttl, head, 1, others}
 end
 local now_ms = server_time()

@@ -24,7 +24,8 @@
 -- '=' .. token .. ' ' .. key, naming the grant's key and token so that a client takes only its
 -- own grants (the grantee's confirming try dates its lease).
 -- Otherwise (a fenced waiter) the key holds '~handover' until the head's queue deadline and
--- the message is its token: it takes the key through acquire.lua. Either way a newcomer's
+-- the message is its token: it takes the key through acquire.lua. The waiter next after the
+-- head gets '=' .. its token (no key): look later, see below. Either way a newcomer's
 -- plain `SET NX` fails and it queues behind. The releasing process's next entry, if any,
 -- joins the tail in the same call.
 -- A semaphore permit's token (KEYS[1] is its semaphore's key): the permit is given back
@@ -117,12 +118,14 @@ else
   redis.call(ARGV[3], ARGV[2], head)
 end
 -- The waiter now next in line may be parked watching this holder's process, which is
--- done with the key: it looks again (and watches the grantee from now on).
+-- done with the key: '=' .. its token, with no key (never a grant), tells it to stop
+-- watching and look again once the grant's confirmation window could have ended, unless a
+-- release reaches it first (clients that do not know this message look again at once).
 local after = redis.call('ZRANGE', KEYS[2], 0, 1)
 for _, waiter in ipairs(after) do
   if waiter ~= head then
     if alive_key(KEYS[4], waiter) then
-      redis.call(ARGV[3], ARGV[2], waiter)
+      redis.call(ARGV[3], ARGV[2], '=' .. waiter)
     end
     break
   end
