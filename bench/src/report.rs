@@ -1028,6 +1028,22 @@ fn ms(us: f64) -> String {
     }
 }
 
+/// A goals table: its heading, then one row per goal with its verdict.
+fn goal_table(out: &mut String, title: &str, goals: &[Goal]) {
+    let _ = writeln!(out, "## {title}\n");
+    let _ = writeln!(out, "| goal | verdict | measured |\n|---|---|---|");
+    for goal in goals {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            goal.goal,
+            verdict(goal),
+            goal.detail
+        );
+    }
+    let _ = writeln!(out);
+}
+
 fn verdict(goal: &Goal) -> &'static str {
     match goal.met {
         Some(true) => "**met**",
@@ -1122,18 +1138,7 @@ fn markdown(
         s.command
     );
 
-    let _ = writeln!(out, "## Goals (issue 5)\n");
-    let _ = writeln!(out, "| goal | verdict | measured |\n|---|---|---|");
-    for goal in goals {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} |",
-            goal.goal,
-            verdict(goal),
-            goal.detail
-        );
-    }
-    let _ = writeln!(out);
+    goal_table(&mut out, "Goals (issue 5)", goals);
     side_by_side_table(&mut out, contention);
     issues::goals_table(&mut out, issue_goals);
     issue27::goals_table(&mut out, issue27_goals);

@@ -1,9 +1,7 @@
 //! The goals of issue 27 ("cost at scale"), one function per item; item 2's goals are
 //! issue 15's rows (issues.rs).
 
-use std::fmt::Write as _;
-
-use super::{Goal, HotSummary, Results, find, median, ms, verdict};
+use super::{Goal, HotSummary, Results, find, median, ms};
 use crate::contenders::Contender;
 use crate::tenures::{Tenures, cohort_worst_wait_us, holds_per_tenure};
 
@@ -46,18 +44,7 @@ pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
     if goals.is_empty() {
         return;
     }
-    let _ = writeln!(out, "## Goals (issue 27)\n");
-    let _ = writeln!(out, "| goal | verdict | measured |\n|---|---|---|");
-    for goal in goals {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} |",
-            goal.goal,
-            verdict(goal),
-            goal.detail
-        );
-    }
-    let _ = writeln!(out);
+    super::goal_table(out, "Goals (issue 27)", goals);
 }
 
 /// The medians over `results`' runs of ours in scenario 3b of what its tenures show.

@@ -4,9 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{
-    CycleSummary, Goal, HotSummary, Results, Settings, find, median, ms, thousands, verdict,
-};
+use super::{CycleSummary, Goal, HotSummary, Results, Settings, find, median, ms, thousands};
 use crate::contenders::Contender;
 use crate::instructions::{self, InstructionRecord};
 use crate::redlock;
@@ -282,18 +280,7 @@ fn not_measured(goal: &str) -> Goal {
 
 /// The goals table of issues 14 and 15.
 pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
-    let _ = writeln!(out, "## Goals (issues 14 and 15)\n");
-    let _ = writeln!(out, "| goal | verdict | measured |\n|---|---|---|");
-    for goal in goals {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} |",
-            goal.goal,
-            verdict(goal),
-            goal.detail
-        );
-    }
-    let _ = writeln!(out);
+    super::goal_table(out, "Goals (issues 14 and 15)", goals);
 }
 
 /// Section 5: the Redlock hot key.
