@@ -65,30 +65,10 @@ print("PY " + " ".join(map(str, counts)), flush=True)
 /// foreign side's share to a bound, and its threads only mostly.
 #[test]
 fn redis_py_clients_get_the_key_beside_our_queue() {
-    let python = Command::new("python3")
-        .args(["-c", "import redis"])
-        .status()
-        .unwrap_or_else(|err| panic!("python3 cannot run ({err}): install python3 and redis-py"));
-    assert!(
-        python.success(),
-        "python3 cannot import redis: run `pip install 'redis>=5,<6'` (scripts/ensure-redis)"
-    );
+    require_redis_py();
     let server = RedisServer::start();
     lock_tests::two_worker_runtime().block_on(async {
-        let mut python = Command::new("python3")
-            .arg("-c")
-            .arg(PYTHON)
-            .arg(server.url())
-            .arg(KEY)
-            .arg(SECONDS.to_string())
-            .arg(TASKS.to_string())
-            .arg(HOLD.as_secs_f64().to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn python3");
-        let lines = child::stream_lines(python.stdout.take().unwrap());
-        child::expect_line(&lines, "READY", Duration::from_secs(30));
+        let (mut python, lines) = spawn_redis_py(&server, PYTHON, SECONDS, TASKS as u64, HOLD);
         let client = server.lock_client();
         let redis = server
             .redis()
@@ -231,30 +211,11 @@ fn both_sides_get_a_share_when_redis_py_contends_without_a_break() {
     const SECONDS: u64 = 8;
     const TASKS: usize = 8;
     const HOLD: Duration = Duration::from_millis(5);
-    let python = Command::new("python3")
-        .args(["-c", "import redis"])
-        .status()
-        .unwrap_or_else(|err| panic!("python3 cannot run ({err}): install python3 and redis-py"));
-    assert!(
-        python.success(),
-        "python3 cannot import redis: run `pip install 'redis>=5,<6'` (scripts/ensure-redis)"
-    );
+    require_redis_py();
     let server = RedisServer::start();
     lock_tests::two_worker_runtime().block_on(async {
-        let mut python = Command::new("python3")
-            .arg("-c")
-            .arg(PYTHON_CONTINUOUS)
-            .arg(server.url())
-            .arg(KEY)
-            .arg(SECONDS.to_string())
-            .arg(TASKS.to_string())
-            .arg(HOLD.as_secs_f64().to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn python3");
-        let lines = child::stream_lines(python.stdout.take().unwrap());
-        child::expect_line(&lines, "READY", Duration::from_secs(30));
+        let (mut python, lines) =
+            spawn_redis_py(&server, PYTHON_CONTINUOUS, SECONDS, TASKS as u64, HOLD);
         let client = server.lock_client();
         let redis = server
             .redis()
@@ -351,4 +312,41 @@ fn both_sides_get_a_share_when_redis_py_contends_without_a_break() {
             "a task of ours waited {longest:?} (p99 {p99:?})"
         );
     });
+}
+
+/// Fails with how to install them when python3 or redis-py is missing.
+fn require_redis_py() {
+    let python = Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .unwrap_or_else(|err| panic!("python3 cannot run ({err}): install python3 and redis-py"));
+    assert!(
+        python.success(),
+        "python3 cannot import redis: run `pip install 'redis>=5,<6'` (scripts/ensure-redis)"
+    );
+}
+
+/// Starts `script` (redis-py threads on KEY) against `server` and waits for its READY line.
+fn spawn_redis_py(
+    server: &RedisServer,
+    script: &str,
+    seconds: u64,
+    tasks: u64,
+    hold: Duration,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut python = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(server.url())
+        .arg(KEY)
+        .arg(seconds.to_string())
+        .arg(tasks.to_string())
+        .arg(hold.as_secs_f64().to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn python3");
+    let lines = child::stream_lines(python.stdout.take().unwrap());
+    child::expect_line(&lines, "READY", Duration::from_secs(30));
+    (python, lines)
 }
