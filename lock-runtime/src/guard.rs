@@ -388,7 +388,8 @@ impl LockGuard {
             Ending::Yield => {
                 // In a task of its own: the other processes and this one's next task
                 // depend on it, so it must not stop half-way when this future is dropped.
-                let yielding = tokio::spawn(self.yield_lock());
+                let yielding = self.yield_lock();
+                let yielding = self.client.runtime().spawn(yielding);
                 self.released = true;
                 return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
             }
@@ -633,14 +634,9 @@ impl Drop for LockGuard {
             self.pass();
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime to release on: the lease ends by its ttl.
-            self.stop_renewing();
-            tracing::warn!(key = %self.names.lock(), "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
-            return;
-        };
         if ending == Ending::Yield {
-            runtime.spawn(self.yield_lock());
+            let yielding = self.yield_lock();
+            self.client.runtime().spawn(yielding);
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.
@@ -655,7 +651,7 @@ impl Drop for LockGuard {
             None => crate::shutdown::Leftover::lock(&names, &token),
         };
         let shutdown = self.client.shutdown_state().clone();
-        shutdown.give_back_in_background(&runtime, leftover, async move {
+        shutdown.give_back_in_background(leftover, async move {
             let reply = match kept_until {
                 Some(until) => keep_until(&client, &names, &token, until, valid_until).await,
                 None => release_contended(&client, &names, &token, valid_until, window).await,
