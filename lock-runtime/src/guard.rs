@@ -379,6 +379,9 @@ impl LockGuard {
             return Ok(ReleaseOutcome::Released);
         }
         let held = self.report_hold();
+        if self.given_back_by_shutdown() {
+            return Ok(ReleaseOutcome::Released);
+        }
         let kept_until = self.kept_until();
         match kept_until.map_or_else(|| self.ending(), |_| Ending::Release) {
             Ending::Pass => {
@@ -420,6 +423,18 @@ impl LockGuard {
             "lock released"
         );
         Ok(outcome)
+    }
+
+    /// Whether the client's shutdown took this lease off the watchdog: the shutdown gives
+    /// the lock back itself, and counts it in its report, so this holder sends nothing
+    /// (its local turn is given up, and it counts as released).
+    fn given_back_by_shutdown(&mut self) -> bool {
+        if self.lease.lost.cause() != Some(LostCause::Shutdown) {
+            return false;
+        }
+        self.released = true;
+        drop(self.begin_release());
+        true
     }
 
     /// What this guard's release needs to tell a loss it finds (see [`Witness`]).
@@ -628,6 +643,9 @@ impl Drop for LockGuard {
             return;
         }
         let held = self.report_hold();
+        if self.given_back_by_shutdown() {
+            return;
+        }
         let kept_until = self.kept_until();
         let ending = kept_until.map_or_else(|| self.ending(), |_| Ending::Release);
         if ending == Ending::Pass {
