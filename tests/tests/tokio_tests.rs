@@ -149,3 +149,76 @@ fn a_runtime_that_ends_releases_its_locks_and_leaves_the_others_working() {
         "the global client took no lock after a runtime ended: {again:?}"
     );
 }
+
+/// Tests that run at once isolate their keys by giving each its own client with a key
+/// prefix of its own (as `#[sqlx::test]` gives each test its own database): the same
+/// lock key in two tests is two keys in Redis, while two clients with one prefix still
+/// exclude each other.
+#[tokio::test]
+async fn a_key_prefix_per_test_keeps_parallel_tests_apart() {
+    let server = shared_server();
+    let test_client = |test: &str| {
+        let prefix = format!("test-{}-{test}:", std::process::id());
+        lock_runtime::LockClient::new(lock_runtime::Config::single(server.url()).key_prefix(prefix))
+            .unwrap()
+    };
+    let (first, second) = (test_client("first"), test_client("second"));
+    let held = first
+        .lock("stock:1")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap();
+    let beside = second.lock("stock:1").wait(Duration::ZERO).acquire().await;
+    assert!(
+        beside.is_ok(),
+        "the other test's lock on the same key: {beside:?}"
+    );
+    let pid = std::process::id();
+    assert!(server.get(&format!("test-{pid}-first:stock:1")).is_some());
+    assert!(server.get(&format!("test-{pid}-second:stock:1")).is_some());
+    assert_eq!(
+        server.get("stock:1"),
+        None,
+        "a key without its test's prefix"
+    );
+
+    let same_test = test_client("first");
+    let refused = same_test
+        .lock("stock:1")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await;
+    assert!(
+        matches!(refused, Err(LockError::Busy { .. })),
+        "{refused:?}"
+    );
+    held.release().await.unwrap();
+    beside.unwrap().release().await.unwrap();
+}
+
+/// The same tests pass one at a time (`--test-threads=1`): each `#[tokio::test]` runtime
+/// ends before the next starts, which is how a global client bound to its first runtime
+/// failed. Runs this test binary again in a child process.
+#[test]
+fn the_tests_pass_one_at_a_time_too() {
+    if std::env::var_os("TOKIO_TESTS_CHILD").is_some() {
+        return;
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--test-threads=1",
+            "--skip",
+            "the_tests_pass_one_at_a_time_too",
+        ])
+        .env("TOKIO_TESTS_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "one at a time:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("test result: ok."), "{stdout}");
+}
