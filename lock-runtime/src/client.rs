@@ -151,6 +151,8 @@ struct ClientInner {
     interrupt: Arc<tokio::sync::Notify>,
     /// The process's liveness key, which its queue places name (single server, Sentinel).
     liveness: Option<Arc<Liveness>>,
+    /// The ttl and wait of the locks that set none ([`Config::default_ttl`]).
+    lock_defaults: crate::options::LockDefaults,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -270,6 +272,7 @@ impl LockClient {
                 shutdown,
                 interrupt,
                 liveness,
+                lock_defaults: config.lock_defaults,
             }),
         })
     }
@@ -492,6 +495,11 @@ impl LockClient {
             crate::key::validate(&format!("{prefix}{key}"))?;
         }
         Ok(prefix)
+    }
+
+    /// The ttl and wait of the locks that set none.
+    pub(crate) fn lock_defaults(&self) -> crate::options::LockDefaults {
+        self.inner.lock_defaults
     }
 }
 
