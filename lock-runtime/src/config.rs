@@ -657,23 +657,18 @@ impl Config {
         self
     }
 
-    /// The lease of every lock taken through this client that sets none, by the
-    /// attribute's `ttl` or a builder's `ttl` (default 30 s, [`LockOptions::default`]):
-    /// ShedLock's `defaultLockAtMostFor`. Checked as [`Lock::ttl`](crate::Lock::ttl) is,
-    /// when a lock is taken: under 1 ms or over [`MAX_TTL`](crate::MAX_TTL) fails the
-    /// call with [`LockError::Config`](crate::LockError::Config).
+    /// The lease of every lock taken through this client that sets no `ttl` (attribute or
+    /// builder; default 30 s): ShedLock's `defaultLockAtMostFor`. Checked as
+    /// [`Lock::ttl`](crate::Lock::ttl) is, when a lock is taken: under 1 ms or over
+    /// [`MAX_TTL`](crate::MAX_TTL) fails the call with `LockError::Config`.
     ///
     /// ```
-    /// use std::time::Duration;
-    /// use lock_runtime::Config;
-    ///
-    /// let config = Config::single("redis://127.0.0.1:6379")
+    /// # use std::time::Duration;
+    /// let config = lock_runtime::Config::single("redis://127.0.0.1:6379")
     ///     .default_ttl(Duration::from_secs(5))
     ///     .default_wait(Duration::ZERO);
     /// # let _ = config;
     /// ```
-    ///
-    /// [`LockOptions::default`]: crate::LockOptions
     pub fn default_ttl(mut self, ttl: Duration) -> Self {
         self.lock_defaults.ttl = Some(ttl);
         self
