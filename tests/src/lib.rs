@@ -438,7 +438,9 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
     &RUNTIME
 }
 
-/// Runs `future` on [`runtime()`], with [`shared_server()`] up and the global client set.
+/// Runs `future` on [`runtime()`] from the calling thread, with [`shared_server()`] up and
+/// the global client set: for tests that read what the future does through this thread's
+/// own recorder (`metrics::with_local_recorder`). Other tests are plain `#[tokio::test]`s.
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     shared_server();
     runtime().block_on(future)
