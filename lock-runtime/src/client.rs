@@ -17,6 +17,7 @@ use crate::connection::LazyCluster;
 #[cfg(feature = "sentinel")]
 use crate::connection::Sentinel;
 use crate::connection::{Connection, SingleServer};
+use crate::home::Home;
 use crate::liveness::Liveness;
 use crate::outage::{Health, Probe};
 #[cfg(feature = "redlock")]
@@ -60,8 +61,10 @@ pub fn init(config: Config) -> Result<(), LockError> {
 
 /// The global client, created on first use from [`init`]'s config or from `REDIS_URL`.
 ///
-/// It must first be used inside a Tokio runtime; its connections and watchdog live on
-/// that runtime.
+/// It serves every Tokio runtime of the process: one per `#[tokio::test]`, parallel or one
+/// at a time, current-thread or multi-thread, and runtimes built after earlier ones were
+/// dropped. Its connections and watchdog run on a thread of its own, so a runtime that
+/// ends takes only its own tasks with it (the locks they held are released).
 pub fn client() -> Result<&'static LockClient, LockError> {
     GLOBAL_CLIENT.get_or_try_init(|| {
         let config = GLOBAL_CONFIG.get_or_init(Config::from_env).clone();
@@ -151,6 +154,9 @@ struct ClientInner {
     interrupt: Arc<tokio::sync::Notify>,
     /// The process's liveness key, which its queue places name (single server, Sentinel).
     liveness: Option<Arc<Liveness>>,
+    /// The client's own runtime, where its background work runs, on a thread stopped when
+    /// the client is dropped (see `home.rs`).
+    home: Home,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -165,9 +171,31 @@ impl std::fmt::Debug for LockClient {
 impl LockClient {
     /// Creates a client; connections open lazily on the first command.
     ///
-    /// Must be called inside a Tokio runtime.
+    /// The client serves every Tokio runtime of the process, and may be created outside
+    /// one: its connections, watchdog and background releases run on a thread of its own
+    /// (`lock-runtime`), which ends when the client's last clone is dropped.
     pub fn new(config: Config) -> Result<Self, LockError> {
-        let setup = Setup::new(&config)?;
+        // The caller's runtime, for the blocking Sentinel lookup (before entering ours).
+        let caller = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+            matches!(
+                runtime.runtime_flavor(),
+                tokio::runtime::RuntimeFlavor::MultiThread
+            )
+        });
+        let home = Home::start().map_err(|err| LockError::Config {
+            reason: format!("cannot start the lock client's thread: {err}"),
+        })?;
+        // What the client spawns while it is built (and the runtime its parts keep for
+        // later) is the client's own.
+        let runtime = home.handle().clone();
+        let _entered = runtime.enter();
+        let client = LockClient::build(config, caller, home)?;
+        crate::at_exit::watch(&client.inner.shutdown);
+        Ok(client)
+    }
+
+    fn build(config: Config, caller: Option<bool>, home: Home) -> Result<Self, LockError> {
+        let setup = Setup::new(&config, caller)?;
         if let Some(replicas) = &config.replicas {
             replicas.check(config.response_timeout, config.topology.is_redlock())?;
         }
@@ -270,6 +298,7 @@ impl LockClient {
                 shutdown,
                 interrupt,
                 liveness,
+                home,
             }),
         })
     }
@@ -279,8 +308,6 @@ impl LockClient {
     /// connections, with the default timeouts and pool size. The same as
     /// `LockClient::new(Config::from_client(client))`; for other options, or for the
     /// global client through [`crate::init`], use [`Config::from_client`].
-    ///
-    /// Must be called inside a Tokio runtime.
     ///
     /// ```no_run
     /// use lock_runtime::LockClient;
@@ -382,8 +409,8 @@ impl LockClient {
     ///
     /// Call it when the application stops (after SIGTERM, once the server stopped taking
     /// requests): the other replicas get the locks at once instead of after their ttl.
-    /// Without it, the locks still held when the Tokio runtime shuts down (`main` returns)
-    /// are released then, synchronously, within the same budget. A second call finds
+    /// Without it, the locks still held when the process exits (`main` returns) are
+    /// released then, synchronously, within the same budget. A second call finds
     /// nothing left to do.
     ///
     /// ```no_run
@@ -417,6 +444,12 @@ impl LockClient {
 
     pub(crate) fn watchdog(&self) -> &Watchdog {
         &self.inner.watchdog
+    }
+
+    /// The client's own runtime: background work that must outlive the caller's runtime
+    /// (a release in the background, a hand-over) is spawned there.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        self.inner.home.handle()
     }
 
     /// The Redlock settings, in that mode.
@@ -515,18 +548,19 @@ struct Setup<'a> {
     timeouts: Timeouts,
     /// Wakes the client's parked waiters (a server declared down, the client shut down).
     interrupt: Arc<tokio::sync::Notify>,
+    /// Whether the client is created on a multi-thread runtime (`None`: on none), whose
+    /// worker the Sentinel lookup hands its other tasks away from while it blocks.
+    #[cfg(feature = "sentinel")]
+    caller: Option<bool>,
 }
 
 impl<'a> Setup<'a> {
-    /// Checks what every topology needs: a Tokio runtime and at least one URL.
-    fn new(config: &'a Config) -> Result<Self, LockError> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(LockError::Config {
-                reason: "the lock client must be created inside a Tokio runtime \
-                         (use it from async code under #[tokio::main])"
-                    .into(),
-            });
-        }
+    /// Checks what every topology needs: at least one URL. `caller` is the runtime the
+    /// client is created on, if any (the Sentinel lookup blocks it).
+    fn new(
+        config: &'a Config,
+        #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] caller: Option<bool>,
+    ) -> Result<Self, LockError> {
         #[cfg(feature = "sentinel")]
         if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
             return Err(LockError::Config {
@@ -571,6 +605,8 @@ impl<'a> Setup<'a> {
                 response: config.response_timeout,
             },
             interrupt: Arc::default(),
+            #[cfg(feature = "sentinel")]
+            caller,
         })
     }
 
@@ -659,13 +695,17 @@ impl<'a> Setup<'a> {
             master,
         )?;
         let sentinel = Sentinel::new(master.to_owned(), clients, template, self.limit);
-        let primary = blocking(|| sentinel.lookup_blocking()).map_err(|err| LockError::Config {
-            reason: format!(
-                "cannot find the primary `{master}` through the sentinels {}: {err}",
-                self.urls.join(", ")
-            ),
+        let primary = blocking(self.caller, || sentinel.lookup_blocking()).map_err(|err| {
+            LockError::Config {
+                reason: format!(
+                    "cannot find the primary `{master}` through the sentinels {}: {err}",
+                    self.urls.join(", ")
+                ),
+            }
         })?;
-        blocking(|| check_primary_auth(&primary, master, self.limit))?;
+        blocking(self.caller, || {
+            check_primary_auth(&primary, master, self.limit)
+        })?;
         Ok((primary, Arc::new(sentinel)))
     }
 
@@ -902,9 +942,9 @@ fn ensure_crypto_provider() {
 /// being built. The constructor is synchronous, so the work blocks, bounded by the timeout
 /// per server; on a multi-thread runtime the worker hands its other tasks away meanwhile.
 #[cfg(feature = "sentinel")]
-fn blocking<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+fn blocking<T>(caller: Option<bool>, work: impl FnOnce() -> T) -> T {
+    match caller {
+        Some(true) => tokio::task::block_in_place(work),
         _ => work(),
     }
 }

@@ -52,6 +52,8 @@ struct NodesInner {
     reading: AtomicBool,
     /// The cluster as a whole, for requests whose master is not known.
     whole: Health,
+    /// Where the map is read: the client's own runtime (see `home.rs`).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// Which master serves which slots: ranges in slot order.
@@ -128,6 +130,7 @@ impl ClusterNodes {
                 map: RwLock::new(Arc::default()),
                 reading: AtomicBool::new(false),
                 whole,
+                runtime: crate::home::captured(),
             }),
         }
     }
@@ -209,7 +212,7 @@ impl ClusterNodes {
 
     /// Reads the map in the background, unless a read is under way.
     fn read_map_soon(&self) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = self.inner.runtime.clone().or_else(crate::home::captured) else {
             return;
         };
         if self.inner.reading.swap(true, Ordering::AcqRel) {

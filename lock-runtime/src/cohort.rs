@@ -417,14 +417,11 @@ fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
     let Some(valid_until) = client.watchdog().remove(tenure.lease) else {
         return; // lost meanwhile: nothing of ours to release
     };
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
     let (client, names) = (client.clone(), Arc::new(names.clone()));
     // Given back synchronously instead when the runtime drops it (shutting down).
     let leftover = crate::shutdown::Leftover::lock(&names, &tenure.token);
     let shutdown = client.shutdown_state().clone();
-    shutdown.give_back_in_background(&runtime, leftover, async move {
+    shutdown.give_back_in_background(leftover, async move {
         if let Err(err) = release_script(&client, &names, &tenure.token, valid_until).await {
             tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a parked lock failed; it expires by its ttl");
         }

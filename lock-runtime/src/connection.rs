@@ -72,6 +72,17 @@ struct SingleInner {
     sentinel: Option<Arc<Sentinel>>,
     /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
     health: std::sync::OnceLock<Health>,
+    /// Where connections are opened, so that their readers outlive the caller's runtime:
+    /// the client's own (see `home.rs`).
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+/// The error of a request whose client was dropped while it opened a connection.
+fn client_gone() -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "the lock client was dropped while it opened a connection",
+    ))
 }
 
 struct Current {
@@ -91,15 +102,26 @@ impl Current {
     }
 
     /// Opens the connection (one attempt at a time: requests that come meanwhile wait for
-    /// it, and a failed attempt is made again by the next request). Boxed: opening a
-    /// connection is a large future, and rare.
+    /// it, and a failed attempt is made again by the next request), on `runtime` (the
+    /// client's own), where its reader lives on when the caller's runtime ends. Boxed:
+    /// opening a connection is a large future, and rare.
     async fn open(
         &self,
         config: &AsyncConnectionConfig,
+        runtime: Option<&tokio::runtime::Handle>,
     ) -> redis::RedisResult<MultiplexedConnection> {
         Box::pin(self.connection.get_or_try_init(|| {
-            self.client
-                .get_multiplexed_async_connection_with_config(config)
+            let (client, config) = (self.client.clone(), config.clone());
+            let open = async move {
+                client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+            };
+            async move {
+                crate::home::run_on(runtime, open)
+                    .await
+                    .unwrap_or_else(|| Err(client_gone()))
+            }
         }))
         .await
         .cloned()
@@ -136,6 +158,7 @@ impl SingleServer {
                 current: std::sync::RwLock::new(Arc::new(Current::new(0, client))),
                 sentinel,
                 health: std::sync::OnceLock::new(),
+                runtime: crate::home::captured(),
             }),
         })
     }
@@ -273,7 +296,7 @@ impl SingleServer {
             Some(connection) => (connection.clone(), now),
             None => {
                 // Bounded by the connect timeout, and by the caller's deadline.
-                let open = used.open(&self.inner.config);
+                let open = used.open(&self.inner.config, self.inner.runtime.as_ref());
                 let opened = match self.deadline {
                     Some(deadline) => tokio::time::timeout_at(deadline, open)
                         .await
@@ -654,6 +677,8 @@ fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
 #[derive(Clone)]
 pub(crate) struct LazyCluster {
     client: Arc<ClusterClient>,
+    /// Where the connection is opened (see [`SingleServer`]'s).
+    runtime: Option<tokio::runtime::Handle>,
     connection: Arc<RwLock<Option<ClusterConnection>>>,
     /// Where its requests' outcomes go: the master that serves each request's slot (see
     /// `cluster_nodes.rs`).
@@ -665,6 +690,7 @@ impl LazyCluster {
     pub(crate) fn new(client: ClusterClient) -> Self {
         LazyCluster {
             client: Arc::new(client),
+            runtime: crate::home::captured(),
             connection: Arc::new(RwLock::new(None)),
             nodes: None,
         }
@@ -684,7 +710,11 @@ impl LazyCluster {
         if let Some(connection) = slot.as_ref() {
             return Ok(connection.clone());
         }
-        let connection = self.client.get_async_connection().await?;
+        let client = self.client.clone();
+        let open = async move { client.get_async_connection().await };
+        let connection = crate::home::run_on(self.runtime.as_ref(), open)
+            .await
+            .unwrap_or_else(|| Err(client_gone()))?;
         *slot = Some(connection.clone());
         Ok(connection)
     }

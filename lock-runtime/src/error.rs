@@ -119,7 +119,7 @@ pub enum LockError {
         /// What is wrong with it, and how to fix it.
         reason: String,
     },
-    /// The runtime is misconfigured: `init` twice, no Tokio runtime, an out-of-range
+    /// The runtime is misconfigured: `init` twice, an out-of-range
     /// option. A configuration the Redis client itself rejects (a bad URL) is
     /// [`LockError::InvalidUrl`], with the client's error as its source.
     Config {
@@ -127,7 +127,7 @@ pub enum LockError {
         reason: String,
     },
     /// The lock client was shut down ([`crate::shutdown`], [`crate::LockClient::shutdown`]),
-    /// or the Tokio runtime it lives on shut down: it takes no new locks.
+    /// or the process is exiting: it takes no new locks.
     Shutdown {
         /// The Redis key of the lock.
         key: String,
@@ -326,7 +326,7 @@ pub enum LostCause {
     )]
     FoundAtRelease,
     /// The lock client shut down and released the lock ([`crate::shutdown`],
-    /// [`crate::LockClient::shutdown`], or the end of its Tokio runtime).
+    /// [`crate::LockClient::shutdown`], or the process's exit).
     #[error("the lock client shut down and released the lock")]
     Shutdown,
 }

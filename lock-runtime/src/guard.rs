@@ -379,6 +379,9 @@ impl LockGuard {
             return Ok(ReleaseOutcome::Released);
         }
         let held = self.report_hold();
+        if self.given_back_by_shutdown() {
+            return Ok(ReleaseOutcome::Released);
+        }
         let kept_until = self.kept_until();
         match kept_until.map_or_else(|| self.ending(), |_| Ending::Release) {
             Ending::Pass => {
@@ -388,7 +391,8 @@ impl LockGuard {
             Ending::Yield => {
                 // In a task of its own: the other processes and this one's next task
                 // depend on it, so it must not stop half-way when this future is dropped.
-                let yielding = tokio::spawn(self.yield_lock());
+                let yielding = self.yield_lock();
+                let yielding = self.client.runtime().spawn(yielding);
                 self.released = true;
                 return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
             }
@@ -419,6 +423,18 @@ impl LockGuard {
             "lock released"
         );
         Ok(outcome)
+    }
+
+    /// Whether the client's shutdown took this lease off the watchdog: the shutdown gives
+    /// the lock back itself, and counts it in its report, so this holder sends nothing
+    /// (its local turn is given up, and it counts as released).
+    fn given_back_by_shutdown(&mut self) -> bool {
+        if self.lease.lost.cause() != Some(LostCause::Shutdown) {
+            return false;
+        }
+        self.released = true;
+        drop(self.begin_release());
+        true
     }
 
     /// What this guard's release needs to tell a loss it finds (see [`Witness`]).
@@ -627,20 +643,18 @@ impl Drop for LockGuard {
             return;
         }
         let held = self.report_hold();
+        if self.given_back_by_shutdown() {
+            return;
+        }
         let kept_until = self.kept_until();
         let ending = kept_until.map_or_else(|| self.ending(), |_| Ending::Release);
         if ending == Ending::Pass {
             self.pass();
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime to release on: the lease ends by its ttl.
-            self.stop_renewing();
-            tracing::warn!(key = %self.names.lock(), "lock guard dropped outside a Tokio runtime; the lease expires by its ttl");
-            return;
-        };
         if ending == Ending::Yield {
-            runtime.spawn(self.yield_lock());
+            let yielding = self.yield_lock();
+            self.client.runtime().spawn(yielding);
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.
@@ -655,7 +669,7 @@ impl Drop for LockGuard {
             None => crate::shutdown::Leftover::lock(&names, &token),
         };
         let shutdown = self.client.shutdown_state().clone();
-        shutdown.give_back_in_background(&runtime, leftover, async move {
+        shutdown.give_back_in_background(leftover, async move {
             let reply = match kept_until {
                 Some(until) => keep_until(&client, &names, &token, until, valid_until).await,
                 None => release_contended(&client, &names, &token, valid_until, window).await,

@@ -95,7 +95,8 @@
 //! | `tower-layer`, `tower-service` 0.3 (feature `tower`) | `layer::LockLayer`'s `Layer` and `Service` impls | tower 0.4 / 0.5 (both use these 0.3 traits) |
 //! | `metrics` 0.24 (feature `metrics`) | the metrics are recorded through this facade | the recorder the application installs must be for `metrics` 0.24 |
 //!
-//! `tokio` 1 is required at run time (locks run on the current Tokio runtime) but none of
+//! `tokio` 1 is required at run time (locks are taken from any Tokio runtime; the client's
+//! own work runs on a thread of its own) but none of
 //! its types is in the API. `rustls` (feature `tls-rustls`) is process-wide state, not an
 //! API type. The provider the application installed is the one used. Without one, when the
 //! lock client is created (the first lock, or [`init`]) for a server reached over TLS,
@@ -107,6 +108,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod at_exit;
 mod client;
 #[cfg(feature = "cluster")]
 mod cluster_nodes;
@@ -118,6 +120,7 @@ mod error;
 mod force_release;
 mod guard;
 pub mod guide;
+mod home;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;

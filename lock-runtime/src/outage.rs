@@ -82,6 +82,8 @@ struct HealthInner {
     interrupt: Arc<Notify>,
     /// How to ask the server whether it is back, while it is down.
     probe: Option<Probe>,
+    /// Where probes run: the client's own runtime (see `home.rs`).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 #[derive(Debug, Clone)]
@@ -131,8 +133,14 @@ impl Health {
                 up: AtomicBool::new(true),
                 interrupt,
                 probe,
+                runtime: crate::home::captured(),
             }),
         }
+    }
+
+    /// Where probes run: the client's runtime, else the caller's.
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        self.inner.runtime.clone().or_else(crate::home::captured)
     }
 
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
@@ -274,8 +282,8 @@ impl Health {
         };
         drop(state);
         let last_error = err.to_string();
-        match (&self.inner.probe, tokio::runtime::Handle::try_current()) {
-            (Some(probe), Ok(runtime)) => {
+        match (&self.inner.probe, self.runtime()) {
+            (Some(probe), Some(runtime)) => {
                 let (health, probe) = (self.clone(), probe.clone());
                 runtime.spawn(async move {
                     if confirm_unreachable(&probe).await {
@@ -308,9 +316,7 @@ impl Health {
             // Its keys are another server's now: nothing to announce or wait for.
             return;
         }
-        if let (Some(probe), Ok(runtime)) =
-            (&self.inner.probe, tokio::runtime::Handle::try_current())
-        {
+        if let (Some(probe), Some(runtime)) = (&self.inner.probe, self.runtime()) {
             runtime.spawn(probe_until_back(Arc::downgrade(&self.inner), probe.clone()));
         }
         tracing::warn!(

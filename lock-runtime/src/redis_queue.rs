@@ -170,9 +170,6 @@ impl Drop for Place {
         if !joined {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let (client, names, token) = (
             self.client.clone(),
             self.names.clone(),
@@ -183,7 +180,7 @@ impl Drop for Place {
         // Left synchronously instead when the runtime drops it (shutting down).
         let leftover = crate::shutdown::Leftover::place(&names, &token);
         let shutdown = client.shutdown_state().clone();
-        shutdown.give_back_in_background(&runtime, leftover, async move {
+        shutdown.give_back_in_background(leftover, async move {
             let give_up = Instant::now() + RELEASE_BUDGET;
             let _ = retrying(
                 &names,
@@ -1090,13 +1087,10 @@ pub(crate) async fn keep_until(
 /// Gives back, in the background, a lock `token` may still hold: a lease the watchdog gave
 /// up on (renewals failing past its validity), which may still be in Redis.
 pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
     let (client, names, token) = (client.clone(), Arc::new(names.clone()), Token::from(token));
     let leftover = crate::shutdown::Leftover::lock(&names, &token);
     let shutdown = client.shutdown_state().clone();
-    shutdown.give_back_in_background(&runtime, leftover, async move {
+    shutdown.give_back_in_background(leftover, async move {
         release_token(&client, &names, &token).await;
     });
 }

@@ -120,14 +120,11 @@ fn spawn_give_back(
     share: &Arc<KeyNames>,
     token: &Token,
 ) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
     let (client, names, share, token) =
         (client.clone(), names.clone(), share.clone(), token.clone());
     let leftover = crate::shutdown::Leftover::lock(&share, &token);
     let shutdown = client.shutdown_state().clone();
-    shutdown.give_back_in_background(&runtime, leftover, async move {
+    shutdown.give_back_in_background(leftover, async move {
         let _ = release_share(&client, &names, &share, &token).await;
     });
 }
@@ -940,10 +937,6 @@ impl Drop for ReadGuard {
             .telemetry()
             .held(self.names.lock(), self.acquired_at.elapsed());
         self.stop_renewing();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(key = %self.names.lock(), "read guard dropped outside a Tokio runtime; the share expires by its ttl");
-            return;
-        };
         let (client, names, share) = (self.client.clone(), self.names.clone(), self.share.clone());
         let token = std::mem::take(&mut self.token);
         // Given back synchronously instead when the runtime drops it (shutting down): the
@@ -951,7 +944,7 @@ impl Drop for ReadGuard {
         // by the next reader or writer.
         let leftover = crate::shutdown::Leftover::lock(&share, &token);
         let shutdown = self.client.shutdown_state().clone();
-        shutdown.give_back_in_background(&runtime, leftover, async move {
+        shutdown.give_back_in_background(leftover, async move {
             if let Err(err) = release_share(&client, &names, &share, &token).await {
                 tracing::warn!(key = %names.lock(), error = %err.cause(), "giving a read share back on drop failed; it expires by its ttl");
             }

@@ -476,13 +476,10 @@ impl Drop for Waiter {
         if !joined {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let (client, names, token) = (self.client.clone(), self.names.clone(), self.token.clone());
         let leftover = Leftover::place(&names, &token);
         let shutdown = client.shutdown_state().clone();
-        shutdown.give_back_in_background(&runtime, leftover, async move {
+        shutdown.give_back_in_background(leftover, async move {
             for _ in 0..GIVE_BACK_TRIES {
                 match leave_queue(&client, &names, &token).await {
                     Err(err) if crate::redis_queue::is_transient(&err) => {
@@ -631,13 +628,10 @@ impl Drop for SemaphoreGuard {
         }
         self.released = true;
         let valid_until = self.stop_renewing();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let (client, names, token) = (self.client.clone(), self.names.clone(), self.token.clone());
         let leftover = Leftover::lock(&names, &token);
         let shutdown = client.shutdown_state().clone();
-        shutdown.give_back_in_background(&runtime, leftover, async move {
+        shutdown.give_back_in_background(leftover, async move {
             if let Err(err) = release_script(&client, &names, &token, valid_until).await {
                 tracing::warn!(key = %names.lock(), error = %err.cause(), "giving the permit back failed; it ends by its ttl");
             }

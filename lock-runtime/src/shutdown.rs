@@ -10,13 +10,14 @@
 //!   handle SIGTERM: the client stops taking locks, takes every lease and place off the
 //!   watchdog (telling their holders, [`crate::LostCause::Shutdown`]), and releases and leaves them
 //!   all on its own connections, one pipeline per server.
-//! - **When the runtime goes** (`main` returns, the runtime drops its tasks): the
-//!   background releases and the watchdog's scheduler are dropped without having run. The
-//!   first of them to be dropped does the same as the explicit shutdown, synchronously, on
-//!   a thread of its own with its own connections (the runtime's are gone with it), and
-//!   waits for it at most [`SHUTDOWN_BUDGET`]: the process exits when `main` returns, so
-//!   it must not leave before Redis answered. Those dropped after it find their lock given
-//!   back already.
+//! - **When the process exits** (`main` returns) or the client is dropped: a guard that an
+//!   ending runtime dropped has sent its release to the client's own runtime (see
+//!   `home.rs`), which the exit would cut off. At exit (see `at_exit.rs`), and when the
+//!   client's runtime drops a background give-back or the watchdog's scheduler unfinished
+//!   (the client was dropped), the same as the explicit shutdown runs synchronously, on a
+//!   thread of its own with its own connections, and waits for it at most
+//!   [`SHUTDOWN_BUDGET`]: the process must not leave before Redis answered. Give-backs
+//!   that finish after it find their lock given back already.
 //!
 //! The releases are the owner-checked release script (so a lock another owner holds now
 //! is left alone, and the next queued process is granted the lock at once), the leaves
@@ -123,6 +124,8 @@ pub(crate) struct Shutdown {
     mode: Mode,
     /// Wakes the client's parked waiters (to find the client closed).
     interrupt: Arc<Notify>,
+    /// Where background give-backs run: the client's own runtime (see `home.rs`).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 #[derive(Default)]
@@ -185,6 +188,7 @@ impl Shutdown {
             nodes,
             mode,
             interrupt,
+            runtime: crate::home::captured(),
         }
     }
 
@@ -205,15 +209,12 @@ impl Shutdown {
         Ok(())
     }
 
-    /// Runs `give_back` (a release or a queue leave of `leftover`) on `runtime`. When the
-    /// runtime drops it before it finished (shutting down), `leftover` is given back
-    /// synchronously instead, with everything else the client holds.
-    pub(crate) fn give_back_in_background<F>(
-        self: &Arc<Self>,
-        runtime: &tokio::runtime::Handle,
-        leftover: Leftover,
-        give_back: F,
-    ) where
+    /// Runs `give_back` (a release or a queue leave of `leftover`) on the client's own
+    /// runtime, whichever runtime the caller is on (or none). When that runtime drops it
+    /// before it finished (the client is dropped), `leftover` is given back synchronously
+    /// instead, with everything else the client holds.
+    pub(crate) fn give_back_in_background<F>(self: &Arc<Self>, leftover: Leftover, give_back: F)
+    where
         F: Future<Output = ()> + Send + 'static,
     {
         let id = {
@@ -227,10 +228,16 @@ impl Shutdown {
             shutdown: self.clone(),
             id,
         };
-        runtime.spawn(async move {
-            give_back.await;
-            pending.finish();
-        });
+        match self.runtime.clone().or_else(crate::home::captured) {
+            Some(runtime) => {
+                runtime.spawn(async move {
+                    give_back.await;
+                    pending.finish();
+                });
+            }
+            // No runtime to run it on: given back synchronously, as by a runtime's end.
+            None => drop(pending),
+        }
     }
 
     /// The explicit shutdown (see [`crate::LockClient::shutdown`]), on the client's own
@@ -282,9 +289,9 @@ impl Shutdown {
         batch
     }
 
-    /// The runtime this client lives on is shutting down (it dropped a background
-    /// give-back, `orphan`, or the watchdog's scheduler): gives back, synchronously, what
-    /// the client holds.
+    /// The process is exiting, or the client's own runtime is ending (it dropped a
+    /// background give-back, `orphan`, or the watchdog's scheduler): gives back,
+    /// synchronously, what the client holds.
     pub(crate) fn runtime_gone(&self, orphan: Option<Leftover>) {
         let mut batch = self.close();
         if let Some(orphan) = orphan {
@@ -303,13 +310,14 @@ impl Shutdown {
         let fresh: Vec<Fresh> = self.nodes.iter().map(Connection::fresh).collect();
         match give_back_blocking(fresh, self.mode, batch) {
             Some(report) => log_report(
-                "the Tokio runtime shut down with locks held",
+                "the process exited or the lock client was dropped with locks held",
                 &report,
                 started.elapsed(),
             ),
             None => tracing::warn!(
                 budget_ms = SHUTDOWN_BUDGET.as_millis() as u64,
-                "the Tokio runtime shut down with locks held, and Redis did not answer their \
+                "the process exited or the lock client was dropped with locks held, and Redis \
+                 did not answer their \
                  release in time: they end by their ttl"
             ),
         }

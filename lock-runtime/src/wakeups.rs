@@ -280,7 +280,7 @@ fn handler(
 
 impl Wakeups {
     /// Sets up the (lazily connected) subscription connection to a single server, and its
-    /// reconciler on the current Tokio runtime. It speaks RESP3, or RESP2 pub/sub on a
+    /// reconciler on the current Tokio runtime (the client's own). It speaks RESP3, or RESP2 pub/sub on a
     /// connection of its own once the server refuses `HELLO 3`.
     pub(crate) fn single(
         client: redis::Client,

@@ -160,7 +160,8 @@ impl Shared {
 }
 
 impl Watchdog {
-    /// Starts the scheduler task on the current Tokio runtime. Renewals go to every one of
+    /// Starts the scheduler task on the current Tokio runtime (the client's own, see
+    /// `home.rs`). Renewals go to every one of
     /// `connections`; a lease stays valid when `quorum` of them confirm it (and, with
     /// `replicas`, when that many replicas confirm the renewal).
     ///

@@ -340,3 +340,43 @@ async fn a_finished_hold_at_least_lock_keeps_its_key_at_shutdown() {
     assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
     println!("FIGURE shutdown hold_at_least: key kept, PTTL {pttl} ms of {hold:?}");
 }
+
+/// Guarded bodies cancelled by the shutdown (`on_lost = "cancel"`): their locks count as
+/// released by the shutdown, whoever's release reached Redis. The bodies' guards leave the
+/// release to the shutdown, so the report says what the shutdown caused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_counts_the_locks_of_bodies_the_shutdown_cancelled() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let (inside, mut entered) = tokio::sync::mpsc::channel(4);
+    let bodies: Vec<_> = (0..2)
+        .map(|index| {
+            let (client, inside) = (client.clone(), inside.clone());
+            tokio::spawn(async move {
+                client
+                    .lock(format!("cancelled-{index}"))
+                    .ttl(TTL)
+                    .run(async move {
+                        inside.send(()).await.unwrap();
+                        std::future::pending::<Result<(), LockError>>().await
+                    })
+                    .await
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        entered.recv().await.unwrap();
+    }
+    let report = client.shutdown().await;
+    for body in bodies {
+        let ended = tokio::time::timeout(BOUND, body).await.unwrap().unwrap();
+        assert!(ended.is_err(), "the body was not cancelled: {ended:?}");
+    }
+    assert_eq!((report.released, report.not_held), (2, 0), "{report:?}");
+    for index in 0..2 {
+        assert_eq!(server.get(&format!("cancelled-{index}")), None);
+    }
+}
