@@ -30,8 +30,8 @@ use std::time::Duration;
 /// | [`NoQuorum`](Self::NoQuorum) | Redlock: fewer than N/2+1 masters answered; `failures` says what the others said | bring the failed masters back; retry later | 503, `Retry-After: 1` |
 /// | [`NotReplicated`](Self::NotReplicated) | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas): too few replicas confirmed the grant in time (it was undone) | check the replicas and their lag; retry later | 503, `Retry-After: 1` |
 /// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
-/// | [`Config`](Self::Config) | `init` twice, no Tokio runtime, an out-of-range option, a mode the deployment does not offer | fix the configuration; `reason` says how | 500 |
-/// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or its runtime ended | nothing: the process is stopping | 503 |
+/// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer | fix the configuration; `reason` says how | 500 |
+/// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
 /// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; `source()` says why | 500 |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
