@@ -22,8 +22,8 @@ use syn::spanned::Spanned as _;
 use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
-const OPTION_NAMES: &str =
-    "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, permits, mode, crate";
+pub(crate) const OPTION_NAMES: &str =
+    "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, permits, mode, client, crate";
 
 /// The most permits a semaphore may have (`lock_runtime::MAX_PERMITS`).
 const MAX_PERMITS: u64 = 1_000_000;
@@ -93,6 +93,8 @@ pub(crate) struct Options {
     pub(crate) permits: Option<(u32, Span)>,
     /// `mode = "read" | "write"` (a read-write lock); `None`: the mutex.
     pub(crate) mode: Option<Mode>,
+    /// `client = EXPR`: the `LockClient` the call goes through instead of the global one.
+    pub(crate) client: Option<Expr>,
     /// `crate = "..."`: the path of the runtime crate, for a renamed dependency.
     pub(crate) krate: Option<Path>,
 }
@@ -105,6 +107,16 @@ struct RawOption {
 
 impl Parse for RawOption {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(LitStr) {
+            let lit: LitStr = input.parse()?;
+            let written = lit.token().to_string();
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "the options are written `name = value`: write the key as `key = {written}`"
+                ),
+            ));
+        }
         // `parse_any` so that a keyword (`type = ..`) reaches the "unknown option" error
         // below instead of a bare "expected identifier".
         let name = Ident::parse_any(input)?;
@@ -137,6 +149,7 @@ struct OptionsBuilder {
     permits: Option<(u32, Span)>,
     mode: Option<(Mode, Span)>,
     fencing_span: Option<Span>,
+    client: Option<Expr>,
     krate: Option<Path>,
     seen: Vec<String>,
     errors: Errors,
@@ -202,6 +215,10 @@ impl OptionsBuilder {
             "on_lost" => self.set_on_lost(&option.value),
             "hold_at_least" => self.set_hold_at_least(&option.value),
             "permits" => self.set_permits(&option.value),
+            "client" => {
+                self.client = Some(option.value);
+                Ok(())
+            }
             "crate" => self.set_crate(&option.value),
             _ => Err(syn::Error::new(
                 option.name.span(),
@@ -389,7 +406,8 @@ impl OptionsBuilder {
                      with `key = [..]` leave it out",
                 ));
             }
-            // Without a written `ttl`, the expansion asserts it against the default lease.
+            // Without a written `ttl`, the runtime checks it against the ttl in force (the
+            // client's default), when the lock is taken.
             if let Some(DurationValue::Millis(ttl_ms, _)) = self.ttl
                 && hold_ms > ttl_ms
             {
@@ -433,6 +451,7 @@ impl OptionsBuilder {
             hold_at_least_ms: self.hold_at_least,
             permits: self.permits,
             mode: self.mode.map(|(mode, _)| mode),
+            client: self.client,
             krate: self.krate,
         })
     }

@@ -14,7 +14,7 @@
 //!     if false { let fake: Result<Order, ShopError> = loop {}; return fake; }
 //!     let key = { let mut k = KeyBuilder::new("stock:<id>"); k.literal("stock:");
 //!                 k.value("id", &id); k.finish() };
-//!     let options = Options::new().ttl_ms(10000).finish();
+//!     let options = Options::new().ttl_ms(10000);
 //!     run(key, options, body::<Result<Order, ShopError>, _>(async move { BODY })).await
 //! }
 //! ```
@@ -160,8 +160,10 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
     // the error type is reported there.
     let private_at_ty = respan(private.clone(), run_span);
     let run_fn = Ident::new(run_fn, run_span);
+    // `.await` too: its obligations are the call's, and rustc reports them once when
+    // both are at the same span.
     let run = quote_spanned! {run_span=>
-        #private_at_ty::#run_fn(#key_var, #permits #options_var, #body)
+        #private_at_ty::#run_fn(#key_var, #permits #options_var, #body).await
     };
 
     quote! {
@@ -172,12 +174,12 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
             #fake_return
             let #key_var = #render;
             let #options_var = #build_options;
-            #run.await
+            #run
         }
     }
 }
 
-/// The options expression, `Options::new().ttl_ms(10000).finish()`, with a setter for each
+/// The options expression, `Options::new().ttl_ms(10000)`, with a setter for each
 /// option the user wrote; and, for a `ttl` literal, a constant that asserts it against the
 /// runtime's maximum (spanned at the `ttl` literal, so rustc reports it there). A `ttl`
 /// expression is checked by the runtime on each call, as `Lock::ttl` is.
@@ -212,19 +214,17 @@ fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, Token
     if let Some(fencing) = options.fencing {
         setters.extend(quote!(.fencing(#fencing)));
     }
-    if let Some((hold_ms, span)) = options.hold_at_least_ms {
+    if let Some((hold_ms, _)) = options.hold_at_least_ms {
+        // Without a written `ttl`, checked by the runtime against the ttl in force.
         setters.extend(quote!(.hold_at_least_ms(#hold_ms)));
-        if options.ttl.is_none() {
-            max_ttl_check.extend(quote_spanned! {span=>
-                const _: () = ::core::assert!(
-                    #hold_ms <= #private::DEFAULT_TTL_MS,
-                    "`hold_at_least` is over the default `ttl` (30s), the longest the key is \
-                     kept; write a ttl at least as long, e.g. ttl = \"60s\"",
-                );
-            });
-        }
     }
-    let build = quote!(#private::Options::new() #setters .finish());
+    if let Some(client) = &options.client {
+        // Borrowed, so that naming a field (`client = state.locks`) moves nothing; the
+        // call is spanned at the expression, where a wrong type is reported.
+        let value = quote_spanned! {client.span()=> #private::client_of(&(#client)) };
+        setters.extend(quote!(.client(#value)));
+    }
+    let build = quote!(#private::Options::new() #setters);
     (max_ttl_check, build)
 }
 
@@ -299,6 +299,9 @@ fn render_key(
             } else {
                 member(&placeholder.root, span)
             };
+            // A method named as a field (`<name.len>`) is rustc's "method, not a field"
+            // at the template: no rustc hook labels that error (the lib.rs docs say that
+            // placeholders read fields).
             let fields = placeholder.fields.iter().map(|field| {
                 let field = match field.parse::<u32>() {
                     Ok(index) => {

@@ -35,16 +35,17 @@ use proc_macro::TokenStream;
 ///
 /// | option | meaning | default |
 /// |---|---|---|
-/// | `key = "stock:<id>"` | the lock key; `<arg>`, `<arg.field>` and `<self.field>` render an argument with `Display` | required |
+/// | `key = "stock:<id>"` | the lock key; `<arg>`, `<arg.field>` and `<self.field>` render an argument (or a field of it: fields, not methods) with `Display`; braces are literal (`"{app}:job:<id>"` is a cluster hash tag), and `{id}` naming an argument is an error | required |
 /// | `key = ["account:<from>", "account:<to>"]` | several keys, all or none: each template as above, taken in sorted order (so callers naming them in any order never deadlock), `wait` bounding the whole; `lock_runtime::MultiLock` | |
-/// | `ttl = "10s"` | the lease: a duration as `humantime` reads it (`"250ms"`, `"1.5s"`, `"1m30s"`), or a `Duration` expression | `"30s"` |
-/// | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once; a string or a `Duration` expression | `"10s"` |
+/// | `ttl = "10s"` | the lease: a duration as `humantime` reads it (`"250ms"`, `"1.5s"`, `"1m30s"`), or a `Duration` expression | `"30s"`, or the client's `Config::default_ttl` |
+/// | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once; a string or a `Duration` expression | `"10s"`, or the client's `Config::default_wait` |
 /// | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
 /// | `on_lost = "continue"` | let the body finish when the lease is lost | `"cancel"` |
 /// | `fencing = true` | issue a fencing token, read with `current_lock()` | `false` |
-/// | `hold_at_least = "30s"` | keep the key this long after acquiring however soon the body ends, so a scheduled job's late replica skips the tick too (`Lock::hold_at_least`); at most `ttl`, one key only | none |
+/// | `hold_at_least = "30s"` | keep the key this long after acquiring however soon the body ends, so a scheduled job's late replica skips the tick too (`Lock::hold_at_least`); at most `ttl` (without a written `ttl`, checked when the lock is taken against the ttl in force), one key only | none |
 /// | `permits = 3` | a semaphore instead of a lock: at most this many bodies run at once per key, each holding a permit with its own lease (`Semaphore`); from 1 to 1000000, one key only, no fencing or `hold_at_least` | none (a lock) |
 /// | `mode = "read"` / `"write"` | a read-write lock (`lock_runtime::RwLock`): many readers or one writer; a reader arriving after a queued writer waits behind it; one key, no `hold_at_least`, fencing for writers only | a plain lock |
+/// | `client = state.locks` | the `LockClient` the call goes through instead of the global one: an expression that may name the arguments (`self.locks`, `LOCKS.get()`), evaluated on each call, borrowed (it moves nothing); a `LockClient`, `&LockClient`, `Arc<LockClient>` or `Option<&LockClient>` (`None` fails the call with `LockError::Config`) | the global client |
 /// | `crate = "locks"` | the path of the `lock-runtime` crate, when it is renamed in `Cargo.toml` or re-exported | `"::lock_runtime"` |
 ///
 /// With several keys, every template is checked as a single one is, and an empty array, a
@@ -62,8 +63,24 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// An option left out keeps the runtime's default (`LockOptions::default()`); a `ttl`
+/// An option left out keeps the runtime's default (`LockOptions::default()`, or for `ttl`
+/// and `wait` the client's `Config::default_ttl` and `Config::default_wait`); a `ttl`
 /// over `lock_runtime::MAX_TTL` is a compile error.
+///
+/// `client = ...` serves services that inject their client (an axum `State`) and tests:
+///
+/// ```ignore
+/// struct AppState { locks: LockClient }
+///
+/// #[distributed_lock(key = "order:<id>", client = state.locks)]
+/// async fn place_order(state: &AppState, id: u64) -> Result<(), LockError> {
+///     Ok(())
+/// }
+/// ```
+///
+/// A placeholder reads fields: `<name.len>` names the method `len`, which rustc reports
+/// at the template as "method, not a field" (its suggestion to add `()` to the template
+/// does not apply); pass the method's value as an argument instead.
 ///
 /// A `ttl` or `wait` from configuration is an expression of type `Duration` instead of a
 /// string (`ttl = settings.ttl`, `wait = Duration::from_millis(ms)`; it may name the

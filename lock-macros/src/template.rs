@@ -58,6 +58,13 @@ impl Template {
             match segment {
                 Segment::Literal(literal) => {
                     separated |= literal.chars().any(|c| !is_plain(c));
+                    for braced in braced_arguments(literal, &names) {
+                        errors.push(error(format!(
+                            "key template `{text}` uses `{{{braced}}}`: placeholders are \
+                             written `<{braced}>` (braces stay literal: they are Redis \
+                             Cluster hash tags)"
+                        )));
+                    }
                 }
                 Segment::Placeholder(placeholder) => {
                     if let Err(message) = resolve(placeholder, &names) {
@@ -185,6 +192,29 @@ fn is_tuple_index(text: &str) -> bool {
         && text.parse::<u32>().is_ok()
 }
 
+/// The insides of `{name}` or `{name.field}` in literal text whose `name` is an argument
+/// or `self`: another language's placeholder syntax, which would render as written, one
+/// key for every call. Other braces stay literal (a cluster hash tag, `{app}:job:<id>`).
+fn braced_arguments<'a>(literal: &'a str, names: &[String]) -> Vec<&'a str> {
+    let mut found = Vec::new();
+    let mut rest = literal;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(['{', '}']) else {
+            break;
+        };
+        let inner = &after[..close];
+        if after[close..].starts_with('}')
+            && let Ok(path) = placeholder(inner)
+            && (path.root == "self" || names.contains(&path.root))
+        {
+            found.push(inner);
+        }
+        rest = &after[close..];
+    }
+    found
+}
+
 /// Checks that the placeholder's root is one of the function's bindings.
 fn resolve(placeholder: &Placeholder, names: &[String]) -> Result<(), String> {
     if names.contains(&placeholder.root) {
@@ -202,11 +232,20 @@ fn resolve(placeholder: &Placeholder, names: &[String]) -> Result<(), String> {
     } else {
         format!("the arguments are: {}", names.join(", "))
     };
-    let suggestion = nearest(&placeholder.root, names)
-        .map(|name| format!("did you mean `<{name}>`? "))
-        .unwrap_or_default();
+    let has_self = names.iter().any(|name| name == "self");
+    let suggestion = match nearest(&placeholder.root, names) {
+        Some(name) => format!("did you mean `<{name}>`? "),
+        None if has_self => format!("did you mean `<self.{}>`? ", placeholder.text),
+        None => String::new(),
+    };
+    let fields_of_self = if has_self {
+        "; fields of `self` are written `<self.field>`"
+    } else {
+        ""
+    };
     Err(format!(
-        "unknown placeholder <{}>: no argument is named `{}`; {suggestion}{arguments}",
+        "unknown placeholder <{}>: no argument is named `{}`; {suggestion}{arguments}\
+         {fields_of_self}",
         placeholder.text, placeholder.root
     ))
 }
@@ -330,6 +369,32 @@ mod tests {
             assert!(err.contains("as a field name"), "{err}");
         }
         assert!(parse("<pair.0>:<pair.10>:<user.type>", &["pair", "user"]).is_ok());
+    }
+
+    #[test]
+    fn braces_around_an_argument_are_an_error() {
+        for (template, braced) in [
+            ("d:{id}", "{id}"),
+            ("d:{user.id}:<id>", "{user.id}"),
+            ("d:{self.tenant}", "{self.tenant}"),
+        ] {
+            let err = parse(template, &["id", "user", "self"]).unwrap_err();
+            assert!(err.contains(&format!("uses `{braced}`")), "{err}");
+            assert!(err.contains("placeholders are written `<"), "{err}");
+        }
+        // Braces that name no argument are a hash tag, kept as written.
+        let segments = parse("{app}:job:<id>", &["id"]).unwrap();
+        assert_eq!(segments[0], Segment::Literal("{app}:job:".into()));
+        assert!(parse("{id:x}:{ id }:{}:{ids}:<id>", &["id"]).is_ok());
+    }
+
+    #[test]
+    fn a_field_of_self_is_suggested() {
+        let err = parse("d:<tenant>", &["self", "id"]).unwrap_err();
+        assert!(err.contains("did you mean `<self.tenant>`?"), "{err}");
+        assert!(err.contains("written `<self.field>`"), "{err}");
+        let err = parse("d:<tenant>", &["id"]).unwrap_err();
+        assert!(!err.contains("self"), "{err}");
     }
 
     #[test]

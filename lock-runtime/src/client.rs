@@ -157,6 +157,8 @@ struct ClientInner {
     /// The client's own runtime, where its background work runs, on a thread stopped when
     /// the client is dropped (see `home.rs`).
     home: Home,
+    /// The ttl and wait of the locks that set none ([`Config::default_ttl`]).
+    lock_defaults: crate::options::LockDefaults,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -299,6 +301,7 @@ impl LockClient {
                 interrupt,
                 liveness,
                 home,
+                lock_defaults: config.lock_defaults,
             }),
         })
     }
@@ -525,6 +528,11 @@ impl LockClient {
             crate::key::validate(&format!("{prefix}{key}"))?;
         }
         Ok(prefix)
+    }
+
+    /// The ttl and wait of the locks that set none.
+    pub(crate) fn lock_defaults(&self) -> crate::options::LockDefaults {
+        self.inner.lock_defaults
     }
 }
 

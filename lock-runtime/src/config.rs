@@ -44,6 +44,7 @@ pub struct Config {
     pub(crate) metrics_key_label: Option<crate::telemetry::KeyLabel>,
     pub(crate) replicas: Option<crate::replicas::Replicas>,
     pub(crate) outage_grace: Duration,
+    pub(crate) lock_defaults: crate::options::LockDefaults,
 }
 
 /// How long a server may fail to answer before acquisitions that need it fail at once,
@@ -187,6 +188,7 @@ impl Config {
             metrics_key_label: None,
             replicas: None,
             outage_grace: DEFAULT_OUTAGE_GRACE,
+            lock_defaults: crate::options::LockDefaults::default(),
         }
     }
 
@@ -652,6 +654,30 @@ impl Config {
     /// ```
     pub fn outage_grace(mut self, grace: Duration) -> Self {
         self.outage_grace = grace;
+        self
+    }
+
+    /// The lease of every lock taken through this client that sets no `ttl` (attribute or
+    /// builder; default 30 s): ShedLock's `defaultLockAtMostFor`. Checked as
+    /// [`Lock::ttl`](crate::Lock::ttl) is, when a lock is taken: under 1 ms or over
+    /// [`MAX_TTL`](crate::MAX_TTL) fails the call with `LockError::Config`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let config = lock_runtime::Config::single("redis://127.0.0.1:6379")
+    ///     .default_ttl(Duration::from_secs(5))
+    ///     .default_wait(Duration::ZERO);
+    /// # let _ = config;
+    /// ```
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.lock_defaults.ttl = Some(ttl);
+        self
+    }
+
+    /// How long every lock taken through this client that sets no `wait` waits for a held
+    /// key (default 10 s; zero tries once). An explicit `wait` wins.
+    pub fn default_wait(mut self, wait: Duration) -> Self {
+        self.lock_defaults.wait = Some(wait);
         self
     }
 

@@ -35,9 +35,13 @@ impl Home {
             .build()?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        // The creator's subscriber (a scoped one in a test, else the global default) hears
+        // the client's events: the watchdog's losses, the outage warnings.
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::Builder::new()
             .name("lock-runtime".into())
             .spawn(move || {
+                let _subscriber = tracing::dispatcher::set_default(&dispatch);
                 runtime.block_on(async {
                     let _ = stopped.await;
                 });

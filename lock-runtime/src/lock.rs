@@ -10,6 +10,7 @@ use crate::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::context;
 use crate::guard::LockGuard;
 use crate::lease::{Taken, Token, new_token};
+use crate::options::Explicit;
 use crate::redis_queue::{self, Place};
 #[cfg(feature = "redlock")]
 use crate::redlock;
@@ -52,6 +53,8 @@ impl LockClient {
 pub struct Lock {
     key: String,
     options: LockOptions,
+    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
+    explicit: Explicit,
     client: Option<LockClient>,
 }
 
@@ -61,19 +64,28 @@ impl Lock {
         Lock {
             key: key.into(),
             options: LockOptions::default(),
+            explicit: Explicit::default(),
             client: None,
         }
     }
 
-    /// Sets the lease (default 30 s, at most [`MAX_TTL`]).
+    /// Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most
+    /// [`MAX_TTL`]).
+    ///
+    /// [`Config::default_ttl`]: crate::Config::default_ttl
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.options.ttl = ttl;
+        self.explicit.ttl = true;
         self
     }
 
-    /// Sets how long to wait for a held lock (default 10 s; zero tries once).
+    /// Sets how long to wait for a held lock (default 10 s, or the client's
+    /// [`Config::default_wait`]; zero tries once).
+    ///
+    /// [`Config::default_wait`]: crate::Config::default_wait
     pub fn wait(mut self, wait: Duration) -> Self {
         self.options.wait = wait;
+        self.explicit.wait = true;
         self
     }
 
@@ -131,10 +143,40 @@ impl Lock {
         self
     }
 
-    /// Replaces all options at once.
+    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given: the client's [`Config::default_ttl`] and
+    /// [`Config::default_wait`] apply to it.
+    ///
+    /// [`Config::default_ttl`]: crate::Config::default_ttl
+    /// [`Config::default_wait`]: crate::Config::default_wait
     pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.explicit = Explicit::of(&options);
         self.options = options;
         self
+    }
+
+    /// Replaces all options, with which of `ttl` and `wait` count as given.
+    pub(crate) fn with_explicit_options(
+        mut self,
+        options: LockOptions,
+        explicit: Explicit,
+    ) -> Self {
+        self.options = options;
+        self.explicit = explicit;
+        self
+    }
+
+    /// This lock with the client's default ttl and wait in place of those not given;
+    /// `None` when nothing changes.
+    fn with_client_defaults(&self, client: &LockClient) -> Option<Lock> {
+        let options = self
+            .explicit
+            .resolve(&self.options, client.lock_defaults())?;
+        Some(Lock {
+            options,
+            explicit: Explicit::ALL,
+            ..self.clone()
+        })
     }
 
     /// Takes the lock through `client` instead of the global one.
@@ -174,6 +216,13 @@ impl Lock {
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
         let client = self.resolve_client()?;
+        match self.with_client_defaults(&client) {
+            Some(resolved) => resolved.acquire_through(client).await,
+            None => self.acquire_through(client).await,
+        }
+    }
+
+    async fn acquire_through(&self, client: LockClient) -> Result<LockGuard, LockError> {
         let names = Arc::new(client.key_names(&self.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             if held.is_read() {
@@ -406,9 +455,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self) -> Result<LockGuard, LockError> {
-        let mut once = self.clone();
-        once.options.wait = Duration::ZERO;
-        once.acquire().await
+        self.clone().wait(Duration::ZERO).acquire().await
     }
 
     /// Acquires the lock, runs `body`, and releases the lock, also when `body` returns an

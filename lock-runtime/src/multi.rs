@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context;
+use crate::options::Explicit;
 use crate::{
     Lock, LockClient, LockError, LockGuard, LockOptions, LostCause, OnLost, ReleaseOutcome,
 };
@@ -51,6 +52,8 @@ use crate::{
 pub struct MultiLock {
     keys: Vec<String>,
     options: LockOptions,
+    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
+    explicit: Explicit,
     client: Option<LockClient>,
 }
 
@@ -74,6 +77,7 @@ impl MultiLock {
         MultiLock {
             keys,
             options: LockOptions::default(),
+            explicit: Explicit::default(),
             client: None,
         }
     }
@@ -81,12 +85,14 @@ impl MultiLock {
     /// Sets each lock's lease (default 30 s).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.options.ttl = ttl;
+        self.explicit.ttl = true;
         self
     }
 
     /// Sets how long the whole acquisition may wait (default 10 s; zero tries each once).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.options.wait = wait;
+        self.explicit.wait = true;
         self
     }
 
@@ -97,9 +103,22 @@ impl MultiLock {
         self
     }
 
-    /// Replaces all options at once.
+    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given, as with [`Lock::with_options`].
     pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.explicit = Explicit::of(&options);
         self.options = options;
+        self
+    }
+
+    /// Replaces all options, with which of `ttl` and `wait` count as given.
+    pub(crate) fn with_explicit_options(
+        mut self,
+        options: LockOptions,
+        explicit: Explicit,
+    ) -> Self {
+        self.options = options;
+        self.explicit = explicit;
         self
     }
 
@@ -126,16 +145,22 @@ impl MultiLock {
                 ),
             });
         }
-        let deadline = Instant::now() + self.options.wait.min(crate::lock::MAX_WAIT);
+        let client = match &self.client {
+            Some(client) => client.clone(),
+            None => crate::client()?.clone(),
+        };
+        let options = self
+            .explicit
+            .resolve(&self.options, client.lock_defaults())
+            .unwrap_or_else(|| self.options.clone());
+        let deadline = Instant::now() + options.wait.min(crate::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut lock = Lock::new(key.clone())
-                .with_options(self.options.clone())
-                .wait(left);
-            if let Some(client) = &self.client {
-                lock = lock.client(client);
-            }
+            let lock = Lock::new(key.clone())
+                .with_explicit_options(options.clone(), Explicit::ALL)
+                .wait(left)
+                .client(&client);
             match lock.acquire().await {
                 Ok(guard) => guards.push(guard),
                 Err(err) => {

@@ -73,3 +73,59 @@ pub(crate) fn fence_lifetime(options: &LockOptions) -> u64 {
 /// The longest lease a lock takes (365 days); a longer `ttl` is refused with
 /// [`LockError::Config`](crate::LockError::Config) before any Redis traffic.
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A client's lease and wait for the locks that set none ([`Config::default_ttl`],
+/// [`Config::default_wait`](crate::Config::default_wait)); `None` keeps
+/// [`LockOptions::default`]'s.
+///
+/// [`Config::default_ttl`]: crate::Config::default_ttl
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LockDefaults {
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+}
+
+/// Which of a builder's `ttl` and `wait` were given: by a setter, or by `with_options` with
+/// a value other than [`LockOptions::default`]'s. The others take the client's
+/// [`LockDefaults`] when the lock is taken, so an explicit value always wins.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Explicit {
+    pub(crate) ttl: bool,
+    pub(crate) wait: bool,
+}
+
+impl Explicit {
+    /// Both given: the client's defaults do not apply.
+    pub(crate) const ALL: Explicit = Explicit {
+        ttl: true,
+        wait: true,
+    };
+
+    /// What `options`, passed whole to `with_options`, gives: a value other than the
+    /// default's counts as given.
+    pub(crate) fn of(options: &LockOptions) -> Explicit {
+        let default = LockOptions::default();
+        Explicit {
+            ttl: options.ttl != default.ttl,
+            wait: options.wait != default.wait,
+        }
+    }
+
+    /// `options` with `defaults` in place of what was not given; `None` when nothing
+    /// changes (the builder's options stand as they are).
+    pub(crate) fn resolve(
+        self,
+        options: &LockOptions,
+        defaults: LockDefaults,
+    ) -> Option<LockOptions> {
+        let ttl = defaults.ttl.filter(|_| !self.ttl);
+        let wait = defaults.wait.filter(|_| !self.wait);
+        if ttl.is_none() && wait.is_none() {
+            return None;
+        }
+        let mut resolved = options.clone();
+        resolved.ttl = ttl.unwrap_or(resolved.ttl);
+        resolved.wait = wait.unwrap_or(resolved.wait);
+        Some(resolved)
+    }
+}

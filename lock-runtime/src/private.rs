@@ -5,11 +5,18 @@
 //! an expansion never meets a `__private` of another release.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::OnLost;
+use crate::client::LockClient;
+use crate::error::LockError;
 pub use crate::key::KeyBuilder;
-use crate::{Lock, LockError, LockOptions, MAX_TTL, MultiLock, RwLock};
+use crate::lock::Lock;
+use crate::multi::MultiLock;
+pub use crate::options::OnLost;
+use crate::options::{Explicit, LockOptions, MAX_TTL};
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 
 /// [`MAX_TTL`] in milliseconds: the expansion asserts a written `ttl` against it in a
 /// constant, so the attribute's compile-time check and the runtime's share one limit.
@@ -19,80 +26,211 @@ pub const MAX_TTL_MS: u64 = {
     ms as u64
 };
 
-/// The default lease in milliseconds: the expansion asserts a written `hold_at_least`
-/// against it when no `ttl` is written.
-pub const DEFAULT_TTL_MS: u64 = {
-    let ms = crate::options::DEFAULT_TTL.as_millis();
-    assert!(ms <= u64::MAX as u128);
-    ms as u64
-};
-
 /// The options of one annotated function: the runtime's defaults
-/// ([`LockOptions::default`]), with the options the attribute names set on them, each
-/// from a value it checked at compile time, or from a `Duration` expression.
+/// ([`LockOptions::default`], or the client's `Config::default_ttl` and `default_wait`
+/// for a `ttl` or `wait` the attribute leaves out), with the options the attribute names
+/// set on them, each from a value it checked at compile time, or from an expression; and
+/// the client named by `client = ...`.
 #[derive(Debug)]
-pub struct Options(LockOptions);
+pub struct Options {
+    options: LockOptions,
+    explicit: Explicit,
+    client: Choice,
+}
+
+/// The client a call goes through.
+#[derive(Debug)]
+enum Choice {
+    /// No `client = ...`: the global client.
+    Global,
+    /// `client = EXPR` gave one.
+    Given(LockClient),
+    /// `client = EXPR` gave `None`.
+    Unset,
+}
 
 impl Options {
-    /// The defaults of [`LockOptions`].
+    /// The defaults of [`LockOptions`], on the global client.
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        Options(LockOptions::default())
+        Options {
+            options: LockOptions::default(),
+            explicit: Explicit::default(),
+            client: Choice::Global,
+        }
     }
 
     /// `ttl = "..."`.
-    pub fn ttl_ms(mut self, ms: u64) -> Self {
-        self.0.ttl = Duration::from_millis(ms);
-        self
+    pub fn ttl_ms(self, ms: u64) -> Self {
+        self.ttl(Duration::from_millis(ms))
     }
 
     /// `wait = "..."`.
-    pub fn wait_ms(mut self, ms: u64) -> Self {
-        self.0.wait = Duration::from_millis(ms);
-        self
+    pub fn wait_ms(self, ms: u64) -> Self {
+        self.wait(Duration::from_millis(ms))
     }
 
-    /// `ttl = EXPR`: checked when the lock is taken, as [`Lock::ttl`](crate::Lock::ttl) is.
+    /// `ttl = EXPR`: checked when the lock is taken, as [`Lock::ttl`] is.
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.0.ttl = ttl;
+        self.options.ttl = ttl;
+        self.explicit.ttl = true;
         self
     }
 
     /// `wait = EXPR`.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.0.wait = wait;
+        self.options.wait = wait;
+        self.explicit.wait = true;
         self
     }
 
     /// `watchdog = true | false`.
     pub fn watchdog(mut self, on: bool) -> Self {
-        self.0.watchdog = on;
+        self.options.watchdog = on;
         self
     }
 
     /// `on_lost = "cancel" | "continue"`.
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.0.on_lost = on_lost;
+        self.options.on_lost = on_lost;
         self
     }
 
     /// `fencing = true | false`.
     pub fn fencing(mut self, on: bool) -> Self {
-        self.0.fencing = on;
+        self.options.fencing = on;
         self
     }
 
-    /// `hold_at_least = "..."`.
+    /// `hold_at_least = "..."`: checked against the ttl in force when the lock is taken.
     pub fn hold_at_least_ms(mut self, ms: u64) -> Self {
-        self.0.hold_at_least = Duration::from_millis(ms);
+        self.options.hold_at_least = Duration::from_millis(ms);
         self
     }
 
-    /// The finished options.
-    pub fn finish(self) -> LockOptions {
-        self.0
+    /// `client = EXPR`, read by [`client_of`]: `None` fails the call.
+    pub fn client(mut self, client: Option<LockClient>) -> Self {
+        self.client = match client {
+            Some(client) => Choice::Given(client),
+            None => Choice::Unset,
+        };
+        self
+    }
+
+    /// The lock's options as set so far.
+    pub fn lock_options(&self) -> &LockOptions {
+        &self.options
+    }
+
+    /// The client named by `client = ...` (`None`: the global one), or the error of a
+    /// `client = ...` that gave none.
+    fn named_client(&self, key: &str) -> Result<Option<&LockClient>, LockError> {
+        match &self.client {
+            Choice::Global => Ok(None),
+            Choice::Given(client) => Ok(Some(client)),
+            Choice::Unset => Err(LockError::Config {
+                reason: format!(
+                    "lock `{key}`: its `client = ...` gave `None`: the client is not set; \
+                     set it before the first call"
+                ),
+            }),
+        }
     }
 }
+
+/// Applies [`Options`] to one of the programmatic API's builders.
+macro_rules! build {
+    ($builder:expr, $options:expr, $key:expr) => {{
+        let options = $options;
+        let client = options.named_client($key)?.cloned();
+        let builder = $builder.with_explicit_options(options.options, options.explicit);
+        match client {
+            Some(client) => builder.client(&client),
+            None => builder,
+        }
+    }};
+}
+
+fn lock(key: String, options: Options) -> Result<Lock, LockError> {
+    Ok(build!(Lock::new(key.as_str()), options, &key))
+}
+
+fn semaphore(key: String, permits: u32, options: Options) -> Result<Semaphore, LockError> {
+    Ok(build!(Semaphore::new(key.as_str(), permits), options, &key))
+}
+
+fn rwlock(key: String, options: Options) -> Result<RwLock, LockError> {
+    Ok(build!(RwLock::new(key.as_str()), options, &key))
+}
+
+fn multi(keys: Vec<String>, options: Options) -> Result<MultiLock, LockError> {
+    Ok(build!(MultiLock::new(&keys), options, &keys.join(", ")))
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What `client = EXPR` may name: a [`LockClient`], an `Arc` of one, a reference to
+/// either, or an `Option` of these (`None`: the call fails with [`LockError::Config`]).
+#[diagnostic::on_unimplemented(
+    message = "`client = ...` takes a `LockClient`, not `{Self}`",
+    label = "not a `LockClient`",
+    note = "give a `LockClient`, a reference to one, an `Arc<LockClient>`, or an \
+            `Option<&LockClient>` (`None` fails the call with `LockError::Config`)"
+)]
+pub trait ClientArg: sealed::Sealed {
+    /// The client, cloned (a `LockClient` is an `Arc`).
+    fn lock_client(&self) -> Option<LockClient>;
+}
+
+impl sealed::Sealed for LockClient {}
+impl ClientArg for LockClient {
+    fn lock_client(&self) -> Option<LockClient> {
+        Some(self.clone())
+    }
+}
+
+impl sealed::Sealed for Arc<LockClient> {}
+impl ClientArg for Arc<LockClient> {
+    fn lock_client(&self) -> Option<LockClient> {
+        Some(LockClient::clone(self))
+    }
+}
+
+impl<T: ClientArg + ?Sized> sealed::Sealed for &T {}
+#[diagnostic::do_not_recommend]
+impl<T: ClientArg + ?Sized> ClientArg for &T {
+    fn lock_client(&self) -> Option<LockClient> {
+        T::lock_client(self)
+    }
+}
+
+impl<T: ClientArg> sealed::Sealed for Option<T> {}
+#[diagnostic::do_not_recommend]
+impl<T: ClientArg> ClientArg for Option<T> {
+    fn lock_client(&self) -> Option<LockClient> {
+        self.as_ref().and_then(T::lock_client)
+    }
+}
+
+/// `client = EXPR`: the expansion passes `&(EXPR)`, so naming a field does not move it.
+pub fn client_of<C: ClientArg + ?Sized>(client: &C) -> Option<LockClient> {
+    client.lock_client()
+}
+
+/// The error type of an annotated function: a lock failure must convert into it.
+#[diagnostic::on_unimplemented(
+    message = "#[distributed_lock] returns lock failures as `Err(..)`, but `{Self}` has no \
+               `From<LockError>`",
+    label = "`{Self}` cannot hold a `LockError`",
+    note = "add `impl From<lock_runtime::LockError> for {Self}` (a variant that wraps it), \
+            or return `Result<T, lock_runtime::LockError>`"
+)]
+pub trait LockFailure: From<LockError> {}
+
+#[diagnostic::do_not_recommend]
+impl<E: From<LockError>> LockFailure for E {}
 
 /// Returns `body` unchanged, with its output type fixed to `R` (the function's return type),
 /// so that rustc checks the body's `return`s and tail against it and reports a mismatch
@@ -101,55 +239,46 @@ pub fn body<R, F: Future<Output = R>>(body: F) -> F {
     body
 }
 
-/// Runs `body` under the lock `key` on the global client.
-pub async fn run<F, T, E>(
-    key: Result<String, LockError>,
-    options: LockOptions,
-    body: F,
-) -> Result<T, E>
+/// Runs `body` under the lock `key`.
+pub async fn run<F, T, E>(key: Result<String, LockError>, options: Options, body: F) -> Result<T, E>
 where
     F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    E: LockFailure,
 {
-    match key {
-        Ok(key) => Lock::new(key).with_options(options).run(body).await,
+    match key.and_then(|key| lock(key, options)) {
+        Ok(lock) => lock.run(body).await,
         Err(err) => Err(err.into()),
     }
 }
 
-/// Runs `body` holding one of the `permits` of the semaphore `key` on the global client
-/// (`permits = N`).
+/// Runs `body` holding one of the `permits` of the semaphore `key` (`permits = N`).
 pub async fn run_semaphore<F, T, E>(
     key: Result<String, LockError>,
     permits: u32,
-    options: LockOptions,
+    options: Options,
     body: F,
 ) -> Result<T, E>
 where
     F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    E: LockFailure,
 {
-    match key {
-        Ok(key) => {
-            crate::Semaphore::new(key, permits)
-                .with_options(options)
-                .run(body)
-                .await
-        }
+    match key.and_then(|key| semaphore(key, permits, options)) {
+        Ok(semaphore) => semaphore.run(body).await,
         Err(err) => Err(err.into()),
     }
 }
 
-/// Runs `body` under the locks on all of `keys` on the global client (`key = [..]`): the
-/// first key that failed to render is the error, before any Redis traffic.
-pub async fn run_multi<K, F, T, E>(keys: K, options: LockOptions, body: F) -> Result<T, E>
+/// Runs `body` under the locks on all of `keys` (`key = [..]`): the first key that failed
+/// to render is the error, before any Redis traffic.
+pub async fn run_multi<K, F, T, E>(keys: K, options: Options, body: F) -> Result<T, E>
 where
     K: IntoIterator<Item = Result<String, LockError>>,
     F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    E: LockFailure,
 {
-    match keys.into_iter().collect::<Result<Vec<String>, LockError>>() {
-        Ok(keys) => MultiLock::new(keys).with_options(options).run(body).await,
+    let keys = keys.into_iter().collect::<Result<Vec<String>, LockError>>();
+    match keys.and_then(|keys| multi(keys, options)) {
+        Ok(locks) => locks.run(body).await,
         Err(err) => Err(err.into()),
     }
 }
@@ -157,15 +286,15 @@ where
 /// Runs `body` holding a reader's share of the read-write lock `key` (`mode = "read"`).
 pub async fn run_read<F, T, E>(
     key: Result<String, LockError>,
-    options: LockOptions,
+    options: Options,
     body: F,
 ) -> Result<T, E>
 where
     F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    E: LockFailure,
 {
-    match key {
-        Ok(key) => RwLock::new(key).with_options(options).run_read(body).await,
+    match key.and_then(|key| rwlock(key, options)) {
+        Ok(rwlock) => rwlock.run_read(body).await,
         Err(err) => Err(err.into()),
     }
 }
@@ -173,15 +302,15 @@ where
 /// Runs `body` holding the read-write lock `key` for writing (`mode = "write"`).
 pub async fn run_write<F, T, E>(
     key: Result<String, LockError>,
-    options: LockOptions,
+    options: Options,
     body: F,
 ) -> Result<T, E>
 where
     F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    E: LockFailure,
 {
-    match key {
-        Ok(key) => RwLock::new(key).with_options(options).run_write(body).await,
+    match key.and_then(|key| rwlock(key, options)) {
+        Ok(rwlock) => rwlock.run_write(body).await,
         Err(err) => Err(err.into()),
     }
 }

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use crate::context::{self, CurrentLock};
 use crate::lease::{Token, jitter, millis, new_token, validity};
+use crate::options::Explicit;
 use crate::scripts::{Call, KeyNames, invoke};
 use crate::watchdog::LeaseHandle;
 use crate::{
@@ -176,6 +177,8 @@ impl LockClient {
 pub struct RwLock {
     key: String,
     options: LockOptions,
+    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
+    explicit: Explicit,
     client: Option<LockClient>,
 }
 
@@ -185,13 +188,16 @@ impl RwLock {
         RwLock {
             key: key.into(),
             options: LockOptions::default(),
+            explicit: Explicit::default(),
             client: None,
         }
     }
 
-    /// Sets the lease of each holder, reader or writer (default 30 s).
+    /// Sets the lease of each holder, reader or writer (default 30 s or the client's
+    /// `Config::default_ttl`).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.options.ttl = ttl;
+        self.explicit.ttl = true;
         self
     }
 
@@ -199,6 +205,7 @@ impl RwLock {
     /// turn in the queue and the readers' leaving.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.options.wait = wait;
+        self.explicit.wait = true;
         self
     }
 
@@ -220,10 +227,32 @@ impl RwLock {
         self
     }
 
-    /// Replaces all options at once.
+    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given, as with [`Lock::with_options`].
     pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.explicit = Explicit::of(&options);
         self.options = options;
         self
+    }
+
+    /// Replaces all options, with which of `ttl` and `wait` count as given.
+    pub(crate) fn with_explicit_options(
+        mut self,
+        options: LockOptions,
+        explicit: Explicit,
+    ) -> Self {
+        self.options = options;
+        self.explicit = explicit;
+        self
+    }
+
+    /// This lock with the client's default ttl and wait in place of those not given;
+    /// `None` when nothing changes.
+    fn with_client_defaults(&self, client: &LockClient) -> Option<RwLock> {
+        let options = self
+            .explicit
+            .resolve(&self.options, client.lock_defaults())?;
+        Some(self.clone().with_explicit_options(options, Explicit::ALL))
     }
 
     /// Takes the lock through `client` instead of the global one.
@@ -253,7 +282,7 @@ impl RwLock {
     /// reader passes behind a queue).
     fn mutex(&self, client: &LockClient) -> Lock {
         Lock::new(self.key.clone())
-            .with_options(self.options.clone())
+            .with_explicit_options(self.options.clone(), self.explicit)
             .client(client)
     }
 
@@ -292,6 +321,13 @@ impl RwLock {
     /// Errors as [`Lock::acquire`]'s: `Busy`, `Timeout`, `InvalidKey`, `Backend`, `Config`.
     pub async fn read(&self) -> Result<ReadGuard, LockError> {
         let client = self.resolve_client()?;
+        match self.with_client_defaults(&client) {
+            Some(resolved) => resolved.read_through(client).await,
+            None => self.read_through(client).await,
+        }
+    }
+
+    async fn read_through(&self, client: LockClient) -> Result<ReadGuard, LockError> {
         let names = Arc::new(client.key_names(&self.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             return Ok(ReadGuard::reentrant(client, names, &held));
@@ -429,6 +465,13 @@ impl RwLock {
     /// reading (an upgrade would wait for itself), else as [`Lock::acquire`]'s.
     pub async fn write(&self) -> Result<LockGuard, LockError> {
         let client = self.resolve_client()?;
+        match self.with_client_defaults(&client) {
+            Some(resolved) => resolved.write_through(client).await,
+            None => self.write_through(client).await,
+        }
+    }
+
+    async fn write_through(&self, client: LockClient) -> Result<LockGuard, LockError> {
         let names = client.key_names(&self.key)?;
         let mutex = self.mutex(&client);
         if context::held_by_this_task(client.id(), names.lock()).is_some() {

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::context::{self, CurrentLock};
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::lock::MAX_WAIT;
+use crate::options::Explicit;
 use crate::redis_queue::{is_retryable, leave_queue, release_script};
 use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
 use crate::shutdown::Leftover;
@@ -78,6 +79,8 @@ pub struct Semaphore {
     key: String,
     permits: u32,
     options: LockOptions,
+    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
+    explicit: Explicit,
     client: Option<LockClient>,
 }
 
@@ -89,19 +92,24 @@ impl Semaphore {
             key: key.into(),
             permits,
             options: LockOptions::default(),
+            explicit: Explicit::default(),
             client: None,
         }
     }
 
-    /// Sets each permit's lease (default 30 s, at most [`MAX_TTL`]).
+    /// Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at
+    /// most [`MAX_TTL`]).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.options.ttl = ttl;
+        self.explicit.ttl = true;
         self
     }
 
-    /// Sets how long to wait for a free permit (default 10 s; zero tries once).
+    /// Sets how long to wait for a free permit (default 10 s or the client's
+    /// `Config::default_wait`; zero tries once).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.options.wait = wait;
+        self.explicit.wait = true;
         self
     }
 
@@ -118,9 +126,22 @@ impl Semaphore {
     }
 
     /// Replaces all options at once (fencing and `hold_at_least` are refused at acquire:
-    /// a semaphore has neither).
+    /// a semaphore has neither). A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given, as with [`Lock::with_options`](crate::Lock::with_options).
     pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.explicit = Explicit::of(&options);
         self.options = options;
+        self
+    }
+
+    /// Replaces all options, with which of `ttl` and `wait` count as given.
+    pub(crate) fn with_explicit_options(
+        mut self,
+        options: LockOptions,
+        explicit: Explicit,
+    ) -> Self {
+        self.options = options;
+        self.explicit = explicit;
         self
     }
 
@@ -148,9 +169,7 @@ impl Semaphore {
     /// Tries once: a permit, or [`LockError::Busy`] at once when none is free (or the free
     /// ones are owed to earlier waiters). The same as `wait(Duration::ZERO)`.
     pub async fn try_acquire(&self) -> Result<SemaphoreGuard, LockError> {
-        let mut once = self.clone();
-        once.options.wait = Duration::ZERO;
-        once.acquire().await
+        self.clone().wait(Duration::ZERO).acquire().await
     }
 
     /// Acquires a permit, waiting up to `wait` while all are held.
@@ -166,6 +185,14 @@ impl Semaphore {
             Some(client) => client.clone(),
             None => crate::client()?.clone(),
         };
+        if let Some(options) = self.explicit.resolve(&self.options, client.lock_defaults()) {
+            let resolved = self.clone().with_explicit_options(options, Explicit::ALL);
+            return resolved.acquire_through(client).await;
+        }
+        self.acquire_through(client).await
+    }
+
+    async fn acquire_through(&self, client: LockClient) -> Result<SemaphoreGuard, LockError> {
         let names = Arc::new(client.key_names(&self.key)?);
         let started = Instant::now();
         let telemetry = client.telemetry().clone();

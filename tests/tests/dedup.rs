@@ -9,7 +9,7 @@ use lock_examples::dedup::{self, GIFT_COINS, GiftError, User};
 use lock_examples::servers::Mode;
 use lock_examples::store::Store;
 use lock_runtime::{Lock, LockError};
-use lock_tests::{block_on, shared_server};
+use lock_tests::shared_server;
 
 const USERS: usize = 5;
 const CLAIMS_PER_USER: usize = 20;
@@ -28,11 +28,11 @@ async fn store() -> Store {
         .unwrap()
 }
 
-#[test]
-fn concurrent_claims_pay_out_exactly_one_gift_per_user() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_pay_out_exactly_one_gift_per_user() {
     let server = shared_server();
     let users = fresh_users(USERS);
-    block_on(async {
+    async {
         let store = store().await;
         // Spread over 100 ms: claims that overlap the first are busy, later ones find the
         // gift claimed. Which kind each gets depends on timing, so only their sum is checked.
@@ -60,7 +60,8 @@ fn concurrent_claims_pay_out_exactly_one_gift_per_user() {
                     .unwrap()
             );
         }
-    });
+    }
+    .await;
     for user in &users {
         // Today's claim is recorded, with the gift's coins, and expires.
         let key = dedup::gift_key(&user.id, dedup::today());
@@ -70,11 +71,11 @@ fn concurrent_claims_pay_out_exactly_one_gift_per_user() {
     }
 }
 
-#[test]
-fn a_claim_while_another_runs_is_busy_and_a_later_one_finds_it_claimed() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_while_another_runs_is_busy_and_a_later_one_finds_it_claimed() {
     let server = shared_server();
     let user = fresh_users(1).remove(0);
-    block_on(async {
+    async {
         let store = store().await;
         // Another claim in progress: someone holds the user's sign-in lock.
         let held = Lock::new(format!("sign-in:{}", user.id))
@@ -110,7 +111,8 @@ fn a_claim_while_another_runs_is_busy_and_a_later_one_finds_it_claimed() {
             other => panic!("expected AlreadyClaimed, got {other:?}"),
         }
         assert_eq!(dedup::wallet(&store, &user).await.unwrap(), GIFT_COINS);
-    });
+    }
+    .await;
     assert!(
         server
             .get(&dedup::gift_key(&user.id, dedup::today()))
@@ -118,27 +120,25 @@ fn a_claim_while_another_runs_is_busy_and_a_later_one_finds_it_claimed() {
     );
 }
 
-#[test]
-fn without_the_lock_concurrent_claims_pay_out_several_gifts() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_lock_concurrent_claims_pay_out_several_gifts() {
     let users = fresh_users(USERS);
-    block_on(async {
-        let store = store().await;
-        // All claims at once: each finds no gift, issues it for 50 ms, and pays out.
-        let tallies =
-            dedup::run_claims(&store, &users, CLAIMS_PER_USER, false, Duration::ZERO).await;
-        let mut gifts = 0;
-        let mut coins = 0;
-        for (user, tally) in users.iter().zip(&tallies) {
-            assert_eq!(tally.failed, 0, "{}: {:?}", user.id, tally.first_error);
-            assert_eq!(tally.busy, 0, "no lock, so nothing is busy");
-            gifts += tally.gifts;
-            coins += dedup::wallet(&store, user).await.unwrap();
-        }
-        assert!(
-            gifts > USERS,
-            "without the lock every user still got one gift ({gifts} for {USERS} users): \
-             the workload does not show the race, so the locked test proves nothing"
-        );
-        assert_eq!(coins, gifts as i64 * GIFT_COINS);
-    });
+    lock_tests::shared_server();
+    let store = store().await;
+    // All claims at once: each finds no gift, issues it for 50 ms, and pays out.
+    let tallies = dedup::run_claims(&store, &users, CLAIMS_PER_USER, false, Duration::ZERO).await;
+    let mut gifts = 0;
+    let mut coins = 0;
+    for (user, tally) in users.iter().zip(&tallies) {
+        assert_eq!(tally.failed, 0, "{}: {:?}", user.id, tally.first_error);
+        assert_eq!(tally.busy, 0, "no lock, so nothing is busy");
+        gifts += tally.gifts;
+        coins += dedup::wallet(&store, user).await.unwrap();
+    }
+    assert!(
+        gifts > USERS,
+        "without the lock every user still got one gift ({gifts} for {USERS} users): \
+         the workload does not show the race, so the locked test proves nothing"
+    );
+    assert_eq!(coins, gifts as i64 * GIFT_COINS);
 }

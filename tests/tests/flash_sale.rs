@@ -8,7 +8,7 @@ use lock_examples::flash_sale::{self, Outcome};
 use lock_examples::servers::Mode;
 use lock_examples::store::Store;
 use lock_tests::cluster::RedisCluster;
-use lock_tests::{RedisServer, block_on, child, shared_server};
+use lock_tests::{RedisServer, child, shared_server};
 
 const STOCK: i64 = 10;
 const BUYERS: usize = 100;
@@ -24,35 +24,33 @@ async fn store() -> Store {
 }
 
 /// Runs `BUYERS` concurrent buyers in this process and returns the end state.
-fn sale_in_one_process(locked: bool) -> (flash_sale::Tally, Outcome) {
-    block_on(async {
-        let store = store().await;
-        let item = unique_item();
-        flash_sale::open_sale(&store, &item, STOCK).await.unwrap();
-        let tally = flash_sale::run_buyers(&store, &item, BUYERS, locked, |_, _| {}).await;
-        let outcome = Outcome::read(&store, &item, STOCK).await.unwrap();
-        (tally, outcome)
-    })
+async fn sale_in_one_process(locked: bool) -> (flash_sale::Tally, Outcome) {
+    let store = store().await;
+    let item = unique_item();
+    flash_sale::open_sale(&store, &item, STOCK).await.unwrap();
+    let tally = flash_sale::run_buyers(&store, &item, BUYERS, locked, |_, _| {}).await;
+    let outcome = Outcome::read(&store, &item, STOCK).await.unwrap();
+    (tally, outcome)
 }
 
-#[test]
-fn one_process_sells_exactly_the_stock() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_sells_exactly_the_stock() {
     if child::role().is_some() {
         return;
     }
-    let (tally, outcome) = sale_in_one_process(true);
+    let (tally, outcome) = sale_in_one_process(true).await;
     assert!(outcome.is_exact(), "{outcome}");
     assert_eq!(tally.bought, STOCK as u64);
     assert_eq!(tally.sold_out, BUYERS as u64 - STOCK as u64);
     assert_eq!(tally.failed, 0);
 }
 
-#[test]
-fn without_the_lock_the_same_sale_oversells() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_lock_the_same_sale_oversells() {
     if child::role().is_some() {
         return;
     }
-    let (tally, outcome) = sale_in_one_process(false);
+    let (tally, outcome) = sale_in_one_process(false).await;
     assert!(outcome.oversold() > 0, "expected an oversell: {outcome}");
     assert_eq!(tally.bought as i64, outcome.sold);
 }
@@ -78,20 +76,18 @@ fn flash_sale_buyers() {
     println!("TALLY {} {} {}", tally.bought, tally.sold_out, tally.failed);
 }
 
-#[test]
-fn several_processes_sell_exactly_the_stock() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_processes_sell_exactly_the_stock() {
     if child::role().is_some() {
         return;
     }
     let server = shared_server();
     let item = unique_item();
-    block_on(async {
-        flash_sale::open_sale(&store().await, &item, STOCK)
-            .await
-            .unwrap()
-    });
+    flash_sale::open_sale(&store().await, &item, STOCK)
+        .await
+        .unwrap();
     let bought = sale_in_processes(Mode::Single, &[server.url()], &item);
-    let outcome = block_on(async { Outcome::read(&store().await, &item, STOCK).await.unwrap() });
+    let outcome = Outcome::read(&store().await, &item, STOCK).await.unwrap();
     assert!(outcome.is_exact(), "{outcome}");
     assert_eq!(bought, STOCK as u64);
     // Every lock was released: no lock key left behind for this item.
@@ -172,7 +168,8 @@ fn timed_sale(server: &RedisServer) -> (std::time::Duration, u64) {
     let urls = [server.url()];
     let item = unique_item();
     let store = || async { Store::connect_urls(Mode::Single, &urls).await.unwrap() };
-    block_on(async {
+    let runtime = lock_tests::two_worker_runtime();
+    runtime.block_on(async {
         flash_sale::open_sale(&store().await, &item, STOCK)
             .await
             .unwrap()
@@ -182,7 +179,8 @@ fn timed_sale(server: &RedisServer) -> (std::time::Duration, u64) {
     let bought = sale_in_processes(Mode::Single, &urls, &item);
     let took = started.elapsed();
     let calls = server.calls("evalsha");
-    let outcome = block_on(async { Outcome::read(&store().await, &item, STOCK).await.unwrap() });
+    let outcome =
+        runtime.block_on(async { Outcome::read(&store().await, &item, STOCK).await.unwrap() });
     assert!(outcome.is_exact(), "{outcome}");
     assert_eq!(bought, STOCK as u64);
     (took, calls)

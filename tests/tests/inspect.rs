@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use lock_runtime::{HolderKind, LockError, LostCause, distributed_lock};
-use lock_tests::{RedisServer, block_on, shared_server};
+use lock_tests::{RedisServer, shared_server};
 
 /// A generous bound for anything that happens within a renewal interval or two.
 const BOUND: Duration = Duration::from_secs(10);
@@ -157,72 +157,71 @@ async fn stuck_job(job: u32) -> Result<(), LockError> {
     Ok(())
 }
 
-#[test]
-fn force_release_takes_the_lock_from_a_running_holder_and_grants_the_waiter() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_takes_the_lock_from_a_running_holder_and_grants_the_waiter() {
     let server = shared_server();
     let key = "inspect:force:1";
-    block_on(async {
-        let started = STARTED.notified();
-        let holder = tokio::spawn(stuck_job(1));
-        tokio::time::timeout(BOUND, started).await.unwrap();
-        let old_token = server.get(key).unwrap();
+    lock_tests::shared_server();
+    let started = STARTED.notified();
+    let holder = tokio::spawn(stuck_job(1));
+    tokio::time::timeout(BOUND, started).await.unwrap();
+    let old_token = server.get(key).unwrap();
 
-        // Another process waits for the job's lock.
-        let other = server.lock_client();
-        let waiter = {
-            let lock = other.lock(key).wait(Duration::from_secs(30));
-            tokio::spawn(async move { lock.acquire().await })
-        };
-        server.until_queued(key, 1).await;
-        let operator = server.lock_client();
-        let waiter_id = operator.inspect(key).await.unwrap().waiters[0].id.clone();
+    // Another process waits for the job's lock.
+    let other = server.lock_client();
+    let waiter = {
+        let lock = other.lock(key).wait(Duration::from_secs(30));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    server.until_queued(key, 1).await;
+    let operator = server.lock_client();
+    let waiter_id = operator.inspect(key).await.unwrap().waiters[0].id.clone();
 
-        let released = operator.force_release(key).await.unwrap();
-        assert_eq!(released.key, key);
-        assert_eq!(released.removed.len(), 1, "{released:?}");
-        assert_eq!(released.removed[0].token, old_token);
-        assert!(released.removed[0].ttl.is_some());
-        assert_eq!(released.woken.as_deref(), Some(waiter_id.as_str()));
-        assert!(released.granted, "{released:?}");
-        // Granted in the same call: the key holds the waiter's token already, before the
-        // waiter's process even heard of it (not found free at its next park).
-        let state = operator.inspect(key).await.unwrap();
-        assert_eq!(state.holder().unwrap().token, waiter_id, "{state}");
-        assert_eq!(state.queued, 0);
-        let text = released.to_string();
-        assert_eq!(
-            text.split(" (ttl ").next().unwrap(),
-            format!("released {key}: removed holder {old_token}")
-        );
-        assert!(
-            text.ends_with(&format!("; granted to waiter {waiter_id}")),
-            "{text}"
-        );
+    let released = operator.force_release(key).await.unwrap();
+    assert_eq!(released.key, key);
+    assert_eq!(released.removed.len(), 1, "{released:?}");
+    assert_eq!(released.removed[0].token, old_token);
+    assert!(released.removed[0].ttl.is_some());
+    assert_eq!(released.woken.as_deref(), Some(waiter_id.as_str()));
+    assert!(released.granted, "{released:?}");
+    // Granted in the same call: the key holds the waiter's token already, before the
+    // waiter's process even heard of it (not found free at its next park).
+    let state = operator.inspect(key).await.unwrap();
+    assert_eq!(state.holder().unwrap().token, waiter_id, "{state}");
+    assert_eq!(state.queued, 0);
+    let text = released.to_string();
+    assert_eq!(
+        text.split(" (ttl ").next().unwrap(),
+        format!("released {key}: removed holder {old_token}")
+    );
+    assert!(
+        text.ends_with(&format!("; granted to waiter {waiter_id}")),
+        "{text}"
+    );
 
-        let guard = tokio::time::timeout(BOUND, waiter)
-            .await
-            .expect("the waiter never got the lock")
-            .unwrap()
-            .unwrap();
-        assert_eq!(guard.token(), waiter_id);
+    let guard = tokio::time::timeout(BOUND, waiter)
+        .await
+        .expect("the waiter never got the lock")
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.token(), waiter_id);
 
-        // The old holder's next renewal (every ttl/3 = 1 s) finds its token gone: the body
-        // is stopped and the call says the lease was lost, and why.
-        let outcome = tokio::time::timeout(BOUND, holder)
-            .await
-            .expect("the old holder was never told")
-            .unwrap();
-        match outcome {
-            Err(LockError::Lost { key: lost, cause }) => {
-                assert_eq!(lost, key);
-                assert_eq!(cause, LostCause::TokenGone);
-            }
-            other => panic!("expected Lost, got {other:?}"),
+    // The old holder's next renewal (every ttl/3 = 1 s) finds its token gone: the body
+    // is stopped and the call says the lease was lost, and why.
+    let outcome = tokio::time::timeout(BOUND, holder)
+        .await
+        .expect("the old holder was never told")
+        .unwrap();
+    match outcome {
+        Err(LockError::Lost { key: lost, cause }) => {
+            assert_eq!(lost, key);
+            assert_eq!(cause, LostCause::TokenGone);
         }
-        // The old holder's release did not touch the new holder's key.
-        assert_eq!(server.get(key).as_deref(), Some(guard.token()));
-        guard.release().await.unwrap();
-    });
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    // The old holder's release did not touch the new holder's key.
+    assert_eq!(server.get(key).as_deref(), Some(guard.token()));
+    guard.release().await.unwrap();
 }
 
 #[tokio::test]
@@ -336,8 +335,7 @@ impl std::io::Write for Captured {
 }
 
 /// The old holder's loss is no silent one: its watchdog WARNs naming the key and counts it
-/// (`lock_lost_total{cause="token_gone"}`), once. The recorder and the subscriber are local
-/// to this thread, with a current-thread runtime so that the watchdog reports to them.
+/// (`lock_lost_total{cause="token_gone"}`), once.
 #[test]
 fn a_forced_release_is_a_counted_and_warned_loss_for_the_old_holder() {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -352,8 +350,12 @@ fn a_forced_release_is_a_counted_and_warned_loss_for_the_old_holder() {
         .with_writer(move || writer.clone())
         .finish();
     let mut counted = 0;
+    // The client's background work (the watchdog that finds the loss) runs on the client's
+    // own thread: it reports to the global recorder, and to the subscriber that was the
+    // default where the client was created.
+    recorder.install().unwrap();
     tracing::subscriber::with_default(subscriber, || {
-        metrics::with_local_recorder(&recorder, || {
+        {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -381,7 +383,7 @@ fn a_forced_release_is_a_counted_and_warned_loss_for_the_old_holder() {
                 tokio::time::sleep(Duration::from_millis(600)).await;
                 drop(guard);
             });
-        });
+        }
         counted = snapshotter
             .snapshot()
             .into_vec()

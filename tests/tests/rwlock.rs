@@ -212,283 +212,271 @@ fn a_writer_never_overlaps_a_reader_or_another_writer_across_processes() {
     );
 }
 
-#[test]
-fn readers_share_the_key_and_a_writer_excludes_everyone() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_the_key_and_a_writer_excludes_everyone() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let client = shared_server().lock_client();
-        let doc = client.rw_lock("doc:share").ttl(Duration::from_secs(5));
-        let first = doc.read().await.unwrap();
-        let second = doc.read().await.unwrap();
-        assert!(!first.is_reentrant() && !second.is_reentrant());
-        assert_ne!(first.token(), second.token());
-        let err = doc.try_write().await.unwrap_err();
-        assert!(matches!(err, LockError::Busy { .. }), "{err}");
-        assert!(err.to_string().contains("doc:share"), "{err}");
-        // The writer that gave up left nothing behind: readers still enter.
-        let third = doc.try_read().await.unwrap();
-        for guard in [first, second, third] {
-            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
-        }
-        let writing = doc.try_write().await.unwrap();
-        let err = doc.try_read().await.unwrap_err();
-        assert!(matches!(err, LockError::Busy { .. }), "{err}");
-        assert!(matches!(
-            doc.try_write().await.unwrap_err(),
-            LockError::Busy { .. }
-        ));
-        assert_eq!(writing.release().await.unwrap(), ReleaseOutcome::Released);
-        doc.try_read().await.unwrap().release().await.unwrap();
-    });
+    let client = shared_server().lock_client();
+    let doc = client.rw_lock("doc:share").ttl(Duration::from_secs(5));
+    let first = doc.read().await.unwrap();
+    let second = doc.read().await.unwrap();
+    assert!(!first.is_reentrant() && !second.is_reentrant());
+    assert_ne!(first.token(), second.token());
+    let err = doc.try_write().await.unwrap_err();
+    assert!(matches!(err, LockError::Busy { .. }), "{err}");
+    assert!(err.to_string().contains("doc:share"), "{err}");
+    // The writer that gave up left nothing behind: readers still enter.
+    let third = doc.try_read().await.unwrap();
+    for guard in [first, second, third] {
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+    let writing = doc.try_write().await.unwrap();
+    let err = doc.try_read().await.unwrap_err();
+    assert!(matches!(err, LockError::Busy { .. }), "{err}");
+    assert!(matches!(
+        doc.try_write().await.unwrap_err(),
+        LockError::Busy { .. }
+    ));
+    assert_eq!(writing.release().await.unwrap(), ReleaseOutcome::Released);
+    doc.try_read().await.unwrap().release().await.unwrap();
 }
 
 /// A writer waits for the readers that hold the key: the last reader's release wakes it
 /// (well before the readers' ttl), and a reader that came after the writer waits behind it.
-#[test]
-fn a_writer_waits_for_the_readers_and_later_readers_wait_for_the_writer() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_waits_for_the_readers_and_later_readers_wait_for_the_writer() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let readers = shared_server().lock_client();
-        let writers = shared_server().lock_client();
-        let late = shared_server().lock_client();
-        let key = "doc:order";
-        let reading = readers
-            .rw_lock(key)
-            .ttl(Duration::from_secs(30))
-            .read()
-            .await
-            .unwrap();
-        let writer = {
-            let lock = writers.rw_lock(key).wait(Duration::from_secs(20));
-            tokio::spawn(async move {
-                let guard = lock.write().await.unwrap();
-                (Instant::now(), guard)
-            })
-        };
-        // The writer holds the key while it waits for the reader: a new reader queues.
-        lock_tests::until(Duration::from_secs(5), Duration::from_millis(2), || {
-            shared_server().get(key).is_some()
-        })
+    let readers = shared_server().lock_client();
+    let writers = shared_server().lock_client();
+    let late = shared_server().lock_client();
+    let key = "doc:order";
+    let reading = readers
+        .rw_lock(key)
+        .ttl(Duration::from_secs(30))
+        .read()
         .await
         .unwrap();
-        let late_reader = {
-            let lock = late.rw_lock(key).wait(Duration::from_secs(20));
-            tokio::spawn(async move {
-                let guard = lock.read().await.unwrap();
-                (Instant::now(), guard)
-            })
-        };
-        lock_tests::until_waiting(&late, 1).await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(!writer.is_finished() && !late_reader.is_finished());
-        let released = Instant::now();
-        reading.release().await.unwrap();
-        let (wrote, writing) = writer.await.unwrap();
-        assert!(
-            wrote - released < Duration::from_secs(2),
-            "the writer waited {:?} after the last reader left",
-            wrote - released
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(
-            !late_reader.is_finished(),
-            "a later reader passed the writer"
-        );
-        let write_released = Instant::now();
-        writing.release().await.unwrap();
-        let (read, guard) = late_reader.await.unwrap();
-        assert!(read >= write_released);
-        guard.release().await.unwrap();
-    });
+    let writer = {
+        let lock = writers.rw_lock(key).wait(Duration::from_secs(20));
+        tokio::spawn(async move {
+            let guard = lock.write().await.unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    // The writer holds the key while it waits for the reader: a new reader queues.
+    lock_tests::until(Duration::from_secs(5), Duration::from_millis(2), || {
+        shared_server().get(key).is_some()
+    })
+    .await
+    .unwrap();
+    let late_reader = {
+        let lock = late.rw_lock(key).wait(Duration::from_secs(20));
+        tokio::spawn(async move {
+            let guard = lock.read().await.unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    lock_tests::until_waiting(&late, 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!writer.is_finished() && !late_reader.is_finished());
+    let released = Instant::now();
+    reading.release().await.unwrap();
+    let (wrote, writing) = writer.await.unwrap();
+    assert!(
+        wrote - released < Duration::from_secs(2),
+        "the writer waited {:?} after the last reader left",
+        wrote - released
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !late_reader.is_finished(),
+        "a later reader passed the writer"
+    );
+    let write_released = Instant::now();
+    writing.release().await.unwrap();
+    let (read, guard) = late_reader.await.unwrap();
+    assert!(read >= write_released);
+    guard.release().await.unwrap();
 }
 
 /// Fairness: readers keep arriving (eight tasks in each of two clients, each reading back
 /// to back for 30 to 90 ms, their holds overlapping so that the key is practically never free of
 /// readers), and a writer that queues among them still gets the key, within a bounded time.
 /// (With readers let in past a waiting writer, it waited out its 20 s.)
-#[test]
-fn a_queued_writer_is_served_while_readers_keep_arriving() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_writer_is_served_while_readers_keep_arriving() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let key = "doc:fair";
-        let stop = Arc::new(AtomicBool::new(false));
-        let reads = Arc::new(AtomicU64::new(0));
-        let mut readers = Vec::new();
-        for _ in 0..2 {
-            let client = shared_server().lock_client();
-            for _ in 0..8 {
-                let lock = client
-                    .rw_lock(key)
-                    .ttl(Duration::from_secs(5))
-                    .wait(Duration::from_secs(30));
-                let (stop, reads) = (stop.clone(), reads.clone());
-                readers.push(tokio::spawn(async move {
-                    for _ in 0..100_000 {
-                        if stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        let guard = lock.read().await.unwrap();
-                        // Random lengths, so that the readers do not fall into step
-                        // (and leave the key free all at once).
-                        let hold = fastrand::u64(30..90);
-                        tokio::time::sleep(Duration::from_millis(hold)).await;
-                        guard.release().await.unwrap();
-                        reads.fetch_add(1, Ordering::Relaxed);
+    let key = "doc:fair";
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let client = shared_server().lock_client();
+        for _ in 0..8 {
+            let lock = client
+                .rw_lock(key)
+                .ttl(Duration::from_secs(5))
+                .wait(Duration::from_secs(30));
+            let (stop, reads) = (stop.clone(), reads.clone());
+            readers.push(tokio::spawn(async move {
+                for _ in 0..100_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
                     }
-                }));
-            }
+                    let guard = lock.read().await.unwrap();
+                    // Random lengths, so that the readers do not fall into step
+                    // (and leave the key free all at once).
+                    let hold = fastrand::u64(30..90);
+                    tokio::time::sleep(Duration::from_millis(hold)).await;
+                    guard.release().await.unwrap();
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            }));
         }
-        // The readers are going (and overlapping) before the writer asks.
-        lock_tests::until(Duration::from_secs(10), Duration::from_millis(5), || {
-            reads.load(Ordering::Relaxed) >= 16
-        })
-        .await
-        .unwrap();
-        let writers = shared_server().lock_client();
-        let asked = Instant::now();
-        let writing = writers
-            .rw_lock(key)
-            .wait(Duration::from_secs(20))
-            .write()
-            .await;
-        let waited = asked.elapsed();
-        let reads_before = reads.load(Ordering::Relaxed);
-        stop.store(true, Ordering::Relaxed);
-        let writing = writing.unwrap();
-        println!(
-            "FIGURE rw-fairness: a writer among 16 back-to-back readers got the key after \
-             {:.0} ms ({reads_before} reads so far)",
-            waited.as_secs_f64() * 1000.0
-        );
-        // Bounded: the readers inside leave within their 90 ms bodies; those that came
-        // after the writer wait behind it. Generous for a loaded machine.
-        assert!(
-            waited < Duration::from_secs(5),
-            "the writer waited {waited:?}"
-        );
-        writing.release().await.unwrap();
-        for reader in readers {
-            reader.await.unwrap();
-        }
-    });
+    }
+    // The readers are going (and overlapping) before the writer asks.
+    lock_tests::until(Duration::from_secs(10), Duration::from_millis(5), || {
+        reads.load(Ordering::Relaxed) >= 16
+    })
+    .await
+    .unwrap();
+    let writers = shared_server().lock_client();
+    let asked = Instant::now();
+    let writing = writers
+        .rw_lock(key)
+        .wait(Duration::from_secs(20))
+        .write()
+        .await;
+    let waited = asked.elapsed();
+    let reads_before = reads.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let writing = writing.unwrap();
+    println!(
+        "FIGURE rw-fairness: a writer among 16 back-to-back readers got the key after \
+         {:.0} ms ({reads_before} reads so far)",
+        waited.as_secs_f64() * 1000.0
+    );
+    // Bounded: the readers inside leave within their 90 ms bodies; those that came
+    // after the writer wait behind it. Generous for a loaded machine.
+    assert!(
+        waited < Duration::from_secs(5),
+        "the writer waited {waited:?}"
+    );
+    writing.release().await.unwrap();
+    for reader in readers {
+        reader.await.unwrap();
+    }
 }
 
 /// Reentrancy within a task: read in read and read in write are reentrant; write in read
 /// (an upgrade) is refused with a message that names the key and says why.
-#[test]
-fn reentrancy_allows_reading_inside_a_hold_and_refuses_an_upgrade() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_allows_reading_inside_a_hold_and_refuses_an_upgrade() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let client = shared_server().lock_client();
-        let doc = client.rw_lock("doc:reentrant").wait(Duration::from_secs(2));
-        let inner = doc.clone();
-        doc.run_read(async {
-            let current = current_lock().unwrap();
-            assert!(current.is_read());
-            assert_eq!(current.key(), "doc:reentrant");
-            let again = inner.read().await?;
-            assert!(again.is_reentrant());
-            again.release().await?;
-            let err = inner.write().await.unwrap_err();
-            assert!(matches!(err, LockError::Config { .. }), "{err}");
-            let text = err.to_string();
-            assert!(
-                text.contains("doc:reentrant") && text.contains("upgrade"),
-                "{text}"
-            );
-            // The key as a mutex is refused the same way.
-            let err = client.lock("doc:reentrant").acquire().await.unwrap_err();
-            assert!(matches!(err, LockError::Config { .. }), "{err}");
-            Ok::<_, LockError>(())
-        })
-        .await
-        .unwrap();
-        let inner = doc.clone();
-        doc.run_write(async {
-            assert!(!current_lock().unwrap().is_read());
-            let reading = inner.read().await?;
-            assert!(reading.is_reentrant());
-            let writing = inner.write().await?;
-            assert!(writing.is_reentrant());
-            Ok::<_, LockError>(())
-        })
-        .await
-        .unwrap();
-        // Nothing held afterwards.
-        doc.try_write().await.unwrap().release().await.unwrap();
-    });
+    let client = shared_server().lock_client();
+    let doc = client.rw_lock("doc:reentrant").wait(Duration::from_secs(2));
+    let inner = doc.clone();
+    doc.run_read(async {
+        let current = current_lock().unwrap();
+        assert!(current.is_read());
+        assert_eq!(current.key(), "doc:reentrant");
+        let again = inner.read().await?;
+        assert!(again.is_reentrant());
+        again.release().await?;
+        let err = inner.write().await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("doc:reentrant") && text.contains("upgrade"),
+            "{text}"
+        );
+        // The key as a mutex is refused the same way.
+        let err = client.lock("doc:reentrant").acquire().await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err}");
+        Ok::<_, LockError>(())
+    })
+    .await
+    .unwrap();
+    let inner = doc.clone();
+    doc.run_write(async {
+        assert!(!current_lock().unwrap().is_read());
+        let reading = inner.read().await?;
+        assert!(reading.is_reentrant());
+        let writing = inner.write().await?;
+        assert!(writing.is_reentrant());
+        Ok::<_, LockError>(())
+    })
+    .await
+    .unwrap();
+    // Nothing held afterwards.
+    doc.try_write().await.unwrap().release().await.unwrap();
 }
 
 /// A dropped read guard (a cancelled task) gives its share back at once: a waiting writer
 /// gets the key well before the share's ttl.
-#[test]
-fn a_dropped_read_guard_lets_the_writer_in() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_read_guard_lets_the_writer_in() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let client = shared_server().lock_client();
-        let doc = client
-            .rw_lock("doc:drop")
-            .ttl(Duration::from_secs(30))
-            .wait(Duration::from_secs(10));
-        let reading = doc.read().await.unwrap();
-        let writer = {
-            let doc = doc.clone();
-            tokio::spawn(async move { doc.write().await })
-        };
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let dropped = Instant::now();
-        drop(reading);
-        let writing = writer.await.unwrap().unwrap();
-        assert!(dropped.elapsed() < Duration::from_secs(3));
-        writing.release().await.unwrap();
-    });
+    let client = shared_server().lock_client();
+    let doc = client
+        .rw_lock("doc:drop")
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(10));
+    let reading = doc.read().await.unwrap();
+    let writer = {
+        let doc = doc.clone();
+        tokio::spawn(async move { doc.write().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let dropped = Instant::now();
+    drop(reading);
+    let writing = writer.await.unwrap().unwrap();
+    assert!(dropped.elapsed() < Duration::from_secs(3));
+    writing.release().await.unwrap();
 }
 
 /// A share taken away in Redis (an operator's DEL) is found by the watchdog: the reader's
 /// body is stopped with `Lost`, as a mutex holder's would be.
-#[test]
-fn a_lost_share_stops_the_reader() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_share_stops_the_reader() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let client = shared_server().lock_client();
-        let doc = client.rw_lock("doc:lost").ttl(Duration::from_millis(600));
-        let err = doc
-            .run_read(async {
-                let mut redis = shared_server().conn();
-                let shares: Vec<String> = redis::cmd("KEYS")
-                    .arg("~lock/share/*doc:lost*")
-                    .query(&mut redis)
-                    .unwrap();
-                assert_eq!(shares.len(), 1, "{shares:?}");
-                let _: i64 = redis::cmd("DEL").arg(&shares[0]).query(&mut redis).unwrap();
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                Ok::<_, LockError>(())
-            })
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                LockError::Lost {
-                    cause: LostCause::TokenGone,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-    });
+    let client = shared_server().lock_client();
+    let doc = client.rw_lock("doc:lost").ttl(Duration::from_millis(600));
+    let err = doc
+        .run_read(async {
+            let mut redis = shared_server().conn();
+            let shares: Vec<String> = redis::cmd("KEYS")
+                .arg("~lock/share/*doc:lost*")
+                .query(&mut redis)
+                .unwrap();
+            assert_eq!(shares.len(), 1, "{shares:?}");
+            let _: i64 = redis::cmd("DEL").arg(&shares[0]).query(&mut redis).unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok::<_, LockError>(())
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::Lost {
+                cause: LostCause::TokenGone,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 /// A process that holds the key for reading (`RW_MODE=read`) or waits to write it
@@ -659,32 +647,31 @@ async fn write_doc(id: u64) -> Result<Option<u64>, LockError> {
 
 /// The attribute form end to end, on the global client: readers run side by side, a
 /// writer waits for a reader that holds the key and then runs with a fence.
-#[test]
-fn the_attribute_takes_read_and_write_modes() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_takes_read_and_write_modes() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let both_inside = Arc::new(tokio::sync::Barrier::new(2));
-        let (first, second) = tokio::join!(
-            read_doc(7, both_inside.clone()),
-            read_doc(7, both_inside.clone())
-        );
-        assert!(
-            first.unwrap() && second.unwrap(),
-            "the readers did not share"
-        );
-        let reading = lock_runtime::RwLock::new("doc:attribute:7")
-            .read()
-            .await
-            .unwrap();
-        let writer = tokio::spawn(write_doc(7));
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(!writer.is_finished(), "the writer ran beside a reader");
-        reading.release().await.unwrap();
-        let fence = writer.await.unwrap().unwrap();
-        assert!(fence.is_some_and(|fence| fence > 0), "{fence:?}");
-    });
+    lock_tests::shared_server();
+    let both_inside = Arc::new(tokio::sync::Barrier::new(2));
+    let (first, second) = tokio::join!(
+        read_doc(7, both_inside.clone()),
+        read_doc(7, both_inside.clone())
+    );
+    assert!(
+        first.unwrap() && second.unwrap(),
+        "the readers did not share"
+    );
+    let reading = lock_runtime::RwLock::new("doc:attribute:7")
+        .read()
+        .await
+        .unwrap();
+    let writer = tokio::spawn(write_doc(7));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished(), "the writer ran beside a reader");
+    reading.release().await.unwrap();
+    let fence = writer.await.unwrap().unwrap();
+    assert!(fence.is_some_and(|fence| fence > 0), "{fence:?}");
 }
 
 /// A writer whose process waited in the key's Redis queue (its place's token became the
@@ -693,48 +680,46 @@ fn the_attribute_takes_read_and_write_modes() {
 /// process's queue waiter, still registered under the bare token, does not take it. (It
 /// did: a read-heavy benchmark showed writers, and the readers queued behind them, waiting
 /// 0.8 to 2.9 s.)
-#[test]
-fn a_writer_that_queued_is_woken_by_the_last_readers_release() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_queued_is_woken_by_the_last_readers_release() {
     if child::role().is_some() {
         return;
     }
-    lock_tests::block_on(async {
-        let key = "doc:woken";
-        let readers = shared_server().lock_client();
-        let holder = shared_server().lock_client();
-        let writers = shared_server().lock_client();
-        let reading = readers.rw_lock(key).read().await.unwrap();
-        // Another process holds the key itself, so that the writer's process queues.
-        let held = holder.lock(key).acquire().await.unwrap();
-        let writer = {
-            let lock = writers.rw_lock(key).wait(Duration::from_secs(10));
-            tokio::spawn(async move {
-                let guard = lock.write().await;
-                (Instant::now(), guard)
-            })
-        };
-        shared_server().until_queued(key, 1).await;
-        let holder_token = Some(held.token().to_owned());
-        held.release().await.unwrap();
-        // The writer holds the key now and waits for the reader.
-        lock_tests::until(Duration::from_secs(5), Duration::from_millis(2), || {
-            held_token(key).is_some_and(|token| Some(&token) != holder_token.as_ref())
+    let key = "doc:woken";
+    let readers = shared_server().lock_client();
+    let holder = shared_server().lock_client();
+    let writers = shared_server().lock_client();
+    let reading = readers.rw_lock(key).read().await.unwrap();
+    // Another process holds the key itself, so that the writer's process queues.
+    let held = holder.lock(key).acquire().await.unwrap();
+    let writer = {
+        let lock = writers.rw_lock(key).wait(Duration::from_secs(10));
+        tokio::spawn(async move {
+            let guard = lock.write().await;
+            (Instant::now(), guard)
         })
-        .await
-        .unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let released = Instant::now();
-        reading.release().await.unwrap();
-        let (wrote, guard) = writer.await.unwrap();
-        let guard = guard.unwrap();
-        let delay = wrote - released;
-        assert!(
-            delay < Duration::from_millis(250),
-            "the writer was woken {delay:?} after the last reader left (its fallback look \
-             comes after 333 ms)"
-        );
-        guard.release().await.unwrap();
-    });
+    };
+    shared_server().until_queued(key, 1).await;
+    let holder_token = Some(held.token().to_owned());
+    held.release().await.unwrap();
+    // The writer holds the key now and waits for the reader.
+    lock_tests::until(Duration::from_secs(5), Duration::from_millis(2), || {
+        held_token(key).is_some_and(|token| Some(&token) != holder_token.as_ref())
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let released = Instant::now();
+    reading.release().await.unwrap();
+    let (wrote, guard) = writer.await.unwrap();
+    let guard = guard.unwrap();
+    let delay = wrote - released;
+    assert!(
+        delay < Duration::from_millis(250),
+        "the writer was woken {delay:?} after the last reader left (its fallback look \
+         comes after 333 ms)"
+    );
+    guard.release().await.unwrap();
 }
 
 fn held_token(key: &str) -> Option<String> {

@@ -266,13 +266,13 @@ async fn export(
     Ok(current.key().to_owned())
 }
 
-#[test]
-fn the_attribute_admits_permits_bodies_at_once_per_key() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_admits_permits_bodies_at_once_per_key() {
     if child::role().is_some() {
         return;
     }
     let server = lock_tests::shared_server();
-    lock_tests::block_on(async {
+    async {
         let redis = server
             .redis()
             .get_multiplexed_async_connection()
@@ -285,7 +285,8 @@ fn the_attribute_admits_permits_bodies_at_once_per_key() {
         for call in futures::future::join_all(calls).await {
             assert!(call.unwrap().unwrap().starts_with("attr-export:"));
         }
-    });
+    }
+    .await;
     for tenant in ["acme", "globex"] {
         let most: i64 = server
             .get(&format!("most:{tenant}"))

@@ -116,11 +116,28 @@ fn client(server: &RedisServer) -> LockClient {
     .unwrap()
 }
 
+/// The process's recorder: the client's background work (the watchdog's losses) runs on
+/// the client's own thread, so it reports to the global recorder, installed once here.
+fn recorder() -> &'static metrics_util::debugging::Snapshotter {
+    static SNAPSHOTTER: std::sync::OnceLock<metrics_util::debugging::Snapshotter> =
+        std::sync::OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().unwrap();
+        snapshotter
+    })
+}
+
+/// A snapshot drains the counters: the tests that read the one recorder run one at a time,
+/// each from a drained recorder.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_scenario_is_counted() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let snapshotter = recorder();
+    drop(snapshotter.snapshot());
     let events = Captured::default();
     let writer = events.clone();
     tracing_subscriber::fmt()
@@ -365,13 +382,12 @@ async fn a_small_scenario_is_counted() {
 }
 
 /// A lease that `extend` finds gone is a lost lease like one the watchdog finds gone:
-/// counted at once, and once. The recorder is local to this test's thread (the other test
-/// installs the global one), with a current-thread runtime so that the watchdog's tasks
-/// report to it too.
+/// counted at once, and once.
 #[test]
 fn a_lease_extend_finds_gone_is_counted_once() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
+    let _alone = ONE_AT_A_TIME.blocking_lock();
+    let snapshotter = recorder();
+    drop(snapshotter.snapshot());
     // A snapshot drains the counters: keep every snapshot, and count over them all.
     let snapshots = std::cell::RefCell::new(Samples::new());
     let lost = |label: &str| {
@@ -379,7 +395,7 @@ fn a_lease_extend_finds_gone_is_counted_once() {
         snapshots.extend(snapshotter.snapshot().into_vec());
         count(&snapshots, LOST, &[("cause", "token_gone"), ("key", label)])
     };
-    metrics::with_local_recorder(&recorder, || {
+    {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -447,7 +463,7 @@ fn a_lease_extend_finds_gone_is_counted_once() {
             assert!(matches!(err, LockError::Lost { .. }), "{err:?}");
             assert_eq!(lost("watched"), 1, "one lost lease counted twice");
         });
-    });
+    }
 }
 
 /// A release that finds the key gone, or held by another owner, while the guard still
@@ -456,15 +472,16 @@ fn a_lease_extend_finds_gone_is_counted_once() {
 /// watchdog or `extend` reported already is not counted again by the release.
 #[test]
 fn a_loss_found_at_release_is_counted_once() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
+    let _alone = ONE_AT_A_TIME.blocking_lock();
+    let snapshotter = recorder();
+    drop(snapshotter.snapshot());
     let snapshots = std::cell::RefCell::new(Samples::new());
     let lost = |cause: &str, label: &str| {
         let mut snapshots = snapshots.borrow_mut();
         snapshots.extend(snapshotter.snapshot().into_vec());
         count(&snapshots, LOST, &[("cause", cause), ("key", label)])
     };
-    metrics::with_local_recorder(&recorder, || {
+    {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -544,5 +561,5 @@ fn a_loss_found_at_release_is_counted_once() {
             assert_eq!(lost("token_gone", "extended"), 1);
             assert_eq!(lost("found_at_release", "extended"), 0);
         });
-    });
+    }
 }

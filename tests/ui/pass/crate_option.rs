@@ -19,7 +19,7 @@ pub mod facade {
         /// Stands in for the runtime's `run`: no lock, just the body.
         pub async fn run<F, T, E>(
             key: Result<String, lock_runtime::LockError>,
-            options: lock_runtime::LockOptions,
+            options: lock_runtime::__private::Options,
             body: F,
         ) -> Result<T, E>
         where
@@ -30,7 +30,7 @@ pub mod facade {
             // Only the written option differs from the runtime's defaults.
             let mut expected = lock_runtime::LockOptions::default();
             expected.ttl = std::time::Duration::from_secs(5);
-            assert_eq!(options, expected);
+            assert_eq!(options.lock_options(), &expected);
             super::super::RAN_THROUGH_FACADE.store(true, std::sync::atomic::Ordering::SeqCst);
             body.await
         }

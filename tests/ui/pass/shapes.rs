@@ -164,4 +164,35 @@ fn main() {
         sold: 0,
     };
     assert_send(&shop2.close());
+    assert_send(&hash_tagged(1));
+    let state = AppState {
+        locks: None,
+        shared: None,
+    };
+    assert_send(&injected(&state, 1));
+    assert_send(&state.method(1));
+}
+
+/// Braces that name no argument are a cluster hash tag, kept as written.
+#[distributed_lock(key = "{app}:job:<id>")]
+pub async fn hash_tagged(id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
+/// A service's own clients, as `client = ...` takes them.
+pub struct AppState {
+    pub locks: Option<lock_runtime::LockClient>,
+    pub shared: Option<std::sync::Arc<lock_runtime::LockClient>>,
+}
+
+#[distributed_lock(key = "order:<id>", client = state.locks.as_ref())]
+pub async fn injected(state: &AppState, id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
+impl AppState {
+    #[distributed_lock(key = "order:<id>", client = self.shared.as_deref(), mode = "write")]
+    pub async fn method(&self, id: u64) -> Result<u64, LockError> {
+        Ok(id)
+    }
 }
