@@ -413,7 +413,7 @@ fn ms(us: f64) -> String {
     }
 }
 
-/// The goal rows of issue 27 item 3 (goal, verdict, measured), for the "Goals (issue 27)"
+/// The goal rows of issue 27 item 3 (goal, verdict, measured), for the "Goals: cost at scale"
 /// table: per foreign client, each side's share and our p99 wait; exclusion over all.
 pub(crate) fn goal_rows(records: &[ForeignRecord]) -> Vec<(String, Option<bool>, String)> {
     let mut rows = Vec::new();
@@ -460,10 +460,7 @@ pub(crate) fn goal_rows(records: &[ForeignRecord]) -> Vec<(String, Option<bool>,
 
 /// The section of BENCHMARKS.md.
 pub(crate) fn section(out: &mut String, records: &[ForeignRecord], skipped: &[String]) {
-    let _ = writeln!(
-        out,
-        "## 12. One key shared with foreign clients (issue 27)\n"
-    );
+    let _ = writeln!(out, "## 12. One key shared with foreign clients\n");
     let window = records.first().map_or(WINDOW_S, |r| r.window_s);
     let _ = writeln!(
         out,

@@ -677,7 +677,7 @@ pub(crate) fn goal_rows(records: &[WaitRecord]) -> Vec<GoalRow> {
         return ["requests", "server CPU"]
             .into_iter()
             .map(|what| GoalRow {
-                goal: format!("Issue 27: 10,000 waiting keys in one process: {what}"),
+                goal: format!("10,000 waiting keys in one process: {what}"),
                 met: None,
                 detail: "not measured in this run".to_owned(),
             })
@@ -686,7 +686,7 @@ pub(crate) fn goal_rows(records: &[WaitRecord]) -> Vec<GoalRow> {
     vec![
         GoalRow {
             goal: format!(
-                "Issue 27: 10,000 waiting keys in one process cost at most {GOAL_REQUESTS_PER_S} requests per second"
+                "10,000 waiting keys in one process cost at most {GOAL_REQUESTS_PER_S} requests per second"
             ),
             met: Some(ours.requests_per_s() <= GOAL_REQUESTS_PER_S),
             detail: format!(
@@ -700,7 +700,7 @@ pub(crate) fn goal_rows(records: &[WaitRecord]) -> Vec<GoalRow> {
         },
         GoalRow {
             goal: format!(
-                "Issue 27: 10,000 waiting keys in one process cost at most {:.0} % of a server core",
+                "10,000 waiting keys in one process cost at most {:.0} % of a server core",
                 GOAL_SERVER_CORE * 100.0
             ),
             met: Some(ours.server_core() <= GOAL_SERVER_CORE),
@@ -721,7 +721,7 @@ pub(crate) fn section(out: &mut String, records: &[WaitRecord], window_s: f64) {
         return;
     }
     let ttl = holder_ttl(Duration::from_secs_f64(window_s)).as_secs_f64();
-    let _ = writeln!(out, "## 11. What waiting costs (issue 27)\n");
+    let _ = writeln!(out, "## 11. What waiting costs\n");
     let _ = writeln!(
         out,
         "N keys held by our lock (a client of the bench's own process, ttl {ttl:.0} s, its \
@@ -773,7 +773,7 @@ pub(crate) fn section(out: &mut String, records: &[WaitRecord], window_s: f64) {
          peer the tap listens over a {:.0} s pass after its window (it slows the server, so \
          the window whose CPU is counted runs without it) and gives the share of the window's \
          commands that were sent rather than run inside Lua. Commands come from `INFO commandstats` \
-         (commands run inside scripts counted, as issue 27 counts them); CPU is `INFO cpu` \
+         (commands run inside scripts counted, as the goal counts them); CPU is `INFO cpu` \
          (`used_cpu_sys + used_cpu_user`) and the children's `getrusage`, over the window. \
          \"acquired\": waiters that got their key while it was held (must be 0).\n",
         PEER_TAP.as_secs_f64()

@@ -19,6 +19,20 @@ use std::time::Duration;
 /// lock `stock:7`: the request to Redis failed (Redis unreachable or answering with an error)
 /// caused by: Connection refused (os error 111)
 /// ```
+///
+/// | variant | when | what to do | with `axum` |
+/// |---|---|---|---|
+/// | [`Busy`](Self::Busy) | another owner holds the key and `wait` is zero | nothing: the duplicate is refused, as a dedup or a run-once job wants | 429 |
+/// | [`Timeout`](Self::Timeout) | the key was still held when `wait` ran out | retry later; raise `wait` or shorten the critical section if it is frequent | 503, `Retry-After: 1` |
+/// | [`Lost`](Self::Lost) | the lease was lost while the body ran (`on_lost = "cancel"`), or the release found another owner; `cause` says how | the body's effects may have happened without the lock: check them, and use fencing where two holders would corrupt data | 503 |
+/// | [`Backend`](Self::Backend) | Redis unreachable or failing (a typed error within the connect timeout, never a hang) | retry later; `source()` is the I/O error or Redis reply | 503, `Retry-After: 1` |
+/// | [`ReleaseGaveUp`](Self::ReleaseGaveUp) | a release kept failing until its time ran out: the key expires by its ttl | nothing to undo; the others wait at most the rest of the ttl | 503, `Retry-After: 1` |
+/// | [`NoQuorum`](Self::NoQuorum) | Redlock: fewer than N/2+1 masters answered; `failures` says what the others said | bring the failed masters back; retry later | 503, `Retry-After: 1` |
+/// | [`NotReplicated`](Self::NotReplicated) | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas): too few replicas confirmed the grant in time (it was undone) | check the replicas and their lag; retry later | 503, `Retry-After: 1` |
+/// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
+/// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer | fix the configuration; `reason` says how | 500 |
+/// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
+/// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; `source()` says why | 500 |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum LockError {

@@ -3,117 +3,65 @@
 //! One attribute turns an async function into a critical section guarded by a Redis lock:
 //!
 //! ```no_run
-//! use lock_runtime::{distributed_lock, LockError};
+//! use lock_runtime::{LockError, distributed_lock};
 //!
 //! #[derive(Debug)]
-//! enum ShopError { Lock(LockError), SoldOut }
-//! impl From<LockError> for ShopError {
-//!     fn from(err: LockError) -> Self { ShopError::Lock(err) }
+//! enum ShopError {
+//!     Lock(LockError),
+//!     SoldOut,
 //! }
 //!
+//! impl From<LockError> for ShopError {
+//!     fn from(err: LockError) -> Self {
+//!         ShopError::Lock(err)
+//!     }
+//! }
+//!
+//! // At most one process at a time per item, across every service sharing the Redis.
 //! #[distributed_lock(key = "stock:<id>", ttl = "10s")]
 //! async fn buy(id: u64, qty: u32) -> Result<u32, ShopError> {
-//!     // runs on at most one process at a time per `id`, across every service
-//!     // that shares the Redis
-//!     Ok(qty)
+//!     let stock = 10; // read, check, write: safe under the lock
+//!     if stock < qty {
+//!         return Err(ShopError::SoldOut);
+//!     }
+//!     Ok(stock - qty)
+//! }
+//!
+//! // A per-user dedup: a concurrent second claim fails at once with LockError::Busy.
+//! #[distributed_lock(key = "gift:<user>", ttl = "5s", wait = "0s")]
+//! async fn claim_gift(user: u64) -> Result<String, LockError> {
+//!     Ok(format!("coupon-{user}"))
 //! }
 //! ```
 //!
-//! Before the body runs, the lock is acquired (waiting up to `wait`); while it runs, a
-//! watchdog renews the lease every `ttl/3`; afterwards (on return, `?`, panic or
-//! cancellation) the lock is released. No client object is passed around: a global client
-//! is created on first use from `REDIS_URL` (default `redis://127.0.0.1:6379`), or from
-//! [`init`].
+//! Before the body runs, the lock is acquired (waiting up to `wait`, in arrival order, woken
+//! by the release); while it runs, a watchdog renews the lease every `ttl/3`; afterwards (on
+//! return, `?`, panic or cancellation) it is released with an owner check. No client object
+//! is passed around: a global client is created on first use from `REDIS_URL` (default
+//! `redis://127.0.0.1:6379`), or from [`init`]. For keys computed at run time and locks held
+//! across calls, the same locks are a programmatic API: [`Lock`], [`LockGuard`],
+//! [`MultiLock`], [`RwLock`], [`Semaphore`].
 //!
-//! # The attribute's options
+//! # Reference
 //!
-//! | option | meaning | default |
-//! |---|---|---|
-//! | `key = "stock:<id>"` | the key: `<arg>`, `<arg.field>` or `<self.field>` is that value's `Display`, escaped; `key = ["a:<x>", "b:<y>"]` locks several, all or none ([`MultiLock`]) | required |
-//! | `ttl = "10s"` | the lease: `"250ms"`, `"1.5s"`, `"1m30s"`, or a `Duration` expression | `"30s"` |
-//! | `wait = "5s"` | how long to wait for a held lock; `"0s"` tries once | `"10s"` |
-//! | `watchdog = false` | no renewal: the lease ends after `ttl` | `true` |
-//! | `on_lost = "continue"` | let the body finish when the lease is lost ([`OnLost`]) | `"cancel"` |
-//! | `fencing = true` | a fencing token, read with [`current_lock`] | `false` |
-//! | `permits = 3` | a semaphore: at most 3 bodies at once per key, each permit its own lease ([`Semaphore`]) | none (a lock) |
-//! | `mode = "read"` / `"write"` | a read-write lock: many readers or one writer ([`RwLock`]) | a plain lock |
-//! | `crate = "locks"` | the path of this crate when renamed or re-exported | `"::lock_runtime"` |
+//! - The attribute's options (`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `fencing`,
+//!   `hold_at_least`, `permits`, `mode`, `client`, `crate`): [`distributed_lock`].
+//! - The errors, when each happens and what to do: [`LockError`].
+//! - The settings of a client (deployment, timeouts, key prefix, replicas): [`Config`].
 //!
-//! The function must be `async` and return `Result<T, E>` with `E: From<LockError>`.
-//! Mistakes the attribute can see (an unknown placeholder, a bad duration, a non-async
-//! function) are compile errors at the offending token; [`distributed_lock`] has the
-//! details. Inside the body, [`current_lock`] tells the key, the fence and whether the lease
-//! was lost.
+//! # Guide
 //!
-//! # Errors
-//!
-//! A lock failure comes back as [`LockError`] through the function's error type, and the
-//! body does not run: `Busy` (held, and `wait` is zero), `Timeout` (still held when `wait`
-//! ran out), `Lost` (the lease was lost while the body ran), `Backend` (Redis unreachable
-//! or failing), `NoQuorum` (Redlock), `InvalidKey`, `Config` and `InvalidUrl`. Every
-//! variant about a lock names its key; the message says what failed and how to fix it, and
-//! the underlying error is its `source()`. With the `axum` feature, `LockError` is an
-//! `IntoResponse` (the `http` module).
-//!
-//! # The programmatic API
-//!
-//! For keys computed at run time or locks held across calls, build a [`Lock`], acquire a
-//! [`LockGuard`] and release it; the attribute expands to exactly this API.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use lock_runtime::{Lock, LockError};
-//!
-//! # async fn demo() -> Result<(), LockError> {
-//! let guard = Lock::new("nightly-report").ttl(Duration::from_secs(5)).acquire().await?;
-//! // ... only one replica gets here at a time ...
-//! guard.release().await?;
-//! # Ok(()) }
-//! ```
-//!
-//! # Deployments
-//!
-//! [`init`] with a [`Config`] before the first lock chooses one; without it the first
-//! lock reads `REDIS_URL` as a single server.
-//!
-//! - **A single server** ([`Config::single`], or [`Config::from_client`] with the
-//!   application's own `redis::Client`): mutual exclusion without faults; unsafe when an
-//!   asynchronous replica is promoted on failover (it may lack the key).
-//! - **A primary behind Redis Sentinel** ([`Config::sentinel`]): followed across failovers,
-//!   with the same caveat about promoted replicas.
-//! - **A Redis Cluster** ([`Config::cluster`], [`Config::cluster_builder`]): every key of a
-//!   lock in one slot, wake-ups on sharded pub/sub (Redis 7).
-//! - **Redlock** over N independent masters ([`Config::redlock`]): a lock needs N/2+1
-//!   masters; survives the loss of a minority; a master that restarts empty must stay down
-//!   for the longest ttl in use. No fencing tokens (no single order across masters).
-//!
-//! # What is promised, and what is not
-//!
-//! - **Without faults: mutual exclusion per key.** The key is `SET NX PX` with a random
-//!   token; release and renewal compare the token first, so an owner never deletes or
-//!   extends another owner's key.
-//! - **A lease is valid until `send_time + ttl − drift`** (drift = 1% of ttl + 2 ms) on the
-//!   local monotonic clock: a reply that arrives later acquires nothing.
-//! - **A lease can be lost** (process pause, Redis restart, eviction, an operator's `DEL`).
-//!   The watchdog notices within `ttl/3` plus a round trip. With `on_lost = "cancel"` (the
-//!   default) the guarded body is dropped at its next await point and the call returns
-//!   [`LockError::Lost`]; with `on_lost = "continue"` it finishes and can read
-//!   [`current_lock`]`().is_lost()` or await `lost()`. A loss that only the release finds
-//!   (another owner's token, as after a failover) is a loss too: WARNed, counted, and with
-//!   `"cancel"` the call returns `Lost` ([`LostCause::FoundAtRelease`]; the body's effects
-//!   may have happened).
-//! - **Mutual exclusion under faults is not promised** by this or any lease lock: a holder
-//!   paused past its lease may still act on stale belief. **Fencing** closes the gap: with
-//!   `fencing = true` ([`LockGuard::fence`], [`CurrentLock::fence`]) every acquisition gets a
-//!   token strictly greater than every earlier one for that key, also across a Redis restart
-//!   without persistence (the acquire script seeds it with `max(counter + 1, server TIME in
-//!   µs)`), so storage that remembers the highest token it saw rejects a stale holder's
-//!   writes. The counter key sits in the lock key's cluster slot and expires
-//!   [`FENCE_COUNTER_LIFETIME`] after the last fenced acquisition.
-//! - **Known-unsafe setups** (reproduced by the crate's tests where they can be): a single
-//!   primary whose asynchronous replica is promoted on failover can grant a lock twice; a
-//!   Redlock master restarted without persistence and without a delay of at least the
-//!   longest ttl can let a second holder in. Fencing protects storage in both cases.
+//! 1. [Choosing `ttl` and `wait`, failover, and what is promised](guide::choosing). In
+//!    short: without faults, a key has at most one holder; a lease can be lost (a paused
+//!    process, a failover), which is detected and reported, never silent; when two holders
+//!    for a moment would corrupt data, use fencing tokens.
+//! 2. [Fencing with a store](guide::fencing).
+//! 3. [Web services: axum, the tower layer, shutdown, metrics, testing](guide::web).
+//! 4. [Patterns: a scheduled job, a semaphore, read-write locks, several
+//!    keys](guide::patterns).
+//! 5. [Deployments: a single server, TLS, Sentinel, Cluster, Redlock](guide::deployments).
+//!    Every mode, Redlock included, issues fencing tokens.
+//! 6. [Operations: events, alerts, inspecting and force-releasing locks](guide::operations).
 //!
 //! # Features
 //!
@@ -157,35 +105,6 @@
 //! nothing. An application that wants another provider (aws-lc-rs) installs it before the
 //! first lock or [`init`].
 //!
-//! # Redis layout
-//!
-//! The lock key is exactly the rendered template (behind [`Config::key_prefix`], none by
-//! default); its value is a random token (a uuid v4); it is a plain string with a `PX`
-//! expiry. That is the layout of redis-py's `Lock`, bsm/redislock and single-node redsync,
-//! so their locks and ours on the same key exclude each other. Release is a Lua
-//! compare-and-delete: it never deletes another owner's key.
-//!
-//! # How waiting works
-//!
-//! The tasks of one process that want the same key wait in a local first-come-first-served
-//! queue, and a holder passes the lock to the next of them without a Redis round trip; only
-//! the process waits in Redis, as one queue entry per key. Passes are bounded
-//! ([`Config::local_passes`], [`Config::local_pass_time`]): then the next process in the
-//! key's Redis queue gets the lock. Clients that do not queue (redis-py's `Lock`) get the key
-//! in occasional foreign windows ([`Config::foreign_window`]).
-//!
-//! The words the logs and the configuration use for it:
-//!
-//! | term | meaning |
-//! |---|---|
-//! | lease | the key's expiry a holder owns: valid until `send time + ttl − drift` on the local clock, renewed by the watchdog |
-//! | tenure | one process's hold of a key in Redis, under one token, across the local passes |
-//! | pass | a holder gives the lock to the next task of its process, without Redis |
-//! | yield | past the pass bound, one release call gives the lock to the next process and queues this one again (or keeps it when no other waits) |
-//! | queue entry (place) | a process's place in a key's Redis queue, kept alive by its watchdog for one queue lease at a time |
-//! | grant | a release gives the lock to the head entry outright (the key holds its token for a confirmation window) |
-//! | hand-over | the whole path from a holder's release to the next holder: a pass, or a grant and its confirming try |
-//! | foreign window | a contended key left free for a moment for clients that do not queue, on a schedule kept per key in Redis |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -200,6 +119,7 @@ mod context;
 mod error;
 mod force_release;
 mod guard;
+pub mod guide;
 mod home;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

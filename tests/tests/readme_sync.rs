@@ -1,20 +1,14 @@
-//! The README's code is the examples' code, verbatim: the lines between
-//! `// README:start` and `// README:end` in each source below must appear in README.md as
-//! one ```rust block, so the README cannot drift from code that compiles and is tested.
+//! The READMEs against the code: the quick start is an example's code, verbatim (the lines
+//! between `// README:start` and `// README:end` in `examples/quick_start.rs` must appear
+//! as one ```rust block); the crates.io page says what the repository's README says; the
+//! feature list and the minimum Rust version are Cargo.toml's. The README's other blocks
+//! are complete programs that `scripts/check-readme-crate` builds as a new crate would.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::path::PathBuf;
 
-/// The files that hold a marked excerpt, relative to the workspace root: the README's first
-/// example (Usage), its web-service code, its tower layer, and its shutdown (the web shop's
-/// `main`).
+/// The file whose marked excerpt is the README's first example.
 const QUICK_START: &str = "examples/quick_start.rs";
-const WEB_SHOP: &str = "examples/src/web_shop.rs";
-const GIFT_LAYER: &str = "examples/gift_layer.rs";
-const SHUTTING_DOWN: &str = "examples/web_shop.rs";
-const SCHEDULED_JOB: &str = "examples/src/scheduled_job.rs";
-const SEMAPHORE: &str = "examples/semaphore.rs";
-const RW_DOCUMENT: &str = "examples/rw_document.rs";
 const START: &str = "// README:start";
 const END: &str = "// README:end";
 
@@ -92,43 +86,10 @@ fn assert_readme_shows(source: &str) {
     );
 }
 
-#[test]
-fn readme_shows_the_web_shop_code_verbatim() {
-    assert_readme_shows(WEB_SHOP);
-}
-
-/// The tower layer's example compiles as written: it is `examples/gift_layer.rs`.
-#[test]
-fn readme_shows_the_tower_layer_example_verbatim() {
-    assert_readme_shows(GIFT_LAYER);
-}
-
-/// The README's "Shutting down" is the web shop's `main`, verbatim.
-#[test]
-fn readme_shows_the_shutdown_code_verbatim() {
-    assert_readme_shows(SHUTTING_DOWN);
-}
-
 /// The README's first example compiles as written: it is `examples/quick_start.rs`.
 #[test]
 fn readme_first_example_is_the_quick_start_example_verbatim() {
     assert_readme_shows(QUICK_START);
-}
-
-#[test]
-fn readme_shows_the_scheduled_job_code_verbatim() {
-    assert_readme_shows(SCHEDULED_JOB);
-}
-
-/// The README's semaphore section is `examples/semaphore.rs`, verbatim.
-#[test]
-fn readme_shows_the_semaphore_example_verbatim() {
-    assert_readme_shows(SEMAPHORE);
-}
-
-#[test]
-fn readme_shows_the_read_write_lock_code_verbatim() {
-    assert_readme_shows(RW_DOCUMENT);
 }
 
 #[test]
@@ -149,13 +110,10 @@ fn read(path: &str) -> String {
 }
 
 /// Each crate's page is its own README.md (`readme = "README.md"`), opens with the quick
-/// start verbatim, and every Rust block in it is a compiled example's excerpt.
+/// start verbatim, and tells users which version to depend on.
 #[test]
-fn each_crate_readme_is_its_page_and_shows_compiled_code() {
-    let examples: Vec<String> = [QUICK_START, WEB_SHOP, GIFT_LAYER]
-        .iter()
-        .map(|source| excerpt_of(&read(source), source))
-        .collect();
+fn each_crate_readme_is_its_page_and_opens_with_the_quick_start() {
+    let quick_start = excerpt_of(&read(QUICK_START), QUICK_START);
     for name in CRATES {
         let manifest = read(&format!("{name}/Cargo.toml"));
         assert!(
@@ -165,24 +123,76 @@ fn each_crate_readme_is_its_page_and_shows_compiled_code() {
             "{name}/Cargo.toml must say readme = \"README.md\" (its own page, not the workspace's)"
         );
         let readme = read(&format!("{name}/README.md"));
-        let blocks = rust_blocks(&readme);
         assert_eq!(
-            blocks.first(),
-            Some(&examples[0]),
+            rust_blocks(&readme).first(),
+            Some(&quick_start),
             "{name}/README.md's first ```rust block must be the excerpt of {QUICK_START}"
         );
-        for block in &blocks {
-            assert!(
-                examples.contains(block),
-                "{name}/README.md has a ```rust block that is no compiled example's \
-                 excerpt:\n{block}"
-            );
-        }
         let version = package_version();
         let minor = version.rsplit_once('.').unwrap().0;
         assert!(
             readme.contains(&format!("lock-runtime = \"{minor}\"")),
             "{name}/README.md must tell users to depend on lock-runtime = \"{minor}\""
+        );
+    }
+}
+
+/// The part of a README that both pages share: everything before the repository's own
+/// links (the line `In this repository:` or `The source repository also holds`), with link
+/// targets left out, since the crates.io page must link absolute URLs.
+fn shared_part(readme: &str) -> String {
+    let end = ["In this repository:", "The source repository also holds"]
+        .iter()
+        .filter_map(|marker| readme.find(marker))
+        .min()
+        .unwrap_or(readme.len());
+    let mut text = String::new();
+    let mut rest = &readme[..end];
+    while let Some(at) = rest.find("](") {
+        text.push_str(&rest[..at + 2]);
+        rest = &rest[at + 2..];
+        rest = &rest[rest.find(')').unwrap_or(rest.len())..];
+    }
+    text.push_str(rest);
+    text
+}
+
+/// The crates.io page of lock-runtime is the repository's README: the same text up to the
+/// repository's own links.
+#[test]
+fn the_runtime_readme_is_the_repository_readme() {
+    let repository = shared_part(&read("README.md"));
+    let crate_page = shared_part(&read("lock-runtime/README.md"));
+    assert!(
+        repository.lines().count() > 100,
+        "README.md's shared part is nearly empty"
+    );
+    if repository != crate_page {
+        let line = repository
+            .lines()
+            .zip(crate_page.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(repository.lines().count().min(crate_page.lines().count()));
+        panic!(
+            "lock-runtime/README.md must say what README.md says (link targets aside) up to \
+             the repository's own links; they differ at line {}:\n  README.md: {:?}\n  \
+             lock-runtime/README.md: {:?}",
+            line + 1,
+            repository.lines().nth(line),
+            crate_page.lines().nth(line)
+        );
+    }
+}
+
+/// The README is the front page a reader goes through in five minutes.
+#[test]
+fn the_readme_is_short() {
+    for readme in ["README.md", "lock-runtime/README.md"] {
+        let lines = read(readme).lines().count();
+        assert!(
+            lines <= 250,
+            "{readme} has {lines} lines; the guide (lock-runtime/src/guide/) is the place \
+             for more"
         );
     }
 }
@@ -233,8 +243,8 @@ fn the_runtime_readme_lists_every_feature() {
     let readme = read("lock-runtime/README.md");
     let listed: Vec<&str> = readme
         .lines()
-        .filter_map(|line| line.strip_prefix("- `"))
-        .filter_map(|line| line.split_once("`:").map(|(name, _)| name))
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|line| line.split_once("` |").map(|(name, _)| name))
         .collect();
     let mut expected = features.clone();
     expected.sort_unstable();
@@ -242,17 +252,17 @@ fn the_runtime_readme_lists_every_feature() {
     found.sort_unstable();
     assert_eq!(
         found, expected,
-        "lock-runtime/README.md's Features list (\"- `name`: ...\") must name exactly the \
-         features of lock-runtime/Cargo.toml"
+        "lock-runtime/README.md's features table (\"| `name` | ... |\") must name exactly \
+         the features of lock-runtime/Cargo.toml"
     );
 }
 
 /// The docs' front page (lock-runtime's crate documentation) is read on docs.rs, where
 /// the repository's files are not: it names none of them (`cohort.rs`, `lua/release.lua`,
-/// `RELIABILITY.md`), and the user's part (options, errors, deployments, features) comes
-/// before the internals.
+/// `RELIABILITY.md`); it is short, and links every chapter of the guide and both reference
+/// tables instead of copying them.
 #[test]
-fn the_docs_front_page_names_no_files_and_puts_the_user_first() {
+fn the_docs_front_page_names_no_files_and_links_the_guide() {
     let lib = read("lock-runtime/src/lib.rs");
     let front: Vec<&str> = lib.lines().filter(|line| line.starts_with("//!")).collect();
     for line in &front {
@@ -264,24 +274,27 @@ fn the_docs_front_page_names_no_files_and_puts_the_user_first() {
             );
         }
     }
-    let heading = |title: &str| {
-        front
-            .iter()
-            .position(|line| *line == format!("//! # {title}"))
-            .unwrap_or_else(|| panic!("the front page has no `# {title}` section"))
-    };
-    let user = [
-        "The attribute's options",
-        "Errors",
-        "Deployments",
-        "Features",
-    ]
-    .map(heading);
-    assert!(user.is_sorted(), "the user's sections are out of order");
     assert!(
-        user[3] < heading("How waiting works"),
-        "the internals come after the user's part"
+        front.len() <= 120,
+        "the front page has {} lines: it is a summary with links, the guide holds the rest",
+        front.len()
     );
+    let text = front.join("\n");
+    for link in [
+        "guide::choosing",
+        "guide::fencing",
+        "guide::web",
+        "guide::patterns",
+        "guide::deployments",
+        "guide::operations",
+        "distributed_lock",
+        "LockError",
+    ] {
+        assert!(
+            text.contains(&format!("({link})")) || text.contains(&format!("[`{link}`]")),
+            "the front page does not link `{link}`"
+        );
+    }
 }
 
 /// The minimum Rust version the READMEs state is the workspace's `rust-version`

@@ -39,12 +39,12 @@ pub(super) fn item1_goals(results: &Results) -> Vec<Goal> {
         .collect()
 }
 
-/// The table "Goals (issue 27)".
+/// The table "Goals: cost at scale".
 pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
     if goals.is_empty() {
         return;
     }
-    super::goal_table(out, "Goals (issue 27)", goals);
+    super::goal_table(out, "Goals: cost at scale", goals);
 }
 
 /// The medians over `results`' runs of ours in scenario 3b of what its tenures show.
@@ -130,7 +130,7 @@ fn item4_model(results: &Results, ours: &HotSummary, t: &Tenures) -> String {
          measured hold {}, local pass {} and hand-over between processes {} (medians over the \
          runs: {:.1} holds per tenure, one every {}); a task served in its process's next \
          tenure waits {} (p50 {}). When T ≤ L that is less than 2 × contenders × hold \
-         (without the hand-overs at most 2N − L − P holds): the issue-18 bound covers the \
+         (without the hand-overs at most 2N − L − P holds): the first-come bound covers the \
          queue. What it never covered is the foreign window: the longest time nobody held \
          the key was {}, {:.1} s into the window (once a key has been contended for 1 s, a \
          release leaves it free for clients that do not queue), and it lengthens one wait of \
@@ -169,9 +169,9 @@ fn item4_goals(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
     let first_come = 2.0 * ours.tasks as f64 * ours.mean_hold_us;
     let mut rows = vec![Goal {
         goal: format!(
-            "Item 4, hot key, {shape}: p99 wait at most 2 × (contenders × mean hold), issue \
-             18's bound (kept for comparison: the bound of a queue that serves every task once \
-             per turn of all)"
+            "Hot key, {shape}: p99 wait at most 2 × (contenders × mean hold), the first-come \
+             bound (kept for comparison: the bound of a queue that serves every task once per \
+             turn of all)"
         ),
         met: Some(ours.p99_us <= first_come),
         inconclusive: false,
@@ -203,7 +203,7 @@ fn item4_goals(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
     }
     rows.push(Goal {
         goal: format!(
-            "Item 4, hot key, {shape}: p99 wait at most 2 × (contenders × mean hold) + one \
+            "Hot key, {shape}: p99 wait at most 2 × (contenders × mean hold) + one \
              foreign window (the corrected bound for the two-level queue)"
         ),
         met: Some(ours.p99_us <= corrected),

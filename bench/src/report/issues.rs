@@ -159,7 +159,7 @@ fn profile_note(counted: &[InstructionSummary]) -> String {
 }
 
 fn one_task_goal(uncontended: &[CycleSummary], why: &str) -> Goal {
-    let goal = "Issue 15: uncontended cycle, 1 task: ours (Lock API) at least 0.97× raw";
+    let goal = "Uncontended cycle, 1 task: ours (Lock API) at least 0.97× raw";
     let (Some(ours), Some(raw)) = (
         cycle_of(uncontended, Contender::Api),
         cycle_of(uncontended, Contender::Raw),
@@ -184,7 +184,7 @@ fn one_task_goal(uncontended: &[CycleSummary], why: &str) -> Goal {
 }
 
 fn many_keys_goal(many: &[CycleSummary], why: &str) -> Goal {
-    let goal = "Issue 15: 256 tasks on distinct keys: ours (Lock API) at least 0.90× raw and \
+    let goal = "256 tasks on distinct keys: ours (Lock API) at least 0.90× raw and \
                 1.1× rslock";
     let (Some(ours), Some(raw), Some(theirs)) = (
         cycle_of(many, Contender::Api),
@@ -212,7 +212,7 @@ fn many_keys_goal(many: &[CycleSummary], why: &str) -> Goal {
 }
 
 fn client_cpu_goal(many: &[CycleSummary], why: &str) -> Goal {
-    let goal = "Issue 15: client CPU per cycle, 256 keys: ours (Lock API) at most 1.25× raw's";
+    let goal = "Client CPU per cycle, 256 keys: ours (Lock API) at most 1.25× raw's";
     let (Some(ours), Some(raw)) = (
         cycle_of(many, Contender::Api),
         cycle_of(many, Contender::Raw),
@@ -237,7 +237,7 @@ fn client_cpu_goal(many: &[CycleSummary], why: &str) -> Goal {
 }
 
 fn server_commands_goal(uncontended: &[CycleSummary]) -> Goal {
-    let goal = "Issue 15: server commands per uncontended cycle (Lua included): 4, as raw's";
+    let goal = "Server commands per uncontended cycle (Lua included): 4, as raw's";
     let Some(ours) = cycle_of(uncontended, Contender::Api) else {
         return not_measured(goal);
     };
@@ -280,7 +280,11 @@ fn not_measured(goal: &str) -> Goal {
 
 /// The goals table of issues 14 and 15.
 pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
-    super::goal_table(out, "Goals (issues 14 and 15)", goals);
+    super::goal_table(
+        out,
+        "Goals: Redlock, the uncontended path and held locks",
+        goals,
+    );
 }
 
 /// Section 5: the Redlock hot key.

@@ -14,7 +14,7 @@ pub(crate) fn semaphore_section(out: &mut String, results: &Results, hold_us: Op
     let s = &results.settings;
     let _ = writeln!(
         out,
-        "## 9. A semaphore of {} permits on a hot key (issue 26)\n",
+        "## 9. A semaphore of {} permits on a hot key\n",
         semaphore::PERMITS
     );
     let _ = writeln!(
@@ -99,7 +99,7 @@ pub(crate) fn rwlock_section(out: &mut String, results: &Results) {
     let s = &results.settings;
     let _ = writeln!(
         out,
-        "## 10. Read-heavy workload: read-write lock against the mutex (issue 26)\n"
+        "## 10. Read-heavy workload: read-write lock against the mutex\n"
     );
     let _ = writeln!(
         out,

@@ -161,7 +161,7 @@ fn find(rows: &[CycleRow], contender: Contender, waits: bool) -> Option<&CycleRo
 pub(crate) fn section(out: &mut String, results: &Results) {
     let s: &Settings = &results.settings;
     let m: &Measured = &results.replicas;
-    let _ = writeln!(out, "## 8. Grants that wait for replicas (issue 25)\n");
+    let _ = writeln!(out, "## 8. Grants that wait for replicas\n");
     let _ = writeln!(
         out,
         "`bench/run` starts two more throwaway redis-servers (loopback, no persistence): a \

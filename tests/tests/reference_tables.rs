@@ -1,0 +1,198 @@
+//! One source per reference table: the attribute's options are documented in one table, on
+//! `#[distributed_lock]` (lock-macros/src/lib.rs), and the errors in one table, on
+//! `LockError` (lock-runtime/src/error.rs). These tests read the sources: every option the
+//! attribute's parser accepts has a row, every variant of `LockError` has a row, and no
+//! other document copies either table.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+fn read(path: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::read_to_string(root.join(path))
+        .unwrap_or_else(|err| panic!("cannot read {path}: {err}"))
+}
+
+/// The leading identifier of `text` (letters, digits, `_`), if any.
+fn identifier(text: &str) -> Option<&str> {
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    (end > 0).then(|| &text[..end])
+}
+
+/// The names the attribute's parser accepts, read from lock-macros/src/attr.rs: its
+/// `custom_keyword!`s, the string arms of the `match` that ends in the "unknown option"
+/// error, and the list that error prints.
+fn accepted_options() -> BTreeSet<String> {
+    let source = read("lock-macros/src/attr.rs");
+    let mut names = BTreeSet::new();
+    for (at, _) in source.match_indices("custom_keyword!(") {
+        let rest = &source[at + "custom_keyword!(".len()..];
+        names.extend(identifier(rest.trim_start()).map(str::to_owned));
+    }
+    if let Some(unknown) = source.find("unknown option") {
+        let before = &source[..unknown];
+        let arms = &before[before.rfind("match ").unwrap_or(0)..];
+        for line in arms.lines() {
+            let line = line.trim_start();
+            if let Some(rest) = line.strip_prefix('"')
+                && let Some((name, after)) = rest.split_once('"')
+                && after.trim_start().starts_with("=>")
+            {
+                names.insert(name.to_owned());
+            }
+        }
+    }
+    if let Some(at) = source.find("const OPTION_NAMES") {
+        let rest = &source[at..];
+        let list = &rest[rest.find('"').unwrap() + 1..];
+        let list = &list[..list.find('"').unwrap()];
+        names.extend(list.split(',').map(|name| name.trim().to_owned()));
+    }
+    names
+}
+
+/// The rows of the first Markdown table in `lines` whose header starts with `header`: the
+/// leading identifier of each row's first cell (`` `ttl = "10s"` `` is `ttl`,
+/// ``[`Busy`](Self::Busy)`` is `Busy`).
+fn table_rows(lines: &[&str], header: &str) -> Vec<String> {
+    let start = lines
+        .iter()
+        .position(|line| line.starts_with(header))
+        .unwrap_or_else(|| panic!("no table with the header `{header}`"));
+    lines[start + 2..]
+        .iter()
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|line| {
+            let cell = line.trim_start_matches('|').trim_start();
+            identifier(cell.trim_start_matches(['[', '`']))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The text of the `///` doc lines of a source file, without the markers.
+fn doc_lines(source: &str) -> Vec<&str> {
+    source
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("///"))
+        .map(str::trim_start)
+        .collect()
+}
+
+/// The variants of `pub enum LockError`, read from lock-runtime/src/error.rs.
+fn lock_error_variants() -> BTreeSet<String> {
+    let source = read("lock-runtime/src/error.rs");
+    let body = &source[source
+        .find("pub enum LockError {")
+        .expect("pub enum LockError")..];
+    let body = &body[..body.find("\n}").unwrap()];
+    body.lines()
+        .skip(1)
+        .filter(|line| line.starts_with("    ") && !line.starts_with("     "))
+        .map(str::trim)
+        .filter(|line| !line.starts_with("//") && !line.starts_with('#'))
+        .filter_map(identifier)
+        .map(str::to_owned)
+        .collect()
+}
+
+const OPTIONS_HEADER: &str = "| option | meaning | default |";
+const ERRORS_HEADER: &str = "| variant | when | what to do |";
+
+#[test]
+fn every_option_the_attribute_accepts_has_a_row_in_its_table() {
+    let accepted = accepted_options();
+    assert!(
+        accepted.len() >= 10 && accepted.contains("key") && accepted.contains("ttl"),
+        "could not read the accepted options from lock-macros/src/attr.rs: {accepted:?}"
+    );
+    let docs = read("lock-macros/src/lib.rs");
+    let rows: BTreeSet<String> = table_rows(&doc_lines(&docs), OPTIONS_HEADER)
+        .into_iter()
+        .collect();
+    let missing: Vec<&String> = accepted.difference(&rows).collect();
+    assert!(
+        missing.is_empty(),
+        "the options table on #[distributed_lock] (lock-macros/src/lib.rs) has no row for \
+         {missing:?}; add a row `| \\`name = ...\\` | meaning | default |`"
+    );
+    let unknown: Vec<&String> = rows.difference(&accepted).collect();
+    assert!(
+        unknown.is_empty(),
+        "the options table documents {unknown:?}, which the parser does not accept"
+    );
+}
+
+#[test]
+fn every_lock_error_variant_has_a_row_in_its_table() {
+    let variants = lock_error_variants();
+    assert!(
+        variants.len() >= 10 && variants.contains("Busy") && variants.contains("InvalidUrl"),
+        "could not read the variants of LockError from lock-runtime/src/error.rs: {variants:?}"
+    );
+    let source = read("lock-runtime/src/error.rs");
+    let rows: BTreeSet<String> = table_rows(&doc_lines(&source), ERRORS_HEADER)
+        .into_iter()
+        .collect();
+    let missing: Vec<&String> = variants.difference(&rows).collect();
+    assert!(
+        missing.is_empty(),
+        "the table on LockError (lock-runtime/src/error.rs) has no row for {missing:?}; add \
+         `| [\\`Name\\`](Self::Name) | when | what to do | with axum |`"
+    );
+    let unknown: Vec<&String> = rows.difference(&variants).collect();
+    assert!(
+        unknown.is_empty(),
+        "the table on LockError lists {unknown:?}, which are not variants"
+    );
+}
+
+/// The user documents link the two tables instead of copying them.
+#[test]
+fn no_other_document_copies_a_reference_table() {
+    let documents = [
+        "README.md",
+        "lock-runtime/README.md",
+        "lock-macros/README.md",
+        "lock-runtime/src/lib.rs",
+        "lock-runtime/src/guide/mod.rs",
+        "lock-runtime/src/guide/choosing.md",
+        "lock-runtime/src/guide/fencing.md",
+        "lock-runtime/src/guide/web.md",
+        "lock-runtime/src/guide/patterns.md",
+        "lock-runtime/src/guide/deployments.md",
+        "lock-runtime/src/guide/operations.md",
+    ];
+    for path in documents {
+        let text = read(path);
+        for line in text.lines() {
+            let line = line.trim_start().trim_start_matches("//!").trim_start();
+            for header in [OPTIONS_HEADER, ERRORS_HEADER] {
+                assert!(
+                    !line.starts_with(header),
+                    "{path} copies a reference table (`{header}`); link \
+                     `distributed_lock` or `LockError` instead"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_readers_see_rows_as_written() {
+    let lines = [
+        "| option | meaning | default |",
+        "|---|---|---|",
+        "| `key = \"a\"` | x | required |",
+        "| `mode = \"read\"` / `\"write\"` | y | |",
+        "",
+        "| variant | when | what to do | with `axum` |",
+        "|---|---|---|---|",
+        "| [`Busy`](Self::Busy) | held | wait | 429 |",
+    ];
+    assert_eq!(table_rows(&lines, OPTIONS_HEADER), ["key", "mode"]);
+    assert_eq!(table_rows(&lines, ERRORS_HEADER), ["Busy"]);
+}
