@@ -222,3 +222,46 @@ fn the_tests_pass_one_at_a_time_too() {
     );
     assert!(stdout.contains("test result: ok."), "{stdout}");
 }
+
+/// The guide's handler tests, run: the application's state carries its `LockClient`, the
+/// handler names it (`client = state.locks`), and each test builds a state of its own with
+/// a key prefix of its own.
+mod handler_tests {
+    use lock_runtime::{Config, LockClient, LockError, distributed_lock};
+
+    struct AppState {
+        locks: LockClient,
+    }
+
+    #[distributed_lock(key = "gift:<user_id>", wait = "0s", client = state.locks)]
+    async fn claim(state: &AppState, user_id: u64) -> Result<u64, LockError> {
+        Ok(user_id)
+    }
+
+    fn test_state() -> AppState {
+        let url = lock_tests::shared_server().url();
+        let prefix = format!("test-{}:", uuid::Uuid::new_v4());
+        let locks = LockClient::new(Config::single(url).key_prefix(prefix)).expect("a lock client");
+        AppState { locks }
+    }
+
+    #[tokio::test]
+    async fn a_claim_is_granted() {
+        assert_eq!(claim(&test_state(), 7).await.unwrap(), 7);
+    }
+
+    #[tokio::test]
+    async fn a_claim_while_the_gift_is_locked_is_busy() {
+        let state = test_state();
+        let held = state.locks.lock("gift:7").acquire().await.unwrap();
+        // From another task: the task that holds a lock re-enters it.
+        let claimed = tokio::spawn(async move { claim(&state, 7).await })
+            .await
+            .unwrap();
+        assert!(
+            matches!(claimed, Err(LockError::Busy { .. })),
+            "{claimed:?}"
+        );
+        held.release().await.unwrap();
+    }
+}
