@@ -21,6 +21,8 @@ use crate::LockError;
 #[cfg(feature = "cluster")]
 use crate::cluster_nodes::{ClusterNodes, cmd_slot, pipeline_slot};
 use crate::outage::Health;
+
+mod per_runtime;
 #[cfg(feature = "sentinel")]
 use crate::sentinel::{PrimaryTemplate, is_auth_failure, name_auth_failure};
 
@@ -72,12 +74,10 @@ struct SingleInner {
     sentinel: Option<Arc<Sentinel>>,
     /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
     health: std::sync::OnceLock<Health>,
-    /// Where connections are opened, so that their readers outlive the caller's runtime:
-    /// the client's own (see `home.rs`).
-    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// The error of a request whose client was dropped while it opened a connection.
+#[cfg(feature = "cluster")]
 fn client_gone() -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::Io,
@@ -88,8 +88,9 @@ fn client_gone() -> redis::RedisError {
 struct Current {
     generation: u64,
     client: redis::Client,
-    /// Opened by the first request that needs it.
-    connection: tokio::sync::OnceCell<MultiplexedConnection>,
+    /// Names this generation in each thread's connections (see `per_runtime.rs`): a
+    /// replaced connection is opened afresh on every runtime.
+    owner: Arc<()>,
 }
 
 impl Current {
@@ -97,34 +98,8 @@ impl Current {
         Current {
             generation,
             client,
-            connection: tokio::sync::OnceCell::new(),
+            owner: Arc::new(()),
         }
-    }
-
-    /// Opens the connection (one attempt at a time: requests that come meanwhile wait for
-    /// it, and a failed attempt is made again by the next request), on `runtime` (the
-    /// client's own), where its reader lives on when the caller's runtime ends. Boxed:
-    /// opening a connection is a large future, and rare.
-    async fn open(
-        &self,
-        config: &AsyncConnectionConfig,
-        runtime: Option<&tokio::runtime::Handle>,
-    ) -> redis::RedisResult<MultiplexedConnection> {
-        Box::pin(self.connection.get_or_try_init(|| {
-            let (client, config) = (self.client.clone(), config.clone());
-            let open = async move {
-                client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
-            };
-            async move {
-                crate::home::run_on(runtime, open)
-                    .await
-                    .unwrap_or_else(|| Err(client_gone()))
-            }
-        }))
-        .await
-        .cloned()
     }
 }
 
@@ -158,7 +133,6 @@ impl SingleServer {
                 current: std::sync::RwLock::new(Arc::new(Current::new(0, client))),
                 sentinel,
                 health: std::sync::OnceLock::new(),
-                runtime: crate::home::captured(),
             }),
         })
     }
@@ -292,11 +266,12 @@ impl SingleServer {
         F: Fn(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let (connection, now) = match used.connection.get() {
+        let runtime = per_runtime::for_this_thread(&used.owner);
+        let (connection, now) = match runtime.get() {
             Some(connection) => (connection.clone(), now),
             None => {
                 // Bounded by the connect timeout, and by the caller's deadline.
-                let open = used.open(&self.inner.config, self.inner.runtime.as_ref());
+                let open = runtime.open(&used.client, &self.inner.config);
                 let opened = match self.deadline {
                     Some(deadline) => tokio::time::timeout_at(deadline, open)
                         .await

@@ -1,4 +1,4 @@
-//! The client's own runtime: a thread of its own that drives the client's connections, its
+//! The client's own runtime: a thread of its own that runs the client's background work: its
 //! watchdog, its wake-up subscriptions and the releases that dropped guards send.
 //!
 //! Why: a client serves every Tokio runtime of the process (one per `#[tokio::test]`, a
@@ -8,9 +8,9 @@
 //! it, for every other runtime too. Here a runtime that ends takes only its own tasks: the
 //! guards those tasks held are dropped, and their releases run on the client's thread.
 //!
-//! Cost: a request's reply is read on the client's thread and hands the waiting task back
-//! to its own runtime (one cross-thread wake per request, as a multi-thread runtime has
-//! whenever the connection's reader runs on another worker).
+//! A request does not go through this thread: a single server's connections are opened
+//! on the runtime of the task that sends (see `connection/per_runtime.rs`), so the
+//! uncontended path crosses no thread.
 //!
 //! The thread ends when the client (its last clone) is dropped; the tasks still on it are
 //! dropped then, as a runtime's are when it shuts down (see `shutdown.rs`).
@@ -76,8 +76,9 @@ pub(crate) fn captured() -> Option<Handle> {
 }
 
 /// Runs `work` on `runtime` (the client's own) when there is one, else in place, and waits
-/// for it: for work that spawns a task that must outlive the caller's runtime (a
+/// for it: for work that spawns a task that must outlive the caller's runtime (a cluster
 /// connection's reader). `None` when the runtime dropped it (the client is gone).
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) async fn run_on<F>(runtime: Option<&Handle>, work: F) -> Option<F::Output>
 where
     F: Future + Send + 'static,

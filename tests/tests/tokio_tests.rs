@@ -69,6 +69,21 @@ fn runtimes_built_one_after_another_each_take_locks() {
             .unwrap_or_else(|err| panic!("round {round}: {err:?}"));
         assert_eq!(key, format!("tokio-test:{}", id(10)));
         drop(runtime);
+        // A try-once lock on the next runtime: its one request must not meet a connection
+        // whose reader ended with the runtime before.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let once = runtime.block_on(async {
+            let guard = lock_runtime::Lock::new(format!("tokio-test:once:{}", id(12)))
+                .wait(Duration::ZERO)
+                .acquire()
+                .await?;
+            guard.release().await
+        });
+        assert!(once.is_ok(), "round {round}: {once:?}");
+        drop(runtime);
     }
 }
 
