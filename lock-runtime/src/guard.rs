@@ -330,7 +330,7 @@ impl LockGuard {
     fn found_lost(&mut self) {
         let on_schedule = self.client.watchdog().remove(self.lease.id).is_some();
         let reported = matches!(
-            self.lost_cause(),
+            self.lease.lost.reported(),
             Some(LostCause::TokenGone | LostCause::RenewalFailed)
         );
         if on_schedule || !reported {
@@ -429,7 +429,7 @@ impl LockGuard {
     /// the lock back itself, and counts it in its report, so this holder sends nothing
     /// (its local turn is given up, and it counts as released).
     fn given_back_by_shutdown(&mut self) -> bool {
-        if self.lease.lost.cause() != Some(LostCause::Shutdown) {
+        if self.lease.lost.reported() != Some(LostCause::Shutdown) {
             return false;
         }
         self.released = true;
@@ -600,7 +600,7 @@ impl Witness {
     /// or when the lease, not renewed, had simply reached its ttl. Called after the turn
     /// was given up, so that whoever hears of the loss finds the key's turn free.
     fn judge(&self, client: &LockClient, names: &KeyNames, outcome: ReleaseOutcome) {
-        if outcome == ReleaseOutcome::Released || !self.ours || self.lost.cause().is_some() {
+        if outcome == ReleaseOutcome::Released || !self.ours || self.lost.reported().is_some() {
             return;
         }
         let key = names.lock();

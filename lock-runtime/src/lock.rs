@@ -507,8 +507,9 @@ impl Lock {
                 tokio::pin!(body);
                 tokio::select! {
                     biased;
-                    result = &mut body => Ok(result),
+                    // The lease first: a body resumed past its validity point takes no step.
                     cause = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), cause }),
+                    result = &mut body => Ok(result),
                 }
             }
         };

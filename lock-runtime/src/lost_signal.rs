@@ -1,12 +1,23 @@
-//! The lost signal: how the watchdog tells a lease's holder, at once, that the lease is lost.
+//! The lost signal: how a lease's holder learns, at once, that the lease is lost.
 //!
 //! A lease is lost at most once, so the signal is a write-once cause and a [`Notify`]: far
 //! smaller than a `tokio::sync::watch` channel (which carries eight notifiers and a lock,
 //! about 350 bytes per held lock) and made on every acquisition.
+//!
+//! The lease is judged by the clock, not only by the watchdog's report: the signal also
+//! carries the lease's validity point (DESIGN §4: send time + ttl − drift, moved by each
+//! confirmed renewal), and a reader past it finds the lease lost, whenever the watchdog
+//! gets its turn. A holder starved past that point (a paused process, a busy machine) sees
+//! `is_lost()` and is cancelled at its next poll, before its body takes another step.
 
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::LostCause;
 
@@ -19,6 +30,24 @@ pub(crate) struct LostSignal(Arc<Shared>);
 struct Shared {
     cause: OnceLock<LostCause>,
     notify: Notify,
+    /// The validity point, as nanoseconds after [`base`] shifted left by one, the lowest
+    /// bit telling whether the lease renews (passing the point is then `RenewalFailed`,
+    /// else `Expired`); 0 while none is known.
+    valid_until: AtomicU64,
+}
+
+/// The instant validity points are counted from.
+fn base() -> std::time::Instant {
+    static BASE: OnceLock<std::time::Instant> = OnceLock::new();
+    *BASE.get_or_init(std::time::Instant::now)
+}
+
+/// `at` as nanoseconds after [`base`]: at least 1 (0 says "none"), below 2^63.
+fn after_base(at: Instant) -> u64 {
+    let after = at.into_std().saturating_duration_since(base());
+    u64::try_from(after.as_nanos())
+        .unwrap_or(u64::MAX)
+        .clamp(1, u64::MAX >> 1)
 }
 
 impl LostSignal {
@@ -34,23 +63,56 @@ impl LostSignal {
         self.0.notify.notify_waiters();
     }
 
-    /// Why the lease was lost, if it was.
+    /// The lease is valid until `valid_until` on the local clock (a renewal confirmed, an
+    /// extension, a new hold); `renew` says whether the watchdog renews it.
+    pub(crate) fn valid_until(&self, valid_until: Instant, renew: bool) {
+        self.0.valid_until.store(
+            after_base(valid_until) << 1 | u64::from(renew),
+            Ordering::Release,
+        );
+    }
+
+    /// Why the lease was lost, if it was: told (by the watchdog, `extend`, a release, the
+    /// shutdown), or found by the clock past the validity point before anyone told it.
     pub(crate) fn cause(&self) -> Option<LostCause> {
+        if let Some(cause) = self.reported() {
+            return Some(cause);
+        }
+        let valid_until = self.0.valid_until.load(Ordering::Acquire);
+        if valid_until == 0 || after_base(Instant::now()) < valid_until >> 1 {
+            return None;
+        }
+        Some(if valid_until & 1 == 1 {
+            LostCause::RenewalFailed
+        } else {
+            LostCause::Expired
+        })
+    }
+
+    /// The cause someone told ([`set`](Self::set)), not what the clock says: whoever finds
+    /// a loss reports it (a WARN, a counted loss) unless it was told already.
+    pub(crate) fn reported(&self) -> Option<LostCause> {
         self.0.cause.get().copied()
     }
 
     /// Resolves when the lease is lost; pends forever while it is not (also after it ended
-    /// without a loss).
+    /// without a loss). Each poll looks at the clock first: a task resumed past the
+    /// validity point finds the lease lost before anything else it awaits.
     pub(crate) async fn lost(&self) -> LostCause {
         loop {
-            let notified = self.0.notify.notified();
-            tokio::pin!(notified);
+            let mut notified = pin!(self.0.notify.notified());
             // Registered before the check, so a `set` between the two still wakes us.
             notified.as_mut().enable();
-            if let Some(cause) = self.cause() {
+            let woken = std::future::poll_fn(|cx| {
+                if let Some(cause) = self.cause() {
+                    return Poll::Ready(Some(cause));
+                }
+                notified.as_mut().poll(cx).map(|()| None)
+            })
+            .await;
+            if let Some(cause) = woken {
                 return cause;
             }
-            notified.await;
         }
     }
 }
@@ -72,6 +134,22 @@ mod tests {
         signal.set(LostCause::Expired);
         assert_eq!(waiter.await.unwrap(), LostCause::TokenGone);
         assert_eq!(signal.clone().cause(), Some(LostCause::TokenGone));
+    }
+
+    #[tokio::test]
+    async fn past_its_validity_point_the_lease_reads_lost_before_anyone_tells() {
+        let signal = LostSignal::new();
+        signal.valid_until(Instant::now() + std::time::Duration::from_secs(60), true);
+        assert_eq!(signal.cause(), None);
+        signal.valid_until(Instant::now() - std::time::Duration::from_millis(1), true);
+        assert_eq!(signal.cause(), Some(LostCause::RenewalFailed));
+        assert_eq!(signal.reported(), None, "the clock's verdict is no report");
+        assert_eq!(signal.lost().await, LostCause::RenewalFailed);
+        let expired = LostSignal::new();
+        expired.valid_until(Instant::now() - std::time::Duration::from_millis(1), false);
+        assert_eq!(expired.cause(), Some(LostCause::Expired));
+        expired.set(LostCause::TokenGone);
+        assert_eq!(expired.cause(), Some(LostCause::TokenGone), "a told cause wins");
     }
 
     #[tokio::test]

@@ -236,8 +236,9 @@ impl MultiLock {
                 tokio::pin!(body);
                 tokio::select! {
                     biased;
-                    result = &mut body => Ok(result),
+                    // The lease first: a body resumed past its validity point takes no step.
                     (key, cause) = all.lost() => Err(LockError::Lost { key, cause }),
+                    result = &mut body => Ok(result),
                 }
             }
         };

@@ -957,7 +957,7 @@ impl ReadGuard {
 
     /// A share found gone at its release while its lease seemed valid was lost.
     fn judge(&self, outcome: ReleaseOutcome, valid_until: Instant) {
-        if outcome == ReleaseOutcome::Released || self.lease.lost.cause().is_some() {
+        if outcome == ReleaseOutcome::Released || self.lease.lost.reported().is_some() {
             return;
         }
         if Instant::now() >= valid_until {
@@ -1068,8 +1068,9 @@ where
             tokio::pin!(body);
             tokio::select! {
                 biased;
-                result = &mut body => Ok(result),
+                // The lease first: a body resumed past its validity point takes no step.
                 cause = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), cause }),
+                result = &mut body => Ok(result),
             }
         }
     };

@@ -419,8 +419,9 @@ impl Semaphore {
                 tokio::pin!(body);
                 tokio::select! {
                     biased;
-                    result = &mut body => Ok(result),
+                    // The lease first: a body resumed past its validity point takes no step.
                     cause = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), cause }),
+                    result = &mut body => Ok(result),
                 }
             }
         };
@@ -630,7 +631,7 @@ impl SemaphoreGuard {
         if reply? == 1 {
             return Ok(ReleaseOutcome::Released);
         }
-        if self.lease.lost.cause().is_none() {
+        if self.lease.lost.reported().is_none() {
             let cause = LostCause::FoundAtRelease;
             tracing::warn!(key = %self.names.lock(), %cause, "permit lost");
             self.client.telemetry().lost(self.names.lock(), cause);

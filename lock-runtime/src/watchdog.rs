@@ -217,6 +217,7 @@ impl Watchdog {
         let receiver = lost.clone();
         let next_renewal = sent + ttl / 3;
         let valid_until = validity(sent, ttl);
+        lost.valid_until(valid_until, renew);
         let first_event = if renew {
             next_renewal.min(valid_until)
         } else {
@@ -277,11 +278,12 @@ impl Watchdog {
             let lease = state.leases.get_mut(&id)?;
             lease.lost = sender;
             let Some(retake) = retake else {
+                lease.set_valid_until(lease.valid_until);
                 return Some(LeaseHandle { id, lost: receiver });
             };
             lease.ttl = retake.ttl;
             lease.renew = retake.renew;
-            lease.valid_until = validity(retake.sent, retake.ttl);
+            lease.set_valid_until(validity(retake.sent, retake.ttl));
             lease.next_renewal = retake.sent + retake.ttl / 3;
             let first_event = if retake.renew {
                 lease.next_renewal.min(lease.valid_until)
@@ -326,7 +328,7 @@ impl Watchdog {
         };
         let renew = lease.renew;
         lease.ttl = ttl;
-        lease.valid_until = validity(sent, ttl);
+        lease.set_valid_until(validity(sent, ttl));
         lease.next_renewal = sent + ttl / 3;
         let first_event = if renew {
             lease.next_renewal.min(lease.valid_until)
@@ -355,7 +357,7 @@ impl Watchdog {
         if valid_until >= lease.valid_until {
             return;
         }
-        lease.valid_until = valid_until;
+        lease.set_valid_until(valid_until);
         lease.next_renewal = lease.next_renewal.min(sent + ttl / 3);
         let wake_sooner = state
             .scheduled_wake
@@ -619,6 +621,13 @@ fn collect_due(state: &mut State, now: Instant) -> Due {
 }
 
 impl Lease {
+    /// Moves the validity point, and tells the holder's signal, which judges the lease by
+    /// the clock too (see `lost_signal.rs`).
+    fn set_valid_until(&mut self, valid_until: Instant) {
+        self.valid_until = valid_until;
+        self.lost.valid_until(valid_until, self.renew);
+    }
+
     /// Ends a lease taken off the schedule because it is lost (or, watchdog off, reached
     /// its ttl): frees its holder's turn first, then reports the loss, and only then tells
     /// the holder. A task woken by the loss may try the key again at once, and must not
@@ -787,7 +796,7 @@ async fn renew_batch(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes, batc
             Verdict::Renewed { noted } => {
                 // Waiters are queued behind this holder: its liveness key must live.
                 lease.contended |= noted;
-                lease.valid_until = lease.valid_until.max(validity(sent, renewal.ttl));
+                lease.set_valid_until(lease.valid_until.max(validity(sent, renewal.ttl)));
                 lease.next_renewal = sent + renewal.ttl / 3;
                 tracing::debug!(key = %renewal.names.lock(), "lease renewed");
             }
