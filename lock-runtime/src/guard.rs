@@ -268,7 +268,9 @@ impl LockGuard {
     /// Extends the lease to `ttl` from now, if this owner still holds the key (an
     /// owner-checked `PEXPIRE`; in Redlock mode on a majority of the masters). With the
     /// watchdog on, renewals go on with the new ttl; without it, the lease now ends `ttl`
-    /// after this call.
+    /// after this call. The key's expiry in Redis never shrinks: a renewal still in flight
+    /// with the old ttl cannot cut the extension short, and a `ttl` shorter than what the
+    /// key has left leaves the key as it is (the lease then counts from the shorter one).
     ///
     /// Errors: [`LockError::Lost`] when the token is gone (the lease was lost meanwhile),
     /// [`LockError::Config`] for a ttl outside 1 ms to [`crate::MAX_TTL`] or on a reentrant

@@ -149,7 +149,11 @@ mod tests {
         expired.valid_until(Instant::now() - std::time::Duration::from_millis(1), false);
         assert_eq!(expired.cause(), Some(LostCause::Expired));
         expired.set(LostCause::TokenGone);
-        assert_eq!(expired.cause(), Some(LostCause::TokenGone), "a told cause wins");
+        assert_eq!(
+            expired.cause(),
+            Some(LostCause::TokenGone),
+            "a told cause wins"
+        );
     }
 
     #[tokio::test]

@@ -19,8 +19,8 @@ use crate::options::fence_lifetime;
 #[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::{
-    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW, RETAKE,
-    Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
+    Call, GRANT_CONFIRM_WINDOW, GROW_ONLY, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW,
+    RETAKE, Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
 };
 use crate::wakeups::{WaitTicket, Woken};
 use crate::{LockClient, LockError, LockOptions};
@@ -1016,7 +1016,7 @@ pub(crate) async fn extend_lease(
     if let Some(replicas) = client.replicas() {
         // Never with Redlock (refused when the client is built): one primary.
         let mut call = Call::new(&RENEW, &[names.lock()]);
-        call.arg(token).arg(millis(ttl));
+        call.arg(token).arg(millis(ttl)).arg("").arg(GROW_ONLY);
         let (renewed, answer): (i64, i64) =
             invoke_replicated(&call, replicas, &mut client.connection())
                 .await
@@ -1035,7 +1035,7 @@ pub(crate) async fn extend_lease(
     let (nodes, quorum) = (vec![client.connection()], 1);
     let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
         let mut call = Call::new(&RENEW, &[names.lock()]);
-        call.arg(token).arg(millis(ttl));
+        call.arg(token).arg(millis(ttl)).arg("").arg(GROW_ONLY);
         invoke::<i64>(&call, &mut node).await
     }))
     .await;

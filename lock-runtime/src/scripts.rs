@@ -47,6 +47,10 @@ pub(crate) static RELEASE: Lazy<Script> = lock_or_semaphore_script!("release.lua
 /// permit's token: renews the permit.
 pub(crate) static RENEW: Lazy<Script> = lock_or_semaphore_script!("renew.lua");
 
+/// `RENEW`'s fourth argument for a renewal or an extension: the key's expiry only grows
+/// (see renew.lua), whichever of two in flight the server runs last.
+pub(crate) const GROW_ONLY: &str = "1";
+
 /// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
 pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
 

@@ -22,7 +22,7 @@ use crate::lease::{Token, millis, validity};
 use crate::liveness::Liveness;
 use crate::lost_signal::LostSignal;
 use crate::replicas::Replicas;
-use crate::scripts::{Call, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
+use crate::scripts::{Call, GROW_ONLY, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
 use crate::telemetry::Telemetry;
 
 /// The longest the scheduler sleeps when nothing is scheduled (a registration that needs it
@@ -871,12 +871,15 @@ async fn send_renewals(
                         .arg(names.ttls())
                         .arg(&*renewal.token)
                         .arg(millis(renewal.ttl))
-                        .arg(&*alive),
+                        .arg(&*alive)
+                        .arg(GROW_ONLY),
                     None => command
                         .arg(1)
                         .arg(names.lock())
                         .arg(&*renewal.token)
-                        .arg(millis(renewal.ttl)),
+                        .arg(millis(renewal.ttl))
+                        .arg("")
+                        .arg(GROW_ONLY),
                 };
             }
         }
