@@ -1,9 +1,7 @@
-//! The operator's command line (`examples/lockctl.rs`), run as a binary against a real
-//! redis-server: `inspect`, `list` and `release` print what the README shows, and `list`
-//! shows lock keys only (not the queues' and fence counters' keys, not other keys).
-//!
-//! The binary is `examples/lockctl.rs`, which this package builds as a binary too, so that
-//! cargo builds it with the tests (`CARGO_BIN_EXE_lockctl`).
+//! The operator's command line, run as the binary `cargo install --path lockctl` installs,
+//! against a real redis-server: `inspect`, `list` and `release` print what the README shows,
+//! and `list` shows lock keys only (not the queues' and fence counters' keys, not other
+//! keys).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::process::Command;

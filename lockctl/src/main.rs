@@ -2,9 +2,9 @@
 //! waits for it, which locks exist, and taking a stuck lock away.
 //!
 //! ```text
-//! cargo run -p lock-examples --example lockctl -- inspect stock:42
-//! cargo run -p lock-examples --example lockctl -- list 'stock:*'
-//! cargo run -p lock-examples --example lockctl -- release stock:42
+//! lockctl inspect stock:42
+//! lockctl list 'stock:*'
+//! lockctl release stock:42
 //! ```
 //!
 //! Commands:
