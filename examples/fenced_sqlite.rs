@@ -4,7 +4,7 @@
 //! Run it (it starts a Redis if none runs; SQLite is compiled in, no server):
 //!
 //! ```text
-//! cargo run -p lock-examples --example fenced_sqlite
+//! cargo run -p lock-examples --features sqlite --example fenced_sqlite
 //! ```
 //!
 //! Redis: `REDIS_URL`, else a server on 127.0.0.1:6379, else a throwaway one.

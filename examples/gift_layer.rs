@@ -5,7 +5,7 @@
 //! Run it against a Redis on `REDIS_URL` (default `redis://127.0.0.1:6379`):
 //!
 //! ```text
-//! cargo run -p lock-examples --example gift_layer
+//! cargo run -p lock-examples --features web --example gift_layer
 //!
 //! curl -i -X POST localhost:3000/gift -H 'x-user-id: 7'   # 200, or 429 while a claim for 7 runs
 //! ```

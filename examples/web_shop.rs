@@ -9,8 +9,8 @@
 //! Run it (two replicas of one shop, sharing its stock through `--run`):
 //!
 //! ```text
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p lock-examples --example web_shop -- --port 3000 --stock 10 --run demo
-//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p lock-examples --example web_shop -- --port 3001 --stock 10 --run demo
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p lock-examples --features web --example web_shop -- --port 3000 --stock 10 --run demo
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p lock-examples --features web --example web_shop -- --port 3001 --stock 10 --run demo
 //!
 //! curl -i -X POST localhost:3000/items/1/buy          # 200 {"item":1,"remaining":9,...}, 410 once sold out
 //! curl -i -X POST localhost:3001/gift -H 'x-user-id: 7' # 200 once, 409 after, 429 while a claim runs

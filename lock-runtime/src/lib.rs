@@ -71,15 +71,12 @@
 //! then absent: using one is a compile error, not a failure at run time. The others are
 //! off by default.
 //!
+#![cfg_attr(feature = "docs", doc = document_features::document_features!())]
 #![cfg_attr(
-    feature = "document-features",
-    doc = document_features::document_features!()
-)]
-#![cfg_attr(
-    not(feature = "document-features"),
+    not(feature = "docs"),
     doc = "The list is rendered from `Cargo.toml` when the documentation is built with \
-           `--all-features`, as docs.rs does: `cluster`, `sentinel`, `redlock`, `axum`, \
-           `tower`, `tls-rustls`, `tls-native-tls`, `metrics`."
+           `--all-features` (or the feature `docs`), as docs.rs does: `cluster`, `sentinel`, \
+           `redlock`, `axum`, `tower`, `tls-rustls`, `tls-native-tls`, `metrics`."
 )]
 //!
 //! # Dependencies in the public API

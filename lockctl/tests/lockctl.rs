@@ -1,9 +1,7 @@
-//! The operator's command line (`examples/lockctl.rs`), run as a binary against a real
-//! redis-server: `inspect`, `list` and `release` print what the README shows, and `list`
-//! shows lock keys only (not the queues' and fence counters' keys, not other keys).
-//!
-//! The binary is `examples/lockctl.rs`, which this package builds as a binary too, so that
-//! cargo builds it with the tests (`CARGO_BIN_EXE_lockctl`).
+//! The operator's command line, run as the binary `cargo install --path lockctl` installs,
+//! against a real redis-server: `inspect`, `list` and `release` print what the README shows,
+//! and `list` shows lock keys only (not the queues' and fence counters' keys, not other
+//! keys).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::process::Command;
@@ -177,9 +175,6 @@ async fn lockctl_inspects_lists_and_releases_locks() {
         "{}",
         run.stderr
     );
-    let run = lockctl(&url, &["frobnicate"]).await;
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("usage: lockctl"), "{}", run.stderr);
     let run = lockctl("redis://127.0.0.1:1", &["inspect", "shop:2"]).await;
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("lock `shop:2`"), "{}", run.stderr);
@@ -231,4 +226,47 @@ async fn lockctl_takes_the_key_prefix() {
     assert_eq!(server.get("job:b").as_deref(), Some(other.token()));
     let _ = guard.release().await;
     other.release().await.unwrap();
+}
+
+/// Usage errors exit with 2 and say what is wrong, with the usage line of the command; a
+/// help exits with 0. No Redis is reached.
+#[tokio::test]
+async fn lockctl_usage_errors_exit_with_2_and_show_the_usage() {
+    let url = "redis://127.0.0.1:1";
+    let run = lockctl(url, &["frobnicate"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("unrecognized subcommand 'frobnicate'"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("Usage: lockctl "), "{}", run.stderr);
+
+    let run = lockctl(url, &["inspect"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("<KEY>"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Usage: lockctl inspect "),
+        "{}",
+        run.stderr
+    );
+
+    let run = lockctl(url, &["list", "*", "--limit", "0"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--limit"), "{}", run.stderr);
+
+    let run = lockctl(url, &[]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("Usage: lockctl "), "{}", run.stderr);
+
+    for command in ["inspect", "list", "release"] {
+        let run = lockctl(url, &[command, "--help"]).await;
+        assert_eq!(run.code, 0, "{command}: {}", run.stderr);
+        assert!(
+            run.stdout.contains(&format!("Usage: lockctl {command} ")),
+            "{command}: {}",
+            run.stdout
+        );
+        assert!(run.stdout.contains("--url <URL>"), "{}", run.stdout);
+    }
 }

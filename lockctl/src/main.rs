@@ -1,10 +1,14 @@
 //! `lockctl`: an operator's command line for the locks in a Redis: who holds a lock and who
 //! waits for it, which locks exist, and taking a stuck lock away.
 //!
+//! Install it with `cargo install --locked --path lockctl` (from a checkout of the
+//! repository), then:
+//!
 //! ```text
-//! cargo run -p lock-examples --example lockctl -- inspect stock:42
-//! cargo run -p lock-examples --example lockctl -- list 'stock:*'
-//! cargo run -p lock-examples --example lockctl -- release stock:42
+//! lockctl inspect stock:42
+//! lockctl list 'stock:*'
+//! lockctl release stock:42
+//! lockctl --help            # and `lockctl inspect --help`, ...
 //! ```
 //!
 //! Commands:
@@ -18,117 +22,78 @@
 //! - `release KEY`: takes the lock away from whoever holds it and wakes its queue; the old
 //!   holder learns at its next renewal that its lease is lost ([`LockClient::force_release`]).
 //!
-//! Options, before the command: `--url URL` (else `REDIS_URL`, else
+//! Options, before or after the command: `--url URL` (else `REDIS_URL`, else
 //! `redis://127.0.0.1:6379`), `--prefix P` (the applications' `Config::key_prefix`, if
 //! any). One server (or a primary); for Redlock, run it against each master.
 //!
-//! Exit status: 0 done, 1 Redis or the key refused it (the message says why), 2 a usage
-//! error.
+//! Exit status: 0 done (or `--help`, `--version`), 1 Redis or the key refused it (the message
+//! says why), 2 a usage error (the message says what is wrong, then the usage line).
 
 use std::process::ExitCode;
-use std::str::FromStr;
 
-use lock_runtime::{Config, LockClient, LockError, LockState};
+use clap::{Parser, Subcommand};
+use lock_runtime::{Config, DEFAULT_REDIS_URL, LockClient, LockError, LockState, REDIS_URL_ENV};
 
 /// At most this many SCAN calls for one `list`.
 const MAX_SCAN_CALLS: usize = 10_000;
 /// Keys asked for per SCAN call.
 const SCAN_COUNT: usize = 1000;
 
-const USAGE: &str = "usage: lockctl [--url URL] [--prefix P] (inspect KEY | list PATTERN [--limit N] | release KEY)";
-
-/// The command line.
+/// The operator's command line for lock-runtime's locks: who holds a lock and who waits for
+/// it, which locks exist, taking a stuck lock away.
+///
+/// Exit status: 0 done, 1 Redis or the key refused it (the message says why), 2 a usage
+/// error.
+#[derive(Parser)]
+#[command(name = "lockctl", version)]
 struct Args {
+    /// The Redis server (or the primary) that holds the locks; for Redlock, run lockctl
+    /// against each master in turn. An empty `REDIS_URL` counts as unset.
+    #[arg(long, global = true, value_name = "URL", env = REDIS_URL_ENV, default_value = DEFAULT_REDIS_URL)]
     url: String,
+    /// The applications' key prefix (their `Config::key_prefix`), if they set one: keys are
+    /// named and listed without it.
+    #[arg(
+        long,
+        global = true,
+        value_name = "P",
+        default_value = "",
+        hide_default_value = true
+    )]
     prefix: String,
+    #[command(subcommand)]
     command: Command,
 }
 
+#[derive(Subcommand)]
 enum Command {
-    Inspect(String),
-    List { pattern: String, limit: usize },
-    Release(String),
-}
-
-/// The words after the program name. (Not `lock_examples::cli`: the test package builds
-/// this file as a binary of its own, which depends on `lock-runtime` alone.)
-struct Words(std::iter::Skip<std::env::Args>);
-
-impl Words {
-    fn next_flag(&mut self) -> Option<String> {
-        self.0.next()
-    }
-
-    /// The value that follows `flag`, parsed; the error names the flag and the value.
-    fn value<T: FromStr>(&mut self, flag: &str) -> Result<T, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        let value = self
-            .0
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value"))?;
-        value
-            .parse()
-            .map_err(|err| format!("{flag} {value:?}: {err}"))
-    }
-}
-
-impl Args {
-    fn parse() -> Result<Args, String> {
-        let mut words = Words(std::env::args().skip(1));
-        let mut url = std::env::var(lock_runtime::REDIS_URL_ENV)
-            .ok()
-            .filter(|url| !url.trim().is_empty())
-            .unwrap_or_else(|| lock_runtime::DEFAULT_REDIS_URL.to_owned());
-        let mut prefix = String::new();
-        let mut command = None;
-        let mut limit = 100;
-        while let Some(word) = words.next_flag() {
-            match word.as_str() {
-                "--url" => url = words.value("--url")?,
-                "--prefix" => prefix = words.value("--prefix")?,
-                "--limit" => limit = words.value("--limit")?,
-                "inspect" | "list" | "release" if command.is_none() => {
-                    let what = if word == "list" { "PATTERN" } else { "KEY" };
-                    let operand: String = words.value(&format!("{word} {what}"))?;
-                    command = Some(match word.as_str() {
-                        "inspect" => Command::Inspect(operand),
-                        "list" => Command::List {
-                            pattern: operand,
-                            limit: 0,
-                        },
-                        _ => Command::Release(operand),
-                    });
-                }
-                "-h" | "--help" => return Err(String::new()),
-                other => return Err(format!("unexpected `{other}`")),
-            }
-        }
-        let mut command = command.ok_or("no command given")?;
-        if let Command::List { limit: slot, .. } = &mut command {
-            *slot = limit.max(1);
-        }
-        Ok(Args {
-            url,
-            prefix,
-            command,
-        })
-    }
+    /// Shows the holder of KEY and its remaining ttl (or a hand-over in progress), the fence
+    /// counter, and the processes waiting in the key's queue, first come first.
+    Inspect {
+        /// The lock's key, as the application names it.
+        key: String,
+    },
+    /// Lists the lock keys that match a Redis glob pattern, one line each (by SCAN; the
+    /// queues' and fence counters' keys and keys that are no lock are not listed).
+    List {
+        /// A Redis glob pattern (`*`, `?`, `[...]`), without the prefix.
+        pattern: String,
+        /// Stop after this many locks.
+        #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+    },
+    /// Takes the lock KEY away from whoever holds it and wakes its queue; the old holder
+    /// learns at its next renewal that its lease is lost.
+    Release {
+        /// The lock's key, as the application names it.
+        key: String,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let args = match Args::parse() {
-        Ok(args) => args,
-        Err(err) => {
-            if !err.is_empty() {
-                eprintln!("lockctl: {err}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // A usage error exits with 2 here, `--help` and `--version` with 0.
+    let args = Args::parse();
     match run(&args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -143,11 +108,22 @@ async fn main() -> ExitCode {
     }
 }
 
+impl Args {
+    /// `--url`, else `REDIS_URL`, else the default; blank counts as unset, as for
+    /// `Config::from_env`.
+    fn url(&self) -> &str {
+        match self.url.trim() {
+            "" => DEFAULT_REDIS_URL,
+            url => url,
+        }
+    }
+}
+
 async fn run(args: &Args) -> Result<(), LockError> {
-    let client = LockClient::new(Config::single(args.url.clone()).key_prefix(args.prefix.clone()))?;
+    let client = LockClient::new(Config::single(args.url()).key_prefix(args.prefix.clone()))?;
     match &args.command {
-        Command::Inspect(key) => println!("{}", client.inspect(key).await?),
-        Command::Release(key) => println!("{}", client.force_release(key).await?),
+        Command::Inspect { key } => println!("{}", client.inspect(key).await?),
+        Command::Release { key } => println!("{}", client.force_release(key).await?),
         Command::List { pattern, limit } => list(&client, args, pattern, *limit).await?,
     }
     Ok(())
@@ -158,14 +134,14 @@ async fn list(
     client: &LockClient,
     args: &Args,
     pattern: &str,
-    limit: usize,
+    limit: u64,
 ) -> Result<(), LockError> {
     let backend = |err| LockError::Backend {
         key: String::new(),
         source: std::sync::Arc::new(err),
     };
-    let redis = redis::Client::open(args.url.as_str()).map_err(|err| LockError::Config {
-        reason: format!("the URL `{}`: {err}", args.url),
+    let redis = redis::Client::open(args.url()).map_err(|err| LockError::Config {
+        reason: format!("the URL `{}`: {err}", args.url()),
     })?;
     let mut connection = redis
         .get_multiplexed_async_connection()
@@ -226,7 +202,7 @@ async fn list(
 }
 
 /// `1 lock`, `2 locks`.
-fn locks_n(count: usize) -> String {
+fn locks_n(count: u64) -> String {
     format!("{count} lock{}", if count == 1 { "" } else { "s" })
 }
 
@@ -268,4 +244,30 @@ fn glob_escape(text: &str) -> String {
         escaped.push(c);
     }
     escaped
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Args, Command, DEFAULT_REDIS_URL};
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn options_go_before_or_after_the_command_and_a_blank_url_is_the_default() {
+        let args = Args::try_parse_from(["lockctl", "list", "a*", "--url", " ", "--prefix", "p:"])
+            .unwrap();
+        assert_eq!(args.url(), DEFAULT_REDIS_URL);
+        assert_eq!(args.prefix, "p:");
+        assert!(matches!(args.command, Command::List { limit: 100, .. }));
+        let args =
+            Args::try_parse_from(["lockctl", "--url", "redis://h:1", "release", "k"]).unwrap();
+        assert_eq!(args.url(), "redis://h:1");
+        assert!(matches!(args.command, Command::Release { key } if key == "k"));
+    }
 }
