@@ -88,9 +88,9 @@ fn client_gone() -> redis::RedisError {
 struct Current {
     generation: u64,
     client: redis::Client,
-    /// Names this generation in each thread's connections (see `per_runtime.rs`): a
-    /// replaced connection is opened afresh on every runtime.
-    owner: Arc<()>,
+    /// Opened by the first request that needs it, on that request's runtime (see
+    /// `per_runtime.rs`).
+    connection: per_runtime::RuntimeConnection,
 }
 
 impl Current {
@@ -98,7 +98,7 @@ impl Current {
         Current {
             generation,
             client,
-            owner: Arc::new(()),
+            connection: per_runtime::RuntimeConnection::default(),
         }
     }
 }
@@ -224,7 +224,12 @@ impl SingleServer {
         F: Fn(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let used = self.current();
+        let mut used = self.current();
+        if used.connection.is_orphaned() {
+            // Its runtime ended (and its reader with it): a new one, on this runtime.
+            self.replace(used.generation, used.client.clone());
+            used = self.current();
+        }
         // The caller's clock reading when it gave one (a call's first request: one read of
         // the clock fewer on the uncontended path).
         let sent = self.now.unwrap_or_else(tokio::time::Instant::now);
@@ -266,12 +271,11 @@ impl SingleServer {
         F: Fn(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let runtime = per_runtime::for_this_thread(&used.owner);
-        let (connection, now) = match runtime.get() {
+        let (connection, now) = match used.connection.get() {
             Some(connection) => (connection.clone(), now),
             None => {
                 // Bounded by the connect timeout, and by the caller's deadline.
-                let open = runtime.open(&used.client, &self.inner.config);
+                let open = used.connection.open(&used.client, &self.inner.config);
                 let opened = match self.deadline {
                     Some(deadline) => tokio::time::timeout_at(deadline, open)
                         .await

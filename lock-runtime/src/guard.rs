@@ -10,7 +10,9 @@ use crate::cohort::{Ending, Holding};
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
 use crate::lost_signal::LostSignal;
-use crate::redis_queue::{Place, Yielded, extend_lease, keep_until, release_contended, yield_lock};
+use crate::redis_queue::{
+    Expiry, Place, Yielded, extend_lease, keep_until, release_contended, yield_lock,
+};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
 use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
@@ -305,7 +307,8 @@ impl LockGuard {
             });
         }
         let sent = Instant::now();
-        let extended = match extend_lease(&self.client, &self.names, &self.token, ttl).await {
+        let grow = (ttl, Expiry::Grow);
+        let extended = match extend_lease(&self.client, &self.names, &self.token, grow).await {
             Err(err @ LockError::NotReplicated { .. }) => {
                 // Not counted, but the primary took it: a shorter ttl holds from now on.
                 self.client.watchdog().shorten(self.lease.id, ttl, sent);

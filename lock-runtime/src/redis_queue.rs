@@ -1004,6 +1004,17 @@ async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
     }
 }
 
+/// Whether an owner-checked `PEXPIRE` may shorten the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// Only lengthen it ([`GROW_ONLY`]): an extension, which a renewal in flight may reach
+    /// the server after.
+    Grow,
+    /// Set it as asked: the give-back of a `hold_at_least` lock, which leaves the key only
+    /// for what is left of the hold.
+    Set,
+}
+
 /// An owner-checked `PEXPIRE` of the key to `ttl`: on the one server, or on every Redlock
 /// master (true when a majority still held the token). When grants wait for replicas, an
 /// extension too few replicas confirmed is [`LockError::NotReplicated`].
@@ -1011,12 +1022,16 @@ pub(crate) async fn extend_lease(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
-    ttl: Duration,
+    (ttl, expiry): (Duration, Expiry),
 ) -> Result<bool, LockError> {
+    let grow = match expiry {
+        Expiry::Grow => GROW_ONLY,
+        Expiry::Set => "",
+    };
     if let Some(replicas) = client.replicas() {
         // Never with Redlock (refused when the client is built): one primary.
         let mut call = Call::new(&RENEW, &[names.lock()]);
-        call.arg(token).arg(millis(ttl)).arg("").arg(GROW_ONLY);
+        call.arg(token).arg(millis(ttl)).arg("").arg(grow);
         let (renewed, answer): (i64, i64) =
             invoke_replicated(&call, replicas, &mut client.connection())
                 .await
@@ -1035,7 +1050,7 @@ pub(crate) async fn extend_lease(
     let (nodes, quorum) = (vec![client.connection()], 1);
     let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
         let mut call = Call::new(&RENEW, &[names.lock()]);
-        call.arg(token).arg(millis(ttl)).arg("").arg(GROW_ONLY);
+        call.arg(token).arg(millis(ttl)).arg("").arg(grow);
         invoke::<i64>(&call, &mut node).await
     }))
     .await;
@@ -1074,7 +1089,7 @@ pub(crate) async fn keep_until(
             let left = until
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
-            extend_lease(client, names, token, left)
+            extend_lease(client, names, token, (left, Expiry::Set))
         },
     )
     .await?;
