@@ -67,57 +67,58 @@ async fn try_acquire_tries_once() {
     guard.release().await.unwrap();
 }
 
-/// A renewal the watchdog sent with the old ttl, held back on the network until after
-/// `extend` gave the lease a longer one (the two go over different connections, so the
-/// server may run them in either order), does not shorten the key: the holder counts its
-/// lease from the extension, and the key has at least that.
+/// A renewal the watchdog sent with the old ttl that reaches the server after `extend`
+/// gave the lease a longer one (over another connection of the pool, or an old connection
+/// after a replaced one, the server may run them in either order) does not shorten the key:
+/// the holder counts its lease from the extension, and the key has at least that. The late
+/// renewal is the watchdog's own command, seen with MONITOR and sent again after `extend`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_renewal_held_back_past_an_extension_does_not_shorten_the_key() {
-    use lock_tests::proxy::{Direction, FaultProxy};
+async fn a_renewal_that_arrives_after_an_extension_does_not_shorten_the_key() {
+    use std::io::BufRead as _;
 
     let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port());
-    let client = lock_runtime::LockClient::new(lock_runtime::Config::single(proxy.url())).unwrap();
+    let mut monitor = std::process::Command::new("redis-cli")
+        .args(["-p", &server.port().to_string(), "monitor"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(monitor.stdout.take().unwrap()).lines();
+    let client = server.lock_client();
     let mut guard = client
         .lock("extend-race")
         .ttl(Duration::from_millis(900))
         .acquire()
         .await
         .unwrap();
-    // The watchdog renews every third of the ttl: once its first renewal is through (its
-    // connection open), the next is held back on the way.
-    let acquired = std::time::Instant::now();
-    let renewed = lock_tests::until(Duration::from_secs(3), Duration::from_millis(2), || {
-        acquired.elapsed() > Duration::from_millis(350) && server.pttl("extend-race") > 800
+    // The watchdog's first renewal, at a third of the ttl.
+    let renewal: Vec<String> = tokio::task::spawn_blocking(move || {
+        for _ in 0..10_000 {
+            let line = lines.next().expect("MONITOR's output").unwrap();
+            if line.contains("\"EVALSHA\"") && line.contains("\"extend-race\"") {
+                return line;
+            }
+        }
+        panic!("no renewal seen");
     })
-    .await;
-    assert!(renewed.is_some(), "the watchdog did not renew the lease");
-    proxy.set_delay(Direction::Up, Duration::from_millis(1_500));
-    let held = lock_tests::until(Duration::from_secs(3), Duration::from_millis(2), || {
-        proxy.held_back() > 0
-    })
-    .await;
-    assert!(held.is_some(), "the watchdog sent no renewal");
-    proxy.set_delay(Direction::Up, Duration::ZERO);
+    .await
+    .unwrap()
+    .split("\" \"")
+    .map(|word| word.trim_matches(|c| c == '"').to_owned())
+    .skip(1)
+    .collect();
+    let _ = monitor.kill();
     guard.extend(Duration::from_secs(20)).await.unwrap();
-    // The renewal's reply is held back too, so that no renewal follows it soon.
-    proxy.set_delay(Direction::Down, Duration::from_millis(3_000));
-    // Until well after the held-back renewal reached the server (1.5 s after it was sent).
-    let mut shortest = i64::MAX;
-    for _ in 0..250 {
-        shortest = shortest.min(server.pttl("extend-race"));
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut late = redis::cmd("EVALSHA");
+    for word in &renewal {
+        late.arg(word);
     }
-    proxy.set_delay(Direction::Down, Duration::ZERO);
+    let renewed: i64 = late.query(&mut server.conn()).unwrap();
+    assert_eq!(renewed, 1, "the late renewal {renewal:?}");
+    let pttl = server.pttl("extend-race");
     assert!(
-        shortest > 10_000,
-        "the late renewal shortened the key to {shortest} ms while its holder counts on 20 s"
+        pttl > 10_000,
+        "the late renewal {renewal:?} shortened the key to {pttl} ms while its holder counts on 20 s"
     );
-    let passed = lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
-        proxy.held_back() == 0
-    })
-    .await;
-    assert!(passed.is_some(), "the renewal's reply was never passed on");
     assert!(guard.remaining() > Duration::from_secs(10));
     guard.release().await.unwrap();
 }
