@@ -107,6 +107,7 @@ async fn a_renewal_that_arrives_after_an_extension_does_not_shorten_the_key() {
     .skip(1)
     .collect();
     let _ = monitor.kill();
+    let _ = monitor.wait();
     guard.extend(Duration::from_secs(20)).await.unwrap();
     let mut late = redis::cmd("EVALSHA");
     for word in &renewal {
