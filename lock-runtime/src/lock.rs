@@ -504,13 +504,12 @@ impl Lock {
             OnLost::Continue => Ok(context::hold(current.clone(), body).await),
             _ => {
                 let body = context::hold(current.clone(), body);
-                tokio::pin!(body);
-                tokio::select! {
-                    biased;
-                    // The lease first: a body resumed past its validity point takes no step.
-                    cause = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), cause }),
-                    result = &mut body => Ok(result),
-                }
+                crate::lost_signal::until_lost(body, || guard.lost_cause(), guard.lost())
+                    .await
+                    .map_err(|cause| LockError::Lost {
+                        key: guard.key().to_owned(),
+                        cause,
+                    })
             }
         };
         if let Err(LockError::Lost { key, cause }) = &outcome {

@@ -117,6 +117,29 @@ impl LostSignal {
     }
 }
 
+/// Runs a guarded `body` until it ends or its lease is lost (`check` says now, `lost`
+/// resolves then). Each poll looks at the lease first, by the clock, so a body resumed past
+/// its validity point takes no step; the task waits on the loss only while the body is
+/// pending, so a body that ends at its first poll registers nothing.
+pub(crate) async fn until_lost<T, L>(
+    body: impl Future<Output = T>,
+    check: impl Fn() -> Option<L>,
+    lost: impl Future<Output = L>,
+) -> Result<T, L> {
+    let mut body = pin!(body);
+    let mut lost = pin!(lost);
+    std::future::poll_fn(|cx| {
+        if let Some(loss) = check() {
+            return Poll::Ready(Err(loss));
+        }
+        if let Poll::Ready(output) = body.as_mut().poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        lost.as_mut().poll(cx).map(Err)
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

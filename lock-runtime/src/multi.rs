@@ -233,13 +233,14 @@ impl MultiLock {
         let outcome = match self.options.on_lost {
             OnLost::Continue => Ok(body.await),
             _ => {
-                tokio::pin!(body);
-                tokio::select! {
-                    biased;
-                    // The lease first: a body resumed past its validity point takes no step.
-                    (key, cause) = all.lost() => Err(LockError::Lost { key, cause }),
-                    result = &mut body => Ok(result),
-                }
+                let now = || {
+                    owned
+                        .iter()
+                        .find_map(|current| Some((current.key().to_owned(), current.lost_cause()?)))
+                };
+                crate::lost_signal::until_lost(body, now, all.lost())
+                    .await
+                    .map_err(|(key, cause)| LockError::Lost { key, cause })
             }
         };
         if let Err(LockError::Lost { key, cause }) = &outcome {

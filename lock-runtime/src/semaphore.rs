@@ -415,15 +415,12 @@ impl Semaphore {
         let body = context::hold(current.clone(), tracing::Instrument::instrument(body, span));
         let outcome = match self.options.on_lost {
             OnLost::Continue => Ok(body.await),
-            _ => {
-                tokio::pin!(body);
-                tokio::select! {
-                    biased;
-                    // The lease first: a body resumed past its validity point takes no step.
-                    cause = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), cause }),
-                    result = &mut body => Ok(result),
-                }
-            }
+            _ => crate::lost_signal::until_lost(body, || guard.lost_cause(), guard.lost())
+                .await
+                .map_err(|cause| LockError::Lost {
+                    key: guard.key().to_owned(),
+                    cause,
+                }),
         };
         if let Err(err) = guard.release().await {
             tracing::warn!(key = %err.key(), error = %err.cause(), "giving the permit back failed");

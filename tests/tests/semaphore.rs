@@ -310,13 +310,20 @@ fn crashing_process() {
     let take: usize = std::env::var("SEM_TAKE").unwrap().parse().unwrap();
     let permits: u32 = std::env::var("SEM_PERMITS").unwrap().parse().unwrap();
     let ttl: u64 = std::env::var("SEM_TTL_MS").unwrap().parse().unwrap();
+    // Optional: this long between one permit taken and the next asked for, unrenewed (so
+    // that the permits end that far apart).
+    let gap: Option<u64> = std::env::var("SEM_GAP_MS")
+        .ok()
+        .map(|gap| gap.parse().unwrap());
     lock_tests::two_worker_runtime().block_on(async move {
         let client = LockClient::new(Config::single(url.as_str())).unwrap();
         let (held_tx, mut held_rx) = tokio::sync::mpsc::channel(take);
+        let mut held = 0;
         for _ in 0..take {
             let semaphore = client
                 .semaphore(CRASH_KEY, permits)
                 .ttl(Duration::from_millis(ttl))
+                .watchdog(gap.is_none())
                 .wait(Duration::from_secs(60));
             let held_tx = held_tx.clone();
             tokio::spawn(async move {
@@ -325,9 +332,14 @@ fn crashing_process() {
                 std::future::pending::<()>().await;
                 drop(guard);
             });
+            if let Some(gap) = gap {
+                held_rx.recv().await.unwrap();
+                held += 1;
+                tokio::time::sleep(Duration::from_millis(gap)).await;
+            }
         }
         println!("WAITING");
-        for _ in 0..take {
+        for _ in held..take {
             held_rx.recv().await.unwrap();
         }
         println!("HELD");
@@ -336,18 +348,33 @@ fn crashing_process() {
 }
 
 fn crashing(server: &RedisServer, take: usize, permits: u32, ttl_ms: u64) -> std::process::Child {
-    let env = [
+    child::spawn(
+        "crashing_process",
+        "crash",
+        &crash_env(server, take, permits, ttl_ms),
+    )
+}
+
+fn crash_env(
+    server: &RedisServer,
+    take: usize,
+    permits: u32,
+    ttl_ms: u64,
+) -> Vec<(&'static str, String)> {
+    vec![
         ("SEM_URL", server.url()),
         ("SEM_TAKE", take.to_string()),
         ("SEM_PERMITS", permits.to_string()),
         ("SEM_TTL_MS", ttl_ms.to_string()),
-    ];
-    child::spawn("crashing_process", "crash", &env)
+    ]
 }
 
-/// A holder killed with SIGKILL: its permit comes back when its lease ends (its ttl, as
-/// nobody renews it), and a waiter of another process gets it then, woken by nobody (the
-/// holder is dead), by its park's look at the leases.
+/// A holder killed with SIGKILL: its permits come back when their leases end (their ttl,
+/// as nobody renews them), and a waiter of another process gets each then, woken by nobody
+/// (the holder is dead), by its park's look at the leases. The two permits were taken
+/// 500 ms apart and not renewed, so they end 500 ms apart: the second is waited for, not
+/// tried at once (a holder's permits end when each one's last renewal says, which a busy
+/// machine spreads apart too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_holders_permit_comes_back_after_its_ttl() {
     if child::role().is_some() {
@@ -355,7 +382,9 @@ async fn a_killed_holders_permit_comes_back_after_its_ttl() {
     }
     let server = RedisServer::start();
     let ttl = Duration::from_millis(2000);
-    let mut holder = crashing(&server, 2, 2, ttl.as_millis() as u64);
+    let mut env = crash_env(&server, 2, 2, ttl.as_millis() as u64);
+    env.push(("SEM_GAP_MS", "500".to_owned()));
+    let mut holder = child::spawn("crashing_process", "crash", &env);
     let lines = child::stream_lines(holder.stdout.take().unwrap());
     child::expect_line(&lines, "HELD", Duration::from_secs(30));
     let client = server.lock_client();
@@ -377,8 +406,13 @@ async fn a_killed_holders_permit_comes_back_after_its_ttl() {
         waited < ttl + Duration::from_secs(8),
         "the permit came back only after {waited:?}"
     );
-    // The other dead permit is back too (both leases ended): a second one is free.
-    let second = semaphore.try_acquire().await.unwrap();
+    // The other dead permit comes back when its own lease ends.
+    let second = semaphore.acquire().await.unwrap();
+    let waited = killed.elapsed();
+    assert!(
+        waited < ttl + Duration::from_secs(8),
+        "the second permit came back only after {waited:?}"
+    );
     guard.release().await.unwrap();
     second.release().await.unwrap();
 }
