@@ -503,7 +503,9 @@ impl Lock {
         let outcome = match self.options.on_lost {
             OnLost::Continue => Ok(context::hold(current.clone(), body).await),
             _ => {
+                // Pinned here: moved into `until_lost`, a nested body would double its size.
                 let body = context::hold(current.clone(), body);
+                tokio::pin!(body);
                 crate::lost_signal::until_lost(body, || guard.lost_cause(), guard.lost())
                     .await
                     .map_err(|cause| LockError::Lost {

@@ -230,6 +230,8 @@ impl MultiLock {
             .map(|(_, current)| current.clone())
             .collect();
         let body = context::hold_all(held, body);
+        // Pinned here: moved into `until_lost`, a nested body would double its size.
+        tokio::pin!(body);
         let outcome = match self.options.on_lost {
             OnLost::Continue => Ok(body.await),
             _ => {

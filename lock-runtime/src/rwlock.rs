@@ -1064,7 +1064,9 @@ where
     let outcome = match on_lost {
         OnLost::Continue => Ok(context::hold(current.clone(), body).await),
         _ => {
+            // Pinned here: moved into `until_lost`, a nested body would double its size.
             let body = context::hold(current.clone(), body);
+            tokio::pin!(body);
             crate::lost_signal::until_lost(body, || current.lost_cause(), guard.lost())
                 .await
                 .map_err(|cause| LockError::Lost {

@@ -413,6 +413,8 @@ impl Semaphore {
         };
         let current = guard.current();
         let body = context::hold(current.clone(), tracing::Instrument::instrument(body, span));
+        // Pinned here: moved into `until_lost`, a nested body would double its size.
+        tokio::pin!(body);
         let outcome = match self.options.on_lost {
             OnLost::Continue => Ok(body.await),
             _ => crate::lost_signal::until_lost(body, || guard.lost_cause(), guard.lost())
