@@ -178,7 +178,7 @@ impl LockClient {
     /// (`lock-runtime`), which ends when the client's last clone is dropped.
     pub fn new(config: Config) -> Result<Self, LockError> {
         // The caller's runtime, for the blocking Sentinel lookup (before entering ours).
-        let caller = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+        let caller = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
             matches!(
                 runtime.runtime_flavor(),
                 tokio::runtime::RuntimeFlavor::MultiThread
@@ -196,7 +196,7 @@ impl LockClient {
         Ok(client)
     }
 
-    fn build(config: Config, caller: Option<bool>, home: Home) -> Result<Self, LockError> {
+    fn build(config: Config, caller: bool, home: Home) -> Result<Self, LockError> {
         let setup = Setup::new(&config, caller)?;
         if let Some(replicas) = &config.replicas {
             replicas.check(config.response_timeout, config.topology.is_redlock())?;
@@ -556,10 +556,10 @@ struct Setup<'a> {
     timeouts: Timeouts,
     /// Wakes the client's parked waiters (a server declared down, the client shut down).
     interrupt: Arc<tokio::sync::Notify>,
-    /// Whether the client is created on a multi-thread runtime (`None`: on none), whose
-    /// worker the Sentinel lookup hands its other tasks away from while it blocks.
+    /// Whether the client is created on a multi-thread runtime, whose worker the Sentinel
+    /// lookup hands its other tasks away from while it blocks.
     #[cfg(feature = "sentinel")]
-    caller: Option<bool>,
+    caller: bool,
 }
 
 impl<'a> Setup<'a> {
@@ -567,7 +567,7 @@ impl<'a> Setup<'a> {
     /// client is created on, if any (the Sentinel lookup blocks it).
     fn new(
         config: &'a Config,
-        #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] caller: Option<bool>,
+        #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] caller: bool,
     ) -> Result<Self, LockError> {
         #[cfg(feature = "sentinel")]
         if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
@@ -950,10 +950,11 @@ fn ensure_crypto_provider() {
 /// being built. The constructor is synchronous, so the work blocks, bounded by the timeout
 /// per server; on a multi-thread runtime the worker hands its other tasks away meanwhile.
 #[cfg(feature = "sentinel")]
-fn blocking<T>(caller: Option<bool>, work: impl FnOnce() -> T) -> T {
-    match caller {
-        Some(true) => tokio::task::block_in_place(work),
-        _ => work(),
+fn blocking<T>(multi_thread: bool, work: impl FnOnce() -> T) -> T {
+    if multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }
 
