@@ -407,7 +407,8 @@ async fn a_task_dropped_while_the_lock_passes_to_it_leaves_nothing_behind() {
 /// What a [`TurnProbe`] saw when the lost signal woke it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Seen {
-    /// A try of the key was refused by this process's own turn, without asking Redis.
+    /// A try of the key was refused by this process's own turn: `Busy` without asking
+    /// Redis.
     TurnTaken,
     /// The try got past the turn (it went on to Redis, or took the lock).
     TurnFree,
@@ -420,8 +421,25 @@ enum Seen {
 struct TurnProbe {
     client: LockClient,
     key: String,
+    /// Counts the commands Redis served around the try: a `Busy` that Redis answered
+    /// (another owner's token) is a try that got past the turn.
+    redis: std::sync::Mutex<redis::Connection>,
     seen: std::sync::Mutex<Option<Seen>>,
     told: std::sync::mpsc::SyncSender<()>,
+}
+
+impl TurnProbe {
+    /// Redis's `total_commands_processed`.
+    fn commands_served(&self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut *self.redis.lock().unwrap())
+            .unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_commands_processed:"))
+            .and_then(|count| count.trim().parse().ok())
+            .expect("INFO stats has total_commands_processed")
+    }
 }
 
 impl std::task::Wake for TurnProbe {
@@ -433,10 +451,19 @@ impl std::task::Wake for TurnProbe {
         // A try refused by the turn answers before any await; one that gets past it waits
         // for Redis (and is dropped here: its `SET NX` meets another owner's key, or a key
         // about to expire, and the probe's short ttl bounds it either way).
+        //
+        // The try's request can be answered within its one poll: the connection is driven
+        // by the test's runtime, on another thread, which may send it and read the reply
+        // while this thread is descheduled between the send and the poll of the reply (a
+        // busy machine). So a `Busy` counts as the turn's only if Redis served nothing
+        // between the two counts (the first count's own `INFO` aside).
         let lock = self.client.lock(&self.key).ttl(Duration::from_millis(500));
+        let before = self.commands_served();
         let tried = futures::FutureExt::now_or_never(lock.try_acquire());
         let seen = match tried {
-            Some(Err(LockError::Busy { .. })) => Seen::TurnTaken,
+            Some(Err(LockError::Busy { .. })) if self.commands_served() <= before + 1 => {
+                Seen::TurnTaken
+            }
             _ => Seen::TurnFree,
         };
         let mut slot = self.seen.lock().unwrap();
@@ -471,6 +498,7 @@ async fn a_lost_lease_frees_the_turn_before_its_holder_is_told() {
         let probe = Arc::new(TurnProbe {
             client: client.clone(),
             key: key.clone(),
+            redis: std::sync::Mutex::new(server.conn()),
             seen: std::sync::Mutex::new(None),
             told,
         });
