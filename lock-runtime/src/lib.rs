@@ -143,6 +143,7 @@ mod shutdown;
 pub mod telemetry;
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 mod tls;
+mod tries_in_flight;
 mod turn;
 mod wakeups;
 mod watchdog;

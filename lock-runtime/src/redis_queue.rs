@@ -297,6 +297,10 @@ impl RedisWait<'_> {
         if let Some(liveness) = self.client.liveness() {
             self.lapses = liveness.lapses();
         }
+        // A shutdown meanwhile waits until the reply's place is kept (a grant's lease is
+        // registered by the caller, after this try).
+        let _in_flight =
+            (!self.options.wait.is_zero()).then(|| self.client.shutdown_state().try_in_flight());
         let sent = Instant::now();
         // Until the reply says otherwise, this try may have queued us or granted us the
         // lock: giving up now must clean both.

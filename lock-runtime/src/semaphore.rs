@@ -256,8 +256,11 @@ impl Semaphore {
         let mut ticket: Option<WaitTicket> = None;
         let mut pause = TRANSIENT_PAUSE;
         let overrun = deadline + client.response_timeout();
+        let shutdown = client.shutdown_state().clone();
         for _ in 0..MAX_TRIES {
             client.may_try(names.lock())?;
+            // A shutdown meanwhile waits until the reply's place or permit is registered.
+            let in_flight = shutdown.try_in_flight();
             let sent = Instant::now();
             // Until the reply says otherwise, this try may have queued us or given us a
             // permit: giving up now must clean both.
@@ -270,6 +273,7 @@ impl Semaphore {
             let (code, value) = match reply {
                 Ok(reply) => reply,
                 Err(err) if is_retryable(&client, &err) && Instant::now() < deadline => {
+                    drop(in_flight);
                     if let Some(outage) = client.outage(names.lock()) {
                         return Err(outage);
                     }
@@ -331,6 +335,7 @@ impl Semaphore {
                 });
             }
             waiter.keep();
+            drop(in_flight);
             if Instant::now() >= deadline {
                 return Err(timeout(&names, started));
             }

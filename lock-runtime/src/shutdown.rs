@@ -42,11 +42,16 @@ use crate::lease::{Token, millis};
 use crate::scripts::{
     Call, KeyNames, LEAVE, RELEASE, RENEW, announced_release_call, invoke, queue_call,
 };
+use crate::tries_in_flight::{TriesInFlight, TryInFlight};
 use crate::watchdog::Watchdog;
 
 /// The longest the release at shutdown may take, connecting included; what Redis has not
 /// answered by then ends by its ttl.
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_secs(1);
+
+/// How long a shutdown waits for the replies of acquisition tries in flight when it closes
+/// the client (a reply slower than that is one the try gives up on, and leaves behind).
+const TRIES_BOUND: Duration = Duration::from_millis(500);
 
 /// What a shutdown gave back.
 ///
@@ -126,6 +131,8 @@ pub(crate) struct Shutdown {
     interrupt: Arc<Notify>,
     /// Where background give-backs run: the client's own runtime (see `home.rs`).
     runtime: Option<tokio::runtime::Handle>,
+    /// The acquisition tries whose replies are not read yet: the shutdown waits for them.
+    tries: TriesInFlight,
 }
 
 #[derive(Default)]
@@ -189,6 +196,7 @@ impl Shutdown {
             mode,
             interrupt,
             runtime: crate::home::captured(),
+            tries: TriesInFlight::default(),
         }
     }
 
@@ -240,16 +248,33 @@ impl Shutdown {
         }
     }
 
+    /// Counts an acquisition try about to be sent, until the returned value is dropped:
+    /// after its reply was read and what it holds registered (a place kept, a lease on the
+    /// schedule). A shutdown meanwhile waits for it.
+    pub(crate) fn try_in_flight(&self) -> TryInFlight<'_> {
+        self.tries.start()
+    }
+
     /// The explicit shutdown (see [`crate::LockClient::shutdown`]), on the client's own
     /// connections.
+    ///
+    /// A try in flight when the client closes may come back with a place in a queue or a
+    /// grant: the shutdown waits (at most [`TRIES_BOUND`], within [`SHUTDOWN_BUDGET`])
+    /// until each such reply was read and what it holds registered, then collects again,
+    /// so that nothing a reply brought stays in Redis.
     pub(crate) async fn run(&self) -> ShutdownReport {
-        let batch = self.close();
+        let started = Instant::now();
+        let mut batch = self.close();
+        self.tries
+            .settled(tokio::time::Instant::now() + TRIES_BOUND)
+            .await;
+        batch.extend(self.close());
         if batch.is_empty() {
             return ShutdownReport::default();
         }
-        let started = Instant::now();
         let nodes = self.nodes.iter().cloned().map(Some).collect();
-        let report = tokio::time::timeout(SHUTDOWN_BUDGET, give_back_all(nodes, self.mode, &batch))
+        let budget = SHUTDOWN_BUDGET.saturating_sub(started.elapsed());
+        let report = tokio::time::timeout(budget, give_back_all(nodes, self.mode, &batch))
             .await
             .unwrap_or_else(|_| failed(&batch));
         log_report("the lock client shut down", &report, started.elapsed());

@@ -380,3 +380,88 @@ async fn the_report_counts_the_locks_of_bodies_the_shutdown_cancelled() {
         assert_eq!(server.get(&format!("cancelled-{index}")), None);
     }
 }
+
+/// A waiter whose try is in flight when the client shuts down (Redis queued it, the reply
+/// is not read yet) is left too: the shutdown waits until the reply was read and the place
+/// registered, then leaves it, for a lock's waiter and a semaphore's alike. The replies are
+/// held back by a proxy until the client is closed. Without the wait, the shutdown
+/// collected nothing, reported no place left, and the places stayed in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_whose_reply_is_in_flight_at_shutdown_is_left() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let proxy = lock_tests::proxy::FaultProxy::start(server.port());
+    let client = lock_runtime::LockClient::new(Config::single(proxy.url())).unwrap();
+    let other = server.lock_client();
+    let held = other.lock("in-flight").ttl(TTL).acquire().await.unwrap();
+    let permit = other.semaphore("in-flight-sem", 1).ttl(TTL);
+    let permit = permit.acquire().await.unwrap();
+    // Warm the connection and load the scripts the waiters use, then hold back every
+    // reply.
+    let warm = client
+        .lock("in-flight-warm")
+        .fencing(true)
+        .acquire()
+        .await
+        .unwrap();
+    warm.release().await.unwrap();
+    let warm = client.semaphore("in-flight-warm-sem", 1);
+    warm.acquire().await.unwrap().release().await.unwrap();
+    proxy.set_hold(lock_tests::proxy::Direction::Down, true);
+    let lock_waiter = {
+        // Fenced: the first try is the script that queues (an unfenced one starts with a
+        // plain `SET NX`, which queues nothing).
+        let lock = client
+            .lock("in-flight")
+            .fencing(true)
+            .wait(Duration::from_secs(20));
+        tokio::spawn(async move { lock.acquire().await.map(drop) })
+    };
+    let semaphore_waiter = {
+        let semaphore = client
+            .semaphore("in-flight-sem", 1)
+            .wait(Duration::from_secs(20));
+        tokio::spawn(async move { semaphore.acquire().await.map(drop) })
+    };
+    server.until_queued("in-flight", 1).await;
+    server.until_queued("in-flight-sem", 1).await;
+    let shutdown = tokio::spawn({
+        let client = client.clone();
+        async move { client.shutdown().await }
+    });
+    // Closed: a try-once on the waited key is refused as shut down (before that, as busy:
+    // the waiting task has the process's turn, and nothing is sent).
+    for attempt in 0.. {
+        match client.lock("in-flight").try_acquire().await {
+            Err(LockError::Shutdown { .. }) => break,
+            Err(LockError::Busy { .. }) if attempt < 5_000 => tokio::task::yield_now().await,
+            other => panic!("the client did not close: {other:?}"),
+        }
+    }
+    proxy.set_hold(lock_tests::proxy::Direction::Down, false);
+    let report = tokio::time::timeout(Duration::from_secs(10), shutdown)
+        .await
+        .expect("the shutdown did not end")
+        .unwrap();
+    assert_eq!((report.left, report.failed), (2, 0), "{report:?}");
+    assert_eq!(server.queued("in-flight"), 0, "the lock's place stayed");
+    assert_eq!(
+        server.queued("in-flight-sem"),
+        0,
+        "the semaphore's place stayed"
+    );
+    for waiter in [lock_waiter, semaphore_waiter] {
+        let waited = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("a waiter was not stopped by the shutdown")
+            .unwrap();
+        assert!(
+            matches!(waited, Err(LockError::Shutdown { .. })),
+            "{waited:?}"
+        );
+    }
+    held.release().await.unwrap();
+    permit.release().await.unwrap();
+}
