@@ -135,10 +135,10 @@ pub(crate) async fn acquire(
         if client.shutdown_state().check_open(names.lock()).is_err() {
             continue;
         }
-        if round.granted > 0 {
+        if round.granted > 0 || round.late {
             // A split vote (waiters woken by one release took a master each): try again
             // after a random pause, which breaks the symmetry, as the reference algorithm
-            // does.
+            // does. Likewise a round this process was too late to read.
             tokio::select! {
                 () = tokio::time::sleep(jitter().min(deadline - now)) => {}
                 () = &mut interrupted => {}
@@ -249,7 +249,15 @@ pub(crate) struct Round {
     /// Which masters replied within the node timeout, with an answer or an error (in the
     /// order of the masters).
     pub(crate) answered: Vec<bool>,
+    /// The round's end came well after the node timeout: this process was late (starved
+    /// on a busy machine, or stopped), so a master without an answer may only have had
+    /// its answer unread. Such a master is no failure: the round is lost, not hopeless.
+    pub(crate) late: bool,
 }
+
+/// How far past the node timeout a round may end before this process counts as late
+/// (a runtime on time wakes within a millisecond or two).
+const LATE_SLACK: Duration = Duration::from_millis(20);
 
 /// One acquire round on every master, each within the node timeout. Once its outcome is
 /// known (a majority granted, or so many masters hold the key for another owner that no
@@ -289,6 +297,7 @@ async fn acquire_round(
                 || count(replies, false) > redlock.urls.len() - redlock.quorum
         })
         .await;
+    let late = Instant::now().saturating_duration_since(sent + limit) > LATE_SLACK;
     let mut round = Round {
         sent,
         granted: 0,
@@ -296,6 +305,7 @@ async fn acquire_round(
         held_for: None,
         failures: Vec::new(),
         answered: replies.iter().map(Option::is_some).collect(),
+        late,
     };
     for (reply, url) in replies.into_iter().zip(&redlock.urls) {
         match reply {
@@ -313,7 +323,7 @@ async fn acquire_round(
             Some(Err(err)) => round.failures.push(format!("{url}: {err}")),
             // Not waited for: the outcome was known without it (given back or released
             // with the lock, should its grant land).
-            None if decided => {}
+            None if decided || late => {}
             None => round
                 .failures
                 .push(format!("{url}: no answer within {limit:?}")),
@@ -528,14 +538,59 @@ enum Patience {
 /// reconnects for the next.
 async fn ask_one<T: FromRedisValue>(
     mut connection: Connection,
-    call: Call<'static>,
+    call: &Call<'static>,
 ) -> RedisResult<T> {
-    match invoke::<T>(&call, &mut connection).await {
+    match invoke::<T>(call, &mut connection).await {
         Err(err) if err.is_connection_refusal() || err.is_connection_dropped() => {
-            invoke::<T>(&call, &mut connection).await
+            invoke::<T>(call, &mut connection).await
         }
         reply => reply,
     }
+}
+
+/// How long a release or give-back keeps asking a master that failed it for a passing
+/// reason (as a single server's release keeps trying).
+const GIVE_BACK_BUDGET: Duration = Duration::from_secs(2);
+
+/// Asks one master in a task of its own (a release or a give-back) and sends the first
+/// answer to `reply`. A passing failure (the master restarting, its connection dropped or
+/// timing out) is asked again in the background, for [`GIVE_BACK_BUDGET`] at most: a
+/// master back within it does not keep a released token until its ttl, where it would
+/// block the key should another master fail.
+async fn ask_on<T: FromRedisValue>(
+    connection: Connection,
+    call: Call<'static>,
+    reply: tokio::sync::oneshot::Sender<RedisResult<T>>,
+) {
+    let until = Instant::now() + GIVE_BACK_BUDGET;
+    let answer = ask_one::<T>(connection.clone(), &call).await;
+    let mut again = answer.as_ref().is_err_and(is_passing);
+    let _ = reply.send(answer);
+    let mut pause = Duration::from_millis(20);
+    for _ in 0..100 {
+        if !again || Instant::now() + pause >= until {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+        again = ask_one::<T>(connection.clone(), &call)
+            .await
+            .is_err_and(|err| is_passing(&err));
+    }
+}
+
+/// A failure that another try may not meet: the connection, a time-out, a server loading.
+fn is_passing(err: &RedisError) -> bool {
+    err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || err.is_io_error()
+        || err.is_timeout()
+        || matches!(
+            err.kind(),
+            redis::ErrorKind::Server(
+                redis::ServerErrorKind::BusyLoading | redis::ServerErrorKind::TryAgain
+            )
+        )
 }
 
 /// Sends `call()` to every master at once and gathers the answers, in the
@@ -563,18 +618,18 @@ where
         .iter()
         .enumerate()
         .map(|(index, connection)| {
-            let ask = ask_one::<T>(connection.clone(), call());
             let ask: futures_util::future::BoxFuture<'static, RedisResult<T>> =
                 if patience == Patience::NodeTimeout {
-                    Box::pin(ask)
+                    let (connection, call) = (connection.clone(), call());
+                    Box::pin(async move { ask_one::<T>(connection, &call).await })
                 } else {
-                    let task = tokio::spawn(ask);
+                    let (reply, answer) = tokio::sync::oneshot::channel();
+                    tokio::spawn(ask_on(connection.clone(), call(), reply));
                     Box::pin(async move {
-                        task.await.unwrap_or_else(|err| {
+                        answer.await.unwrap_or_else(|_| {
                             Err(RedisError::from((
                                 redis::ErrorKind::Client,
                                 "the request to the master ended abnormally",
-                                err.to_string(),
                             )))
                         })
                     })

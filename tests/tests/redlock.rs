@@ -829,3 +829,75 @@ async fn a_clock_jump_on_one_master_allows_a_second_holder_until_the_first_is_to
     b.release().await.unwrap();
     drop(a);
 }
+
+/// A master that is down when a lock is released (the majority released it) and back
+/// within the release's budget gets the release too: its copy of the token does not stay
+/// until its ttl, where it would block the key should another master fail. The master
+/// keeps its keys across the restart (AOF), as a restarted production master does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_back_soon_after_a_release_gets_it_too() {
+    let persistent = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&persistent))
+        .collect();
+    let client = client_for(&servers);
+    let guard = client
+        .lock("back-soon")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("marker")
+        .arg(1)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    servers[0].kill9();
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(holders(&servers[1..], "back-soon"), vec![None, None]);
+    servers[0].restart();
+    assert_eq!(
+        servers[0].get("marker").as_deref(),
+        Some("1"),
+        "the restarted master lost its keys (no AOF?)"
+    );
+    // The ttl is 30 s: only the release can take the key away within the bound.
+    for _ in 0..300 {
+        if servers[0].get("back-soon").is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the master back from its restart kept the released token");
+}
+
+/// A round this process was too late to read is lost, not failed: with one master down,
+/// the other two answer within the node timeout, but the client's runtime is blocked past
+/// it (a starved process) and reads their answers late. The acquisition goes on and takes
+/// the lock within its wait; counted as failures, the two late masters and the dead one
+/// left no majority and the call failed at once with `NoQuorum`.
+#[tokio::test]
+async fn a_round_read_late_by_a_starved_client_is_tried_again() {
+    let (mut servers, proxies, client) =
+        proxied_masters(Duration::from_millis(100), "starved-round").await;
+    servers[0].kill9();
+    for proxy in &proxies[1..] {
+        proxy.set_delay(Direction::Down, Duration::from_millis(30));
+    }
+    // This runtime's one thread, blocked 10 ms into the round, for 300 ms.
+    let blocker = tokio::spawn(async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    let guard = client
+        .lock("starved-round")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    blocker.await.unwrap();
+    for proxy in &proxies[1..] {
+        proxy.set_delay(Direction::Down, Duration::ZERO);
+    }
+    guard.release().await.unwrap();
+}
