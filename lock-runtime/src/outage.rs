@@ -36,19 +36,50 @@ const CONFIRM_LIMIT: Duration = Duration::from_millis(500);
 /// How often a probe is sent while an outage is being confirmed.
 const CONFIRM_EVERY: Duration = Duration::from_millis(50);
 
-/// Whether the server answers none of the probes sent over [`CONFIRM_LIMIT`].
+/// How much of its own lateness a confirmation forgives, at most: past that, a client
+/// starved for so long counts the time as the server's silence too.
+const LATE_LIMIT: Duration = Duration::from_secs(5);
+
+/// A timer's overshoot that counts as the client's own lateness (a runtime on time wakes
+/// within a millisecond or two; a busy machine's scheduler within a few).
+const LATE_SLACK: Duration = Duration::from_millis(20);
+
+/// Whether the server answers none of the probes sent over [`CONFIRM_LIMIT`] of the
+/// client's own time.
+///
+/// Time the client itself lost does not count as the server's silence: a timer here that
+/// fires well after its time (the process starved on a busy machine, stopped, or its
+/// runtime blocked) moves the end of the confirmation by as much, up to [`LATE_LIMIT`] in
+/// all. Otherwise a starved client, whose probes' replies wait unread in their sockets,
+/// would declare a healthy server down.
 async fn confirm_unreachable(probe: &Probe) -> bool {
-    let until = Instant::now() + CONFIRM_LIMIT;
-    for _ in 0..100 {
-        if matches!(tokio::time::timeout_at(until, probe()).await, Ok(true)) {
-            return false;
+    let started = Instant::now();
+    let mut until = started + CONFIRM_LIMIT;
+    let latest = until + LATE_LIMIT;
+    for _ in 0..1_000 {
+        match tokio::time::timeout_at(until, probe()).await {
+            Ok(true) => return false,
+            Ok(false) => {}
+            Err(_) => until = forgive(until, until, latest),
         }
-        if Instant::now() + CONFIRM_EVERY >= until {
+        if Instant::now() >= until {
             return true;
         }
-        tokio::time::sleep(CONFIRM_EVERY).await;
+        let due = Instant::now() + CONFIRM_EVERY;
+        tokio::time::sleep_until(due.min(until)).await;
+        until = forgive(until, due.min(until), latest);
     }
     true
+}
+
+/// `until`, moved by how late a timer due at `due` woke (beyond [`LATE_SLACK`]), to
+/// `latest` at most.
+fn forgive(until: Instant, due: Instant, latest: Instant) -> Instant {
+    let late = Instant::now().saturating_duration_since(due);
+    if late <= LATE_SLACK {
+        return until;
+    }
+    (until + late).min(latest)
 }
 
 /// Asks the server once whether it answers (a `PING` on a connection of its own).
@@ -449,6 +480,46 @@ pub(crate) fn unreachable(err: &redis::RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A probe that answers (after 5 ms) what `up` says.
+    fn probe_of(up: &Arc<AtomicBool>) -> Probe {
+        let up = up.clone();
+        Arc::new(move || {
+            let up = up.clone();
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                up.load(Ordering::SeqCst)
+            })
+        })
+    }
+
+    /// The client's own lateness is not the server's silence: the runtime blocked for
+    /// 800 ms (a starved process) while the server came back 100 ms in, and the next probe
+    /// finds it. Without the lateness forgiven, the confirmation ran out while starved and
+    /// declared the server down.
+    #[tokio::test]
+    async fn a_starved_confirmation_does_not_count_its_own_lateness() {
+        let up = Arc::new(AtomicBool::new(false));
+        let back = {
+            let up = up.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                up.store(true, Ordering::SeqCst);
+            })
+        };
+        // The one thread of this runtime, blocked 20 ms in, for 800 ms.
+        tokio::spawn(async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            std::thread::sleep(Duration::from_millis(800));
+        });
+        assert!(!confirm_unreachable(&probe_of(&up)).await);
+        back.join().unwrap();
+        // A silent server on a runtime on time is unreachable within the limit.
+        let silent = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        assert!(confirm_unreachable(&probe_of(&silent)).await);
+        assert!(started.elapsed() < CONFIRM_LIMIT + LATE_LIMIT);
+    }
 
     fn refused() -> redis::RedisResult<()> {
         Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
