@@ -446,6 +446,20 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     runtime().block_on(future)
 }
 
+/// The longest a queue's ttls hash outlives its queue: the foreign-window schedule's memory
+/// (prelude.lua's `forget`: the window period, at most 16 s, and one second).
+pub const TTLS_MEMORY_MS: i64 = 17_000;
+
+/// Whether `key`, left after every queue emptied, is a queue's ttls hash (`~lock/ttls{…}`)
+/// that ends by itself within [`TTLS_MEMORY_MS`]: not a leftover.
+pub fn ends_by_itself(conn: &mut redis::Connection, key: &str) -> bool {
+    if !key.starts_with("~lock/ttls{") {
+        return false;
+    }
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(conn).unwrap_or(-1);
+    (0..=TTLS_MEMORY_MS).contains(&pttl)
+}
+
 /// `field` of `command` in `INFO commandstats` (0 when the server never ran it), over a
 /// connection the caller already holds: for rows that refuse new connections for a while.
 pub fn command_stat_on(conn: &mut redis::Connection, command: &str, field: &str) -> u64 {

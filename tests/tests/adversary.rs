@@ -38,6 +38,9 @@
 //!   (a dropped body cannot cause a false overlap: its tenure ends before its release),
 //!   or both are readers of a read-write lock (the keys `rw`, `{rw}`, `{app}:rw`, see
 //!   `adversary/rwlock.rs`): a writer overlaps no reader and no writer;
+//! - a body the library cancels at a loss (`run` or the attribute, `on_lost = cancel`) takes
+//!   no step (no detector write) once its lease reads lost: a holder starved past its
+//!   validity point is cancelled before its next step;
 //! - fencing tokens of successive tenures on a key increase;
 //! - never more holders of the semaphore `s` (2 permits, taken in 15 % of the iterations,
 //!   not in Redlock mode: `adversary/semaphore.rs`) at once than it has permits, unless a
@@ -98,6 +101,8 @@ const FAULT_SHADOW_US: u64 = 600_000;
 const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const ITERATIONS_PER_TASK: u64 = 1_000_000;
+/// How often a detector write is tried before the worker reports the detector failed.
+const DETECTOR_ATTEMPTS: u32 = 20;
 
 const ACQUIRING: u8 = 0;
 const HOLDING: u8 = 1;
@@ -287,6 +292,9 @@ struct Tenure {
     end_us: Option<u64>,
     fence: Option<u64>,
     probe: Option<CurrentLock>,
+    /// The library cancels this body when its lease is lost (`run` or the attribute with
+    /// `on_lost = cancel`): it must take no step once the lease reads lost.
+    cancels: bool,
     lost: bool,
     saw: Vec<String>,
 }
@@ -298,6 +306,7 @@ impl Tenure {
         holder: String,
         fence: Option<u64>,
         probe: Option<CurrentLock>,
+        cancels: bool,
     ) -> Tenure {
         let start_us = now_us();
         worker.bump("acquisitions");
@@ -310,20 +319,48 @@ impl Tenure {
             end_us: None,
             fence,
             probe,
+            cancels,
             lost: false,
             saw: Vec::new(),
         }
     }
 
     /// Writes this holder into the detector and notes who wrote since its last write.
+    ///
+    /// A body the library cancels at its loss that steps while its lease reads lost (by the
+    /// clock: past its validity point) is a finding: the library let a starved holder run
+    /// on. The detector waits as long as it takes (no response timeout: a starved worker
+    /// reads its reply late) and is asked again on an error, so its own trouble never ends
+    /// a body inside its hold.
     async fn check(&mut self, detector: &mut MultiplexedConnection, entry: bool) {
-        let previous: Option<String> = redis::cmd("SET")
-            .arg(format!("reg:{}", self.key))
-            .arg(&self.holder)
-            .arg("GET")
-            .query_async(detector)
-            .await
-            .expect("the detector server failed");
+        if self.cancels && self.probe.as_ref().is_some_and(CurrentLock::is_lost) {
+            self.worker.bump("step_after_loss");
+            self.worker.line(format!(
+                "ADV-STEP-AFTER-LOSS {} {} {}",
+                self.key,
+                self.holder,
+                now_us()
+            ));
+        }
+        let mut previous: Option<String> = None;
+        for attempt in 1..=DETECTOR_ATTEMPTS {
+            let written = redis::cmd("SET")
+                .arg(format!("reg:{}", self.key))
+                .arg(&self.holder)
+                .arg("GET")
+                .query_async(detector)
+                .await;
+            match written {
+                Ok(answer) => {
+                    previous = answer;
+                    break;
+                }
+                Err(err) if attempt == DETECTOR_ATTEMPTS => {
+                    self.worker.line(format!("ADV-DETECTOR {} {err}", self.key));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
         if let Some(previous) = previous
             && !entry
             && previous != self.holder
@@ -379,6 +416,8 @@ struct Job {
     holder: String,
     steps: Vec<Duration>,
     phase: Arc<AtomicU8>,
+    /// The lock's `on_lost` is `cancel`.
+    cancels: bool,
 }
 
 impl Job {
@@ -386,7 +425,14 @@ impl Job {
         self.phase.store(HOLDING, Ordering::SeqCst);
         let probe = current_lock();
         let fence = probe.as_ref().and_then(CurrentLock::fence);
-        let mut tenure = Tenure::begin(&self.worker, self.key, self.holder, fence, probe);
+        let mut tenure = Tenure::begin(
+            &self.worker,
+            self.key,
+            self.holder,
+            fence,
+            probe,
+            self.cancels,
+        );
         let mut detector = self.worker.detector.clone();
         guarded_body(&mut tenure, &self.steps, &mut detector).await;
         drop(tenure);
@@ -551,7 +597,8 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
                     continue;
                 }
             };
-            let mut tenure = Tenure::begin(&worker, key.clone(), holder, guard.fence(), None);
+            let mut tenure =
+                Tenure::begin(&worker, key.clone(), holder, guard.fence(), None, false);
             let mut detector = worker.detector.clone();
             match phase(
                 guarded_body(&mut tenure, &steps, &mut detector),
@@ -593,12 +640,19 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
         } else {
             // `run` or the attribute, cut from outside at a random point.
             let phase_now = Arc::new(AtomicU8::new(ACQUIRING));
+            // The attribute on `{x}` continues after a loss; on `x` and `y` it cancels.
+            let cancels = if api >= 8 && matches!(target, Target::Plain("x" | "y" | "{x}")) {
+                !matches!(target, Target::Plain("{x}"))
+            } else {
+                matches!(on_lost, OnLost::Cancel)
+            };
             let job = Job {
                 worker: worker.clone(),
                 key: key.clone(),
                 holder,
                 steps,
                 phase: phase_now.clone(),
+                cancels,
             };
             let body_bound: Duration = job.steps.iter().sum();
             let cut_run = cut(&mut rng, 15, 30);
@@ -667,7 +721,9 @@ fn worker_process(role: &str) {
         let prefixed = LockClient::new(lock_config(&url, redlock).key_prefix(PREFIX)).unwrap();
         let detector = redis::Client::open(detector_url)
             .unwrap()
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(
+                &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+            )
             .await
             .unwrap();
         let worker = Arc::new(Worker {
@@ -1112,6 +1168,12 @@ fn parent(redlock: bool) {
                     .is_some_and(|value| value.parse::<u64>().is_ok())
         });
         fence_counters.extend(fences);
+        // A queue's ttls hash may outlive its queue by the foreign-window schedule's
+        // memory: it ends by itself, and is no leftover.
+        let leftovers: Vec<String> = leftovers
+            .into_iter()
+            .filter(|key| !lock_tests::ends_by_itself(&mut admin, key))
+            .collect();
         let (stale, leftovers): (Vec<String>, Vec<String>) = leftovers
             .into_iter()
             .partition(|key| rwlock::is_stale_readers(&mut admin, key));
@@ -1227,6 +1289,16 @@ fn parent(redlock: bool) {
         } else if let Some(at) = line.find("ADV-UNFINISHED ") {
             findings
                 .entry("unfinished task")
+                .or_default()
+                .push(line[at..].to_owned());
+        } else if let Some(at) = line.find("ADV-STEP-AFTER-LOSS ") {
+            findings
+                .entry("a cancelled body stepped after its lease was lost")
+                .or_default()
+                .push(line[at..].to_owned());
+        } else if let Some(at) = line.find("ADV-DETECTOR ") {
+            findings
+                .entry("the detector failed")
                 .or_default()
                 .push(line[at..].to_owned());
         } else if let Some(at) = line.find("ADV-OTHER ") {

@@ -116,7 +116,7 @@ pub(super) async fn iteration(worker: &Arc<Worker>, rng: &mut Rng, index: usize,
                 return;
             }
         };
-        let mut tenure = Tenure::begin(worker, key.clone(), holder, guard.fence(), None);
+        let mut tenure = Tenure::begin(worker, key.clone(), holder, guard.fence(), None, false);
         let mut detector = worker.detector.clone();
         match phase(
             guarded_body(&mut tenure, &steps, &mut detector),
@@ -162,6 +162,7 @@ pub(super) async fn iteration(worker: &Arc<Worker>, rng: &mut Rng, index: usize,
             holder,
             steps,
             phase: phase_now.clone(),
+            cancels: matches!(on_lost, OnLost::Cancel),
         };
         let body_bound: Duration = job.steps.iter().sum();
         let cut_run = cut(rng, 15, 30);
