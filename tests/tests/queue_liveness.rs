@@ -304,12 +304,22 @@ fn a_killed_waiting_process_holds_the_others_up_about_a_second_on_a_cluster() {
     });
 }
 
-/// A waiting process paused (SIGSTOP) for longer than the ttl while it is at the head of
-/// the queue: the other process's waiter is held up about a second, and after SIGCONT the
-/// paused process never runs a body while the other holds the key (the overlap detector
-/// `inside` in Redis stays at 1).
+/// A waiting process paused (SIGSTOP) for 1.5 s (shorter than the ttl, longer than a queue
+/// lease) while it is at the head of the queue: the other process's waiter is held up
+/// about a second, and after SIGCONT the paused process never runs a body while the other
+/// holds the key (the overlap detector `inside` in Redis stays at 1).
+#[test]
+fn a_waiting_process_paused_shorter_than_the_ttl_neither_stalls_the_queue_nor_overlaps() {
+    paused_waiting_process(Duration::from_millis(1500));
+}
+
+/// The same, paused for 3 s: longer than the ttl.
 #[test]
 fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resumes() {
+    paused_waiting_process(Duration::from_secs(3));
+}
+
+fn paused_waiting_process(pause: Duration) {
     let server = RedisServer::start();
     lock_tests::two_worker_runtime().block_on(async {
         let holder = server.lock_client();
@@ -342,7 +352,7 @@ fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resum
                     .await
                     .unwrap();
                 // Held past the paused process's SIGCONT (the watchdog renews the 2 s ttl).
-                tokio::time::sleep(Duration::from_millis(3500)).await;
+                tokio::time::sleep(pause + Duration::from_secs(1)).await;
                 let _: i64 = redis::cmd("DECR")
                     .arg("inside")
                     .query_async(&mut redis)
@@ -368,8 +378,8 @@ fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resum
         signal("STOP");
         let released = Instant::now();
         held.release().await.unwrap();
-        // Paused longer than the ttl (2 s); the live waiter holds the key meanwhile.
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // The live waiter holds the key meanwhile.
+        tokio::time::sleep(pause).await;
         signal("CONT");
         let (acquired, inside) = waiter.await.unwrap();
         let delay = acquired - released;
@@ -385,9 +395,10 @@ fn a_paused_waiting_process_neither_stalls_the_queue_nor_overlaps_after_it_resum
             "a body of the resumed process overlapped another: {ran:?}"
         );
         println!(
-            "FIGURE paused-waiting-process: 16 tasks queued, SIGSTOP 2.5 s (ttl 2 s), release: \
-             the live waiter of another process acquired {:.0} ms after the release; after \
-             SIGCONT 16 of 16 bodies ran alone",
+            "FIGURE paused-waiting-process: 16 tasks queued, SIGSTOP {:.1} s (ttl 2 s), \
+             release: the live waiter of another process acquired {:.0} ms after the release; \
+             after SIGCONT 16 of 16 bodies ran alone",
+            pause.as_secs_f64(),
             delay.as_secs_f64() * 1000.0
         );
         assert!(

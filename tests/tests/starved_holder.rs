@@ -14,8 +14,6 @@ use lock_tests::{RedisServer, child};
 
 const TTL: Duration = Duration::from_secs(2);
 const KEY: &str = "starved";
-/// How long the holder's process stays stopped: well past its ttl.
-const STALL: Duration = Duration::from_secs(3);
 
 /// The holder: a guarded body that takes a step every 5 ms and prints, for each, the time
 /// since the step before and whether the lease reads lost.
@@ -54,11 +52,28 @@ fn signal(pid: u32, which: &str) {
     assert!(status.success(), "kill {which} {pid}");
 }
 
+/// Stopped for 3 s, well past its ttl: another owner takes the key, and the holder takes
+/// no step after its validity point.
 #[test]
 fn a_holder_stopped_past_its_validity_takes_no_step_after_it() {
     if child::role().is_some() {
         return;
     }
+    stopped_holder(Duration::from_secs(3));
+}
+
+/// Stopped for 1.5 s, less than its ttl: the lease ends in the stop only when its last
+/// renewal came more than about half a second before it (then as above); otherwise nobody
+/// else can take the key, and the holder goes on, its lease renewed.
+#[test]
+fn a_holder_stopped_within_its_ttl_keeps_its_lease_or_takes_no_step_after_it() {
+    if child::role().is_some() {
+        return;
+    }
+    stopped_holder(Duration::from_millis(1500));
+}
+
+fn stopped_holder(stall: Duration) {
     let server = RedisServer::start();
     let mut holder = child::spawn(
         "starved_holder_worker",
@@ -77,13 +92,27 @@ fn a_holder_stopped_past_its_validity_takes_no_step_after_it() {
     }
 
     signal(holder.id(), "-STOP");
-    std::thread::sleep(STALL);
-    // The lease ran out in Redis meanwhile: another owner takes the key.
+    std::thread::sleep(stall);
+    // Past the ttl, the lease ran out in Redis meanwhile: another owner takes the key.
     let runtime = lock_tests::two_worker_runtime();
     let other = server.lock_client();
     let taken = runtime.block_on(other.lock(KEY).ttl(Duration::from_secs(30)).try_acquire());
     signal(holder.id(), "-CONT");
-    let taken = taken.expect("the stopped holder's lease did not run out in Redis");
+    let taken = match taken {
+        Ok(taken) => taken,
+        Err(LockError::Busy { .. }) if stall < TTL => {
+            // Still held: the holder goes on, its lease renewed, and reads it held.
+            for _ in 0..20 {
+                let line = next_line();
+                assert!(line.contains("STEP") && line.ends_with("false"), "{line}");
+            }
+            println!("FIGURE stopped-holder: stopped {stall:?}, the lease outlived the stop");
+            holder.kill().unwrap();
+            holder.wait().unwrap();
+            return;
+        }
+        Err(err) => panic!("the stopped holder's lease did not run out in Redis: {err}"),
+    };
 
     let mut after = Vec::new();
     for _ in 0..10_000 {
@@ -111,6 +140,10 @@ fn a_holder_stopped_past_its_validity_takes_no_step_after_it() {
     assert!(
         ended.contains("Lost"),
         "the body was not stopped as lost: {ended}"
+    );
+    println!(
+        "FIGURE stopped-holder: stopped {stall:?}, another owner took the key; the body took \
+         no step after its validity point"
     );
     runtime.block_on(taken.release()).unwrap();
     let status = holder.wait().unwrap();
