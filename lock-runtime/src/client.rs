@@ -30,7 +30,7 @@ use crate::shutdown::{Shutdown, ShutdownReport};
 use crate::telemetry::Telemetry;
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
-use crate::{Config, LockError};
+use crate::{config::Config, error::LockError};
 
 static GLOBAL_CONFIG: OnceCell<Config> = OnceCell::new();
 static GLOBAL_CLIENT: OnceCell<LockClient> = OnceCell::new();

@@ -24,7 +24,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Arg, Cmd, Pipeline, Value};
 use tokio::sync::Notify;
 
-use crate::LockError;
+use crate::error::LockError;
 use crate::outage::{Health, Probe, unreachable};
 
 /// The slots of a Redis Cluster.

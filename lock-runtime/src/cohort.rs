@@ -22,7 +22,7 @@ use once_cell::sync::Lazy;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::LockClient;
+use crate::client::LockClient;
 use crate::lease::{Token, passable};
 use crate::redis_queue::{Place, release_script};
 use crate::scripts::KeyNames;

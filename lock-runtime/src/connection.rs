@@ -17,9 +17,9 @@ use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, Pipeline, RedisFuture, V
 #[cfg(feature = "cluster")]
 use tokio::sync::RwLock;
 
-use crate::LockError;
 #[cfg(feature = "cluster")]
 use crate::cluster_nodes::{ClusterNodes, cmd_slot, pipeline_slot};
+use crate::error::LockError;
 use crate::outage::Health;
 
 mod per_runtime;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::LostCause;
+use crate::error::LostCause;
 use crate::lease::Token;
 use crate::lost_signal::LostSignal;
 use crate::scripts::KeyNames;

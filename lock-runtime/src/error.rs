@@ -262,6 +262,18 @@ fn redis_cause(err: &redis::RedisError) -> &(dyn std::error::Error + 'static) {
 }
 
 impl LockError {
+    /// The error of a task that holds `key` for reading and asks for it for writing (or
+    /// as a mutex): it would wait for its own share to leave.
+    pub(crate) fn upgrade_refused(key: &str) -> LockError {
+        LockError::Config {
+            reason: format!(
+                "lock `{key}` is held for reading by this task: a read lock cannot be upgraded \
+                 to a write lock (the writer would wait for this task's own share); release the \
+                 read lock first, or take the write lock from the start"
+            ),
+        }
+    }
+
     /// The Redis key this error is about (empty for configuration errors).
     pub fn key(&self) -> &str {
         match self {

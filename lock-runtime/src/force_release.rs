@@ -7,7 +7,7 @@ use std::fmt;
 use crate::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl};
 use crate::rwlock::Shares;
 use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, invoke};
-use crate::{LockClient, LockError};
+use crate::{client::LockClient, error::LockError};
 
 /// What [`LockClient::force_release`] removed, and whom it woke.
 ///
@@ -159,7 +159,7 @@ type ForceReply = (
 /// # Ok(()) }
 /// ```
 pub async fn force_release(key: &str) -> Result<ForcedRelease, LockError> {
-    crate::client()?.force_release(key).await
+    crate::client::client()?.force_release(key).await
 }
 
 impl fmt::Display for ForcedRelease {

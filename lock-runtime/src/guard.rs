@@ -15,7 +15,10 @@ use crate::redis_queue::{
 };
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
-use crate::{LockClient, LockError, LockOptions, LostCause, ReleaseOutcome};
+use crate::{
+    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
+    options::LockOptions,
+};
 
 /// A held lock. Release it with [`release`](LockGuard::release); dropping it (cancellation,
 /// panic, early return) stops renewal at once and releases in the background.
@@ -293,7 +296,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        if self.reentrant || ttl < Duration::from_millis(1) || ttl > crate::MAX_TTL {
+        if self.reentrant || ttl < Duration::from_millis(1) || ttl > crate::options::MAX_TTL {
             return Err(LockError::Config {
                 reason: format!(
                     "cannot extend lock `{}` to {ttl:?}: {}",

@@ -39,7 +39,7 @@
 use axum_core::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
-use crate::LockError;
+use crate::error::LockError;
 
 impl LockError {
     /// The HTTP status this error maps to (see the module table).

@@ -12,7 +12,7 @@ use redis::Script;
 
 use crate::rwlock::Shares;
 use crate::scripts::{Call, HANDOVER, KeyNames, invoke};
-use crate::{LockClient, LockError};
+use crate::{client::LockClient, error::LockError};
 
 /// Reads a lock key and its auxiliary keys; writes nothing.
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/inspect.lua")));
@@ -194,7 +194,7 @@ impl LockClient {
 /// # Ok(()) }
 /// ```
 pub async fn inspect(key: &str) -> Result<LockState, LockError> {
-    crate::client()?.inspect(key).await
+    crate::client::client()?.inspect(key).await
 }
 
 /// The script's reply: the key's type, value and PTTL, the fence counter, the server's

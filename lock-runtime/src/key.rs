@@ -8,7 +8,7 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// The longest Redis key (prefix included) a lock may have, in bytes.
 ///

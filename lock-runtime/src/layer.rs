@@ -47,7 +47,9 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{Lock, LockClient, LockError, LockOptions, OnLost};
+use crate::{
+    client::LockClient, error::LockError, lock::Lock, options::LockOptions, options::OnLost,
+};
 
 /// A [`Layer`] that runs each request under the lock named by `key(&request)`.
 ///

@@ -16,7 +16,9 @@ use crate::redis_queue::{self, Place};
 use crate::redlock;
 use crate::scripts::KeyNames;
 use crate::watchdog::{LeaseHandle, Retake};
-use crate::{LockClient, LockError, LockOptions, MAX_TTL, OnLost};
+use crate::{
+    client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL, options::OnLost,
+};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
 /// that deadlines stay representable.
@@ -198,7 +200,7 @@ impl Lock {
     fn resolve_client(&self) -> Result<LockClient, LockError> {
         match &self.client {
             Some(client) => Ok(client.clone()),
-            None => crate::client().cloned(),
+            None => crate::client::client().cloned(),
         }
     }
 
@@ -226,7 +228,7 @@ impl Lock {
         let names = Arc::new(client.key_names(&self.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             if held.is_read() {
-                return Err(crate::rwlock::upgrade_refused(names.lock()));
+                return Err(LockError::upgrade_refused(names.lock()));
             }
             return Ok(LockGuard::reentrant(client, names, &held));
         }

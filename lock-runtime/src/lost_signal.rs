@@ -19,7 +19,7 @@ use std::task::Poll;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::LostCause;
+use crate::error::LostCause;
 
 /// One holder's view of a lease's loss; clones share it. The watchdog keeps one clone with
 /// the lease and [`set`](LostSignal::set)s it; a pass gives the next holder a new one.

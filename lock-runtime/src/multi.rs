@@ -8,7 +8,8 @@ use tokio::time::Instant;
 use crate::context;
 use crate::options::Explicit;
 use crate::{
-    Lock, LockClient, LockError, LockGuard, LockOptions, LostCause, OnLost, ReleaseOutcome,
+    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
+    guard::LockGuard, lock::Lock, options::LockOptions, options::OnLost,
 };
 
 /// Locks on several keys, taken all or none (Redisson's `MultiLock`, node-redlock's
@@ -147,7 +148,7 @@ impl MultiLock {
         }
         let client = match &self.client {
             Some(client) => client.clone(),
-            None => crate::client()?.clone(),
+            None => crate::client::client()?.clone(),
         };
         let options = self
             .explicit

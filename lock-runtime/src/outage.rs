@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// While a server is down, how often it is asked whether it is back.
 const PROBE_EVERY: Duration = Duration::from_millis(200);

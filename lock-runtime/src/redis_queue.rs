@@ -23,7 +23,7 @@ use crate::scripts::{
     RETAKE, Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
 };
 use crate::wakeups::{WaitTicket, Woken};
-use crate::{LockClient, LockError, LockOptions};
+use crate::{client::LockClient, error::LockError, options::LockOptions};
 
 /// The longest a waiter parks without checking again, should a wake-up be lost (the
 /// subscription reconnecting, a foreign client releasing without a message, a grant to a

@@ -46,7 +46,7 @@ use crate::scripts::{
     queue_call,
 };
 use crate::wakeups::{WaitTicket, Wakeups};
-use crate::{LockClient, LockError, LockOptions};
+use crate::{client::LockClient, error::LockError, options::LockOptions};
 
 /// The Redlock settings of a client in that mode.
 pub(crate) struct Redlock {

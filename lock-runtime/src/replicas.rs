@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, RedisResult};
 
-use crate::LockError;
 use crate::connection::Connection;
+use crate::error::LockError;
 
 /// How many replicas must confirm a grant, and how long to wait for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

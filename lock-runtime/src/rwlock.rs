@@ -31,7 +31,8 @@ use crate::options::Explicit;
 use crate::scripts::{Call, KeyNames, invoke};
 use crate::watchdog::LeaseHandle;
 use crate::{
-    Lock, LockClient, LockError, LockGuard, LockOptions, LostCause, OnLost, ReleaseOutcome,
+    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
+    guard::LockGuard, lock::Lock, options::LockOptions, options::OnLost,
 };
 
 /// A script of the read-write lock: its shared part (the set of readers), then its own.
@@ -274,7 +275,7 @@ impl RwLock {
     fn resolve_client(&self) -> Result<LockClient, LockError> {
         match &self.client {
             Some(client) => Ok(client.clone()),
-            None => crate::client().cloned(),
+            None => crate::client::client().cloned(),
         }
     }
 
@@ -680,18 +681,6 @@ impl RwLock {
             tracing::Instrument::instrument(body, span),
         )
         .await
-    }
-}
-
-/// The error of a task that holds `key` for reading and asks for it for writing (or as a
-/// mutex): it would wait for its own share to leave.
-pub(crate) fn upgrade_refused(key: &str) -> LockError {
-    LockError::Config {
-        reason: format!(
-            "lock `{key}` is held for reading by this task: a read lock cannot be upgraded to \
-             a write lock (the writer would wait for this task's own share); release the read \
-             lock first, or take the write lock from the start"
-        ),
     }
 }
 

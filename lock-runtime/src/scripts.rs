@@ -4,8 +4,8 @@
 use once_cell::sync::Lazy;
 use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
-use crate::LockError;
 use crate::connection::{Connection, Query};
+use crate::error::LockError;
 use crate::replicas::Replicas;
 
 /// A script with the shared prelude (server time, fence counter, queue book-keeping) and its

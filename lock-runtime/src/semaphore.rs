@@ -24,7 +24,10 @@ use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
 use crate::shutdown::Leftover;
 use crate::wakeups::WaitTicket;
 use crate::watchdog::LeaseHandle;
-use crate::{LockClient, LockError, LockOptions, LostCause, MAX_TTL, OnLost, ReleaseOutcome};
+use crate::{
+    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
+    options::LockOptions, options::MAX_TTL, options::OnLost,
+};
 
 /// The most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 1_000_000;
@@ -183,7 +186,7 @@ impl Semaphore {
     pub async fn acquire(&self) -> Result<SemaphoreGuard, LockError> {
         let client = match &self.client {
             Some(client) => client.clone(),
-            None => crate::client()?.clone(),
+            None => crate::client::client()?.clone(),
         };
         if let Some(options) = self.explicit.resolve(&self.options, client.lock_defaults()) {
             let resolved = self.clone().with_explicit_options(options, Explicit::ALL);

@@ -2,7 +2,7 @@
 //! settings of its own, apart from the sentinels' (managed set-ups protect the sentinels
 //! and the data nodes with different passwords, and often only the data nodes with TLS).
 
-use crate::Config;
+use crate::config::Config;
 use crate::config::TlsFiles;
 use crate::error::LockError;
 

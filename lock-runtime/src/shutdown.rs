@@ -36,8 +36,8 @@ use redis::aio::ConnectionLike;
 
 use tokio::sync::Notify;
 
-use crate::LockError;
 use crate::connection::{Connection, Fresh};
+use crate::error::LockError;
 use crate::lease::{Token, millis};
 use crate::scripts::{
     Call, KeyNames, LEAVE, RELEASE, RENEW, announced_release_call, invoke, queue_call,

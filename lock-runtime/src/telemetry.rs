@@ -42,7 +42,7 @@
 
 use std::time::Duration;
 
-use crate::{LockError, LostCause};
+use crate::{error::LockError, error::LostCause};
 
 /// Counter of acquires that took a new lock or failed, by `outcome`.
 pub const ACQUISITIONS: &str = "lock_acquisitions_total";

@@ -16,8 +16,8 @@ use futures_util::future::join_all;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::LostCause;
 use crate::connection::Connection;
+use crate::error::LostCause;
 use crate::lease::{Token, millis, validity};
 use crate::liveness::Liveness;
 use crate::lost_signal::LostSignal;
