@@ -11,7 +11,7 @@ use redis::cluster::ClusterClientBuilder;
 
 #[cfg(feature = "cluster")]
 use crate::cluster_nodes::ClusterNodes;
-use crate::config::{PassBound, TlsFiles, Topology as TopologyConfig};
+use crate::config::{PassBound, Topology as TopologyConfig};
 #[cfg(feature = "cluster")]
 use crate::connection::LazyCluster;
 #[cfg(feature = "sentinel")]
@@ -28,6 +28,7 @@ use crate::scripts::KeyNames;
 use crate::sentinel::{PrimaryTemplate, check_primary_auth};
 use crate::shutdown::{Shutdown, ShutdownReport};
 use crate::telemetry::Telemetry;
+use crate::tls_files::TlsFiles;
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::watchdog::Watchdog;
 use crate::{config::Config, error::LockError};
@@ -858,21 +859,8 @@ fn with_hint(url: &str, err: redis::RedisError) -> redis::RedisError {
 }
 
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
-pub(crate) fn certificates(tls: &TlsFiles) -> redis::TlsCertificates {
-    redis::TlsCertificates {
-        client_tls: tls.client_cert.clone().map(|(client_cert, client_key)| {
-            redis::ClientTlsConfig {
-                client_cert,
-                client_key,
-            }
-        }),
-        root_cert: tls.ca_cert.clone(),
-    }
-}
-
-#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 fn with_certificates(url: &str, tls: &TlsFiles) -> redis::RedisResult<redis::Client> {
-    redis::Client::build_with_tls(url, certificates(tls))
+    redis::Client::build_with_tls(url, crate::tls::certificates(tls))
 }
 
 #[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
@@ -896,7 +884,7 @@ fn cluster_tls(
     #[cfg(feature = "tls-rustls")]
     {
         crate::tls::check(tls, crate::tls::TlsSettings::Config, "the cluster")?;
-        Ok(builder.certs(certificates(tls)))
+        Ok(builder.certs(crate::tls::certificates(tls)))
     }
     #[cfg(not(feature = "tls-rustls"))]
     Err(LockError::Config {
@@ -919,7 +907,10 @@ fn uses_tls(config: &Config) -> bool {
         TopologyConfig::ClusterBuilder { .. } => true,
         #[cfg(feature = "sentinel")]
         TopologyConfig::Sentinel { .. } => {
-            matches!(config.primary.tls, Some(crate::sentinel::PrimaryTls::On(_)))
+            matches!(
+                config.primary.tls,
+                Some(crate::primary_settings::PrimaryTls::On(_))
+            )
         }
         _ => false,
     };

@@ -7,6 +7,8 @@ use std::time::Duration;
 #[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 
+use crate::tls_files::TlsFiles;
+
 /// The environment variable read when the global client is created without [`crate::init`].
 pub const REDIS_URL_ENV: &str = "REDIS_URL";
 
@@ -37,7 +39,7 @@ pub struct Config {
     pub(crate) tls: TlsFiles,
     /// Sentinel mode: the primary's own credentials and TLS (see `sentinel.rs`).
     #[cfg(feature = "sentinel")]
-    pub(crate) primary: crate::sentinel::PrimarySettings,
+    pub(crate) primary: crate::primary_settings::PrimarySettings,
     pub(crate) local_passes: u32,
     pub(crate) local_pass_time: Duration,
     pub(crate) foreign_window: Duration,
@@ -62,32 +64,6 @@ pub const DEFAULT_LOCAL_PASSES: u32 = 16;
 /// How long a process passes a lock between its own tasks, by default, before the next
 /// process gets it (see [`Config::local_pass_time`]).
 pub const DEFAULT_LOCAL_PASS_TIME: Duration = Duration::from_millis(25);
-
-/// Certificates for TLS connections (`rediss://`), as PEM bytes.
-#[derive(Clone, Default)]
-pub(crate) struct TlsFiles {
-    /// The certificate authority that signed the server's certificate (instead of the
-    /// system's trust store).
-    pub(crate) ca_cert: Option<Vec<u8>>,
-    /// The client's certificate chain and private key, for mutual TLS.
-    pub(crate) client_cert: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl TlsFiles {
-    pub(crate) fn is_set(&self) -> bool {
-        self.ca_cert.is_some() || self.client_cert.is_some()
-    }
-}
-
-impl std::fmt::Debug for TlsFiles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print a private key.
-        f.debug_struct("TlsFiles")
-            .field("ca_cert", &self.ca_cert.is_some())
-            .field("client_cert", &self.client_cert.is_some())
-            .finish()
-    }
-}
 
 /// Makes the application's cluster client builder, once for commands and once for the
 /// wake-up subscriptions (a builder cannot be cloned).
@@ -181,7 +157,7 @@ impl Config {
             node_timeout: Duration::from_millis(100),
             tls: TlsFiles::default(),
             #[cfg(feature = "sentinel")]
-            primary: crate::sentinel::PrimarySettings::default(),
+            primary: crate::primary_settings::PrimarySettings::default(),
             local_passes: DEFAULT_LOCAL_PASSES,
             local_pass_time: DEFAULT_LOCAL_PASS_TIME,
             foreign_window: DEFAULT_FOREIGN_WINDOW,

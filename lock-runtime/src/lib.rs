@@ -130,6 +130,8 @@ mod lost_signal;
 mod multi;
 mod options;
 mod outage;
+#[cfg(feature = "sentinel")]
+mod primary_settings;
 mod redis_queue;
 #[cfg(feature = "redlock")]
 mod redlock;
@@ -143,6 +145,7 @@ mod shutdown;
 pub mod telemetry;
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 mod tls;
+mod tls_files;
 mod tries_in_flight;
 mod turn;
 mod wakeups;

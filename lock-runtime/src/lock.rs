@@ -300,7 +300,12 @@ impl Lock {
         let (token, taken) = match redlock {
             #[cfg(feature = "redlock")]
             Some(redlock) => {
-                redlock::acquire(&client, redlock, &names, &self.options, window).await?
+                let masters = redlock::Masters {
+                    nodes: client.nodes(),
+                    shutdown: client.shutdown_state(),
+                    interrupt: client.interrupt(),
+                };
+                redlock::acquire(masters, redlock, &names, &self.options, window).await?
             }
             _ => {
                 self.acquire_in_redis(&client, &names, &member, window)

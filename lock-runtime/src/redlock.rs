@@ -45,8 +45,9 @@ use crate::scripts::{
     Call, KeyNames, RAISE_FENCE, RELEASE, RETAKE, acquire_call, announced_release_call, invoke,
     queue_call,
 };
+use crate::shutdown::Shutdown;
 use crate::wakeups::{WaitTicket, Wakeups};
-use crate::{client::LockClient, error::LockError, options::LockOptions};
+use crate::{error::LockError, options::LockOptions};
 
 /// The Redlock settings of a client in that mode.
 pub(crate) struct Redlock {
@@ -57,27 +58,35 @@ pub(crate) struct Redlock {
     pub(crate) wakeups: Vec<Wakeups>,
 }
 
+/// What a Redlock acquisition needs of its client: the masters' connections, its shutdown
+/// (checked between rounds) and the signal that ends a park when it shuts down.
+pub(crate) struct Masters<'a> {
+    pub(crate) nodes: &'a [Connection],
+    pub(crate) shutdown: &'a Shutdown,
+    pub(crate) interrupt: &'a tokio::sync::Notify,
+}
+
 /// Rounds on every master until a majority grants a valid lease, the wait ends, or
-/// `client` shuts down (checked before each round and after a won one: a lease won after
+/// the client shuts down (checked before each round and after a won one: a lease won after
 /// the shutdown gave back what the client held is given back too). The process's leading
 /// task runs them (its other tasks wait in the local queue). Returns the token and when
 /// its round was sent.
 pub(crate) async fn acquire(
-    client: &LockClient,
+    client: Masters<'_>,
     redlock: &Redlock,
     names: &KeyNames,
     options: &LockOptions,
     (started, deadline): (Instant, Instant),
 ) -> Result<(Token, Taken), LockError> {
-    let nodes = client.nodes();
+    let nodes = client.nodes;
     // One subscription per master, made after the first lost round.
     let mut tickets: Vec<WaitTicket> = Vec::new();
     for _ in 0..MAX_ROUNDS {
-        client.shutdown_state().check_open(names.lock())?;
+        client.shutdown.check_open(names.lock())?;
         let token = new_token();
         let round = acquire_round(nodes, redlock, names, &token, options).await?;
         if won(&round, redlock, options.ttl)
-            && let Err(shut) = client.shutdown_state().check_open(names.lock())
+            && let Err(shut) = client.shutdown.check_open(names.lock())
         {
             give_back(nodes, redlock, names, &token, &round.answered).await;
             return Err(shut);
@@ -129,10 +138,10 @@ pub(crate) async fn acquire(
             continue;
         }
         // A shutdown ends the pause or the park: the next round's check fails.
-        let interrupted = client.interrupt().notified();
+        let interrupted = client.interrupt.notified();
         tokio::pin!(interrupted);
         interrupted.as_mut().enable();
-        if client.shutdown_state().check_open(names.lock()).is_err() {
+        if client.shutdown.check_open(names.lock()).is_err() {
             continue;
         }
         if round.granted > 0 || round.late {

@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, RedisResult};
 
-use crate::connection::Connection;
 use crate::error::LockError;
 
 /// How many replicas must confirm a grant, and how long to wait for them.
@@ -95,7 +94,7 @@ impl Replicas {
     pub(crate) async fn query<T: FromRedisValue>(
         &self,
         write: &Cmd,
-        connection: &mut Connection,
+        connection: &mut impl redis::aio::ConnectionLike,
     ) -> RedisResult<(T, i64)> {
         self.pipeline(write).query_async(connection).await
     }

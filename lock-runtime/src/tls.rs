@@ -16,8 +16,8 @@
 
 use rustls_pki_types::pem::{PemObject as _, SectionKind};
 
-use crate::config::TlsFiles;
 use crate::error::LockError;
+use crate::tls_files::TlsFiles;
 
 /// Which settings the files came from, for messages.
 #[derive(Debug, Clone, Copy)]
@@ -218,6 +218,19 @@ fn x509_version(der: &[u8]) -> Result<u8, String> {
         }
     };
     read().map_err(str::to_owned)
+}
+
+/// The certificates of `tls`, as redis-rs takes them.
+pub(crate) fn certificates(tls: &TlsFiles) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: tls.client_cert.clone().map(|(client_cert, client_key)| {
+            redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            }
+        }),
+        root_cert: tls.ca_cert.clone(),
+    }
 }
 
 #[cfg(test)]
