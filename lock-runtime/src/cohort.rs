@@ -24,7 +24,8 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::lease::{Token, passable};
-use crate::redis_queue::{Place, release_script};
+use crate::redis_queue::place::Place;
+use crate::redis_queue::release::release_script;
 use crate::scripts::KeyNames;
 use crate::turn::{Queue, Turn};
 use crate::wakeups::WaitTicket;

@@ -10,9 +10,9 @@ use crate::cohort::{Ending, Holding};
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
 use crate::lost_signal::LostSignal;
-use crate::redis_queue::{
-    Expiry, Place, Yielded, extend_lease, keep_until, release_contended, yield_lock,
-};
+use crate::redis_queue::place::Place;
+use crate::redis_queue::release::{Expiry, extend_lease, keep_until, release_contended};
+use crate::redis_queue::{Yielded, yield_lock};
 use crate::scripts::{KeyNames, Requeue};
 use crate::watchdog::LeaseHandle;
 use crate::{

@@ -11,7 +11,8 @@ use crate::context;
 use crate::guard::LockGuard;
 use crate::lease::{Taken, Token, new_token};
 use crate::options::Explicit;
-use crate::redis_queue::{self, Place};
+use crate::redis_queue::place::Place;
+use crate::redis_queue::{self, release::give_back};
 #[cfg(feature = "redlock")]
 use crate::redlock;
 use crate::scripts::KeyNames;
@@ -396,7 +397,7 @@ impl Lock {
                 Err(err) => {
                     tracing::debug!(key = %names.lock(), error = %err.cause(), "taking a passed lock over failed; taking it in Redis");
                     client.watchdog().remove(tenure.lease);
-                    redis_queue::give_back(client, names, &tenure.token);
+                    give_back(client, names, &tenure.token);
                     return None;
                 }
             }
@@ -404,7 +405,7 @@ impl Lock {
         let lease = client.watchdog().hand_over(tenure.lease, retake);
         if lease.is_none() {
             // Lost meanwhile: the watchdog gave up on it, and the key may still hold it.
-            redis_queue::give_back(client, names, &tenure.token);
+            give_back(client, names, &tenure.token);
         }
         lease.map(|lease| (lease, fence))
     }

@@ -99,7 +99,8 @@ where
     for _ in 0..MAX_ROUNDS {
         match call().await {
             Err(err)
-                if crate::redis_queue::is_retryable(client, &err) && Instant::now() < deadline =>
+                if crate::redis_queue::release::is_retryable(client, &err)
+                    && Instant::now() < deadline =>
             {
                 if let Some(outage) = client.outage(key) {
                     return Err(outage);

@@ -19,7 +19,7 @@ use crate::context::{self, CurrentLock};
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::lock::MAX_WAIT;
 use crate::options::Explicit;
-use crate::redis_queue::{is_retryable, leave_queue, release_script};
+use crate::redis_queue::release::{is_retryable, leave_queue, release_script};
 use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
 use crate::shutdown::Leftover;
 use crate::wakeups::WaitTicket;
@@ -517,7 +517,7 @@ impl Drop for Waiter {
         shutdown.give_back_in_background(leftover, async move {
             for _ in 0..GIVE_BACK_TRIES {
                 match leave_queue(&client, &names, &token).await {
-                    Err(err) if crate::redis_queue::is_transient(&err) => {
+                    Err(err) if crate::redis_queue::release::is_transient(&err) => {
                         tokio::time::sleep(TRANSIENT_PAUSE).await;
                     }
                     _ => return,

@@ -1,0 +1,141 @@
+//! One process's place in a key's Redis queue: kept alive while it waits, left when it
+//! gives up.
+
+use super::release::{RELEASE_BUDGET, leave_queue, retrying};
+use super::*;
+
+/// A process's stake in a key's Redis queue: its place (one per key, whichever of its
+/// tasks leads the wait), and possibly a grant whose reply it never saw. Dropping it
+/// before the lock was taken (every task of the process gave up, Redis failed) leaves the
+/// queue in the background, which also passes such a grant on.
+pub(crate) struct Place {
+    pub(super) client: LockClient,
+    pub(super) names: Arc<KeyNames>,
+    pub(super) token: Token,
+    /// A try may have queued this token or granted it the lock: leaving must clean both.
+    pub(super) joined: bool,
+    /// The watchdog's keep-alive of the place, once a try queued it, and whether it keeps
+    /// it per key.
+    pub(super) kept: Option<(u64, bool)>,
+    /// A try queued this place (the process waited in the key's Redis queue).
+    pub(super) queued: bool,
+    /// A release just queued this place behind its grant to the next process: a try now
+    /// could only learn that the grantee holds the key for its confirmation window.
+    pub(super) behind_grant: bool,
+}
+
+impl Place {
+    /// A place not yet in Redis (`joined` false), or one a release just put at the tail of
+    /// the queue (`joined` true: kept alive from now on).
+    pub(crate) fn new(
+        client: &LockClient,
+        names: &Arc<KeyNames>,
+        token: Token,
+        joined: bool,
+    ) -> Self {
+        let mut place = Place {
+            client: client.clone(),
+            names: names.clone(),
+            token,
+            joined,
+            kept: None,
+            queued: joined,
+            behind_grant: false,
+        };
+        if joined {
+            // The release that queued it named the process's liveness key for the lock,
+            // if it had one.
+            let per_key = client
+                .liveness()
+                .is_none_or(|liveness| liveness.key_for(names.lock()).is_none());
+            place.keep(per_key);
+        }
+        place
+    }
+
+    /// A place the release that queued it also granted the key to another process with
+    /// (see [`Yielded::Passed`]): the wait starts with a park instead of a try. The try
+    /// would find the grant, not yet confirmed and so not noted as a holder to watch, and
+    /// park for its confirmation window; meanwhile a release reaching this place wakes it
+    /// as any other. That try was one script run per hand-over between processes.
+    pub(crate) fn behind_grant(mut self) -> Self {
+        self.behind_grant = true;
+        self
+    }
+
+    /// The token of a place whose wait took the lock (settled: nothing left to leave).
+    pub(crate) fn into_token(mut self) -> Token {
+        self.settle();
+        std::mem::take(&mut self.token)
+    }
+
+    /// Has the watchdog keep the place alive: by the process's liveness key, or with
+    /// `per_key` by a keep-alive of its key (once per way).
+    pub(super) fn keep(&mut self, per_key: bool) {
+        self.queued = true;
+        match self.kept {
+            Some((_, kept_per_key)) if kept_per_key == per_key => return,
+            Some((id, _)) => self.client.watchdog().forget_queued(id),
+            None => {}
+        }
+        let watchdog = self.client.watchdog();
+        let id = if per_key {
+            watchdog.keep_queued_per_key(&self.names, &self.token)
+        } else {
+            watchdog.keep_queued(&self.names, &self.token)
+        };
+        self.kept = Some((id, per_key));
+    }
+
+    /// Stops keeping the place: the lock was taken (or nothing of it is in Redis).
+    pub(super) fn settle(&mut self) {
+        self.joined = false;
+        if let Some((id, _)) = self.kept.take() {
+            self.client.watchdog().forget_queued(id);
+        }
+    }
+
+    /// Leaves the queue now, but not past `bound`; a place still joined then leaves in the
+    /// background when it is dropped.
+    pub(crate) async fn leave(mut self, bound: Instant) {
+        if !self.joined {
+            return;
+        }
+        if let Ok(Ok(())) =
+            tokio::time::timeout_at(bound, leave_queue(&self.client, &self.names, &self.token))
+                .await
+        {
+            self.settle();
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let joined = self.joined;
+        self.settle();
+        if !joined {
+            return;
+        }
+        let (client, names, token) = (
+            self.client.clone(),
+            self.names.clone(),
+            std::mem::take(&mut self.token),
+        );
+        // In the background, so retried like a release: a grant this process never heard of
+        // (its reply lost with a reset connection) would otherwise stay until its window ends.
+        // Left synchronously instead when the runtime drops it (shutting down).
+        let leftover = crate::shutdown::Leftover::place(&names, &token);
+        let shutdown = client.shutdown_state().clone();
+        shutdown.give_back_in_background(leftover, async move {
+            let give_up = Instant::now() + RELEASE_BUDGET;
+            let _ = retrying(
+                &names,
+                "leaving the queue",
+                (give_up, false, Instant::now()),
+                |_, _| leave_queue(&client, &names, &token),
+            )
+            .await;
+        });
+    }
+}

@@ -1,0 +1,310 @@
+//! The script calls that give back, pass on, re-date or leave a lock, and the retrying
+//! they share.
+
+use super::*;
+
+/// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
+///
+/// A release that fails on a transient or connection error is tried again: compare-and-
+/// delete makes a repeat harmless, and a lock left to its ttl would stall every waiter.
+/// It gives up at the lease's validity point `valid_until` (after it the key expires by
+/// itself) and after [`RELEASE_BUDGET`] at most, whichever comes first.
+pub(crate) async fn release_script(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    valid_until: Instant,
+) -> Result<i64, LockError> {
+    release_contended(client, names, token, valid_until, None).await
+}
+
+/// [`release_script`] of a hold during which the key was contended: with `window`, the
+/// release may leave the key free for a foreign window when the key's schedule says one
+/// is due, and ends the schedule when nobody waits any more.
+pub(crate) async fn release_contended(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    valid_until: Instant,
+    window: Option<Duration>,
+) -> Result<i64, LockError> {
+    let now = Instant::now();
+    let give_up = valid_until.min(now + RELEASE_BUDGET);
+    retrying(
+        names,
+        "release",
+        (give_up, client.keeps_deadlines(), now),
+        |until, now| release_once(client, names, token, window, (until, now)),
+    )
+    .await
+}
+
+/// Makes `call` again after a transient or connection error, for the calls whose repeat is
+/// harmless (a release, a waiter leaving the queue), until `give_up`; one try at least.
+/// Each try is given the time it must end by and the clock's reading (`now` for the first):
+/// with `bounded`, the call's requests end by then themselves
+/// ([`crate::connection::Connection::until`]), so no timer of its own is set for it.
+pub(super) async fn retrying<T, F, Fut>(
+    names: &KeyNames,
+    what: &str,
+    (give_up, bounded, mut now): (Instant, bool, Instant),
+    mut call: F,
+) -> Result<T, LockError>
+where
+    F: FnMut(Instant, Instant) -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    let give_up = give_up.max(now + MIN_RELEASE_TRY);
+    let mut pause = Duration::from_millis(25);
+    let mut last = None;
+    for _ in 0..RELEASE_TRIES {
+        let outcome = if bounded {
+            call(give_up, now).await
+        } else {
+            match tokio::time::timeout_at(give_up, call(give_up, now)).await {
+                Ok(outcome) => outcome,
+                Err(_) => break,
+            }
+        };
+        match outcome {
+            Err(err) if is_transient(&err) || is_connection(&err) => {
+                tracing::debug!(key = %names.lock(), error = %err.cause(), "{what} failed; trying again");
+                last = Some(err);
+                if Instant::now() + pause >= give_up {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(400));
+                now = Instant::now();
+            }
+            outcome => return outcome,
+        }
+    }
+    Err(gave_up(names, what, last))
+}
+
+/// The one outcome of a release or leave that ran out of time, whatever transient error it
+/// met last (kept as the source): the lease (or the queue place) then ends by itself.
+pub(super) fn gave_up(names: &KeyNames, what: &str, last: Option<LockError>) -> LockError {
+    let source = match last {
+        Some(LockError::Backend { source, .. } | LockError::ReleaseGaveUp { source, .. }) => source,
+        _ => Arc::new(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{what}: Redis did not answer before the lease could end by itself"),
+        ))),
+    };
+    LockError::ReleaseGaveUp {
+        key: names.lock().to_owned(),
+        source,
+    }
+}
+
+/// The longest a release (or a dropped waiter's leave) keeps trying.
+pub(super) const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
+/// A release past its lease's validity point is still tried once, this long at most: the
+/// key may outlive the local validity by the drift margin.
+pub(super) const MIN_RELEASE_TRY: Duration = Duration::from_millis(50);
+
+/// How many times a release (or a dropped waiter's leave) is tried at most.
+pub(super) const RELEASE_TRIES: u32 = 8;
+
+/// The first pause before retrying an acquire after a transient error; it doubles up to
+/// [`MAX_TRANSIENT_PAUSE`] while the errors go on (a server restarting).
+pub(super) const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest pause between acquire tries while Redis keeps failing.
+pub(super) const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
+
+/// Errors that a retry may cure: a cluster in the middle of moving the slot (TRYAGAIN,
+/// ASK, MOVED past the client's own retries), a cluster or primary briefly down, a server
+/// loading its data set.
+pub(crate) fn is_transient(err: &LockError) -> bool {
+    use redis::ServerErrorKind as Server;
+    let LockError::Backend { source, .. } = err else {
+        return false;
+    };
+    matches!(
+        source.kind(),
+        redis::ErrorKind::Server(
+            Server::TryAgain
+                | Server::Ask
+                | Server::Moved
+                | Server::ClusterDown
+                | Server::BusyLoading
+                | Server::MasterDown
+        )
+    )
+}
+
+/// Whether an acquire may try again after `err`: a transient server state, or, once Redis
+/// has answered this client, a lost connection (refused or reset while it restarts, a
+/// reply that timed out and may hide a grant).
+pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
+    is_transient(err) || (client.has_answered() && is_connection(err))
+}
+
+pub(super) fn is_connection(err: &LockError) -> bool {
+    matches!(err, LockError::Backend { source, .. }
+        if source.is_io_error()
+            || source.is_timeout()
+            || source.is_connection_dropped()
+            || source.is_connection_refusal())
+}
+
+pub(super) async fn release_once(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    window: Option<Duration>,
+    (until, now): (Instant, Instant),
+) -> Result<i64, LockError> {
+    #[cfg(feature = "redlock")]
+    if let Some(redlock) = client.redlock() {
+        return redlock::release_all(client.nodes(), redlock, names, token).await;
+    }
+    let call = match window {
+        Some(window) => {
+            let nobody = Requeue {
+                token: Token::from(""),
+                ttl: Duration::ZERO,
+                window,
+            };
+            release_call(names, token, client.publish_command(), &nobody, None)
+        }
+        None => queue_call(&RELEASE, names, token, client.publish_command()),
+    };
+    let reply: i64 = invoke(&call, &mut client.connection().until(until, now))
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))?;
+    // Left free for a foreign window: released.
+    Ok(if reply == 3 { 1 } else { reply })
+}
+
+pub(crate) async fn leave_queue(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+) -> Result<(), LockError> {
+    invoke::<i64>(
+        &queue_call(&LEAVE, names, token, client.publish_command()),
+        &mut client.connection(),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|err| LockError::backend(names.lock(), err))
+}
+
+/// Best-effort release of a token we should not keep (a late acquire reply).
+pub(super) async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
+    let give_up = Instant::now() + RELEASE_BUDGET;
+    if let Err(err) = release_script(client, names, token, give_up).await {
+        tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a late acquisition failed; it expires by its ttl");
+    }
+}
+
+/// Whether an owner-checked `PEXPIRE` may shorten the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// Only lengthen it ([`GROW_ONLY`]): an extension, which a renewal in flight may reach
+    /// the server after.
+    Grow,
+    /// Set it as asked: the give-back of a `hold_at_least` lock, which leaves the key only
+    /// for what is left of the hold.
+    Set,
+}
+
+/// An owner-checked `PEXPIRE` of the key to `ttl`: on the one server, or on every Redlock
+/// master (true when a majority still held the token). When grants wait for replicas, an
+/// extension too few replicas confirmed is [`LockError::NotReplicated`].
+pub(crate) async fn extend_lease(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    (ttl, expiry): (Duration, Expiry),
+) -> Result<bool, LockError> {
+    let grow = match expiry {
+        Expiry::Grow => GROW_ONLY,
+        Expiry::Set => "",
+    };
+    if let Some(replicas) = client.replicas() {
+        // Never with Redlock (refused when the client is built): one primary.
+        let mut call = Call::new(&RENEW, &[names.lock()]);
+        call.arg(token).arg(millis(ttl)).arg("").arg(grow);
+        let (renewed, answer): (i64, i64) =
+            invoke_replicated(&call, replicas, &mut client.connection())
+                .await
+                .map_err(|err| LockError::backend(names.lock(), err))?;
+        if renewed == 1 && !replicas.confirmed(answer) {
+            return Err(replicas.shortfall(names.lock(), answer));
+        }
+        return Ok(renewed == 1);
+    }
+    #[cfg(feature = "redlock")]
+    let (nodes, quorum) = match client.redlock() {
+        Some(redlock) => (client.nodes().to_vec(), redlock.quorum),
+        None => (vec![client.connection()], 1),
+    };
+    #[cfg(not(feature = "redlock"))]
+    let (nodes, quorum) = (vec![client.connection()], 1);
+    let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
+        let mut call = Call::new(&RENEW, &[names.lock()]);
+        call.arg(token).arg(millis(ttl)).arg("").arg(grow);
+        invoke::<i64>(&call, &mut node).await
+    }))
+    .await;
+    let extended = replies
+        .iter()
+        .filter(|reply| matches!(reply, Ok(1)))
+        .count();
+    if extended >= quorum {
+        return Ok(true);
+    }
+    match replies.into_iter().find_map(Result::err) {
+        Some(err) if extended == 0 && quorum == 1 => Err(LockError::backend(names.lock(), err)),
+        _ => Ok(false),
+    }
+}
+
+/// Ends a hold that must keep the key until `until` (`hold_at_least`): instead of deleting
+/// the key, an owner-checked `PEXPIRE` to what is left of the hold ([`extend_lease`]), so
+/// that other owners find it held until then. Tried again like a release, until
+/// `valid_until` (within the release budget). When the token is gone, the release script
+/// says whether the key is free or another owner's (it never deletes theirs). Replies as
+/// the release script does: 1 kept, 0 already expired, -1 another owner's.
+pub(crate) async fn keep_until(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    until: Instant,
+    valid_until: Instant,
+) -> Result<i64, LockError> {
+    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
+    let kept = retrying(
+        names,
+        "keeping the key for hold_at_least",
+        (give_up, false, Instant::now()),
+        |_, _| {
+            let left = until
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            extend_lease(client, names, token, (left, Expiry::Set))
+        },
+    )
+    .await?;
+    if kept {
+        return Ok(1);
+    }
+    release_contended(client, names, token, valid_until, None).await
+}
+
+/// Gives back, in the background, a lock `token` may still hold: a lease the watchdog gave
+/// up on (renewals failing past its validity), which may still be in Redis.
+pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {
+    let (client, names, token) = (client.clone(), Arc::new(names.clone()), Token::from(token));
+    let leftover = crate::shutdown::Leftover::lock(&names, &token);
+    let shutdown = client.shutdown_state().clone();
+    shutdown.give_back_in_background(leftover, async move {
+        release_token(&client, &names, &token).await;
+    });
+}

@@ -1,0 +1,299 @@
+//! Renewals: one pipeline of renewals per node for the leases due together, and what
+//! the replies mean for each lease (renewed, gone, or to be tried again soon).
+
+use super::*;
+
+/// What the nodes said of one lease's renewal.
+pub(super) enum Verdict {
+    /// Renewed; `noted`: waiters are queued, and the renewal noted this holder for them.
+    Renewed {
+        noted: bool,
+    },
+    Gone,
+    Failed,
+}
+
+/// Sends one pipeline of renewals to every node and applies the replies: a lease is renewed
+/// when a quorum confirmed it, lost when so many found the token gone that no quorum is
+/// left, and retried soon otherwise.
+pub(super) async fn renew_batch(
+    shared: Weak<Shared>,
+    wake: Arc<Notify>,
+    nodes: Nodes,
+    batch: Vec<Renewal>,
+) {
+    let sent = Instant::now();
+    let per_node = join_all(nodes.connections.iter().map(|connection| {
+        let mut connection = connection.clone();
+        let batch = &batch;
+        let nodes = &nodes;
+        async move {
+            let replicas = nodes.replicas.as_ref();
+            let alive = nodes.alive.as_deref();
+            match nodes.timeout {
+                Some(limit) => {
+                    tokio::time::timeout(limit, renew_on(&mut connection, batch, replicas, alive))
+                        .await
+                        .unwrap_or(Err(()))
+                }
+                None => renew_on(&mut connection, batch, replicas, alive).await,
+            }
+        }
+    }))
+    .await;
+    let node_count = nodes.connections.len();
+    let verdict = |index: usize| {
+        let (mut renewed, mut gone, mut noted) = (0, 0, false);
+        for replies in per_node.iter().flatten() {
+            match replies.get(index) {
+                Some(Ok((true, holder_noted))) => {
+                    renewed += 1;
+                    noted |= *holder_noted;
+                }
+                Some(Ok((false, _))) => gone += 1,
+                _ => {}
+            }
+        }
+        if renewed >= nodes.quorum {
+            Verdict::Renewed { noted }
+        } else if gone > node_count - nodes.quorum {
+            Verdict::Gone
+        } else {
+            Verdict::Failed
+        }
+    };
+    let Some(shared) = shared.upgrade() else {
+        return;
+    };
+    let now = Instant::now();
+    let mut state = shared.state();
+    let telemetry = state.telemetry.clone();
+    let mut gone = Vec::new();
+    for (index, renewal) in batch.iter().enumerate() {
+        let Some(lease) = state.leases.get_mut(&renewal.id) else {
+            continue; // released while the renewal was in flight
+        };
+        lease.in_flight = false;
+        match verdict(index) {
+            Verdict::Renewed { noted } => {
+                // Waiters are queued behind this holder: its liveness key must live.
+                lease.contended |= noted;
+                lease.set_valid_until(lease.valid_until.max(validity(sent, renewal.ttl)));
+                lease.next_renewal = sent + renewal.ttl / 3;
+                tracing::debug!(key = %renewal.names.lock(), "lease renewed");
+            }
+            Verdict::Gone => gone.extend(state.leases.remove(&renewal.id)),
+            Verdict::Failed => {
+                telemetry.renewal_failed(renewal.names.lock());
+                let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
+                lease.next_renewal = now + retry;
+            }
+        }
+    }
+    drop(state);
+    for lease in gone {
+        lease.end(LostCause::TokenGone, &telemetry);
+    }
+    wake.notify_one();
+}
+
+/// Renews a batch on one node: one pipeline, or in a cluster (where a pipeline must stay in
+/// one slot) one request per lease, all in flight at once on the multiplexed connection.
+pub(super) async fn renew_on(
+    connection: &mut Connection,
+    batch: &[Renewal],
+    replicas: Option<&Replicas>,
+    alive: Option<&Liveness>,
+) -> Result<Vec<RenewalReply>, ()> {
+    if !connection.is_cluster() {
+        return send_renewals(connection, batch, replicas, alive).await;
+    }
+    let replies = join_all(batch.iter().map(|renewal| {
+        let mut connection = connection.clone();
+        async move {
+            send_renewals(
+                &mut connection,
+                std::slice::from_ref(renewal),
+                replicas,
+                alive,
+            )
+            .await
+        }
+    }))
+    .await;
+    Ok(replies
+        .into_iter()
+        .map(|reply| reply.ok().and_then(|mut one| one.pop()).unwrap_or(Err(())))
+        .collect())
+}
+
+/// Renews every lease of the batch in one pipeline; reloads the script once on NOSCRIPT.
+/// Returns, per lease, whether its token was still there; `Err(())` where the command
+/// failed (the failure is logged here). With `replicas`, the pipeline ends with their
+/// `WAIT`, and a renewal too few replicas confirmed counts as failed.
+pub(super) async fn send_renewals(
+    connection: &mut Connection,
+    batch: &[Renewal],
+    replicas: Option<&Replicas>,
+    alive: Option<&Liveness>,
+) -> Result<Vec<RenewalReply>, ()> {
+    let pipeline = |only: &dyn Fn(usize) -> bool| {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for (index, renewal) in batch.iter().enumerate() {
+            if only(index) {
+                let names = &renewal.names;
+                let command = pipe.cmd("EVALSHA").arg(RENEW.get_hash());
+                match alive.and_then(|liveness| liveness.key_for(names.lock())) {
+                    // Notes this holder for the key's waiters, while there are some.
+                    Some(alive) => command
+                        .arg(3)
+                        .arg(names.lock())
+                        .arg(names.queue())
+                        .arg(names.ttls())
+                        .arg(&*renewal.token)
+                        .arg(millis(renewal.ttl))
+                        .arg(&*alive)
+                        .arg(GROW_ONLY),
+                    None => command
+                        .arg(1)
+                        .arg(names.lock())
+                        .arg(&*renewal.token)
+                        .arg(millis(renewal.ttl))
+                        .arg("")
+                        .arg(GROW_ONLY),
+                };
+            }
+        }
+        if let Some(replicas) = replicas {
+            pipe.add_command(replicas.wait_command());
+        }
+        pipe
+    };
+    let mut first: Vec<redis::RedisResult<i64>> = match pipeline(&|_| true)
+        .query_async(connection)
+        .await
+    {
+        Ok(replies) => replies,
+        Err(err) => {
+            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
+            return Err(());
+        }
+    };
+    let first_confirmed = confirmed_by_replicas(&mut first, replicas, batch.len(), batch);
+    let missing: Vec<bool> = first.iter().map(is_noscript).collect();
+    let mut results: Vec<RenewalReply> = first
+        .iter()
+        .map(|reply| renewal_result(reply, first_confirmed))
+        .collect();
+    if !missing.contains(&true) {
+        log_errors(&first, batch);
+        return Ok(results);
+    }
+    // The server lost its script cache (restart, SCRIPT FLUSH): load and resend those.
+    if let Err(err) = RENEW.prepare_invoke().load_async(connection).await {
+        tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
+        return Ok(results);
+    }
+    let mut retry: Vec<redis::RedisResult<i64>> = match pipeline(&|index| missing[index])
+        .query_async(connection)
+        .await
+    {
+        Ok(replies) => replies,
+        Err(err) => {
+            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed after reloading the script");
+            return Ok(results);
+        }
+    };
+    let resent = missing
+        .iter()
+        .enumerate()
+        .filter(|(_, noscript)| **noscript);
+    let retry_confirmed =
+        confirmed_by_replicas(&mut retry, replicas, resent.clone().count(), batch);
+    for ((index, _), reply) in resent.zip(retry) {
+        results[index] = renewal_result(&reply, retry_confirmed);
+    }
+    Ok(results)
+}
+
+/// How many keys an event about a whole batch of renewals lists (its `leases` field says
+/// how many there were).
+pub(super) const LISTED_KEYS: usize = 8;
+
+/// The keys of a batch of renewals, for an event: the first [`LISTED_KEYS`], then how many
+/// more, so that a line stays short with 10,000 leases held.
+pub(super) struct Keys<'a>(pub(super) &'a [Renewal]);
+
+impl std::fmt::Display for Keys<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (index, renewal) in self.0.iter().take(LISTED_KEYS).enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(renewal.names.lock())?;
+        }
+        match self.0.len().saturating_sub(LISTED_KEYS) {
+            0 => Ok(()),
+            more => write!(f, " and {more} more"),
+        }
+    }
+}
+
+/// Takes the `WAIT` answer off the end of a renewal pipeline's replies (`renewals` of
+/// them before it, from `batch`, whose keys an event names) and says whether enough replicas confirmed them; true without replicas.
+pub(super) fn confirmed_by_replicas(
+    replies: &mut Vec<redis::RedisResult<i64>>,
+    replicas: Option<&Replicas>,
+    renewals: usize,
+    batch: &[Renewal],
+) -> bool {
+    let Some(replicas) = replicas else {
+        return true;
+    };
+    let answer = if replies.len() > renewals {
+        replies.pop()
+    } else {
+        None
+    };
+    match answer {
+        Some(Ok(answer)) if replicas.confirmed(answer) => true,
+        answer => {
+            tracing::warn!(
+                keys = %Keys(batch),
+                leases = renewals,
+                ?answer,
+                "lease renewals not confirmed by enough replicas; they do not count"
+            );
+            false
+        }
+    }
+}
+
+/// One node's answer to one renewal: `(renewed, noted)`, `noted` when renew.lua found
+/// waiters queued and noted the holder for them (reply 2); `(false, _)` the token was gone;
+/// `Err(())` failed.
+pub(super) type RenewalReply = Result<(bool, bool), ()>;
+
+/// What one renewal reply means: renewed (counted only when the replicas `confirmed` it),
+/// the token gone, or failed.
+pub(super) fn renewal_result(reply: &redis::RedisResult<i64>, confirmed: bool) -> RenewalReply {
+    match reply {
+        Ok(renewed @ (1 | 2)) if confirmed => Ok((true, *renewed == 2)),
+        Ok(1 | 2) => Err(()),
+        Ok(_) => Ok((false, false)),
+        Err(_) => Err(()),
+    }
+}
+
+pub(super) fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
+    matches!(reply, Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+}
+
+pub(super) fn log_errors(replies: &[redis::RedisResult<i64>], batch: &[Renewal]) {
+    for (reply, renewal) in replies.iter().zip(batch) {
+        if let Err(err) = reply {
+            tracing::warn!(key = %renewal.names.lock(), error = %err, "lease renewal failed");
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The scheduler: one task per client that sleeps until the next lease or place falls
+//! due, then sends what is due (renewals in batches, keep-alives of queue places, the
+//! liveness key) and ends the leases found lost.
+
+use super::renewals::renew_batch;
+use super::*;
+
+/// The scheduler loop: renew what is due, expire what ran out, sleep until the next event.
+pub(super) async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
+    loop {
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let next_wake = {
+            let Some(shared_now) = shared.upgrade() else {
+                return;
+            };
+            if shared_now.stopped.load(Ordering::Acquire) {
+                return;
+            }
+            let due = collect_due(&mut shared_now.state(), Instant::now());
+            for (lease, cause) in due.lapsed {
+                lease.end(cause, &due.telemetry);
+            }
+            if !due.places.is_empty() {
+                tokio::spawn(keep_places(nodes.connections[0].clone(), due.places));
+            }
+            if let Some(liveness) = due.refresh {
+                let connection = nodes.connections[0].clone();
+                tokio::spawn(async move { liveness.refresh(connection).await });
+            }
+            if !due.batch.is_empty() {
+                tokio::spawn(renew_batch(
+                    shared.clone(),
+                    wake.clone(),
+                    nodes.clone(),
+                    due.batch,
+                ));
+            }
+            due.next_wake
+        };
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(next_wake) => {}
+        }
+    }
+}
+
+/// What the scheduler does after a look at the schedule, once it let go of the state.
+pub(super) struct Due {
+    /// Renewals to send now.
+    pub(super) batch: Vec<Renewal>,
+    /// When to look again.
+    pub(super) next_wake: Instant,
+    /// Queue places to keep alive now.
+    pub(super) places: Vec<KeepAlive>,
+    /// The liveness key to refresh now.
+    pub(super) refresh: Option<Arc<Liveness>>,
+    /// Leases past their validity, taken off the schedule, to [`end`](Lease::end).
+    pub(super) lapsed: Vec<(Lease, LostCause)>,
+    /// Where their losses are counted.
+    pub(super) telemetry: Telemetry,
+}
+
+/// Takes leases past their validity off the schedule (to be ended by the caller, outside
+/// the state's lock) and takes out the renewals that are due, and the queue places to keep
+/// alive when their time has come. A renewal is sent up to a quarter interval early so
+/// that neighbours share a pipeline.
+pub(super) fn collect_due(state: &mut State, now: Instant) -> Due {
+    let mut batch = Vec::new();
+    let mut lapsed_ids = Vec::new();
+    let mut next_wake = now + IDLE;
+    for (&id, lease) in &mut state.leases {
+        if now >= lease.valid_until {
+            lapsed_ids.push(id);
+            continue;
+        }
+        if lease.renew && !lease.in_flight {
+            let early = lease.ttl / 12;
+            if lease.next_renewal <= now + early {
+                lease.in_flight = true;
+                batch.push(Renewal {
+                    id,
+                    names: lease.names.clone(),
+                    token: lease.token.clone(),
+                    ttl: lease.ttl,
+                });
+            } else {
+                next_wake = next_wake.min(lease.next_renewal);
+            }
+        }
+        next_wake = next_wake.min(lease.valid_until);
+    }
+    let lapsed = lapsed_ids
+        .into_iter()
+        .filter_map(|id| state.leases.remove(&id))
+        .map(|lease| {
+            let cause = if lease.renew {
+                LostCause::RenewalFailed
+            } else {
+                LostCause::Expired
+            };
+            (lease, cause)
+        })
+        .collect();
+    let (places, refresh) = match state.liveness.clone() {
+        None => (due_places(state, now), None),
+        Some(liveness) => {
+            let refresh = due_refresh(state, liveness, now);
+            // Semaphore waiters' places still go by their deadlines: kept per key, with the
+            // refresh.
+            let places = match refresh {
+                Some(_) => group_places(state.queued.values().filter(|place| place.per_key)),
+                None => Vec::new(),
+            };
+            (places, refresh)
+        }
+    };
+    if let Some(keepalive) = state.next_keepalive {
+        next_wake = next_wake.min(keepalive);
+    }
+    let recent_period = state.recent_period.take();
+    if batch.is_empty()
+        && state.leases.is_empty()
+        && state.queued.is_empty()
+        && state.next_keepalive.is_none()
+    {
+        // Nothing to watch. While locks keep coming and going (each held for less than its
+        // first renewal interval), look again after that interval: a new lease is then due
+        // no sooner than this look and need not wake the scheduler (a thread switch per
+        // acquire). Once they stop, back off towards IDLE.
+        let idle = recent_period
+            .unwrap_or_else(|| match state.idle_period {
+                Duration::ZERO => IDLE,
+                last => last.saturating_mul(2),
+            })
+            .clamp(MIN_IDLE, IDLE);
+        state.idle_period = idle;
+        next_wake = now + idle;
+    }
+    state.scheduled_wake = Some(next_wake);
+    Due {
+        batch,
+        next_wake,
+        places,
+        refresh,
+        lapsed,
+        telemetry: state.telemetry.clone(),
+    }
+}
+
+impl Lease {
+    /// Moves the validity point, and tells the holder's signal, which judges the lease by
+    /// the clock too (see `lost_signal.rs`).
+    pub(super) fn set_valid_until(&mut self, valid_until: Instant) {
+        self.valid_until = valid_until;
+        self.lost.valid_until(valid_until, self.renew);
+    }
+
+    /// Ends a lease taken off the schedule because it is lost (or, watchdog off, reached
+    /// its ttl): frees its holder's turn first, then reports the loss, and only then tells
+    /// the holder. A task woken by the loss may try the key again at once, and must not
+    /// find its own old turn still taken. Called outside the state's lock, so that the
+    /// woken holder never waits on it.
+    pub(super) fn end(mut self, cause: LostCause, telemetry: &Telemetry) {
+        drop(self.attached.take());
+        let key = self.names.lock();
+        match cause {
+            LostCause::Expired => tracing::debug!(key, "lease reached its ttl"),
+            LostCause::TokenGone => {
+                tracing::warn!(key, "lock lost: the token is gone from Redis");
+                telemetry.lost(key, cause);
+            }
+            _ => {
+                tracing::warn!(key, %cause, "lock lost");
+                telemetry.lost(key, cause);
+            }
+        }
+        self.lost.set(cause);
+    }
+}
+
+/// The queue places to keep alive now, one call per key, when their time has come.
+pub(super) fn due_places(state: &mut State, now: Instant) -> Vec<KeepAlive> {
+    if state.queued.is_empty() {
+        state.next_keepalive = None;
+        return Vec::new();
+    }
+    if state.next_keepalive.is_some_and(|due| due > now) {
+        return Vec::new();
+    }
+    state.next_keepalive = Some(now + KEEPALIVE_EVERY);
+    group_places(state.queued.values())
+}
+
+/// The places, one keep-alive call per key.
+pub(super) fn group_places<'a>(places: impl Iterator<Item = &'a Queued>) -> Vec<KeepAlive> {
+    let mut by_key: HashMap<&str, KeepAlive> = HashMap::new();
+    for place in places {
+        by_key
+            .entry(place.names.lock())
+            .or_insert_with(|| KeepAlive {
+                names: place.names.clone(),
+                tokens: Vec::new(),
+            })
+            .tokens
+            .push(place.token.clone());
+    }
+    by_key.into_values().collect()
+}
+
+/// The liveness key, when its refresh is due: every [`KEEPALIVE_EVERY`] while the client
+/// keeps a queue place, watches another process, or renews a lease that waiters queue
+/// behind (a renewal notes its holder's liveness key for them; a lease without renewal
+/// never does). A client that only takes uncontended locks never writes it.
+pub(super) fn due_refresh(
+    state: &mut State,
+    liveness: Arc<Liveness>,
+    now: Instant,
+) -> Option<Arc<Liveness>> {
+    if state.queued.is_empty()
+        && !liveness.is_watching()
+        && !state
+            .leases
+            .values()
+            .any(|lease| lease.renew && lease.contended)
+    {
+        state.next_keepalive = None;
+        return None;
+    }
+    if state.next_keepalive.is_some_and(|due| due > now) {
+        return None;
+    }
+    state.next_keepalive = Some(now + KEEPALIVE_EVERY);
+    Some(liveness)
+}
+
+/// Keeps queue places alive: one script call per key, all in flight at once on the
+/// multiplexed connection. A failure is only logged: the next keep-alive comes a third of
+/// a queue lease later, and a place that lapses costs its waiter its turn, never safety.
+pub(super) async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
+    join_all(places.iter().map(|place| {
+        let mut connection = connection.clone();
+        async move {
+            let names = &place.names;
+            let mut call = Call::new(
+                &KEEPALIVE,
+                &[names.queue(), names.deadlines(), names.ttls()],
+            );
+            call.arg(millis(QUEUE_LEASE));
+            for token in &place.tokens {
+                call.arg(&**token);
+            }
+            if let Err(err) = invoke::<i64>(&call, &mut connection).await {
+                tracing::debug!(key = %place.names.lock(), error = %err, "keeping queue places alive failed");
+            }
+        }
+    }))
+    .await;
+}
