@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl};
-use crate::rwlock::Shares;
+use crate::rwlock::shares::Shares;
 use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, invoke};
 use crate::{client::LockClient, error::LockError};
 

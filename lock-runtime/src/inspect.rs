@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use once_cell::sync::Lazy;
 use redis::Script;
 
-use crate::rwlock::Shares;
+use crate::rwlock::shares::Shares;
 use crate::scripts::{Call, HANDOVER, KeyNames, invoke};
 use crate::{client::LockClient, error::LockError};
 

@@ -174,7 +174,8 @@ pub use lock::Lock;
 pub use lock_macros::distributed_lock;
 pub use multi::{MultiGuard, MultiLock};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
-pub use rwlock::{ReadGuard, RwLock};
+pub use rwlock::RwLock;
+pub use rwlock::read_guard::ReadGuard;
 pub use semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and

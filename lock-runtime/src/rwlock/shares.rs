@@ -1,0 +1,123 @@
+//! A reader's share of a read-write lock in Redis: its key's name, and the calls that take,
+//! give back and release it.
+
+use super::*;
+
+/// The names around a read-write lock key: its set of readers, and each share key's name
+/// around its token.
+pub(crate) struct Shares {
+    pub(crate) readers: String,
+    pub(crate) head: String,
+    pub(crate) tail: String,
+}
+
+impl Shares {
+    pub(crate) fn of(names: &KeyNames) -> Self {
+        let (readers_head, readers_tail) = names.aux_parts("readers");
+        let (head, tail) = names.aux_parts("share/");
+        Shares {
+            readers: readers_head + &readers_tail,
+            head,
+            tail,
+        }
+    }
+
+    /// The names of the share key of the reader `token`.
+    pub(super) fn share(&self, token: &str) -> KeyNames {
+        KeyNames::owned(&format!("{}{token}{}", self.head, self.tail))
+    }
+}
+
+/// One call of rw_read.lua: 1 taken, 0 the quick path is closed, -1 `gate` no longer holds
+/// the key.
+pub(super) async fn take_share(
+    client: &LockClient,
+    names: &KeyNames,
+    shares: &Shares,
+    share: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+    gate: &str,
+) -> Result<i64, LockError> {
+    let mut call = Call::new(
+        &READ,
+        &[names.lock(), names.queue(), &shares.readers, share.lock()],
+    );
+    call.arg(token)
+        .arg(millis(options.ttl))
+        .arg(gate)
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    let taken = invoke(&call, &mut client.connection())
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))?;
+    client.mark_answered();
+    Ok(taken)
+}
+
+/// One call of rw_read_release.lua: 1 released, 0 the share was gone, -1 another token's.
+pub(super) async fn give_share_back(
+    client: &LockClient,
+    names: &KeyNames,
+    share: &KeyNames,
+    token: &str,
+) -> Result<i64, LockError> {
+    let shares = Shares::of(names);
+    let mut call = Call::new(
+        &READ_RELEASE,
+        &[names.lock(), &shares.readers, share.lock()],
+    );
+    call.arg(token)
+        .arg(names.channel())
+        .arg(client.publish_command())
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    invoke(&call, &mut client.connection())
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))
+}
+
+/// Gives a share back, trying again after transient errors like a release does, for at
+/// most [`RELEASE_BUDGET`] (the share then ends by its ttl).
+pub(super) async fn release_share(
+    client: &LockClient,
+    names: &KeyNames,
+    share: &KeyNames,
+    token: &str,
+) -> Result<ReleaseOutcome, LockError> {
+    let give_up = Instant::now() + RELEASE_BUDGET;
+    let mut pause = Duration::from_millis(25);
+    let mut last = None;
+    for _ in 0..8 {
+        match tokio::time::timeout_at(give_up, give_share_back(client, names, share, token)).await {
+            Ok(Ok(reply)) => {
+                return Ok(match reply {
+                    1 => ReleaseOutcome::Released,
+                    0 => ReleaseOutcome::AlreadyExpired,
+                    _ => ReleaseOutcome::NotOwner,
+                });
+            }
+            Ok(Err(err)) => last = Some(err),
+            Err(_) => break,
+        }
+        if Instant::now() + pause >= give_up {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(400));
+    }
+    Err(match last {
+        Some(LockError::Backend { key, source }) => LockError::ReleaseGaveUp { key, source },
+        Some(other) => other,
+        None => LockError::ReleaseGaveUp {
+            key: names.lock().to_owned(),
+            source: Arc::new(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "giving a reader's share back: Redis did not answer in time",
+            ))),
+        },
+    })
+}
+
+/// The longest a share's release keeps trying (as a lock's release).
+pub(super) const RELEASE_BUDGET: Duration = Duration::from_secs(2);
