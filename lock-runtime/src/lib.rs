@@ -146,6 +146,7 @@ pub mod telemetry;
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 mod tls;
 mod tls_files;
+mod topology;
 mod tries_in_flight;
 mod turn;
 mod wakeups;
