@@ -1,0 +1,222 @@
+//! A primary found through Redis Sentinel, and followed across failovers.
+
+use super::*;
+
+/// How to find a primary through Redis Sentinel.
+pub(crate) struct Sentinel {
+    /// The name the sentinels monitor the primary under.
+    pub(crate) master: String,
+    /// One client per sentinel, in the configured order.
+    sentinels: Vec<redis::Client>,
+    /// The primary's connection settings (TLS, credentials, database), for the address
+    /// the sentinels name: the first sentinel's, or the primary's own.
+    template: PrimaryTemplate,
+    /// How long one sentinel may take to connect and answer.
+    timeout: Duration,
+    /// When the last lookup finished: requests that failed before it use its answer.
+    last_lookup: tokio::sync::Mutex<Option<(Instant, redis::Client)>>,
+}
+
+impl Sentinel {
+    pub(crate) fn new(
+        master: String,
+        sentinels: Vec<redis::Client>,
+        template: PrimaryTemplate,
+        timeout: Duration,
+    ) -> Self {
+        Sentinel {
+            master,
+            sentinels,
+            template,
+            timeout,
+            last_lookup: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The primary now: the answer of a lookup that finished after `sent` (one lookup
+    /// at a time; requests that failed meanwhile wait for it), or a new lookup.
+    pub(super) async fn primary_after(&self, sent: Instant) -> Option<redis::Client> {
+        let mut last = self.last_lookup.lock().await;
+        if let Some((at, primary)) = last.as_ref()
+            && *at >= sent
+        {
+            return Some(primary.clone());
+        }
+        match self.lookup().await {
+            Ok(primary) => {
+                *last = Some((Instant::now(), primary.clone()));
+                Some(primary)
+            }
+            Err(err) => {
+                tracing::warn!(master = %self.master, error = %err, "no sentinel named the primary");
+                None
+            }
+        }
+    }
+
+    /// Asks each sentinel in turn for the primary's address; the first answer wins.
+    pub(crate) async fn lookup(&self) -> redis::RedisResult<redis::Client> {
+        let mut failures = Vec::new();
+        for sentinel in &self.sentinels {
+            let asked = async {
+                let mut connection = sentinel.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&self.master)
+                    .query_async::<Option<(String, u16)>>(&mut connection)
+                    .await
+            };
+            let address = sentinel.get_connection_info().addr().to_string();
+            match tokio::time::timeout(self.timeout, asked).await {
+                Ok(Ok(Some((host, port)))) => return self.primary(host, port),
+                Ok(Ok(None)) => {
+                    failures.push(format!("{address}: does not know `{}`", self.master))
+                }
+                Ok(Err(err)) => failures.push(format!("{address}: {err}")),
+                Err(_) => failures.push(format!("{address}: no answer within {:?}", self.timeout)),
+            }
+        }
+        Err(sentinel_error(&self.master, &failures))
+    }
+
+    /// The same lookup with blocking connections, for a client being built outside async
+    /// code (each sentinel bounded by the timeout).
+    pub(crate) fn lookup_blocking(&self) -> redis::RedisResult<redis::Client> {
+        let mut failures = Vec::new();
+        for sentinel in &self.sentinels {
+            let address = sentinel.get_connection_info().addr().to_string();
+            let asked =
+                sentinel
+                    .get_connection_with_timeout(self.timeout)
+                    .and_then(|mut connection| {
+                        connection.set_read_timeout(Some(self.timeout))?;
+                        connection.set_write_timeout(Some(self.timeout))?;
+                        redis::cmd("SENTINEL")
+                            .arg("get-master-addr-by-name")
+                            .arg(&self.master)
+                            .query::<Option<(String, u16)>>(&mut connection)
+                    });
+            match asked {
+                Ok(Some((host, port))) => return self.primary(host, port),
+                Ok(None) => failures.push(format!("{address}: does not know `{}`", self.master)),
+                Err(err) => failures.push(format!("{address}: {err}")),
+            }
+        }
+        Err(sentinel_error(&self.master, &failures))
+    }
+
+    fn primary(&self, host: String, port: u16) -> redis::RedisResult<redis::Client> {
+        self.template.client(host, port)
+    }
+}
+
+impl SingleServer {
+    /// Moves this connection to `primary` unless it is there already.
+    fn move_to(&self, primary: &redis::Client) {
+        let used = self.current();
+        let from = used.client.get_connection_info().addr().clone();
+        if &from != primary.get_connection_info().addr()
+            && self.replace(used.generation, primary.clone())
+        {
+            tracing::warn!(
+                %from,
+                to = %primary.get_connection_info().addr(),
+                "the Redis primary moved (Sentinel +switch-master); connecting to the new one"
+            );
+        }
+    }
+}
+
+/// What else follows the primary when it moves (the release subscriptions).
+pub(crate) type OnMove = Arc<dyn Fn(&redis::Client) + Send + Sync>;
+
+impl Sentinel {
+    /// Follows the primary for `servers` in the background, as Sentinel's client
+    /// guidelines ask: subscribed to the failover events ([`SENTINEL_EVENTS`]) on one
+    /// sentinel at a time (the next one when it goes away), asking for the primary after
+    /// each event and after each subscription (for a switch missed meanwhile). Without this, a forced failover leaves the old primary accepting writes
+    /// until the sentinels demote it (seconds later): our renewals would go there while
+    /// another client takes the lock on the new primary. The release subscriptions
+    /// (`wakeups`) move too: the new primary's releases publish there, and the old one may
+    /// be gone. Ends when the servers are dropped.
+    pub(crate) fn follow(self: &Arc<Self>, servers: &[SingleServer], wakeups: OnMove) {
+        let servers: Vec<_> = servers
+            .iter()
+            .map(|server| Arc::downgrade(&server.inner))
+            .collect();
+        tokio::spawn(follow(Arc::clone(self), servers, wakeups));
+    }
+}
+
+/// The sentinel events after which the primary may have changed: the replica promoted
+/// (from then on the sentinels name it), the other replicas being moved to it, and the
+/// switch announced when that is done.
+pub(super) const SENTINEL_EVENTS: [&str; 3] = [
+    "+promoted-slave",
+    "+failover-state-reconf-slaves",
+    "+switch-master",
+];
+
+pub(super) async fn follow(
+    sentinel: Arc<Sentinel>,
+    servers: Vec<std::sync::Weak<SingleInner>>,
+    wakeups: OnMove,
+) {
+    use futures_util::StreamExt as _;
+    let alive = || servers.iter().any(|server| server.strong_count() > 0);
+    let move_all = |primary: &redis::Client| {
+        for server in servers.iter().filter_map(std::sync::Weak::upgrade) {
+            SingleServer {
+                inner: server,
+                deadline: None,
+                now: None,
+            }
+            .move_to(primary);
+        }
+        wakeups(primary);
+    };
+    let mut next = 0;
+    while alive() && !sentinel.sentinels.is_empty() {
+        let client = &sentinel.sentinels[next % sentinel.sentinels.len()];
+        next += 1;
+        let subscribe = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&SENTINEL_EVENTS[..]).await?;
+            redis::RedisResult::Ok(pubsub)
+        };
+        let Ok(Ok(pubsub)) = tokio::time::timeout(sentinel.timeout, subscribe).await else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        if let Ok(primary) = sentinel.lookup().await {
+            move_all(&primary);
+        }
+        let mut messages = pubsub.into_on_message();
+        while alive() {
+            let message = match tokio::time::timeout(Duration::from_secs(1), messages.next()).await
+            {
+                Err(_) => continue,
+                Ok(None) => break,
+                Ok(Some(message)) => message,
+            };
+            // Each event names the master ("+switch-master <name> ..." or
+            // "... @ <name> <ip> <port>"); the sentinel's current answer is the new primary.
+            let Ok(payload) = message.get_payload::<String>() else {
+                continue;
+            };
+            if payload.split(' ').any(|field| field == sentinel.master)
+                && let Ok(primary) = sentinel.lookup().await
+            {
+                move_all(&primary);
+            }
+        }
+    }
+}
+
+pub(super) fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "no sentinel named the primary",
+        format!("master `{master}`: {}", failures.join("; ")),
+    ))
+}
