@@ -39,7 +39,6 @@
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum_core::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
@@ -48,7 +47,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::{
-    client::LockClient, error::LockError, lock::Lock, options::LockOptions, options::OnLost,
+    client::LockClient, error::LockError, lock::Lock, options::Explicit, options::LockOptions,
 };
 
 /// A [`Layer`] that runs each request under the lock named by `key(&request)`.
@@ -58,6 +57,7 @@ use crate::{
 pub struct LockLayer<K> {
     key: Arc<K>,
     options: LockOptions,
+    explicit: Explicit,
     client: Option<LockClient>,
 }
 
@@ -67,39 +67,17 @@ impl<K> LockLayer<K> {
         LockLayer {
             key: Arc::new(key),
             options: LockOptions::default(),
+            explicit: Explicit::default(),
             client: None,
         }
     }
 
-    /// Sets the lease (see [`Lock::ttl`]).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.options.ttl = ttl;
-        self
-    }
-
-    /// Sets how long a request waits for a held lock (see [`Lock::wait`]); zero answers a
-    /// concurrent request with 429 at once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.options.wait = wait;
-        self
-    }
-
-    /// Sets what happens when the lease is lost while the inner service runs.
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.options.on_lost = on_lost;
-        self
-    }
-
-    /// Sets every option at once.
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Takes the locks through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.client = Some(client.clone());
-        self
+    crate::builder::shared_setters! {
+        ttl: " Sets the lease (see [`Lock::ttl`]).",
+        wait: " Sets how long a request waits for a held lock (see [`Lock::wait`]); zero answers a\n concurrent request with 429 at once.",
+        on_lost: " Sets what happens when the lease is lost while the inner service runs.",
+        with_options: " Sets every option at once.",
+        client: " Takes the locks through `client` instead of the global one.",
     }
 }
 
@@ -108,6 +86,7 @@ impl<K> Clone for LockLayer<K> {
         LockLayer {
             key: Arc::clone(&self.key),
             options: self.options.clone(),
+            explicit: self.explicit,
             client: self.client.clone(),
         }
     }
@@ -193,7 +172,8 @@ where
             let call = inner.call(request);
             return Box::pin(async move { call.await.map(IntoResponse::into_response) });
         };
-        let mut lock = Lock::new(key).with_options(self.layer.options.clone());
+        let mut lock =
+            Lock::new(key).with_explicit_options(self.layer.options.clone(), self.layer.explicit);
         if let Some(client) = &self.layer.client {
             lock = lock.client(client);
         }

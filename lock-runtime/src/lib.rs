@@ -106,6 +106,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod at_exit;
+mod builder;
 mod client;
 #[cfg(feature = "cluster")]
 mod cluster_nodes;

@@ -72,42 +72,14 @@ impl Lock {
         }
     }
 
-    /// Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most
-    /// [`MAX_TTL`]).
-    ///
-    /// [`Config::default_ttl`]: crate::Config::default_ttl
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.options.ttl = ttl;
-        self.explicit.ttl = true;
-        self
-    }
-
-    /// Sets how long to wait for a held lock (default 10 s, or the client's
-    /// [`Config::default_wait`]; zero tries once).
-    ///
-    /// [`Config::default_wait`]: crate::Config::default_wait
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.options.wait = wait;
-        self.explicit.wait = true;
-        self
-    }
-
-    /// Turns renewal on or off (default on).
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.options.watchdog = watchdog;
-        self
-    }
-
-    /// Sets what [`run`](Lock::run) does when the lease is lost (default cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.options.on_lost = on_lost;
-        self
-    }
-
-    /// Issues a fencing token on every acquisition (default off).
-    pub fn fencing(mut self, fencing: bool) -> Self {
-        self.options.fencing = fencing;
-        self
+    crate::builder::shared_setters! {
+        ttl: " Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most\n [`MAX_TTL`]).\n\n [`Config::default_ttl`]: crate::Config::default_ttl",
+        wait: " Sets how long to wait for a held lock (default 10 s, or the client's\n [`Config::default_wait`]; zero tries once).\n\n [`Config::default_wait`]: crate::Config::default_wait",
+        watchdog: " Turns renewal on or off (default on).",
+        on_lost: " Sets what [`run`](Lock::run) does when the lease is lost (default cancel).",
+        fencing: " Issues a fencing token on every acquisition (default off).",
+        with_options: " Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given: the client's [`Config::default_ttl`] and\n [`Config::default_wait`] apply to it.\n\n [`Config::default_ttl`]: crate::Config::default_ttl\n [`Config::default_wait`]: crate::Config::default_wait",
+        client: " Takes the lock through `client` instead of the global one.",
     }
 
     /// Keeps the key at least `hold` after acquiring it (default zero: released at once).
@@ -146,29 +118,6 @@ impl Lock {
         self
     }
 
-    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given: the client's [`Config::default_ttl`] and
-    /// [`Config::default_wait`] apply to it.
-    ///
-    /// [`Config::default_ttl`]: crate::Config::default_ttl
-    /// [`Config::default_wait`]: crate::Config::default_wait
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.explicit = Explicit::of(&options);
-        self.options = options;
-        self
-    }
-
-    /// Replaces all options, with which of `ttl` and `wait` count as given.
-    pub(crate) fn with_explicit_options(
-        mut self,
-        options: LockOptions,
-        explicit: Explicit,
-    ) -> Self {
-        self.options = options;
-        self.explicit = explicit;
-        self
-    }
-
     /// This lock with the client's default ttl and wait in place of those not given;
     /// `None` when nothing changes.
     fn with_client_defaults(&self, client: &LockClient) -> Option<Lock> {
@@ -180,12 +129,6 @@ impl Lock {
             explicit: Explicit::ALL,
             ..self.clone()
         })
-    }
-
-    /// Takes the lock through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.client = Some(client.clone());
-        self
     }
 
     /// The key as given (without the client's prefix).

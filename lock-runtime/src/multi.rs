@@ -1,7 +1,6 @@
 //! Several keys at once, all or none: a transfer between two accounts locks both.
 
 use std::future::Future;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -83,50 +82,12 @@ impl MultiLock {
         }
     }
 
-    /// Sets each lock's lease (default 30 s).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.options.ttl = ttl;
-        self.explicit.ttl = true;
-        self
-    }
-
-    /// Sets how long the whole acquisition may wait (default 10 s; zero tries each once).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.options.wait = wait;
-        self.explicit.wait = true;
-        self
-    }
-
-    /// Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default
-    /// cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.options.on_lost = on_lost;
-        self
-    }
-
-    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given, as with [`Lock::with_options`].
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.explicit = Explicit::of(&options);
-        self.options = options;
-        self
-    }
-
-    /// Replaces all options, with which of `ttl` and `wait` count as given.
-    pub(crate) fn with_explicit_options(
-        mut self,
-        options: LockOptions,
-        explicit: Explicit,
-    ) -> Self {
-        self.options = options;
-        self.explicit = explicit;
-        self
-    }
-
-    /// Takes the locks through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.client = Some(client.clone());
-        self
+    crate::builder::shared_setters! {
+        ttl: " Sets each lock's lease (default 30 s).",
+        wait: " Sets how long the whole acquisition may wait (default 10 s; zero tries each once).",
+        on_lost: " Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default\n cancel).",
+        with_options: " Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given, as with [`Lock::with_options`].",
+        client: " Takes the locks through `client` instead of the global one.",
     }
 
     /// The keys, in the order they are taken.

@@ -202,57 +202,14 @@ impl RwLock {
         }
     }
 
-    /// Sets the lease of each holder, reader or writer (default 30 s or the client's
-    /// `Config::default_ttl`).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.options.ttl = ttl;
-        self.explicit.ttl = true;
-        self
-    }
-
-    /// Sets how long to wait (default 10 s; zero tries once). A writer's wait covers its
-    /// turn in the queue and the readers' leaving.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.options.wait = wait;
-        self.explicit.wait = true;
-        self
-    }
-
-    /// Turns renewal on or off (default on).
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.options.watchdog = watchdog;
-        self
-    }
-
-    /// Sets what the `run_*` helpers do when the lease is lost (default cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.options.on_lost = on_lost;
-        self
-    }
-
-    /// Issues a fencing token on every write acquisition (default off; readers get none).
-    pub fn fencing(mut self, fencing: bool) -> Self {
-        self.options.fencing = fencing;
-        self
-    }
-
-    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given, as with [`Lock::with_options`].
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.explicit = Explicit::of(&options);
-        self.options = options;
-        self
-    }
-
-    /// Replaces all options, with which of `ttl` and `wait` count as given.
-    pub(crate) fn with_explicit_options(
-        mut self,
-        options: LockOptions,
-        explicit: Explicit,
-    ) -> Self {
-        self.options = options;
-        self.explicit = explicit;
-        self
+    crate::builder::shared_setters! {
+        ttl: " Sets the lease of each holder, reader or writer (default 30 s or the client's\n `Config::default_ttl`).",
+        wait: " Sets how long to wait (default 10 s; zero tries once). A writer's wait covers its\n turn in the queue and the readers' leaving.",
+        watchdog: " Turns renewal on or off (default on).",
+        on_lost: " Sets what the `run_*` helpers do when the lease is lost (default cancel).",
+        fencing: " Issues a fencing token on every write acquisition (default off; readers get none).",
+        with_options: " Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given, as with [`Lock::with_options`].",
+        client: " Takes the lock through `client` instead of the global one.",
     }
 
     /// This lock with the client's default ttl and wait in place of those not given;
@@ -262,12 +219,6 @@ impl RwLock {
             .explicit
             .resolve(&self.options, client.lock_defaults())?;
         Some(self.clone().with_explicit_options(options, Explicit::ALL))
-    }
-
-    /// Takes the lock through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.client = Some(client.clone());
-        self
     }
 
     /// The key as given (without the client's prefix).

@@ -100,58 +100,13 @@ impl Semaphore {
         }
     }
 
-    /// Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at
-    /// most [`MAX_TTL`]).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.options.ttl = ttl;
-        self.explicit.ttl = true;
-        self
-    }
-
-    /// Sets how long to wait for a free permit (default 10 s or the client's
-    /// `Config::default_wait`; zero tries once).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.options.wait = wait;
-        self.explicit.wait = true;
-        self
-    }
-
-    /// Turns renewal on or off (default on); off, a permit ends `ttl` after it was taken.
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.options.watchdog = watchdog;
-        self
-    }
-
-    /// Sets what [`run`](Semaphore::run) does when the permit's lease is lost (default cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.options.on_lost = on_lost;
-        self
-    }
-
-    /// Replaces all options at once (fencing and `hold_at_least` are refused at acquire:
-    /// a semaphore has neither). A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given, as with [`Lock::with_options`](crate::Lock::with_options).
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.explicit = Explicit::of(&options);
-        self.options = options;
-        self
-    }
-
-    /// Replaces all options, with which of `ttl` and `wait` count as given.
-    pub(crate) fn with_explicit_options(
-        mut self,
-        options: LockOptions,
-        explicit: Explicit,
-    ) -> Self {
-        self.options = options;
-        self.explicit = explicit;
-        self
-    }
-
-    /// Takes the permits through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.client = Some(client.clone());
-        self
+    crate::builder::shared_setters! {
+        ttl: " Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at\n most [`MAX_TTL`]).",
+        wait: " Sets how long to wait for a free permit (default 10 s or the client's\n `Config::default_wait`; zero tries once).",
+        watchdog: " Turns renewal on or off (default on); off, a permit ends `ttl` after it was taken.",
+        on_lost: " Sets what [`run`](Semaphore::run) does when the permit's lease is lost (default cancel).",
+        with_options: " Replaces all options at once (fencing and `hold_at_least` are refused at acquire:\n a semaphore has neither). A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given, as with [`Lock::with_options`](crate::Lock::with_options).",
+        client: " Takes the permits through `client` instead of the global one.",
     }
 
     /// The key as given (without the client's prefix).

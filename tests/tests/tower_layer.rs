@@ -202,3 +202,31 @@ async fn a_lock_found_taken_over_at_release_is_a_503() {
     assert_eq!(reply.status, 503, "{}", reply.head);
     assert_eq!(server.get("sign-in:9").as_deref(), Some("other-owner"));
 }
+
+/// A ttl the layer sets is the ttl of its locks, also when it equals the library's
+/// default: the client's `default_ttl` fills in only a ttl the layer does not set. (Before
+/// the layer counted which options were given, a 30 s ttl, the library's default, was
+/// taken as unset and the client's 2 s applied.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_the_layer_sets_wins_over_the_clients_default() {
+    let server = RedisServer::start();
+    let client =
+        LockClient::new(Config::single(server.url()).default_ttl(Duration::from_secs(2))).unwrap();
+    let handler = Arc::new(Handler::default());
+    let layer = LockLayer::new(user_key as fn(&Request) -> Option<String>)
+        .client(&client)
+        .ttl(Duration::from_secs(30));
+    let port = serve(layer, Arc::clone(&handler)).await;
+    let entered = handler.entered.notified();
+    let request = tokio::spawn(post_gift(port, Some(7)));
+    tokio::time::timeout(REQUEST_TIMEOUT, entered)
+        .await
+        .expect("the request never reached the handler");
+    let pttl = server.pttl("sign-in:7");
+    handler.gate.notify_one();
+    assert_eq!(request.await.unwrap().status, 200);
+    assert!(
+        pttl > 20_000,
+        "the lock's PTTL was {pttl} ms, not the layer's 30 s"
+    );
+}
