@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient, LockError, LockGuard, LostCause};
 use lock_tests::RedisServer;
+use lock_tests::failover::{Tally, kind, summary};
 use lock_tests::proxy::{Direction, FaultProxy};
 
 /// Forced failovers per run, each way (without the option, with it).
@@ -162,25 +163,6 @@ fn client(door: &FaultProxy, replicas: bool) -> LockClient {
     LockClient::new(config).unwrap()
 }
 
-/// What one forced failover showed.
-#[derive(Debug, Default)]
-struct Tally {
-    /// The first client was told it holds the key.
-    first_granted: usize,
-    /// The second client was granted the key while the first still believed it held it.
-    double_grants: usize,
-    /// How the first holder learned of the loss, and how long after the second's grant.
-    lost: Vec<(LostCause, Duration)>,
-    /// The first holder was never told (within 3 ttls).
-    never_told: usize,
-    /// What refused the first client (not granted).
-    first_refused: Vec<String>,
-    /// What the second client got when it was not granted.
-    second_refused: Vec<String>,
-    /// After the old primary rejoined, the second client took and released the key.
-    after_rejoin: usize,
-}
-
 async fn one_failover(
     pair: &mut Pair,
     (first, second): (&LockClient, &LockClient),
@@ -267,40 +249,6 @@ async fn one_failover(
         }
         Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
     }
-}
-
-/// An error's variant, with the replica counts of `NotReplicated` (the key differs each time).
-fn kind(err: &LockError) -> String {
-    match err {
-        LockError::NotReplicated {
-            confirmed, needed, ..
-        } => format!("NotReplicated ({confirmed} of {needed})"),
-        LockError::Backend { .. } => format!(
-            "Backend ({})",
-            std::error::Error::source(err).map_or(String::new(), ToString::to_string)
-        ),
-        other => format!("{other:?}")
-            .split([' ', '{'])
-            .next()
-            .unwrap()
-            .to_owned(),
-    }
-}
-
-fn summary(mut items: Vec<String>) -> String {
-    items.sort();
-    let mut counted: Vec<(String, usize)> = Vec::new();
-    for item in items {
-        match counted.last_mut() {
-            Some((last, count)) if *last == item => *count += 1,
-            _ => counted.push((item, 1)),
-        }
-    }
-    counted
-        .iter()
-        .map(|(item, count)| format!("{count}x {item}"))
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 async fn run(replicas: bool) -> Tally {

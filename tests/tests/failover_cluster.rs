@@ -25,9 +25,10 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{Config, LockClient, LockError, LostCause};
+use lock_runtime::{Config, LockClient, LostCause};
 use lock_tests::RedisServer;
 use lock_tests::cluster::RedisCluster;
+use lock_tests::failover::{Tally, info, kind, summary, wait_for};
 use lock_tests::proxy::FaultProxy;
 
 /// Failovers per mode at most, and the time a mode may start new ones in.
@@ -48,29 +49,6 @@ const TAG: &str = "{failover}";
 
 fn figure(text: &str) {
     println!("FIGURE failover-cluster: {text}");
-}
-
-/// Polls `condition` every 20 ms for at most `bound`; panics with `what` if it never holds.
-fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    for _ in 0..100_000 {
-        if condition() {
-            return;
-        }
-        assert!(
-            started.elapsed() < bound,
-            "{what} did not happen within {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what}: poll budget spent");
-}
-
-fn info(server: &RedisServer, section: &str) -> String {
-    redis::cmd("INFO")
-        .arg(section)
-        .query(&mut server.conn())
-        .unwrap_or_default()
 }
 
 fn config_set(server: &RedisServer, name: &str, value: &str) {
@@ -302,59 +280,6 @@ impl Shard {
         };
         LockClient::new(config).unwrap()
     }
-}
-
-/// What the failovers of one mode showed.
-#[derive(Debug, Default)]
-struct Tally {
-    failovers: usize,
-    /// Kill to another master naming the new one, per failover.
-    took: Vec<Duration>,
-    first_granted: usize,
-    /// The second client was granted the key while the first still believed it held it.
-    double_grants: usize,
-    /// The first holder had been told of the loss before the second's grant (no overlap).
-    told_before_the_second: usize,
-    /// How the first holder learned of the loss, and how long after the second's grant
-    /// (just after it, for those told before).
-    lost: Vec<(LostCause, Duration)>,
-    never_told: usize,
-    first_refused: Vec<String>,
-    second_refused: Vec<String>,
-    after_rejoin: usize,
-}
-
-fn kind(err: &LockError) -> String {
-    match err {
-        LockError::NotReplicated {
-            confirmed, needed, ..
-        } => format!("NotReplicated ({confirmed} of {needed})"),
-        LockError::Backend { .. } => format!(
-            "Backend ({})",
-            std::error::Error::source(err).map_or(String::new(), ToString::to_string)
-        ),
-        other => format!("{other:?}")
-            .split([' ', '{'])
-            .next()
-            .unwrap()
-            .to_owned(),
-    }
-}
-
-fn summary(mut items: Vec<String>) -> String {
-    items.sort();
-    let mut counted: Vec<(String, usize)> = Vec::new();
-    for item in items {
-        match counted.last_mut() {
-            Some((last, count)) if *last == item => *count += 1,
-            _ => counted.push((item, 1)),
-        }
-    }
-    counted
-        .iter()
-        .map(|(item, count)| format!("{count}x {item}"))
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 async fn one_failover(shard: &mut Shard, replicas: bool, tally: &mut Tally) {

@@ -36,8 +36,9 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{Config, LockClient, LockError, LostCause};
+use lock_runtime::{Config, LockClient, LostCause};
 use lock_tests::RedisServer;
+use lock_tests::failover::{Tally, info, kind, summary, wait_for};
 use lock_tests::proxy::{Direction, FaultProxy};
 
 /// The name the sentinels monitor the primary under.
@@ -68,29 +69,6 @@ const SERVER_ARGS: [&str; 4] = [
 
 fn figure(text: &str) {
     println!("FIGURE failover-sentinel: {text}");
-}
-
-/// Polls `condition` every 20 ms for at most `bound`; panics with `what` if it never holds.
-fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    for _ in 0..100_000 {
-        if condition() {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < bound,
-            "{what} did not happen within {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what}: poll budget spent");
-}
-
-fn info(server: &RedisServer, section: &str) -> String {
-    redis::cmd("INFO")
-        .arg(section)
-        .query(&mut server.conn())
-        .unwrap_or_default()
 }
 
 /// Two data nodes, the replica's link, and three sentinels.
@@ -270,65 +248,6 @@ impl Deployment {
     }
 }
 
-/// What the failovers of one mode showed.
-#[derive(Debug, Default)]
-struct Tally {
-    failovers: usize,
-    /// Kill to every sentinel naming the promoted replica, per failover.
-    sentinel_took: Vec<Duration>,
-    /// The first client was told it holds the key.
-    first_granted: usize,
-    /// The second client was granted the key while the first still believed it held it.
-    double_grants: usize,
-    /// The first holder had been told of the loss before the second's grant (no overlap).
-    told_before_the_second: usize,
-    /// How the first holder learned of the loss, and how long after the second's grant
-    /// (just after it, for those told before).
-    lost: Vec<(LostCause, Duration)>,
-    /// The first holder was never told (within a ttl).
-    never_told: usize,
-    first_refused: Vec<String>,
-    second_refused: Vec<String>,
-    /// After the old primary rejoined, the second client took and released the key.
-    after_rejoin: usize,
-    /// Times a sentinel had pointed the replica past the link and it was put back.
-    relinked: usize,
-}
-
-/// An error's variant, with the replica counts of `NotReplicated`.
-fn kind(err: &LockError) -> String {
-    match err {
-        LockError::NotReplicated {
-            confirmed, needed, ..
-        } => format!("NotReplicated ({confirmed} of {needed})"),
-        LockError::Backend { .. } => format!(
-            "Backend ({})",
-            std::error::Error::source(err).map_or(String::new(), ToString::to_string)
-        ),
-        other => format!("{other:?}")
-            .split([' ', '{'])
-            .next()
-            .unwrap()
-            .to_owned(),
-    }
-}
-
-fn summary(mut items: Vec<String>) -> String {
-    items.sort();
-    let mut counted: Vec<(String, usize)> = Vec::new();
-    for item in items {
-        match counted.last_mut() {
-            Some((last, count)) if *last == item => *count += 1,
-            _ => counted.push((item, 1)),
-        }
-    }
-    counted
-        .iter()
-        .map(|(item, count)| format!("{count}x {item}"))
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 async fn one_failover(deployment: &mut Deployment, replicas: bool, tally: &mut Tally) {
     let key = format!("failover:{}", uuid::Uuid::new_v4().simple());
     if tokio::task::block_in_place(|| deployment.relink()) {
@@ -358,7 +277,7 @@ async fn one_failover(deployment: &mut Deployment, replicas: bool, tally: &mut T
         );
     }
     let took = tokio::task::block_in_place(|| deployment.fail_over());
-    tally.sentinel_took.push(took);
+    tally.took.push(took);
     // A client that asks the sentinels now: it finds the promoted replica.
     let second = tokio::task::block_in_place(|| deployment.client(replicas));
     let second_result = second.lock(&key).ttl(TTL).try_acquire().await;
@@ -428,7 +347,7 @@ async fn run(replicas: bool) -> Tally {
     } else {
         "without the option"
     };
-    let mut took = tally.sentinel_took.clone();
+    let mut took = tally.took.clone();
     took.sort();
     figure(&format!(
         "{mode}: {} sentinel failovers in {:.1} s (kill to promotion: min {:?}, median {:?}, \
