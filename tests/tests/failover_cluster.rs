@@ -25,7 +25,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{Config, LockClient, LostCause};
+use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
 use lock_tests::cluster::RedisCluster;
 use lock_tests::failover::{Tally, info, kind, summary, wait_for};
