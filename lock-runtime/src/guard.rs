@@ -701,3 +701,5 @@ impl Drop for LockGuard {
         });
     }
 }
+
+crate::run_path::held_for_one_lease!(LockGuard, reentrant: LockGuard::is_reentrant);

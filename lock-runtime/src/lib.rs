@@ -137,6 +137,7 @@ mod redis_queue;
 #[cfg(feature = "redlock")]
 mod redlock;
 mod replicas;
+mod run_path;
 mod rwlock;
 mod scripts;
 mod semaphore;

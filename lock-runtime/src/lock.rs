@@ -17,9 +17,7 @@ use crate::redis_queue::{self, release::give_back};
 use crate::redlock;
 use crate::scripts::KeyNames;
 use crate::watchdog::{LeaseHandle, Retake};
-use crate::{
-    client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL, options::OnLost,
-};
+use crate::{client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
 /// that deadlines stay representable.
@@ -413,16 +411,16 @@ impl Lock {
     /// error, panics, or the returned future is dropped.
     ///
     /// On a lock error the body does not run and the error comes back as `E`. With
-    /// [`OnLost::Cancel`], a lease lost while `body` runs drops `body` at its next await
+    /// [`OnLost::Cancel`](crate::OnLost::Cancel), a lease lost while `body` runs drops `body` at its next await
     /// point and returns [`LockError::Lost`]. Inside `body`, [`crate::current_lock`] describes
     /// this lock, and a nested lock on the same key in the same task is reentrant.
     ///
     /// A loss found only at the release (the key gone, or held by another owner: a failover
     /// that promoted a replica without the key, an eviction between two renewals) is a loss
-    /// too: WARNed and counted, and with [`OnLost::Cancel`] the call returns
+    /// too: WARNed and counted, and with [`OnLost::Cancel`](crate::OnLost::Cancel) the call returns
     /// [`LockError::Lost`] with [`LostCause::FoundAtRelease`](crate::LostCause::FoundAtRelease)
     /// instead of the body's result. The body ran to its end then: its effects may have
-    /// happened without the lock. With [`OnLost::Continue`] the body's result is returned
+    /// happened without the lock. With [`OnLost::Continue`](crate::OnLost::Continue) the body's result is returned
     /// and its [`current_lock`](crate::current_lock) reads lost.
     pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
     where
@@ -433,56 +431,7 @@ impl Lock {
         // lock they ran under; the lock's own events (acquired, released, lost) stay outside
         // it and name the key themselves: once per line.
         let span = tracing::debug_span!("distributed_lock", key = %self.key);
-        self.run_guarded(tracing::Instrument::instrument(body, span))
-            .await
-    }
-
-    async fn run_guarded<F, T, E>(&self, body: F) -> Result<T, E>
-    where
-        F: Future<Output = Result<T, E>>,
-        E: From<LockError>,
-    {
-        let guard = match self.acquire().await {
-            Ok(guard) => guard,
-            Err(err) => return Err(err.into()),
-        };
-        if guard.is_reentrant() {
-            // The outer body of this task holds the lock, renews it and watches for loss.
-            return body.await;
-        }
-        let current = guard.current();
-        let outcome = match self.options.on_lost {
-            OnLost::Continue => Ok(context::hold(current.clone(), body).await),
-            _ => {
-                // Pinned here: moved into `until_lost`, a nested body would double its size.
-                let body = context::hold(current.clone(), body);
-                tokio::pin!(body);
-                crate::lost_signal::until_lost(body, || guard.lost_cause(), guard.lost())
-                    .await
-                    .map_err(|cause| LockError::Lost {
-                        key: guard.key().to_owned(),
-                        cause,
-                    })
-            }
-        };
-        if let Err(LockError::Lost { key, cause }) = &outcome {
-            tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
-        }
-        if let Err(err) = guard.release().await {
-            // The body's outcome stands; the lease runs out by itself.
-            tracing::warn!(key = %err.key(), error = %err.cause(), "releasing the lock failed");
-        }
-        // A loss the release found (or one reported after the body ended) is a loss like
-        // one found while the body ran; the body's effects may have happened.
-        let outcome = match (outcome, current.lost_cause()) {
-            (Ok(_), Some(cause)) if self.options.on_lost != OnLost::Continue => {
-                Err(LockError::Lost {
-                    key: current.key().to_owned(),
-                    cause,
-                })
-            }
-            (outcome, _) => outcome,
-        };
-        outcome.unwrap_or_else(|err| Err(err.into()))
+        let body = tracing::Instrument::instrument(body, span);
+        crate::run_path::run_held!(self.acquire(), self.options.on_lost, body)
     }
 }

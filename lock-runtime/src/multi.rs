@@ -4,11 +4,11 @@ use std::future::Future;
 
 use tokio::time::Instant;
 
-use crate::context;
+use crate::context::{self, CurrentLock};
 use crate::options::Explicit;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    guard::LockGuard, lock::Lock, options::LockOptions, options::OnLost,
+    guard::LockGuard, lock::Lock, options::LockOptions,
 };
 
 /// Locks on several keys, taken all or none (Redisson's `MultiLock`, node-redlock's
@@ -138,9 +138,9 @@ impl MultiLock {
     /// error, panics, or the returned future is dropped: [`Lock::run`] for several keys.
     ///
     /// On a lock error the body does not run (the keys taken so far are released first)
-    /// and the error comes back as `E`. With [`OnLost::Cancel`], a lease lost on *any* key
+    /// and the error comes back as `E`. With [`OnLost::Cancel`](crate::OnLost::Cancel), a lease lost on *any* key
     /// while `body` runs drops `body` at its next await point and returns
-    /// [`LockError::Lost`] naming that key; with [`OnLost::Continue`] the body finishes.
+    /// [`LockError::Lost`] naming that key; with [`OnLost::Continue`](crate::OnLost::Continue) the body finishes.
     /// A key whose release finds it gone or held by another owner is lost too, as with
     /// [`Lock::run`]: `Lost` with [`LostCause::FoundAtRelease`] under `Cancel` (the body's
     /// effects may have happened), the body's result under `Continue`.
@@ -169,63 +169,8 @@ impl MultiLock {
     {
         // As in `Lock::run`: the span covers the body, the lock's own events name their key.
         let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
-        self.run_guarded(tracing::Instrument::instrument(body, span))
-            .await
-    }
-
-    async fn run_guarded<F, T, E>(&self, body: F) -> Result<T, E>
-    where
-        F: Future<Output = Result<T, E>>,
-        E: From<LockError>,
-    {
-        let all = match self.acquire().await {
-            Ok(all) => all,
-            Err(err) => return Err(err.into()),
-        };
-        let held: Vec<_> = all.guards.iter().map(LockGuard::current).collect();
-        // The keys this call owns (a reentrant key's loss is its outer holder's to report).
-        let owned: Vec<_> = all
-            .guards
-            .iter()
-            .zip(&held)
-            .filter(|(guard, _)| !guard.is_reentrant())
-            .map(|(_, current)| current.clone())
-            .collect();
-        let body = context::hold_all(held, body);
-        // Pinned here: moved into `until_lost`, a nested body would double its size.
-        tokio::pin!(body);
-        let outcome = match self.options.on_lost {
-            OnLost::Continue => Ok(body.await),
-            _ => {
-                let now = || {
-                    owned
-                        .iter()
-                        .find_map(|current| Some((current.key().to_owned(), current.lost_cause()?)))
-                };
-                crate::lost_signal::until_lost(body, now, all.lost())
-                    .await
-                    .map_err(|(key, cause)| LockError::Lost { key, cause })
-            }
-        };
-        if let Err(LockError::Lost { key, cause }) = &outcome {
-            tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
-        }
-        if let Err(err) = all.release().await {
-            // The body's outcome stands; the leases not released run out by themselves.
-            tracing::warn!(key = %err.key(), error = %err.cause(), "releasing the locks failed");
-        }
-        // A loss a release found (or one reported after the body ended) is a loss like one
-        // found while the body ran; the body's effects may have happened.
-        let lost = owned
-            .iter()
-            .find_map(|current| Some((current.key().to_owned(), current.lost_cause()?)));
-        let outcome = match (outcome, lost) {
-            (Ok(_), Some((key, cause))) if self.options.on_lost != OnLost::Continue => {
-                Err(LockError::Lost { key, cause })
-            }
-            (outcome, _) => outcome,
-        };
-        outcome.unwrap_or_else(|err| Err(err.into()))
+        let body = tracing::Instrument::instrument(body, span);
+        crate::run_path::run_held!(self.acquire(), self.options.on_lost, body)
     }
 }
 
@@ -278,5 +223,38 @@ async fn release_all(guards: Vec<LockGuard>) {
         if let Err(err) = guard.release().await {
             tracing::warn!(key = %err.key(), error = %err.cause(), "releasing a partial multi-lock failed");
         }
+    }
+}
+
+impl crate::run_path::Held for MultiGuard {
+    /// Every key's hold (as the body sees them), and those this call owns (a re-entered
+    /// key's loss is its outer holder's to report).
+    type Watch = (Vec<CurrentLock>, Vec<CurrentLock>);
+
+    fn is_reentrant(&self) -> bool {
+        false
+    }
+
+    fn watch(&self) -> Self::Watch {
+        let owned = self
+            .guards
+            .iter()
+            .filter(|guard| !guard.is_reentrant())
+            .map(LockGuard::current)
+            .collect();
+        (self.guards.iter().map(LockGuard::current).collect(), owned)
+    }
+
+    fn hold<F: Future>(watch: &Self::Watch, body: F) -> impl Future<Output = F::Output> {
+        context::hold_all(watch.0.clone(), body)
+    }
+
+    async fn lost(&self) -> LockError {
+        let (key, cause) = MultiGuard::lost(self).await;
+        LockError::Lost { key, cause }
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        MultiGuard::release(self).await.map(drop)
     }
 }

@@ -32,14 +32,13 @@ use crate::scripts::{Call, KeyNames, invoke};
 use crate::watchdog::LeaseHandle;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    guard::LockGuard, lock::Lock, options::LockOptions, options::OnLost,
+    guard::LockGuard, lock::Lock, options::LockOptions,
 };
 
 pub(crate) mod read_guard;
-mod run;
 pub(crate) mod shares;
+use crate::run_path::run_held;
 use read_guard::ReadGuard;
-use run::run_held;
 use shares::*;
 
 /// A script of the read-write lock: its shared part (the set of readers), then its own.
@@ -603,13 +602,8 @@ impl RwLock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "read");
-        let guard = self.read().await;
-        run_held(
-            guard,
-            self.options.on_lost,
-            tracing::Instrument::instrument(body, span),
-        )
-        .await
+        let body = tracing::Instrument::instrument(body, span);
+        run_held!(self.read(), self.options.on_lost, body)
     }
 
     /// Takes the key for writing, runs `body`, and releases it, also when `body` returns an
@@ -633,12 +627,7 @@ impl RwLock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "write");
-        let guard = self.write().await;
-        run_held(
-            guard,
-            self.options.on_lost,
-            tracing::Instrument::instrument(body, span),
-        )
-        .await
+        let body = tracing::Instrument::instrument(body, span);
+        run_held!(self.write(), self.options.on_lost, body)
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::context::{self, CurrentLock};
+use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::lock::MAX_WAIT;
 use crate::options::Explicit;
@@ -26,7 +26,7 @@ use crate::wakeups::WaitTicket;
 use crate::watchdog::LeaseHandle;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    options::LockOptions, options::MAX_TTL, options::OnLost,
+    options::LockOptions, options::MAX_TTL,
 };
 
 /// The most permits a semaphore may have.
@@ -89,7 +89,7 @@ pub struct Semaphore {
 
 impl Semaphore {
     /// A semaphore of `permits` on `key` with default options (ttl 30 s, wait 10 s,
-    /// watchdog on, [`OnLost::Cancel`]), on the global client.
+    /// watchdog on, [`OnLost::Cancel`](crate::OnLost::Cancel)), on the global client.
     pub fn new(key: impl Into<String>, permits: u32) -> Self {
         Semaphore {
             key: key.into(),
@@ -350,7 +350,7 @@ impl Semaphore {
     /// an error, panics, or the returned future is dropped.
     ///
     /// On a lock error the body does not run and the error comes back as `E`. With
-    /// [`OnLost::Cancel`], a lease lost while `body` runs drops `body` at its next await
+    /// [`OnLost::Cancel`](crate::OnLost::Cancel), a lease lost while `body` runs drops `body` at its next await
     /// point and returns [`LockError::Lost`]. Inside `body`, [`crate::current_lock`]
     /// describes the permit (its key, whether it was lost).
     ///
@@ -370,36 +370,8 @@ impl Semaphore {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
-        let guard = match self.acquire().await {
-            Ok(guard) => guard,
-            Err(err) => return Err(err.into()),
-        };
-        let current = guard.current();
-        let body = context::hold(current.clone(), tracing::Instrument::instrument(body, span));
-        // Pinned here: moved into `until_lost`, a nested body would double its size.
-        tokio::pin!(body);
-        let outcome = match self.options.on_lost {
-            OnLost::Continue => Ok(body.await),
-            _ => crate::lost_signal::until_lost(body, || guard.lost_cause(), guard.lost())
-                .await
-                .map_err(|cause| LockError::Lost {
-                    key: guard.key().to_owned(),
-                    cause,
-                }),
-        };
-        if let Err(err) = guard.release().await {
-            tracing::warn!(key = %err.key(), error = %err.cause(), "giving the permit back failed");
-        }
-        let outcome = match (outcome, current.lost_cause()) {
-            (Ok(_), Some(cause)) if self.options.on_lost != OnLost::Continue => {
-                Err(LockError::Lost {
-                    key: current.key().to_owned(),
-                    cause,
-                })
-            }
-            (outcome, _) => outcome,
-        };
-        outcome.unwrap_or_else(|err| Err(err.into()))
+        let body = tracing::Instrument::instrument(body, span);
+        crate::run_path::run_held!(self.acquire(), self.options.on_lost, body)
     }
 }
 
@@ -628,3 +600,5 @@ impl Drop for SemaphoreGuard {
         });
     }
 }
+
+crate::run_path::held_for_one_lease!(SemaphoreGuard, reentrant: |_| false);

@@ -182,3 +182,5 @@ impl Drop for ReadGuard {
         });
     }
 }
+
+crate::run_path::held_for_one_lease!(ReadGuard, reentrant: ReadGuard::is_reentrant);

@@ -1,0 +1,172 @@
+//! The one run path of guarded bodies (`Lock::run`, the attribute, `RwLock::run_read` and
+//! `run_write`, `Semaphore::run`, `MultiLock::run`): the lock error instead of the body,
+//! the body described by [`crate::current_lock`] while it runs and stopped at a loss (with
+//! [`OnLost::Cancel`]), the release after it, and a loss the release found reported.
+
+use std::future::Future;
+
+use crate::error::LockError;
+use crate::options::OnLost;
+
+/// What the run path needs of a hold: a lock's, a reader's, a permit's, or several locks'.
+pub(crate) trait Held: Sized {
+    /// What tells of the hold's loss, kept past its release.
+    type Watch: Watch;
+
+    /// An outer holder in this task owns the lock: the body runs as it is, and the loss
+    /// is the outer holder's to report.
+    fn is_reentrant(&self) -> bool;
+
+    /// The watch over this hold's loss.
+    fn watch(&self) -> Self::Watch;
+
+    /// `body`, with [`crate::current_lock`] describing the hold `watch` watches inside it.
+    fn hold<F: Future>(watch: &Self::Watch, body: F) -> impl Future<Output = F::Output>;
+
+    /// Resolves when the hold is lost, with the error that says so.
+    fn lost(&self) -> impl Future<Output = LockError>;
+
+    /// Gives the hold back.
+    fn release(self) -> impl Future<Output = Result<(), LockError>>;
+}
+
+/// Tells whether a hold is lost now (told, or past its validity point by the clock).
+pub(crate) trait Watch {
+    /// The loss as the error a stopped body returns, if the hold is lost.
+    fn lost_now(&self) -> Option<LockError>;
+}
+
+/// Runs `$body` under what `$acquire` (a future) takes (see the module's docs), in the
+/// calling `async fn` itself: a macro, not a function, so that the body's future is not
+/// moved into one more future (each such layer holds the body again, and nested guarded
+/// bodies doubled their size per level: `mutation_gaps`'s nested bodies overflowed their
+/// stack).
+macro_rules! run_held {
+    ($acquire:expr, $on_lost:expr, $body:expr) => {{
+        use $crate::run_path::{Held, Watch as _};
+        let on_lost: $crate::options::OnLost = $on_lost;
+        match $acquire.await {
+            Err(err) => Err(err.into()),
+            Ok(held) if Held::is_reentrant(&held) => $body.await,
+            Ok(held) => {
+                let watch = Held::watch(&held);
+                let body = $crate::run_path::hold(&held, &watch, $body);
+                // Pinned here: moved into `until_lost`, a nested body would double its size.
+                tokio::pin!(body);
+                let outcome = match on_lost {
+                    $crate::options::OnLost::Continue => Ok(body.await),
+                    _ => {
+                        $crate::lost_signal::until_lost(
+                            body,
+                            || watch.lost_now(),
+                            Held::lost(&held),
+                        )
+                        .await
+                    }
+                };
+                $crate::run_path::finish(held, &watch, on_lost, outcome)
+                    .await
+                    .unwrap_or_else(|err| Err(err.into()))
+            }
+        }
+    }};
+}
+
+pub(crate) use run_held;
+
+/// The body of `held` with [`crate::current_lock`] describing it (for [`run_held!`]).
+pub(crate) fn hold<'w, H: Held, F: Future>(
+    _held: &H,
+    watch: &'w H::Watch,
+    body: F,
+) -> impl Future<Output = F::Output> + use<'w, H, F> {
+    H::hold(watch, body)
+}
+
+/// After the body (for [`run_held!`]): tells a loss that stopped it, gives the hold back,
+/// and turns a loss the release found (or one reported after the body ended) into the
+/// outcome: a loss like one found while the body ran, whose effects may have happened.
+pub(crate) async fn finish<H: Held, T>(
+    held: H,
+    watch: &H::Watch,
+    on_lost: OnLost,
+    outcome: Result<T, LockError>,
+) -> Result<T, LockError> {
+    if let Err(LockError::Lost { key, cause }) = &outcome {
+        tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
+    }
+    if let Err(err) = held.release().await {
+        // The body's outcome stands; the lease runs out by itself.
+        tracing::warn!(key = %err.key(), error = %err.cause(), "giving the lock back failed");
+    }
+    match (outcome, watch.lost_now()) {
+        (Ok(_), Some(lost)) if on_lost != OnLost::Continue => Err(lost),
+        (outcome, _) => outcome,
+    }
+}
+
+impl Watch for crate::context::CurrentLock {
+    fn lost_now(&self) -> Option<LockError> {
+        let cause = self.lost_cause()?;
+        Some(LockError::Lost {
+            key: self.key().to_owned(),
+            cause,
+        })
+    }
+}
+
+/// Several holds (a multi-lock's): every one, and those whose loss is this call's to report.
+impl Watch
+    for (
+        Vec<crate::context::CurrentLock>,
+        Vec<crate::context::CurrentLock>,
+    )
+{
+    fn lost_now(&self) -> Option<LockError> {
+        self.1.iter().find_map(Watch::lost_now)
+    }
+}
+
+/// [`Held`] for a guard of one lease (a lock's, a reader's, a permit's): its watch is the
+/// [`CurrentLock`](crate::context::CurrentLock) a body sees.
+macro_rules! held_for_one_lease {
+    ($guard:ty, reentrant: $reentrant:expr) => {
+        impl $crate::run_path::Held for $guard {
+            type Watch = $crate::context::CurrentLock;
+
+            fn is_reentrant(&self) -> bool {
+                let reentrant: fn(&$guard) -> bool = $reentrant;
+                reentrant(self)
+            }
+
+            fn watch(&self) -> Self::Watch {
+                self.current()
+            }
+
+            fn hold<F: std::future::Future>(
+                watch: &Self::Watch,
+                body: F,
+            ) -> impl std::future::Future<Output = F::Output> {
+                $crate::context::hold(watch.clone(), body)
+            }
+
+            fn lost(&self) -> impl std::future::Future<Output = $crate::error::LockError> {
+                async move {
+                    let cause = <$guard>::lost(self).await;
+                    $crate::error::LockError::Lost {
+                        key: self.key().to_owned(),
+                        cause,
+                    }
+                }
+            }
+
+            fn release(
+                self,
+            ) -> impl std::future::Future<Output = Result<(), $crate::error::LockError>> {
+                async move { <$guard>::release(self).await.map(drop) }
+            }
+        }
+    };
+}
+
+pub(crate) use held_for_one_lease;
