@@ -349,20 +349,7 @@ impl LockGuard {
         }
     }
 
-    /// Whether the lease has been lost (and why), as far as the watchdog knows.
-    pub fn lost_cause(&self) -> Option<LostCause> {
-        self.lease.lost.cause()
-    }
-
-    /// Whether the lease has been lost.
-    pub fn is_lost(&self) -> bool {
-        self.lost_cause().is_some()
-    }
-
-    /// Resolves when the lease is lost; never, while it is held.
-    pub async fn lost(&self) -> LostCause {
-        self.lease.lost.lost().await
-    }
+    crate::lost_signal::loss_accessors!("the lease");
 
     /// Releases the lock and reports what Redis had: our token (released), nothing
     /// (the lease had expired), or another owner's token (left alone).

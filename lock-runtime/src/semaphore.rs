@@ -521,20 +521,7 @@ impl SemaphoreGuard {
         self.acquired_at.elapsed()
     }
 
-    /// Whether the permit's lease has been lost (and why), as far as the watchdog knows.
-    pub fn lost_cause(&self) -> Option<LostCause> {
-        self.lease.lost.cause()
-    }
-
-    /// Whether the permit's lease has been lost.
-    pub fn is_lost(&self) -> bool {
-        self.lost_cause().is_some()
-    }
-
-    /// Resolves when the permit's lease is lost; never, while it is held.
-    pub async fn lost(&self) -> LostCause {
-        self.lease.lost.lost().await
-    }
+    crate::lost_signal::loss_accessors!("the permit's lease");
 
     /// What a guarded body sees of this permit through [`crate::current_lock`].
     fn current(&self) -> CurrentLock {

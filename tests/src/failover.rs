@@ -2,7 +2,7 @@
 //! Sentinel, a cluster shard): the tally of their outcomes and the helpers that report and
 //! wait.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lock_runtime::{LockError, LostCause};
 
@@ -69,23 +69,6 @@ pub fn summary(mut items: Vec<String>) -> String {
         .map(|(item, count)| format!("{count}x {item}"))
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// Polls `condition` every 20 ms until it holds (how long that took), failing the test
-/// after `bound`.
-pub fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    for _ in 0..100_000 {
-        if condition() {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < bound,
-            "{what} did not happen within {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what}: poll budget spent");
 }
 
 /// `INFO section` of `server` (empty when it does not answer).

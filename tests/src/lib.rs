@@ -507,3 +507,20 @@ pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     }
     links.join(": ")
 }
+
+/// Polls `condition` every 20 ms until it holds (how long that took), failing the test
+/// after `bound`.
+pub fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    for _ in 0..100_000 {
+        if condition() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < bound,
+            "{what} did not happen within {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what}: poll budget spent");
+}

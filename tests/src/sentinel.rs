@@ -2,6 +2,7 @@
 //! `redis-server --sentinel` processes monitoring it under the name [`MASTER`], with short
 //! timeouts (down after 1 s, failover timeout 5 s) so that a failover takes seconds.
 
+use crate::wait_for;
 use std::time::{Duration, Instant};
 
 use crate::RedisServer;
@@ -9,22 +10,6 @@ use crate::tls::Certificates;
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER: &str = "mymaster";
-
-/// Polls `condition` every 20 ms for at most `bound`; panics with `what` if it never holds.
-fn wait_for(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    for _ in 0..100_000 {
-        if condition() {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < bound,
-            "{what} did not happen within {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what}: poll budget spent");
-}
 
 /// One primary, one replica, three sentinels.
 pub struct SentinelDeployment {

@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
 use lock_tests::cluster::RedisCluster;
-use lock_tests::failover::{Tally, info, kind, summary, wait_for};
+use lock_tests::failover::{Tally, info, kind, summary};
 use lock_tests::proxy::FaultProxy;
+use lock_tests::wait_for;
 
 /// Failovers per mode at most, and the time a mode may start new ones in.
 const MAX_FAILOVERS: usize = 20;

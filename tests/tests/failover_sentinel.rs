@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
-use lock_tests::failover::{Tally, info, kind, summary, wait_for};
+use lock_tests::failover::{Tally, info, kind, summary};
 use lock_tests::proxy::{Direction, FaultProxy};
+use lock_tests::wait_for;
 
 /// The name the sentinels monitor the primary under.
 const MASTER: &str = "mymaster";

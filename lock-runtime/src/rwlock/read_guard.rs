@@ -86,20 +86,7 @@ impl ReadGuard {
         self.acquired_at.elapsed()
     }
 
-    /// Whether the share's lease has been lost (and why), as far as the watchdog knows.
-    pub fn lost_cause(&self) -> Option<LostCause> {
-        self.lease.lost.cause()
-    }
-
-    /// Whether the share's lease has been lost.
-    pub fn is_lost(&self) -> bool {
-        self.lost_cause().is_some()
-    }
-
-    /// Resolves when the share's lease is lost; never, while it is held.
-    pub async fn lost(&self) -> LostCause {
-        self.lease.lost.lost().await
-    }
+    crate::lost_signal::loss_accessors!("the share's lease");
 
     /// What a guarded body sees of this share through [`crate::current_lock`].
     pub(super) fn current(&self) -> CurrentLock {
