@@ -7,7 +7,7 @@
 //! closed the client, waits (within a bound) for the count to reach zero before it
 //! collects again.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -17,6 +17,10 @@ use tokio::time::Instant;
 pub(crate) struct TriesInFlight {
     count: AtomicUsize,
     none: Notify,
+    /// A shutdown waits in [`settled`](TriesInFlight::settled): the last try to end wakes
+    /// it (otherwise ending a try touches only the count, as on every uncontended
+    /// acquisition).
+    awaited: AtomicBool,
 }
 
 /// One try in flight, until dropped: after its reply was read and what it holds was
@@ -26,18 +30,19 @@ pub(crate) struct TryInFlight<'a>(&'a TriesInFlight);
 impl TriesInFlight {
     /// Counts a try about to be sent.
     pub(crate) fn start(&self) -> TryInFlight<'_> {
-        self.count.fetch_add(1, Ordering::AcqRel);
+        self.count.fetch_add(1, Ordering::SeqCst);
         TryInFlight(self)
     }
 
     /// Waits until no try is in flight, or until `bound`.
     pub(crate) async fn settled(&self, bound: Instant) {
+        self.awaited.store(true, Ordering::SeqCst);
         for _ in 0..1_000 {
             let notified = self.none.notified();
             tokio::pin!(notified);
             // Registered before the look, so a try ending between the two still wakes us.
             notified.as_mut().enable();
-            if self.count.load(Ordering::Acquire) == 0 {
+            if self.count.load(Ordering::SeqCst) == 0 {
                 return;
             }
             if tokio::time::timeout_at(bound, notified).await.is_err() {
@@ -49,7 +54,8 @@ impl TriesInFlight {
 
 impl Drop for TryInFlight<'_> {
     fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.awaited.load(Ordering::SeqCst)
+        {
             self.0.none.notify_waiters();
         }
     }
