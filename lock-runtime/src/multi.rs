@@ -254,7 +254,9 @@ impl crate::run_path::Held for MultiGuard {
         LockError::Lost { key, cause }
     }
 
-    async fn release(self) -> Result<(), LockError> {
-        MultiGuard::release(self).await.map(drop)
+    type Released = Vec<ReleaseOutcome>;
+
+    fn release(self) -> impl Future<Output = Result<Vec<ReleaseOutcome>, LockError>> {
+        MultiGuard::release(self)
     }
 }

@@ -1,12 +1,11 @@
 //! The one run path of guarded bodies (`Lock::run`, the attribute, `RwLock::run_read` and
 //! `run_write`, `Semaphore::run`, `MultiLock::run`): the lock error instead of the body,
 //! the body described by [`crate::current_lock`] while it runs and stopped at a loss (with
-//! [`OnLost::Cancel`]), the release after it, and a loss the release found reported.
+//! [`OnLost::Cancel`](crate::OnLost::Cancel)), the release after it, and a loss the release found reported.
 
 use std::future::Future;
 
 use crate::error::LockError;
-use crate::options::OnLost;
 
 /// What the run path needs of a hold: a lock's, a reader's, a permit's, or several locks'.
 pub(crate) trait Held: Sized {
@@ -26,8 +25,11 @@ pub(crate) trait Held: Sized {
     /// Resolves when the hold is lost, with the error that says so.
     fn lost(&self) -> impl Future<Output = LockError>;
 
+    /// What the release reports.
+    type Released;
+
     /// Gives the hold back.
-    fn release(self) -> impl Future<Output = Result<(), LockError>>;
+    fn release(self) -> impl Future<Output = Result<Self::Released, LockError>>;
 }
 
 /// Tells whether a hold is lost now (told, or past its validity point by the clock).
@@ -64,9 +66,21 @@ macro_rules! run_held {
                         .await
                     }
                 };
-                $crate::run_path::finish(held, &watch, on_lost, outcome)
-                    .await
-                    .unwrap_or_else(|err| Err(err.into()))
+                if let Err($crate::error::LockError::Lost { key, cause }) = &outcome {
+                    tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
+                }
+                if let Err(err) = Held::release(held).await {
+                    // The body's outcome stands; the lease runs out by itself.
+                    tracing::warn!(key = %err.key(), error = %err.cause(), "giving the lock back failed");
+                }
+                // A loss the release found (or one reported after the body ended) is a loss
+                // like one found while the body ran; the body's effects may have happened.
+                match (outcome, watch.lost_now()) {
+                    (Ok(_), Some(lost)) if on_lost != $crate::options::OnLost::Continue => {
+                        Err(lost.into())
+                    }
+                    (outcome, _) => outcome.unwrap_or_else(|err| Err(err.into())),
+                }
             }
         }
     }};
@@ -81,28 +95,6 @@ pub(crate) fn hold<'w, H: Held, F: Future>(
     body: F,
 ) -> impl Future<Output = F::Output> + use<'w, H, F> {
     H::hold(watch, body)
-}
-
-/// After the body (for [`run_held!`]): tells a loss that stopped it, gives the hold back,
-/// and turns a loss the release found (or one reported after the body ended) into the
-/// outcome: a loss like one found while the body ran, whose effects may have happened.
-pub(crate) async fn finish<H: Held, T>(
-    held: H,
-    watch: &H::Watch,
-    on_lost: OnLost,
-    outcome: Result<T, LockError>,
-) -> Result<T, LockError> {
-    if let Err(LockError::Lost { key, cause }) = &outcome {
-        tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
-    }
-    if let Err(err) = held.release().await {
-        // The body's outcome stands; the lease runs out by itself.
-        tracing::warn!(key = %err.key(), error = %err.cause(), "giving the lock back failed");
-    }
-    match (outcome, watch.lost_now()) {
-        (Ok(_), Some(lost)) if on_lost != OnLost::Continue => Err(lost),
-        (outcome, _) => outcome,
-    }
 }
 
 impl Watch for crate::context::CurrentLock {
@@ -160,10 +152,14 @@ macro_rules! held_for_one_lease {
                 }
             }
 
+            type Released = $crate::error::ReleaseOutcome;
+
             fn release(
                 self,
-            ) -> impl std::future::Future<Output = Result<(), $crate::error::LockError>> {
-                async move { <$guard>::release(self).await.map(drop) }
+            ) -> impl std::future::Future<
+                Output = Result<$crate::error::ReleaseOutcome, $crate::error::LockError>,
+            > {
+                <$guard>::release(self)
             }
         }
     };
