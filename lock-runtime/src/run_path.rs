@@ -52,18 +52,23 @@ macro_rules! run_held {
             Ok(held) if Held::is_reentrant(&held) => $body.await,
             Ok(held) => {
                 let watch = Held::watch(&held);
-                let body = $crate::run_path::hold(&held, &watch, $body);
-                // Pinned here: moved into `until_lost`, a nested body would double its size.
-                tokio::pin!(body);
-                let outcome = match on_lost {
-                    $crate::options::OnLost::Continue => Ok(body.await),
-                    _ => {
-                        $crate::lost_signal::until_lost(
-                            body,
-                            || watch.lost_now(),
-                            Held::lost(&held),
-                        )
-                        .await
+                // The body ends (is dropped) here, before the release: a body stopped by a
+                // loss takes no step while its lock is given back.
+                let outcome = {
+                    let body = $crate::run_path::hold(&held, &watch, $body);
+                    // Pinned here: moved into `until_lost`, a nested body would double its
+                    // size.
+                    tokio::pin!(body);
+                    match on_lost {
+                        $crate::options::OnLost::Continue => Ok(body.await),
+                        _ => {
+                            $crate::lost_signal::until_lost(
+                                body,
+                                || watch.lost_now(),
+                                Held::lost(&held),
+                            )
+                            .await
+                        }
                     }
                 };
                 if let Err($crate::error::LockError::Lost { key, cause }) = &outcome {
