@@ -344,13 +344,22 @@ async fn a_process_waits_in_redis_as_one_entry_per_key() {
         waiters.waiting() == (10, 1)
     })
     .await;
-    let subscribers: (String, u64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg("~lock/released{one-entry}")
-        .query(&mut server.conn())
-        .unwrap();
+    // The client counts a channel from the moment a waiter asks for it; the server sees
+    // the SUBSCRIBE a moment later (the waiter tries again once it is confirmed).
+    let subscribers = || -> u64 {
+        let reply: (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("~lock/released{one-entry}")
+            .query(&mut server.conn())
+            .unwrap();
+        reply.1
+    };
+    eventually(Duration::from_secs(3), "the subscription on the server", || {
+        subscribers() >= 1
+    })
+    .await;
     assert_eq!(server.queued("one-entry"), 1, "a Redis entry per task");
-    assert_eq!(subscribers.1, 1);
+    assert_eq!(subscribers(), 1, "a subscription per process and key");
     held.release().await.unwrap();
     for task in tasks {
         task.await.unwrap();
