@@ -40,7 +40,6 @@ use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
 use lock_tests::failover::{Tally, info, kind, summary};
 use lock_tests::proxy::{Direction, FaultProxy};
-use lock_tests::wait_for;
 
 /// The name the sentinels monitor the primary under.
 const MASTER: &str = "mymaster";
@@ -140,27 +139,62 @@ impl Deployment {
     }
 
     /// Waits (20 s at most) until every sentinel knows the replica and thinks it up: a
-    /// failover needs one to promote.
+    /// failover needs one to promote. On time-out it prints what each sentinel knows of
+    /// the replicas and the end of its log.
     fn until_sentinels_know_the_replica(&self) {
         let replica_port = self.replica().port().to_string();
+        let knows = |sentinel: &RedisServer| {
+            Deployment::replicas_seen_by(sentinel)
+                .iter()
+                .any(|replica| {
+                    replica.get("port") == Some(&replica_port)
+                        && replica.get("flags").is_some_and(|flags| {
+                            !flags.contains("s_down") && !flags.contains("disconnected")
+                        })
+                })
+        };
+        let started = Instant::now();
+        for _ in 0..2_000 {
+            if self.sentinels.iter().all(knows) || started.elapsed() > Duration::from_secs(20) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !self.sentinels.iter().all(knows) {
+            for sentinel in &self.sentinels {
+                let seen: Vec<String> = Deployment::replicas_seen_by(sentinel)
+                    .iter()
+                    .map(|replica| format!("{:?} {:?}", replica.get("port"), replica.get("flags")))
+                    .collect();
+                eprintln!("sentinel {} sees replicas {seen:?}", sentinel.port());
+            }
+            self.print_sentinel_logs();
+            panic!(
+                "the sentinels did not all see the replica {replica_port} up within 20 s \
+                 (replication: {})",
+                info(self.replica(), "replication").replace("\r\n", " ")
+            );
+        }
+    }
+
+    fn replicas_seen_by(sentinel: &RedisServer) -> Vec<std::collections::HashMap<String, String>> {
+        redis::cmd("SENTINEL")
+            .arg("REPLICAS")
+            .arg(MASTER)
+            .query(&mut sentinel.conn())
+            .unwrap_or_default()
+    }
+
+    /// The last 25 lines of each sentinel's log (in its working directory).
+    fn print_sentinel_logs(&self) {
         for sentinel in &self.sentinels {
-            wait_for(
-                Duration::from_secs(20),
-                "a sentinel sees the replica",
-                || {
-                    let replicas: Vec<std::collections::HashMap<String, String>> =
-                        redis::cmd("SENTINEL")
-                            .arg("REPLICAS")
-                            .arg(MASTER)
-                            .query(&mut sentinel.conn())
-                            .unwrap_or_default();
-                    replicas.iter().any(|replica| {
-                        replica.get("port") == Some(&replica_port)
-                            && replica.get("flags").is_some_and(|flags| {
-                                !flags.contains("s_down") && !flags.contains("disconnected")
-                            })
-                    })
-                },
+            let log = std::fs::read_to_string(format!("/proc/{}/cwd/redis.log", sentinel.pid()))
+                .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(25).collect();
+            eprintln!(
+                "sentinel {}:\n{}",
+                sentinel.port(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         }
     }
@@ -195,18 +229,7 @@ impl Deployment {
             std::thread::sleep(Duration::from_millis(20));
         }
         if !done() {
-            // What the sentinels did instead, from their logs (in their working directory).
-            for sentinel in &self.sentinels {
-                let log =
-                    std::fs::read_to_string(format!("/proc/{}/cwd/redis.log", sentinel.pid()))
-                        .unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(25).collect();
-                eprintln!(
-                    "sentinel {}:\n{}",
-                    sentinel.port(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
-            }
+            self.print_sentinel_logs();
             panic!("the sentinels did not promote the replica within 30 s of the kill");
         }
         let took = killed.elapsed();

@@ -354,9 +354,11 @@ async fn a_process_waits_in_redis_as_one_entry_per_key() {
             .unwrap();
         reply.1
     };
-    eventually(Duration::from_secs(3), "the subscription on the server", || {
-        subscribers() >= 1
-    })
+    eventually(
+        Duration::from_secs(3),
+        "the subscription on the server",
+        || subscribers() >= 1,
+    )
     .await;
     assert_eq!(server.queued("one-entry"), 1, "a Redis entry per task");
     assert_eq!(subscribers(), 1, "a subscription per process and key");
