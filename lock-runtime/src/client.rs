@@ -9,16 +9,16 @@ use once_cell::sync::OnceCell;
 use crate::config::{PassBound, Topology as TopologyConfig};
 use crate::connection::Connection;
 use crate::home::Home;
-use crate::liveness::Liveness;
-#[cfg(feature = "redlock")]
-use crate::redlock::Redlock;
+use crate::renewal::liveness::Liveness;
+use crate::renewal::shutdown::{Shutdown, ShutdownReport};
+use crate::renewal::watchdog::Watchdog;
 use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
-use crate::shutdown::{Shutdown, ShutdownReport};
 use crate::telemetry::Telemetry;
+#[cfg(feature = "redlock")]
+use crate::topology::redlock::Redlock;
 use crate::topology::{Setup, Topology};
 use crate::wakeups::Wakeups;
-use crate::watchdog::Watchdog;
 use crate::{config::Config, error::LockError};
 
 static GLOBAL_CONFIG: OnceCell<Config> = OnceCell::new();
@@ -181,7 +181,7 @@ impl LockClient {
         let runtime = home.handle().clone();
         let _entered = runtime.enter();
         let client = LockClient::build(config, caller, home)?;
-        crate::at_exit::watch(&client.inner.shutdown);
+        crate::renewal::at_exit::watch(&client.inner.shutdown);
         Ok(client)
     }
 
@@ -209,7 +209,7 @@ impl LockClient {
         let telemetry = Telemetry::new(config.metrics_key_label);
         // The scheduler's runtime shutting down gives back what the client holds.
         let shutdown_slot: Arc<std::sync::OnceLock<std::sync::Weak<Shutdown>>> = Arc::default();
-        let on_dropped: crate::watchdog::OnDropped = {
+        let on_dropped: crate::renewal::watchdog::OnDropped = {
             let slot = shutdown_slot.clone();
             Box::new(move || {
                 if let Some(shutdown) = slot.get().and_then(std::sync::Weak::upgrade) {
@@ -320,7 +320,12 @@ impl LockClient {
         let redis_key = self.redis_key(key)?;
         #[cfg(feature = "redlock")]
         if let Some(redlock) = &self.inner.redlock {
-            return crate::redlock::is_locked(&self.inner.connections, redlock, &redis_key).await;
+            return crate::topology::redlock::is_locked(
+                &self.inner.connections,
+                redlock,
+                &redis_key,
+            )
+            .await;
         }
         let value: Option<String> = redis::cmd("GET")
             .arg(&redis_key)
@@ -465,7 +470,7 @@ impl LockClient {
     }
 
     /// The command that announces a release: sharded in a cluster.
-    /// The process's liveness key, where queue places name it (see [`crate::liveness`]).
+    /// The process's liveness key, where queue places name it (see [`crate::renewal::liveness`]).
     pub(crate) fn liveness(&self) -> Option<&Arc<Liveness>> {
         self.inner.liveness.as_ref()
     }

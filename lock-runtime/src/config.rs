@@ -7,7 +7,13 @@ use std::time::Duration;
 #[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 
-use crate::tls_files::TlsFiles;
+use tls_files::TlsFiles;
+
+#[cfg(feature = "sentinel")]
+pub(crate) mod primary_settings;
+#[cfg(feature = "sentinel")]
+mod sentinel;
+pub(crate) mod tls_files;
 
 /// The environment variable read when the global client is created without [`crate::init`].
 pub const REDIS_URL_ENV: &str = "REDIS_URL";
@@ -39,7 +45,7 @@ pub struct Config {
     pub(crate) tls: TlsFiles,
     /// Sentinel mode: the primary's own credentials and TLS (see `sentinel.rs`).
     #[cfg(feature = "sentinel")]
-    pub(crate) primary: crate::primary_settings::PrimarySettings,
+    pub(crate) primary: primary_settings::PrimarySettings,
     pub(crate) local_passes: u32,
     pub(crate) local_pass_time: Duration,
     pub(crate) foreign_window: Duration,
@@ -157,7 +163,7 @@ impl Config {
             node_timeout: Duration::from_millis(100),
             tls: TlsFiles::default(),
             #[cfg(feature = "sentinel")]
-            primary: crate::primary_settings::PrimarySettings::default(),
+            primary: primary_settings::PrimarySettings::default(),
             local_passes: DEFAULT_LOCAL_PASSES,
             local_pass_time: DEFAULT_LOCAL_PASS_TIME,
             foreign_window: DEFAULT_FOREIGN_WINDOW,

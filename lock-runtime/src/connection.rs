@@ -17,16 +17,19 @@ use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, Pipeline, RedisFuture, V
 #[cfg(feature = "cluster")]
 use tokio::sync::RwLock;
 
-#[cfg(feature = "cluster")]
-use crate::cluster_nodes::{ClusterNodes, cmd_slot, pipeline_slot};
 use crate::error::LockError;
-use crate::outage::Health;
+#[cfg(feature = "cluster")]
+use cluster_nodes::{ClusterNodes, cmd_slot, pipeline_slot};
+use outage::Health;
+#[cfg(feature = "sentinel")]
+use sentinel::{is_auth_failure, name_auth_failure};
 
+#[cfg(feature = "cluster")]
+pub(crate) mod cluster_nodes;
+pub(crate) mod outage;
 mod per_runtime;
 #[cfg(feature = "sentinel")]
-mod sentinel;
-#[cfg(feature = "sentinel")]
-use crate::sentinel::{PrimaryTemplate, is_auth_failure, name_auth_failure};
+pub(crate) mod sentinel;
 #[cfg(feature = "sentinel")]
 pub(crate) use sentinel::Sentinel;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::LostCause;
 use crate::lease::Token;
-use crate::lost_signal::LostSignal;
+use crate::renewal::lost_signal::LostSignal;
 use crate::scripts::KeyNames;
 
 tokio::task_local! {

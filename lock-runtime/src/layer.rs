@@ -47,7 +47,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::{
-    client::LockClient, error::LockError, lock::Lock, options::Explicit, options::LockOptions,
+    client::LockClient, error::LockError, options::Explicit, options::LockOptions,
+    primitives::lock::Lock,
 };
 
 /// A [`Layer`] that runs each request under the lock named by `key(&request)`.
@@ -72,7 +73,7 @@ impl<K> LockLayer<K> {
         }
     }
 
-    crate::builder::shared_setters! {
+    crate::primitives::builder::shared_setters! {
         ttl: " Sets the lease (see [`Lock::ttl`]).",
         wait: " Sets how long a request waits for a held lock (see [`Lock::wait`]); zero answers a\n concurrent request with 429 at once.",
         on_lost: " Sets what happens when the lease is lost while the inner service runs.",

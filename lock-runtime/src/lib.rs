@@ -105,54 +105,31 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod at_exit;
-mod builder;
 mod client;
-#[cfg(feature = "cluster")]
-mod cluster_nodes;
-mod cohort;
 mod config;
 mod connection;
 mod context;
 mod error;
-mod force_release;
-mod guard;
 pub mod guide;
 mod home;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
-mod inspect;
 mod key;
 mod lease;
-mod liveness;
-mod lock;
-mod lost_signal;
-mod multi;
+mod ops;
 mod options;
-mod outage;
-#[cfg(feature = "sentinel")]
-mod primary_settings;
-mod redis_queue;
-#[cfg(feature = "redlock")]
-mod redlock;
+mod primitives;
+mod queue;
+mod renewal;
 mod replicas;
-mod run_path;
-mod rwlock;
 mod scripts;
-mod semaphore;
-#[cfg(feature = "sentinel")]
-mod sentinel;
-mod shutdown;
 pub mod telemetry;
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
 mod tls;
-mod tls_files;
 mod topology;
-mod tries_in_flight;
 mod turn;
 mod wakeups;
-mod watchdog;
 
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
@@ -169,21 +146,21 @@ pub use config::{
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
-pub use force_release::{ForcedRelease, force_release};
-pub use guard::LockGuard;
-pub use inspect::{Holder, HolderKind, LockState, MAX_LISTED_WAITERS, Waiter, inspect};
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
-pub use lock::Lock;
 pub use lock_macros::distributed_lock;
-pub use multi::{MultiGuard, MultiLock};
+pub use ops::force_release::{ForcedRelease, force_release};
+pub use ops::inspect::{Holder, HolderKind, LockState, MAX_LISTED_WAITERS, Waiter, inspect};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
-pub use rwlock::RwLock;
-pub use rwlock::read_guard::ReadGuard;
-pub use semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
+pub use primitives::guard::LockGuard;
+pub use primitives::lock::Lock;
+pub use primitives::multi::{MultiGuard, MultiLock};
+pub use primitives::rwlock::RwLock;
+pub use primitives::rwlock::read_guard::ReadGuard;
+pub use primitives::semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
 /// [`Config::cluster_builder`] take its types, so an application that builds its own
 /// client needs this same version: through this re-export (`lock_runtime::redis::Client`),
 /// or a `redis` dependency that resolves to it (see "Dependencies in the public API").
 pub use redis;
-pub use shutdown::{SHUTDOWN_BUDGET, ShutdownReport};
+pub use renewal::shutdown::{SHUTDOWN_BUDGET, ShutdownReport};

@@ -11,12 +11,12 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::LockError;
 pub use crate::key::KeyBuilder;
-use crate::lock::Lock;
-use crate::multi::MultiLock;
 pub use crate::options::OnLost;
 use crate::options::{Explicit, LockOptions, MAX_TTL};
-use crate::rwlock::RwLock;
-use crate::semaphore::Semaphore;
+use crate::primitives::lock::Lock;
+use crate::primitives::multi::MultiLock;
+use crate::primitives::rwlock::RwLock;
+use crate::primitives::semaphore::Semaphore;
 
 /// [`MAX_TTL`] in milliseconds: the expansion asserts a written `ttl` against it in a
 /// constant, so the attribute's compile-time check and the runtime's share one limit.

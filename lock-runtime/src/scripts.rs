@@ -60,6 +60,34 @@ pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
 pub(crate) static RAISE_FENCE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("lua/raise_fence.lua")));
 
+/// A script of the read-write lock: its shared part (the set of readers), then its own.
+macro_rules! rw_script {
+    ($file:literal) => {
+        Lazy::new(|| {
+            Script::new(concat!(
+                include_str!("lua/rw_prelude.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+}
+
+/// A reader takes its share: 1 taken, 0 the quick path is closed, -1 the gate is gone.
+pub(crate) static READ: Lazy<Script> = rw_script!("rw_read.lua");
+
+/// A reader gives its share back, waking a writer that waits for the last reader.
+pub(crate) static READ_RELEASE: Lazy<Script> = rw_script!("rw_read_release.lua");
+
+/// A writer holding the lock key asks whether the readers have left.
+pub(crate) static WRITE_READY: Lazy<Script> = rw_script!("rw_write_ready.lua");
+
+/// Reads a lock key and its auxiliary keys; writes nothing.
+pub(crate) static INSPECT: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("lua/inspect.lua")));
+
+/// Refreshes a process's liveness key and says which watched ones are gone.
+pub(crate) static ALIVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/alive.lua")));
+
 /// A waiter leaves the queue (of a lock or a semaphore).
 pub(crate) static LEAVE: Lazy<Script> = lock_or_semaphore_script!("leave.lua");
 
@@ -193,7 +221,7 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
 }
 
 /// A caller whose queue places its process's liveness key keeps (see
-/// [`crate::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
+/// [`crate::renewal::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
 /// The key is an argument, not a declared key: in cluster mode it is in another slot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Kept<'a> {

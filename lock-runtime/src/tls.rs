@@ -16,8 +16,8 @@
 
 use rustls_pki_types::pem::{PemObject as _, SectionKind};
 
+use crate::config::tls_files::TlsFiles;
 use crate::error::LockError;
-use crate::tls_files::TlsFiles;
 
 /// Which settings the files came from, for messages.
 #[derive(Debug, Clone, Copy)]

@@ -9,22 +9,25 @@ use redis::aio::ConnectionManagerConfig;
 #[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 
-#[cfg(feature = "cluster")]
-use crate::cluster_nodes::ClusterNodes;
 use crate::config::Topology as TopologyConfig;
+use crate::config::tls_files::TlsFiles;
 #[cfg(feature = "cluster")]
 use crate::connection::LazyCluster;
 #[cfg(feature = "sentinel")]
 use crate::connection::Sentinel;
-use crate::connection::{Connection, SingleServer};
-use crate::outage::{Health, Probe};
-#[cfg(feature = "redlock")]
-use crate::redlock::Redlock;
+#[cfg(feature = "cluster")]
+use crate::connection::cluster_nodes::ClusterNodes;
+use crate::connection::outage::{Health, Probe};
 #[cfg(feature = "sentinel")]
-use crate::sentinel::{PrimaryTemplate, check_primary_auth};
-use crate::tls_files::TlsFiles;
+use crate::connection::sentinel::{PrimaryTemplate, check_primary_auth};
+use crate::connection::{Connection, SingleServer};
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::{config::Config, error::LockError};
+#[cfg(feature = "redlock")]
+use redlock::Redlock;
+
+#[cfg(feature = "redlock")]
+pub(crate) mod redlock;
 
 /// The connections of one topology: the command connections, the wake-ups, and in Redlock
 /// mode its settings.
@@ -398,7 +401,7 @@ pub(crate) fn uses_tls(config: &Config) -> bool {
         TopologyConfig::Sentinel { .. } => {
             matches!(
                 config.primary.tls,
-                Some(crate::primary_settings::PrimaryTls::On(_))
+                Some(crate::config::primary_settings::PrimaryTls::On(_))
             )
         }
         _ => false,

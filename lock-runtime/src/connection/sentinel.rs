@@ -1,6 +1,9 @@
 //! A primary found through Redis Sentinel, and followed across failovers.
 
 use super::*;
+use crate::config::primary_settings::{PrimarySettings, PrimaryTls};
+use crate::config::tls_files::TlsFiles;
+use crate::error::LockError;
 
 /// How to find a primary through Redis Sentinel.
 pub(crate) struct Sentinel {
@@ -219,4 +222,176 @@ pub(super) fn sentinel_error(master: &str, failures: &[String]) -> redis::RedisE
         "no sentinel named the primary",
         format!("master `{master}`: {}", failures.join("; ")),
     ))
+}
+
+/// How to open a client for the primary at an address the sentinels name.
+pub(crate) struct PrimaryTemplate {
+    /// The first sentinel's settings (address replaced for each primary).
+    first_sentinel: redis::ConnectionInfo,
+    settings: PrimarySettings,
+}
+
+impl PrimaryTemplate {
+    /// Checks the primary's own TLS files (a configuration error names them) and keeps
+    /// what [`client`](Self::client) needs.
+    pub(crate) fn new(
+        first_sentinel: redis::ConnectionInfo,
+        settings: PrimarySettings,
+        master: &str,
+    ) -> Result<Self, LockError> {
+        if let Some(PrimaryTls::On(files)) = &settings.tls
+            && files.is_set()
+        {
+            check_files(files, master)?;
+        }
+        let template = PrimaryTemplate {
+            first_sentinel,
+            settings,
+        };
+        // A first client, so that settings that can never work fail now, not at each
+        // failover.
+        template
+            .client("127.0.0.1".to_owned(), 6379)
+            .map_err(|err| LockError::Config {
+                reason: format!(
+                    "the connection settings for the primary `{master}` cannot be used: {err}"
+                ),
+            })?;
+        Ok(template)
+    }
+
+    /// A client for the primary at `host:port`.
+    pub(crate) fn client(&self, host: String, port: u16) -> redis::RedisResult<redis::Client> {
+        let mut redis = self.first_sentinel.redis_settings().clone();
+        if let Some(auth) = &self.settings.auth {
+            let fresh = redis::RedisConnectionInfo::default()
+                .set_db(redis.db())
+                .set_protocol(redis.protocol())
+                .set_password(&auth.password);
+            redis = match &auth.username {
+                Some(username) => fresh.set_username(username),
+                None => fresh,
+            };
+        }
+        let info = self.first_sentinel.clone().set_redis_settings(redis);
+        let addr = match (&self.settings.tls, self.first_sentinel.addr()) {
+            (
+                None,
+                redis::ConnectionAddr::TcpTls {
+                    insecure,
+                    tls_params,
+                    ..
+                },
+            ) => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            (None | Some(PrimaryTls::Off), _) => redis::ConnectionAddr::Tcp(host, port),
+            (Some(PrimaryTls::On(files)), _) => {
+                let addr = redis::ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: false,
+                    tls_params: None,
+                };
+                if files.is_set() {
+                    return with_certificates(info.set_addr(addr), files);
+                }
+                addr
+            }
+        };
+        redis::Client::open(info.set_addr(addr))
+    }
+}
+
+#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+fn check_files(files: &TlsFiles, master: &str) -> Result<(), LockError> {
+    crate::tls::check(
+        files,
+        crate::tls::TlsSettings::Primary,
+        &format!("the primary `{master}`"),
+    )
+}
+
+#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
+fn check_files(_files: &TlsFiles, _master: &str) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+fn with_certificates(
+    info: redis::ConnectionInfo,
+    files: &TlsFiles,
+) -> redis::RedisResult<redis::Client> {
+    redis::Client::build_with_tls(info, crate::tls::certificates(files))
+}
+
+#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
+fn with_certificates(
+    _info: redis::ConnectionInfo,
+    _files: &TlsFiles,
+) -> redis::RedisResult<redis::Client> {
+    Err(redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "TLS certificates were configured for the primary, but lock-runtime was built \
+         without TLS: turn on its feature `tls-rustls` or `tls-native-tls`",
+    )))
+}
+
+/// Whether `err` says the server refused our credentials (a wrong password or user, or
+/// none given where one is needed).
+pub(crate) fn is_auth_failure(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+}
+
+/// The fix for a primary that refused our credentials.
+pub(crate) const AUTH_HINT: &str = "the sentinel URLs' credentials are the sentinels' own; \
+     give the data nodes' with Config::primary_password(password) or \
+     Config::primary_auth(user, password)";
+
+/// `err` (a refused authentication on the primary of `master` at `server`) with the master,
+/// the server and the fix named.
+pub(crate) fn name_auth_failure(
+    err: redis::RedisError,
+    master: &str,
+    server: &str,
+) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::AuthenticationFailed,
+        "the Redis primary refused the credentials",
+        format!("primary `{master}` at {server}: {err} ({AUTH_HINT})"),
+    ))
+}
+
+/// Connects once to the primary of `master` while the client is built, and turns a refused
+/// authentication into a configuration error (it would fail every acquire). Any other
+/// failure (the primary down for a moment) is left to the lazy connections.
+pub(crate) fn check_primary_auth(
+    primary: &redis::Client,
+    master: &str,
+    timeout: std::time::Duration,
+) -> Result<(), LockError> {
+    let server = primary.get_connection_info().addr().to_string();
+    let checked = primary
+        .get_connection_with_timeout(timeout)
+        .and_then(|mut connection| {
+            connection.set_read_timeout(Some(timeout))?;
+            redis::cmd("PING").query::<String>(&mut connection)
+        });
+    match checked {
+        Err(err) if is_auth_failure(&err) => Err(LockError::Config {
+            reason: format!(
+                "the primary `{master}` at {server} (named by the sentinels) refused the \
+                 credentials: {err}; {AUTH_HINT}"
+            ),
+        }),
+        Err(err) => {
+            tracing::debug!(master, %server, error = %err, "the primary did not answer the start-up check");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+    }
 }

@@ -5,13 +5,13 @@
 //! exit stops wherever it is: a release that a guard dropped by the ending runtime sent a
 //! moment before would be cut off. So the first client registers an exit hook, and at
 //! exit every client still alive gives back, synchronously and within
-//! [`SHUTDOWN_BUDGET`](crate::shutdown::SHUTDOWN_BUDGET), what it holds and what its
+//! [`SHUTDOWN_BUDGET`](crate::renewal::shutdown::SHUTDOWN_BUDGET), what it holds and what its
 //! background releases had not finished (see `shutdown.rs`). A process killed by a signal
 //! runs no hook: its locks end by their ttl, its queue places within about a second.
 
 use std::sync::{Arc, Mutex, Once, Weak};
 
-use crate::shutdown::Shutdown;
+use crate::renewal::shutdown::Shutdown;
 
 /// The shutdowns of the clients alive, weakly: a dropped client gave back already.
 static LIVE: Mutex<Vec<Weak<Shutdown>>> = Mutex::new(Vec::new());

@@ -41,11 +41,11 @@ use crate::lease::{Taken, Token, jitter, millis, new_token, validity};
 use redis::{FromRedisValue, RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
+use crate::renewal::shutdown::Shutdown;
 use crate::scripts::{
     Call, KeyNames, RAISE_FENCE, RELEASE, RETAKE, acquire_call, announced_release_call, invoke,
     queue_call,
 };
-use crate::shutdown::Shutdown;
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{error::LockError, options::LockOptions};
 

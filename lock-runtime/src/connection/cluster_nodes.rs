@@ -24,8 +24,8 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Arg, Cmd, Pipeline, Value};
 use tokio::sync::Notify;
 
+use crate::connection::outage::{Health, Probe, unreachable};
 use crate::error::LockError;
-use crate::outage::{Health, Probe, unreachable};
 
 /// The slots of a Redis Cluster.
 const SLOTS: u16 = 16384;
@@ -186,7 +186,7 @@ impl ClusterNodes {
         }
     }
 
-    /// The hash tag of the liveness keys (see [`crate::liveness`]) on the master that
+    /// The hash tag of the liveness keys (see [`crate::renewal::liveness`]) on the master that
     /// serves `key`'s slot: a key named with it (`…{tag}…`) is served by that master, so
     /// the scripts run there for `key` may read it. `None` before the map is read (a read
     /// is then started) or when no master serves the slot.

@@ -19,7 +19,7 @@
 //!
 //! In cluster mode a script reads only keys its node serves, so the client keeps one
 //! liveness key per master (`~lock/alive/<random id>{<tag>}`, the tag a hash tag that
-//! master serves, see [`crate::cluster_nodes`]), refreshed with one request per master per
+//! master serves, see [`crate::connection::cluster_nodes`]), refreshed with one request per master per
 //! period, and an entry names the key of the master that serves its lock key. The scripts
 //! read those keys undeclared (Redis 7 lets a script without flags read any key of its
 //! node) and with `redis.pcall`: a key they cannot read (its slot moved with a reshard, or
@@ -34,22 +34,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use once_cell::sync::Lazy;
-use redis::Script;
 use tokio::sync::Notify;
 
-#[cfg(feature = "cluster")]
-use crate::cluster_nodes::ClusterNodes;
 use crate::connection::Connection;
+#[cfg(feature = "cluster")]
+use crate::connection::cluster_nodes::ClusterNodes;
 use crate::lease::{millis, new_token};
-use crate::scripts::{AUX_PREFIX, Call, QUEUE_LEASE, invoke};
+use crate::scripts::{ALIVE, AUX_PREFIX, Call, QUEUE_LEASE, invoke};
 
 /// How long a process's liveness key lives unless the process refreshes it: a waiting
 /// process that dies or stops loses its places within this long.
 pub(crate) const LIVENESS_LEASE: Duration = QUEUE_LEASE;
-
-/// Refreshes a process's liveness key and says which watched ones are gone.
-static ALIVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/alive.lua")));
 
 /// One client's liveness key (one per master in cluster mode) and the liveness keys its
 /// waiters watch.

@@ -2,6 +2,7 @@
 //! give back and release it.
 
 use super::*;
+use crate::scripts::{READ, READ_RELEASE};
 
 /// The names around a read-write lock key: its set of readers, and each share key's name
 /// around its token.

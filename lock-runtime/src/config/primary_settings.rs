@@ -2,7 +2,7 @@
 //! sentinels' (its credentials and TLS): data that `Config` carries; `sentinel.rs` sets and
 //! uses them.
 
-use crate::tls_files::TlsFiles;
+use crate::config::tls_files::TlsFiles;
 
 /// The primary's connection settings, where they differ from the first sentinel URL's.
 #[derive(Clone, Default)]

@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use crate::connection::Connection;
 use crate::error::LostCause;
 use crate::lease::{Token, millis, validity};
-use crate::liveness::Liveness;
-use crate::lost_signal::LostSignal;
+use crate::renewal::liveness::Liveness;
+use crate::renewal::lost_signal::LostSignal;
 use crate::replicas::Replicas;
 use crate::scripts::{Call, GROW_ONLY, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
 use crate::telemetry::Telemetry;
@@ -55,7 +55,7 @@ struct Nodes {
     /// How many replicas must confirm a renewal (its pipeline ends with their `WAIT`).
     replicas: Option<Replicas>,
     /// The client's liveness key, named by renewals of contended keys (see
-    /// [`crate::liveness`]); `None` where queue places are kept per key.
+    /// [`crate::renewal::liveness`]); `None` where queue places are kept per key.
     alive: Option<Arc<Liveness>>,
 }
 
@@ -84,7 +84,7 @@ struct State {
     /// How long the scheduler last slept with nothing scheduled.
     idle_period: Duration,
     /// The client's liveness key: kept alive by one request per period while the client
-    /// holds or waits (instead of one keep-alive per key), see [`crate::liveness`].
+    /// holds or waits (instead of one keep-alive per key), see [`crate::renewal::liveness`].
     liveness: Option<Arc<Liveness>>,
 }
 

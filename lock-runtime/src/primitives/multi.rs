@@ -8,7 +8,7 @@ use crate::context::{self, CurrentLock};
 use crate::options::Explicit;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    guard::LockGuard, lock::Lock, options::LockOptions,
+    options::LockOptions, primitives::guard::LockGuard, primitives::lock::Lock,
 };
 
 /// Locks on several keys, taken all or none (Redisson's `MultiLock`, node-redlock's
@@ -82,7 +82,7 @@ impl MultiLock {
         }
     }
 
-    crate::builder::shared_setters! {
+    crate::primitives::builder::shared_setters! {
         ttl: " Sets each lock's lease (default 30 s).",
         wait: " Sets how long the whole acquisition may wait (default 10 s; zero tries each once).",
         on_lost: " Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default\n cancel).",
@@ -115,7 +115,7 @@ impl MultiLock {
             .explicit
             .resolve(&self.options, client.lock_defaults())
             .unwrap_or_else(|| self.options.clone());
-        let deadline = Instant::now() + options.wait.min(crate::lock::MAX_WAIT);
+        let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -170,7 +170,7 @@ impl MultiLock {
         // As in `Lock::run`: the span covers the body, the lock's own events name their key.
         let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
         let body = tracing::Instrument::instrument(body, span);
-        crate::run_path::run_held!(self.acquire(), self.options.on_lost, body)
+        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body)
     }
 }
 
@@ -226,7 +226,7 @@ async fn release_all(guards: Vec<LockGuard>) {
     }
 }
 
-impl crate::run_path::Held for MultiGuard {
+impl crate::primitives::run_path::Held for MultiGuard {
     /// Every key's hold (as the body sees them), and those this call owns (a re-entered
     /// key's loss is its outer holder's to report).
     type Watch = (Vec<CurrentLock>, Vec<CurrentLock>);

@@ -45,7 +45,7 @@ pub(crate) trait Watch {
 /// stack).
 macro_rules! run_held {
     ($acquire:expr, $on_lost:expr, $body:expr) => {{
-        use $crate::run_path::{Held, Watch as _};
+        use $crate::primitives::run_path::{Held, Watch as _};
         let on_lost: $crate::options::OnLost = $on_lost;
         match $acquire.await {
             Err(err) => Err(err.into()),
@@ -55,14 +55,14 @@ macro_rules! run_held {
                 // The body ends (is dropped) here, before the release: a body stopped by a
                 // loss takes no step while its lock is given back.
                 let outcome = {
-                    let body = $crate::run_path::hold(&held, &watch, $body);
+                    let body = $crate::primitives::run_path::hold(&held, &watch, $body);
                     // Pinned here: moved into `until_lost`, a nested body would double its
                     // size.
                     tokio::pin!(body);
                     match on_lost {
                         $crate::options::OnLost::Continue => Ok(body.await),
                         _ => {
-                            $crate::lost_signal::until_lost(
+                            $crate::renewal::lost_signal::until_lost(
                                 body,
                                 || watch.lost_now(),
                                 Held::lost(&held),
@@ -128,7 +128,7 @@ impl Watch
 /// [`CurrentLock`](crate::context::CurrentLock) a body sees.
 macro_rules! held_for_one_lease {
     ($guard:ty, reentrant: $reentrant:expr) => {
-        impl $crate::run_path::Held for $guard {
+        impl $crate::primitives::run_path::Held for $guard {
             type Watch = $crate::context::CurrentLock;
 
             fn is_reentrant(&self) -> bool {

@@ -21,46 +21,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use once_cell::sync::Lazy;
-use redis::Script;
 use tokio::time::Instant;
 
 use crate::context::{self, CurrentLock};
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
-use crate::scripts::{Call, KeyNames, invoke};
-use crate::watchdog::LeaseHandle;
+use crate::renewal::watchdog::LeaseHandle;
+use crate::scripts::{Call, KeyNames, WRITE_READY, invoke};
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    guard::LockGuard, lock::Lock, options::LockOptions,
+    options::LockOptions, primitives::guard::LockGuard, primitives::lock::Lock,
 };
 
 pub(crate) mod read_guard;
 pub(crate) mod shares;
-use crate::run_path::run_held;
+use crate::primitives::run_path::run_held;
 use read_guard::ReadGuard;
 use shares::*;
-
-/// A script of the read-write lock: its shared part (the set of readers), then its own.
-macro_rules! rw_script {
-    ($file:literal) => {
-        Lazy::new(|| {
-            Script::new(concat!(
-                include_str!("lua/rw_prelude.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        })
-    };
-}
-
-/// A reader takes its share: 1 taken, 0 the quick path is closed, -1 the gate is gone.
-static READ: Lazy<Script> = rw_script!("rw_read.lua");
-
-/// A reader gives its share back, waking a writer that waits for the last reader.
-static READ_RELEASE: Lazy<Script> = rw_script!("rw_read_release.lua");
-
-/// A writer holding the lock key asks whether the readers have left.
-static WRITE_READY: Lazy<Script> = rw_script!("rw_write_ready.lua");
 
 /// The lease on the lock key of a writer waiting for the readers to leave: a writer that
 /// dies then holds up the waiters behind it about this long, as a waiter does. Renewed by
@@ -105,7 +82,7 @@ where
     for _ in 0..MAX_ROUNDS {
         match call().await {
             Err(err)
-                if crate::redis_queue::release::is_retryable(client, &err)
+                if crate::queue::redis_queue::release::is_retryable(client, &err)
                     && Instant::now() < deadline =>
             {
                 if let Some(outage) = client.outage(key) {
@@ -131,7 +108,7 @@ fn spawn_give_back(
 ) {
     let (client, names, share, token) =
         (client.clone(), names.clone(), share.clone(), token.clone());
-    let leftover = crate::shutdown::Leftover::lock(&share, &token);
+    let leftover = crate::renewal::shutdown::Leftover::lock(&share, &token);
     let shutdown = client.shutdown_state().clone();
     shutdown.give_back_in_background(leftover, async move {
         let _ = release_share(&client, &names, &share, &token).await;
@@ -201,7 +178,7 @@ impl RwLock {
         }
     }
 
-    crate::builder::shared_setters! {
+    crate::primitives::builder::shared_setters! {
         ttl: " Sets the lease of each holder, reader or writer (default 30 s or the client's\n `Config::default_ttl`).",
         wait: " Sets how long to wait (default 10 s; zero tries once). A writer's wait covers its\n turn in the queue and the readers' leaving.",
         watchdog: " Turns renewal on or off (default on).",
@@ -315,7 +292,7 @@ impl RwLock {
         let shares = Shares::of(names);
         let token = new_token();
         let share = Arc::new(shares.share(&token));
-        let deadline = started + self.options.wait.min(crate::lock::MAX_WAIT);
+        let deadline = started + self.options.wait.min(crate::primitives::lock::MAX_WAIT);
         let unsure = AtomicBool::new(false);
         let entered = self
             .enter(
@@ -440,7 +417,7 @@ impl RwLock {
         self.check(&client, names.lock())?;
         mutex.check_ttl(names.lock())?;
         let started = Instant::now();
-        let deadline = started + self.options.wait.min(crate::lock::MAX_WAIT);
+        let deadline = started + self.options.wait.min(crate::primitives::lock::MAX_WAIT);
         let waiting_lease = self.options.ttl.min(DRAIN_LEASE);
         for _ in 0..MAX_ROUNDS {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -17,13 +17,13 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
-use crate::lock::MAX_WAIT;
 use crate::options::Explicit;
-use crate::redis_queue::release::{is_retryable, leave_queue, release_script};
+use crate::primitives::lock::MAX_WAIT;
+use crate::queue::redis_queue::release::{is_retryable, leave_queue, release_script};
+use crate::renewal::shutdown::Leftover;
+use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
-use crate::shutdown::Leftover;
 use crate::wakeups::WaitTicket;
-use crate::watchdog::LeaseHandle;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
     options::LockOptions, options::MAX_TTL,
@@ -100,7 +100,7 @@ impl Semaphore {
         }
     }
 
-    crate::builder::shared_setters! {
+    crate::primitives::builder::shared_setters! {
         ttl: " Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at\n most [`MAX_TTL`]).",
         wait: " Sets how long to wait for a free permit (default 10 s or the client's\n `Config::default_wait`; zero tries once).",
         watchdog: " Turns renewal on or off (default on); off, a permit ends `ttl` after it was taken.",
@@ -371,7 +371,7 @@ impl Semaphore {
     {
         let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
         let body = tracing::Instrument::instrument(body, span);
-        crate::run_path::run_held!(self.acquire(), self.options.on_lost, body)
+        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body)
     }
 }
 
@@ -444,7 +444,7 @@ impl Drop for Waiter {
         shutdown.give_back_in_background(leftover, async move {
             for _ in 0..GIVE_BACK_TRIES {
                 match leave_queue(&client, &names, &token).await {
-                    Err(err) if crate::redis_queue::release::is_transient(&err) => {
+                    Err(err) if crate::queue::redis_queue::release::is_transient(&err) => {
                         tokio::time::sleep(TRANSIENT_PAUSE).await;
                     }
                     _ => return,
@@ -521,7 +521,7 @@ impl SemaphoreGuard {
         self.acquired_at.elapsed()
     }
 
-    crate::lost_signal::loss_accessors!("the permit's lease");
+    crate::renewal::lost_signal::loss_accessors!("the permit's lease");
 
     /// What a guarded body sees of this permit through [`crate::current_lock`].
     fn current(&self) -> CurrentLock {
@@ -588,4 +588,4 @@ impl Drop for SemaphoreGuard {
     }
 }
 
-crate::run_path::held_for_one_lease!(SemaphoreGuard, reentrant: |_| false);
+crate::primitives::run_path::held_for_one_lease!(SemaphoreGuard, reentrant: |_| false);

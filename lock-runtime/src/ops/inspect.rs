@@ -7,15 +7,9 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use once_cell::sync::Lazy;
-use redis::Script;
-
-use crate::rwlock::shares::Shares;
-use crate::scripts::{Call, HANDOVER, KeyNames, invoke};
+use crate::primitives::rwlock::shares::Shares;
+use crate::scripts::{Call, HANDOVER, INSPECT, KeyNames, invoke};
 use crate::{client::LockClient, error::LockError};
-
-/// Reads a lock key and its auxiliary keys; writes nothing.
-static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/inspect.lua")));
 
 /// The most waiters [`LockState::waiters`] lists ([`LockState::queued`] counts them all).
 pub const MAX_LISTED_WAITERS: usize = 100;

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cohort::{Ending, Holding};
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
-use crate::lost_signal::LostSignal;
-use crate::redis_queue::place::Place;
-use crate::redis_queue::release::{Expiry, extend_lease, keep_until, release_contended};
-use crate::redis_queue::{Yielded, yield_lock};
+use crate::queue::cohort::{Ending, Holding};
+use crate::queue::redis_queue::place::Place;
+use crate::queue::redis_queue::release::{Expiry, extend_lease, keep_until, release_contended};
+use crate::queue::redis_queue::{Yielded, yield_lock};
+use crate::renewal::lost_signal::LostSignal;
+use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{KeyNames, Requeue};
-use crate::watchdog::LeaseHandle;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
     options::LockOptions,
@@ -184,7 +184,7 @@ impl LockGuard {
     /// longer on the schedule. Only for a lease the watchdog does not renew meanwhile, so
     /// that no renewal with the old ttl can land after the command.
     pub(crate) fn redate(&mut self, ttl: Duration, renew: bool, sent: Instant) -> bool {
-        let retake = crate::watchdog::Retake { ttl, renew, sent };
+        let retake = crate::renewal::watchdog::Retake { ttl, renew, sent };
         let Some(lease) = self
             .client
             .watchdog()
@@ -349,7 +349,7 @@ impl LockGuard {
         }
     }
 
-    crate::lost_signal::loss_accessors!("the lease");
+    crate::renewal::lost_signal::loss_accessors!("the lease");
 
     /// Releases the lock and reports what Redis had: our token (released), nothing
     /// (the lease had expired), or another owner's token (left alone).
@@ -498,7 +498,7 @@ impl LockGuard {
 
     /// Takes back this holder's turn in the local queue from the watchdog (gone when the
     /// lease was lost: the next local waiter has gone on already).
-    fn detach_turn(&self) -> Option<crate::watchdog::Attachment> {
+    fn detach_turn(&self) -> Option<crate::renewal::watchdog::Attachment> {
         self.client.watchdog().detach(self.lease.id)
     }
 
@@ -621,7 +621,10 @@ impl Witness {
 }
 
 /// What a holder keeps of the local level until its release is answered.
-type LocalHold = (Option<Holding>, Option<crate::watchdog::Attachment>);
+type LocalHold = (
+    Option<Holding>,
+    Option<crate::renewal::watchdog::Attachment>,
+);
 
 /// What a release script's reply says.
 fn outcome_of(reply: i64) -> ReleaseOutcome {
@@ -660,8 +663,10 @@ impl Drop for LockGuard {
         let token = std::mem::take(&mut self.token);
         // Given back synchronously instead when the runtime drops it (shutting down).
         let leftover = match kept_until {
-            Some(until) => crate::shutdown::Leftover::kept(&names, &token, until.into_std()),
-            None => crate::shutdown::Leftover::lock(&names, &token),
+            Some(until) => {
+                crate::renewal::shutdown::Leftover::kept(&names, &token, until.into_std())
+            }
+            None => crate::renewal::shutdown::Leftover::lock(&names, &token),
         };
         let shutdown = self.client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
@@ -689,4 +694,4 @@ impl Drop for LockGuard {
     }
 }
 
-crate::run_path::held_for_one_lease!(LockGuard, reentrant: LockGuard::is_reentrant);
+crate::primitives::run_path::held_for_one_lease!(LockGuard, reentrant: LockGuard::is_reentrant);

@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::context;
-use crate::guard::LockGuard;
 use crate::lease::{Taken, Token, new_token};
 use crate::options::Explicit;
-use crate::redis_queue::place::Place;
-use crate::redis_queue::{self, release::give_back};
-#[cfg(feature = "redlock")]
-use crate::redlock;
+use crate::primitives::guard::LockGuard;
+use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
+use crate::queue::redis_queue::place::Place;
+use crate::queue::redis_queue::{self, release::give_back};
+use crate::renewal::watchdog::{LeaseHandle, Retake};
 use crate::scripts::KeyNames;
-use crate::watchdog::{LeaseHandle, Retake};
+#[cfg(feature = "redlock")]
+use crate::topology::redlock;
 use crate::{client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
@@ -70,7 +70,7 @@ impl Lock {
         }
     }
 
-    crate::builder::shared_setters! {
+    crate::primitives::builder::shared_setters! {
         ttl: " Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most\n [`MAX_TTL`]).\n\n [`Config::default_ttl`]: crate::Config::default_ttl",
         wait: " Sets how long to wait for a held lock (default 10 s, or the client's\n [`Config::default_wait`]; zero tries once).\n\n [`Config::default_wait`]: crate::Config::default_wait",
         watchdog: " Turns renewal on or off (default on).",
@@ -432,6 +432,6 @@ impl Lock {
         // it and name the key themselves: once per line.
         let span = tracing::debug_span!("distributed_lock", key = %self.key);
         let body = tracing::Instrument::instrument(body, span);
-        crate::run_path::run_held!(self.acquire(), self.options.on_lost, body)
+        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body)
     }
 }

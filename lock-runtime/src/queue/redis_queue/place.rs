@@ -125,7 +125,7 @@ impl Drop for Place {
         // In the background, so retried like a release: a grant this process never heard of
         // (its reply lost with a reset connection) would otherwise stay until its window ends.
         // Left synchronously instead when the runtime drops it (shutting down).
-        let leftover = crate::shutdown::Leftover::place(&names, &token);
+        let leftover = crate::renewal::shutdown::Leftover::place(&names, &token);
         let shutdown = client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
             let give_up = Instant::now() + RELEASE_BUDGET;

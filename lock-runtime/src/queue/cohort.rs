@@ -24,8 +24,8 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::lease::{Token, passable};
-use crate::redis_queue::place::Place;
-use crate::redis_queue::release::release_script;
+use crate::queue::redis_queue::place::Place;
+use crate::queue::redis_queue::release::release_script;
 use crate::scripts::KeyNames;
 use crate::turn::{Queue, Turn};
 use crate::wakeups::WaitTicket;
@@ -420,7 +420,7 @@ fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
     };
     let (client, names) = (client.clone(), Arc::new(names.clone()));
     // Given back synchronously instead when the runtime drops it (shutting down).
-    let leftover = crate::shutdown::Leftover::lock(&names, &tenure.token);
+    let leftover = crate::renewal::shutdown::Leftover::lock(&names, &tenure.token);
     let shutdown = client.shutdown_state().clone();
     shutdown.give_back_in_background(leftover, async move {
         if let Err(err) = release_script(&client, &names, &tenure.token, valid_until).await {

@@ -3,7 +3,7 @@
 //! ([`acquire`]), and the script calls that take, give back, pass on or re-date the lock.
 //!
 //! A process waits in Redis as one entry per key, whatever number of its tasks want the key
-//! (those wait in the local queue, [`crate::cohort`]). The entry lives only while the
+//! (those wait in the local queue, [`crate::queue::cohort`]). The entry lives only while the
 //! process keeps it alive (the watchdog's keep-alive); a release grants the head entry the
 //! lock for a short confirmation window, which the process's next try confirms.
 
@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use crate::connection::Query;
 use crate::lease::{Taken, Token, jitter, millis, validity};
 use crate::options::fence_lifetime;
-#[cfg(feature = "redlock")]
-use crate::redlock;
 use crate::scripts::{
     Call, GRANT_CONFIRM_WINDOW, GROW_ONLY, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW,
     RETAKE, Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
 };
+#[cfg(feature = "redlock")]
+use crate::topology::redlock;
 use crate::wakeups::{WaitTicket, Woken};
 use crate::{client::LockClient, error::LockError, options::LockOptions};
 
@@ -37,7 +37,7 @@ use release::*;
 /// (one queue lease), so it is no longer than the queue lease.
 const MAX_PARK: Duration = QUEUE_LEASE;
 
-/// The longest a waiter parks while it watches a live process (see [`crate::liveness`]):
+/// The longest a waiter parks while it watches a live process (see [`crate::renewal::liveness`]):
 /// a release, that process's end, or this client's own liveness lapsing wakes it first.
 /// Its try then also renews its entry's deadline, which older clients' scripts go by
 /// (`ENTRY_BOUND_MS` in prelude.lua, twice this).
@@ -81,7 +81,7 @@ struct RedisWait<'a> {
     attempts: u64,
     /// The last grant arrived after its validity point and was given back.
     late: bool,
-    /// Whose liveness key the last try said to watch (see [`crate::liveness`]).
+    /// Whose liveness key the last try said to watch (see [`crate::renewal::liveness`]).
     watch: Option<String>,
     /// How many times this client's liveness key had lapsed when the last try was sent.
     lapses: u64,

@@ -86,7 +86,7 @@ impl ReadGuard {
         self.acquired_at.elapsed()
     }
 
-    crate::lost_signal::loss_accessors!("the share's lease");
+    crate::renewal::lost_signal::loss_accessors!("the share's lease");
 
     /// What a guarded body sees of this share through [`crate::current_lock`].
     pub(super) fn current(&self) -> CurrentLock {
@@ -160,7 +160,7 @@ impl Drop for ReadGuard {
         // Given back synchronously instead when the runtime drops it (shutting down): the
         // share key is released like a lock key; its entry in the set of readers is tidied
         // by the next reader or writer.
-        let leftover = crate::shutdown::Leftover::lock(&share, &token);
+        let leftover = crate::renewal::shutdown::Leftover::lock(&share, &token);
         let shutdown = self.client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
             if let Err(err) = release_share(&client, &names, &share, &token).await {
@@ -170,4 +170,4 @@ impl Drop for ReadGuard {
     }
 }
 
-crate::run_path::held_for_one_lease!(ReadGuard, reentrant: ReadGuard::is_reentrant);
+crate::primitives::run_path::held_for_one_lease!(ReadGuard, reentrant: ReadGuard::is_reentrant);

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use crate::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl};
-use crate::rwlock::shares::Shares;
+use crate::ops::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl};
+use crate::primitives::rwlock::shares::Shares;
 use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, invoke};
 use crate::{client::LockClient, error::LockError};
 

@@ -302,7 +302,7 @@ pub(crate) async fn keep_until(
 /// up on (renewals failing past its validity), which may still be in Redis.
 pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {
     let (client, names, token) = (client.clone(), Arc::new(names.clone()), Token::from(token));
-    let leftover = crate::shutdown::Leftover::lock(&names, &token);
+    let leftover = crate::renewal::shutdown::Leftover::lock(&names, &token);
     let shutdown = client.shutdown_state().clone();
     shutdown.give_back_in_background(leftover, async move {
         release_token(&client, &names, &token).await;

@@ -39,11 +39,11 @@ use tokio::sync::Notify;
 use crate::connection::{Connection, Fresh};
 use crate::error::LockError;
 use crate::lease::{Token, millis};
+use crate::renewal::tries_in_flight::{TriesInFlight, TryInFlight};
+use crate::renewal::watchdog::Watchdog;
 use crate::scripts::{
     Call, KeyNames, LEAVE, RELEASE, RENEW, announced_release_call, invoke, queue_call,
 };
-use crate::tries_in_flight::{TriesInFlight, TryInFlight};
-use crate::watchdog::Watchdog;
 
 /// The longest the release at shutdown may take, connecting included; what Redis has not
 /// answered by then ends by its ttl.

@@ -1,0 +1,10 @@
+//! The primitives an application takes (the lock, the read-write lock, the semaphore, the
+//! multi-key lock), over one builder core and one run path for guarded bodies.
+
+pub(crate) mod builder;
+pub(crate) mod guard;
+pub(crate) mod lock;
+pub(crate) mod multi;
+pub(crate) mod run_path;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;

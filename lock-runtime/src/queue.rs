@@ -1,0 +1,5 @@
+//! The two-level queue: the tasks of a process wait in a key's local cohort, and the
+//! process waits for them in Redis, in one place per key.
+
+pub(crate) mod cohort;
+pub(crate) mod redis_queue;
