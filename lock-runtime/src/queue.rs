@@ -3,3 +3,4 @@
 
 pub(crate) mod cohort;
 pub(crate) mod redis_queue;
+pub(crate) mod wait;

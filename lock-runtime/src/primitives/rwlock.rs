@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use crate::context::{self, CurrentLock};
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
+use crate::queue::wait::{Backoff, ride_out};
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{Call, KeyNames, WRITE_READY, invoke};
 use crate::{
@@ -57,13 +58,6 @@ const DRAINED: &str = "/drained";
 /// key it held was lost meanwhile (a Redis restart or failover, a `DEL`), within its wait.
 const MAX_ROUNDS: u32 = 1_000;
 
-/// The first pause before a script call is made again after a transient error; it doubles
-/// up to [`MAX_TRANSIENT_PAUSE`] while the errors go on (as a waiter's tries do).
-const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
-
-/// The longest pause between two calls while Redis keeps failing.
-const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
-
 /// Makes a script call again after a transient or connection error until `deadline`, as
 /// the mutex's waiters ride out a short restart within their wait; fails at once when
 /// Redis has been down past the client's grace. Every call here is safe to repeat (the
@@ -78,21 +72,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
 {
-    let mut pause = TRANSIENT_PAUSE;
+    let mut backoff = Backoff::new();
     for _ in 0..MAX_ROUNDS {
         match call().await {
-            Err(err)
-                if crate::queue::redis_queue::release::is_retryable(client, &err)
-                    && Instant::now() < deadline =>
-            {
-                if let Some(outage) = client.outage(key) {
-                    return Err(outage);
-                }
-                tracing::debug!(key, error = %err.cause(), "transient error; trying again");
-                let left = deadline.saturating_duration_since(Instant::now());
-                tokio::time::sleep(pause.saturating_add(jitter()).min(left)).await;
-                pause = (pause * 2).min(MAX_TRANSIENT_PAUSE);
-            }
+            Err(err) => ride_out(client, key, err, deadline, &mut backoff).await?,
             outcome => return outcome,
         }
     }

@@ -19,7 +19,8 @@ use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
 use crate::primitives::lock::MAX_WAIT;
-use crate::queue::redis_queue::release::{is_retryable, leave_queue, release_script};
+use crate::queue::redis_queue::release::{leave_queue, release_script};
+use crate::queue::wait::{self, Backoff, Step, TRANSIENT_PAUSE, Waiting, is_transient, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
@@ -204,125 +205,23 @@ impl Semaphore {
         client.shutdown_state().check_open(names.lock())?;
         let started = Instant::now();
         let deadline = started + self.options.wait.min(MAX_WAIT);
-        let mut waiter = Waiter {
-            client: client.clone(),
-            names: names.clone(),
-            token: permit_token(),
-            joined: false,
-            kept: None,
-        };
-        let mut ticket: Option<WaitTicket> = None;
-        let mut pause = TRANSIENT_PAUSE;
         let overrun = deadline + client.response_timeout();
-        let shutdown = client.shutdown_state().clone();
-        for _ in 0..MAX_TRIES {
-            client.may_try(names.lock())?;
-            // A shutdown meanwhile waits until the reply's place or permit is registered.
-            let in_flight = shutdown.try_in_flight();
-            let sent = Instant::now();
-            // Until the reply says otherwise, this try may have queued us or given us a
-            // permit: giving up now must clean both.
-            waiter.joined = true;
-            let reply =
-                match tokio::time::timeout_at(overrun, self.try_once(&client, &waiter)).await {
-                    Ok(reply) => reply,
-                    Err(_) => return Err(timeout(&names, started)),
-                };
-            let (code, value) = match reply {
-                Ok(reply) => reply,
-                Err(err) if is_retryable(&client, &err) && Instant::now() < deadline => {
-                    drop(in_flight);
-                    if let Some(outage) = client.outage(names.lock()) {
-                        return Err(outage);
-                    }
-                    tracing::debug!(key = %names.lock(), error = %err.cause(), "transient error; retrying");
-                    tokio::time::sleep(
-                        pause
-                            .saturating_add(jitter())
-                            .min(deadline - Instant::now()),
-                    )
-                    .await;
-                    pause = (pause * 2).min(MAX_TRANSIENT_PAUSE);
-                    continue;
-                }
-                Err(err) => return Err(err),
-            };
-            client.mark_answered();
-            match code {
-                1 if Instant::now() < validity(sent, self.options.ttl) => {
-                    waiter.settle();
-                    return Ok(SemaphoreGuard::new(
-                        client,
-                        names,
-                        std::mem::take(&mut waiter.token),
-                        self,
-                        sent,
-                    ));
-                }
-                1 => {
-                    // The reply came after the lease's validity point: it holds nothing.
-                    tracing::warn!(key = %names.lock(), "permit reply arrived after the lease validity; retrying");
-                    let _ = release_script(&client, &names, &waiter.token, Instant::now()).await;
-                    continue;
-                }
-                -1 => {
-                    return Err(LockError::Config {
-                        reason: format!(
-                            "semaphore `{}` is held with {value} permits, this caller asks for \
-                             {}; every holder of a key must use the same number of permits",
-                            names.lock(),
-                            self.permits
-                        ),
-                    });
-                }
-                -2 => {
-                    return Err(LockError::InvalidKey {
-                        key: names.lock().to_owned(),
-                        reason: "the key holds a lock or another value, not a semaphore's \
-                                 permits; give the semaphore a key of its own"
-                            .into(),
-                    });
-                }
-                _ => {}
-            }
-            if self.options.wait.is_zero() {
-                // Tried once without joining the queue: nothing to clean.
-                waiter.joined = false;
-                return Err(LockError::Busy {
-                    key: names.lock().to_owned(),
-                });
-            }
-            waiter.keep();
-            drop(in_flight);
-            if Instant::now() >= deadline {
-                return Err(timeout(&names, started));
-            }
-            let ticket = match &mut ticket {
-                Some(ticket) => ticket,
-                empty => {
-                    // Subscribed before parking, then tried again at once: a release between
-                    // the try and the subscription would go unheard.
-                    let ticket =
-                        empty.insert(client.wakeups().register(names.channel(), &waiter.token));
-                    if let Ok(Err(err)) =
-                        tokio::time::timeout_at(deadline, ticket.subscribe()).await
-                    {
-                        tracing::warn!(key = %names.lock(), error = %err, "cannot subscribe to release messages; waiting for the leases instead");
-                    }
-                    continue;
-                }
-            };
-            let park = Duration::from_millis(u64::try_from(value).unwrap_or(0))
-                .min(QUEUE_LEASE)
-                .saturating_add(jitter())
-                .min(deadline.saturating_duration_since(Instant::now()));
-            let interrupted = client.interrupt().notified();
-            tokio::select! {
-                _ = ticket.wait(park) => {}
-                () = interrupted => {}
-            }
-        }
-        Err(timeout(&names, started))
+        let mut wait = PermitWait {
+            semaphore: self,
+            waiter: Waiter {
+                client,
+                names,
+                token: permit_token(),
+                joined: false,
+                kept: None,
+            },
+            ticket: None,
+            started,
+            deadline,
+            overrun,
+            backoff: Backoff::new(),
+        };
+        wait::wait(&mut wait).await
     }
 
     /// One call of the acquire script: `(code, value)` as it returns them.
@@ -382,18 +281,141 @@ fn permit_token() -> Token {
     Token::from(format!("permit:{}", new_token()))
 }
 
-/// A bound on the tries of one wait, far above what any wait makes (each try but the first
-/// is preceded by a park, a subscription or a back-off).
-const MAX_TRIES: u32 = 10_000_000;
-
-/// The first pause after a transient error, doubled up to [`MAX_TRANSIENT_PAUSE`].
-const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
-const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
-
 fn timeout(names: &KeyNames, started: Instant) -> LockError {
     LockError::Timeout {
         key: names.lock().to_owned(),
         waited: started.elapsed(),
+    }
+}
+
+/// One task's wait for a permit (see [`wait::wait`]): its try is one call of the acquire
+/// script, which queues it behind earlier waiters.
+struct PermitWait<'a> {
+    semaphore: &'a Semaphore,
+    waiter: Waiter,
+    ticket: Option<WaitTicket>,
+    started: Instant,
+    deadline: Instant,
+    /// No try may keep the caller past its wait by more than one response timeout.
+    overrun: Instant,
+    backoff: Backoff,
+}
+
+impl Waiting for PermitWait<'_> {
+    type Taken = SemaphoreGuard;
+
+    async fn attempt(&mut self) -> Result<Step<SemaphoreGuard>, LockError> {
+        let (client, names) = (self.waiter.client.clone(), self.waiter.names.clone());
+        client.may_try(names.lock())?;
+        // A shutdown meanwhile waits until the reply's place or permit is registered.
+        let shutdown = client.shutdown_state().clone();
+        let _in_flight = shutdown.try_in_flight();
+        let sent = Instant::now();
+        // Until the reply says otherwise, this try may have queued us or given us a
+        // permit: giving up now must clean both.
+        self.waiter.joined = true;
+        let reply =
+            tokio::time::timeout_at(self.overrun, self.semaphore.try_once(&client, &self.waiter))
+                .await
+                .map_err(|_| self.timeout())?;
+        let (code, value) = match reply {
+            Ok(reply) => reply,
+            Err(err) => {
+                ride_out(&client, names.lock(), err, self.deadline, &mut self.backoff).await?;
+                return Ok(Step::Again);
+            }
+        };
+        client.mark_answered();
+        match code {
+            1 if Instant::now() < validity(sent, self.semaphore.options.ttl) => {
+                self.waiter.settle();
+                let token = std::mem::take(&mut self.waiter.token);
+                let guard = SemaphoreGuard::new(client, names, token, self.semaphore, sent);
+                return Ok(Step::Done(guard));
+            }
+            1 => {
+                // The reply came after the lease's validity point: it holds nothing.
+                tracing::warn!(key = %names.lock(), "permit reply arrived after the lease validity; retrying");
+                let _ = release_script(&client, &names, &self.waiter.token, Instant::now()).await;
+                return Ok(Step::Again);
+            }
+            -1 => return Err(self.semaphore.other_permits(names.lock(), value)),
+            -2 => return Err(not_a_semaphore(names.lock())),
+            _ => {}
+        }
+        if self.semaphore.options.wait.is_zero() {
+            // Tried once without joining the queue: nothing to clean.
+            self.waiter.joined = false;
+        } else {
+            self.waiter.keep();
+        }
+        Ok(Step::Park(Duration::from_millis(
+            u64::try_from(value).unwrap_or(0),
+        )))
+    }
+
+    fn check_time(&self) -> Result<(), LockError> {
+        if self.semaphore.options.wait.is_zero() {
+            return Err(LockError::Busy {
+                key: self.waiter.names.lock().to_owned(),
+            });
+        }
+        if Instant::now() >= self.deadline {
+            return Err(self.timeout());
+        }
+        Ok(())
+    }
+
+    fn ticket(&self) -> Option<&WaitTicket> {
+        self.ticket.as_ref()
+    }
+
+    async fn subscribe(&mut self) -> bool {
+        let names = &self.waiter.names;
+        let channel = (names.lock(), names.channel(), &*self.waiter.token);
+        wait::subscribe(
+            &self.waiter.client,
+            channel,
+            &mut self.ticket,
+            self.deadline,
+        )
+        .await
+    }
+
+    async fn park(&mut self, retry_in: Duration) {
+        let park = retry_in
+            .min(QUEUE_LEASE)
+            .saturating_add(jitter())
+            .min(self.deadline.saturating_duration_since(Instant::now()));
+        let key = self.waiter.names.lock();
+        wait::park_on(&self.waiter.client, key, self.ticket.as_ref(), park).await;
+    }
+
+    fn timeout(&self) -> LockError {
+        timeout(&self.waiter.names, self.started)
+    }
+}
+
+impl Semaphore {
+    /// The error for a key whose holders use `held` permits, not this semaphore's count.
+    fn other_permits(&self, key: &str, held: i64) -> LockError {
+        LockError::Config {
+            reason: format!(
+                "semaphore `{key}` is held with {held} permits, this caller asks for {}; \
+                 every holder of a key must use the same number of permits",
+                self.permits
+            ),
+        }
+    }
+}
+
+/// The error for a key that holds a lock or another value, not a semaphore's permits.
+fn not_a_semaphore(key: &str) -> LockError {
+    LockError::InvalidKey {
+        key: key.to_owned(),
+        reason: "the key holds a lock or another value, not a semaphore's permits; give the \
+                 semaphore a key of its own"
+            .into(),
     }
 }
 
@@ -444,7 +466,7 @@ impl Drop for Waiter {
         shutdown.give_back_in_background(leftover, async move {
             for _ in 0..GIVE_BACK_TRIES {
                 match leave_queue(&client, &names, &token).await {
-                    Err(err) if crate::queue::redis_queue::release::is_transient(&err) => {
+                    Err(err) if is_transient(&err) => {
                         tokio::time::sleep(TRANSIENT_PAUSE).await;
                     }
                     _ => return,

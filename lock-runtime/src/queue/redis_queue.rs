@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::connection::Query;
 use crate::lease::{Taken, Token, jitter, millis, validity};
 use crate::options::fence_lifetime;
+use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::scripts::{
     Call, GRANT_CONFIRM_WINDOW, GROW_ONLY, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW,
     RETAKE, Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
@@ -77,7 +78,7 @@ struct RedisWait<'a> {
     overrun: Instant,
     /// The first try is a plain `SET NX PX` (no place in the queue yet, no fence wanted).
     quick: bool,
-    transient_pause: Duration,
+    backoff: Backoff,
     attempts: u64,
     /// The last grant arrived after its validity point and was given back.
     late: bool,
@@ -85,13 +86,6 @@ struct RedisWait<'a> {
     watch: Option<String>,
     /// How many times this client's liveness key had lapsed when the last try was sent.
     lapses: u64,
-}
-
-/// What to do after one try.
-enum Step {
-    Done(Taken),
-    Again,
-    Park(Duration),
 }
 
 /// Waits for the lock on behalf of the process in `place` (see [`RedisWait`]).
@@ -121,7 +115,7 @@ pub(crate) async fn acquire(
         deadline,
         overrun: deadline + client.response_timeout(),
         quick,
-        transient_pause: TRANSIENT_PAUSE,
+        backoff: Backoff::new(),
         attempts: 0,
         late: false,
         watch: None,
@@ -134,32 +128,14 @@ pub(crate) async fn acquire(
         wait.check_time()?;
         wait.park(GRANT_CONFIRM_WINDOW).await;
     }
-    for _ in 0..MAX_TRIES {
-        let subscribed_before = wait.ticket.as_ref().is_some_and(WaitTicket::is_subscribed);
-        let retry_in = match wait.attempt().await? {
-            Step::Done(taken) => return Ok(taken),
-            Step::Again => continue,
-            Step::Park(retry_in) => retry_in,
-        };
-        wait.check_time()?;
-        if !subscribed_before && wait.subscribe().await {
-            continue;
-        }
-        wait.park(retry_in).await;
-    }
-    Err(LockError::Timeout {
-        key: names.lock().to_owned(),
-        waited: started.elapsed(),
-    })
+    wait::wait(&mut wait).await
 }
 
-/// A bound on the tries of one wait, far above what any wait makes (each try but the
-/// first is preceded by a park, a subscription or a back-off).
-const MAX_TRIES: u32 = 10_000_000;
+impl Waiting for RedisWait<'_> {
+    type Taken = Taken;
 
-impl RedisWait<'_> {
     /// One try and what it means.
-    async fn attempt(&mut self) -> Result<Step, LockError> {
+    async fn attempt(&mut self) -> Result<Step<Taken>, LockError> {
         // Shut down, or Redis declared down: fail now rather than at the end of the wait.
         self.client.may_try(self.names.lock())?;
         self.attempts += 1;
@@ -200,32 +176,78 @@ impl RedisWait<'_> {
             // connection, a reply that timed out: worth another try in time (with the
             // same token, so a lost grant is found again). A server that never answered
             // is unreachable: reported at once, within the connect timeout.
-            Ok(Err(err)) if is_retryable(self.client, &err) && Instant::now() < self.deadline => {
-                if let Some(outage) = self.client.outage(self.names.lock()) {
-                    // Unreachable past the grace: no use waiting for it.
-                    return Err(outage);
-                }
-                tracing::debug!(key = %self.names.lock(), error = %err.cause(), "transient error; retrying");
-                let pause = self.transient_pause.saturating_add(jitter());
-                let interrupted = self.client.interrupt().notified();
-                tokio::select! {
-                    () = tokio::time::sleep(pause.min(self.deadline - Instant::now())) => {}
-                    () = interrupted => {}
-                }
-                // By hand: a back-off crate (backon) is no shorter than this and `jitter()`.
-                self.transient_pause = (self.transient_pause * 2).min(MAX_TRANSIENT_PAUSE);
+            Ok(Err(err)) => {
+                ride_out(
+                    self.client,
+                    self.names.lock(),
+                    err,
+                    self.deadline,
+                    &mut self.backoff,
+                )
+                .await?;
                 return Ok(Step::Again);
             }
-            Ok(Err(err)) => return Err(err),
             // The try outlasted the wait by a whole response timeout: give up.
             Err(_) => return Err(self.timeout()),
         };
         self.read(attempt, sent).await
     }
 
+    fn check_time(&self) -> Result<(), LockError> {
+        if self.options.wait.is_zero() && !self.late {
+            return Err(LockError::Busy {
+                key: self.names.lock().to_owned(),
+            });
+        }
+        if Instant::now() >= self.deadline {
+            return Err(self.timeout());
+        }
+        Ok(())
+    }
+
+    fn ticket(&self) -> Option<&WaitTicket> {
+        self.ticket.as_ref()
+    }
+
+    async fn subscribe(&mut self) -> bool {
+        let names = (self.names.lock(), self.names.channel(), &*self.place.token);
+        wait::subscribe(self.client, names, self.ticket, self.deadline).await
+    }
+
+    /// Parks until a release wakes us, `retry_in` (capped) passes, or the wait ends; while
+    /// the last try said to watch a live process, until that process's liveness key
+    /// vanishes instead of `retry_in`, as a release wakes us before.
+    ///
+    /// A release that granted the key to the process ahead of ours wakes us only to say
+    /// that the process we watch holds it no more (`=token` with no key, see
+    /// [`WaitTicket::wait`]): what a try would learn now is that the grantee holds the key
+    /// for at most its confirmation window, unconfirmed and so not yet noted as a holder
+    /// to watch. We park that long instead, without a watch (a release reaching us, or the
+    /// grant's end, comes first), which saves one script run per hand-over.
+    async fn park(&mut self, retry_in: Duration) {
+        let mut retry_in = retry_in;
+        // Each round but the first follows a release's message: bounded by the releases.
+        for _ in 0..MAX_LOOK_LATER {
+            if !self.park_once(retry_in).await {
+                return;
+            }
+            self.watch = None;
+            retry_in = GRANT_CONFIRM_WINDOW;
+        }
+    }
+
+    fn timeout(&self) -> LockError {
+        LockError::Timeout {
+            key: self.names.lock().to_owned(),
+            waited: self.started.elapsed(),
+        }
+    }
+}
+
+impl RedisWait<'_> {
     /// What a try's answer means for the wait: the lock (when it came within the lease's
     /// validity), a park, or another try.
-    async fn read(&mut self, attempt: Attempt, sent: Instant) -> Result<Step, LockError> {
+    async fn read(&mut self, attempt: Attempt, sent: Instant) -> Result<Step<Taken>, LockError> {
         let answered = Instant::now();
         Ok(match attempt {
             Attempt::Acquired { fence } if answered < validity(sent, self.options.ttl) => {
@@ -277,7 +299,7 @@ impl RedisWait<'_> {
                 {
                     tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
                 }
-                let pause = self.transient_pause.saturating_add(jitter());
+                let pause = self.backoff.next();
                 if self.options.wait.is_zero() || Instant::now() + pause >= self.deadline {
                     return Err(shortfall);
                 }
@@ -285,76 +307,6 @@ impl RedisWait<'_> {
                 Step::Again
             }
         })
-    }
-
-    /// `Busy` for a try-once caller, `Timeout` once the wait ran out.
-    fn check_time(&self) -> Result<(), LockError> {
-        if self.options.wait.is_zero() && !self.late {
-            return Err(LockError::Busy {
-                key: self.names.lock().to_owned(),
-            });
-        }
-        if Instant::now() >= self.deadline {
-            return Err(self.timeout());
-        }
-        Ok(())
-    }
-
-    fn timeout(&self) -> LockError {
-        LockError::Timeout {
-            key: self.names.lock().to_owned(),
-            waited: self.started.elapsed(),
-        }
-    }
-
-    /// Registers the process's waiter and, unless its subscription is already up,
-    /// subscribes and returns true: the caller then tries again at once, as a release
-    /// between the last try and the subscription would otherwise go unheard.
-    async fn subscribe(&mut self) -> bool {
-        let ticket = match &mut *self.ticket {
-            Some(ticket) => ticket,
-            empty => empty.insert(
-                self.client
-                    .wakeups()
-                    .register(self.names.channel(), &self.place.token),
-            ),
-        };
-        if ticket.is_subscribed() {
-            return true;
-        }
-        match tokio::time::timeout_at(self.deadline, ticket.subscribe()).await {
-            Ok(Ok(())) | Err(_) => true,
-            Ok(Err(err)) => {
-                tracing::warn!(
-                    key = %self.names.lock(),
-                    error = %err,
-                    "cannot subscribe to release messages; waiting for the lease instead"
-                );
-                false
-            }
-        }
-    }
-
-    /// Parks until a release wakes us, `retry_in` (capped) passes, or the wait ends; while
-    /// the last try said to watch a live process, until that process's liveness key
-    /// vanishes instead of `retry_in`, as a release wakes us before.
-    ///
-    /// A release that granted the key to the process ahead of ours wakes us only to say
-    /// that the process we watch holds it no more (`=token` with no key, see
-    /// [`WaitTicket::wait`]): what a try would learn now is that the grantee holds the key
-    /// for at most its confirmation window, unconfirmed and so not yet noted as a holder
-    /// to watch. We park that long instead, without a watch (a release reaching us, or the
-    /// grant's end, comes first), which saves one script run per hand-over.
-    async fn park(&mut self, retry_in: Duration) {
-        let mut retry_in = retry_in;
-        // Each round but the first follows a release's message: bounded by the releases.
-        for _ in 0..MAX_LOOK_LATER {
-            if !self.park_once(retry_in).await {
-                return;
-            }
-            self.watch = None;
-            retry_in = GRANT_CONFIRM_WINDOW;
-        }
     }
 
     /// One park of [`park`](Self::park); true when a release woke us to look later.
@@ -407,30 +359,11 @@ impl RedisWait<'_> {
                 () = interrupted => false,
             };
         }
-        // A server declared down or the client shut down ends the park: the next try
-        // fails at once.
-        let interrupted = self.client.interrupt().notified();
-        tokio::pin!(interrupted);
-        interrupted.as_mut().enable();
-        if self.client.may_try(self.names.lock()).is_err() {
-            return false;
-        }
-        if let Some(ticket) = self.ticket.as_ref() {
-            // A grant (the key holds our token for its confirmation window) is confirmed
-            // by the next try, which takes the key for our whole ttl, so the lease is
-            // dated from that try, as any other. A grant that lapsed meanwhile (this
-            // process was too slow to confirm) queues us again instead.
-            tokio::select! {
-                woken = ticket.wait(park) => woken == Woken::LookLater,
-                () = interrupted => false,
-            }
-        } else {
-            tokio::select! {
-                () = tokio::time::sleep(park) => {}
-                () = interrupted => {}
-            }
-            false
-        }
+        // A grant (the key holds our token for its confirmation window) is confirmed by
+        // the next try, which takes the key for our whole ttl, so the lease is dated from
+        // that try, as any other. A grant that lapsed meanwhile (this process was too slow
+        // to confirm) queues us again instead.
+        wait::park_on(self.client, self.names.lock(), self.ticket.as_ref(), park).await
     }
 }
 

@@ -2,6 +2,7 @@
 //! they share.
 
 use super::*;
+use crate::queue::wait::{is_connection, is_transient};
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 ///
@@ -108,49 +109,6 @@ pub(super) const MIN_RELEASE_TRY: Duration = Duration::from_millis(50);
 
 /// How many times a release (or a dropped waiter's leave) is tried at most.
 pub(super) const RELEASE_TRIES: u32 = 8;
-
-/// The first pause before retrying an acquire after a transient error; it doubles up to
-/// [`MAX_TRANSIENT_PAUSE`] while the errors go on (a server restarting).
-pub(super) const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
-
-/// The longest pause between acquire tries while Redis keeps failing.
-pub(super) const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
-
-/// Errors that a retry may cure: a cluster in the middle of moving the slot (TRYAGAIN,
-/// ASK, MOVED past the client's own retries), a cluster or primary briefly down, a server
-/// loading its data set.
-pub(crate) fn is_transient(err: &LockError) -> bool {
-    use redis::ServerErrorKind as Server;
-    let LockError::Backend { source, .. } = err else {
-        return false;
-    };
-    matches!(
-        source.kind(),
-        redis::ErrorKind::Server(
-            Server::TryAgain
-                | Server::Ask
-                | Server::Moved
-                | Server::ClusterDown
-                | Server::BusyLoading
-                | Server::MasterDown
-        )
-    )
-}
-
-/// Whether an acquire may try again after `err`: a transient server state, or, once Redis
-/// has answered this client, a lost connection (refused or reset while it restarts, a
-/// reply that timed out and may hide a grant).
-pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
-    is_transient(err) || (client.has_answered() && is_connection(err))
-}
-
-pub(super) fn is_connection(err: &LockError) -> bool {
-    matches!(err, LockError::Backend { source, .. }
-        if source.is_io_error()
-            || source.is_timeout()
-            || source.is_connection_dropped()
-            || source.is_connection_refusal())
-}
 
 pub(super) async fn release_once(
     client: &LockClient,

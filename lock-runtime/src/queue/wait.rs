@@ -1,0 +1,227 @@
+//! The one wait loop: try, ride out a transient error, subscribe to the key's release
+//! messages once, park until a release wakes us or the retry time passes, and give up at
+//! the end of the wait. The lock's and the semaphore's waits differ only in their try
+//! ([`Waiting::attempt`]) and in what a park watches; the read-write lock's script calls
+//! ride out transient errors the same way ([`ride_out`]).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::lease::jitter;
+use crate::wakeups::{WaitTicket, Woken};
+
+/// The first pause after a transient error; it doubles up to [`MAX_TRANSIENT_PAUSE`] while
+/// the errors go on (a server restarting).
+pub(crate) const TRANSIENT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest pause between tries while Redis keeps failing.
+pub(crate) const MAX_TRANSIENT_PAUSE: Duration = Duration::from_millis(250);
+
+/// A bound on the tries of one wait, far above what any wait makes (each try but the
+/// first is preceded by a park, a subscription or a back-off).
+const MAX_TRIES: u32 = 10_000_000;
+
+/// What to do after one try.
+pub(crate) enum Step<T> {
+    /// Taken: the wait is over.
+    Done(T),
+    /// Try again at once (after a back-off the try already slept).
+    Again,
+    /// Not now: park this long at most (a release wakes us first), then try again.
+    Park(Duration),
+}
+
+/// One waiter's side of the loop: its try, and how it parks.
+pub(crate) trait Waiting {
+    /// What a successful try hands over.
+    type Taken;
+
+    /// One try and what it means.
+    async fn attempt(&mut self) -> Result<Step<Self::Taken>, LockError>;
+
+    /// `Busy` for a try-once caller, `Timeout` once the wait ran out.
+    fn check_time(&self) -> Result<(), LockError>;
+
+    /// The waiter's release-message ticket, once registered.
+    fn ticket(&self) -> Option<&WaitTicket>;
+
+    /// Registers the waiter on the key's release channel and subscribes it (see
+    /// [`subscribe`]); true when the caller should try again at once.
+    async fn subscribe(&mut self) -> bool;
+
+    /// Parks until a release wakes us, `retry_in` passes, or the wait ends.
+    async fn park(&mut self, retry_in: Duration);
+
+    /// The error of a wait that ran out.
+    fn timeout(&self) -> LockError;
+}
+
+/// Runs `waiter`'s wait: tries until it takes what it waits for or gives up. A waiter that
+/// has no confirmed subscription subscribes after a try that did not take, then tries
+/// again at once: a release between that try and the subscription would go unheard.
+pub(crate) async fn wait<W: Waiting>(waiter: &mut W) -> Result<W::Taken, LockError> {
+    for _ in 0..MAX_TRIES {
+        let subscribed_before = waiter.ticket().is_some_and(WaitTicket::is_subscribed);
+        let retry_in = match waiter.attempt().await? {
+            Step::Done(taken) => return Ok(taken),
+            Step::Again => continue,
+            Step::Park(retry_in) => retry_in,
+        };
+        waiter.check_time()?;
+        if !subscribed_before && waiter.subscribe().await {
+            continue;
+        }
+        waiter.park(retry_in).await;
+    }
+    Err(waiter.timeout())
+}
+
+/// Registers a waiter under `token` on `channel` (once: the ticket is kept in `ticket`)
+/// and, unless its subscription is already up, subscribes it within `deadline`. True when
+/// the caller should try again at once (subscribed now, or out of time: the next check
+/// ends the wait); false when the subscription failed and the waiter must rely on its
+/// park's bound instead.
+pub(crate) async fn subscribe(
+    client: &LockClient,
+    (key, channel, token): (&str, &str, &str),
+    ticket: &mut Option<WaitTicket>,
+    deadline: Instant,
+) -> bool {
+    let ticket = ticket.get_or_insert_with(|| client.wakeups().register(channel, token));
+    if ticket.is_subscribed() {
+        return true;
+    }
+    match tokio::time::timeout_at(deadline, ticket.subscribe()).await {
+        Ok(Ok(())) | Err(_) => true,
+        Ok(Err(err)) => {
+            tracing::warn!(key, error = %err, "cannot subscribe to release messages; waiting for the lease instead");
+            false
+        }
+    }
+}
+
+/// Parks for `park` at most on `ticket` (or a plain sleep without one); a server declared
+/// down or the client shut down ends it early (the next try then fails at once). True when
+/// a release woke us only to look later ([`Woken::LookLater`]).
+pub(crate) async fn park_on(
+    client: &LockClient,
+    key: &str,
+    ticket: Option<&WaitTicket>,
+    park: Duration,
+) -> bool {
+    let interrupted = client.interrupt().notified();
+    tokio::pin!(interrupted);
+    interrupted.as_mut().enable();
+    if client.may_try(key).is_err() {
+        return false;
+    }
+    match ticket {
+        Some(ticket) => tokio::select! {
+            woken = ticket.wait(park) => woken == Woken::LookLater,
+            () = interrupted => false,
+        },
+        None => {
+            tokio::select! {
+                () = tokio::time::sleep(park) => {}
+                () = interrupted => {}
+            }
+            false
+        }
+    }
+}
+
+/// The pause between tries after transient errors: [`TRANSIENT_PAUSE`] doubling up to
+/// [`MAX_TRANSIENT_PAUSE`], each with a little jitter.
+pub(crate) struct Backoff {
+    pause: Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Backoff {
+            pause: TRANSIENT_PAUSE,
+        }
+    }
+
+    /// The next pause, jitter included (without advancing the schedule).
+    pub(crate) fn next(&self) -> Duration {
+        self.pause.saturating_add(jitter())
+    }
+
+    /// Sleeps the next pause (until `deadline` at most; a server declared down or the
+    /// client shut down ends it early) and doubles the one after.
+    pub(crate) async fn sleep(&mut self, client: &LockClient, deadline: Instant) {
+        let pause = self
+            .next()
+            .min(deadline.saturating_duration_since(Instant::now()));
+        let interrupted = client.interrupt().notified();
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = interrupted => {}
+        }
+        // By hand: a back-off crate (backon) is no shorter than this and `jitter()`.
+        self.pause = (self.pause * 2).min(MAX_TRANSIENT_PAUSE);
+    }
+}
+
+/// After a try on `key` failed with `err`: `Ok` once the back-off has passed, when the error
+/// is worth another try within `deadline` (see [`is_retryable`]); else the error to give
+/// up with (`err`, or the outage of a server unreachable past the client's grace).
+pub(crate) async fn ride_out(
+    client: &LockClient,
+    key: &str,
+    err: LockError,
+    deadline: Instant,
+    backoff: &mut Backoff,
+) -> Result<(), LockError> {
+    if !is_retryable(client, &err) || Instant::now() >= deadline {
+        return Err(err);
+    }
+    if let Some(outage) = client.outage(key) {
+        // Unreachable past the grace: no use waiting for it.
+        return Err(outage);
+    }
+    tracing::debug!(key, error = %err.cause(), "transient error; retrying");
+    backoff.sleep(client, deadline).await;
+    Ok(())
+}
+
+/// Errors that a retry may cure: a cluster in the middle of moving the slot (TRYAGAIN,
+/// ASK, MOVED past the client's own retries), a cluster or primary briefly down, a server
+/// loading its data set.
+pub(crate) fn is_transient(err: &LockError) -> bool {
+    use redis::ServerErrorKind as Server;
+    let LockError::Backend { source, .. } = err else {
+        return false;
+    };
+    matches!(
+        source.kind(),
+        redis::ErrorKind::Server(
+            Server::TryAgain
+                | Server::Ask
+                | Server::Moved
+                | Server::ClusterDown
+                | Server::BusyLoading
+                | Server::MasterDown
+        )
+    )
+}
+
+/// Whether a wait may try again after `err`: a transient server state, or, once Redis has
+/// answered this client, a lost connection (refused or reset while it restarts, a reply
+/// that timed out and may hide a grant).
+pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
+    is_transient(err) || (client.has_answered() && is_connection(err))
+}
+
+/// Whether `err` is a lost, refused or timed-out connection.
+pub(crate) fn is_connection(err: &LockError) -> bool {
+    matches!(err, LockError::Backend { source, .. }
+        if source.is_io_error()
+            || source.is_timeout()
+            || source.is_connection_dropped()
+            || source.is_connection_refusal())
+}
