@@ -605,6 +605,56 @@ async fn redlock_waiters_are_woken_by_releases() {
     );
 }
 
+/// A round that hears no master at all says nothing of the masters: a client stalled past
+/// the node timeout (a busy machine, a starved thread) reads no reply, and every master
+/// seems silent at once. Such a round is tried again at once, and the second round, which
+/// the masters answer, takes the lock. Two such rounds in a row fail with `NoQuorum`, long
+/// before the wait ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_that_hears_no_master_is_tried_once_more() {
+    let servers = masters(3);
+    let node_timeout = Duration::from_millis(500);
+    let client = warm_client(&servers, node_timeout, Duration::from_secs(4)).await;
+    // Every master silent through the first round and into the second.
+    let silent: Vec<Silenced<'_>> = servers.iter().map(Silenced::new).collect();
+    let started = tokio::time::Instant::now();
+    let acquire = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .lock("k")
+                .wait(Duration::from_secs(5))
+                .acquire()
+                .await
+        }
+    });
+    tokio::time::sleep(node_timeout + Duration::from_millis(100)).await;
+    drop(silent);
+    let guard = acquire
+        .await
+        .unwrap()
+        .expect("the second round, which the masters answered, takes the lock");
+    println!(
+        "FIGURE redlock-unheard-round: acquired after {:?} (node timeout {node_timeout:?})",
+        started.elapsed()
+    );
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    // Silent for good: the second silent round is a verdict.
+    let silent: Vec<Silenced<'_>> = servers.iter().map(Silenced::new).collect();
+    let err = tokio::time::timeout(
+        Duration::from_secs(8),
+        client.lock("k").wait(Duration::from_secs(10)).acquire(),
+    )
+    .await
+    .expect("the call kept retrying rounds")
+    .unwrap_err();
+    drop(silent);
+    assert!(
+        matches!(err, LockError::NoQuorum { answered: 0, .. }),
+        "{err:?}"
+    );
+}
+
 /// A master stopped with SIGSTOP (a dead network path, a long stall: connections are
 /// accepted, nothing is answered) until dropped, when it gets SIGCONT, so no test leaves a
 /// server stopped, whatever fails.

@@ -84,96 +84,142 @@ pub(crate) async fn acquire(
     let nodes = client.nodes;
     // One subscription per master, made after the first lost round.
     let mut tickets: Vec<WaitTicket> = Vec::new();
+    let mut unheard_before = false;
     for _ in 0..MAX_ROUNDS {
         client.shutdown.check_open(names.lock())?;
         let token = new_token();
         let round = acquire_round(nodes, redlock, names, &token, options).await?;
+        // A round that heard no master at all says nothing of the masters: a process
+        // stalled past the node timeout (a busy machine, a starved thread) reads no reply,
+        // and every master seems silent at once. It is tried again at once (after giving
+        // back what the silent masters may have granted); two in a row are a verdict.
+        let unheard = round.answered.iter().all(|answered| !answered);
+        if unheard && !unheard_before && !options.wait.is_zero() && Instant::now() < deadline {
+            unheard_before = true;
+            give_back(nodes, redlock, names, &token, &round.answered).await;
+            continue;
+        }
+        unheard_before = unheard;
         if won(&round, redlock, options.ttl)
-            && let Err(shut) = client.shutdown.check_open(names.lock())
+            && let Some(taken) =
+                take_won(&client, redlock, names, options, (&token, &round)).await?
         {
-            give_back(nodes, redlock, names, &token, &round.answered).await;
-            return Err(shut);
+            tracing::debug!(
+                key = %names.lock(),
+                granted = round.granted,
+                waited_ms = started.elapsed().as_millis() as u64,
+                "lock acquired on a quorum"
+            );
+            return Ok((token, taken));
         }
-        if won(&round, redlock, options.ttl) {
-            // With fencing, the token counts once a majority of the masters know it.
-            let fence = match round.fence {
-                Some(fence) => (raise_fences(nodes, redlock, names, &token, fence, options).await
-                    && won(&round, redlock, options.ttl))
-                .then_some(fence),
-                None => None,
-            };
-            if fence.is_some() || !options.fencing {
-                tracing::debug!(
-                    key = %names.lock(),
-                    granted = round.granted,
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    "lock acquired on a quorum"
-                );
-                let taken = Taken {
-                    sent: round.sent,
-                    answered: Instant::now(),
-                    fence,
-                    queued: false,
-                };
-                return Ok((token, taken));
-            }
-        }
-        if let Some(err) = no_quorum(&round, redlock, names.lock()) {
-            // No majority answered: the give-back goes out to every master, but the call
-            // waits only for those that answered (a silent one would add its response
-            // timeout).
-            give_back(nodes, redlock, names, &token, &round.answered).await;
+        if let Some(err) = give_back_lost(nodes, redlock, names, &token, &round).await {
             return Err(err);
-        }
-        // Give back every grant, also on masters that seemed to fail: their grant may
-        // only have been late. Silently: announcing it would wake every waiter into the
-        // next split of the votes. Only the masters that answered the round are waited for.
-        if round.granted > 0 || round.answered.contains(&false) || !round.failures.is_empty() {
-            give_back(nodes, redlock, names, &token, &round.answered).await;
         }
         if let Some(err) = lost_for_good(&round, names.lock(), options, started, deadline) {
             return Err(err);
         }
-        let now = Instant::now();
         if tickets.is_empty() {
             // Subscribe, then try again at once: a release in between would go unheard.
             tickets = subscribe(redlock, names, deadline).await;
             continue;
         }
-        // A shutdown ends the pause or the park: the next round's check fails.
-        let interrupted = client.interrupt.notified();
-        tokio::pin!(interrupted);
-        interrupted.as_mut().enable();
-        if client.shutdown.check_open(names.lock()).is_err() {
-            continue;
-        }
-        if round.granted > 0 || round.late {
-            // A split vote (waiters woken by one release took a master each): try again
-            // after a random pause, which breaks the symmetry, as the reference algorithm
-            // does. Likewise a round this process was too late to read.
-            tokio::select! {
-                () = tokio::time::sleep(jitter().min(deadline - now)) => {}
-                () = &mut interrupted => {}
-            }
-            continue;
-        }
-        // Held by another owner: parked until the first release message of any master,
-        // the holder's lease (a crashed holder publishes nothing), or the wait's end.
-        let park = round
-            .held_for
-            .unwrap_or(MAX_PARK)
-            .clamp(Duration::from_millis(1), MAX_PARK)
-            .saturating_add(jitter())
-            .min(deadline - now);
-        tokio::select! {
-            () = wait_any(&tickets, park) => {}
-            () = &mut interrupted => {}
-        }
+        pause_after(&client, &round, &tickets, names.lock(), deadline).await;
     }
     Err(LockError::Timeout {
         key: names.lock().to_owned(),
         waited: started.elapsed(),
     })
+}
+
+/// Gives back what a lost round may have granted: every grant, also on masters that seemed
+/// to fail (their grant may only have been late). Silently: announcing it would wake every
+/// waiter into the next split of the votes. Only the masters that answered the round are
+/// waited for (a silent one would add its response timeout). Returns the error that ends
+/// the call when no majority answered.
+async fn give_back_lost(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    names: &KeyNames,
+    token: &str,
+    round: &Round,
+) -> Option<LockError> {
+    let no_quorum = no_quorum(round, redlock, names.lock());
+    if no_quorum.is_some()
+        || round.granted > 0
+        || round.answered.contains(&false)
+        || !round.failures.is_empty()
+    {
+        give_back(nodes, redlock, names, token, &round.answered).await;
+    }
+    no_quorum
+}
+
+/// The pause after a lost round, before the next: a random one after a split vote (waiters
+/// woken by one release took a master each), which breaks the symmetry as the reference
+/// algorithm does, or after a round this process was too late to read; else a park until
+/// the first release message of any master, the holder's lease (a crashed holder publishes
+/// nothing), or the wait's end. A shutdown ends either (the next round's check fails).
+async fn pause_after(
+    client: &Masters<'_>,
+    round: &Round,
+    tickets: &[WaitTicket],
+    key: &str,
+    deadline: Instant,
+) {
+    let interrupted = client.interrupt.notified();
+    tokio::pin!(interrupted);
+    interrupted.as_mut().enable();
+    if client.shutdown.check_open(key).is_err() {
+        return;
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    if round.granted > 0 || round.late {
+        tokio::select! {
+            () = tokio::time::sleep(jitter().min(left)) => {}
+            () = &mut interrupted => {}
+        }
+        return;
+    }
+    let park = round
+        .held_for
+        .unwrap_or(MAX_PARK)
+        .clamp(Duration::from_millis(1), MAX_PARK)
+        .saturating_add(jitter())
+        .min(left);
+    tokio::select! {
+        () = wait_any(tickets, park) => {}
+        () = &mut interrupted => {}
+    }
+}
+
+/// What a round that a majority granted gives: the lock, unless the client shut down
+/// meanwhile (the grants are given back) or, with fencing, too few masters took the
+/// fence in time (`None`: the next round decides).
+async fn take_won(
+    client: &Masters<'_>,
+    redlock: &Redlock,
+    names: &KeyNames,
+    options: &LockOptions,
+    (token, round): (&str, &Round),
+) -> Result<Option<Taken>, LockError> {
+    let nodes = client.nodes;
+    if let Err(shut) = client.shutdown.check_open(names.lock()) {
+        give_back(nodes, redlock, names, token, &round.answered).await;
+        return Err(shut);
+    }
+    // With fencing, the token counts once a majority of the masters know it.
+    let fence = match round.fence {
+        Some(fence) => (raise_fences(nodes, redlock, names, token, fence, options).await
+            && won(round, redlock, options.ttl))
+        .then_some(fence),
+        None => None,
+    };
+    Ok((fence.is_some() || !options.fencing).then(|| Taken {
+        sent: round.sent,
+        answered: Instant::now(),
+        fence,
+        queued: false,
+    }))
 }
 
 /// The error that ends a wait after a lost round that a majority answered: `Busy` for a
