@@ -2,9 +2,9 @@
 //! Sentinel, a cluster shard): the tally of their outcomes and the helpers that report and
 //! wait.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LostCause};
+use lock_runtime::{LockClient, LockError, LockGuard, LostCause};
 
 use crate::RedisServer;
 
@@ -77,4 +77,137 @@ pub fn info(server: &RedisServer, section: &str) -> String {
         .arg(section)
         .query(&mut server.conn())
         .unwrap_or_default()
+}
+
+/// A deployment a failover trial runs on (Sentinel, a cluster shard): its clients, its
+/// replication link, the failover and the old primary's return. Each step blocks (the
+/// trial runs it in `block_in_place`).
+pub trait Trial {
+    /// Before each failover: puts right what the last one left (nothing by default).
+    fn prepare(&mut self, _tally: &mut Tally) {}
+
+    /// A fresh client on the deployment, with `wait_for_replicas` when `replicas`.
+    fn client(&self, replicas: bool) -> LockClient;
+
+    /// Holds the replication stream back: the replica misses what the primary grants now.
+    fn hold_replication(&self);
+
+    /// Panics, saying what the deployment looks like, unless the primary holds `key`
+    /// (the first client was just granted it there).
+    fn check_granted(&self, key: &str, tally: &Tally);
+
+    /// Kills the primary and waits until the deployment names the replica; how long that
+    /// took.
+    fn fail_over(&mut self) -> Duration;
+
+    /// Starts the old primary again, as the new primary's replica.
+    fn rejoin(&mut self);
+}
+
+/// The lease and first wait of a trial's clients.
+pub struct Timings {
+    /// The lease of every grant.
+    pub ttl: Duration,
+    /// How long the first client waits for its grant.
+    pub first_wait: Duration,
+}
+
+/// One failover on `trial`: a first client takes `key` while the replica misses it, the
+/// primary is killed, a second client tries the key on the promoted replica, and the
+/// tally counts what each was told; then the old primary rejoins and the key is taken once
+/// more.
+pub async fn one_failover<T: Trial>(
+    trial: &mut T,
+    (key, replicas): (&str, bool),
+    timings: &Timings,
+    tally: &mut Tally,
+) {
+    tokio::task::block_in_place(|| trial.prepare(tally));
+    let first = tokio::task::block_in_place(|| trial.client(replicas));
+    trial.hold_replication();
+    let first_result = tokio::time::timeout(
+        timings.first_wait + Duration::from_secs(3),
+        first
+            .lock(key)
+            .ttl(timings.ttl)
+            .wait(timings.first_wait)
+            .acquire(),
+    )
+    .await
+    .expect("the first client never answered");
+    if first_result.is_ok() {
+        trial.check_granted(key, tally);
+    }
+    let took = tokio::task::block_in_place(|| trial.fail_over());
+    tally.took.push(took);
+    // A client that asks the deployment now: it finds the promoted replica.
+    let second = tokio::task::block_in_place(|| trial.client(replicas));
+    let second_result = second.lock(key).ttl(timings.ttl).try_acquire().await;
+    let second_at = Instant::now();
+    judge(&first_result, &second_result, tally);
+    // The first holder's loss is awaited beside the rejoin (which takes a second or more),
+    // so that the time it was told is its own.
+    let watcher = first_result.ok().map(|guard| {
+        let bound = timings.ttl.saturating_sub(second_at.elapsed());
+        tokio::spawn(async move {
+            let cause = tokio::time::timeout(bound, guard.lost()).await.ok();
+            (cause, second_at.elapsed(), guard)
+        })
+    });
+    tokio::task::block_in_place(|| trial.rejoin());
+    if let Some(watcher) = watcher {
+        let (cause, after, guard) = watcher.await.unwrap();
+        match cause {
+            Some(cause) => tally.lost.push((cause, after)),
+            None => tally.never_told += 1,
+        }
+        drop(guard);
+    }
+    if let Ok(guard) = second_result {
+        let _ = guard.release().await;
+    }
+    taken_after_rejoin(&second, key, timings.ttl, tally).await;
+    tally.failovers += 1;
+}
+
+/// Counts what the two clients of a failover were told: a double grant is two holders
+/// neither of which had been told of a loss.
+pub fn judge(
+    first: &Result<LockGuard, LockError>,
+    second: &Result<LockGuard, LockError>,
+    tally: &mut Tally,
+) {
+    match first {
+        Ok(_) => tally.first_granted += 1,
+        Err(err) => tally.first_refused.push(kind(err)),
+    }
+    match (first, second) {
+        (Ok(first_guard), Ok(second_guard)) => {
+            if first_guard.is_lost() {
+                tally.told_before_the_second += 1;
+            } else if !second_guard.is_lost() {
+                tally.double_grants += 1;
+            }
+        }
+        (_, Err(err)) => tally.second_refused.push(kind(err)),
+        (Err(_), Ok(_)) => {}
+    }
+}
+
+/// The option goes on working after the failover: once the old primary rejoined (the new
+/// primary has a replica again), `client` takes and releases `key`; panics when it cannot.
+pub async fn taken_after_rejoin(client: &LockClient, key: &str, ttl: Duration, tally: &mut Tally) {
+    let again = client
+        .lock(key)
+        .ttl(ttl)
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await;
+    match again {
+        Ok(guard) => {
+            guard.release().await.unwrap();
+            tally.after_rejoin += 1;
+        }
+        Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
+    }
 }

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient, LockError, LockGuard, LostCause};
 use lock_tests::RedisServer;
-use lock_tests::failover::{Tally, kind, summary};
+use lock_tests::failover::{Tally, judge, summary, taken_after_rejoin};
 use lock_tests::proxy::{Direction, FaultProxy};
 
 /// Forced failovers per run, each way (without the option, with it).
@@ -211,19 +211,7 @@ async fn one_failover(
         Ok(joined) => joined.unwrap(),
         Err(_) => acquiring.await.unwrap(),
     };
-    match &first_result {
-        Ok(_) => tally.first_granted += 1,
-        Err(err) => tally.first_refused.push(kind(err)),
-    }
-    match (&first_result, &second_result) {
-        (Ok(first_guard), Ok(second_guard)) => {
-            if !first_guard.is_lost() && !second_guard.is_lost() {
-                tally.double_grants += 1;
-            }
-        }
-        (_, Err(err)) => tally.second_refused.push(kind(err)),
-        (Err(_), Ok(_)) => {}
-    }
+    judge(&first_result, &second_result, tally);
     if let Ok(guard) = &first_result {
         match tokio::time::timeout(TTL * 3, guard.lost()).await {
             Ok(cause) => tally.lost.push((cause, second_at.elapsed())),
@@ -235,20 +223,7 @@ async fn one_failover(
     }
     drop(first_result);
     tokio::task::block_in_place(|| pair.rejoin());
-    // The option goes on working after the failover: the new primary has a replica again.
-    let again = second
-        .lock(&key)
-        .ttl(TTL)
-        .wait(Duration::from_secs(2))
-        .acquire()
-        .await;
-    match again {
-        Ok(guard) => {
-            guard.release().await.unwrap();
-            tally.after_rejoin += 1;
-        }
-        Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
-    }
+    taken_after_rejoin(second, &key, TTL, tally).await;
 }
 
 async fn run(replicas: bool) -> Tally {

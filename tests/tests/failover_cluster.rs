@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
 use lock_tests::cluster::RedisCluster;
-use lock_tests::failover::{Tally, info, kind, summary};
+use lock_tests::failover::{Tally, Timings, Trial, info, one_failover, summary};
 use lock_tests::proxy::FaultProxy;
 use lock_tests::wait_for;
 
@@ -41,6 +41,12 @@ const TTL: Duration = Duration::from_secs(6);
 
 /// How long the first client waits: with the option it tries again within this, and fails.
 const FIRST_WAIT: Duration = Duration::from_millis(300);
+
+/// The trial's lease and first wait.
+const TIMINGS: Timings = Timings {
+    ttl: TTL,
+    first_wait: FIRST_WAIT,
+};
 
 /// How long the option waits for the replica.
 const REPLICA_WAIT: Duration = Duration::from_millis(100);
@@ -220,6 +226,31 @@ impl Shard {
             }
         })
     }
+}
+
+impl Trial for Shard {
+    fn client(&self, replicas: bool) -> LockClient {
+        let config = Config::cluster(self.others.urls())
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1));
+        let config = if replicas {
+            config.wait_for_replicas(1, REPLICA_WAIT)
+        } else {
+            config
+        };
+        LockClient::new(config).unwrap()
+    }
+
+    fn hold_replication(&self) {
+        self.links[self.primary].set_hold_replication(true);
+    }
+
+    fn check_granted(&self, key: &str, _tally: &Tally) {
+        assert!(
+            self.primary().get(key).is_some(),
+            "the first client's grant is not on the shard's primary"
+        );
+    }
 
     /// Kills the primary with the replication stream held back, makes the replica take the
     /// shard over, and waits (20 s at most) until another master names it. Returns how long
@@ -269,91 +300,6 @@ impl Shard {
         self.announce_link();
         self.until_replica_synced();
     }
-
-    fn client(&self, replicas: bool) -> LockClient {
-        let config = Config::cluster(self.others.urls())
-            .connect_timeout(Duration::from_millis(500))
-            .response_timeout(Duration::from_secs(1));
-        let config = if replicas {
-            config.wait_for_replicas(1, REPLICA_WAIT)
-        } else {
-            config
-        };
-        LockClient::new(config).unwrap()
-    }
-}
-
-async fn one_failover(shard: &mut Shard, replicas: bool, tally: &mut Tally) {
-    let key = format!("{TAG}:{}", uuid::Uuid::new_v4().simple());
-    let first = tokio::task::block_in_place(|| shard.client(replicas));
-    shard.links[shard.primary].set_hold_replication(true);
-    let first_result = tokio::time::timeout(
-        FIRST_WAIT + Duration::from_secs(3),
-        first.lock(&key).ttl(TTL).wait(FIRST_WAIT).acquire(),
-    )
-    .await
-    .expect("the first client never answered");
-    if first_result.is_ok() {
-        assert!(
-            shard.primary().get(&key).is_some(),
-            "the first client's grant is not on the shard's primary"
-        );
-    }
-    let took = tokio::task::block_in_place(|| shard.fail_over());
-    tally.took.push(took);
-    let second = tokio::task::block_in_place(|| shard.client(replicas));
-    let second_result = second.lock(&key).ttl(TTL).try_acquire().await;
-    let second_at = Instant::now();
-    match &first_result {
-        Ok(_) => tally.first_granted += 1,
-        Err(err) => tally.first_refused.push(kind(err)),
-    }
-    match (&first_result, &second_result) {
-        (Ok(first_guard), Ok(second_guard)) => {
-            if first_guard.is_lost() {
-                tally.told_before_the_second += 1;
-            } else if !second_guard.is_lost() {
-                tally.double_grants += 1;
-            }
-        }
-        (_, Err(err)) => tally.second_refused.push(kind(err)),
-        (Err(_), Ok(_)) => {}
-    }
-    // The first holder's loss is awaited beside the rejoin, so that the time it was told
-    // is its own.
-    let watcher = first_result.ok().map(|guard| {
-        let bound = TTL.saturating_sub(second_at.elapsed());
-        tokio::spawn(async move {
-            let cause = tokio::time::timeout(bound, guard.lost()).await.ok();
-            (cause, second_at.elapsed(), guard)
-        })
-    });
-    tokio::task::block_in_place(|| shard.rejoin());
-    if let Some(watcher) = watcher {
-        let (cause, after, guard) = watcher.await.unwrap();
-        match cause {
-            Some(cause) => tally.lost.push((cause, after)),
-            None => tally.never_told += 1,
-        }
-        drop(guard);
-    }
-    if let Ok(guard) = second_result {
-        let _ = guard.release().await;
-    }
-    let again = second
-        .lock(&key)
-        .ttl(TTL)
-        .wait(Duration::from_secs(2))
-        .acquire()
-        .await;
-    match again {
-        Ok(guard) => {
-            guard.release().await.unwrap();
-            tally.after_rejoin += 1;
-        }
-        Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
-    }
-    tally.failovers += 1;
 }
 
 async fn run(replicas: bool) -> Tally {
@@ -361,7 +307,8 @@ async fn run(replicas: bool) -> Tally {
     let mut tally = Tally::default();
     let started = Instant::now();
     while tally.failovers < MAX_FAILOVERS && started.elapsed() < BUDGET {
-        one_failover(&mut shard, replicas, &mut tally).await;
+        let key = format!("{TAG}:{}", uuid::Uuid::new_v4().simple());
+        one_failover(&mut shard, (&key, replicas), &TIMINGS, &mut tally).await;
     }
     let mode = if replicas {
         "with wait_for_replicas(1, 100 ms)"

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
-use lock_tests::failover::{Tally, info, kind, summary};
+use lock_tests::failover::{Tally, Timings, Trial, info, one_failover, summary};
 use lock_tests::proxy::{Direction, FaultProxy};
 
 /// The name the sentinels monitor the primary under.
@@ -55,6 +55,12 @@ const TTL: Duration = Duration::from_secs(12);
 
 /// How long the first client waits: with the option it tries again within this, and fails.
 const FIRST_WAIT: Duration = Duration::from_millis(300);
+
+/// The trial's lease and first wait.
+const TIMINGS: Timings = Timings {
+    ttl: TTL,
+    first_wait: FIRST_WAIT,
+};
 
 /// How long the option waits for the replica.
 const REPLICA_WAIT: Duration = Duration::from_millis(100);
@@ -208,6 +214,58 @@ impl Deployment {
             .map(|(_, port)| port)
     }
 
+    /// Whether the replica replicates through the link (not through an address a sentinel
+    /// gave it); when not, it is put back and `true` returned.
+    fn relink(&self) -> bool {
+        let through_link = format!("master_port:{}", self.link.port());
+        if info(self.replica(), "replication").contains(&through_link) {
+            return false;
+        }
+        self.attach_replica();
+        true
+    }
+}
+
+impl Trial for Deployment {
+    /// Puts the replica back behind the link when a sentinel pointed it past it.
+    fn prepare(&mut self, tally: &mut Tally) {
+        if self.relink() {
+            tally.relinked += 1;
+        }
+    }
+
+    fn client(&self, replicas: bool) -> LockClient {
+        let urls: Vec<String> = self.sentinels.iter().map(RedisServer::url).collect();
+        let config = Config::sentinel(MASTER, urls)
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1));
+        let config = if replicas {
+            config.wait_for_replicas(1, REPLICA_WAIT)
+        } else {
+            config
+        };
+        LockClient::new(config).unwrap()
+    }
+
+    fn hold_replication(&self) {
+        self.link.set_hold(Direction::Down, true);
+    }
+
+    fn check_granted(&self, key: &str, tally: &Tally) {
+        assert!(
+            self.primary().get(key).is_some(),
+            "failover {}: the first client's grant is not on the primary (port {}; the \
+             sentinels name {:?}; the replica has it: {})",
+            tally.failovers,
+            self.primary().port(),
+            self.sentinels
+                .iter()
+                .map(Deployment::named_by)
+                .collect::<Vec<_>>(),
+            self.replica().get(key).is_some()
+        );
+    }
+
     /// Kills the primary with the replication stream held back (the held bytes are lost
     /// with its connections) and waits (30 s at most) until every sentinel names the
     /// replica and it says `role:master`. Returns how long the sentinels took.
@@ -246,117 +304,6 @@ impl Deployment {
         self.attach_replica();
         self.until_sentinels_know_the_replica();
     }
-
-    /// Whether the replica replicates through the link (not through an address a sentinel
-    /// gave it); when not, it is put back and `true` returned.
-    fn relink(&self) -> bool {
-        let through_link = format!("master_port:{}", self.link.port());
-        if info(self.replica(), "replication").contains(&through_link) {
-            return false;
-        }
-        self.attach_replica();
-        true
-    }
-
-    fn client(&self, replicas: bool) -> LockClient {
-        let urls: Vec<String> = self.sentinels.iter().map(RedisServer::url).collect();
-        let config = Config::sentinel(MASTER, urls)
-            .connect_timeout(Duration::from_millis(500))
-            .response_timeout(Duration::from_secs(1));
-        let config = if replicas {
-            config.wait_for_replicas(1, REPLICA_WAIT)
-        } else {
-            config
-        };
-        LockClient::new(config).unwrap()
-    }
-}
-
-async fn one_failover(deployment: &mut Deployment, replicas: bool, tally: &mut Tally) {
-    let key = format!("failover:{}", uuid::Uuid::new_v4().simple());
-    if tokio::task::block_in_place(|| deployment.relink()) {
-        tally.relinked += 1;
-    }
-    let first = tokio::task::block_in_place(|| deployment.client(replicas));
-    deployment.link.set_hold(Direction::Down, true);
-    let first_result = tokio::time::timeout(
-        FIRST_WAIT + Duration::from_secs(3),
-        first.lock(&key).ttl(TTL).wait(FIRST_WAIT).acquire(),
-    )
-    .await
-    .expect("the first client never answered");
-    if first_result.is_ok() {
-        assert!(
-            deployment.primary().get(&key).is_some(),
-            "failover {}: the first client's grant is not on the primary (port {}; the \
-             sentinels name {:?}; the replica has it: {})",
-            tally.failovers,
-            deployment.primary().port(),
-            deployment
-                .sentinels
-                .iter()
-                .map(Deployment::named_by)
-                .collect::<Vec<_>>(),
-            deployment.replica().get(&key).is_some()
-        );
-    }
-    let took = tokio::task::block_in_place(|| deployment.fail_over());
-    tally.took.push(took);
-    // A client that asks the sentinels now: it finds the promoted replica.
-    let second = tokio::task::block_in_place(|| deployment.client(replicas));
-    let second_result = second.lock(&key).ttl(TTL).try_acquire().await;
-    let second_at = Instant::now();
-    match &first_result {
-        Ok(_) => tally.first_granted += 1,
-        Err(err) => tally.first_refused.push(kind(err)),
-    }
-    match (&first_result, &second_result) {
-        (Ok(first_guard), Ok(second_guard)) => {
-            if first_guard.is_lost() {
-                tally.told_before_the_second += 1;
-            } else if !second_guard.is_lost() {
-                tally.double_grants += 1;
-            }
-        }
-        (_, Err(err)) => tally.second_refused.push(kind(err)),
-        (Err(_), Ok(_)) => {}
-    }
-    // The first holder's loss is awaited beside the rejoin (which takes a second or more),
-    // so that the time it was told is its own.
-    let watcher = first_result.ok().map(|guard| {
-        let bound = TTL.saturating_sub(second_at.elapsed());
-        tokio::spawn(async move {
-            let cause = tokio::time::timeout(bound, guard.lost()).await.ok();
-            (cause, second_at.elapsed(), guard)
-        })
-    });
-    tokio::task::block_in_place(|| deployment.rejoin());
-    if let Some(watcher) = watcher {
-        let (cause, after, guard) = watcher.await.unwrap();
-        match cause {
-            Some(cause) => tally.lost.push((cause, after)),
-            None => tally.never_told += 1,
-        }
-        drop(guard);
-    }
-    if let Ok(guard) = second_result {
-        let _ = guard.release().await;
-    }
-    // The option goes on working after the failover: the new primary has a replica again.
-    let again = second
-        .lock(&key)
-        .ttl(TTL)
-        .wait(Duration::from_secs(2))
-        .acquire()
-        .await;
-    match again {
-        Ok(guard) => {
-            guard.release().await.unwrap();
-            tally.after_rejoin += 1;
-        }
-        Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
-    }
-    tally.failovers += 1;
 }
 
 async fn run(replicas: bool) -> Tally {
@@ -364,7 +311,8 @@ async fn run(replicas: bool) -> Tally {
     let mut tally = Tally::default();
     let started = Instant::now();
     while tally.failovers < MAX_FAILOVERS && started.elapsed() < BUDGET {
-        one_failover(&mut deployment, replicas, &mut tally).await;
+        let key = format!("failover:{}", uuid::Uuid::new_v4().simple());
+        one_failover(&mut deployment, (&key, replicas), &TIMINGS, &mut tally).await;
     }
     let mode = if replicas {
         "with wait_for_replicas(1, 100 ms)"
