@@ -354,3 +354,41 @@ pub enum ReleaseOutcome {
     /// Another owner holds the key now (nothing deleted).
     NotOwner,
 }
+
+/// What the waits and releases make of an error: whether another try may cure it.
+impl LockError {
+    /// A passing server state that a retry may cure: a cluster in the middle of moving the
+    /// slot (TRYAGAIN, ASK, MOVED past the client's own retries), a cluster or primary
+    /// briefly down, a server loading its data set.
+    pub(crate) fn is_transient(&self) -> bool {
+        use redis::ServerErrorKind as Server;
+        let LockError::Backend { source, .. } = self else {
+            return false;
+        };
+        matches!(
+            source.kind(),
+            redis::ErrorKind::Server(
+                Server::TryAgain
+                    | Server::Ask
+                    | Server::Moved
+                    | Server::ClusterDown
+                    | Server::BusyLoading
+                    | Server::MasterDown
+            )
+        )
+    }
+
+    /// A lost, refused or timed-out connection.
+    pub(crate) fn is_connection(&self) -> bool {
+        matches!(self, LockError::Backend { source, .. } if is_connection_error(source))
+    }
+}
+
+/// Whether `err` is a lost, refused or timed-out connection: the server could not be
+/// reached (as opposed to a reply).
+pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+}

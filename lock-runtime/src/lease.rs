@@ -57,6 +57,18 @@ pub(crate) struct Taken {
     pub(crate) queued: bool,
 }
 
+/// A timer's overshoot that counts as this process's own lateness (a runtime on time wakes
+/// within a millisecond or two; a busy machine's scheduler within a few). Past it, the
+/// process was starved (a busy machine, a stopped process, a blocked runtime), and what it
+/// did not hear meanwhile says nothing of Redis: its replies may wait unread.
+pub(crate) const LATE_SLACK: Duration = Duration::from_millis(20);
+
+/// How late this process is for something due at `due`, when that is more than
+/// [`LATE_SLACK`] (its own lateness, see there); `None` when on time.
+pub(crate) fn lateness(due: Instant) -> Option<Duration> {
+    Some(Instant::now().saturating_duration_since(due)).filter(|late| *late > LATE_SLACK)
+}
+
 /// A few random milliseconds added to a park, so waiters woken by time do not retry in
 /// lockstep.
 pub(crate) fn jitter() -> Duration {

@@ -24,8 +24,9 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Arg, Cmd, Pipeline, Value};
 use tokio::sync::Notify;
 
-use crate::connection::outage::{Health, Probe, unreachable};
+use crate::connection::outage::{Health, Probe};
 use crate::error::LockError;
+use crate::error::is_connection_error;
 
 /// The slots of a Redis Cluster.
 const SLOTS: u16 = 16384;
@@ -156,7 +157,7 @@ impl ClusterNodes {
             return;
         };
         match result {
-            Err(err) if unreachable(err) => master.failed_to_reach(err),
+            Err(err) if is_connection_error(err) => master.failed_to_reach(err),
             Err(err) if could_not_follow(err, master.server()) => {
                 let said = std::io::Error::other(format!(
                     "the cluster sends the slot's requests to it and no connection to it \

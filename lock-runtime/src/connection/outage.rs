@@ -23,7 +23,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::error::LockError;
+use crate::error::{LockError, is_connection_error};
+use crate::lease::lateness;
 
 /// While a server is down, how often it is asked whether it is back.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
@@ -39,10 +40,6 @@ const CONFIRM_EVERY: Duration = Duration::from_millis(50);
 /// How much of its own lateness a confirmation forgives, at most: past that, a client
 /// starved for so long counts the time as the server's silence too.
 const LATE_LIMIT: Duration = Duration::from_secs(5);
-
-/// A timer's overshoot that counts as the client's own lateness (a runtime on time wakes
-/// within a millisecond or two; a busy machine's scheduler within a few).
-const LATE_SLACK: Duration = Duration::from_millis(20);
 
 /// Whether the server answers none of the probes sent over [`CONFIRM_LIMIT`] of the
 /// client's own time.
@@ -72,14 +69,10 @@ async fn confirm_unreachable(probe: &Probe) -> bool {
     true
 }
 
-/// `until`, moved by how late a timer due at `due` woke (beyond [`LATE_SLACK`]), to
+/// `until`, moved by how late a timer due at `due` woke (beyond [`LATE_SLACK`](crate::lease::LATE_SLACK)), to
 /// `latest` at most.
 fn forgive(until: Instant, due: Instant, latest: Instant) -> Instant {
-    let late = Instant::now().saturating_duration_since(due);
-    if late <= LATE_SLACK {
-        return until;
-    }
-    (until + late).min(latest)
+    lateness(due).map_or(until, |late| (until + late).min(latest))
 }
 
 /// Asks the server once whether it answers (a `PING` on a connection of its own).
@@ -235,7 +228,7 @@ impl Health {
     /// Takes note of what a request to the server came to.
     pub(crate) fn observe<T>(&self, result: &redis::RedisResult<T>) {
         match result {
-            Err(err) if unreachable(err) => self.failed(err),
+            Err(err) if is_connection_error(err) => self.failed(err),
             _ => self.answered(),
         }
     }
@@ -467,14 +460,6 @@ impl Role {
             }
         }
     }
-}
-
-/// Whether `err` says the server could not be reached (as opposed to a reply).
-pub(crate) fn unreachable(err: &redis::RedisError) -> bool {
-    err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
 }
 
 #[cfg(test)]

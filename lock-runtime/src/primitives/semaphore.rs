@@ -20,7 +20,7 @@ use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
 use crate::primitives::lock::MAX_WAIT;
 use crate::queue::redis_queue::release::{leave_queue, release_script};
-use crate::queue::wait::{self, Backoff, Step, TRANSIENT_PAUSE, Waiting, is_transient, ride_out};
+use crate::queue::wait::{self, Backoff, Step, TRANSIENT_PAUSE, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
@@ -466,7 +466,7 @@ impl Drop for Waiter {
         shutdown.give_back_in_background(leftover, async move {
             for _ in 0..GIVE_BACK_TRIES {
                 match leave_queue(&client, &names, &token).await {
-                    Err(err) if is_transient(&err) => {
+                    Err(err) if err.is_transient() => {
                         tokio::time::sleep(TRANSIENT_PAUSE).await;
                     }
                     _ => return,

@@ -189,39 +189,9 @@ pub(crate) async fn ride_out(
     Ok(())
 }
 
-/// Errors that a retry may cure: a cluster in the middle of moving the slot (TRYAGAIN,
-/// ASK, MOVED past the client's own retries), a cluster or primary briefly down, a server
-/// loading its data set.
-pub(crate) fn is_transient(err: &LockError) -> bool {
-    use redis::ServerErrorKind as Server;
-    let LockError::Backend { source, .. } = err else {
-        return false;
-    };
-    matches!(
-        source.kind(),
-        redis::ErrorKind::Server(
-            Server::TryAgain
-                | Server::Ask
-                | Server::Moved
-                | Server::ClusterDown
-                | Server::BusyLoading
-                | Server::MasterDown
-        )
-    )
-}
-
 /// Whether a wait may try again after `err`: a transient server state, or, once Redis has
 /// answered this client, a lost connection (refused or reset while it restarts, a reply
 /// that timed out and may hide a grant).
 pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
-    is_transient(err) || (client.has_answered() && is_connection(err))
-}
-
-/// Whether `err` is a lost, refused or timed-out connection.
-pub(crate) fn is_connection(err: &LockError) -> bool {
-    matches!(err, LockError::Backend { source, .. }
-        if source.is_io_error()
-            || source.is_timeout()
-            || source.is_connection_dropped()
-            || source.is_connection_refusal())
+    err.is_transient() || (client.has_answered() && err.is_connection())
 }

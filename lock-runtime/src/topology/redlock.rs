@@ -37,7 +37,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::lease::{Taken, Token, jitter, millis, new_token, validity};
+use crate::lease::{Taken, Token, jitter, lateness, millis, new_token, validity};
 use redis::{FromRedisValue, RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
@@ -313,10 +313,6 @@ pub(crate) struct Round {
     pub(crate) late: bool,
 }
 
-/// How far past the node timeout a round may end before this process counts as late
-/// (a runtime on time wakes within a millisecond or two).
-const LATE_SLACK: Duration = Duration::from_millis(20);
-
 /// One acquire round on every master, each within the node timeout. Once its outcome is
 /// known (a majority granted, or so many masters hold the key for another owner that no
 /// majority can grant it) the other masters get a short grace only, so a silent minority
@@ -355,7 +351,8 @@ async fn acquire_round(
                 || count(replies, false) > redlock.urls.len() - redlock.quorum
         })
         .await;
-    let late = Instant::now().saturating_duration_since(sent + limit) > LATE_SLACK;
+    // Ended well past the node timeout: this process was late to read the replies.
+    let late = lateness(sent + limit).is_some();
     let mut round = Round {
         sent,
         granted: 0,

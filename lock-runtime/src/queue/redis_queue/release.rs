@@ -2,7 +2,6 @@
 //! they share.
 
 use super::*;
-use crate::queue::wait::{is_connection, is_transient};
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 ///
@@ -68,7 +67,7 @@ where
             }
         };
         match outcome {
-            Err(err) if is_transient(&err) || is_connection(&err) => {
+            Err(err) if err.is_transient() || err.is_connection() => {
                 tracing::debug!(key = %names.lock(), error = %err.cause(), "{what} failed; trying again");
                 last = Some(err);
                 if Instant::now() + pause >= give_up {

@@ -63,10 +63,7 @@ pub(super) async fn ask_on<T: FromRedisValue>(
 
 /// A failure that another try may not meet: the connection, a time-out, a server loading.
 pub(super) fn is_passing(err: &RedisError) -> bool {
-    err.is_connection_refusal()
-        || err.is_connection_dropped()
-        || err.is_io_error()
-        || err.is_timeout()
+    crate::error::is_connection_error(err)
         || matches!(
             err.kind(),
             redis::ErrorKind::Server(
