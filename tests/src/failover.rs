@@ -211,3 +211,104 @@ pub async fn taken_after_rejoin(client: &LockClient, key: &str, ttl: Duration, t
         Err(err) => panic!("after the old primary rejoined, `{key}` could not be taken: {err}"),
     }
 }
+
+/// What a trial is called in its figures, and how many failovers it runs.
+pub struct Plan {
+    /// The figures' label: lines start with `FIGURE {label}:`.
+    pub label: &'static str,
+    /// What one failover is called ("sentinel failovers").
+    pub failovers: &'static str,
+    /// What the time a failover took measures ("kill to promotion").
+    pub took: &'static str,
+    /// The keys' prefix (a hash tag in a cluster).
+    pub key_prefix: &'static str,
+    /// Failovers per mode at most.
+    pub max: usize,
+    /// The time a mode may start new failovers in.
+    pub budget: Duration,
+}
+
+/// Runs failovers on the deployment `start` builds, with `wait_for_replicas` when
+/// `replicas`, until the plan's count or budget; prints the figures and returns the tally.
+pub async fn run<T: Trial>(
+    start: impl FnOnce() -> T,
+    replicas: bool,
+    timings: &Timings,
+    plan: &Plan,
+) -> Tally {
+    let mut trial = tokio::task::block_in_place(start);
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    while tally.failovers < plan.max && started.elapsed() < plan.budget {
+        let key = format!("{}:{}", plan.key_prefix, uuid::Uuid::new_v4().simple());
+        one_failover(&mut trial, (&key, replicas), timings, &mut tally).await;
+    }
+    let mode = if replicas {
+        "with wait_for_replicas(1, 100 ms)"
+    } else {
+        "without the option"
+    };
+    report(plan, mode, &tally, (started.elapsed(), timings.ttl));
+    tally
+}
+
+/// The median, the smallest and the largest of `durations` (none when empty).
+fn spread(mut durations: Vec<Duration>) -> Option<(Duration, Duration, Duration)> {
+    durations.sort();
+    let (first, last) = (durations.first()?, durations.last()?);
+    Some((*first, durations[durations.len() / 2], *last))
+}
+
+/// Prints a trial's figures.
+fn report(plan: &Plan, mode: &str, tally: &Tally, (elapsed, ttl): (Duration, Duration)) {
+    let figure = |text: String| println!("FIGURE {}: {mode}: {text}", plan.label);
+    if let Some((min, median, max)) = spread(tally.took.clone()) {
+        figure(format!(
+            "{} {} in {:.1} s ({}: min {min:?}, median {median:?}, max {max:?}); first client \
+             granted {}; double grants {} (the first holder told before the second's grant: {})",
+            tally.failovers,
+            plan.failovers,
+            elapsed.as_secs_f64(),
+            plan.took,
+            tally.first_granted,
+            tally.double_grants,
+            tally.told_before_the_second,
+        ));
+    }
+    let told = tally.lost.iter().map(|(_, after)| *after).collect();
+    if let Some((min, median, max)) = spread(told) {
+        let causes = tally.lost.iter().map(|(cause, _)| format!("{cause:?}"));
+        figure(format!(
+            "the first holder was told {} (never told within the ttl: {}), after the second's \
+             grant: min {min:?}, median {median:?}, max {max:?} (ttl {ttl:?})",
+            summary(causes.collect()),
+            tally.never_told,
+        ));
+    }
+    figure(format!(
+        "the first client was refused: [{}]; the second: [{}]; the key taken again after the \
+         old primary rejoined: {}; the replica put back on the link: {}",
+        summary(tally.first_refused.clone()),
+        summary(tally.second_refused.clone()),
+        tally.after_rejoin,
+        tally.relinked,
+    ));
+}
+
+/// The verdict of a trial run without the option and with it: enough failovers in each,
+/// double grants without the option (the trial still produces the failure), none with it.
+pub fn assert_the_option_prevents_double_grants(without: &Tally, with: &Tally) {
+    assert!(
+        without.failovers >= 3 && with.failovers >= 3,
+        "too few failovers fit in the budget: {without:?} {with:?}"
+    );
+    assert!(
+        without.double_grants > 0,
+        "no double grant without the option: the test no longer produces the failure: \
+         {without:?}"
+    );
+    assert_eq!(
+        with.double_grants, 0,
+        "double grants with the option on: {with:?}"
+    );
+}

@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
 use lock_tests::cluster::RedisCluster;
-use lock_tests::failover::{Tally, Timings, Trial, info, one_failover, summary};
+use lock_tests::failover::{
+    Plan, Tally, Timings, Trial, assert_the_option_prevents_double_grants, info, run,
+};
 use lock_tests::proxy::FaultProxy;
 use lock_tests::wait_for;
 
@@ -42,6 +44,16 @@ const TTL: Duration = Duration::from_secs(6);
 /// How long the first client waits: with the option it tries again within this, and fails.
 const FIRST_WAIT: Duration = Duration::from_millis(300);
 
+/// The trial's figures and bounds.
+const PLAN: Plan = Plan {
+    label: "failover-cluster",
+    failovers: "shard takeovers",
+    took: "kill to another master naming the replica",
+    key_prefix: TAG,
+    max: MAX_FAILOVERS,
+    budget: BUDGET,
+};
+
 /// The trial's lease and first wait.
 const TIMINGS: Timings = Timings {
     ttl: TTL,
@@ -53,10 +65,6 @@ const REPLICA_WAIT: Duration = Duration::from_millis(100);
 
 /// The hash tag of every test key: one slot, one shard.
 const TAG: &str = "{failover}";
-
-fn figure(text: &str) {
-    println!("FIGURE failover-cluster: {text}");
-}
 
 fn config_set(server: &RedisServer, name: &str, value: &str) {
     let _: () = redis::cmd("CONFIG")
@@ -302,78 +310,9 @@ impl Trial for Shard {
     }
 }
 
-async fn run(replicas: bool) -> Tally {
-    let mut shard = tokio::task::block_in_place(Shard::start);
-    let mut tally = Tally::default();
-    let started = Instant::now();
-    while tally.failovers < MAX_FAILOVERS && started.elapsed() < BUDGET {
-        let key = format!("{TAG}:{}", uuid::Uuid::new_v4().simple());
-        one_failover(&mut shard, (&key, replicas), &TIMINGS, &mut tally).await;
-    }
-    let mode = if replicas {
-        "with wait_for_replicas(1, 100 ms)"
-    } else {
-        "without the option"
-    };
-    let mut took = tally.took.clone();
-    took.sort();
-    figure(&format!(
-        "{mode}: {} shard takeovers in {:.1} s (kill to another master naming the replica: \
-         min {:?}, median {:?}, max {:?}); first client granted {}; double grants {} (the first holder told before the second's \
-         grant: {})",
-        tally.failovers,
-        started.elapsed().as_secs_f64(),
-        took[0],
-        took[took.len() / 2],
-        took[took.len() - 1],
-        tally.first_granted,
-        tally.double_grants,
-        tally.told_before_the_second,
-    ));
-    let mut told: Vec<Duration> = tally.lost.iter().map(|(_, after)| *after).collect();
-    told.sort();
-    if !told.is_empty() {
-        figure(&format!(
-            "{mode}: the first holder was told {} (never told within the ttl: {}), after the \
-             second's grant: min {:?}, median {:?}, max {:?} (ttl {TTL:?})",
-            summary(
-                tally
-                    .lost
-                    .iter()
-                    .map(|(cause, _)| format!("{cause:?}"))
-                    .collect()
-            ),
-            tally.never_told,
-            told[0],
-            told[told.len() / 2],
-            told[told.len() - 1],
-        ));
-    }
-    figure(&format!(
-        "{mode}: the first client was refused: [{}]; the second: [{}]; the key taken again \
-         after the old primary rejoined: {}",
-        summary(tally.first_refused.clone()),
-        summary(tally.second_refused.clone()),
-        tally.after_rejoin,
-    ));
-    tally
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_shard_takeover_grants_twice_unless_grants_wait_for_replicas() {
-    let without = run(false).await;
-    let with = run(true).await;
-    assert!(
-        without.failovers >= 3 && with.failovers >= 3,
-        "too few failovers fit in the budget: {without:?} {with:?}"
-    );
-    assert!(
-        without.double_grants > 0,
-        "no double grant without the option: the test no longer produces the failure: \
-         {without:?}"
-    );
-    assert_eq!(
-        with.double_grants, 0,
-        "double grants with the option on: {with:?}"
-    );
+    let without = run(Shard::start, false, &TIMINGS, &PLAN).await;
+    let with = run(Shard::start, true, &TIMINGS, &PLAN).await;
+    assert_the_option_prevents_double_grants(&without, &with);
 }

@@ -38,7 +38,9 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
-use lock_tests::failover::{Tally, Timings, Trial, info, one_failover, summary};
+use lock_tests::failover::{
+    Plan, Tally, Timings, Trial, assert_the_option_prevents_double_grants, info, run,
+};
 use lock_tests::proxy::{Direction, FaultProxy};
 
 /// The name the sentinels monitor the primary under.
@@ -56,6 +58,16 @@ const TTL: Duration = Duration::from_secs(12);
 /// How long the first client waits: with the option it tries again within this, and fails.
 const FIRST_WAIT: Duration = Duration::from_millis(300);
 
+/// The trial's figures and bounds.
+const PLAN: Plan = Plan {
+    label: "failover-sentinel",
+    failovers: "sentinel failovers",
+    took: "kill to promotion",
+    key_prefix: "failover",
+    max: MAX_FAILOVERS,
+    budget: BUDGET,
+};
+
 /// The trial's lease and first wait.
 const TIMINGS: Timings = Timings {
     ttl: TTL,
@@ -72,10 +84,6 @@ const SERVER_ARGS: [&str; 4] = [
     "--repl-diskless-sync-delay",
     "0",
 ];
-
-fn figure(text: &str) {
-    println!("FIGURE failover-sentinel: {text}");
-}
 
 /// Two data nodes, the replica's link, and three sentinels.
 struct Deployment {
@@ -306,79 +314,9 @@ impl Trial for Deployment {
     }
 }
 
-async fn run(replicas: bool) -> Tally {
-    let mut deployment = tokio::task::block_in_place(Deployment::start);
-    let mut tally = Tally::default();
-    let started = Instant::now();
-    while tally.failovers < MAX_FAILOVERS && started.elapsed() < BUDGET {
-        let key = format!("failover:{}", uuid::Uuid::new_v4().simple());
-        one_failover(&mut deployment, (&key, replicas), &TIMINGS, &mut tally).await;
-    }
-    let mode = if replicas {
-        "with wait_for_replicas(1, 100 ms)"
-    } else {
-        "without the option"
-    };
-    let mut took = tally.took.clone();
-    took.sort();
-    figure(&format!(
-        "{mode}: {} sentinel failovers in {:.1} s (kill to promotion: min {:?}, median {:?}, \
-         max {:?}); first client granted {}; double grants {} (the first holder told before the second's \
-         grant: {})",
-        tally.failovers,
-        started.elapsed().as_secs_f64(),
-        took[0],
-        took[took.len() / 2],
-        took[took.len() - 1],
-        tally.first_granted,
-        tally.double_grants,
-        tally.told_before_the_second,
-    ));
-    let mut told: Vec<Duration> = tally.lost.iter().map(|(_, after)| *after).collect();
-    told.sort();
-    if !told.is_empty() {
-        figure(&format!(
-            "{mode}: the first holder was told {} (never told within the ttl: {}), after the \
-             second's grant: min {:?}, median {:?}, max {:?} (ttl {TTL:?})",
-            summary(
-                tally
-                    .lost
-                    .iter()
-                    .map(|(cause, _)| format!("{cause:?}"))
-                    .collect()
-            ),
-            tally.never_told,
-            told[0],
-            told[told.len() / 2],
-            told[told.len() - 1],
-        ));
-    }
-    figure(&format!(
-        "{mode}: the first client was refused: [{}]; the second: [{}]; the key taken again \
-         after the old primary rejoined: {}; the replica put back on the link: {}",
-        summary(tally.first_refused.clone()),
-        summary(tally.second_refused.clone()),
-        tally.after_rejoin,
-        tally.relinked,
-    ));
-    tally
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_failover_grants_twice_unless_grants_wait_for_replicas() {
-    let without = run(false).await;
-    let with = run(true).await;
-    assert!(
-        without.failovers >= 3 && with.failovers >= 3,
-        "too few failovers fit in the budget: {without:?} {with:?}"
-    );
-    assert!(
-        without.double_grants > 0,
-        "no double grant without the option: the test no longer produces the failure: \
-         {without:?}"
-    );
-    assert_eq!(
-        with.double_grants, 0,
-        "double grants with the option on: {with:?}"
-    );
+    let without = run(Deployment::start, false, &TIMINGS, &PLAN).await;
+    let with = run(Deployment::start, true, &TIMINGS, &PLAN).await;
+    assert_the_option_prevents_double_grants(&without, &with);
 }
