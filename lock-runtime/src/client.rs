@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 
-use crate::config::{PassBound, Topology as TopologyConfig};
+use crate::config::PassBound;
 use crate::connection::Connection;
 use crate::home::Home;
 use crate::renewal::liveness::Liveness;
@@ -195,28 +195,8 @@ impl LockClient {
             wakeups,
             #[cfg(feature = "redlock")]
             redlock,
-        } = match &config.topology {
-            TopologyConfig::Single(_) | TopologyConfig::Client { .. } => setup.single_server()?,
-            #[cfg(feature = "sentinel")]
-            TopologyConfig::Sentinel { .. } => setup.single_server()?,
-            #[cfg(feature = "redlock")]
-            TopologyConfig::Redlock(urls) => setup.redlock(urls)?,
-            #[cfg(feature = "cluster")]
-            TopologyConfig::Cluster(_) | TopologyConfig::ClusterBuilder { .. } => {
-                setup.cluster()?
-            }
-        };
+        } = setup.build()?;
         let telemetry = Telemetry::new(config.metrics_key_label);
-        // The scheduler's runtime shutting down gives back what the client holds.
-        let shutdown_slot: Arc<std::sync::OnceLock<std::sync::Weak<Shutdown>>> = Arc::default();
-        let on_dropped: crate::renewal::watchdog::OnDropped = {
-            let slot = shutdown_slot.clone();
-            Box::new(move || {
-                if let Some(shutdown) = slot.get().and_then(std::sync::Weak::upgrade) {
-                    shutdown.runtime_gone(None);
-                }
-            })
-        };
         // Redlock mode: every master renewed, a majority counted.
         #[cfg(feature = "redlock")]
         let masters = redlock.as_ref().map(|redlock| {
@@ -227,46 +207,8 @@ impl LockClient {
         });
         #[cfg(not(feature = "redlock"))]
         let masters: Option<(usize, Duration)> = None;
-        // One liveness key for the process's queue places, where every script can read it
-        // (one per master in a cluster, where a script reads only its node's keys; Redlock
-        // waiters do not queue).
-        let liveness = match (masters, connections[0].cluster_nodes()) {
-            (Some(_), _) => None,
-            #[cfg(feature = "cluster")]
-            (None, Some(nodes)) => Some(Liveness::cluster(nodes.clone())),
-            (None, _) => Some(Liveness::new()),
-        };
-        let watchdog = match masters {
-            None => Watchdog::start(
-                vec![connections[0].clone()],
-                1,
-                (None, config.replicas),
-                liveness.clone(),
-                telemetry.clone(),
-                on_dropped,
-            ),
-            Some((quorum, node_timeout)) => Watchdog::start(
-                connections.clone(),
-                quorum,
-                (Some(node_timeout), None),
-                None,
-                telemetry.clone(),
-                on_dropped,
-            ),
-        };
-        let publish = if connections[0].is_cluster() {
-            "SPUBLISH"
-        } else {
-            "PUBLISH"
-        };
-        let shutdown = Arc::new(Shutdown::new(
-            watchdog.clone(),
-            &connections,
-            masters.is_some(),
-            publish,
-            setup.interrupt.clone(),
-        ));
-        let _ = shutdown_slot.set(Arc::downgrade(&shutdown));
+        let (watchdog, liveness, shutdown) =
+            start_renewal(&config, &connections, masters, &telemetry, &setup.interrupt);
         let interrupt = setup.interrupt.clone();
         Ok(LockClient {
             inner: Arc::new(ClientInner {
@@ -534,4 +476,67 @@ impl Drop for ClientInner {
     fn drop(&mut self) {
         self.watchdog.shutdown();
     }
+}
+
+/// The client's renewal: the watchdog (every master renewed, a majority counted, in Redlock
+/// mode: `masters` holds its quorum and node timeout), the process's liveness key, and the
+/// shutdown that gives everything back (also when the watchdog's runtime ends).
+fn start_renewal(
+    config: &Config,
+    connections: &[Connection],
+    masters: Option<(usize, Duration)>,
+    telemetry: &Telemetry,
+    interrupt: &Arc<tokio::sync::Notify>,
+) -> (Watchdog, Option<Arc<Liveness>>, Arc<Shutdown>) {
+    // The scheduler's runtime shutting down gives back what the client holds.
+    let shutdown_slot: Arc<std::sync::OnceLock<std::sync::Weak<Shutdown>>> = Arc::default();
+    let on_dropped: crate::renewal::watchdog::OnDropped = {
+        let slot = shutdown_slot.clone();
+        Box::new(move || {
+            if let Some(shutdown) = slot.get().and_then(std::sync::Weak::upgrade) {
+                shutdown.runtime_gone(None);
+            }
+        })
+    };
+    // One liveness key for the process's queue places, where every script can read it
+    // (one per master in a cluster, where a script reads only its node's keys; Redlock
+    // waiters do not queue).
+    let liveness = match (masters, connections[0].cluster_nodes()) {
+        (Some(_), _) => None,
+        #[cfg(feature = "cluster")]
+        (None, Some(nodes)) => Some(Liveness::cluster(nodes.clone())),
+        (None, _) => Some(Liveness::new()),
+    };
+    let watchdog = match masters {
+        None => Watchdog::start(
+            vec![connections[0].clone()],
+            1,
+            (None, config.replicas),
+            liveness.clone(),
+            telemetry.clone(),
+            on_dropped,
+        ),
+        Some((quorum, node_timeout)) => Watchdog::start(
+            connections.to_vec(),
+            quorum,
+            (Some(node_timeout), None),
+            None,
+            telemetry.clone(),
+            on_dropped,
+        ),
+    };
+    let publish = if connections[0].is_cluster() {
+        "SPUBLISH"
+    } else {
+        "PUBLISH"
+    };
+    let shutdown = Arc::new(Shutdown::new(
+        watchdog.clone(),
+        connections,
+        masters.is_some(),
+        publish,
+        interrupt.clone(),
+    ));
+    let _ = shutdown_slot.set(Arc::downgrade(&shutdown));
+    (watchdog, liveness, shutdown)
 }

@@ -130,9 +130,22 @@ impl<'a> Setup<'a> {
         LockError::invalid_url(self.urls.join(", "), err)
     }
 
+    /// The deployment's connections and wake-ups: the one `match` on the deployment.
+    pub(crate) fn build(&self) -> Result<Topology, LockError> {
+        match &self.config.topology {
+            TopologyConfig::Single(_) | TopologyConfig::Client { .. } => self.single_server(),
+            #[cfg(feature = "sentinel")]
+            TopologyConfig::Sentinel { .. } => self.single_server(),
+            #[cfg(feature = "redlock")]
+            TopologyConfig::Redlock(urls) => self.redlock(urls),
+            #[cfg(feature = "cluster")]
+            TopologyConfig::Cluster(_) | TopologyConfig::ClusterBuilder { .. } => self.cluster(),
+        }
+    }
+
     /// One server: by URL, the application's client, or the primary Sentinel names (then
     /// followed across failovers, wake-ups included).
-    pub(crate) fn single_server(&self) -> Result<Topology, LockError> {
+    fn single_server(&self) -> Result<Topology, LockError> {
         let (client, sentinel) = match &self.config.topology {
             TopologyConfig::Client { client, .. } => ((**client).clone(), None),
             #[cfg(feature = "sentinel")]
@@ -212,7 +225,7 @@ impl<'a> Setup<'a> {
 
     /// Independent masters: one connection and one wake-up subscription per master.
     #[cfg(feature = "redlock")]
-    pub(crate) fn redlock(&self, urls: &[String]) -> Result<Topology, LockError> {
+    fn redlock(&self, urls: &[String]) -> Result<Topology, LockError> {
         let clients = urls
             .iter()
             .map(|url| self.open(url))
@@ -254,7 +267,7 @@ impl<'a> Setup<'a> {
 
     /// A cluster: one connection for commands, one for the sharded wake-ups.
     #[cfg(feature = "cluster")]
-    pub(crate) fn cluster(&self) -> Result<Topology, LockError> {
+    fn cluster(&self) -> Result<Topology, LockError> {
         let commands = self
             .cluster_builder()?
             .build()

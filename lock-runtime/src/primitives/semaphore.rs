@@ -355,15 +355,10 @@ impl Waiting for PermitWait<'_> {
     }
 
     fn check_time(&self) -> Result<(), LockError> {
-        if self.semaphore.options.wait.is_zero() {
-            return Err(LockError::Busy {
-                key: self.waiter.names.lock().to_owned(),
-            });
-        }
-        if Instant::now() >= self.deadline {
-            return Err(self.timeout());
-        }
-        Ok(())
+        let once = self.semaphore.options.wait.is_zero();
+        wait::check_time(self.waiter.names.lock(), once, self.deadline, || {
+            self.timeout()
+        })
     }
 
     fn ticket(&self) -> Option<&WaitTicket> {

@@ -194,15 +194,9 @@ impl Waiting for RedisWait<'_> {
     }
 
     fn check_time(&self) -> Result<(), LockError> {
-        if self.options.wait.is_zero() && !self.late {
-            return Err(LockError::Busy {
-                key: self.names.lock().to_owned(),
-            });
-        }
-        if Instant::now() >= self.deadline {
-            return Err(self.timeout());
-        }
-        Ok(())
+        // A try-once caller whose grant came too late tries again.
+        let once = self.options.wait.is_zero() && !self.late;
+        wait::check_time(self.names.lock(), once, self.deadline, || self.timeout())
     }
 
     fn ticket(&self) -> Option<&WaitTicket> {

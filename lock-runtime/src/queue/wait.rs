@@ -79,6 +79,25 @@ pub(crate) async fn wait<W: Waiting>(waiter: &mut W) -> Result<W::Taken, LockErr
     Err(waiter.timeout())
 }
 
+/// The check after a try that did not take: `Busy` for a caller that tries once (`once`),
+/// `timeout` once `deadline` has passed.
+pub(crate) fn check_time(
+    key: &str,
+    once: bool,
+    deadline: Instant,
+    timeout: impl FnOnce() -> LockError,
+) -> Result<(), LockError> {
+    if once {
+        return Err(LockError::Busy {
+            key: key.to_owned(),
+        });
+    }
+    if Instant::now() >= deadline {
+        return Err(timeout());
+    }
+    Ok(())
+}
+
 /// Registers a waiter under `token` on `channel` (once: the ticket is kept in `ticket`)
 /// and, unless its subscription is already up, subscribes it within `deadline`. True when
 /// the caller should try again at once (subscribed now, or out of time: the next check
