@@ -217,13 +217,24 @@ async fn local_passes_end_after_the_pass_time_however_many_are_allowed() {
 }
 
 /// A waiter whose own retries come later than its queue lease (its replies are slowed
-/// down, so it parks and asks again only every few seconds) keeps its place all the same,
-/// as its process's watchdog keeps it alive: a newcomer queues behind it.
-///
-/// Mutation caught: queue places never kept alive by the watchdog (watchdog.rs), which lets
-/// the place lapse between two retries and the newcomer go first.
+/// down, so it parks and asks again only every few seconds) keeps its place all the same:
+/// a newcomer queues behind it. A lock's waiter is kept by its process's liveness key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_with_slow_retries_keeps_its_place_ahead_of_a_newcomer() {
+    slow_waiter_keeps_its_place(false).await;
+}
+
+/// The same for a semaphore's waiter, whose place is kept per key by its process's
+/// watchdog.
+///
+/// Mutation caught: queue places never kept alive by the watchdog (watchdog/schedule.rs),
+/// which lets the place lapse between two retries and the newcomer go first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_waiter_with_slow_retries_keeps_its_place_ahead_of_a_newcomer() {
+    slow_waiter_keeps_its_place(true).await;
+}
+
+async fn slow_waiter_keeps_its_place(semaphore: bool) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port());
     let holder = server.lock_client();
@@ -234,20 +245,33 @@ async fn a_waiter_with_slow_retries_keeps_its_place_ahead_of_a_newcomer() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let queue_lease = Duration::from_millis(1000); // QUEUE_LEASE in scripts.rs
     let wait_in = |client: &LockClient, name: &'static str| {
-        let lock = client
-            .lock("keep-place")
-            .ttl(Duration::from_secs(10))
-            .wait(Duration::from_secs(40));
+        let (ttl, wait) = (Duration::from_secs(10), Duration::from_secs(40));
         let order = order.clone();
+        let body = async move {
+            order.lock().unwrap().push(name);
+            Ok::<(), LockError>(())
+        };
+        let (lock, permits) = (
+            client.lock("keep-place").ttl(ttl).wait(wait),
+            client.semaphore("keep-place", 1).ttl(ttl).wait(wait),
+        );
         tokio::spawn(async move {
-            lock.run(async move {
-                order.lock().unwrap().push(name);
-                Ok::<(), LockError>(())
-            })
-            .await
+            if semaphore {
+                permits.run(body).await
+            } else {
+                lock.run(body).await
+            }
         })
     };
-    let held = holder.lock("keep-place").acquire().await.unwrap();
+    let (held, held_permit) = if semaphore {
+        let permit = holder.semaphore("keep-place", 1).acquire().await.unwrap();
+        (None, Some(permit))
+    } else {
+        (
+            Some(holder.lock("keep-place").acquire().await.unwrap()),
+            None,
+        )
+    };
     let slow_waiter = wait_in(&slow, "slow waiter");
     server.until_queued("keep-place", 1).await;
     // The keep-alive script is loaded by the first keep-alive (a third of a queue lease
@@ -297,7 +321,12 @@ async fn a_waiter_with_slow_retries_keeps_its_place_ahead_of_a_newcomer() {
         drained.is_some(),
         "the proxy never passed the delayed replies on"
     );
-    held.release().await.unwrap();
+    if let Some(held) = held {
+        held.release().await.unwrap();
+    }
+    if let Some(permit) = held_permit {
+        permit.release().await.unwrap();
+    }
     for task in [slow_waiter, newcomer_waiter] {
         tokio::time::timeout(Duration::from_secs(30), task)
             .await
