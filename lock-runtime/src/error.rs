@@ -331,7 +331,10 @@ pub enum LostCause {
     /// promoted a replica without the key, after which another client acquired it; also an
     /// eviction or an operator's `DEL` between two renewals. The guarded body ran to its
     /// end, so its effects may have happened without the lock: only
-    /// [fencing](crate::Lock::fencing) makes storage reject them.
+    /// [fencing](crate::Lock::fencing) makes storage reject them. A release whose first
+    /// send lost its reply (a dropped connection, a time-out) and that finds the key gone
+    /// or taken when sent again cannot tell its own first send from a loss: it counts as
+    /// released, and only the renewals report a loss during such a hold.
     #[error(
         "the release found the key gone or held by another owner (lost during the hold, \
          e.g. to a failover; the body's effects may have happened)"
@@ -381,6 +384,13 @@ impl LockError {
     /// A lost, refused or timed-out connection.
     pub(crate) fn is_connection(&self) -> bool {
         matches!(self, LockError::Backend { source, .. } if is_connection_error(source))
+    }
+
+    /// A request that may have run on the server though its reply never came (a dropped
+    /// or reset connection, a time-out), as opposed to one refused before it was sent.
+    pub(crate) fn reply_lost(&self) -> bool {
+        matches!(self, LockError::Backend { source, .. }
+            if is_connection_error(source) && !source.is_connection_refusal())
     }
 }
 

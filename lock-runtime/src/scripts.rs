@@ -186,7 +186,7 @@ macro_rules! send_retrying {
                     tracing::debug!(error = %err, "connection dropped; trying once more");
                     reconnected = true;
                 }
-                result => break result,
+                result => break (result, reconnected),
             }
         }
     }};
@@ -205,7 +205,17 @@ pub(crate) async fn invoke<T: FromRedisValue>(
     call: &Call<'_>,
     connection: &mut impl Query,
 ) -> RedisResult<T> {
-    send_retrying!(call.script, connection, connection.query(&call.cmd))
+    send_retrying!(call.script, connection, connection.query(&call.cmd)).0
+}
+
+/// [`invoke`], and whether the call was made once more after a dropped connection: the
+/// first may have run, and the reply then answers a repeat.
+pub(crate) async fn invoke_noting_repeat<T: FromRedisValue>(
+    call: &Call<'_>,
+    connection: &mut impl Query,
+) -> RedisResult<(T, bool)> {
+    let (reply, repeated) = send_retrying!(call.script, connection, connection.query(&call.cmd));
+    reply.map(|reply| (reply, repeated))
 }
 
 /// [`invoke`] with `replicas`' `WAIT` in the same pipeline, right after the call on the same
@@ -217,7 +227,7 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
     connection: &mut Connection,
 ) -> RedisResult<(T, i64)> {
     let pipeline = replicas.pipeline(&call.cmd);
-    send_retrying!(call.script, connection, pipeline.query_async(connection))
+    send_retrying!(call.script, connection, pipeline.query_async(connection)).0
 }
 
 /// A caller whose queue places its process's liveness key keeps (see

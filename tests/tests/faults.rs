@@ -659,7 +659,9 @@ fn connection_reset_mid_acquire_and_mid_release_leaks_nothing() {
         };
 
         // Mid-release: the release executes, its reply is lost, another holder takes the
-        // key, the connection is reset. The retried release must leave that key alone.
+        // key, the connection is reset. The retried release must leave that key alone, and
+        // it counts as the release it was: its own first try deleted the key (no loss is
+        // reported for a hold that ended by its release).
         let guard = client.lock("reset").ttl(ttl).acquire().await.unwrap();
         proxy.set_blackhole(Direction::Down, true);
         let releasing = tokio::spawn(guard.release());
@@ -690,7 +692,8 @@ fn connection_reset_mid_acquire_and_mid_release_leaks_nothing() {
         assert!(
             matches!(
                 outcome,
-                Ok(ReleaseOutcome::NotOwner) | Err(LockError::Backend { .. })
+                Ok(ReleaseOutcome::Released)
+                    | Err(LockError::ReleaseGaveUp { .. } | LockError::Backend { .. })
             ),
             "{release_outcome}"
         );

@@ -19,7 +19,8 @@ use crate::options::fence_lifetime;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::scripts::{
     Call, GRANT_CONFIRM_WINDOW, GROW_ONLY, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW,
-    RETAKE, Requeue, acquire_call, invoke, invoke_replicated, queue_call, release_call,
+    RETAKE, Requeue, acquire_call, invoke, invoke_noting_repeat, invoke_replicated, queue_call,
+    release_call,
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
@@ -429,12 +430,12 @@ pub(crate) async fn yield_lock(
     valid_until: Instant,
 ) -> Result<Yielded, LockError> {
     let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
-    let reply: i64 = retrying(
+    let ((reply, repeated), reply_lost): ((i64, bool), bool) = retrying(
         names,
         "release",
         (give_up, false, Instant::now()),
         |_, _| async {
-            invoke(
+            invoke_noting_repeat(
                 &release_call(
                     names,
                     token,
@@ -452,6 +453,13 @@ pub(crate) async fn yield_lock(
         },
     )
     .await?;
+    // After a lost reply (or a send made again after a dropped connection), a key found
+    // gone or taken was most likely passed on by the first send.
+    let reply = if (reply_lost || repeated) && reply <= 0 {
+        1
+    } else {
+        reply
+    };
     Ok(match reply {
         2 => Yielded::Kept,
         3 => Yielded::Gapped,

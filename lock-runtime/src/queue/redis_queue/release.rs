@@ -30,17 +30,28 @@ pub(crate) async fn release_contended(
 ) -> Result<i64, LockError> {
     let now = Instant::now();
     let give_up = valid_until.min(now + RELEASE_BUDGET);
-    retrying(
+    let (reply, reply_lost) = retrying(
         names,
         "release",
         (give_up, client.keeps_deadlines(), now),
         |until, now| release_once(client, names, token, window, (until, now)),
     )
-    .await
+    .await?;
+    // A try whose reply was lost may have released the key itself: a later try that finds
+    // it gone, or taken by the next holder already, cannot tell that release from a loss,
+    // and counts it as the release it most likely was. (A loss during the hold is the
+    // renewals' to find.)
+    if reply != 1 && reply_lost {
+        tracing::debug!(key = %names.lock(), reply, "release retried after a lost reply; counted as released");
+        return Ok(1);
+    }
+    Ok(reply)
 }
 
 /// Makes `call` again after a transient or connection error, for the calls whose repeat is
 /// harmless (a release, a waiter leaving the queue), until `give_up`; one try at least.
+/// Returns the reply and whether an earlier try lost its reply (it may have run: the
+/// reply then answers a repeat).
 /// Each try is given the time it must end by and the clock's reading (`now` for the first):
 /// with `bounded`, the call's requests end by then themselves
 /// ([`crate::connection::Connection::until`]), so no timer of its own is set for it.
@@ -49,7 +60,7 @@ pub(super) async fn retrying<T, F, Fut>(
     what: &str,
     (give_up, bounded, mut now): (Instant, bool, Instant),
     mut call: F,
-) -> Result<T, LockError>
+) -> Result<(T, bool), LockError>
 where
     F: FnMut(Instant, Instant) -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
@@ -57,6 +68,7 @@ where
     let give_up = give_up.max(now + MIN_RELEASE_TRY);
     let mut pause = Duration::from_millis(25);
     let mut last = None;
+    let mut reply_lost = false;
     for _ in 0..RELEASE_TRIES {
         let outcome = if bounded {
             call(give_up, now).await
@@ -69,6 +81,7 @@ where
         match outcome {
             Err(err) if err.is_transient() || err.is_connection() => {
                 tracing::debug!(key = %names.lock(), error = %err.cause(), "{what} failed; trying again");
+                reply_lost |= err.reply_lost();
                 last = Some(err);
                 if Instant::now() + pause >= give_up {
                     break;
@@ -77,7 +90,7 @@ where
                 pause = (pause * 2).min(Duration::from_millis(400));
                 now = Instant::now();
             }
-            outcome => return outcome,
+            outcome => return outcome.map(|reply| (reply, reply_lost)),
         }
     }
     Err(gave_up(names, what, last))
@@ -131,11 +144,18 @@ pub(super) async fn release_once(
         }
         None => queue_call(&RELEASE, names, token, client.publish_command()),
     };
-    let reply: i64 = invoke(&call, &mut client.connection().until(until, now))
-        .await
-        .map_err(|err| LockError::backend(names.lock(), err))?;
-    // Left free for a foreign window: released.
-    Ok(if reply == 3 { 1 } else { reply })
+    let (reply, repeated): (i64, bool) =
+        invoke_noting_repeat(&call, &mut client.connection().until(until, now))
+            .await
+            .map_err(|err| LockError::backend(names.lock(), err))?;
+    // Left free for a foreign window: released. Made again after a dropped connection, a
+    // key found gone or taken was most likely released by the first send (see
+    // [`release_contended`]).
+    Ok(if reply == 3 || (repeated && reply != 1) {
+        1
+    } else {
+        reply
+    })
 }
 
 pub(crate) async fn leave_queue(
@@ -237,7 +257,7 @@ pub(crate) async fn keep_until(
     valid_until: Instant,
 ) -> Result<i64, LockError> {
     let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
-    let kept = retrying(
+    let (kept, _) = retrying(
         names,
         "keeping the key for hold_at_least",
         (give_up, false, Instant::now()),
