@@ -19,8 +19,9 @@ use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
 use crate::primitives::lock::MAX_WAIT;
-use crate::queue::redis_queue::release::{leave_queue, release_script};
-use crate::queue::wait::{self, Backoff, Step, TRANSIENT_PAUSE, Waiting, ride_out};
+use crate::queue::redis_queue::place::Place;
+use crate::queue::redis_queue::release::release_script;
+use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
@@ -208,13 +209,7 @@ impl Semaphore {
         let overrun = deadline + client.response_timeout();
         let mut wait = PermitWait {
             semaphore: self,
-            waiter: Waiter {
-                client,
-                names,
-                token: permit_token(),
-                joined: false,
-                kept: None,
-            },
+            waiter: Place::new(&client, &names, permit_token(), false),
             ticket: None,
             started,
             deadline,
@@ -225,11 +220,7 @@ impl Semaphore {
     }
 
     /// One call of the acquire script: `(code, value)` as it returns them.
-    async fn try_once(
-        &self,
-        client: &LockClient,
-        waiter: &Waiter,
-    ) -> Result<(i64, i64), LockError> {
+    async fn try_once(&self, client: &LockClient, waiter: &Place) -> Result<(i64, i64), LockError> {
         let names = &waiter.names;
         let mut call = Call::new(
             &SEMAPHORE_ACQUIRE,
@@ -292,7 +283,7 @@ fn timeout(names: &KeyNames, started: Instant) -> LockError {
 /// script, which queues it behind earlier waiters.
 struct PermitWait<'a> {
     semaphore: &'a Semaphore,
-    waiter: Waiter,
+    waiter: Place,
     ticket: Option<WaitTicket>,
     started: Instant,
     deadline: Instant,
@@ -347,7 +338,8 @@ impl Waiting for PermitWait<'_> {
             // Tried once without joining the queue: nothing to clean.
             self.waiter.joined = false;
         } else {
-            self.waiter.keep();
+            // Kept per key: a permit's place names no liveness key.
+            self.waiter.keep(true);
         }
         Ok(Step::Park(Duration::from_millis(
             u64::try_from(value).unwrap_or(0),
@@ -413,67 +405,6 @@ fn not_a_semaphore(key: &str) -> LockError {
             .into(),
     }
 }
-
-/// One task's stake in the key while it waits: its place in the queue, kept alive by the
-/// watchdog, and possibly a permit an earlier try took without hearing of it. Dropped
-/// before it settled (the wait failed or was cancelled), it leaves the queue in the
-/// background, which gives such a permit back.
-struct Waiter {
-    client: LockClient,
-    names: Arc<KeyNames>,
-    token: Token,
-    /// A try may have queued this token or given it a permit.
-    joined: bool,
-    /// The watchdog's keep-alive of the place.
-    kept: Option<u64>,
-}
-
-impl Waiter {
-    fn keep(&mut self) {
-        if self.kept.is_none() {
-            self.kept = Some(
-                self.client
-                    .watchdog()
-                    .keep_queued_per_key(&self.names, &self.token),
-            );
-        }
-    }
-
-    /// Nothing left to leave: the permit was taken (or nothing is in Redis).
-    fn settle(&mut self) {
-        self.joined = false;
-        if let Some(id) = self.kept.take() {
-            self.client.watchdog().forget_queued(id);
-        }
-    }
-}
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        let joined = self.joined;
-        self.settle();
-        if !joined {
-            return;
-        }
-        let (client, names, token) = (self.client.clone(), self.names.clone(), self.token.clone());
-        let leftover = Leftover::place(&names, &token);
-        let shutdown = client.shutdown_state().clone();
-        shutdown.give_back_in_background(leftover, async move {
-            for _ in 0..GIVE_BACK_TRIES {
-                match leave_queue(&client, &names, &token).await {
-                    Err(err) if err.is_transient() => {
-                        tokio::time::sleep(TRANSIENT_PAUSE).await;
-                    }
-                    _ => return,
-                }
-            }
-        });
-    }
-}
-
-/// How many times a dropped waiter tries to leave the queue (its place lapses within a
-/// queue lease anyway).
-const GIVE_BACK_TRIES: u32 = 4;
 
 /// A held permit of a [`Semaphore`]. Release it with [`release`](SemaphoreGuard::release);
 /// dropping it (cancellation, panic, early return) stops renewal at once and gives the

@@ -5,15 +5,16 @@ use super::release::{RELEASE_BUDGET, leave_queue, retrying};
 use super::*;
 
 /// A process's stake in a key's Redis queue: its place (one per key, whichever of its
-/// tasks leads the wait), and possibly a grant whose reply it never saw. Dropping it
+/// tasks leads the wait; one per task for a semaphore's permit), and possibly a grant (or
+/// a permit) whose reply it never saw. Dropping it
 /// before the lock was taken (every task of the process gave up, Redis failed) leaves the
 /// queue in the background, which also passes such a grant on.
 pub(crate) struct Place {
-    pub(super) client: LockClient,
-    pub(super) names: Arc<KeyNames>,
-    pub(super) token: Token,
+    pub(crate) client: LockClient,
+    pub(crate) names: Arc<KeyNames>,
+    pub(crate) token: Token,
     /// A try may have queued this token or granted it the lock: leaving must clean both.
-    pub(super) joined: bool,
+    pub(crate) joined: bool,
     /// The watchdog's keep-alive of the place, once a try queued it, and whether it keeps
     /// it per key.
     pub(super) kept: Option<(u64, bool)>,
@@ -71,7 +72,7 @@ impl Place {
 
     /// Has the watchdog keep the place alive: by the process's liveness key, or with
     /// `per_key` by a keep-alive of its key (once per way).
-    pub(super) fn keep(&mut self, per_key: bool) {
+    pub(crate) fn keep(&mut self, per_key: bool) {
         self.queued = true;
         match self.kept {
             Some((_, kept_per_key)) if kept_per_key == per_key => return,
@@ -88,7 +89,7 @@ impl Place {
     }
 
     /// Stops keeping the place: the lock was taken (or nothing of it is in Redis).
-    pub(super) fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         self.joined = false;
         if let Some((id, _)) = self.kept.take() {
             self.client.watchdog().forget_queued(id);
