@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::context::{self, CurrentLock};
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
-use crate::queue::wait::{Backoff, ride_out};
+use crate::queue::wait::{self, Backoff, ride_out};
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{Call, KeyNames, WRITE_READY, invoke};
 use crate::{
@@ -34,9 +34,11 @@ use crate::{
     options::LockOptions, primitives::guard::LockGuard, primitives::lock::Lock,
 };
 
+mod drain;
 pub(crate) mod read_guard;
 pub(crate) mod shares;
 use crate::primitives::run_path::run_held;
+use drain::Drain;
 use read_guard::ReadGuard;
 use shares::*;
 
@@ -454,77 +456,19 @@ impl RwLock {
         started: Instant,
         deadline: Instant,
     ) -> Result<bool, LockError> {
-        let shares = Shares::of(names);
-        let waiting_lease = self.options.ttl.min(DRAIN_LEASE);
-        let mut ticket = None;
-        // Bounded: each round parks or subscribes, and the wait ends at `deadline`.
-        for _ in 0..1_000_000u32 {
-            let mut call = Call::new(&WRITE_READY, &[names.lock(), &shares.readers]);
-            call.arg(guard.token())
-                .arg(&shares.head)
-                .arg(&shares.tail)
-                .arg(millis(waiting_lease))
-                .arg(millis(self.options.ttl));
-            let sent = Instant::now();
-            let (ready, wait_ms): (i64, u64) =
-                riding_out(client, names.lock(), deadline, || async {
-                    invoke(&call, &mut client.connection())
-                        .await
-                        .map_err(|err| LockError::backend(names.lock(), err))
-                })
-                .await?;
-            match ready {
-                1 => {
-                    return Ok(guard.redate(self.options.ttl, self.options.watchdog, sent));
-                }
-                -1 => return Ok(false),
-                _ => {
-                    if !guard.redate(waiting_lease, false, sent) {
-                        return Ok(false);
-                    }
-                }
-            }
-            if self.options.wait.is_zero() {
-                return Err(LockError::Busy {
-                    key: names.lock().to_owned(),
-                });
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            let ticket = match &mut ticket {
-                Some(ticket) => ticket,
-                empty => {
-                    // The last reader's release names our token, marked, on the key's
-                    // channel: the process's waiter in the key's queue may still be
-                    // registered under the bare token (its place became the lock), and a
-                    // message for the bare token would wake it instead of us.
-                    let waiter = format!("{}{DRAINED}", guard.token());
-                    let ticket: &mut crate::wakeups::WaitTicket =
-                        empty.insert(client.wakeups().register(names.channel(), &waiter));
-                    if let Err(err) = tokio::time::timeout_at(deadline, ticket.subscribe())
-                        .await
-                        .unwrap_or(Ok(()))
-                    {
-                        tracing::debug!(key = %names.lock(), error = %err, "cannot subscribe to the readers' releases; asking again now and then");
-                    }
-                    // A release between the last look and the subscription went unheard.
-                    continue;
-                }
-            };
-            // At the latest when the waiting lease needs renewing, or when the soonest
-            // share would lapse (its reader may have died).
-            let park = Duration::from_millis(wait_ms)
-                .min(waiting_lease / 3)
-                .saturating_add(jitter())
-                .min(deadline - now);
-            ticket.wait(park).await;
-        }
-        Err(LockError::Timeout {
-            key: names.lock().to_owned(),
-            waited: started.elapsed(),
-        })
+        let mut drain = Drain {
+            options: &self.options,
+            client,
+            names,
+            guard,
+            shares: Shares::of(names),
+            waiting_lease: self.options.ttl.min(DRAIN_LEASE),
+            ticket: None,
+            started,
+            deadline,
+            backoff: Backoff::new(),
+        };
+        wait::wait(&mut drain).await
     }
 
     /// Tries once to read: [`read`](Self::read) with `wait` zero ([`LockError::Busy`] when a

@@ -1,0 +1,95 @@
+//! A writer's wait for the readers to leave: the one wait loop ([`crate::queue::wait`])
+//! over a look at the readers, which also renews the writer's hold of the lock key.
+
+use super::*;
+use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
+use crate::wakeups::WaitTicket;
+
+/// A writer that holds the lock key, waiting for the readers to leave.
+pub(super) struct Drain<'a> {
+    pub(super) options: &'a LockOptions,
+    pub(super) client: &'a LockClient,
+    pub(super) names: &'a KeyNames,
+    pub(super) guard: &'a mut LockGuard,
+    pub(super) shares: Shares,
+    /// The writer's lease on the lock key while it waits, renewed by each look.
+    pub(super) waiting_lease: Duration,
+    pub(super) ticket: Option<WaitTicket>,
+    pub(super) started: Instant,
+    pub(super) deadline: Instant,
+    pub(super) backoff: Backoff,
+}
+
+impl Waiting for Drain<'_> {
+    /// Whether the writer holds the key, the readers gone (false: it lost the key).
+    type Taken = bool;
+
+    async fn attempt(&mut self) -> Result<Step<bool>, LockError> {
+        let (names, options) = (self.names, self.options);
+        let mut call = Call::new(&WRITE_READY, &[names.lock(), &self.shares.readers]);
+        call.arg(self.guard.token())
+            .arg(&self.shares.head)
+            .arg(&self.shares.tail)
+            .arg(millis(self.waiting_lease))
+            .arg(millis(options.ttl));
+        let sent = Instant::now();
+        let reply = invoke(&call, &mut self.client.connection())
+            .await
+            .map_err(|err| LockError::backend(names.lock(), err));
+        let (ready, wait_ms): (i64, u64) = match reply {
+            Ok(reply) => reply,
+            Err(err) => {
+                ride_out(
+                    self.client,
+                    names.lock(),
+                    err,
+                    self.deadline,
+                    &mut self.backoff,
+                )
+                .await?;
+                return Ok(Step::Again);
+            }
+        };
+        Ok(match ready {
+            1 => Step::Done(self.guard.redate(options.ttl, options.watchdog, sent)),
+            -1 => Step::Done(false),
+            _ if !self.guard.redate(self.waiting_lease, false, sent) => Step::Done(false),
+            // At the latest when the waiting lease needs renewing, or when the soonest
+            // share would lapse (its reader may have died).
+            _ => Step::Park(Duration::from_millis(wait_ms).min(self.waiting_lease / 3)),
+        })
+    }
+
+    fn check_time(&self) -> Result<(), LockError> {
+        let once = self.options.wait.is_zero();
+        wait::check_time(self.names.lock(), once, self.deadline, || self.timeout())
+    }
+
+    fn ticket(&self) -> Option<&WaitTicket> {
+        self.ticket.as_ref()
+    }
+
+    async fn subscribe(&mut self) -> bool {
+        // The last reader's release names our token, marked, on the key's channel: the
+        // process's waiter in the key's queue may still be registered under the bare
+        // token (its place became the lock), and a message for the bare token would wake
+        // it instead of us.
+        let waiter = format!("{}{DRAINED}", self.guard.token());
+        let channel = (self.names.lock(), self.names.channel(), waiter.as_str());
+        wait::subscribe(self.client, channel, &mut self.ticket, self.deadline).await
+    }
+
+    async fn park(&mut self, retry_in: Duration) {
+        let park = retry_in
+            .saturating_add(jitter())
+            .min(self.deadline.saturating_duration_since(Instant::now()));
+        wait::park_on(self.client, self.names.lock(), self.ticket.as_ref(), park).await;
+    }
+
+    fn timeout(&self) -> LockError {
+        LockError::Timeout {
+            key: self.names.lock().to_owned(),
+            waited: self.started.elapsed(),
+        }
+    }
+}
