@@ -4,8 +4,6 @@
 //! MOVED/ASK itself).
 
 use std::sync::Arc;
-#[cfg(feature = "sentinel")]
-use std::time::Duration;
 use std::time::Instant;
 
 use redis::aio::{ConnectionLike, ConnectionManagerConfig, MultiplexedConnection};
@@ -361,6 +359,58 @@ impl SingleServer {
             return name_auth_failure(err, &sentinel.master, server);
         }
         name_server(err, server)
+    }
+}
+
+/// A single server's connection as the Sentinel follower holds it: weakly, so that
+/// following ends with the connection.
+#[cfg(feature = "sentinel")]
+impl sentinel::Follows for std::sync::Weak<SingleInner> {
+    fn alive(&self) -> bool {
+        self.strong_count() > 0
+    }
+
+    fn move_to(&self, primary: &redis::Client) {
+        if let Some(inner) = self.upgrade() {
+            let server = SingleServer {
+                inner,
+                deadline: None,
+                now: None,
+            };
+            server.move_to(primary);
+        }
+    }
+}
+
+#[cfg(feature = "sentinel")]
+impl SingleServer {
+    /// Has `sentinel` move these connections (and, through `wakeups`, the release
+    /// subscriptions) to the primary it names, across failovers.
+    pub(crate) fn follow_primary(
+        servers: &[SingleServer],
+        sentinel: &Arc<Sentinel>,
+        wakeups: sentinel::OnMove,
+    ) {
+        let servers = servers
+            .iter()
+            .map(|server| Arc::downgrade(&server.inner))
+            .collect();
+        sentinel.follow::<std::sync::Weak<SingleInner>>(servers, wakeups);
+    }
+
+    /// Moves this connection to `primary` unless it is there already.
+    fn move_to(&self, primary: &redis::Client) {
+        let used = self.current();
+        let from = used.client.get_connection_info().addr().clone();
+        if &from != primary.get_connection_info().addr()
+            && self.replace(used.generation, primary.clone())
+        {
+            tracing::warn!(
+                %from,
+                to = %primary.get_connection_info().addr(),
+                "the Redis primary moved (Sentinel +switch-master); connecting to the new one"
+            );
+        }
     }
 }
 

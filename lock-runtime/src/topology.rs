@@ -176,7 +176,8 @@ impl<'a> Setup<'a> {
         #[cfg(feature = "sentinel")]
         if let Some(sentinel) = &sentinel {
             let follower = wakeups.follower();
-            sentinel.follow(&pool, Arc::new(move |primary| follower.move_to(primary)));
+            let wakeups = Arc::new(move |primary: &redis::Client| follower.move_to(primary));
+            SingleServer::follow_primary(&pool, sentinel, wakeups);
         }
         Ok(Topology {
             connections: pool.into_iter().map(Connection::Single).collect(),

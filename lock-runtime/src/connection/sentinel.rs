@@ -1,6 +1,8 @@
 //! A primary found through Redis Sentinel, and followed across failovers.
 
-use super::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use crate::config::primary_settings::{PrimarySettings, PrimaryTls};
 use crate::config::tls_files::TlsFiles;
 use crate::error::LockError;
@@ -113,23 +115,6 @@ impl Sentinel {
     }
 }
 
-impl SingleServer {
-    /// Moves this connection to `primary` unless it is there already.
-    fn move_to(&self, primary: &redis::Client) {
-        let used = self.current();
-        let from = used.client.get_connection_info().addr().clone();
-        if &from != primary.get_connection_info().addr()
-            && self.replace(used.generation, primary.clone())
-        {
-            tracing::warn!(
-                %from,
-                to = %primary.get_connection_info().addr(),
-                "the Redis primary moved (Sentinel +switch-master); connecting to the new one"
-            );
-        }
-    }
-}
-
 /// What else follows the primary when it moves (the release subscriptions).
 pub(crate) type OnMove = Arc<dyn Fn(&redis::Client) + Send + Sync>;
 
@@ -142,13 +127,17 @@ impl Sentinel {
     /// another client takes the lock on the new primary. The release subscriptions
     /// (`wakeups`) move too: the new primary's releases publish there, and the old one may
     /// be gone. Ends when the servers are dropped.
-    pub(crate) fn follow(self: &Arc<Self>, servers: &[SingleServer], wakeups: OnMove) {
-        let servers: Vec<_> = servers
-            .iter()
-            .map(|server| Arc::downgrade(&server.inner))
-            .collect();
+    pub(crate) fn follow<F: Follows>(self: &Arc<Self>, servers: Vec<F>, wakeups: OnMove) {
         tokio::spawn(follow(Arc::clone(self), servers, wakeups));
     }
+}
+
+/// A connection that follows the primary the sentinels name.
+pub(crate) trait Follows: Send + Sync + 'static {
+    /// Whether the connection is still in use (following ends when none is).
+    fn alive(&self) -> bool;
+    /// Moves the connection to `primary` unless it is there already.
+    fn move_to(&self, primary: &redis::Client);
 }
 
 /// The sentinel events after which the primary may have changed: the replica promoted
@@ -160,21 +149,12 @@ pub(super) const SENTINEL_EVENTS: [&str; 3] = [
     "+switch-master",
 ];
 
-pub(super) async fn follow(
-    sentinel: Arc<Sentinel>,
-    servers: Vec<std::sync::Weak<SingleInner>>,
-    wakeups: OnMove,
-) {
+async fn follow<F: Follows>(sentinel: Arc<Sentinel>, servers: Vec<F>, wakeups: OnMove) {
     use futures_util::StreamExt as _;
-    let alive = || servers.iter().any(|server| server.strong_count() > 0);
+    let alive = || servers.iter().any(Follows::alive);
     let move_all = |primary: &redis::Client| {
-        for server in servers.iter().filter_map(std::sync::Weak::upgrade) {
-            SingleServer {
-                inner: server,
-                deadline: None,
-                now: None,
-            }
-            .move_to(primary);
+        for server in &servers {
+            server.move_to(primary);
         }
         wakeups(primary);
     };

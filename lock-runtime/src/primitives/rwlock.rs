@@ -23,15 +23,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::context::{self, CurrentLock};
-use crate::lease::{Token, jitter, millis, new_token, validity};
+use crate::context::{self};
+use crate::lease::{Token, new_token};
 use crate::options::Explicit;
 use crate::queue::wait::{self, Backoff, ride_out};
-use crate::renewal::watchdog::LeaseHandle;
-use crate::scripts::{Call, KeyNames, WRITE_READY, invoke};
+use crate::scripts::KeyNames;
 use crate::{
-    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    options::LockOptions, primitives::guard::LockGuard, primitives::lock::Lock,
+    client::LockClient, error::LockError, options::LockOptions, primitives::guard::LockGuard,
+    primitives::lock::Lock,
 };
 
 mod drain;
@@ -51,10 +50,6 @@ const DRAIN_LEASE: Duration = crate::scripts::QUEUE_LEASE;
 /// The longest lease a reader holds the lock key for while it takes its share behind a
 /// queue (a round trip or two): a reader that dies in that moment blocks the key no longer.
 const GATE_TTL: Duration = crate::scripts::QUEUE_LEASE;
-
-/// What the last reader's release adds to the waiting writer's token in its message (the
-/// scripts spell it out too).
-const DRAINED: &str = "/drained";
 
 /// A bound on the rounds of one wait: a reader or writer waits its turn again when the lock
 /// key it held was lost meanwhile (a Redis restart or failover, a `DEL`), within its wait.

@@ -7,20 +7,17 @@
 //! process keeps it alive (the watchdog's keep-alive); a release grants the head entry the
 //! lock for a short confirmation window, which the process's next try confirms.
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::connection::Query;
-use crate::lease::{Taken, Token, jitter, millis, validity};
+use crate::lease::{Taken, jitter, millis, validity};
 use crate::options::fence_lifetime;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::scripts::{
-    Call, GRANT_CONFIRM_WINDOW, GROW_ONLY, Kept, KeyNames, LEAVE, QUEUE_LEASE, RELEASE, RENEW,
-    RETAKE, Requeue, acquire_call, invoke, invoke_noting_repeat, invoke_replicated, queue_call,
-    release_call,
+    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, QUEUE_LEASE, RETAKE, Requeue, acquire_call, invoke,
+    invoke_noting_repeat, invoke_replicated, release_call,
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;

@@ -38,19 +38,18 @@ use tokio::time::Instant;
 
 use crate::connection::Connection;
 use crate::lease::{Taken, Token, jitter, lateness, millis, new_token, validity};
-use redis::{FromRedisValue, RedisError, RedisResult};
+use redis::{RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
 use crate::renewal::shutdown::Shutdown;
 use crate::scripts::{
-    Call, KeyNames, RAISE_FENCE, RELEASE, RETAKE, acquire_call, announced_release_call, invoke,
-    queue_call,
+    Call, KeyNames, RAISE_FENCE, RELEASE, RETAKE, acquire_call, announced_release_call, queue_call,
 };
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{error::LockError, options::LockOptions};
 
 mod ask;
-use ask::{Patience, ask_all};
+use ask::{Majority, Patience, ask_all};
 
 /// The Redlock settings of a client in that mode.
 pub(crate) struct Redlock {
@@ -59,6 +58,16 @@ pub(crate) struct Redlock {
     pub(crate) node_timeout: Duration,
     /// The release messages of each master, in the order of `urls`.
     pub(crate) wakeups: Vec<Wakeups>,
+}
+
+impl Redlock {
+    /// What asking every master at once needs to know of them.
+    fn majority(&self) -> Majority {
+        Majority {
+            node_timeout: self.node_timeout,
+            quorum: self.quorum,
+        }
+    }
 }
 
 /// What a Redlock acquisition needs of its client: the masters' connections, its shutdown
@@ -345,12 +354,17 @@ async fn acquire_round(
             .filter(|reply| matches!(reply, Some(Ok((acquired, _))) if (*acquired == 1) == granted))
             .count()
     };
-    let (replies, decided) =
-        ask_all::<(i64, i64)>(nodes, redlock, Patience::NodeTimeout, call, |replies| {
+    let (replies, decided) = ask_all::<(i64, i64)>(
+        nodes,
+        redlock.majority(),
+        Patience::NodeTimeout,
+        call,
+        |replies| {
             count(replies, true) >= redlock.quorum
                 || count(replies, false) > redlock.urls.len() - redlock.quorum
-        })
-        .await;
+        },
+    )
+    .await;
     // Ended well past the node timeout: this process was late to read the replies.
     let late = lateness(sent + limit).is_some();
     let mut round = Round {
@@ -412,9 +426,13 @@ async fn raise_fences(
             .filter(|reply| matches!(reply, Some(Ok(1))))
             .count()
     };
-    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
-        raised(replies) >= redlock.quorum
-    })
+    let (replies, _) = ask_all::<i64>(
+        nodes,
+        redlock.majority(),
+        Patience::Quorum,
+        call,
+        |replies| raised(replies) >= redlock.quorum,
+    )
     .await;
     let done = raised(&replies) >= redlock.quorum;
     if !done {
@@ -446,9 +464,13 @@ pub(crate) async fn retake(
             .filter(|reply| matches!(reply, Some(Ok((1, _)))))
             .count()
     };
-    let (replies, _) = ask_all::<(i64, i64)>(nodes, redlock, Patience::Quorum, call, |replies| {
-        taken(replies) >= redlock.quorum
-    })
+    let (replies, _) = ask_all::<(i64, i64)>(
+        nodes,
+        redlock.majority(),
+        Patience::Quorum,
+        call,
+        |replies| taken(replies) >= redlock.quorum,
+    )
     .await;
     if taken(&replies) < redlock.quorum {
         return match replies.into_iter().flatten().find_map(Result::err) {
@@ -512,9 +534,13 @@ pub(crate) async fn release_all(
             .count()
     };
     let call = || announced_release_call(names, token, "PUBLISH");
-    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
-        released(replies) >= redlock.quorum
-    })
+    let (replies, _) = ask_all::<i64>(
+        nodes,
+        redlock.majority(),
+        Patience::Quorum,
+        call,
+        |replies| released(replies) >= redlock.quorum,
+    )
     .await;
     let count = released(&replies);
     if count >= redlock.quorum {
@@ -561,7 +587,7 @@ async fn give_back(
 ) {
     let (replies, _) = ask_all::<i64>(
         nodes,
-        redlock,
+        redlock.majority(),
         Patience::Quorum,
         || give_back_call(names, token),
         |replies| {

@@ -1,9 +1,23 @@
 //! A writer's wait for the readers to leave: the one wait loop ([`crate::queue::wait`])
 //! over a look at the readers, which also renews the writer's hold of the lock key.
 
-use super::*;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::shares::Shares;
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::lease::{jitter, millis};
+use crate::options::LockOptions;
+use crate::primitives::guard::LockGuard;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
+use crate::scripts::{Call, KeyNames, WRITE_READY, invoke};
 use crate::wakeups::WaitTicket;
+
+/// What the last reader's release adds to the waiting writer's token in its message (the
+/// scripts spell it out too).
+const DRAINED: &str = "/drained";
 
 /// A writer that holds the lock key, waiting for the readers to leave.
 pub(super) struct Drain<'a> {

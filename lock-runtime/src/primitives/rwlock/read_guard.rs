@@ -1,6 +1,18 @@
 //! The guard of a reader's share.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::shares::release_share;
+use crate::client::LockClient;
+use crate::context::CurrentLock;
+use crate::error::{LockError, LostCause, ReleaseOutcome};
+use crate::lease::{Token, validity};
+use crate::options::LockOptions;
+use crate::renewal::watchdog::LeaseHandle;
+use crate::scripts::KeyNames;
 
 /// A reader's share of a [`RwLock`]. Give it back with [`release`](ReadGuard::release);
 /// dropping it (cancellation, panic, early return) stops renewal at once and gives it back

@@ -1,8 +1,16 @@
 //! A reader's share of a read-write lock in Redis: its key's name, and the calls that take,
 //! give back and release it.
 
-use super::*;
-use crate::scripts::{READ, READ_RELEASE};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::error::{LockError, ReleaseOutcome};
+use crate::lease::millis;
+use crate::options::LockOptions;
+use crate::scripts::{Call, KeyNames, READ, READ_RELEASE, invoke};
 
 /// The names around a read-write lock key: its set of readers, and each share key's name
 /// around its token.

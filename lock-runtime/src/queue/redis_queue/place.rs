@@ -2,7 +2,13 @@
 //! gives up.
 
 use super::release::{RELEASE_BUDGET, leave_queue, retrying};
-use super::*;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::lease::Token;
+use crate::scripts::KeyNames;
 
 /// A process's stake in a key's Redis queue: its place (one per key, whichever of its
 /// tasks leads the wait; one per task for a semaphore's permit), and possibly a grant (or

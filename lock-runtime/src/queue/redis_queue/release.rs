@@ -1,7 +1,21 @@
 //! The script calls that give back, pass on, re-date or leave a lock, and the retrying
 //! they share.
 
-use super::*;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::lease::{Token, millis};
+use crate::scripts::{
+    Call, GROW_ONLY, KeyNames, LEAVE, RELEASE, RENEW, Requeue, invoke, invoke_noting_repeat,
+    invoke_replicated, queue_call, release_call,
+};
+#[cfg(feature = "redlock")]
+use crate::topology::redlock;
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 ///

@@ -2,7 +2,20 @@
 //! silent minority given a short grace only, and releases that keep asking a master back
 //! from a passing failure.
 
-use super::*;
+use std::time::Duration;
+
+use redis::{FromRedisValue, RedisError, RedisResult};
+use tokio::time::Instant;
+
+use crate::connection::Connection;
+use crate::scripts::{Call, invoke};
+
+/// What [`ask_all`] needs of the deployment: the node timeout and the majority.
+#[derive(Clone, Copy)]
+pub(super) struct Majority {
+    pub(super) node_timeout: Duration,
+    pub(super) quorum: usize,
+}
 
 /// How long [`ask_all`] waits for the masters.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -80,7 +93,7 @@ pub(super) fn is_passing(err: &RedisError) -> bool {
 /// those masters).
 pub(super) async fn ask_all<T>(
     nodes: &[Connection],
-    redlock: &Redlock,
+    majority: Majority,
     patience: Patience,
     call: impl Fn() -> Call<'static>,
     decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
@@ -89,7 +102,7 @@ where
     T: FromRedisValue + Send + 'static,
 {
     use futures_util::StreamExt as _;
-    let limit = Instant::now() + redlock.node_timeout.max(Duration::from_millis(1));
+    let limit = Instant::now() + majority.node_timeout.max(Duration::from_millis(1));
     // An acquire's requests end with the round: a grant sent after it would only block a
     // master. Others (releases, give-backs) run on in tasks of their own, so that a master
     // the caller stops waiting for still gets them.
@@ -131,7 +144,7 @@ where
                 Ok(next) => next,
                 Err(_) => return (replies, true),
             },
-            None if patience == Patience::NodeTimeout || answered >= redlock.quorum => {
+            None if patience == Patience::NodeTimeout || answered >= majority.quorum => {
                 match tokio::time::timeout_at(limit, pending.next()).await {
                     Ok(next) => next,
                     Err(_) => return (replies, false),
