@@ -12,18 +12,20 @@ use redis::cluster::ClusterClient;
 #[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
-#[cfg(feature = "cluster")]
-use tokio::sync::RwLock;
 
 use crate::error::LockError;
 #[cfg(feature = "cluster")]
 use cluster_nodes::{ClusterNodes, cmd_slot, pipeline_slot};
+#[cfg(feature = "cluster")]
+use lazy_cluster::LazyCluster;
 use outage::Health;
 #[cfg(feature = "sentinel")]
 use sentinel::{is_auth_failure, name_auth_failure};
 
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster_nodes;
+#[cfg(feature = "cluster")]
+pub(crate) mod lazy_cluster;
 pub(crate) mod outage;
 mod per_runtime;
 #[cfg(feature = "sentinel")]
@@ -79,15 +81,6 @@ struct SingleInner {
     sentinel: Option<Arc<Sentinel>>,
     /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
     health: std::sync::OnceLock<Health>,
-}
-
-/// The error of a request whose client was dropped while it opened a connection.
-#[cfg(feature = "cluster")]
-fn client_gone() -> redis::RedisError {
-    redis::RedisError::from((
-        redis::ErrorKind::Io,
-        "the lock client was dropped while it opened a connection",
-    ))
 }
 
 struct Current {
@@ -475,70 +468,6 @@ pub(crate) fn name_server(err: redis::RedisError, server: &str) -> redis::RedisE
 /// values, so `SingleInner::sentinel` is always `None`.
 #[cfg(not(feature = "sentinel"))]
 pub(crate) enum Sentinel {}
-
-/// A cluster connection that opens on first use (so a client can be built synchronously)
-/// and is opened afresh after a request timed out on it.
-///
-/// Seen here: a cluster connection that lived through a slot migration under load kept
-/// timing out on the moved slot while a new connection worked at once; rebuilding on a
-/// timeout turns that stall into one response timeout.
-#[cfg(feature = "cluster")]
-#[derive(Clone)]
-pub(crate) struct LazyCluster {
-    client: Arc<ClusterClient>,
-    /// Where the connection is opened (see [`SingleServer`]'s).
-    runtime: Option<tokio::runtime::Handle>,
-    connection: Arc<RwLock<Option<ClusterConnection>>>,
-    /// Where its requests' outcomes go: the master that serves each request's slot (see
-    /// `cluster_nodes.rs`).
-    nodes: Option<ClusterNodes>,
-}
-
-#[cfg(feature = "cluster")]
-impl LazyCluster {
-    pub(crate) fn new(client: ClusterClient) -> Self {
-        LazyCluster {
-            client: Arc::new(client),
-            runtime: crate::home::captured(),
-            connection: Arc::new(RwLock::new(None)),
-            nodes: None,
-        }
-    }
-
-    /// Reports this connection's requests to the masters of `nodes`.
-    pub(crate) fn watched(mut self, nodes: ClusterNodes) -> Self {
-        self.nodes = Some(nodes);
-        self
-    }
-
-    pub(crate) async fn get(&self) -> redis::RedisResult<ClusterConnection> {
-        if let Some(connection) = self.connection.read().await.as_ref() {
-            return Ok(connection.clone());
-        }
-        let mut slot = self.connection.write().await;
-        if let Some(connection) = slot.as_ref() {
-            return Ok(connection.clone());
-        }
-        let client = self.client.clone();
-        let open = async move { client.get_async_connection().await };
-        let connection = crate::home::run_on(self.runtime.as_ref(), open)
-            .await
-            .unwrap_or_else(|| Err(client_gone()))?;
-        *slot = Some(connection.clone());
-        Ok(connection)
-    }
-
-    /// Drops the connection after `result` timed out, so the next request opens a new one.
-    async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
-        if let Err(err) = &result
-            && err.is_timeout()
-        {
-            tracing::warn!(error = %err, "cluster request timed out; reconnecting");
-            *self.connection.write().await = None;
-        }
-        result
-    }
-}
 
 /// The caller's deadline passed before a request was answered.
 struct Overdue;

@@ -11,12 +11,12 @@ use redis::cluster::ClusterClientBuilder;
 
 use crate::config::Topology as TopologyConfig;
 use crate::config::tls_files::TlsFiles;
-#[cfg(feature = "cluster")]
-use crate::connection::LazyCluster;
 #[cfg(feature = "sentinel")]
 use crate::connection::Sentinel;
 #[cfg(feature = "cluster")]
 use crate::connection::cluster_nodes::ClusterNodes;
+#[cfg(feature = "cluster")]
+use crate::connection::lazy_cluster::LazyCluster;
 use crate::connection::outage::{Health, Probe};
 #[cfg(feature = "sentinel")]
 use crate::connection::sentinel::{PrimaryTemplate, check_primary_auth};

@@ -35,7 +35,7 @@ use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, oneshot};
 
 #[cfg(feature = "cluster")]
-use crate::connection::LazyCluster;
+use crate::connection::lazy_cluster::LazyCluster;
 use reconciler::Subscriber;
 use single::SingleSubscriber;
 

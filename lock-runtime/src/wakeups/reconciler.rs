@@ -29,7 +29,7 @@ use tokio::sync::Notify;
 use super::single::{Command, SingleSubscriber};
 use super::{Registry, Shared, Subscription};
 #[cfg(feature = "cluster")]
-use crate::connection::LazyCluster;
+use crate::connection::lazy_cluster::LazyCluster;
 
 /// The first pause before a failed `UNSUBSCRIBE` is tried again with nothing else to do.
 const FIRST_RETRY: Duration = Duration::from_millis(500);

@@ -14,7 +14,7 @@ use crate::options::LockOptions;
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::KeyNames;
 
-/// A reader's share of a [`RwLock`]. Give it back with [`release`](ReadGuard::release);
+/// A reader's share of a [`RwLock`](crate::RwLock). Give it back with [`release`](ReadGuard::release);
 /// dropping it (cancellation, panic, early return) stops renewal at once and gives it back
 /// in the background.
 ///

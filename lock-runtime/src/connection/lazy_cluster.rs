@@ -1,0 +1,80 @@
+//! A Redis Cluster connection opened on first use, and afresh after a request timed out
+//! on it.
+
+use std::sync::Arc;
+
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use tokio::sync::RwLock;
+
+use crate::connection::cluster_nodes::ClusterNodes;
+
+/// A cluster connection that opens on first use (so a client can be built synchronously)
+/// and is opened afresh after a request timed out on it.
+///
+/// Seen here: a cluster connection that lived through a slot migration under load kept
+/// timing out on the moved slot while a new connection worked at once; rebuilding on a
+/// timeout turns that stall into one response timeout.
+#[derive(Clone)]
+pub(crate) struct LazyCluster {
+    pub(super) client: Arc<ClusterClient>,
+    /// Where the connection is opened (see [`super::SingleServer`]'s).
+    runtime: Option<tokio::runtime::Handle>,
+    connection: Arc<RwLock<Option<ClusterConnection>>>,
+    /// Where its requests' outcomes go: the master that serves each request's slot (see
+    /// `cluster_nodes.rs`).
+    pub(super) nodes: Option<ClusterNodes>,
+}
+
+impl LazyCluster {
+    pub(crate) fn new(client: ClusterClient) -> Self {
+        LazyCluster {
+            client: Arc::new(client),
+            runtime: crate::home::captured(),
+            connection: Arc::new(RwLock::new(None)),
+            nodes: None,
+        }
+    }
+
+    /// Reports this connection's requests to the masters of `nodes`.
+    pub(crate) fn watched(mut self, nodes: ClusterNodes) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
+    pub(crate) async fn get(&self) -> redis::RedisResult<ClusterConnection> {
+        if let Some(connection) = self.connection.read().await.as_ref() {
+            return Ok(connection.clone());
+        }
+        let mut slot = self.connection.write().await;
+        if let Some(connection) = slot.as_ref() {
+            return Ok(connection.clone());
+        }
+        let client = self.client.clone();
+        let open = async move { client.get_async_connection().await };
+        let connection = crate::home::run_on(self.runtime.as_ref(), open)
+            .await
+            .unwrap_or_else(|| Err(client_gone()))?;
+        *slot = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Drops the connection after `result` timed out, so the next request opens a new one.
+    pub(super) async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        if let Err(err) = &result
+            && err.is_timeout()
+        {
+            tracing::warn!(error = %err, "cluster request timed out; reconnecting");
+            *self.connection.write().await = None;
+        }
+        result
+    }
+}
+
+/// The error of a request whose client was dropped while it opened a connection.
+fn client_gone() -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "the lock client was dropped while it opened a connection",
+    ))
+}
