@@ -209,7 +209,7 @@ impl Semaphore {
         let overrun = deadline + client.response_timeout();
         let mut wait = PermitWait {
             semaphore: self,
-            waiter: Place::new(&client, &names, permit_token(), false),
+            place: Place::new(&client, &names, permit_token(), false),
             ticket: None,
             started,
             deadline,
@@ -220,13 +220,13 @@ impl Semaphore {
     }
 
     /// One call of the acquire script: `(code, value)` as it returns them.
-    async fn try_once(&self, client: &LockClient, waiter: &Place) -> Result<(i64, i64), LockError> {
-        let names = &waiter.names;
+    async fn try_once(&self, client: &LockClient, place: &Place) -> Result<(i64, i64), LockError> {
+        let names = &place.names;
         let mut call = Call::new(
             &SEMAPHORE_ACQUIRE,
             &[names.lock(), names.queue(), names.deadlines(), names.ttls()],
         );
-        call.arg(&*waiter.token)
+        call.arg(&*place.token)
             .arg(millis(self.options.ttl))
             .arg(self.permits)
             .arg(u8::from(!self.options.wait.is_zero()))
@@ -283,7 +283,7 @@ fn timeout(names: &KeyNames, started: Instant) -> LockError {
 /// script, which queues it behind earlier waiters.
 struct PermitWait<'a> {
     semaphore: &'a Semaphore,
-    waiter: Place,
+    place: Place,
     ticket: Option<WaitTicket>,
     started: Instant,
     deadline: Instant,
@@ -296,7 +296,7 @@ impl Waiting for PermitWait<'_> {
     type Taken = SemaphoreGuard;
 
     async fn attempt(&mut self) -> Result<Step<SemaphoreGuard>, LockError> {
-        let (client, names) = (self.waiter.client.clone(), self.waiter.names.clone());
+        let (client, names) = (self.place.client.clone(), self.place.names.clone());
         client.may_try(names.lock())?;
         // A shutdown meanwhile waits until the reply's place or permit is registered.
         let shutdown = client.shutdown_state().clone();
@@ -304,9 +304,9 @@ impl Waiting for PermitWait<'_> {
         let sent = Instant::now();
         // Until the reply says otherwise, this try may have queued us or given us a
         // permit: giving up now must clean both.
-        self.waiter.joined = true;
+        self.place.joined = true;
         let reply =
-            tokio::time::timeout_at(self.overrun, self.semaphore.try_once(&client, &self.waiter))
+            tokio::time::timeout_at(self.overrun, self.semaphore.try_once(&client, &self.place))
                 .await
                 .map_err(|_| self.timeout())?;
         let (code, value) = match reply {
@@ -319,15 +319,15 @@ impl Waiting for PermitWait<'_> {
         client.mark_answered();
         match code {
             1 if Instant::now() < validity(sent, self.semaphore.options.ttl) => {
-                self.waiter.settle();
-                let token = std::mem::take(&mut self.waiter.token);
+                self.place.settle();
+                let token = std::mem::take(&mut self.place.token);
                 let guard = SemaphoreGuard::new(client, names, token, self.semaphore, sent);
                 return Ok(Step::Done(guard));
             }
             1 => {
                 // The reply came after the lease's validity point: it holds nothing.
                 tracing::warn!(key = %names.lock(), "permit reply arrived after the lease validity; retrying");
-                let _ = release_script(&client, &names, &self.waiter.token, Instant::now()).await;
+                let _ = release_script(&client, &names, &self.place.token, Instant::now()).await;
                 return Ok(Step::Again);
             }
             -1 => return Err(self.semaphore.other_permits(names.lock(), value)),
@@ -336,10 +336,10 @@ impl Waiting for PermitWait<'_> {
         }
         if self.semaphore.options.wait.is_zero() {
             // Tried once without joining the queue: nothing to clean.
-            self.waiter.joined = false;
+            self.place.joined = false;
         } else {
             // Kept per key: a permit's place names no liveness key.
-            self.waiter.keep(true);
+            self.place.keep(true);
         }
         Ok(Step::Park(Duration::from_millis(
             u64::try_from(value).unwrap_or(0),
@@ -348,7 +348,7 @@ impl Waiting for PermitWait<'_> {
 
     fn check_time(&self) -> Result<(), LockError> {
         let once = self.semaphore.options.wait.is_zero();
-        wait::check_time(self.waiter.names.lock(), once, self.deadline, || {
+        wait::check_time(self.place.names.lock(), once, self.deadline, || {
             self.timeout()
         })
     }
@@ -358,15 +358,9 @@ impl Waiting for PermitWait<'_> {
     }
 
     async fn subscribe(&mut self) -> bool {
-        let names = &self.waiter.names;
-        let channel = (names.lock(), names.channel(), &*self.waiter.token);
-        wait::subscribe(
-            &self.waiter.client,
-            channel,
-            &mut self.ticket,
-            self.deadline,
-        )
-        .await
+        let names = &self.place.names;
+        let channel = (names.lock(), names.channel(), &*self.place.token);
+        wait::subscribe(&self.place.client, channel, &mut self.ticket, self.deadline).await
     }
 
     async fn park(&mut self, retry_in: Duration) {
@@ -374,12 +368,12 @@ impl Waiting for PermitWait<'_> {
             .min(QUEUE_LEASE)
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
-        let key = self.waiter.names.lock();
-        wait::park_on(&self.waiter.client, key, self.ticket.as_ref(), park).await;
+        let key = self.place.names.lock();
+        wait::park_on(&self.place.client, key, self.ticket.as_ref(), park).await;
     }
 
     fn timeout(&self) -> LockError {
-        timeout(&self.waiter.names, self.started)
+        timeout(&self.place.names, self.started)
     }
 }
 

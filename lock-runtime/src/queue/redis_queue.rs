@@ -450,20 +450,15 @@ pub(crate) async fn yield_lock(
         },
     )
     .await?;
-    // After a lost reply (or a send made again after a dropped connection), a key found
-    // gone or taken was most likely passed on by the first send.
-    let reply = if (reply_lost || repeated) && reply <= 0 {
-        1
-    } else {
-        reply
-    };
-    Ok(match reply {
-        2 => Yielded::Kept,
-        3 => Yielded::Gapped,
-        1 => Yielded::Passed,
-        0 => Yielded::Gone,
-        _ => Yielded::NotOwner,
-    })
+    Ok(
+        match after_lost_reply(names, reply, reply_lost || repeated) {
+            2 => Yielded::Kept,
+            3 => Yielded::Gapped,
+            1 => Yielded::Passed,
+            0 => Yielded::Gone,
+            _ => Yielded::NotOwner,
+        },
+    )
 }
 
 /// One acquire try: a round trip to the acquire script, or with `quick` first a plain

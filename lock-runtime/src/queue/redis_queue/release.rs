@@ -51,15 +51,20 @@ pub(crate) async fn release_contended(
         |until, now| release_once(client, names, token, window, (until, now)),
     )
     .await?;
-    // A try whose reply was lost may have released the key itself: a later try that finds
-    // it gone, or taken by the next holder already, cannot tell that release from a loss,
-    // and counts it as the release it most likely was. (A loss during the hold is the
-    // renewals' to find.)
-    if reply != 1 && reply_lost {
-        tracing::debug!(key = %names.lock(), reply, "release retried after a lost reply; counted as released");
-        return Ok(1);
+    Ok(after_lost_reply(names, reply, reply_lost))
+}
+
+/// A release's (or a yield's) script reply, judged knowing whether an earlier send of it
+/// lost its reply (`lost`: a dropped connection, a time-out). That send may have released
+/// the key itself: a later one that finds it gone (0), or taken by the next holder already
+/// (-1), cannot tell that release from a loss, and counts it as the release it most likely
+/// was (1). A loss during the hold is the renewals' to find.
+pub(super) fn after_lost_reply(names: &KeyNames, reply: i64, lost: bool) -> i64 {
+    if lost && reply <= 0 {
+        tracing::debug!(key = %names.lock(), reply, "release sent again after a lost reply; counted as released");
+        return 1;
     }
-    Ok(reply)
+    reply
 }
 
 /// Makes `call` again after a transient or connection error, for the calls whose repeat is
@@ -162,14 +167,10 @@ pub(super) async fn release_once(
         invoke_noting_repeat(&call, &mut client.connection().until(until, now))
             .await
             .map_err(|err| LockError::backend(names.lock(), err))?;
-    // Left free for a foreign window: released. Made again after a dropped connection, a
-    // key found gone or taken was most likely released by the first send (see
-    // [`release_contended`]).
-    Ok(if reply == 3 || (repeated && reply != 1) {
-        1
-    } else {
-        reply
-    })
+    // Left free for a foreign window: released. (A release without a requeue never keeps
+    // the key: 1, 3, 0 or -1 only.)
+    let reply = if reply == 3 { 1 } else { reply };
+    Ok(after_lost_reply(names, reply, repeated))
 }
 
 pub(crate) async fn leave_queue(
