@@ -95,3 +95,48 @@ pub fn expect_line(
         }
     }
 }
+
+/// Sends the signal `name` (`TERM`, `CONT`, `KILL`, ...) to process `pid`; panics when
+/// `kill` fails.
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// Stops process `pid` (`SIGSTOP`) and returns once every thread of it has stopped.
+///
+/// A multi-threaded process stops lazily: the kernel hands the signal to one thread, which
+/// stops the others only when it next runs. On a busy machine that thread may wait for a
+/// core while the others run on (take a lock, answer a grant) after `kill` has returned,
+/// so a test that pauses a process must wait for the stop itself.
+pub fn pause(pid: u32) {
+    signal(pid, "STOP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !all_threads_stopped(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} did not stop within 10 s of SIGSTOP"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Whether every thread of `pid` is stopped (`T`) or gone, from `/proc/<pid>/task/*/stat`.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|task| {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            return true;
+        };
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        matches!(state, Some('T' | 't' | 'Z' | 'X') | None)
+    })
+}

@@ -11,7 +11,6 @@
 //! minute instead of 15 s.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -133,14 +132,6 @@ fn stream_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
     child::stream_lines(child.stdout.take().unwrap())
 }
 
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .args([format!("-{name}"), pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{name} {pid} failed");
-}
-
 #[test]
 fn sigstop_past_the_ttl_the_paused_holder_is_told_lost_and_its_writes_are_fenced() {
     if child::role().is_some() {
@@ -167,7 +158,7 @@ fn sigstop_past_the_ttl_the_paused_holder_is_told_lost_and_its_writes_are_fenced
         let paused_fence: u64 = child::expect_line(&lines, "HOLDING ", Duration::from_secs(20))
             .parse()
             .unwrap();
-        signal(pid, "STOP");
+        child::pause(pid);
         let stopped = Instant::now();
         let guard = other
             .lock("paused")
@@ -181,7 +172,7 @@ fn sigstop_past_the_ttl_the_paused_holder_is_told_lost_and_its_writes_are_fenced
         let guard = match guard {
             Ok(guard) => guard,
             Err(err) => {
-                signal(pid, "CONT");
+                child::signal(pid, "CONT");
                 panic!("the other process could not take the lock over: {err:?}");
             }
         };
@@ -194,7 +185,7 @@ fn sigstop_past_the_ttl_the_paused_holder_is_told_lost_and_its_writes_are_fenced
         let before = scripts_run(&lock_server);
         let paused_for = stopped.elapsed();
         let resumed_us = now_us();
-        signal(pid, "CONT");
+        child::signal(pid, "CONT");
         let lost = child::expect_line(&lines, "LOST ", Duration::from_secs(10));
         let stale = child::expect_line(&lines, "STALE-WRITE ", Duration::from_secs(10));
         let hold = child::expect_line(&lines, "HOLD ", Duration::from_secs(10));

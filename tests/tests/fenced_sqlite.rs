@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::Write;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 
 use lock_examples::fenced_sqlite::{self, PriceBook, WriteOutcome};
@@ -75,14 +75,6 @@ impl Drop for Holder {
     }
 }
 
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .args([format!("-{name}"), pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{name} {pid} failed");
-}
-
 #[test]
 fn a_holder_stopped_past_its_lease_has_its_write_rejected_by_the_store() {
     if child::role().is_some() {
@@ -117,7 +109,7 @@ fn a_holder_stopped_past_its_lease_has_its_write_rejected_by_the_store() {
         let paused_fence: u64 = child::expect_line(&lines, "acquired fence=", LINE_BOUND)
             .parse()
             .unwrap();
-        signal(pid, "STOP");
+        child::pause(pid);
 
         // Waits (woken, not polling) until the stopped holder's lease runs out: the one
         // wait that cannot be an event.
@@ -137,7 +129,7 @@ fn a_holder_stopped_past_its_lease_has_its_write_rejected_by_the_store() {
         // resumed from a pause does, before its watchdog has noticed anything.
         go.write_all(b"write\n").unwrap();
         go.flush().unwrap();
-        signal(pid, "CONT");
+        child::signal(pid, "CONT");
         let wrote = child::expect_line(&lines, "wrote ", LINE_BOUND);
         let released = child::expect_line(&lines, "released ", LINE_BOUND);
         let status = holder.0.wait().unwrap();

@@ -9,7 +9,6 @@
 //! ```
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -369,18 +368,14 @@ fn paused_waiting_process(pause: Duration) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert_eq!(queued(&server), 2, "the live waiter queued behind the 16");
-        let signal = |name: &str| {
-            Command::new("kill")
-                .args([format!("-{name}"), worker.id().to_string()])
-                .status()
-                .unwrap();
-        };
-        signal("STOP");
+        // Stopped before the release: a thread of the worker still running could confirm
+        // the grant and hold the key for its 30 s ttl.
+        child::pause(worker.id());
         let released = Instant::now();
         held.release().await.unwrap();
         // The live waiter holds the key meanwhile.
         tokio::time::sleep(pause).await;
-        signal("CONT");
+        child::signal(worker.id(), "CONT");
         let (acquired, inside) = waiter.await.unwrap();
         let delay = acquired - released;
         assert_eq!(inside, 1, "the live waiter was not alone in its body");

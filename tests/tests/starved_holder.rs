@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::{BufRead, BufReader};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient, LockError, current_lock};
@@ -42,14 +41,6 @@ fn starved_holder_worker() {
             .await;
         println!("ENDED {result:?}");
     });
-}
-
-fn signal(pid: u32, which: &str) {
-    let status = Command::new("kill")
-        .args([which, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {which} {pid}");
 }
 
 /// Stopped for 3 s, well past its ttl: another owner takes the key, and the holder takes
@@ -91,13 +82,13 @@ fn stopped_holder(stall: Duration) {
         assert!(next_line().contains("STEP"), "the holder did not step");
     }
 
-    signal(holder.id(), "-STOP");
+    child::pause(holder.id());
     std::thread::sleep(stall);
     // Past the ttl, the lease ran out in Redis meanwhile: another owner takes the key.
     let runtime = lock_tests::two_worker_runtime();
     let other = server.lock_client();
     let taken = runtime.block_on(other.lock(KEY).ttl(Duration::from_secs(30)).try_acquire());
-    signal(holder.id(), "-CONT");
+    child::signal(holder.id(), "CONT");
     let taken = match taken {
         Ok(taken) => taken,
         Err(LockError::Busy { .. }) if stall < TTL => {
