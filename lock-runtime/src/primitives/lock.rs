@@ -17,6 +17,7 @@ use crate::renewal::watchdog::{LeaseHandle, Retake};
 use crate::scripts::KeyNames;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
+use crate::turn::Turn;
 use crate::{client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
@@ -196,23 +197,12 @@ impl Lock {
     ) -> Result<LockGuard, LockError> {
         self.check_ttl(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
-        let wait = self.options.wait.min(MAX_WAIT);
-        let deadline = started + wait;
+        let deadline = started + self.options.wait.min(MAX_WAIT);
         // First the local queue: behind the tasks of this process that want the key.
         let member = cohort::join(&client, &names);
-        let turn = if wait.is_zero() {
-            member.try_turn().ok_or_else(|| LockError::Busy {
-                key: names.lock().to_owned(),
-            })?
-        } else {
-            member
-                .turn(deadline)
-                .await
-                .ok_or_else(|| LockError::Timeout {
-                    key: names.lock().to_owned(),
-                    waited: started.elapsed(),
-                })?
-        };
+        let turn = self
+            .local_turn(&member, names.lock(), started, deadline)
+            .await?;
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);
         if let Some(tenure) = unclaimed.tenure() {
@@ -234,26 +224,9 @@ impl Lock {
         }
         drop(unclaimed);
         // Lead the process's wait in Redis.
-        let window = (started, deadline);
-        #[cfg(feature = "redlock")]
-        let redlock = client.redlock();
-        #[cfg(not(feature = "redlock"))]
-        let redlock: Option<std::convert::Infallible> = None;
-        let (token, taken) = match redlock {
-            #[cfg(feature = "redlock")]
-            Some(redlock) => {
-                let masters = redlock::Masters {
-                    nodes: client.nodes(),
-                    shutdown: client.shutdown_state(),
-                    interrupt: client.interrupt(),
-                };
-                redlock::acquire(masters, redlock, &names, &self.options, window).await?
-            }
-            _ => {
-                self.acquire_in_redis(&client, &names, &member, window)
-                    .await?
-            }
-        };
+        let (token, taken) = self
+            .acquire_remote(&client, &names, &member, (started, deadline))
+            .await?;
         let local = Holding::new(member, turn, (None, taken.answered), taken.queued);
         let watchdog = taken.queued.then(|| client.watchdog().clone());
         let guard = LockGuard::new(
@@ -270,6 +243,50 @@ impl Lock {
             watchdog.mark_contended(guard.lease_id());
         }
         Ok(guard)
+    }
+
+    /// This task's turn in the process's local queue of the key: at once, or `Busy` without
+    /// a wait; else by `deadline`, or `Timeout`.
+    async fn local_turn(
+        &self,
+        member: &Member,
+        key: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Turn, LockError> {
+        if self.options.wait.is_zero() {
+            return member.try_turn().ok_or_else(|| LockError::Busy {
+                key: key.to_owned(),
+            });
+        }
+        member
+            .turn(deadline)
+            .await
+            .ok_or_else(|| LockError::Timeout {
+                key: key.to_owned(),
+                waited: started.elapsed(),
+            })
+    }
+
+    /// Takes the key in Redis for the process: across the Redlock masters, or through the
+    /// key's queue on one server (a cluster's node, a Sentinel's primary).
+    async fn acquire_remote(
+        &self,
+        client: &LockClient,
+        names: &Arc<KeyNames>,
+        member: &Member,
+        window: (Instant, Instant),
+    ) -> Result<(Token, Taken), LockError> {
+        #[cfg(feature = "redlock")]
+        if let Some(redlock) = client.redlock() {
+            let masters = redlock::Masters {
+                nodes: client.nodes(),
+                shutdown: client.shutdown_state(),
+                interrupt: client.interrupt(),
+            };
+            return redlock::acquire(masters, redlock, names, &self.options, window).await;
+        }
+        self.acquire_in_redis(client, names, member, window).await
     }
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
