@@ -280,25 +280,31 @@ impl RedisWait<'_> {
                 }
                 Step::Park(retry_in)
             }
-            Attempt::Unreplicated(shortfall) => {
-                // Not counted: undone with the owner check, at the latest by the time the
-                // grant would have ended anyway (it then expires by itself).
-                self.place.joined = false;
-                tracing::debug!(key = %self.names.lock(), error = %shortfall, "grant not replicated; undoing it");
-                let undo_by = validity(sent, self.options.ttl).min(self.overrun);
-                if let Err(err) =
-                    release_script(self.client, self.names, &self.place.token, undo_by).await
-                {
-                    tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
-                }
-                let pause = self.backoff.next();
-                if self.options.wait.is_zero() || Instant::now() + pause >= self.deadline {
-                    return Err(shortfall);
-                }
-                tokio::time::sleep(pause).await;
-                Step::Again
-            }
+            Attempt::Unreplicated(shortfall) => self.undo_unreplicated(shortfall, sent).await?,
         })
+    }
+
+    /// A grant too few replicas confirmed does not count: undone with the owner check, at
+    /// the latest by the time the grant would have ended anyway (it then expires by
+    /// itself), then tried again after a pause, or `shortfall` when no wait is left.
+    async fn undo_unreplicated(
+        &mut self,
+        shortfall: LockError,
+        sent: Instant,
+    ) -> Result<Step<Taken>, LockError> {
+        self.place.joined = false;
+        tracing::debug!(key = %self.names.lock(), error = %shortfall, "grant not replicated; undoing it");
+        let undo_by = validity(sent, self.options.ttl).min(self.overrun);
+        if let Err(err) = release_script(self.client, self.names, &self.place.token, undo_by).await
+        {
+            tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
+        }
+        let pause = self.backoff.next();
+        if self.options.wait.is_zero() || Instant::now() + pause >= self.deadline {
+            return Err(shortfall);
+        }
+        tokio::time::sleep(pause).await;
+        Ok(Step::Again)
     }
 
     /// One park of [`park`](Self::park); true when a release woke us to look later.
