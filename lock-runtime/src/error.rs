@@ -158,19 +158,43 @@ impl fmt::Display for LockError {
             LockError::Lost { key, cause } => {
                 write!(f, "lock `{key}` was lost while the body ran: {cause}")
             }
-            LockError::Backend { key, .. } if key.is_empty() => f.write_str(
-                "the request to Redis failed (Redis unreachable or answering with an error)",
-            ),
-            LockError::Backend { key, .. } => write!(
-                f,
-                "lock `{key}`: the request to Redis failed (Redis unreachable or answering \
-                 with an error)"
-            ),
+            LockError::Backend { key, .. } => {
+                if !key.is_empty() {
+                    write!(f, "lock `{key}`: ")?;
+                }
+                f.write_str(
+                    "the request to Redis failed (Redis unreachable or answering with an error)",
+                )
+            }
             LockError::ReleaseGaveUp { key, .. } => write!(
                 f,
                 "lock `{key}`: the release gave up, Redis did not answer it in time; the key \
                  expires by its ttl (the last error is the source of this one)"
             ),
+            LockError::NoQuorum { .. } | LockError::NotReplicated { .. } => self.fmt_shortfall(f),
+            LockError::InvalidKey { key, reason } => {
+                write!(f, "invalid lock key `{key}`: {reason}")
+            }
+            LockError::Config { reason } => write!(f, "lock runtime configuration: {reason}"),
+            LockError::Shutdown { key } => write!(
+                f,
+                "lock `{key}` was not acquired: the lock client has been shut down \
+                 (lock_runtime::shutdown or LockClient::shutdown was called, or the Tokio \
+                 runtime it was created on shut down); take locks before shutting down"
+            ),
+            LockError::InvalidUrl { url, .. } => write!(
+                f,
+                "lock runtime configuration: the Redis client rejects the URL `{url}`; fix \
+                 REDIS_URL or the URLs given to `Config` (e.g. redis://127.0.0.1:6379)"
+            ),
+        }
+    }
+}
+
+impl LockError {
+    /// The message of a grant that reached too few masters or replicas.
+    fn fmt_shortfall(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             LockError::NoQuorum {
                 key,
                 answered,
@@ -193,21 +217,7 @@ impl fmt::Display for LockError {
                  within {timeout:?} (WAIT), so it was not counted; check the primary's \
                  replicas (INFO replication), or lower Config::wait_for_replicas"
             ),
-            LockError::InvalidKey { key, reason } => {
-                write!(f, "invalid lock key `{key}`: {reason}")
-            }
-            LockError::Config { reason } => write!(f, "lock runtime configuration: {reason}"),
-            LockError::Shutdown { key } => write!(
-                f,
-                "lock `{key}` was not acquired: the lock client has been shut down \
-                 (lock_runtime::shutdown or LockClient::shutdown was called, or the Tokio \
-                 runtime it was created on shut down); take locks before shutting down"
-            ),
-            LockError::InvalidUrl { url, .. } => write!(
-                f,
-                "lock runtime configuration: the Redis client rejects the URL `{url}`; fix \
-                 REDIS_URL or the URLs given to `Config` (e.g. redis://127.0.0.1:6379)"
-            ),
+            _ => Ok(()),
         }
     }
 }
