@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::ops::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl};
+use crate::ops::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl, shared_holders};
 use crate::primitives::rwlock::shares::Shares;
 use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, invoke};
 use crate::{client::LockClient, error::LockError};
@@ -94,12 +94,7 @@ impl LockClient {
                 .await
                 .map_err(|err| LockError::backend(names.lock(), err))?;
         if pttl == -3 {
-            let kind: String = redis::cmd("TYPE")
-                .arg(names.lock())
-                .query_async(&mut self.connection())
-                .await
-                .map_err(|err| LockError::backend(names.lock(), err))?;
-            return Err(not_a_lock(names.lock(), &kind));
+            return Err(refuse_other_type(self, names.lock()).await);
         }
         let handover_restarted = removed.as_deref() == Some(HANDOVER);
         let removed = removed
@@ -110,15 +105,7 @@ impl LockClient {
                 kind: HolderKind::Exclusive,
             })
             .into_iter()
-            .chain(others.into_iter().map(|(token, kind, left_ms)| Holder {
-                token,
-                ttl: pttl_to_ttl(left_ms),
-                kind: if kind == "reader" {
-                    HolderKind::Reader
-                } else {
-                    HolderKind::Permit
-                },
-            }))
+            .chain(shared_holders(others))
             .collect::<Vec<_>>();
         for holder in &removed {
             tracing::info!(
@@ -134,6 +121,19 @@ impl LockClient {
             woken,
             granted: granted == 1,
         })
+    }
+}
+
+/// The error for `key`, which a script found holding another type than a lock's: it
+/// names the type (asked with `TYPE`).
+async fn refuse_other_type(client: &LockClient, key: &str) -> LockError {
+    let kind = redis::cmd("TYPE")
+        .arg(key)
+        .query_async::<String>(&mut client.connection())
+        .await;
+    match kind {
+        Ok(kind) => not_a_lock(key, &kind),
+        Err(err) => LockError::backend(key, err),
     }
 }
 
@@ -176,12 +176,7 @@ impl fmt::Display for ForcedRelease {
             if index > 0 {
                 f.write_str(", ")?;
             }
-            let role = match holder.kind {
-                HolderKind::Reader => "reader",
-                HolderKind::Permit => "permit",
-                _ => "holder",
-            };
-            write!(f, "removed {role} {}", holder.token)?;
+            write!(f, "removed {} {}", holder.kind.role(), holder.token)?;
             match holder.ttl {
                 Some(ttl) => write!(f, " (ttl {} left)", Seconds(ttl))?,
                 None => f.write_str(" (no expiry)")?,

@@ -80,6 +80,17 @@ pub enum HolderKind {
     Permit,
 }
 
+impl HolderKind {
+    /// How an operator's view names it: `holder`, `reader` or `permit`.
+    pub(crate) fn role(self) -> &'static str {
+        match self {
+            HolderKind::Exclusive => "holder",
+            HolderKind::Reader => "reader",
+            HolderKind::Permit => "permit",
+        }
+    }
+}
+
 /// One process waiting in a lock's Redis queue (one entry per process, however many of
 /// its tasks wait).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,11 +212,14 @@ type InspectReply = (
     Option<String>,
     i64,
     i64,
-    Vec<(String, String, Option<String>, Option<String>)>,
+    Vec<ListedWaiter>,
     i64,
     Vec<(String, String, i64)>,
     Option<String>,
 );
+
+/// A listed waiter: its id, arrival (µs), place deadline (ms) and grant ttl (ms).
+type ListedWaiter = (String, String, Option<String>, Option<String>);
 
 /// The state the script's reply describes.
 fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
@@ -228,36 +242,12 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
             None,
         ),
     };
-    holders.extend(shared.into_iter().map(|(token, kind, left_ms)| Holder {
-        token,
-        ttl: pttl_to_ttl(left_ms),
-        kind: if kind == "reader" {
-            HolderKind::Reader
-        } else {
-            HolderKind::Permit
-        },
-    }));
+    holders.extend(shared_holders(shared));
     let now_us = u64::try_from(now_us).unwrap_or(0);
     let now_ms = u64::try_from(now_ms).unwrap_or(0);
     let waiters = listed
         .into_iter()
-        .map(|(id, arrived_us, deadline_ms, grant_ttl)| {
-            let arrived_us = parse_number(&arrived_us).unwrap_or(now_us);
-            let deadline_ms = deadline_ms.as_deref().and_then(parse_number);
-            Waiter {
-                id,
-                arrived: UNIX_EPOCH + Duration::from_micros(arrived_us),
-                waited: Duration::from_micros(now_us.saturating_sub(arrived_us)),
-                place_until: deadline_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
-                place_left: Duration::from_millis(
-                    deadline_ms.map_or(0, |ms| ms.saturating_sub(now_ms)),
-                ),
-                grant_ttl: grant_ttl
-                    .as_deref()
-                    .and_then(parse_number)
-                    .map(Duration::from_millis),
-            }
-        })
+        .map(|listed| waiter(listed, now_us, now_ms))
         .collect();
     Ok(LockState {
         key: key.to_owned(),
@@ -268,6 +258,38 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
         waiters,
         queued: usize::try_from(queued).unwrap_or(0),
         server_time: UNIX_EPOCH + Duration::from_micros(now_us),
+    })
+}
+
+/// A waiter as the script listed it (its id, arrival in µs, place deadline in ms and grant
+/// ttl), at the server's time `now_us` (`now_ms`).
+fn waiter(listed: ListedWaiter, now_us: u64, now_ms: u64) -> Waiter {
+    let (id, arrived_us, deadline_ms, grant_ttl) = listed;
+    let arrived_us = parse_number(&arrived_us).unwrap_or(now_us);
+    let deadline_ms = deadline_ms.as_deref().and_then(parse_number);
+    Waiter {
+        id,
+        arrived: UNIX_EPOCH + Duration::from_micros(arrived_us),
+        waited: Duration::from_micros(now_us.saturating_sub(arrived_us)),
+        place_until: deadline_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+        place_left: Duration::from_millis(deadline_ms.map_or(0, |ms| ms.saturating_sub(now_ms))),
+        grant_ttl: grant_ttl
+            .as_deref()
+            .and_then(parse_number)
+            .map(Duration::from_millis),
+    }
+}
+
+/// The readers or permits a script listed (token, `reader` or `permit`, ms left) as holders.
+pub(crate) fn shared_holders(listed: Vec<(String, String, i64)>) -> impl Iterator<Item = Holder> {
+    listed.into_iter().map(|(token, kind, left_ms)| Holder {
+        token,
+        ttl: pttl_to_ttl(left_ms),
+        kind: if kind == "reader" {
+            HolderKind::Reader
+        } else {
+            HolderKind::Permit
+        },
     })
 }
 
@@ -332,11 +354,7 @@ impl fmt::Display for LockState {
 
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let role = match self.kind {
-            HolderKind::Exclusive => "holder",
-            HolderKind::Reader => "reader",
-            HolderKind::Permit => "permit",
-        };
+        let role = self.kind.role();
         match self.ttl {
             Some(ttl) => write!(f, "{role:<8} {}  ttl {}", self.token, Seconds(ttl)),
             None => write!(f, "{role:<8} {}  no expiry", self.token),
