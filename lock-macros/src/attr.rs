@@ -398,6 +398,31 @@ impl OptionsBuilder {
                 "missing `key`; name the lock, e.g. #[distributed_lock(key = \"stock:<id>\")]",
             ));
         }
+        self.check_hold_at_least();
+        self.check_permits();
+        self.check_mode();
+        self.errors.finish()?;
+        let Some(keys) = self.keys else {
+            // Unreachable: a missing or invalid key pushed an error above.
+            return Err(syn::Error::new(call_site, "missing `key`"));
+        };
+        Ok(Options {
+            keys,
+            ttl: self.ttl,
+            wait: self.wait,
+            watchdog: self.watchdog,
+            on_lost: self.on_lost,
+            fencing: self.fencing,
+            hold_at_least_ms: self.hold_at_least,
+            permits: self.permits,
+            mode: self.mode.map(|(mode, _)| mode),
+            client: self.client,
+            krate: self.krate,
+        })
+    }
+
+    /// What `hold_at_least` cannot go with: several keys, or a written `ttl` under it.
+    fn check_hold_at_least(&mut self) {
         if let Some((hold_ms, span)) = self.hold_at_least {
             if matches!(self.keys, Some(Keys::Many(_))) {
                 self.errors.push(syn::Error::new(
@@ -418,6 +443,11 @@ impl OptionsBuilder {
                 ));
             }
         }
+    }
+
+    /// What a semaphore (`permits`) cannot take: several keys, `fencing = true`,
+    /// `hold_at_least`.
+    fn check_permits(&mut self) {
         if let Some((_, span)) = self.permits {
             let refuse = |what: &str| {
                 syn::Error::new(span, format!("`permits` makes a semaphore, which {what}"))
@@ -435,25 +465,6 @@ impl OptionsBuilder {
                     .push(refuse("has no minimum hold; leave `hold_at_least` out"));
             }
         }
-        self.check_mode();
-        self.errors.finish()?;
-        let Some(keys) = self.keys else {
-            // Unreachable: a missing or invalid key pushed an error above.
-            return Err(syn::Error::new(call_site, "missing `key`"));
-        };
-        Ok(Options {
-            keys,
-            ttl: self.ttl,
-            wait: self.wait,
-            watchdog: self.watchdog,
-            on_lost: self.on_lost,
-            fencing: self.fencing,
-            hold_at_least_ms: self.hold_at_least,
-            permits: self.permits,
-            mode: self.mode.map(|(mode, _)| mode),
-            client: self.client,
-            krate: self.krate,
-        })
     }
 
     /// What a read-write lock cannot take: several keys, `hold_at_least`, and (for a

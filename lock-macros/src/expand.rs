@@ -120,24 +120,7 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
     let key_var = Ident::new("__lock_key", Span::mixed_site());
     let options_var = Ident::new("__lock_options", Span::mixed_site());
 
-    let renders = options
-        .keys
-        .templates()
-        .iter()
-        .zip(templates)
-        .map(|(lit, template)| render_key(&private, lit, template, &key_var));
-    let (render, run_fn) = match &options.keys {
-        Keys::One(_) if options.permits.is_some() => (quote!(#(#renders)*), "run_semaphore"),
-        Keys::One(_) => (
-            quote!(#(#renders)*),
-            match options.mode {
-                None => "run",
-                Some(Mode::Read) => "run_read",
-                Some(Mode::Write) => "run_write",
-            },
-        ),
-        Keys::Many(_) => (quote!([#(#renders),*]), "run_multi"),
-    };
+    let (render, run_fn) = render_keys(options, templates, &private, &key_var);
     // A semaphore's run takes its permit count after the key.
     let permits = options
         .permits
@@ -176,6 +159,34 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
             let #options_var = #build_options;
             #run
         }
+    }
+}
+
+/// The expression that renders the key (an array of them for several keys), and the
+/// `__private` entry point that runs the body under it.
+fn render_keys(
+    options: &Options,
+    templates: &[Template],
+    private: &TokenStream,
+    key_var: &Ident,
+) -> (TokenStream, &'static str) {
+    let renders = options
+        .keys
+        .templates()
+        .iter()
+        .zip(templates)
+        .map(|(lit, template)| render_key(private, lit, template, key_var));
+    match &options.keys {
+        Keys::One(_) if options.permits.is_some() => (quote!(#(#renders)*), "run_semaphore"),
+        Keys::One(_) => (
+            quote!(#(#renders)*),
+            match options.mode {
+                None => "run",
+                Some(Mode::Read) => "run_read",
+                Some(Mode::Write) => "run_write",
+            },
+        ),
+        Keys::Many(_) => (quote!([#(#renders),*]), "run_multi"),
     }
 }
 
