@@ -254,6 +254,36 @@ impl Worker {
         *count
     }
 
+    /// Counts how a guarded run ended, in phase `at` (its error judged as
+    /// [`acquire_failed`](Self::acquire_failed) does while it was acquiring).
+    fn run_ended(
+        &self,
+        outcome: Phase<Result<(), LockError>>,
+        at: u8,
+        (key, started, wait): (&str, Instant, Duration),
+    ) {
+        match outcome {
+            Phase::Done(Ok(())) => {}
+            Phase::Done(Err(LockError::Lost { .. })) => self.bump("lost"),
+            Phase::Done(Err(err)) if at == ACQUIRING => {
+                self.acquire_failed(&err, key, started, wait);
+            }
+            Phase::Done(Err(err)) => {
+                self.bump("other_errors");
+                self.line(format!("ADV-OTHER {key} {} {err}", now_us()));
+            }
+            Phase::Cut => self.bump(match at {
+                ACQUIRING => "drop_acquire",
+                HOLDING => "drop_body",
+                _ => "drop_release",
+            }),
+            Phase::Hung => {
+                self.bump("hung");
+                self.line(format!("ADV-HUNG run {key} {} phase {at}", now_us()));
+            }
+        }
+    }
+
     /// Judges an error from acquire (the body did not run).
     fn acquire_failed(&self, err: &LockError, key: &str, started: Instant, wait: Duration) {
         match err {
@@ -681,26 +711,7 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
                 ),
             };
             let at = phase_now.load(Ordering::SeqCst);
-            match outcome {
-                Phase::Done(Ok(())) => {}
-                Phase::Done(Err(LockError::Lost { .. })) => worker.bump("lost"),
-                Phase::Done(Err(err)) if at == ACQUIRING => {
-                    worker.acquire_failed(&err, &key, started, wait);
-                }
-                Phase::Done(Err(err)) => {
-                    worker.bump("other_errors");
-                    worker.line(format!("ADV-OTHER {key} {} {err}", now_us()));
-                }
-                Phase::Cut => worker.bump(match at {
-                    ACQUIRING => "drop_acquire",
-                    HOLDING => "drop_body",
-                    _ => "drop_release",
-                }),
-                Phase::Hung => {
-                    worker.bump("hung");
-                    worker.line(format!("ADV-HUNG run {key} {} phase {at}", now_us()));
-                }
-            }
+            worker.run_ended(outcome, at, (&key, started, wait));
         }
         tokio::time::sleep(rng.millis(0, 4)).await;
     }

@@ -15,8 +15,8 @@ use lock_runtime::{LockError, OnLost, ReleaseOutcome};
 use tokio::time::Instant;
 
 use super::{
-    ACQUIRING, HANG, HOLDING, Job, Phase, Rng, TTLS_MS, Target, Tenure, WAITS_MS, Worker, cut,
-    guarded_body, phase, watch_dropped_release,
+    ACQUIRING, HANG, Job, Phase, Rng, TTLS_MS, Target, Tenure, WAITS_MS, Worker, cut, guarded_body,
+    phase, watch_dropped_release,
 };
 use lock_tests::checkers::now_us;
 
@@ -173,26 +173,7 @@ pub(super) async fn iteration(worker: &Arc<Worker>, rng: &mut Rng, index: usize,
             phase(lock.run_write(job.run()), cut_run, bound).await
         };
         let at = phase_now.load(Ordering::SeqCst);
-        match outcome {
-            Phase::Done(Ok(())) => {}
-            Phase::Done(Err(LockError::Lost { .. })) => worker.bump("lost"),
-            Phase::Done(Err(err)) if at == ACQUIRING => {
-                worker.acquire_failed(&err, &key, started, wait);
-            }
-            Phase::Done(Err(err)) => {
-                worker.bump("other_errors");
-                worker.line(format!("ADV-OTHER {key} {} {err}", now_us()));
-            }
-            Phase::Cut => worker.bump(match at {
-                ACQUIRING => "drop_acquire",
-                HOLDING => "drop_body",
-                _ => "drop_release",
-            }),
-            Phase::Hung => {
-                worker.bump("hung");
-                worker.line(format!("ADV-HUNG run {key} {} phase {at}", now_us()));
-            }
-        }
+        worker.run_ended(outcome, at, (&key, started, wait));
     }
     tokio::time::sleep(rng.millis(0, 4)).await;
 }
