@@ -2,6 +2,7 @@
 //! multi-key lock), over one builder core and one run path for guarded bodies.
 
 pub(crate) mod builder;
+pub(crate) mod extend;
 pub(crate) mod guard;
 pub(crate) mod lock;
 pub(crate) mod multi;

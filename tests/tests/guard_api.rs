@@ -123,3 +123,113 @@ async fn a_renewal_that_arrives_after_an_extension_does_not_shorten_the_key() {
     assert!(guard.remaining() > Duration::from_secs(10));
     guard.release().await.unwrap();
 }
+
+/// The time on `server`'s clock, in ms.
+fn server_ms(server: &RedisServer) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut server.conn()).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// A semaphore's permit extends as a lock does: its lease (its score, the end of its lease
+/// on the server's clock) moves to `ttl` from now and never shrinks; once the permit is
+/// gone, `extend` reports the loss and takes no permit again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_extends_as_a_lock_does() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let mut permit = client
+        .semaphore("exports", 2)
+        .ttl(Duration::from_secs(1))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let left = |token: &str| -> Option<i64> {
+        let ends: Option<f64> = redis::cmd("ZSCORE")
+            .arg("exports")
+            .arg(token)
+            .query(&mut server.conn())
+            .unwrap();
+        ends.map(|ends| ends as i64 - server_ms(&server))
+    };
+    assert!(left(permit.token()).unwrap() <= 1000);
+    permit.extend(Duration::from_secs(20)).await.unwrap();
+    assert!(
+        left(permit.token()).unwrap() > 15_000,
+        "{:?}",
+        left(permit.token())
+    );
+    assert!(
+        server.pttl("exports") > 15_000,
+        "the key outlives its permits"
+    );
+    // A shorter extension leaves the longer lease in place.
+    permit.extend(Duration::from_secs(2)).await.unwrap();
+    assert!(
+        left(permit.token()).unwrap() > 15_000,
+        "{:?}",
+        left(permit.token())
+    );
+    let _: i64 = redis::cmd("ZREM")
+        .arg("exports")
+        .arg(permit.token())
+        .query(&mut server.conn())
+        .unwrap();
+    let err = permit.extend(Duration::from_secs(5)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::Lost {
+                cause: LostCause::TokenGone,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(left(permit.token()), None, "extend took the permit again");
+    assert!(permit.is_lost());
+    let bad = permit.extend(Duration::ZERO).await.unwrap_err();
+    assert!(bad.to_string().contains("exports"), "{bad}");
+}
+
+/// A reader's share extends as a lock does: its share key lives `ttl` from now; once the
+/// share is gone, `extend` reports the loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_share_extends_as_a_lock_does() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let mut reader = client
+        .rw_lock("doc")
+        .ttl(Duration::from_secs(1))
+        .watchdog(false)
+        .read()
+        .await
+        .unwrap();
+    let shares: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("~lock/share/*{}*", reader.token()))
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(shares.len(), 1, "{shares:?}");
+    let share = &shares[0];
+    assert!(server.pttl(share) <= 1000);
+    reader.extend(Duration::from_secs(20)).await.unwrap();
+    assert!(server.pttl(share) > 15_000, "pttl {}", server.pttl(share));
+    let busy = client.rw_lock("doc").try_write().await.unwrap_err();
+    assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
+    let _: i64 = redis::cmd("DEL")
+        .arg(share)
+        .query(&mut server.conn())
+        .unwrap();
+    let err = reader.extend(Duration::from_secs(5)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::Lost {
+                cause: LostCause::TokenGone,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(server.get(share), None, "extend re-created the share");
+}

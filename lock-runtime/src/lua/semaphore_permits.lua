@@ -68,13 +68,15 @@ end
 
 -- Extends the lease of the permit `token` holds to `ttl_ms` from now: 1, or 0 when it
 -- holds none (its lease ended, or the key was deleted).
-local function renew_permit(holders, token, ttl_ms)
+local function renew_permit(holders, token, ttl_ms, grow_only)
   local now_ms = server_time()
   local ends = tonumber(redis.call('ZSCORE', holders, token))
   if not ends or ends <= now_ms then
     return 0
   end
-  redis.call('ZADD', holders, 'XX', now_ms + ttl_ms, token)
+  if not grow_only or ends < now_ms + ttl_ms then
+    redis.call('ZADD', holders, 'XX', now_ms + ttl_ms, token)
+  end
   keep_alive(holders, ttl_ms)
   return 1
 end

@@ -8,9 +8,10 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
+use crate::primitives::extend::{self, Held};
 use crate::queue::cohort::{Ending, Holding};
 use crate::queue::redis_queue::place::Place;
-use crate::queue::redis_queue::release::{Expiry, extend_lease, keep_until, release_contended};
+use crate::queue::redis_queue::release::{keep_until, release_contended};
 use crate::queue::redis_queue::{Yielded, yield_lock};
 use crate::renewal::lost_signal::LostSignal;
 use crate::renewal::watchdog::LeaseHandle;
@@ -296,57 +297,17 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        if self.reentrant || ttl < Duration::from_millis(1) || ttl > crate::options::MAX_TTL {
-            return Err(LockError::Config {
-                reason: format!(
-                    "cannot extend lock `{}` to {ttl:?}: {}",
-                    self.names.lock(),
-                    if self.reentrant {
-                        "this guard re-entered a lock its task already holds; extend the outer guard"
-                    } else {
-                        "give a ttl from 1 ms to 365 days"
-                    }
-                ),
-            });
-        }
-        let sent = Instant::now();
-        let grow = (ttl, Expiry::Grow);
-        let extended = match extend_lease(&self.client, &self.names, &self.token, grow).await {
-            Err(err @ LockError::NotReplicated { .. }) => {
-                // Not counted, but the primary took it: a shorter ttl holds from now on.
-                self.client.watchdog().shorten(self.lease.id, ttl, sent);
-                self.valid_until = self.valid_until.min(validity(sent, ttl));
-                return Err(err);
-            }
-            extended => extended?,
+        let held = Held {
+            client: &self.client,
+            leased: &self.names,
+            key: self.names.lock(),
+            token: &self.token,
+            lease: &self.lease,
+            reentrant: self.reentrant,
         };
-        if !extended || !self.client.watchdog().extend(self.lease.id, ttl, sent) {
-            self.found_lost();
-            return Err(LockError::Lost {
-                key: self.names.lock().to_owned(),
-                cause: LostCause::TokenGone,
-            });
-        }
+        extend::extend(held, ttl, &mut self.valid_until).await?;
         self.ttl = ttl;
-        self.valid_until = validity(sent, ttl);
         Ok(())
-    }
-
-    /// Counts the loss that [`extend`](Self::extend) found, once: not when the watchdog
-    /// reported this lease lost already, and the lease leaves the watchdog's schedule so
-    /// that its next renewal does not report it again. The guard reads as lost from now on.
-    fn found_lost(&mut self) {
-        let on_schedule = self.client.watchdog().remove(self.lease.id).is_some();
-        let reported = matches!(
-            self.lease.lost.reported(),
-            Some(LostCause::TokenGone | LostCause::RenewalFailed)
-        );
-        if on_schedule || !reported {
-            tracing::warn!(key = %self.names.lock(), "lock lost: extending found the token gone");
-            let cause = LostCause::TokenGone;
-            self.client.telemetry().lost(self.names.lock(), cause);
-            self.lease.lost.set(cause);
-        }
     }
 
     crate::renewal::lost_signal::loss_accessors!("the lease");

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
+use crate::primitives::extend::{self, Held};
 use crate::primitives::lock::MAX_WAIT;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
@@ -461,6 +462,22 @@ impl SemaphoreGuard {
     /// How long the permit has been held.
     pub fn held_for(&self) -> Duration {
         self.acquired_at.elapsed()
+    }
+
+    /// Extends the permit's lease to `ttl` from now, as [`LockGuard::extend`] does a
+    /// lock's (the same errors): the permit stays taken until it ends.
+    ///
+    /// [`LockGuard::extend`]: crate::LockGuard::extend
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
+        let held = Held {
+            client: &self.client,
+            leased: &self.names,
+            key: self.names.lock(),
+            token: &self.token,
+            lease: &self.lease,
+            reentrant: false,
+        };
+        extend::extend(held, ttl, &mut self.valid_until).await
     }
 
     crate::renewal::lost_signal::loss_accessors!("the permit's lease");

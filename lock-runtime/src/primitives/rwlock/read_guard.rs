@@ -11,6 +11,7 @@ use crate::context::CurrentLock;
 use crate::error::{LockError, LostCause, ReleaseOutcome};
 use crate::lease::{Token, validity};
 use crate::options::LockOptions;
+use crate::primitives::extend::{self, Held};
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::KeyNames;
 
@@ -96,6 +97,23 @@ impl ReadGuard {
     /// How long the share has been held.
     pub fn held_for(&self) -> Duration {
         self.acquired_at.elapsed()
+    }
+
+    /// Extends the share's lease to `ttl` from now, as [`LockGuard::extend`] does a
+    /// lock's (the same errors; a reentrant guard's outer guard owns the share). A writer
+    /// waits for the share until it ends.
+    ///
+    /// [`LockGuard::extend`]: crate::LockGuard::extend
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
+        let held = Held {
+            client: &self.client,
+            leased: &self.share,
+            key: self.names.lock(),
+            token: &self.token,
+            lease: &self.lease,
+            reentrant: self.reentrant,
+        };
+        extend::extend(held, ttl, &mut self.valid_until).await
     }
 
     crate::renewal::lost_signal::loss_accessors!("the share's lease");
