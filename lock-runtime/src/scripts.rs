@@ -230,6 +230,22 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
     send_retrying!(call.script, connection, pipeline.query_async(connection)).0
 }
 
+/// [`invoke`] of a call that may grant a lease: with a replica rule (`replicas`), `WAIT`
+/// rides with it ([`invoke_replicated`]) and the reply comes with the error to give when
+/// too few replicas have it (whether the reply granted anything is the caller's to say).
+pub(crate) async fn invoke_granting<T: FromRedisValue>(
+    call: &Call<'_>,
+    (replicas, key): (Option<&Replicas>, &str),
+    connection: &mut Connection,
+) -> RedisResult<(T, Option<LockError>)> {
+    let Some(replicas) = replicas else {
+        return Ok((invoke(call, connection).await?, None));
+    };
+    let (reply, answer) = invoke_replicated(call, replicas, connection).await?;
+    let shortfall = (!replicas.confirmed(answer)).then(|| replicas.shortfall(key, answer));
+    Ok((reply, shortfall))
+}
+
 /// A caller whose queue places its process's liveness key keeps (see
 /// [`crate::renewal::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
 /// The key is an argument, not a declared key: in cluster mode it is in another slot.

@@ -652,3 +652,44 @@ async fn the_option_covers_fenced_grants_and_cluster_nodes() {
         );
     }
 }
+
+/// A permit and a reader's share wait for replicas as a lock's grant does: granted while
+/// the replica keeps up; with its link stalled, refused with `NotReplicated` within the
+/// wait, and given back on the primary (nothing a promoted replica would lack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_and_read_shares_the_replica_never_gets_are_undone() {
+    let (pair, client) = tokio::task::block_in_place(replicated);
+    let wait = Duration::from_millis(300);
+    let permit = client.semaphore("quota", 2).wait(wait).acquire().await;
+    let share = client.rw_lock("doc").wait(wait).read().await;
+    permit.unwrap().release().await.unwrap();
+    share.unwrap().release().await.unwrap();
+    pair.link.set_hold(Direction::Down, true);
+    let refused = |result: Result<(), LockError>, what: &str| match result {
+        Err(LockError::NotReplicated { confirmed: 0, .. }) => {}
+        other => panic!("{what} the replica never got: {other:?}"),
+    };
+    let permit = client.semaphore("quota", 2).wait(wait).acquire().await;
+    refused(permit.map(drop), "a permit");
+    let share = client.rw_lock("doc").wait(wait).read().await;
+    refused(share.map(drop), "a read share");
+    let mut primary = pair.primary().conn();
+    let holders: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+        .arg("quota")
+        .arg(1)
+        .arg("+inf")
+        .query(&mut primary)
+        .unwrap();
+    assert!(
+        holders.is_empty(),
+        "an unconfirmed permit was left: {holders:?}"
+    );
+    let shares: Vec<String> = redis::cmd("KEYS")
+        .arg("~lock/share/*")
+        .query(&mut primary)
+        .unwrap();
+    assert!(
+        shares.is_empty(),
+        "an unconfirmed share was left: {shares:?}"
+    );
+}

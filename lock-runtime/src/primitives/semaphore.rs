@@ -21,11 +21,11 @@ use crate::options::Explicit;
 use crate::primitives::extend::{self, Held};
 use crate::primitives::lock::MAX_WAIT;
 use crate::queue::redis_queue::place::Place;
-use crate::queue::redis_queue::release::release_script;
+use crate::queue::redis_queue::release::{release_script, undo_unconfirmed};
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::LeaseHandle;
-use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke};
+use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke_granting};
 use crate::wakeups::WaitTicket;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
@@ -221,7 +221,7 @@ impl Semaphore {
     }
 
     /// One call of the acquire script: `(code, value)` as it returns them.
-    async fn try_once(&self, client: &LockClient, place: &Place) -> Result<(i64, i64), LockError> {
+    async fn try_once(&self, client: &LockClient, place: &Place) -> Result<TryReply, LockError> {
         let names = &place.names;
         let mut call = Call::new(
             &SEMAPHORE_ACQUIRE,
@@ -232,7 +232,8 @@ impl Semaphore {
             .arg(self.permits)
             .arg(u8::from(!self.options.wait.is_zero()))
             .arg(millis(QUEUE_LEASE));
-        invoke(&call, &mut client.connection())
+        let replicas = (client.replicas(), names.lock());
+        invoke_granting(&call, replicas, &mut client.connection())
             .await
             .map_err(|err| LockError::backend(names.lock(), err))
     }
@@ -293,6 +294,10 @@ struct PermitWait<'a> {
     backoff: Backoff,
 }
 
+/// semaphore_acquire.lua's reply (`{code, value}`), and the error to give when too few
+/// replicas confirmed a permit it granted.
+type TryReply = ((i64, i64), Option<LockError>);
+
 impl Waiting for PermitWait<'_> {
     type Taken = SemaphoreGuard;
 
@@ -310,7 +315,7 @@ impl Waiting for PermitWait<'_> {
             tokio::time::timeout_at(self.overrun, self.semaphore.try_once(&client, &self.place))
                 .await
                 .map_err(|_| self.timeout())?;
-        let (code, value) = match reply {
+        let ((code, value), shortfall) = match reply {
             Ok(reply) => reply,
             Err(err) => {
                 ride_out(&client, names.lock(), err, self.deadline, &mut self.backoff).await?;
@@ -319,6 +324,21 @@ impl Waiting for PermitWait<'_> {
         };
         client.mark_answered();
         match code {
+            1 if let Some(shortfall) = shortfall => {
+                // Not counted: given back, then tried again within the wait.
+                self.place.joined = false;
+                let undo_by = validity(sent, self.semaphore.options.ttl).min(self.overrun);
+                undo_unconfirmed(&client, &names, &self.place.token, undo_by).await;
+                ride_out(
+                    &client,
+                    names.lock(),
+                    shortfall,
+                    self.deadline,
+                    &mut self.backoff,
+                )
+                .await?;
+                return Ok(Step::Again);
+            }
             1 if Instant::now() < validity(sent, self.semaphore.options.ttl) => {
                 self.place.settle();
                 let token = std::mem::take(&mut self.place.token);

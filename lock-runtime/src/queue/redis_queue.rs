@@ -16,8 +16,8 @@ use crate::lease::{Taken, jitter, millis, validity};
 use crate::options::fence_lifetime;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::scripts::{
-    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, QUEUE_LEASE, RETAKE, Requeue, acquire_call, invoke,
-    invoke_noting_repeat, invoke_replicated, release_call,
+    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, QUEUE_LEASE, RETAKE, Requeue, acquire_call,
+    invoke_granting, invoke_noting_repeat, release_call,
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
@@ -295,10 +295,7 @@ impl RedisWait<'_> {
         self.place.joined = false;
         tracing::debug!(key = %self.names.lock(), error = %shortfall, "grant not replicated; undoing it");
         let undo_by = validity(sent, self.options.ttl).min(self.overrun);
-        if let Err(err) = release_script(self.client, self.names, &self.place.token, undo_by).await
-        {
-            tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
-        }
+        undo_unconfirmed(self.client, self.names, &self.place.token, undo_by).await;
         let pause = self.backoff.next();
         if self.options.wait.is_zero() || Instant::now() + pause >= self.deadline {
             return Err(shortfall);
@@ -390,19 +387,14 @@ pub(crate) async fn retake(
         .arg(fence_lifetime(options));
     let mut connection = client.connection();
     let backend = |err| LockError::backend(names.lock(), err);
-    let (taken, fence): (i64, i64) = match client.replicas() {
-        None => invoke(&call, &mut connection).await.map_err(backend)?,
-        Some(replicas) => {
-            let (reply, answer): ((i64, i64), i64) =
-                invoke_replicated(&call, replicas, &mut connection)
-                    .await
-                    .map_err(backend)?;
-            if reply.0 == 1 && !replicas.confirmed(answer) {
-                return Err(replicas.shortfall(names.lock(), answer));
-            }
-            reply
-        }
-    };
+    let replicas = (client.replicas(), names.lock());
+    let ((taken, fence), shortfall): ((i64, i64), _) =
+        invoke_granting(&call, replicas, &mut connection)
+            .await
+            .map_err(backend)?;
+    if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
+        return Err(shortfall);
+    }
     Ok((taken == 1).then(|| options.fencing.then(|| u64::try_from(fence).unwrap_or(0))))
 }
 
@@ -499,14 +491,10 @@ async fn try_acquire(
     // After a quick try, the clock is read again: its round trip is not this request's.
     let now = if quick { Instant::now() } else { now };
     let mut connection = client.connection().until(until, now);
-    let (reply, replicated) = match client.replicas() {
-        None => (invoke(&call, &mut connection).await, None),
-        Some(replicas) => match invoke_replicated(&call, replicas, &mut connection).await {
-            Ok((reply, answer)) => (Ok(reply), Some((replicas, answer))),
-            Err(err) => (Err(err), None),
-        },
-    };
-    let reply: AcquireReply = reply.map_err(|err| LockError::backend(names.lock(), err))?;
+    let replicas = (client.replicas(), names.lock());
+    let (reply, shortfall): (AcquireReply, _) = invoke_granting(&call, replicas, &mut connection)
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))?;
     let AcquireReply {
         acquired,
         value,
@@ -521,11 +509,9 @@ async fn try_acquire(
             per_key: alive.is_none(),
         });
     }
-    Ok(match replicated {
-        Some((replicas, answer)) if !replicas.confirmed(answer) => {
-            Attempt::Unreplicated(replicas.shortfall(names.lock(), answer))
-        }
-        _ => Attempt::Acquired {
+    Ok(match shortfall {
+        Some(shortfall) => Attempt::Unreplicated(shortfall),
+        None => Attempt::Acquired {
             fence: options.fencing.then_some(value),
         },
     })

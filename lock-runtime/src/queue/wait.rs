@@ -208,9 +208,12 @@ pub(crate) async fn ride_out(
     Ok(())
 }
 
-/// Whether a wait may try again after `err`: a transient server state, or, once Redis has
-/// answered this client, a lost connection (refused or reset while it restarts, a reply
-/// that timed out and may hide a grant).
+/// Whether a wait may try again after `err`: a transient server state, a grant too few
+/// replicas confirmed (undone by the try that got it), or, once Redis has answered this
+/// client, a lost connection (refused or reset while it restarts, a reply that timed out
+/// and may hide a grant).
 pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
-    err.is_transient() || (client.has_answered() && err.is_connection())
+    err.is_transient()
+        || matches!(err, LockError::NotReplicated { .. })
+        || (client.has_answered() && err.is_connection())
 }

@@ -10,7 +10,7 @@ use crate::client::LockClient;
 use crate::error::{LockError, ReleaseOutcome};
 use crate::lease::millis;
 use crate::options::LockOptions;
-use crate::scripts::{Call, KeyNames, READ, READ_RELEASE, invoke};
+use crate::scripts::{Call, KeyNames, READ, READ_RELEASE, invoke, invoke_granting};
 
 /// The names around a read-write lock key: its set of readers, and each share key's name
 /// around its token.
@@ -38,7 +38,8 @@ impl Shares {
 }
 
 /// One call of rw_read.lua: 1 taken, 0 the quick path is closed, -1 `gate` no longer holds
-/// the key.
+/// the key; `NotReplicated` (the share given back) when grants wait for replicas and too
+/// few confirmed it.
 pub(super) async fn take_share(
     client: &LockClient,
     names: &KeyNames,
@@ -57,10 +58,18 @@ pub(super) async fn take_share(
         .arg(gate)
         .arg(&shares.head)
         .arg(&shares.tail);
-    let taken = invoke(&call, &mut client.connection())
+    let replicas = (client.replicas(), names.lock());
+    let (taken, shortfall) = invoke_granting(&call, replicas, &mut client.connection())
         .await
         .map_err(|err| LockError::backend(names.lock(), err))?;
     client.mark_answered();
+    if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
+        // Not counted: given back (the wait tries again), or left to expire by its ttl.
+        if let Err(err) = give_share_back(client, names, share, token).await {
+            tracing::warn!(key = %names.lock(), error = %err, "undoing a share the replicas did not confirm failed; it expires by its ttl");
+        }
+        return Err(shortfall);
+    }
     Ok(taken)
 }
 

@@ -206,6 +206,20 @@ pub(crate) enum Expiry {
     Set,
 }
 
+/// Gives back (by `undo_by` at the latest) a grant too few replicas confirmed: a lock's
+/// or a permit's, which then does not count. A failure is only logged: the grant expires
+/// by its ttl.
+pub(crate) async fn undo_unconfirmed(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    undo_by: Instant,
+) {
+    if let Err(err) = release_script(client, names, token, undo_by).await {
+        tracing::warn!(key = %names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
+    }
+}
+
 /// An owner-checked `PEXPIRE` of the key to `ttl`: on the one server, or on every Redlock
 /// master (true when a majority still held the token). When grants wait for replicas, an
 /// extension too few replicas confirmed is [`LockError::NotReplicated`].
