@@ -14,6 +14,7 @@
 //! A request whose master is not known (no key, or no map yet) is reported to the
 //! cluster as a whole, as before the map was read.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
@@ -83,20 +84,20 @@ fn liveness_tag(ranges: &[(u16, u16)]) -> Option<Arc<str>> {
     (0..TAG_TRIES).find_map(|number| {
         let tag = number.to_string();
         let slot = crc16(tag.as_bytes()) % SLOTS;
-        ranges
-            .iter()
-            .any(|(first, last)| (*first..=*last).contains(&slot))
-            .then(|| Arc::from(tag))
+        serves(ranges, slot).then(|| Arc::from(tag))
     })
+}
+
+/// Whether one of `ranges` holds `slot`.
+fn serves(ranges: &[(u16, u16)], slot: u16) -> bool {
+    ranges
+        .iter()
+        .any(|(first, last)| (*first..=*last).contains(&slot))
 }
 
 impl SlotMap {
     fn master(&self, slot: u16) -> Option<&Health> {
-        let index = self.ranges.partition_point(|range| range.last < slot);
-        self.ranges
-            .get(index)
-            .filter(|range| range.first <= slot)
-            .map(|range| &range.master)
+        self.range(slot).map(|range| &range.master)
     }
 
     fn range(&self, slot: u16) -> Option<&Range> {
@@ -104,11 +105,52 @@ impl SlotMap {
         self.ranges.get(index).filter(|range| range.first <= slot)
     }
 
-    fn find(&self, address: &str) -> Option<&Health> {
+    fn find(&self, address: &str) -> Option<&Range> {
         self.ranges
             .iter()
-            .map(|range| &range.master)
-            .find(|master| master.server() == address)
+            .find(|range| range.master.server() == address)
+    }
+
+    /// The liveness tag of each master of the ranges `read` (see [`liveness_tag`]).
+    fn tags(&self, read: &[(u16, u16, String)]) -> HashMap<String, Option<Arc<str>>> {
+        let mut served: HashMap<String, Vec<(u16, u16)>> = HashMap::new();
+        for (first, last, address) in read {
+            served
+                .entry(address.clone())
+                .or_default()
+                .push((*first, *last));
+        }
+        // A master keeps its tag while it still serves the tag's slot: the liveness keys
+        // its queue entries name stay the ones their processes refresh.
+        served
+            .into_iter()
+            .map(|(address, ranges)| {
+                let kept = self
+                    .find(&address)
+                    .map(|range| range.tag.clone())
+                    .filter(|tag| serves(&ranges, key_slot(tag.as_bytes())));
+                let tag = kept.or_else(|| liveness_tag(&ranges));
+                (address, tag)
+            })
+            .collect()
+    }
+
+    /// Retires the masters of this map that `fresh` no longer names.
+    fn retire_absent_from(&self, fresh: &SlotMap) {
+        let mut gone = HashSet::new();
+        for range in &self.ranges {
+            let address = range.master.server();
+            if fresh.find(address).is_none() && gone.insert(address) {
+                let was_failing = range.master.retire();
+                if was_failing {
+                    tracing::info!(
+                        server = %address,
+                        "the Redis Cluster master serves no slot any more (its slots failed \
+                         over or moved): its keys are checked on their new master"
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -260,36 +302,17 @@ impl ClusterNodes {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let old = map.clone();
+        let fresh = self.fresh_map(&old, read);
+        old.retire_absent_from(&fresh);
+        *map = Arc::new(fresh);
+    }
+
+    /// The map of the ranges `read`, where the masters of `old` keep their health.
+    fn fresh_map(&self, old: &SlotMap, read: Vec<(u16, u16, String)>) -> SlotMap {
+        let tags = old.tags(&read);
         // One health per master, also for a master new to the map with several ranges.
-        let mut masters: std::collections::HashMap<String, Health> = Default::default();
-        let mut served: std::collections::HashMap<String, Vec<(u16, u16)>> = Default::default();
-        for (first, last, address) in &read {
-            served
-                .entry(address.clone())
-                .or_default()
-                .push((*first, *last));
-        }
-        // A master keeps its tag while it still serves the tag's slot: the liveness keys
-        // its queue entries name stay the ones their processes refresh.
-        let tags: std::collections::HashMap<String, Option<Arc<str>>> = served
-            .into_iter()
-            .map(|(address, ranges)| {
-                let kept = old
-                    .ranges
-                    .iter()
-                    .find(|range| range.master.server() == address)
-                    .map(|range| range.tag.clone())
-                    .filter(|tag| {
-                        let slot = key_slot(tag.as_bytes());
-                        ranges
-                            .iter()
-                            .any(|(first, last)| (*first..=*last).contains(&slot))
-                    });
-                let tag = kept.or_else(|| liveness_tag(&ranges));
-                (address, tag)
-            })
-            .collect();
-        let ranges: Vec<Range> = read
+        let mut masters: HashMap<String, Health> = HashMap::new();
+        let ranges = read
             .into_iter()
             .filter_map(|(first, last, address)| {
                 let tag = tags.get(&address).cloned().flatten()?;
@@ -297,7 +320,7 @@ impl ClusterNodes {
                     .entry(address.clone())
                     .or_insert_with(|| {
                         old.find(&address)
-                            .cloned()
+                            .map(|range| range.master.clone())
                             .unwrap_or_else(|| self.master(address))
                     })
                     .clone();
@@ -309,22 +332,7 @@ impl ClusterNodes {
                 })
             })
             .collect();
-        let fresh = SlotMap { ranges };
-        let mut gone = std::collections::HashSet::new();
-        for range in &old.ranges {
-            let address = range.master.server();
-            if fresh.find(address).is_none() && gone.insert(address) {
-                let was_failing = range.master.retire();
-                if was_failing {
-                    tracing::info!(
-                        server = %address,
-                        "the Redis Cluster master serves no slot any more (its slots failed \
-                         over or moved): its keys are checked on their new master"
-                    );
-                }
-            }
-        }
-        *map = Arc::new(fresh);
+        SlotMap { ranges }
     }
 
     /// A new master's health, with its probe.
@@ -498,9 +506,7 @@ mod tests {
             let tag = liveness_tag(ranges).expect("a tag");
             let slot = key_slot(format!("~lock/alive/1234{{{tag}}}").as_bytes());
             assert!(
-                ranges
-                    .iter()
-                    .any(|(first, last)| (*first..=*last).contains(&slot)),
+                serves(ranges, slot),
                 "tag {tag} (slot {slot}) for {ranges:?}"
             );
         }

@@ -348,21 +348,12 @@ async fn acquire_round(
             (Duration::ZERO, None),
         )
     };
-    let count = |replies: &[Option<RedisResult<(i64, i64)>>], granted: bool| {
-        replies
-            .iter()
-            .filter(|reply| matches!(reply, Some(Ok((acquired, _))) if (*acquired == 1) == granted))
-            .count()
-    };
     let (replies, decided) = ask_all::<(i64, i64)>(
         nodes,
         redlock.majority(),
         Patience::NodeTimeout,
         call,
-        |replies| {
-            count(replies, true) >= redlock.quorum
-                || count(replies, false) > redlock.urls.len() - redlock.quorum
-        },
+        |replies| round_decided(replies, redlock),
     )
     .await;
     // Ended well past the node timeout: this process was late to read the replies.
@@ -378,18 +369,7 @@ async fn acquire_round(
     };
     for (reply, url) in replies.into_iter().zip(&redlock.urls) {
         match reply {
-            Some(Ok((1, fence))) => {
-                round.granted += 1;
-                if options.fencing {
-                    let fence = u64::try_from(fence).unwrap_or(0);
-                    round.fence = Some(round.fence.map_or(fence, |max| max.max(fence)));
-                }
-            }
-            Some(Ok((_, pttl))) => {
-                let pttl = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
-                round.held_for = Some(round.held_for.map_or(pttl, |held| held.min(pttl)));
-            }
-            Some(Err(err)) => round.failures.push(format!("{url}: {err}")),
+            Some(reply) => round.add(reply, url, options.fencing),
             // Not waited for: the outcome was known without it (given back or released
             // with the lock, should its grant land).
             None if decided || late => {}
@@ -399,6 +379,37 @@ async fn acquire_round(
         }
     }
     Ok(round)
+}
+
+/// Whether the outcome of an acquire round is known from the replies so far.
+fn round_decided(replies: &[Option<RedisResult<(i64, i64)>>], redlock: &Redlock) -> bool {
+    let count = |granted: bool| {
+        replies
+            .iter()
+            .filter(|reply| matches!(reply, Some(Ok((acquired, _))) if (*acquired == 1) == granted))
+            .count()
+    };
+    count(true) >= redlock.quorum || count(false) > redlock.urls.len() - redlock.quorum
+}
+
+impl Round {
+    /// Counts a master's reply: a grant (and its fence), another owner's lease, or a failure.
+    fn add(&mut self, reply: RedisResult<(i64, i64)>, url: &str, fencing: bool) {
+        match reply {
+            Ok((1, fence)) => {
+                self.granted += 1;
+                if fencing {
+                    let fence = u64::try_from(fence).unwrap_or(0);
+                    self.fence = Some(self.fence.map_or(fence, |max| max.max(fence)));
+                }
+            }
+            Ok((_, pttl)) => {
+                let pttl = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
+                self.held_for = Some(self.held_for.map_or(pttl, |held| held.min(pttl)));
+            }
+            Err(err) => self.failures.push(format!("{url}: {err}")),
+        }
+    }
 }
 
 /// Raises the fence counter of every master to the holder's `fence`, while its `token`
@@ -420,25 +431,27 @@ async fn raise_fences(
         call.arg(token).arg(fence).arg(lifetime);
         call
     };
-    let raised = |replies: &[Option<RedisResult<i64>>]| {
-        replies
-            .iter()
-            .filter(|reply| matches!(reply, Some(Ok(1))))
-            .count()
-    };
     let (replies, _) = ask_all::<i64>(
         nodes,
         redlock.majority(),
         Patience::Quorum,
         call,
-        |replies| raised(replies) >= redlock.quorum,
+        |replies| ones(replies) >= redlock.quorum,
     )
     .await;
-    let done = raised(&replies) >= redlock.quorum;
+    let done = ones(&replies) >= redlock.quorum;
     if !done {
         tracing::debug!(key = %names.lock(), "the fence reached no majority; trying again");
     }
     done
+}
+
+/// How many masters answered 1 (raised the fence, released the lock).
+fn ones(replies: &[Option<RedisResult<i64>>]) -> usize {
+    replies
+        .iter()
+        .filter(|reply| matches!(reply, Some(Ok(1))))
+        .count()
 }
 
 /// Re-dates the lock `token` holds on every master for a task of its process that takes it
@@ -527,22 +540,16 @@ pub(crate) async fn release_all(
     names: &KeyNames,
     token: &str,
 ) -> Result<i64, LockError> {
-    let released = |replies: &[Option<RedisResult<i64>>]| {
-        replies
-            .iter()
-            .filter(|reply| matches!(reply, Some(Ok(1))))
-            .count()
-    };
     let call = || announced_release_call(names, token, "PUBLISH");
     let (replies, _) = ask_all::<i64>(
         nodes,
         redlock.majority(),
         Patience::Quorum,
         call,
-        |replies| released(replies) >= redlock.quorum,
+        |replies| ones(replies) >= redlock.quorum,
     )
     .await;
-    let count = released(&replies);
+    let count = ones(&replies);
     if count >= redlock.quorum {
         return Ok(1);
     }

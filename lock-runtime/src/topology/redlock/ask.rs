@@ -103,29 +103,11 @@ where
 {
     use futures_util::StreamExt as _;
     let limit = Instant::now() + majority.node_timeout.max(Duration::from_millis(1));
-    // An acquire's requests end with the round: a grant sent after it would only block a
-    // master. Others (releases, give-backs) run on in tasks of their own, so that a master
-    // the caller stops waiting for still gets them.
     let mut pending: futures_util::stream::FuturesUnordered<_> = nodes
         .iter()
         .enumerate()
         .map(|(index, connection)| {
-            let ask: futures_util::future::BoxFuture<'static, RedisResult<T>> =
-                if patience == Patience::NodeTimeout {
-                    let (connection, call) = (connection.clone(), call());
-                    Box::pin(async move { ask_one::<T>(connection, &call).await })
-                } else {
-                    let (reply, answer) = tokio::sync::oneshot::channel();
-                    tokio::spawn(ask_on(connection.clone(), call(), reply));
-                    Box::pin(async move {
-                        answer.await.unwrap_or_else(|_| {
-                            Err(RedisError::from((
-                                redis::ErrorKind::Client,
-                                "the request to the master ended abnormally",
-                            )))
-                        })
-                    })
-                };
+            let ask = ask_node::<T>(connection, call(), patience);
             async move { (index, ask.await) }
         })
         .collect();
@@ -157,6 +139,30 @@ where
         replies[index] = Some(reply);
     }
     (replies, grace.is_some())
+}
+
+/// One master's request of [`ask_all`], sent at once. An acquire's requests end with the
+/// round: a grant sent after it would only block a master. Others (releases, give-backs) run
+/// on in tasks of their own, so that a master the caller stops waiting for still gets them.
+fn ask_node<T: FromRedisValue + Send + 'static>(
+    connection: &Connection,
+    call: Call<'static>,
+    patience: Patience,
+) -> futures_util::future::BoxFuture<'static, RedisResult<T>> {
+    if patience == Patience::NodeTimeout {
+        let connection = connection.clone();
+        return Box::pin(async move { ask_one::<T>(connection, &call).await });
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    tokio::spawn(ask_on(connection.clone(), call, reply));
+    Box::pin(async move {
+        answer.await.unwrap_or_else(|_| {
+            Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "the request to the master ended abnormally",
+            )))
+        })
+    })
 }
 
 /// How long past the time a decision took [`ask_all`] still waits for the other masters.
