@@ -294,6 +294,30 @@ struct PermitWait<'a> {
     backoff: Backoff,
 }
 
+impl PermitWait<'_> {
+    /// A permit too few replicas confirmed does not count: given back, then tried again
+    /// within the wait (or `shortfall` when none is left).
+    async fn undo(
+        &mut self,
+        shortfall: LockError,
+        sent: Instant,
+    ) -> Result<Step<SemaphoreGuard>, LockError> {
+        let (client, names) = (&self.place.client, &self.place.names);
+        self.place.joined = false;
+        let undo_by = validity(sent, self.semaphore.options.ttl).min(self.overrun);
+        undo_unconfirmed(client, names, &self.place.token, undo_by).await;
+        ride_out(
+            client,
+            names.lock(),
+            shortfall,
+            self.deadline,
+            &mut self.backoff,
+        )
+        .await?;
+        Ok(Step::Again)
+    }
+}
+
 /// semaphore_acquire.lua's reply (`{code, value}`), and the error to give when too few
 /// replicas confirmed a permit it granted.
 type TryReply = ((i64, i64), Option<LockError>);
@@ -324,21 +348,7 @@ impl Waiting for PermitWait<'_> {
         };
         client.mark_answered();
         match code {
-            1 if let Some(shortfall) = shortfall => {
-                // Not counted: given back, then tried again within the wait.
-                self.place.joined = false;
-                let undo_by = validity(sent, self.semaphore.options.ttl).min(self.overrun);
-                undo_unconfirmed(&client, &names, &self.place.token, undo_by).await;
-                ride_out(
-                    &client,
-                    names.lock(),
-                    shortfall,
-                    self.deadline,
-                    &mut self.backoff,
-                )
-                .await?;
-                return Ok(Step::Again);
-            }
+            1 if let Some(shortfall) = shortfall => return self.undo(shortfall, sent).await,
             1 if Instant::now() < validity(sent, self.semaphore.options.ttl) => {
                 self.place.settle();
                 let token = std::mem::take(&mut self.place.token);
