@@ -147,8 +147,7 @@ fn due_leases(
     (batch, lapsed, next_wake)
 }
 
-/// The queue places to keep alive now and the liveness key to refresh now, when their
-/// time has come.
+/// The queue places to keep alive and the liveness key to refresh, when their time has come.
 fn due_keepalives(state: &mut State, now: Instant) -> (Vec<KeepAlive>, Option<Arc<Liveness>>) {
     let Some(liveness) = state.liveness.clone() else {
         return (due_places(state, now), None);
