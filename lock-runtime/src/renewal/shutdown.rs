@@ -484,23 +484,11 @@ where
             }
         })
         .collect();
-    let per_node = join_all(nodes.into_iter().map(|node| {
-        let calls = &calls;
-        async move {
-            let Some(mut node) = node else {
-                return vec![None; calls.len()];
-            };
-            if mode.cluster {
-                join_all(calls.iter().map(|call| {
-                    let mut node = node.clone();
-                    async move { invoke::<i64>(call, &mut node).await.ok() }
-                }))
-                .await
-            } else {
-                in_one_pipeline(&mut node, calls).await
-            }
-        }
-    }))
+    let per_node = join_all(
+        nodes
+            .into_iter()
+            .map(|node| give_back_on(node, mode, &calls)),
+    )
     .await;
     let mut report = ShutdownReport::default();
     for (index, leftover) in batch.iter().enumerate() {
@@ -516,6 +504,24 @@ where
         }
     }
     report
+}
+
+/// Sends every call to one node (`None`: it could not be reached); per call, its reply or `None`.
+async fn give_back_on<C>(node: Option<C>, mode: Mode, calls: &[Call<'static>]) -> Vec<Option<i64>>
+where
+    C: crate::connection::Query + Clone + Send + Sync,
+{
+    let Some(mut node) = node else {
+        return vec![None; calls.len()];
+    };
+    if !mode.cluster {
+        return in_one_pipeline(&mut node, calls).await;
+    }
+    join_all(calls.iter().map(|call| {
+        let mut node = node.clone();
+        async move { invoke::<i64>(call, &mut node).await.ok() }
+    }))
+    .await
 }
 
 /// Sends every call in one pipeline, after loading the scripts they use (a server

@@ -23,45 +23,7 @@ pub(super) async fn renew_batch(
     batch: Vec<Renewal>,
 ) {
     let sent = Instant::now();
-    let per_node = join_all(nodes.connections.iter().map(|connection| {
-        let mut connection = connection.clone();
-        let batch = &batch;
-        let nodes = &nodes;
-        async move {
-            let replicas = nodes.replicas.as_ref();
-            let alive = nodes.alive.as_deref();
-            match nodes.timeout {
-                Some(limit) => {
-                    tokio::time::timeout(limit, renew_on(&mut connection, batch, replicas, alive))
-                        .await
-                        .unwrap_or(Err(()))
-                }
-                None => renew_on(&mut connection, batch, replicas, alive).await,
-            }
-        }
-    }))
-    .await;
-    let node_count = nodes.connections.len();
-    let verdict = |index: usize| {
-        let (mut renewed, mut gone, mut noted) = (0, 0, false);
-        for replies in per_node.iter().flatten() {
-            match replies.get(index) {
-                Some(Ok((true, holder_noted))) => {
-                    renewed += 1;
-                    noted |= *holder_noted;
-                }
-                Some(Ok((false, _))) => gone += 1,
-                _ => {}
-            }
-        }
-        if renewed >= nodes.quorum {
-            Verdict::Renewed { noted }
-        } else if gone > node_count - nodes.quorum {
-            Verdict::Gone
-        } else {
-            Verdict::Failed
-        }
-    };
+    let per_node = nodes.renew(&batch).await;
     let Some(shared) = shared.upgrade() else {
         return;
     };
@@ -74,7 +36,7 @@ pub(super) async fn renew_batch(
             continue; // released while the renewal was in flight
         };
         lease.in_flight = false;
-        match verdict(index) {
+        match nodes.verdict(&per_node, index) {
             Verdict::Renewed { noted } => {
                 // Waiters are queued behind this holder: its liveness key must live.
                 lease.contended |= noted;
@@ -97,124 +59,180 @@ pub(super) async fn renew_batch(
     wake.notify_one();
 }
 
-/// Renews a batch on one node: one pipeline, or in a cluster (where a pipeline must stay in
-/// one slot) one request per lease, all in flight at once on the multiplexed connection.
-pub(super) async fn renew_on(
-    connection: &mut Connection,
-    batch: &[Renewal],
-    replicas: Option<&Replicas>,
-    alive: Option<&Liveness>,
-) -> Result<Vec<RenewalReply>, ()> {
-    if !connection.is_cluster() {
-        return send_renewals(connection, batch, replicas, alive).await;
+impl Nodes {
+    /// Sends the batch to every node at once, each within the per-node time limit; per
+    /// node, its replies in the batch's order (`Err(())`: it failed or did not answer).
+    async fn renew(&self, batch: &[Renewal]) -> Vec<Result<Vec<RenewalReply>, ()>> {
+        let renewals = Renewals {
+            batch,
+            replicas: self.replicas.as_ref(),
+            alive: self.alive.as_deref(),
+        };
+        join_all(self.connections.iter().map(|connection| {
+            let mut connection = connection.clone();
+            async move {
+                match self.timeout {
+                    Some(limit) => tokio::time::timeout(limit, renewals.renew_on(&mut connection))
+                        .await
+                        .unwrap_or(Err(())),
+                    None => renewals.renew_on(&mut connection).await,
+                }
+            }
+        }))
+        .await
     }
-    let replies = join_all(batch.iter().map(|renewal| {
-        let mut connection = connection.clone();
-        async move {
-            send_renewals(
-                &mut connection,
-                std::slice::from_ref(renewal),
-                replicas,
-                alive,
-            )
-            .await
+
+    /// What the nodes' replies say of the batch's `index`th lease.
+    fn verdict(&self, per_node: &[Result<Vec<RenewalReply>, ()>], index: usize) -> Verdict {
+        let (mut renewed, mut gone, mut noted) = (0, 0, false);
+        for replies in per_node.iter().flatten() {
+            match replies.get(index) {
+                Some(Ok((true, holder_noted))) => {
+                    renewed += 1;
+                    noted |= *holder_noted;
+                }
+                Some(Ok((false, _))) => gone += 1,
+                _ => {}
+            }
         }
-    }))
-    .await;
-    Ok(replies
-        .into_iter()
-        .map(|reply| reply.ok().and_then(|mut one| one.pop()).unwrap_or(Err(())))
-        .collect())
+        if renewed >= self.quorum {
+            Verdict::Renewed { noted }
+        } else if gone > self.connections.len() - self.quorum {
+            Verdict::Gone
+        } else {
+            Verdict::Failed
+        }
+    }
 }
 
-/// Renews every lease of the batch in one pipeline; reloads the script once on NOSCRIPT.
-/// Returns, per lease, whether its token was still there; `Err(())` where the command
-/// failed (the failure is logged here). With `replicas`, the pipeline ends with their
-/// `WAIT`, and a renewal too few replicas confirmed counts as failed.
-pub(super) async fn send_renewals(
-    connection: &mut Connection,
-    batch: &[Renewal],
-    replicas: Option<&Replicas>,
-    alive: Option<&Liveness>,
-) -> Result<Vec<RenewalReply>, ()> {
-    let pipeline = |only: &dyn Fn(usize) -> bool| {
+/// Leases renewed together on one node, with the replicas that must confirm their renewals
+/// and the liveness key that renewals of contended keys note.
+#[derive(Clone, Copy)]
+struct Renewals<'a> {
+    batch: &'a [Renewal],
+    replicas: Option<&'a Replicas>,
+    alive: Option<&'a Liveness>,
+}
+
+impl Renewals<'_> {
+    /// Renews a batch on one node: one pipeline, or in a cluster (where a pipeline must stay in
+    /// one slot) one request per lease, all in flight at once on the multiplexed connection.
+    async fn renew_on(self, connection: &mut Connection) -> Result<Vec<RenewalReply>, ()> {
+        if !connection.is_cluster() {
+            return self.send(connection).await;
+        }
+        let replies = join_all(self.batch.iter().map(|renewal| {
+            let mut connection = connection.clone();
+            let batch = std::slice::from_ref(renewal);
+            async move { Renewals { batch, ..self }.send(&mut connection).await }
+        }))
+        .await;
+        Ok(replies
+            .into_iter()
+            .map(|reply| reply.ok().and_then(|mut one| one.pop()).unwrap_or(Err(())))
+            .collect())
+    }
+
+    /// Renews every lease of the batch in one pipeline; reloads the script once on NOSCRIPT.
+    /// Returns, per lease, whether its token was still there; `Err(())` where the command
+    /// failed (the failure is logged here). With `replicas`, the pipeline ends with their
+    /// `WAIT`, and a renewal too few replicas confirmed counts as failed.
+    async fn send(self, connection: &mut Connection) -> Result<Vec<RenewalReply>, ()> {
+        let batch = self.batch;
+        let mut first: Vec<redis::RedisResult<i64>> = match self
+            .pipeline(&|_| true)
+            .query_async(connection)
+            .await
+        {
+            Ok(replies) => replies,
+            Err(err) => {
+                tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
+                return Err(());
+            }
+        };
+        let first_confirmed = confirmed_by_replicas(&mut first, self.replicas, batch.len(), batch);
+        let missing: Vec<bool> = first.iter().map(is_noscript).collect();
+        let mut results: Vec<RenewalReply> = first
+            .iter()
+            .map(|reply| renewal_result(reply, first_confirmed))
+            .collect();
+        if missing.contains(&true) {
+            self.resend_missing(connection, &missing, &mut results)
+                .await;
+        } else {
+            log_errors(&first, batch);
+        }
+        Ok(results)
+    }
+
+    /// The pipeline that renews the leases `only` picks (by index), then waits for the
+    /// replicas.
+    fn pipeline(&self, only: &dyn Fn(usize) -> bool) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        for (index, renewal) in batch.iter().enumerate() {
+        for (index, renewal) in self.batch.iter().enumerate() {
             if only(index) {
                 let names = &renewal.names;
+                let alive = self
+                    .alive
+                    .and_then(|liveness| liveness.key_for(names.lock()));
                 let command = pipe.cmd("EVALSHA").arg(RENEW.get_hash());
-                match alive.and_then(|liveness| liveness.key_for(names.lock())) {
+                match alive {
                     // Notes this holder for the key's waiters, while there are some.
-                    Some(alive) => command
+                    Some(_) => command
                         .arg(3)
                         .arg(names.lock())
                         .arg(names.queue())
-                        .arg(names.ttls())
-                        .arg(&*renewal.token)
-                        .arg(millis(renewal.ttl))
-                        .arg(&*alive)
-                        .arg(GROW_ONLY),
-                    None => command
-                        .arg(1)
-                        .arg(names.lock())
-                        .arg(&*renewal.token)
-                        .arg(millis(renewal.ttl))
-                        .arg("")
-                        .arg(GROW_ONLY),
+                        .arg(names.ttls()),
+                    None => command.arg(1).arg(names.lock()),
                 };
+                command
+                    .arg(&*renewal.token)
+                    .arg(millis(renewal.ttl))
+                    .arg(alive.as_deref().unwrap_or(""))
+                    .arg(GROW_ONLY);
             }
         }
-        if let Some(replicas) = replicas {
+        if let Some(replicas) = self.replicas {
             pipe.add_command(replicas.wait_command());
         }
         pipe
-    };
-    let mut first: Vec<redis::RedisResult<i64>> = match pipeline(&|_| true)
-        .query_async(connection)
-        .await
-    {
-        Ok(replies) => replies,
-        Err(err) => {
-            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
-            return Err(());
+    }
+
+    /// The server lost its script cache (restart, SCRIPT FLUSH): loads the script, resends
+    /// the renewals that found it `missing` and puts their replies in `results`.
+    async fn resend_missing(
+        &self,
+        connection: &mut Connection,
+        missing: &[bool],
+        results: &mut [RenewalReply],
+    ) {
+        let batch = self.batch;
+        if let Err(err) = RENEW.prepare_invoke().load_async(connection).await {
+            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
+            return;
         }
-    };
-    let first_confirmed = confirmed_by_replicas(&mut first, replicas, batch.len(), batch);
-    let missing: Vec<bool> = first.iter().map(is_noscript).collect();
-    let mut results: Vec<RenewalReply> = first
-        .iter()
-        .map(|reply| renewal_result(reply, first_confirmed))
-        .collect();
-    if !missing.contains(&true) {
-        log_errors(&first, batch);
-        return Ok(results);
-    }
-    // The server lost its script cache (restart, SCRIPT FLUSH): load and resend those.
-    if let Err(err) = RENEW.prepare_invoke().load_async(connection).await {
-        tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
-        return Ok(results);
-    }
-    let mut retry: Vec<redis::RedisResult<i64>> = match pipeline(&|index| missing[index])
-        .query_async(connection)
-        .await
-    {
-        Ok(replies) => replies,
-        Err(err) => {
-            tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed after reloading the script");
-            return Ok(results);
+        let mut retry: Vec<redis::RedisResult<i64>> = match self
+            .pipeline(&|index| missing[index])
+            .query_async(connection)
+            .await
+        {
+            Ok(replies) => replies,
+            Err(err) => {
+                tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed after reloading the script");
+                return;
+            }
+        };
+        let resent = missing
+            .iter()
+            .enumerate()
+            .filter(|(_, noscript)| **noscript);
+        let retry_confirmed =
+            confirmed_by_replicas(&mut retry, self.replicas, resent.clone().count(), batch);
+        for ((index, _), reply) in resent.zip(retry) {
+            results[index] = renewal_result(&reply, retry_confirmed);
         }
-    };
-    let resent = missing
-        .iter()
-        .enumerate()
-        .filter(|(_, noscript)| **noscript);
-    let retry_confirmed =
-        confirmed_by_replicas(&mut retry, replicas, resent.clone().count(), batch);
-    for ((index, _), reply) in resent.zip(retry) {
-        results[index] = renewal_result(&reply, retry_confirmed);
     }
-    Ok(results)
 }
 
 /// How many keys an event about a whole batch of renewals lists (its `leases` field says

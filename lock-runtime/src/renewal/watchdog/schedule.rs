@@ -64,58 +64,10 @@ pub(super) struct Due {
 
 /// Takes leases past their validity off the schedule (to be ended by the caller, outside
 /// the state's lock) and takes out the renewals that are due, and the queue places to keep
-/// alive when their time has come. A renewal is sent up to a quarter interval early so
-/// that neighbours share a pipeline.
+/// alive when their time has come.
 pub(super) fn collect_due(state: &mut State, now: Instant) -> Due {
-    let mut batch = Vec::new();
-    let mut lapsed_ids = Vec::new();
-    let mut next_wake = now + IDLE;
-    for (&id, lease) in &mut state.leases {
-        if now >= lease.valid_until {
-            lapsed_ids.push(id);
-            continue;
-        }
-        if lease.renew && !lease.in_flight {
-            let early = lease.ttl / 12;
-            if lease.next_renewal <= now + early {
-                lease.in_flight = true;
-                batch.push(Renewal {
-                    id,
-                    names: lease.names.clone(),
-                    token: lease.token.clone(),
-                    ttl: lease.ttl,
-                });
-            } else {
-                next_wake = next_wake.min(lease.next_renewal);
-            }
-        }
-        next_wake = next_wake.min(lease.valid_until);
-    }
-    let lapsed = lapsed_ids
-        .into_iter()
-        .filter_map(|id| state.leases.remove(&id))
-        .map(|lease| {
-            let cause = if lease.renew {
-                LostCause::RenewalFailed
-            } else {
-                LostCause::Expired
-            };
-            (lease, cause)
-        })
-        .collect();
-    let (places, refresh) = match state.liveness.clone() {
-        None => (due_places(state, now), None),
-        Some(liveness) => {
-            let refresh = due_refresh(state, liveness, now);
-            // Semaphore waiters' places still go by their deadlines: kept per key, with the
-            // refresh.
-            let places = match refresh {
-                Some(_) => group_places(state.queued.values().filter(|place| place.per_key)),
-                None => Vec::new(),
-            };
-            (places, refresh)
-        }
-    };
+    let (batch, lapsed, mut next_wake) = due_leases(&mut state.leases, now);
+    let (places, refresh) = due_keepalives(state, now);
     if let Some(keepalive) = state.next_keepalive {
         next_wake = next_wake.min(keepalive);
     }
@@ -147,6 +99,67 @@ pub(super) fn collect_due(state: &mut State, now: Instant) -> Due {
         lapsed,
         telemetry: state.telemetry.clone(),
     }
+}
+
+/// The renewals due (sent up to a quarter interval early, so that neighbours share a
+/// pipeline), the leases past their validity taken off the schedule with the cause of
+/// their loss, and when the next lease falls due.
+fn due_leases(
+    leases: &mut HashMap<u64, Lease>,
+    now: Instant,
+) -> (Vec<Renewal>, Vec<(Lease, LostCause)>, Instant) {
+    let mut batch = Vec::new();
+    let mut lapsed_ids = Vec::new();
+    let mut next_wake = now + IDLE;
+    for (&id, lease) in &mut *leases {
+        if now >= lease.valid_until {
+            lapsed_ids.push(id);
+            continue;
+        }
+        if lease.renew && !lease.in_flight {
+            let early = lease.ttl / 12;
+            if lease.next_renewal <= now + early {
+                lease.in_flight = true;
+                batch.push(Renewal {
+                    id,
+                    names: lease.names.clone(),
+                    token: lease.token.clone(),
+                    ttl: lease.ttl,
+                });
+            } else {
+                next_wake = next_wake.min(lease.next_renewal);
+            }
+        }
+        next_wake = next_wake.min(lease.valid_until);
+    }
+    let lapsed = lapsed_ids
+        .into_iter()
+        .filter_map(|id| leases.remove(&id))
+        .map(|lease| {
+            let cause = if lease.renew {
+                LostCause::RenewalFailed
+            } else {
+                LostCause::Expired
+            };
+            (lease, cause)
+        })
+        .collect();
+    (batch, lapsed, next_wake)
+}
+
+/// The queue places to keep alive and the liveness key to refresh, when their time has come.
+fn due_keepalives(state: &mut State, now: Instant) -> (Vec<KeepAlive>, Option<Arc<Liveness>>) {
+    let Some(liveness) = state.liveness.clone() else {
+        return (due_places(state, now), None);
+    };
+    let refresh = due_refresh(state, liveness, now);
+    // Semaphore waiters' places still go by their deadlines: kept per key, with the
+    // refresh.
+    let places = match refresh {
+        Some(_) => group_places(state.queued.values().filter(|place| place.per_key)),
+        None => Vec::new(),
+    };
+    (places, refresh)
 }
 
 impl Lease {
