@@ -438,7 +438,8 @@ impl Config {
     /// - Written so: the quick `SET NX`, the acquire script (which also confirms a release's
     ///   hand-over to the next process: the grantee's lease counts from that confirming
     ///   try), a task taking over its process's lock with other options, every renewal
-    ///   batch of the watchdog, and [`LockGuard::extend`](crate::LockGuard::extend).
+    ///   batch of the watchdog, a semaphore's permit, a reader's share, and every guard's
+    ///   `extend`.
     /// - An acquisition whose grant too few replicas confirmed is undone (the owner-checked
     ///   release) and tried again within `wait`; when `wait` ends (or at once, for a
     ///   try-once call) it fails with [`LockError::NotReplicated`](crate::LockError::NotReplicated),
