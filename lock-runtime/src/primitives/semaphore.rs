@@ -347,8 +347,12 @@ impl Waiting for PermitWait<'_> {
             }
         };
         client.mark_answered();
+        if code == 1
+            && let Some(shortfall) = shortfall
+        {
+            return self.undo(shortfall, sent).await;
+        }
         match code {
-            1 if let Some(shortfall) = shortfall => return self.undo(shortfall, sent).await,
             1 if Instant::now() < validity(sent, self.semaphore.options.ttl) => {
                 self.place.settle();
                 let token = std::mem::take(&mut self.place.token);
