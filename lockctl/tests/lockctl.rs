@@ -270,3 +270,42 @@ async fn lockctl_usage_errors_exit_with_2_and_show_the_usage() {
         assert!(run.stdout.contains("--url <URL>"), "{}", run.stdout);
     }
 }
+
+/// `--cluster`: the URL names a cluster's seeds; `inspect` reads a key where its slot lives,
+/// and `list` scans every master (a lock on each of three masters is listed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_lists_the_locks_of_every_master_of_a_cluster() {
+    let cluster = tokio::task::block_in_place(|| lock_tests::cluster::RedisCluster::start(3));
+    let urls = cluster.urls().join(",");
+    let holder =
+        lock_runtime::LockClient::new(lock_runtime::Config::cluster(cluster.urls())).unwrap();
+    let mut held = Vec::new();
+    for node in 0..3 {
+        let key = cluster.key_on("shop:", node);
+        held.push(holder.lock(key).acquire().await.unwrap());
+    }
+    let run = lockctl(&urls, &["--cluster", "inspect", held[2].key()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.lines()[1].starts_with(&format!("holder   {}  ttl ", held[2].token())),
+        "{}",
+        run.stdout
+    );
+    let run = lockctl(&urls, &["--cluster", "list", "shop:*"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut lines = run.lines();
+    let last = lines.pop().unwrap();
+    assert!(last.starts_with("3 locks ("), "{}", run.stdout);
+    for guard in &held {
+        assert!(
+            lines.iter().any(|line| line.starts_with(&format!(
+                "{}  held by {}",
+                guard.key(),
+                guard.token()
+            ))),
+            "{} is not listed:\n{}",
+            guard.key(),
+            run.stdout
+        );
+    }
+}
