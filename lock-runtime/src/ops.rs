@@ -2,3 +2,5 @@
 
 pub(crate) mod force_release;
 pub(crate) mod inspect;
+#[cfg(feature = "redlock")]
+pub(crate) mod majority;

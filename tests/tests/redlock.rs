@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome};
+use lock_runtime::{Config, LockClient, LockError, LockState, LostCause, ReleaseOutcome};
 use lock_tests::proxy::{Direction, FaultProxy};
 use lock_tests::{Overlaps, RedisServer};
 
@@ -950,4 +950,53 @@ async fn a_round_read_late_by_a_starved_client_is_tried_again() {
         proxy.set_delay(Direction::Down, Duration::ZERO);
     }
     guard.release().await.unwrap();
+}
+
+/// The operator's view in Redlock mode: `inspect` reads every master (each one's holder in
+/// `masters`) and names the holder a majority holds; once only a minority holds the token,
+/// nobody holds the lock. `force_release` clears every master and lists the holder once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_gives_the_majority_view_and_force_release_clears_every_master() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    let guard = client
+        .lock("report")
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let state = client.inspect("report").await.unwrap();
+    let holder = state.holder().expect("a majority holds it");
+    assert_eq!(holder.token, guard.token());
+    assert!(holder.ttl.is_some_and(|ttl| ttl > Duration::from_secs(20)));
+    assert_eq!(state.masters.len(), 3);
+    for master in &state.masters {
+        let held = master.as_ref().and_then(|master| master.holder());
+        assert_eq!(held.map(|held| held.token.as_str()), Some(guard.token()));
+    }
+    assert!(state.to_string().contains("master 3  holder   "), "{state}");
+    // Two masters of three lose the key: a minority is no holder.
+    for server in &servers[..2] {
+        let _: i64 = redis::cmd("DEL")
+            .arg("report")
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let state = client.inspect("report").await.unwrap();
+    assert!(
+        !state.is_held(),
+        "a minority was taken for the holder: {state}"
+    );
+    assert!(state.masters[2].as_ref().is_some_and(LockState::is_held));
+    let released = client.force_release("report").await.unwrap();
+    let removed: Vec<&str> = released.removed.iter().map(|h| h.token.as_str()).collect();
+    assert_eq!(removed, [guard.token()]);
+    assert_eq!(holders(&servers, "report"), vec![None; 3]);
+    // With the masters down, none answers.
+    drop(servers);
+    let err = client.inspect("report").await.unwrap_err();
+    assert!(
+        matches!(err, LockError::NoQuorum { answered: 0, .. }),
+        "{err:?}"
+    );
 }

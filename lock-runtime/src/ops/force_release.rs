@@ -4,9 +4,10 @@
 
 use std::fmt;
 
+use crate::connection::Connection;
 use crate::ops::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl, shared_holders};
 use crate::primitives::rwlock::shares::Shares;
-use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, invoke};
+use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, KeyNames, invoke};
 use crate::{client::LockClient, error::LockError};
 
 /// What [`LockClient::force_release`] removed, and whom it woke.
@@ -57,9 +58,9 @@ impl LockClient {
     /// [fencing](crate::Lock::fencing) where that matters. A key that holds another Redis
     /// type is refused ([`LockError::InvalidKey`]) and left alone.
     ///
-    /// In Redlock mode each master has its own copy of the lock: release it on each with a
-    /// client of its own ([`Config::single`](crate::Config::single)); this returns
-    /// [`LockError::Config`].
+    /// In Redlock mode it releases the lock on every master at once (the holders removed
+    /// anywhere are listed once); fewer masters answering than a majority is
+    /// [`LockError::NoQuorum`] (those that answered were cleared).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_runtime::LockError> {
@@ -72,64 +73,75 @@ impl LockClient {
     /// ```
     pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
         let names = self.key_names(key)?;
-        self.single_server_for(&names, "force_release")?;
-        let shares = Shares::of(&names);
-        let mut call = crate::scripts::Call::new(
-            &FORCE_RELEASE,
-            &[
-                names.lock(),
-                names.queue(),
-                names.deadlines(),
-                names.ttls(),
-                &shares.readers,
-            ],
-        );
-        call.arg(names.channel())
-            .arg(self.publish_command())
-            .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64)
-            .arg(&shares.head)
-            .arg(&shares.tail);
-        let (removed, pttl, woken, granted, others): ForceReply =
-            invoke(&call, &mut self.connection())
-                .await
-                .map_err(|err| LockError::backend(names.lock(), err))?;
-        if pttl == -3 {
-            return Err(refuse_other_type(self, names.lock()).await);
+        #[cfg(feature = "redlock")]
+        if let Some(redlock) = self.redlock() {
+            return crate::ops::majority::force_release(self, redlock, &names).await;
         }
-        let handover_restarted = removed.as_deref() == Some(HANDOVER);
-        let removed = removed
-            .filter(|token| token != HANDOVER)
-            .map(|token| Holder {
-                token,
-                ttl: pttl_to_ttl(pttl),
-                kind: HolderKind::Exclusive,
-            })
-            .into_iter()
-            .chain(shared_holders(others))
-            .collect::<Vec<_>>();
-        for holder in &removed {
-            tracing::info!(
-                key = %names.lock(),
-                token = %holder.token,
-                "lock force-released by an operator: its holder loses it at its next renewal"
-            );
-        }
-        Ok(ForcedRelease {
-            key: names.lock().to_owned(),
-            removed,
-            handover_restarted,
-            woken,
-            granted: granted == 1,
-        })
+        force_release_on(self, &names, self.connection()).await
     }
+}
+
+/// Takes the lock `names` away on the server behind `connection`.
+pub(crate) async fn force_release_on(
+    client: &LockClient,
+    names: &KeyNames,
+    mut connection: Connection,
+) -> Result<ForcedRelease, LockError> {
+    let shares = Shares::of(names);
+    let mut call = crate::scripts::Call::new(
+        &FORCE_RELEASE,
+        &[
+            names.lock(),
+            names.queue(),
+            names.deadlines(),
+            names.ttls(),
+            &shares.readers,
+        ],
+    );
+    call.arg(names.channel())
+        .arg(client.publish_command())
+        .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64)
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    let (removed, pttl, woken, granted, others): ForceReply = invoke(&call, &mut connection)
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))?;
+    if pttl == -3 {
+        return Err(refuse_other_type(&mut connection, names.lock()).await);
+    }
+    let handover_restarted = removed.as_deref() == Some(HANDOVER);
+    let removed = removed
+        .filter(|token| token != HANDOVER)
+        .map(|token| Holder {
+            token,
+            ttl: pttl_to_ttl(pttl),
+            kind: HolderKind::Exclusive,
+        })
+        .into_iter()
+        .chain(shared_holders(others))
+        .collect::<Vec<_>>();
+    for holder in &removed {
+        tracing::info!(
+            key = %names.lock(),
+            token = %holder.token,
+            "lock force-released by an operator: its holder loses it at its next renewal"
+        );
+    }
+    Ok(ForcedRelease {
+        key: names.lock().to_owned(),
+        removed,
+        handover_restarted,
+        woken,
+        granted: granted == 1,
+    })
 }
 
 /// The error for `key`, which a script found holding another type than a lock's: it
 /// names the type (asked with `TYPE`).
-async fn refuse_other_type(client: &LockClient, key: &str) -> LockError {
+async fn refuse_other_type(connection: &mut Connection, key: &str) -> LockError {
     let kind = redis::cmd("TYPE")
         .arg(key)
-        .query_async::<String>(&mut client.connection())
+        .query_async::<String>(connection)
         .await;
     match kind {
         Ok(kind) => not_a_lock(key, &kind),

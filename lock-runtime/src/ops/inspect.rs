@@ -7,6 +7,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::connection::Connection;
 use crate::primitives::rwlock::shares::Shares;
 use crate::scripts::{Call, HANDOVER, INSPECT, KeyNames, invoke};
 use crate::{client::LockClient, error::LockError};
@@ -51,6 +52,10 @@ pub struct LockState {
     pub queued: usize,
     /// The server's clock when it was read.
     pub server_time: SystemTime,
+    /// In Redlock mode, each master's own state, in the order of the client's URLs (`None`
+    /// for a master that did not answer); the fields above are then the majority's
+    /// verdict. Empty in the other deployments.
+    pub masters: Vec<Option<LockState>>,
 }
 
 /// One holder of a lock.
@@ -131,9 +136,10 @@ impl LockClient {
     /// with when each arrived and until when its place is kept. One read-only script call
     /// in the key's cluster slot; nothing in Redis changes.
     ///
-    /// In Redlock mode each master has its own state: inspect them one by one, with a
-    /// client of their own ([`Config::single`](crate::Config::single)); this returns
-    /// [`LockError::Config`].
+    /// In Redlock mode every master is read at once: [`LockState::masters`] has each
+    /// master's own state, and the holder is the token a majority of them hold (its ttl,
+    /// how long a majority still holds it); fewer masters answering than a majority is
+    /// [`LockError::NoQuorum`].
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_runtime::LockError> {
@@ -149,42 +155,38 @@ impl LockClient {
     /// ```
     pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
         let names = self.key_names(key)?;
-        self.single_server_for(&names, "inspect")?;
-        let shares = Shares::of(&names);
-        let mut call = Call::new(
-            &INSPECT,
-            &[
-                names.lock(),
-                names.fence(),
-                names.queue(),
-                names.deadlines(),
-                names.ttls(),
-                &shares.readers,
-            ],
-        );
-        call.arg(MAX_LISTED_WAITERS)
-            .arg(&shares.head)
-            .arg(&shares.tail);
-        let reply: InspectReply = invoke(&call, &mut self.connection())
-            .await
-            .map_err(|err| LockError::backend(names.lock(), err))?;
-        into_state(reply, names.lock())
-    }
-
-    /// Refuses an operator's call in Redlock mode, where every master has its own state.
-    pub(crate) fn single_server_for(&self, names: &KeyNames, what: &str) -> Result<(), LockError> {
-        if !self.is_redlock() {
-            return Ok(());
+        #[cfg(feature = "redlock")]
+        if let Some(redlock) = self.redlock() {
+            return crate::ops::majority::inspect(self, redlock, &names).await;
         }
-        Err(LockError::Config {
-            reason: format!(
-                "{what}(`{}`) works on one server or a cluster; in Redlock mode each master \
-                 has its own copy of the lock: {what} each master with a client of its own \
-                 (LockClient::new(Config::single(url)))",
-                names.lock()
-            ),
-        })
+        inspect_on(&names, self.connection()).await
     }
+}
+
+/// What the lock `names` holds on the server behind `connection`: one read-only script call.
+pub(crate) async fn inspect_on(
+    names: &KeyNames,
+    mut connection: Connection,
+) -> Result<LockState, LockError> {
+    let shares = Shares::of(names);
+    let mut call = Call::new(
+        &INSPECT,
+        &[
+            names.lock(),
+            names.fence(),
+            names.queue(),
+            names.deadlines(),
+            names.ttls(),
+            &shares.readers,
+        ],
+    );
+    call.arg(MAX_LISTED_WAITERS)
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    let reply: InspectReply = invoke(&call, &mut connection)
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))?;
+    into_state(reply, names.lock())
 }
 
 /// What `key` holds now, on the global client: see [`LockClient::inspect`].
@@ -258,6 +260,7 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
         waiters,
         queued: usize::try_from(queued).unwrap_or(0),
         server_time: UNIX_EPOCH + Duration::from_micros(now_us),
+        masters: Vec::new(),
     })
 }
 
@@ -347,6 +350,14 @@ impl fmt::Display for LockState {
         }
         if self.queued > self.waiters.len() {
             write!(f, "\n  ... and {} more", self.queued - self.waiters.len())?;
+        }
+        for (index, master) in self.masters.iter().enumerate() {
+            write!(f, "\nmaster {}  ", index + 1)?;
+            match master.as_ref().map(LockState::holder) {
+                Some(Some(holder)) => write!(f, "{holder}")?,
+                Some(None) => f.write_str("free")?,
+                None => f.write_str("no answer")?,
+            }
         }
         Ok(())
     }
@@ -458,6 +469,7 @@ mod tests {
             waiters: vec![waiter("a", 0), waiter("b", 795)],
             queued: 5,
             server_time: UNIX_EPOCH,
+            masters: Vec::new(),
         };
         assert_eq!(
             state.to_string(),
