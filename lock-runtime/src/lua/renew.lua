@@ -17,7 +17,7 @@
 -- A semaphore permit's token (KEYS[1] is its semaphore's key) renews the permit instead
 -- (semaphore_permits.lua, prepended with prelude.lua by scripts.rs).
 if is_permit(ARGV[1]) then
-  return renew_permit(KEYS[1], ARGV[1], tonumber(ARGV[2]))
+  return renew_permit(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1')
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   if ARGV[4] ~= '1' or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
