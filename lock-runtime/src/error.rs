@@ -29,6 +29,7 @@ use std::time::Duration;
 /// | [`ReleaseGaveUp`](Self::ReleaseGaveUp) | a release kept failing until its time ran out: the key expires by its ttl | nothing to undo; the others wait at most the rest of the ttl | 503, `Retry-After: 1` |
 /// | [`NoQuorum`](Self::NoQuorum) | Redlock: fewer than N/2+1 masters answered; `failures` says what the others said | bring the failed masters back; retry later | 503, `Retry-After: 1` |
 /// | [`NotReplicated`](Self::NotReplicated) | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas): too few replicas confirmed the grant in time (it was undone) | check the replicas and their lag; retry later | 503, `Retry-After: 1` |
+/// | [`NotDurable`](Self::NotDurable) | with [`Config::wait_for_aof`](crate::Config::wait_for_aof): the grant was not in the append-only files asked for in time (it was undone) | check the primary's and replicas' AOF (`appendonly`, disk latency); retry later | 503, `Retry-After: 1` |
 /// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
 /// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer | fix the configuration; `reason` says how | 500 |
 /// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
@@ -109,6 +110,24 @@ pub enum LockError {
         /// How long `WAIT` waited for them.
         timeout: Duration,
     },
+    /// With [`Config::wait_for_aof`](crate::Config::wait_for_aof): the primary granted or
+    /// extended the lease, but it was not in the append-only files asked for within the
+    /// timeout (`WAITAOF`), so it does not count; undone as for
+    /// [`NotReplicated`](Self::NotReplicated).
+    NotDurable {
+        /// The Redis key of the lock.
+        key: String,
+        /// Whether the primary's own append-only file had the write.
+        local: bool,
+        /// How many replicas' append-only files had it.
+        replicas: u32,
+        /// Whether the primary's own was asked for.
+        needed_local: bool,
+        /// How many replicas' were asked for.
+        needed_replicas: u32,
+        /// How long `WAITAOF` waited.
+        timeout: Duration,
+    },
     /// The key is empty, too long, or a placeholder rendered an empty value.
     /// Reported before any Redis traffic. Also [`inspect`](crate::inspect) and
     /// [`force_release`](crate::force_release) of a key that holds another Redis type than
@@ -171,7 +190,9 @@ impl fmt::Display for LockError {
                 "lock `{key}`: the release gave up, Redis did not answer it in time; the key \
                  expires by its ttl (the last error is the source of this one)"
             ),
-            LockError::NoQuorum { .. } | LockError::NotReplicated { .. } => self.fmt_shortfall(f),
+            LockError::NoQuorum { .. }
+            | LockError::NotReplicated { .. }
+            | LockError::NotDurable { .. } => self.fmt_shortfall(f),
             LockError::InvalidKey { key, reason } => {
                 write!(f, "invalid lock key `{key}`: {reason}")
             }
@@ -217,6 +238,27 @@ impl LockError {
                  within {timeout:?} (WAIT), so it was not counted; check the primary's \
                  replicas (INFO replication), or lower Config::wait_for_replicas"
             ),
+            LockError::NotDurable {
+                key,
+                local,
+                replicas,
+                needed_local,
+                needed_replicas,
+                timeout,
+            } => {
+                let here = if *needed_local && !local {
+                    "not in the primary's append-only file, "
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "lock `{key}`: the grant was {here}in {replicas} of the {needed_replicas} \
+                     replicas' append-only files asked for within {timeout:?} (WAITAOF), so it \
+                     was not counted; check appendonly and the disks of the primary and its \
+                     replicas, or lower Config::wait_for_aof"
+                )
+            }
             _ => Ok(()),
         }
     }
@@ -294,6 +336,7 @@ impl LockError {
             | LockError::ReleaseGaveUp { key, .. }
             | LockError::NoQuorum { key, .. }
             | LockError::NotReplicated { key, .. }
+            | LockError::NotDurable { key, .. }
             | LockError::InvalidKey { key, .. }
             | LockError::Shutdown { key } => key,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => "",

@@ -51,6 +51,7 @@ impl LockError {
             | LockError::ReleaseGaveUp { .. }
             | LockError::NoQuorum { .. }
             | LockError::NotReplicated { .. }
+            | LockError::NotDurable { .. }
             | LockError::Lost { .. }
             | LockError::Shutdown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
@@ -67,7 +68,8 @@ impl LockError {
             LockError::Backend { .. }
             | LockError::ReleaseGaveUp { .. }
             | LockError::NoQuorum { .. }
-            | LockError::NotReplicated { .. } => "the lock service is unavailable; retry shortly",
+            | LockError::NotReplicated { .. }
+            | LockError::NotDurable { .. } => "the lock service is unavailable; retry shortly",
             LockError::Lost { .. } => "the request lost its lock before it completed; retry",
             LockError::Shutdown { .. } => "the service is shutting down; retry on another replica",
             LockError::InvalidKey { .. } => "the request names an invalid resource",
@@ -87,6 +89,7 @@ impl IntoResponse for LockError {
                 | LockError::ReleaseGaveUp { .. }
                 | LockError::NoQuorum { .. }
                 | LockError::NotReplicated { .. }
+                | LockError::NotDurable { .. }
         );
         let mut response = (self.status_code(), self.public_message()).into_response();
         if retry_after {

@@ -12,44 +12,101 @@
 //! never a replica, which would have refused the write first). In a cluster, a pipeline goes
 //! to the node of its first keyed command; `WAIT` has no key and rides along.
 //!
-//! Redlock masters have no replicas: the option is refused there. `WAITAOF` (Redis 7.2, the
-//! local fsync count) is not offered: the servers this is tested against (Redis 7.0) do not
-//! have it, and an option that was never run is not offered.
+//! Redlock masters have no replicas: the option is refused there.
+//!
+//! Durable grants ([`crate::Config::wait_for_aof`]) follow the same rule with `WAITAOF
+//! numlocal numreplicas timeout` (Redis 7.2, Valkey 8) in place of `WAIT`: the write counts
+//! once it is in the primary's own append-only file (when `numlocal` is 1) and in that of
+//! `numreplicas` replicas.
 
 use std::time::Duration;
 
-use redis::{Cmd, FromRedisValue, RedisResult};
+use redis::{Cmd, FromRedisValue, ParsingError, RedisResult, Value};
 
 use crate::error::LockError;
 
-/// How many replicas must confirm a grant, and how long to wait for them.
+/// How many replicas must confirm a grant, and how long to wait for them; with `WAITAOF`,
+/// whether the primary's own append-only file must have it too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Replicas {
     count: u32,
     timeout: Duration,
+    /// `WAITAOF` instead of `WAIT`, and whether it asks for the primary's own fsync.
+    aof: Option<bool>,
+}
+
+/// What `WAIT` (replicas only) or `WAITAOF` (the primary's own fsync, then replicas)
+/// answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Answer {
+    /// 1 when the primary's own append-only file has the write (`WAITAOF`).
+    pub(crate) local: i64,
+    /// How many replicas have it (in their append-only file, for `WAITAOF`).
+    pub(crate) replicas: i64,
+}
+
+impl FromRedisValue for Answer {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        if let Value::Array(_) = value {
+            let (local, replicas) = <(i64, i64)>::from_redis_value(value)?;
+            return Ok(Answer { local, replicas });
+        }
+        let replicas = i64::from_redis_value(value)?;
+        Ok(Answer { local: 0, replicas })
+    }
 }
 
 impl Replicas {
     /// The rule, or `None` (off) for zero replicas.
     pub(crate) fn new(count: u32, timeout: Duration) -> Option<Self> {
-        (count > 0).then_some(Replicas { count, timeout })
+        (count > 0).then_some(Replicas {
+            count,
+            timeout,
+            aof: None,
+        })
+    }
+
+    /// The `WAITAOF` rule, or `None` (off) when it asks for nothing.
+    pub(crate) fn aof(local: bool, count: u32, timeout: Duration) -> Option<Self> {
+        (local || count > 0).then_some(Replicas {
+            count,
+            timeout,
+            aof: Some(local),
+        })
+    }
+
+    /// The option's name, for errors.
+    fn option(&self) -> &'static str {
+        match self.aof {
+            Some(_) => "wait_for_aof",
+            None => "wait_for_replicas",
+        }
+    }
+
+    /// The command that follows a write: `WAIT` or `WAITAOF`.
+    pub(crate) fn command_name(&self) -> &'static str {
+        match self.aof {
+            Some(_) => "WAITAOF",
+            None => "WAIT",
+        }
     }
 
     /// Refuses settings that cannot work, before any traffic: a zero timeout (`WAIT 0`
     /// blocks for ever), one the client's response timeout would cut short, and Redlock.
     pub(crate) fn check(&self, response_timeout: Duration, redlock: bool) -> Result<(), LockError> {
+        let (option, command) = (self.option(), self.command_name());
         let reason = if redlock {
-            "wait_for_replicas does not apply to Redlock: its masters are independent and have \
-             no replicas to wait for; leave it off (a majority of masters is the Redlock \
-             answer to a lost master)"
-                .to_owned()
+            format!(
+                "{option} does not apply to Redlock: its masters are independent and have \
+                 no replicas to wait for; leave it off (a majority of masters is the Redlock \
+                 answer to a lost master)"
+            )
         } else if self.timeout < Duration::from_millis(1) {
-            "wait_for_replicas needs a timeout of at least 1 ms (WAIT with 0 blocks for ever)"
-                .to_owned()
+            format!("{option} needs a timeout of at least 1 ms ({command} with 0 blocks for ever)")
         } else if self.timeout >= response_timeout {
             format!(
-                "wait_for_replicas waits up to {:?}, but a request may take only {:?} \
-                 (response_timeout): give WAIT a shorter timeout or raise response_timeout",
+                "{option} waits up to {:?}, but a request may take only {:?} \
+                 (response_timeout): give {command} a shorter timeout or raise response_timeout",
                 self.timeout, response_timeout
             )
         } else {
@@ -58,30 +115,82 @@ impl Replicas {
         Err(LockError::Config { reason })
     }
 
-    /// The `WAIT` that follows a write.
+    /// The `WAIT` or `WAITAOF` that follows a write.
     pub(crate) fn wait_command(&self) -> Cmd {
-        let mut wait = redis::cmd("WAIT");
+        let mut wait = redis::cmd(self.command_name());
+        if let Some(local) = self.aof {
+            wait.arg(u8::from(local));
+        }
         wait.arg(self.count).arg(crate::lease::millis(self.timeout));
         wait
     }
 
-    /// Whether `WAIT`'s answer (the number of replicas that have the write) is enough.
-    pub(crate) fn confirmed(&self, answer: i64) -> bool {
-        answer >= i64::from(self.count)
+    /// Whether the answer is enough: the replicas asked for, and with `WAITAOF` asking for
+    /// it, the primary's own fsync.
+    pub(crate) fn confirmed(&self, answer: Answer) -> bool {
+        answer.replicas >= i64::from(self.count) && (self.aof != Some(true) || answer.local >= 1)
     }
 
-    /// The error of a grant that `answer` replicas confirmed, too few.
-    pub(crate) fn shortfall(&self, key: &str, answer: i64) -> LockError {
-        LockError::NotReplicated {
-            key: key.to_owned(),
-            confirmed: u32::try_from(answer.max(0)).unwrap_or(u32::MAX),
-            needed: self.count,
-            timeout: self.timeout,
+    /// The error of a grant whose `answer` falls short.
+    pub(crate) fn shortfall(&self, key: &str, answer: Answer) -> LockError {
+        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+        match self.aof {
+            None => LockError::NotReplicated {
+                key: key.to_owned(),
+                confirmed: count(answer.replicas),
+                needed: self.count,
+                timeout: self.timeout,
+            },
+            Some(local) => LockError::NotDurable {
+                key: key.to_owned(),
+                local: answer.local >= 1,
+                replicas: count(answer.replicas),
+                needed_local: local,
+                needed_replicas: self.count,
+                timeout: self.timeout,
+            },
+        }
+    }
+
+    /// Refuses a `WAITAOF` rule against a server that does not know the command (Redis
+    /// before 7.2), asked with `COMMAND INFO` on a connection of its own within `limit`. A
+    /// server that does not answer then is not checked (its first grant fails instead).
+    pub(crate) fn check_server(
+        &self,
+        client: &redis::Client,
+        limit: Duration,
+    ) -> Result<(), LockError> {
+        if self.aof.is_none() {
+            return Ok(());
+        }
+        let server = client.get_connection_info().addr().to_string();
+        let info = client
+            .get_connection_with_timeout(limit)
+            .and_then(|mut connection| {
+                connection.set_read_timeout(Some(limit))?;
+                redis::cmd("COMMAND")
+                    .arg("INFO")
+                    .arg("WAITAOF")
+                    .query::<Vec<Value>>(&mut connection)
+            });
+        match info.as_deref() {
+            Ok([Value::Nil]) => Err(LockError::Config {
+                reason: format!(
+                    "wait_for_aof needs WAITAOF, which the server at {server} does not know \
+                     (Redis 7.2 and later and Valkey have it): upgrade the server, or use \
+                     wait_for_replicas"
+                ),
+            }),
+            Ok(_) => Ok(()),
+            Err(err) => {
+                tracing::debug!(%server, error = %err, "the server did not answer the WAITAOF check");
+                Ok(())
+            }
         }
     }
 
     /// `write` followed by this rule's `WAIT`, as one pipeline: its reply reads as the
-    /// write's reply and how many replicas have it, `(T, i64)`.
+    /// write's reply and the rule's answer, `(T, Answer)`.
     pub(crate) fn pipeline(&self, write: &Cmd) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         pipe.add_command(write.clone())
@@ -95,7 +204,7 @@ impl Replicas {
         &self,
         write: &Cmd,
         connection: &mut impl redis::aio::ConnectionLike,
-    ) -> RedisResult<(T, i64)> {
+    ) -> RedisResult<(T, Answer)> {
         self.pipeline(write).query_async(connection).await
     }
 }
@@ -108,12 +217,50 @@ mod tests {
     fn zero_replicas_is_off_and_the_answer_is_always_checked() {
         assert_eq!(Replicas::new(0, Duration::from_millis(50)), None);
         let rule = Replicas::new(2, Duration::from_millis(50)).unwrap();
-        assert!(!rule.confirmed(0));
-        assert!(!rule.confirmed(1));
-        assert!(rule.confirmed(2));
-        assert!(rule.confirmed(3));
-        let err = rule.shortfall("k", 1);
+        let replicas = |replicas| Answer { local: 0, replicas };
+        assert!(!rule.confirmed(replicas(0)));
+        assert!(!rule.confirmed(replicas(1)));
+        assert!(rule.confirmed(replicas(2)));
+        assert!(rule.confirmed(replicas(3)));
+        let err = rule.shortfall("k", replicas(1));
         assert!(err.to_string().contains("1 of the 2 replicas"), "{err}");
+    }
+
+    #[test]
+    fn waitaof_asks_for_the_primarys_own_fsync_and_the_replicas() {
+        assert_eq!(Replicas::aof(false, 0, Duration::from_millis(50)), None);
+        let local = Replicas::aof(true, 0, Duration::from_millis(50)).unwrap();
+        let args = local.wait_command().args_iter().count();
+        assert_eq!((local.command_name(), args), ("WAITAOF", 4));
+        assert!(!local.confirmed(Answer {
+            local: 0,
+            replicas: 3
+        }));
+        assert!(local.confirmed(Answer {
+            local: 1,
+            replicas: 0
+        }));
+        let both = Replicas::aof(true, 1, Duration::from_millis(50)).unwrap();
+        assert!(!both.confirmed(Answer {
+            local: 1,
+            replicas: 0
+        }));
+        let err = both.shortfall(
+            "k",
+            Answer {
+                local: 1,
+                replicas: 0,
+            },
+        );
+        assert!(err.to_string().contains("0 of the 1 replicas"), "{err}");
+        let answer = Answer::from_redis_value(Value::Array(vec![Value::Int(1), Value::Int(2)]));
+        assert_eq!(
+            answer.unwrap(),
+            Answer {
+                local: 1,
+                replicas: 2
+            }
+        );
     }
 
     #[test]

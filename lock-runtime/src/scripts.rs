@@ -6,7 +6,7 @@ use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 use crate::connection::{Connection, Query};
 use crate::error::LockError;
-use crate::replicas::Replicas;
+use crate::replicas::{Answer, Replicas};
 
 /// A script with the shared prelude (server time, fence counter, queue book-keeping) and its
 /// own body.
@@ -225,7 +225,7 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
     call: &Call<'_>,
     replicas: &Replicas,
     connection: &mut Connection,
-) -> RedisResult<(T, i64)> {
+) -> RedisResult<(T, Answer)> {
     let pipeline = replicas.pipeline(&call.cmd);
     send_retrying!(call.script, connection, pipeline.query_async(connection)).0
 }

@@ -7,7 +7,7 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `backend`, `other` |
+//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `backend`, `other` |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
 //! | [`HOLD_SECONDS`] | histogram | | how long each lock was held: from the acquire's return until the holder released or dropped the guard (the `held_ms` of the "lock released" event is the same measurement) |
 //! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals); each lease counted once |
@@ -147,6 +147,10 @@ impl Telemetry {
             LockError::NotReplicated { .. } => {
                 tracing::warn!(key, error = %err, "lock not acquired: too few replicas confirmed the grant");
                 "not_replicated"
+            }
+            LockError::NotDurable { .. } => {
+                tracing::warn!(key, error = %err, "lock not acquired: the grant was not in the append-only files asked for");
+                "not_durable"
             }
             _ => "other",
         };

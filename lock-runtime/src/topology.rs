@@ -49,19 +49,15 @@ pub(crate) struct Setup<'a> {
     pub(crate) timeouts: Timeouts,
     /// Wakes the client's parked waiters (a server declared down, the client shut down).
     pub(crate) interrupt: Arc<tokio::sync::Notify>,
-    /// Whether the client is created on a multi-thread runtime, whose worker the Sentinel
-    /// lookup hands its other tasks away from while it blocks.
-    #[cfg(feature = "sentinel")]
+    /// Whether the client is created on a multi-thread runtime, whose worker the start-up
+    /// checks (the Sentinel lookup, WAITAOF's) hand its other tasks away from while they block.
     pub(crate) caller: bool,
 }
 
 impl<'a> Setup<'a> {
     /// Checks what every topology needs: at least one URL. `caller` is the runtime the
-    /// client is created on, if any (the Sentinel lookup blocks it).
-    pub(crate) fn new(
-        config: &'a Config,
-        #[cfg_attr(not(feature = "sentinel"), allow(unused_variables))] caller: bool,
-    ) -> Result<Self, LockError> {
+    /// client is created on, if any (the start-up checks block it).
+    pub(crate) fn new(config: &'a Config, caller: bool) -> Result<Self, LockError> {
         #[cfg(feature = "sentinel")]
         if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
             return Err(LockError::Config {
@@ -106,7 +102,6 @@ impl<'a> Setup<'a> {
                 response: config.response_timeout,
             },
             interrupt: Arc::default(),
-            #[cfg(feature = "sentinel")]
             caller,
         })
     }
@@ -171,6 +166,9 @@ impl<'a> Setup<'a> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| self.setup_failed(err))?;
         warn_if_evicting(&client, self.limit);
+        if let Some(replicas) = &self.config.replicas {
+            blocking(self.caller, || replicas.check_server(&client, self.limit))?;
+        }
         let wakeups = Wakeups::single(client, self.manager.clone(), self.timeouts)
             .map_err(|err| self.setup_failed(err))?;
         #[cfg(feature = "sentinel")]
@@ -269,6 +267,12 @@ impl<'a> Setup<'a> {
     /// A cluster: one connection for commands, one for the sharded wake-ups.
     #[cfg(feature = "cluster")]
     fn cluster(&self) -> Result<Topology, LockError> {
+        if let Some(replicas) = &self.config.replicas
+            && let Some(seed) = self.urls.first()
+        {
+            let seed = self.open(seed)?;
+            blocking(self.caller, || replicas.check_server(&seed, self.limit))?;
+        }
         let commands = self
             .cluster_builder()?
             .build()
@@ -443,16 +447,19 @@ pub(crate) fn ensure_crypto_provider() {
     }
 }
 
-/// Runs `work` (the Sentinel lookup, the primary's start-up check) while the client is
+/// Runs `work` (the Sentinel lookup, the primary's start-up checks) while the client is
 /// being built. The constructor is synchronous, so the work blocks, bounded by the timeout
 /// per server; on a multi-thread runtime the worker hands its other tasks away meanwhile.
-#[cfg(feature = "sentinel")]
 pub(crate) fn blocking<T>(multi_thread: bool, work: impl FnOnce() -> T) -> T {
+    // The multi-thread scheduler comes with the `sentinel` feature (a default one); without
+    // it the check blocks its worker for its bound.
+    #[cfg(feature = "sentinel")]
     if multi_thread {
-        tokio::task::block_in_place(work)
-    } else {
-        work()
+        return tokio::task::block_in_place(work);
     }
+    #[cfg(not(feature = "sentinel"))]
+    let _ = multi_thread;
+    work()
 }
 
 /// A probe of one server: a `PING` on a connection of its own (not the pool's, which may

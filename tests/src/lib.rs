@@ -49,6 +49,9 @@ pub struct RedisServer {
     password: Option<String>,
     wrapper: Option<(Child, ChildStdin)>,
     pid: u32,
+    /// The server's binary: `redis-server`, or `valkey-server` (see
+    /// [`start_valkey`](Self::start_valkey)).
+    binary: &'static str,
 }
 
 impl RedisServer {
@@ -62,10 +65,17 @@ impl RedisServer {
         RedisServer::start_with_config(None, extra)
     }
 
+    /// Starts a Valkey server (`valkey-server`, 8 from Debian's bookworm-backports, which
+    /// `scripts/ensure-redis` installs) with extra arguments: for what Redis 7.0 lacks
+    /// (`WAITAOF`).
+    pub fn start_valkey(extra: &[&str]) -> RedisServer {
+        RedisServer::start_configured(None, extra, None, "valkey-server")
+    }
+
     /// Starts a server with a config file (written into its directory) and extra arguments,
     /// e.g. a sentinel: `start_with_config(Some("sentinel monitor ..."), &["--sentinel"])`.
     pub fn start_with_config(config: Option<&str>, extra: &[&str]) -> RedisServer {
-        RedisServer::start_configured(config, extra, None)
+        RedisServer::start_configured(config, extra, None, "redis-server")
     }
 
     /// Starts a server whose default user needs `password`: the caller sets it (`requirepass`
@@ -76,13 +86,14 @@ impl RedisServer {
         extra: &[&str],
         password: &str,
     ) -> RedisServer {
-        RedisServer::start_configured(config, extra, Some(password))
+        RedisServer::start_configured(config, extra, Some(password), "redis-server")
     }
 
     fn start_configured(
         config: Option<&str>,
         extra: &[&str],
         password: Option<&str>,
+        binary: &'static str,
     ) -> RedisServer {
         let dir =
             std::env::temp_dir().join(format!("lock-tests-{}", uuid::Uuid::new_v4().simple()));
@@ -100,6 +111,7 @@ impl RedisServer {
             password: password.map(str::to_owned),
             wrapper: None,
             pid: 0,
+            binary,
         };
         let mut last_error = String::new();
         for _ in 0..5 {
@@ -109,7 +121,7 @@ impl RedisServer {
                 Err(err) => last_error = err,
             }
         }
-        panic!("could not start redis-server: {last_error}");
+        panic!("could not start {binary}: {last_error}");
     }
 
     fn spawn(&mut self) -> Result<(), String> {
@@ -119,8 +131,9 @@ impl RedisServer {
         command
             .arg("-c")
             .arg(
-                r#"redis-server "$@" >/dev/null 2>&1 & echo $!; read -r _; kill -9 $! 2>/dev/null"#,
+                r#""$LOCK_TESTS_SERVER" "$@" >/dev/null 2>&1 & echo $!; read -r _; kill -9 $! 2>/dev/null"#,
             )
+            .env("LOCK_TESTS_SERVER", self.binary)
             .arg("redis-wrapper")
             .args(&self.config_file)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])

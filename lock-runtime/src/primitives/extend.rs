@@ -54,7 +54,7 @@ pub(crate) async fn extend(
     let watchdog = held.client.watchdog();
     let grow = (ttl, Expiry::Grow);
     let extended = match extend_lease(held.client, held.leased, held.token, grow).await {
-        Err(err @ LockError::NotReplicated { .. }) => {
+        Err(err @ (LockError::NotReplicated { .. } | LockError::NotDurable { .. })) => {
             // Not counted, but the primary took it: a shorter ttl holds from now on.
             watchdog.shorten(held.lease.id, ttl, sent);
             *valid_until = (*valid_until).min(validity(sent, ttl));

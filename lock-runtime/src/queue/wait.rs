@@ -214,6 +214,9 @@ pub(crate) async fn ride_out(
 /// and may hide a grant).
 pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
     err.is_transient()
-        || matches!(err, LockError::NotReplicated { .. })
+        || matches!(
+            err,
+            LockError::NotReplicated { .. } | LockError::NotDurable { .. }
+        )
         || (client.has_answered() && err.is_connection())
 }

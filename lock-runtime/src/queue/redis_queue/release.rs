@@ -237,7 +237,7 @@ pub(crate) async fn extend_lease(
         // Never with Redlock (refused when the client is built): one primary.
         let mut call = Call::new(&RENEW, &[names.lock()]);
         call.arg(token).arg(millis(ttl)).arg("").arg(grow);
-        let (renewed, answer): (i64, i64) =
+        let (renewed, answer): (i64, _) =
             invoke_replicated(&call, replicas, &mut client.connection())
                 .await
                 .map_err(|err| LockError::backend(names.lock(), err))?;

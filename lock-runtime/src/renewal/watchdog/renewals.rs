@@ -1,7 +1,10 @@
 //! Renewals: one pipeline of renewals per node for the leases due together, and what
 //! the replies mean for each lease (renewed, gone, or to be tried again soon).
 
+use redis::{FromRedisValue, Value};
+
 use super::*;
+use crate::replicas::Answer;
 
 /// What the nodes said of one lease's renewal.
 pub(super) enum Verdict {
@@ -139,18 +142,15 @@ impl Renewals<'_> {
     /// `WAIT`, and a renewal too few replicas confirmed counts as failed.
     async fn send(self, connection: &mut Connection) -> Result<Vec<RenewalReply>, ()> {
         let batch = self.batch;
-        let mut first: Vec<redis::RedisResult<i64>> = match self
-            .pipeline(&|_| true)
-            .query_async(connection)
-            .await
-        {
+        let first = match self.pipeline(&|_| true).query_async(connection).await {
             Ok(replies) => replies,
             Err(err) => {
                 tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
                 return Err(());
             }
         };
-        let first_confirmed = confirmed_by_replicas(&mut first, self.replicas, batch.len(), batch);
+        let (first, answer) = split_answer(first, self.replicas, batch.len());
+        let first_confirmed = confirmed_by_replicas(answer, self.replicas, batch.len(), batch);
         let missing: Vec<bool> = first.iter().map(is_noscript).collect();
         let mut results: Vec<RenewalReply> = first
             .iter()
@@ -212,7 +212,7 @@ impl Renewals<'_> {
             tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
             return;
         }
-        let mut retry: Vec<redis::RedisResult<i64>> = match self
+        let retry = match self
             .pipeline(&|index| missing[index])
             .query_async(connection)
             .await
@@ -227,8 +227,9 @@ impl Renewals<'_> {
             .iter()
             .enumerate()
             .filter(|(_, noscript)| **noscript);
+        let (retry, answer) = split_answer(retry, self.replicas, resent.clone().count());
         let retry_confirmed =
-            confirmed_by_replicas(&mut retry, self.replicas, resent.clone().count(), batch);
+            confirmed_by_replicas(answer, self.replicas, resent.clone().count(), batch);
         for ((index, _), reply) in resent.zip(retry) {
             results[index] = renewal_result(&reply, retry_confirmed);
         }
@@ -258,21 +259,38 @@ impl std::fmt::Display for Keys<'_> {
     }
 }
 
-/// Takes the `WAIT` answer off the end of a renewal pipeline's replies (`renewals` of
-/// them before it, from `batch`, whose keys an event names) and says whether enough replicas confirmed them; true without replicas.
+/// A renewal pipeline's replies (`renewals` of them) as the scripts' integers, and the
+/// answer of the `WAIT` or `WAITAOF` after them, taken off the end, when there is a rule.
+fn split_answer(
+    mut replies: Vec<redis::RedisResult<Value>>,
+    replicas: Option<&Replicas>,
+    renewals: usize,
+) -> (
+    Vec<redis::RedisResult<i64>>,
+    Option<redis::RedisResult<Answer>>,
+) {
+    let answer = (replicas.is_some() && replies.len() > renewals)
+        .then(|| replies.pop())
+        .flatten()
+        .map(|reply| reply.and_then(|value| Ok(Answer::from_redis_value(value)?)));
+    let replies = replies
+        .into_iter()
+        .map(|reply| reply.and_then(|value| Ok(i64::from_redis_value(value)?)))
+        .collect();
+    (replies, answer)
+}
+
+/// Whether enough replicas confirmed a batch's renewals (`answer`, the reply of the rule's
+/// `WAIT` or `WAITAOF`; `renewals` of `batch`, whose keys an event names); true without
+/// replicas.
 pub(super) fn confirmed_by_replicas(
-    replies: &mut Vec<redis::RedisResult<i64>>,
+    answer: Option<redis::RedisResult<Answer>>,
     replicas: Option<&Replicas>,
     renewals: usize,
     batch: &[Renewal],
 ) -> bool {
     let Some(replicas) = replicas else {
         return true;
-    };
-    let answer = if replies.len() > renewals {
-        replies.pop()
-    } else {
-        None
     };
     match answer {
         Some(Ok(answer)) if replicas.confirmed(answer) => true,

@@ -1,0 +1,107 @@
+//! Durable grants (`Config::wait_for_aof`, `WAITAOF`) on a real Valkey 8 server, and the
+//! refusal of the option against Redis 7.0, which lacks the command.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use lock_runtime::{Config, LockClient, LockError};
+use lock_tests::RedisServer;
+
+/// A Valkey server that writes an append-only file, fsynced as `fsync` says (`everysec`,
+/// `always`).
+fn valkey_with_aof(fsync: &str) -> RedisServer {
+    RedisServer::start_valkey(&["--appendonly", "yes", "--appendfsync", fsync])
+}
+
+fn durable_client(server: &RedisServer, replicas: u32) -> LockClient {
+    LockClient::new(
+        Config::single(server.url())
+            .response_timeout(Duration::from_secs(2))
+            .wait_for_aof(true, replicas, Duration::from_millis(1500)),
+    )
+    .unwrap()
+}
+
+/// With the primary's own fsync asked for, grants, renewals (whose answer is `WAITAOF`'s
+/// pair), extensions and permits count once the write is on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_renewals_and_permits_count_once_on_the_primarys_disk() {
+    let server = tokio::task::block_in_place(|| valkey_with_aof("everysec"));
+    let client = durable_client(&server, 0);
+    let ttl = Duration::from_millis(600);
+    let mut guard = client.lock("durable").ttl(ttl).acquire().await.unwrap();
+    // Renewed through three ttls: each renewal's WAITAOF answer was read and counted.
+    tokio::time::sleep(ttl * 3).await;
+    assert!(!guard.is_lost(), "{:?}", guard.lost_cause());
+    guard.extend(Duration::from_secs(5)).await.unwrap();
+    assert!(
+        server.pttl("durable") > 4000,
+        "pttl {}",
+        server.pttl("durable")
+    );
+    guard.release().await.unwrap();
+    let permit = client
+        .semaphore("durable-quota", 2)
+        .acquire()
+        .await
+        .unwrap();
+    permit.release().await.unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(
+        stats.contains("cmdstat_waitaof:"),
+        "no WAITAOF was sent:\n{stats}"
+    );
+}
+
+/// Asking for a replica's append-only file where there is no replica: the grant (a lock's,
+/// a permit's) falls short with `NotDurable`, naming what was reached, within the wait, and
+/// is undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_no_replica_has_on_disk_is_refused_and_undone() {
+    // Fsynced at once: the primary's own disk answers within the short timeout.
+    let server = tokio::task::block_in_place(|| valkey_with_aof("always"));
+    let client = LockClient::new(
+        Config::single(server.url())
+            .response_timeout(Duration::from_secs(1))
+            .wait_for_aof(true, 1, Duration::from_millis(50)),
+    )
+    .unwrap();
+    let wait = Duration::from_millis(300);
+    let err = client.lock("no-replica").wait(wait).acquire().await;
+    match err.map(drop).unwrap_err() {
+        LockError::NotDurable {
+            key,
+            local: true,
+            replicas: 0,
+            needed_local: true,
+            needed_replicas: 1,
+            ..
+        } if key == "no-replica" => {}
+        other => panic!("expected NotDurable (on the primary's disk, 0 of 1 replicas): {other:?}"),
+    }
+    assert_eq!(server.get("no-replica"), None, "the grant was left");
+    let err = client.semaphore("quota", 2).wait(wait).acquire().await;
+    let err = err.map(drop).unwrap_err();
+    assert!(matches!(err, LockError::NotDurable { .. }), "{err:?}");
+    assert!(err.to_string().contains("0 of the 1 replicas"), "{err}");
+    let holders: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+        .arg("quota")
+        .arg(1)
+        .arg("+inf")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(holders.is_empty(), "a permit was left: {holders:?}");
+}
+
+/// Redis 7.0 has no `WAITAOF`: the client is refused when it is built, with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_waitaof_is_refused_when_the_client_is_built() {
+    let server = RedisServer::start();
+    let config = Config::single(server.url()).wait_for_aof(true, 0, Duration::from_millis(50));
+    let err = LockClient::new(config).map(drop).unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("WAITAOF"), "{err}");
+}
