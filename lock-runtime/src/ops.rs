@@ -1,6 +1,82 @@
 //! What an operator does to locks from outside their holders: look at a key, end a hold.
+//! The calls go to the deployment's server (`inspect`, `force_release`), or in Redlock
+//! mode to every master (`majority`).
 
 pub(crate) mod force_release;
 pub(crate) mod inspect;
 #[cfg(feature = "redlock")]
 pub(crate) mod majority;
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use force_release::{ForcedRelease, force_release_on};
+use inspect::{LockState, inspect_on};
+
+impl LockClient {
+    /// What `key` holds now: the holder's token and remaining ttl (or a hand-over in
+    /// progress), the fence counter, and the processes waiting in the key's Redis queue,
+    /// with when each arrived and until when its place is kept. One read-only script call
+    /// in the key's cluster slot; nothing in Redis changes.
+    ///
+    /// In Redlock mode every master is read at once: [`LockState::masters`] has each
+    /// master's own state, and the holder is the token a majority of them hold (its ttl,
+    /// how long a majority still holds it); fewer masters answering than a majority is
+    /// [`LockError::NoQuorum`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{Config, LockClient};
+    ///
+    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
+    /// let state = client.inspect("stock:42").await?;
+    /// if let Some(holder) = state.holder() {
+    ///     println!("held by {} for {:?} more; {} waiting", holder.token, holder.ttl, state.queued);
+    /// }
+    /// println!("{state}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
+        let names = self.key_names(key)?;
+        #[cfg(feature = "redlock")]
+        if let Some(redlock) = self.redlock() {
+            return majority::inspect(self, redlock, &names).await;
+        }
+        inspect_on(&names, self.connection()).await
+    }
+
+    /// Takes the lock `key` away from whoever holds it, for an operator (a holder stuck in
+    /// a long call, a forgotten key of another client): deletes the key, and wakes its
+    /// queue as a release does, so the first waiting process gets the lock now instead of
+    /// at its next look. Returns what it removed and whom it woke; a free key is left
+    /// free (its queue is still woken).
+    ///
+    /// The old holder is not told at once: its watchdog's next renewal (within a third of
+    /// its ttl) finds the token gone, logs a WARN naming the key and counts the loss
+    /// ([`LostCause::TokenGone`](crate::LostCause::TokenGone)); a guarded body with
+    /// `on_lost = "cancel"` then stops at its next await point and returns
+    /// [`LockError::Lost`]. Until then it still believes it holds the lock: use
+    /// [fencing](crate::Lock::fencing) where that matters. A key that holds another Redis
+    /// type is refused ([`LockError::InvalidKey`]) and left alone.
+    ///
+    /// In Redlock mode it releases the lock on every master at once (the holders removed
+    /// anywhere are listed once); fewer masters answering than a majority is
+    /// [`LockError::NoQuorum`] (those that answered were cleared).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{Config, LockClient};
+    ///
+    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
+    /// let released = client.force_release("report:nightly").await?;
+    /// println!("{released}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
+        let names = self.key_names(key)?;
+        #[cfg(feature = "redlock")]
+        if let Some(redlock) = self.redlock() {
+            return majority::force_release(self, redlock, &names).await;
+        }
+        force_release_on(self, &names, self.connection()).await
+    }
+}

@@ -661,7 +661,11 @@ async fn permits_and_read_shares_the_replica_never_gets_are_undone() {
     let (pair, client) = tokio::task::block_in_place(replicated);
     // While the replica keeps up (a busy machine may miss one 50 ms WAIT: tried again).
     let keeping_up = Duration::from_secs(5);
-    let permit = client.semaphore("quota", 2).wait(keeping_up).acquire().await;
+    let permit = client
+        .semaphore("quota", 2)
+        .wait(keeping_up)
+        .acquire()
+        .await;
     permit.unwrap().release().await.unwrap();
     let share = client.rw_lock("doc").wait(keeping_up).read().await;
     share.unwrap().release().await.unwrap();

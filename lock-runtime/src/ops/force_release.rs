@@ -43,44 +43,6 @@ impl ForcedRelease {
     }
 }
 
-impl LockClient {
-    /// Takes the lock `key` away from whoever holds it, for an operator (a holder stuck in
-    /// a long call, a forgotten key of another client): deletes the key, and wakes its
-    /// queue as a release does, so the first waiting process gets the lock now instead of
-    /// at its next look. Returns what it removed and whom it woke; a free key is left
-    /// free (its queue is still woken).
-    ///
-    /// The old holder is not told at once: its watchdog's next renewal (within a third of
-    /// its ttl) finds the token gone, logs a WARN naming the key and counts the loss
-    /// ([`LostCause::TokenGone`](crate::LostCause::TokenGone)); a guarded body with
-    /// `on_lost = "cancel"` then stops at its next await point and returns
-    /// [`LockError::Lost`]. Until then it still believes it holds the lock: use
-    /// [fencing](crate::Lock::fencing) where that matters. A key that holds another Redis
-    /// type is refused ([`LockError::InvalidKey`]) and left alone.
-    ///
-    /// In Redlock mode it releases the lock on every master at once (the holders removed
-    /// anywhere are listed once); fewer masters answering than a majority is
-    /// [`LockError::NoQuorum`] (those that answered were cleared).
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
-    /// use lock_runtime::{Config, LockClient};
-    ///
-    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
-    /// let released = client.force_release("report:nightly").await?;
-    /// println!("{released}");
-    /// # Ok(()) }
-    /// ```
-    pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
-        let names = self.key_names(key)?;
-        #[cfg(feature = "redlock")]
-        if let Some(redlock) = self.redlock() {
-            return crate::ops::majority::force_release(self, redlock, &names).await;
-        }
-        force_release_on(self, &names, self.connection()).await
-    }
-}
-
 /// Takes the lock `names` away on the server behind `connection`.
 pub(crate) async fn force_release_on(
     client: &LockClient,

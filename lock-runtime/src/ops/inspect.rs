@@ -1,5 +1,5 @@
 //! An operator's view of a lock: who holds it, for how long still, the fence, and which
-//! processes wait in its Redis queue and since when ([`LockClient::inspect`]).
+//! processes wait in its Redis queue and since when ([`LockClient::inspect`](crate::LockClient::inspect)).
 //!
 //! One read-only script call (`lua/inspect.lua`) reads the lock key and its auxiliary keys
 //! together, in the key's cluster slot, so the view is one instant of the server's.
@@ -8,15 +8,15 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::connection::Connection;
+use crate::error::LockError;
 use crate::primitives::rwlock::shares::Shares;
 use crate::scripts::{Call, HANDOVER, INSPECT, KeyNames, invoke};
-use crate::{client::LockClient, error::LockError};
 
 /// The most waiters [`LockState::waiters`] lists ([`LockState::queued`] counts them all).
 pub const MAX_LISTED_WAITERS: usize = 100;
 
 /// What a lock key holds at one instant of the server's clock: its holders, the fence
-/// counter, and the processes waiting in its Redis queue. Made by [`LockClient::inspect`]
+/// counter, and the processes waiting in its Redis queue. Made by [`LockClient::inspect`](crate::LockClient::inspect)
 /// and [`inspect`]; `Display` prints it for a person:
 ///
 /// ```text
@@ -130,39 +130,6 @@ impl LockState {
     }
 }
 
-impl LockClient {
-    /// What `key` holds now: the holder's token and remaining ttl (or a hand-over in
-    /// progress), the fence counter, and the processes waiting in the key's Redis queue,
-    /// with when each arrived and until when its place is kept. One read-only script call
-    /// in the key's cluster slot; nothing in Redis changes.
-    ///
-    /// In Redlock mode every master is read at once: [`LockState::masters`] has each
-    /// master's own state, and the holder is the token a majority of them hold (its ttl,
-    /// how long a majority still holds it); fewer masters answering than a majority is
-    /// [`LockError::NoQuorum`].
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
-    /// use lock_runtime::{Config, LockClient};
-    ///
-    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
-    /// let state = client.inspect("stock:42").await?;
-    /// if let Some(holder) = state.holder() {
-    ///     println!("held by {} for {:?} more; {} waiting", holder.token, holder.ttl, state.queued);
-    /// }
-    /// println!("{state}");
-    /// # Ok(()) }
-    /// ```
-    pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
-        let names = self.key_names(key)?;
-        #[cfg(feature = "redlock")]
-        if let Some(redlock) = self.redlock() {
-            return crate::ops::majority::inspect(self, redlock, &names).await;
-        }
-        inspect_on(&names, self.connection()).await
-    }
-}
-
 /// What the lock `names` holds on the server behind `connection`: one read-only script call.
 pub(crate) async fn inspect_on(
     names: &KeyNames,
@@ -189,7 +156,7 @@ pub(crate) async fn inspect_on(
     into_state(reply, names.lock())
 }
 
-/// What `key` holds now, on the global client: see [`LockClient::inspect`].
+/// What `key` holds now, on the global client: see [`LockClient::inspect`](crate::LockClient::inspect).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lock_runtime::LockError> {
