@@ -965,6 +965,13 @@ async fn inspect_gives_the_majority_view_and_force_release_clears_every_master()
         .acquire()
         .await
         .unwrap();
+    // The acquire returns once a majority granted; the last master's grant may still be on
+    // its way.
+    let token = Some(guard.token().to_owned());
+    lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
+        holders(&servers, "report") == vec![token.clone(); 3]
+    })
+    .await;
     let state = client.inspect("report").await.unwrap();
     let holder = state.holder().expect("a majority holds it");
     assert_eq!(holder.token, guard.token());

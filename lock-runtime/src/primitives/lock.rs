@@ -200,9 +200,14 @@ impl Lock {
         let deadline = started + self.options.wait.min(MAX_WAIT);
         // First the local queue: behind the tasks of this process that want the key.
         let member = cohort::join(&client, &names);
-        let turn = self
-            .local_turn(&member, names.lock(), started, deadline)
-            .await?;
+        let turn = if self.options.wait.is_zero() {
+            member.try_turn().ok_or_else(|| LockError::Busy {
+                key: names.lock().to_owned(),
+            })?
+        } else {
+            self.wait_turn(&member, names.lock(), started, deadline)
+                .await?
+        };
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);
         if let Some(tenure) = unclaimed.tenure() {
@@ -223,10 +228,52 @@ impl Lock {
             }
         }
         drop(unclaimed);
-        // Lead the process's wait in Redis.
-        let (token, taken) = self
-            .acquire_remote(&client, &names, &member, (started, deadline))
+        // Lead the process's wait in Redis: across the Redlock masters, or through the
+        // key's queue on one server (a cluster's node, a Sentinel's primary).
+        let window = (started, deadline);
+        #[cfg(feature = "redlock")]
+        if let Some(redlock) = client.redlock() {
+            let masters = redlock::Masters {
+                nodes: client.nodes(),
+                shutdown: client.shutdown_state(),
+                interrupt: client.interrupt(),
+            };
+            let taken = redlock::acquire(masters, redlock, &names, &self.options, window).await?;
+            return Ok(self.new_guard(client, names, (member, turn), taken));
+        }
+        let taken = self
+            .acquire_in_redis(&client, &names, &member, window)
             .await?;
+        Ok(self.new_guard(client, names, (member, turn), taken))
+    }
+
+    /// This task's turn in the process's local queue of the key, by `deadline`, or
+    /// `Timeout`.
+    async fn wait_turn(
+        &self,
+        member: &Member,
+        key: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Turn, LockError> {
+        member
+            .turn(deadline)
+            .await
+            .ok_or_else(|| LockError::Timeout {
+                key: key.to_owned(),
+                waited: started.elapsed(),
+            })
+    }
+
+    /// The guard of a lock the process's task just took in Redis (with its turn in the
+    /// local queue).
+    fn new_guard(
+        &self,
+        client: LockClient,
+        names: Arc<KeyNames>,
+        (member, turn): (Member, Turn),
+        (token, taken): (Token, Taken),
+    ) -> LockGuard {
         let local = Holding::new(member, turn, (None, taken.answered), taken.queued);
         let watchdog = taken.queued.then(|| client.watchdog().clone());
         let guard = LockGuard::new(
@@ -242,51 +289,7 @@ impl Lock {
             // Taken after queueing: other waiters may wait for this holder's process.
             watchdog.mark_contended(guard.lease_id());
         }
-        Ok(guard)
-    }
-
-    /// This task's turn in the process's local queue of the key: at once, or `Busy` without
-    /// a wait; else by `deadline`, or `Timeout`.
-    async fn local_turn(
-        &self,
-        member: &Member,
-        key: &str,
-        started: Instant,
-        deadline: Instant,
-    ) -> Result<Turn, LockError> {
-        if self.options.wait.is_zero() {
-            return member.try_turn().ok_or_else(|| LockError::Busy {
-                key: key.to_owned(),
-            });
-        }
-        member
-            .turn(deadline)
-            .await
-            .ok_or_else(|| LockError::Timeout {
-                key: key.to_owned(),
-                waited: started.elapsed(),
-            })
-    }
-
-    /// Takes the key in Redis for the process: across the Redlock masters, or through the
-    /// key's queue on one server (a cluster's node, a Sentinel's primary).
-    async fn acquire_remote(
-        &self,
-        client: &LockClient,
-        names: &Arc<KeyNames>,
-        member: &Member,
-        window: (Instant, Instant),
-    ) -> Result<(Token, Taken), LockError> {
-        #[cfg(feature = "redlock")]
-        if let Some(redlock) = client.redlock() {
-            let masters = redlock::Masters {
-                nodes: client.nodes(),
-                shutdown: client.shutdown_state(),
-                interrupt: client.interrupt(),
-            };
-            return redlock::acquire(masters, redlock, names, &self.options, window).await;
-        }
-        self.acquire_in_redis(client, names, member, window).await
+        guard
     }
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
