@@ -33,6 +33,18 @@ async fn extend_moves_the_lease_and_reports_a_lost_one() {
         .query(&mut server.conn())
         .unwrap();
     let err = guard.extend(Duration::from_secs(5)).await.unwrap_err();
+    assert_token_gone(&err);
+    assert_eq!(
+        server.get("job"),
+        None,
+        "extend re-created another owner's key"
+    );
+    let bad = guard.extend(Duration::ZERO).await.unwrap_err();
+    assert!(bad.to_string().contains("job"), "{bad}");
+}
+
+/// `err` is the loss an extension reports once the token is gone.
+fn assert_token_gone(err: &LockError) {
     assert!(
         matches!(
             err,
@@ -43,13 +55,6 @@ async fn extend_moves_the_lease_and_reports_a_lost_one() {
         ),
         "{err:?}"
     );
-    assert_eq!(
-        server.get("job"),
-        None,
-        "extend re-created another owner's key"
-    );
-    let bad = guard.extend(Duration::ZERO).await.unwrap_err();
-    assert!(bad.to_string().contains("job"), "{bad}");
 }
 
 /// `try_acquire` tries once: `Busy` while another owner holds the key, the lock once free.
@@ -176,16 +181,7 @@ async fn a_permit_extends_as_a_lock_does() {
         .query(&mut server.conn())
         .unwrap();
     let err = permit.extend(Duration::from_secs(5)).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LockError::Lost {
-                cause: LostCause::TokenGone,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_token_gone(&err);
     assert_eq!(left(permit.token()), None, "extend took the permit again");
     assert!(permit.is_lost());
     let bad = permit.extend(Duration::ZERO).await.unwrap_err();
@@ -221,15 +217,6 @@ async fn a_read_share_extends_as_a_lock_does() {
         .query(&mut server.conn())
         .unwrap();
     let err = reader.extend(Duration::from_secs(5)).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LockError::Lost {
-                cause: LostCause::TokenGone,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_token_gone(&err);
     assert_eq!(server.get(share), None, "extend re-created the share");
 }
