@@ -152,36 +152,31 @@ impl Replicas {
         }
     }
 
-    /// Refuses a `WAITAOF` rule against a server that does not know the command (Redis
-    /// before 7.2), asked with `COMMAND INFO` on a connection of its own within `limit`. A
-    /// server that does not answer then is not checked (its first grant fails instead).
+    /// Refuses a `WAITAOF` rule against a server that cannot answer it: one without the
+    /// command (Redis before 7.2), or, when the rule asks for the primary's own fsync, one
+    /// with `appendonly no` (`WAITAOF` then answers every write with an error). Asked on a
+    /// connection of its own within `limit`; a server that does not answer then, or refuses
+    /// `CONFIG` (a managed service), is not checked (its first grant fails instead).
     pub(crate) fn check_server(
         &self,
         client: &redis::Client,
         limit: Duration,
     ) -> Result<(), LockError> {
-        if self.aof.is_none() {
+        let Some(local) = self.aof else {
             return Ok(());
-        }
+        };
         let server = client.get_connection_info().addr().to_string();
-        let info = client
+        let refused = client
             .get_connection_with_timeout(limit)
             .and_then(|mut connection| {
                 connection.set_read_timeout(Some(limit))?;
-                redis::cmd("COMMAND")
-                    .arg("INFO")
-                    .arg("WAITAOF")
-                    .query::<Vec<Value>>(&mut connection)
+                aof_refusal(&mut connection, local)
             });
-        match info.as_deref() {
-            Ok([Value::Nil]) => Err(LockError::Config {
-                reason: format!(
-                    "wait_for_aof needs WAITAOF, which the server at {server} does not know \
-                     (Redis 7.2 and later and Valkey have it): upgrade the server, or use \
-                     wait_for_replicas"
-                ),
+        match refused {
+            Ok(Some(why)) => Err(LockError::Config {
+                reason: format!("wait_for_aof: the server at {server} {why}"),
             }),
-            Ok(_) => Ok(()),
+            Ok(None) => Ok(()),
             Err(err) => {
                 tracing::debug!(%server, error = %err, "the server did not answer the WAITAOF check");
                 Ok(())
@@ -207,6 +202,39 @@ impl Replicas {
     ) -> RedisResult<(T, Answer)> {
         self.pipeline(write).query_async(connection).await
     }
+}
+
+/// Why the server behind `connection` cannot answer `WAITAOF` (with `local`, for the
+/// primary's own fsync), if it cannot.
+fn aof_refusal(connection: &mut redis::Connection, local: bool) -> RedisResult<Option<String>> {
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("WAITAOF")
+        .query(connection)?;
+    if let [Value::Nil] = info[..] {
+        return Ok(Some(
+            "does not know WAITAOF (Redis 7.2 and later and Valkey have it): upgrade the \
+             server, or use wait_for_replicas"
+                .to_owned(),
+        ));
+    }
+    if !local {
+        return Ok(None);
+    }
+    let Ok(config) = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .query::<std::collections::HashMap<String, String>>(connection)
+    else {
+        return Ok(None);
+    };
+    Ok(
+        (config.get("appendonly").map(String::as_str) == Some("no")).then(|| {
+            "has appendonly no, so WAITAOF cannot wait for its own fsync: turn appendonly on, or \
+         ask for replicas only (local = false)"
+                .to_owned()
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -105,3 +105,17 @@ async fn a_server_without_waitaof_is_refused_when_the_client_is_built() {
     assert!(matches!(err, LockError::Config { .. }), "{err:?}");
     assert!(err.to_string().contains("WAITAOF"), "{err}");
 }
+
+/// Asking for the primary's own fsync from a server without an append-only file: refused
+/// when the client is built (`WAITAOF` would answer every grant with an error); asking for
+/// replicas only is accepted there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primarys_own_fsync_without_appendonly_is_refused_when_the_client_is_built() {
+    let server = tokio::task::block_in_place(|| RedisServer::start_valkey(&[]));
+    let config =
+        |local| Config::single(server.url()).wait_for_aof(local, 1, Duration::from_millis(50));
+    let err = LockClient::new(config(true)).map(drop).unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("appendonly"), "{err}");
+    assert!(LockClient::new(config(false)).is_ok());
+}

@@ -77,10 +77,10 @@ impl Config {
     /// (what is written so, the undo and the tries again within `wait`, the renewals, the
     /// checks), with [`LockError::NotDurable`](crate::LockError::NotDurable) for a write
     /// that fell short; the later of the two calls is the rule. The primary needs
-    /// `appendonly yes` for `local`, and the replicas for `replicas`; a server without
-    /// `WAITAOF` (Redis before 7.2) is refused with
-    /// [`LockError::Config`](crate::LockError::Config) when the client is built, if it
-    /// answers then, else at the first grant.
+    /// `appendonly yes` for `local`, and the replicas for `replicas`. A server without
+    /// `WAITAOF` (Redis before 7.2), or with `appendonly no` when `local` is asked for, is
+    /// refused with [`LockError::Config`](crate::LockError::Config) when the client is
+    /// built, if it answers then (and allows `CONFIG GET`), else at the first grant.
     ///
     /// ```
     /// use std::time::Duration;
