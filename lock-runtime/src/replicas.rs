@@ -131,6 +131,11 @@ impl Replicas {
         answer.replicas >= i64::from(self.count) && (self.aof != Some(true) || answer.local >= 1)
     }
 
+    /// The error to give for a write on `key` whose `answer` falls short, if it does.
+    pub(crate) fn judge(&self, key: &str, answer: Answer) -> Option<LockError> {
+        (!self.confirmed(answer)).then(|| self.shortfall(key, answer))
+    }
+
     /// The error of a grant whose `answer` falls short.
     pub(crate) fn shortfall(&self, key: &str, answer: Answer) -> LockError {
         let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);

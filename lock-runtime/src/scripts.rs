@@ -242,8 +242,7 @@ pub(crate) async fn invoke_granting<T: FromRedisValue>(
         return Ok((invoke(call, connection).await?, None));
     };
     let (reply, answer) = invoke_replicated(call, replicas, connection).await?;
-    let shortfall = (!replicas.confirmed(answer)).then(|| replicas.shortfall(key, answer));
-    Ok((reply, shortfall))
+    Ok((reply, replicas.judge(key, answer)))
 }
 
 /// A caller whose queue places its process's liveness key keeps (see

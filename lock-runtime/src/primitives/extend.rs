@@ -28,6 +28,26 @@ pub(crate) struct Held<'a> {
     pub(crate) reentrant: bool,
 }
 
+/// [`extend`] for a guard (`$guard`) with the fields `client`, `names` (the key the
+/// application named), `token`, `lease` and `valid_until`, whose lease keeps `$leased`.
+macro_rules! extend_guard {
+    ($guard:expr, $leased:expr, $reentrant:expr, $ttl:expr) => {
+        $crate::primitives::extend::extend(
+            $crate::primitives::extend::Held {
+                client: &$guard.client,
+                leased: $leased,
+                key: $guard.names.lock(),
+                token: &$guard.token,
+                lease: &$guard.lease,
+                reentrant: $reentrant,
+            },
+            $ttl,
+            &mut $guard.valid_until,
+        )
+    };
+}
+pub(crate) use extend_guard;
+
 /// Extends `held`'s lease to `ttl` from now (the key's expiry in Redis never shrinks) and
 /// moves `valid_until` to the new validity point; see [`LockGuard::extend`] for the errors.
 ///

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
-use crate::primitives::extend::{self, Held};
+use crate::primitives::extend::extend_guard;
 use crate::queue::cohort::{Ending, Holding};
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::{keep_until, release_contended};
@@ -297,15 +297,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        let held = Held {
-            client: &self.client,
-            leased: &self.names,
-            key: self.names.lock(),
-            token: &self.token,
-            lease: &self.lease,
-            reentrant: self.reentrant,
-        };
-        extend::extend(held, ttl, &mut self.valid_until).await?;
+        extend_guard!(self, &self.names, self.reentrant, ttl).await?;
         self.ttl = ttl;
         Ok(())
     }

@@ -18,10 +18,10 @@ use tokio::time::Instant;
 use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
-use crate::primitives::extend::{self, Held};
+use crate::primitives::extend::extend_guard;
 use crate::primitives::lock::MAX_WAIT;
 use crate::queue::redis_queue::place::Place;
-use crate::queue::redis_queue::release::{release_script, undo_unconfirmed};
+use crate::queue::redis_queue::release::release_script;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::LeaseHandle;
@@ -296,25 +296,16 @@ struct PermitWait<'a> {
 
 impl PermitWait<'_> {
     /// A permit too few replicas confirmed does not count: given back, then tried again
-    /// within the wait (or `shortfall` when none is left).
+    /// within the wait as a lock's grant is (or `shortfall` when no room is left).
     async fn undo(
         &mut self,
         shortfall: LockError,
         sent: Instant,
     ) -> Result<Step<SemaphoreGuard>, LockError> {
-        let (client, names) = (&self.place.client, &self.place.names);
-        self.place.joined = false;
         let undo_by = validity(sent, self.semaphore.options.ttl).min(self.overrun);
-        undo_unconfirmed(client, names, &self.place.token, undo_by).await;
-        ride_out(
-            client,
-            names.lock(),
-            shortfall,
-            self.deadline,
-            &mut self.backoff,
-        )
-        .await?;
-        Ok(Step::Again)
+        self.place.undo_unconfirmed(undo_by).await;
+        let once = self.semaphore.options.wait.is_zero();
+        wait::after_shortfall(shortfall, &self.backoff, once, self.deadline).await
     }
 }
 
@@ -503,15 +494,7 @@ impl SemaphoreGuard {
     ///
     /// [`LockGuard::extend`]: crate::LockGuard::extend
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        let held = Held {
-            client: &self.client,
-            leased: &self.names,
-            key: self.names.lock(),
-            token: &self.token,
-            lease: &self.lease,
-            reentrant: false,
-        };
-        extend::extend(held, ttl, &mut self.valid_until).await
+        extend_guard!(self, &self.names, false, ttl).await
     }
 
     crate::renewal::lost_signal::loss_accessors!("the permit's lease");

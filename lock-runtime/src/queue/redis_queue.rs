@@ -292,16 +292,11 @@ impl RedisWait<'_> {
         shortfall: LockError,
         sent: Instant,
     ) -> Result<Step<Taken>, LockError> {
-        self.place.joined = false;
         tracing::debug!(key = %self.names.lock(), error = %shortfall, "grant not replicated; undoing it");
         let undo_by = validity(sent, self.options.ttl).min(self.overrun);
-        undo_unconfirmed(self.client, self.names, &self.place.token, undo_by).await;
-        let pause = self.backoff.next();
-        if self.options.wait.is_zero() || Instant::now() + pause >= self.deadline {
-            return Err(shortfall);
-        }
-        tokio::time::sleep(pause).await;
-        Ok(Step::Again)
+        self.place.undo_unconfirmed(undo_by).await;
+        let once = self.options.wait.is_zero();
+        wait::after_shortfall(shortfall, &self.backoff, once, self.deadline).await
     }
 
     /// One park of [`park`](Self::park); true when a release woke us to look later.
@@ -584,11 +579,11 @@ async fn try_set_nx(
         }
         Ok(_) => {
             client.mark_answered();
-            Ok(Some(match replicated {
-                Some((replicas, answer)) if !replicas.confirmed(answer) => {
-                    Attempt::Unreplicated(replicas.shortfall(names.lock(), answer))
-                }
-                _ => Attempt::Acquired { fence: None },
+            let shortfall =
+                replicated.and_then(|(replicas, answer)| replicas.judge(names.lock(), answer));
+            Ok(Some(match shortfall {
+                Some(shortfall) => Attempt::Unreplicated(shortfall),
+                None => Attempt::Acquired { fence: None },
             }))
         }
         Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => Ok(None),

@@ -152,6 +152,23 @@ pub(crate) async fn park_on(
     }
 }
 
+/// After a grant too few replicas confirmed was undone: another try after the back-off's
+/// pause, or `shortfall` when the wait has no room for one (a try-once caller, or a pause
+/// that would pass `deadline`).
+pub(crate) async fn after_shortfall<T>(
+    shortfall: LockError,
+    backoff: &Backoff,
+    once: bool,
+    deadline: Instant,
+) -> Result<Step<T>, LockError> {
+    let pause = backoff.next();
+    if once || Instant::now() + pause >= deadline {
+        return Err(shortfall);
+    }
+    tokio::time::sleep(pause).await;
+    Ok(Step::Again)
+}
+
 /// The pause between tries after transient errors: [`TRANSIENT_PAUSE`] doubling up to
 /// [`MAX_TRANSIENT_PAUSE`], each with a little jitter.
 pub(crate) struct Backoff {

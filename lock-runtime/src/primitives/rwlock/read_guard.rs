@@ -11,7 +11,7 @@ use crate::context::CurrentLock;
 use crate::error::{LockError, LostCause, ReleaseOutcome};
 use crate::lease::{Token, validity};
 use crate::options::LockOptions;
-use crate::primitives::extend::{self, Held};
+use crate::primitives::extend::extend_guard;
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::KeyNames;
 
@@ -105,15 +105,7 @@ impl ReadGuard {
     ///
     /// [`LockGuard::extend`]: crate::LockGuard::extend
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        let held = Held {
-            client: &self.client,
-            leased: &self.share,
-            key: self.names.lock(),
-            token: &self.token,
-            lease: &self.lease,
-            reentrant: self.reentrant,
-        };
-        extend::extend(held, ttl, &mut self.valid_until).await
+        extend_guard!(self, &self.share, self.reentrant, ttl).await
     }
 
     crate::renewal::lost_signal::loss_accessors!("the share's lease");

@@ -1,7 +1,7 @@
 //! One process's place in a key's Redis queue: kept alive while it waits, left when it
 //! gives up.
 
-use super::release::{RELEASE_BUDGET, leave_queue, retrying};
+use super::release::{RELEASE_BUDGET, leave_queue, release_script, retrying};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -99,6 +99,16 @@ impl Place {
         self.joined = false;
         if let Some((id, _)) = self.kept.take() {
             self.client.watchdog().forget_queued(id);
+        }
+    }
+
+    /// Gives back a grant too few replicas confirmed (a lock's or a permit's, by `undo_by`
+    /// at the latest): it does not count, and nothing of it is left to leave. A failure is
+    /// only logged: the grant expires by its ttl.
+    pub(crate) async fn undo_unconfirmed(&mut self, undo_by: Instant) {
+        self.joined = false;
+        if let Err(err) = release_script(&self.client, &self.names, &self.token, undo_by).await {
+            tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
         }
     }
 

@@ -11,8 +11,8 @@ use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lease::{Token, millis};
 use crate::scripts::{
-    Call, GROW_ONLY, KeyNames, LEAVE, RELEASE, RENEW, Requeue, invoke, invoke_noting_repeat,
-    invoke_replicated, queue_call, release_call,
+    Call, GROW_ONLY, KeyNames, LEAVE, RELEASE, RENEW, Requeue, invoke, invoke_granting,
+    invoke_noting_repeat, queue_call, release_call,
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
@@ -206,20 +206,6 @@ pub(crate) enum Expiry {
     Set,
 }
 
-/// Gives back (by `undo_by` at the latest) a grant too few replicas confirmed: a lock's
-/// or a permit's, which then does not count. A failure is only logged: the grant expires
-/// by its ttl.
-pub(crate) async fn undo_unconfirmed(
-    client: &LockClient,
-    names: &KeyNames,
-    token: &str,
-    undo_by: Instant,
-) {
-    if let Err(err) = release_script(client, names, token, undo_by).await {
-        tracing::warn!(key = %names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
-    }
-}
-
 /// An owner-checked `PEXPIRE` of the key to `ttl`: on the one server, or on every Redlock
 /// master (true when a majority still held the token). When grants wait for replicas, an
 /// extension too few replicas confirmed is [`LockError::NotReplicated`].
@@ -233,16 +219,17 @@ pub(crate) async fn extend_lease(
         Expiry::Grow => GROW_ONLY,
         Expiry::Set => "",
     };
-    if let Some(replicas) = client.replicas() {
+    if client.replicas().is_some() {
         // Never with Redlock (refused when the client is built): one primary.
         let mut call = Call::new(&RENEW, &[names.lock()]);
         call.arg(token).arg(millis(ttl)).arg("").arg(grow);
-        let (renewed, answer): (i64, _) =
-            invoke_replicated(&call, replicas, &mut client.connection())
+        let replicas = (client.replicas(), names.lock());
+        let (renewed, shortfall): (i64, _) =
+            invoke_granting(&call, replicas, &mut client.connection())
                 .await
                 .map_err(|err| LockError::backend(names.lock(), err))?;
-        if renewed == 1 && !replicas.confirmed(answer) {
-            return Err(replicas.shortfall(names.lock(), answer));
+        if let Some(shortfall) = shortfall.filter(|_| renewed == 1) {
+            return Err(shortfall);
         }
         return Ok(renewed == 1);
     }

@@ -149,8 +149,7 @@ impl Renewals<'_> {
                 return Err(());
             }
         };
-        let (first, answer) = split_answer(first, self.replicas, batch.len());
-        let first_confirmed = confirmed_by_replicas(answer, self.replicas, batch.len(), batch);
+        let (first, first_confirmed) = self.read_replies(first, batch.len());
         let missing: Vec<bool> = first.iter().map(is_noscript).collect();
         let mut results: Vec<RenewalReply> = first
             .iter()
@@ -163,6 +162,39 @@ impl Renewals<'_> {
             log_errors(&first, batch);
         }
         Ok(results)
+    }
+
+    /// A renewal pipeline's replies (`renewals` of them) as the scripts' integers, and
+    /// whether enough replicas confirmed them: the answer of the rule's `WAIT` or `WAITAOF`,
+    /// taken off the end (true without a rule; a shortfall is logged, naming the batch's
+    /// keys).
+    fn read_replies(
+        &self,
+        mut replies: Vec<redis::RedisResult<Value>>,
+        renewals: usize,
+    ) -> (Vec<redis::RedisResult<i64>>, bool) {
+        let answer = (self.replicas.is_some() && replies.len() > renewals)
+            .then(|| replies.pop())
+            .flatten()
+            .map(|reply| reply.and_then(|value| Ok(Answer::from_redis_value(value)?)));
+        let replies = replies
+            .into_iter()
+            .map(|reply| reply.and_then(|value| Ok(i64::from_redis_value(value)?)))
+            .collect();
+        let confirmed = match (self.replicas, answer) {
+            (None, _) => true,
+            (Some(replicas), Some(Ok(answer))) if replicas.confirmed(answer) => true,
+            (Some(_), answer) => {
+                tracing::warn!(
+                    keys = %Keys(self.batch),
+                    leases = renewals,
+                    ?answer,
+                    "lease renewals not confirmed by enough replicas; they do not count"
+                );
+                false
+            }
+        };
+        (replies, confirmed)
     }
 
     /// The pipeline that renews the leases `only` picks (by index), then waits for the
@@ -227,9 +259,7 @@ impl Renewals<'_> {
             .iter()
             .enumerate()
             .filter(|(_, noscript)| **noscript);
-        let (retry, answer) = split_answer(retry, self.replicas, resent.clone().count());
-        let retry_confirmed =
-            confirmed_by_replicas(answer, self.replicas, resent.clone().count(), batch);
+        let (retry, retry_confirmed) = self.read_replies(retry, resent.clone().count());
         for ((index, _), reply) in resent.zip(retry) {
             results[index] = renewal_result(&reply, retry_confirmed);
         }
@@ -255,53 +285,6 @@ impl std::fmt::Display for Keys<'_> {
         match self.0.len().saturating_sub(LISTED_KEYS) {
             0 => Ok(()),
             more => write!(f, " and {more} more"),
-        }
-    }
-}
-
-/// A renewal pipeline's replies (`renewals` of them) as the scripts' integers, and the
-/// answer of the `WAIT` or `WAITAOF` after them, taken off the end, when there is a rule.
-fn split_answer(
-    mut replies: Vec<redis::RedisResult<Value>>,
-    replicas: Option<&Replicas>,
-    renewals: usize,
-) -> (
-    Vec<redis::RedisResult<i64>>,
-    Option<redis::RedisResult<Answer>>,
-) {
-    let answer = (replicas.is_some() && replies.len() > renewals)
-        .then(|| replies.pop())
-        .flatten()
-        .map(|reply| reply.and_then(|value| Ok(Answer::from_redis_value(value)?)));
-    let replies = replies
-        .into_iter()
-        .map(|reply| reply.and_then(|value| Ok(i64::from_redis_value(value)?)))
-        .collect();
-    (replies, answer)
-}
-
-/// Whether enough replicas confirmed a batch's renewals (`answer`, the reply of the rule's
-/// `WAIT` or `WAITAOF`; `renewals` of `batch`, whose keys an event names); true without
-/// replicas.
-pub(super) fn confirmed_by_replicas(
-    answer: Option<redis::RedisResult<Answer>>,
-    replicas: Option<&Replicas>,
-    renewals: usize,
-    batch: &[Renewal],
-) -> bool {
-    let Some(replicas) = replicas else {
-        return true;
-    };
-    match answer {
-        Some(Ok(answer)) if replicas.confirmed(answer) => true,
-        answer => {
-            tracing::warn!(
-                keys = %Keys(batch),
-                leases = renewals,
-                ?answer,
-                "lease renewals not confirmed by enough replicas; they do not count"
-            );
-            false
         }
     }
 }
