@@ -540,6 +540,45 @@ impl Connection {
         }
     }
 
+    /// In a cluster, the indices of `keys` grouped by the master that serves them, each
+    /// group with the slot to send its pipeline by ([`Connection::query_pipeline`]; see
+    /// [`ClusterNodes::by_master`]); `None` on a single server, where one pipeline takes
+    /// them all.
+    pub(crate) fn by_master<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k str>,
+    ) -> Option<Vec<(Option<u16>, Vec<usize>)>> {
+        match self {
+            Connection::Single(_) => {
+                drop(keys);
+                None
+            }
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(lazy) => Some(match &lazy.nodes {
+                Some(nodes) => nodes.by_master(keys),
+                None => keys
+                    .enumerate()
+                    .map(|(index, _)| (None, vec![index]))
+                    .collect(),
+            }),
+        }
+    }
+
+    /// Sends `pipeline` and returns its replies one by one (the pipeline ignores errors);
+    /// in a cluster with `on` a slot, to the master that serves that slot.
+    pub(crate) async fn query_pipeline(
+        &mut self,
+        pipeline: Pipeline,
+        on: Option<u16>,
+    ) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+        #[cfg(feature = "cluster")]
+        if let (Connection::Cluster(lazy), Some(slot)) = (&*self, on) {
+            return lazy.pipeline_to(pipeline, slot).await;
+        }
+        let _ = on;
+        pipeline.query_async(self).await
+    }
+
     /// Where a connection of its own can be opened, for the release at shutdown (when the
     /// runtime these connections live on is gone).
     pub(crate) fn fresh(&self) -> Fresh {

@@ -244,6 +244,32 @@ impl ClusterNodes {
         tag
     }
 
+    /// The indices of `keys` grouped by the master that serves them, each group with a slot
+    /// of that master to send it by (a pipeline sent there may name any key the master
+    /// serves). A key whose master the map does not name (no map yet) is a group of its
+    /// own, sent by its own key.
+    pub(crate) fn by_master<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k str>,
+    ) -> Vec<(Option<u16>, Vec<usize>)> {
+        let map = self.map();
+        let mut groups: Vec<(Option<u16>, Vec<usize>)> = Vec::new();
+        let mut group_of: HashMap<&str, usize> = HashMap::new();
+        for (index, key) in keys.enumerate() {
+            let slot = key_slot(key.as_bytes());
+            let Some(master) = map.master(slot) else {
+                groups.push((None, vec![index]));
+                continue;
+            };
+            let group = *group_of.entry(master.server()).or_insert_with(|| {
+                groups.push((Some(slot), Vec::new()));
+                groups.len() - 1
+            });
+            groups[group].1.push(index);
+        }
+        groups
+    }
+
     /// The hash tags of the liveness keys on every master of the map, one per master.
     pub(crate) fn liveness_tags(&self) -> Vec<Arc<str>> {
         let map = self.map();
@@ -254,7 +280,7 @@ impl ClusterNodes {
     }
 
     /// Reads the map in the background, unless a read is under way.
-    fn read_map_soon(&self) {
+    pub(crate) fn read_map_soon(&self) {
         let Some(runtime) = self.inner.runtime.clone().or_else(crate::home::captured) else {
             return;
         };

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
+use redis::{FromRedisValue, Pipeline, Value};
 use tokio::sync::RwLock;
 
 use crate::connection::cluster_nodes::ClusterNodes;
@@ -57,6 +59,33 @@ impl LazyCluster {
             .unwrap_or_else(|| Err(client_gone()))?;
         *slot = Some(connection.clone());
         Ok(connection)
+    }
+
+    /// Sends `pipeline` to the master that serves `slot`, whatever slots its commands' keys
+    /// hash to (a cluster connection's own routing refuses a pipeline across slots); its
+    /// replies one by one. A key that master does not serve answers with a redirection.
+    pub(super) async fn pipeline_to(
+        &self,
+        pipeline: Pipeline,
+        slot: u16,
+    ) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+        let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+        let count = pipeline.len();
+        let result = match self.get().await {
+            Ok(mut connection) => connection.route_pipeline(pipeline, 0, count, route).await,
+            Err(err) => Err(err),
+        };
+        let result = self.check(result).await;
+        if let Some(nodes) = &self.nodes {
+            match &result {
+                // redis-rs fails the whole pipeline with the first redirection it meets,
+                // which may point back at the master itself (a pipeline of keys of several
+                // slots): the slot map is stale, no master failed.
+                Err(err) if err.redirect_node().is_some() => nodes.read_map_soon(),
+                _ => nodes.observe(Some(slot), &result),
+            }
+        }
+        Ok(FromRedisValue::from_redis_value(Value::Array(result?))?)
     }
 
     /// Drops the connection after `result` timed out, so the next request opens a new one.

@@ -145,6 +145,7 @@ pub(crate) struct LeaseHandle {
     pub(crate) lost: LostSignal,
 }
 
+#[derive(Clone)]
 struct Renewal {
     id: u64,
     names: Arc<KeyNames>,

@@ -49,6 +49,7 @@ pub(super) async fn renew_batch(
             }
             Verdict::Gone => gone.extend(state.leases.remove(&renewal.id)),
             Verdict::Failed => {
+                tracing::debug!(key = %renewal.names.lock(), "lease renewal failed; trying again soon");
                 telemetry.renewal_failed(renewal.names.lock());
                 let retry = (renewal.ttl / RETRY_DIVISOR).max(Duration::from_millis(10));
                 lease.next_renewal = now + retry;
@@ -68,6 +69,7 @@ impl Nodes {
     async fn renew(&self, batch: &[Renewal]) -> Vec<Result<Vec<RenewalReply>, ()>> {
         let renewals = Renewals {
             batch,
+            route: None,
             replicas: self.replicas.as_ref(),
             alive: self.alive.as_deref(),
         };
@@ -113,27 +115,72 @@ impl Nodes {
 #[derive(Clone, Copy)]
 struct Renewals<'a> {
     batch: &'a [Renewal],
+    /// In a cluster, a slot of the master the batch's keys are on (see
+    /// [`Connection::by_master`]).
+    route: Option<u16>,
     replicas: Option<&'a Replicas>,
     alive: Option<&'a Liveness>,
 }
 
 impl Renewals<'_> {
-    /// Renews a batch on one node: one pipeline, or in a cluster (where a pipeline must stay in
-    /// one slot) one request per lease, all in flight at once on the multiplexed connection.
+    /// Renews a batch on one node: one pipeline, or in a cluster one pipeline per master
+    /// (for the leases whose keys it serves), all in flight at once.
     async fn renew_on(self, connection: &mut Connection) -> Result<Vec<RenewalReply>, ()> {
-        if !connection.is_cluster() {
+        let keys = self.batch.iter().map(|renewal| renewal.names.lock());
+        let Some(groups) = connection.by_master(keys) else {
             return self.send(connection).await;
-        }
-        let replies = join_all(self.batch.iter().map(|renewal| {
-            let mut connection = connection.clone();
-            let batch = std::slice::from_ref(renewal);
-            async move { Renewals { batch, ..self }.send(&mut connection).await }
+        };
+        let replies = join_all(groups.iter().map(|(route, members)| {
+            let connection = connection.clone();
+            async move { self.send_group(connection, *route, members).await }
         }))
         .await;
-        Ok(replies
-            .into_iter()
-            .map(|reply| reply.ok().and_then(|mut one| one.pop()).unwrap_or(Err(())))
-            .collect())
+        let mut results = vec![Err(Unrenewed::Failed); self.batch.len()];
+        for ((_, members), replies) in groups.iter().zip(replies) {
+            for (index, reply) in members.iter().zip(replies) {
+                results[*index] = reply;
+            }
+        }
+        Ok(results)
+    }
+
+    /// Renews the leases `members` (indices in the batch) in one pipeline sent by `route`
+    /// (a slot of the master that serves them). A renewal that finds its key's slot moved
+    /// (a redirection: this client's slot map is stale) is sent again alone, by its key.
+    async fn send_group(
+        self,
+        mut connection: Connection,
+        route: Option<u16>,
+        members: &[usize],
+    ) -> Vec<RenewalReply> {
+        let batch: Vec<Renewal> = members
+            .iter()
+            .map(|index| self.batch[*index].clone())
+            .collect();
+        let group = Renewals {
+            batch: &batch,
+            route,
+            ..self
+        };
+        let mut replies = match group.send(&mut connection).await {
+            Ok(replies) => replies,
+            Err(()) => return vec![Err(Unrenewed::Failed); batch.len()],
+        };
+        for (index, reply) in replies.iter_mut().enumerate() {
+            if *reply == Err(Unrenewed::Moved) {
+                let batch = std::slice::from_ref(&batch[index]);
+                let alone = Renewals {
+                    batch,
+                    route: None,
+                    ..self
+                };
+                let again = alone.send(&mut connection).await.ok();
+                *reply = again
+                    .and_then(|mut one| one.pop())
+                    .unwrap_or(Err(Unrenewed::Failed));
+            }
+        }
+        replies
     }
 
     /// Renews every lease of the batch in one pipeline; reloads the script once on NOSCRIPT.
@@ -142,8 +189,16 @@ impl Renewals<'_> {
     /// `WAIT`, and a renewal too few replicas confirmed counts as failed.
     async fn send(self, connection: &mut Connection) -> Result<Vec<RenewalReply>, ()> {
         let batch = self.batch;
-        let first = match self.pipeline(&|_| true).query_async(connection).await {
+        tracing::debug!(keys = %Keys(batch), leases = batch.len(), "lease renewals sent");
+        let sent = connection.query_pipeline(self.pipeline(&|_| true), self.route);
+        let first = match sent.await {
             Ok(replies) => replies,
+            Err(err) if self.route.is_some() && moved(&err) => {
+                // redis-rs fails a whole pipeline on a redirection: each renewal goes again
+                // alone, by its key.
+                tracing::debug!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewals redirected");
+                return Ok(vec![Err(Unrenewed::Moved); batch.len()]);
+            }
             Err(err) => {
                 tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed");
                 return Err(());
@@ -244,11 +299,8 @@ impl Renewals<'_> {
             tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
             return;
         }
-        let retry = match self
-            .pipeline(&|index| missing[index])
-            .query_async(connection)
-            .await
-        {
+        let pipeline = self.pipeline(&|index| missing[index]);
+        let retry = match connection.query_pipeline(pipeline, self.route).await {
             Ok(replies) => replies,
             Err(err) => {
                 tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "lease renewal failed after reloading the script");
@@ -290,19 +342,34 @@ impl std::fmt::Display for Keys<'_> {
 }
 
 /// One node's answer to one renewal: `(renewed, noted)`, `noted` when renew.lua found
-/// waiters queued and noted the holder for them (reply 2); `(false, _)` the token was gone;
-/// `Err(())` failed.
-pub(super) type RenewalReply = Result<(bool, bool), ()>;
+/// waiters queued and noted the holder for them (reply 2); `(false, _)` the token was gone.
+pub(super) type RenewalReply = Result<(bool, bool), Unrenewed>;
+
+/// A renewal that did not come to an answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unrenewed {
+    Failed,
+    /// Sent to a cluster master that does not serve the key's slot (any more).
+    Moved,
+}
 
 /// What one renewal reply means: renewed (counted only when the replicas `confirmed` it),
 /// the token gone, or failed.
 pub(super) fn renewal_result(reply: &redis::RedisResult<i64>, confirmed: bool) -> RenewalReply {
     match reply {
         Ok(renewed @ (1 | 2)) if confirmed => Ok((true, *renewed == 2)),
-        Ok(1 | 2) => Err(()),
+        Ok(1 | 2) => Err(Unrenewed::Failed),
         Ok(_) => Ok((false, false)),
-        Err(_) => Err(()),
+        Err(err) if moved(err) => Err(Unrenewed::Moved),
+        Err(_) => Err(Unrenewed::Failed),
     }
+}
+
+/// Whether a renewal's key is on another cluster master (a redirection), or in the middle
+/// of moving there (`TRYAGAIN`): sent again by its key, the cluster connection follows it.
+fn moved(err: &redis::RedisError) -> bool {
+    err.redirect_node().is_some()
+        || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain)
 }
 
 pub(super) fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
@@ -311,7 +378,10 @@ pub(super) fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
 
 pub(super) fn log_errors(replies: &[redis::RedisResult<i64>], batch: &[Renewal]) {
     for (reply, renewal) in replies.iter().zip(batch) {
-        if let Err(err) = reply {
+        // A redirection is no failure: the renewal is sent again by its key.
+        if let Err(err) = reply
+            && !moved(err)
+        {
             tracing::warn!(key = %renewal.names.lock(), error = %err, "lease renewal failed");
         }
     }
