@@ -43,9 +43,27 @@ pub(crate) static ACQUIRE: Lazy<Script> = queue_script!("acquire.lua");
 /// For a permit's token: gives the permit back (1, or 0 when its lease had ended).
 pub(crate) static RELEASE: Lazy<Script> = lock_or_semaphore_script!("release.lua");
 
+/// A renewal script: the prelude, the semaphore's permits, one lease's renewal
+/// (`renew_lease.lua`), and its own body.
+macro_rules! renew_script {
+    ($file:literal) => {
+        Lazy::new(|| {
+            Script::new(concat!(
+                include_str!("lua/prelude.lua"),
+                include_str!("lua/semaphore_permits.lua"),
+                include_str!("lua/renew_lease.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+}
+
 /// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. For a
 /// permit's token: renews the permit.
-pub(crate) static RENEW: Lazy<Script> = lock_or_semaphore_script!("renew.lua");
+pub(crate) static RENEW: Lazy<Script> = renew_script!("renew.lua");
+
+/// `RENEW` for many leases in one call (the watchdog's batches): one reply per lease.
+pub(crate) static RENEW_MANY: Lazy<Script> = renew_script!("renew_many.lua");
 
 /// `RENEW`'s fourth argument for a renewal or an extension: the key's expiry only grows
 /// (see renew.lua), whichever of two in flight the server runs last.

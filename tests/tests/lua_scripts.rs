@@ -538,7 +538,7 @@ fn retake_re_dates_only_the_owners_key_and_issues_a_greater_fence() {
 fn renew_extends_only_the_owners_key() {
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let renew = script(include_str!("../../lock-runtime/src/lua/renew.lua"));
+    let renew = renew();
     let call = |conn: &mut redis::Connection, token: &str| -> i64 {
         renew.key(LOCK).arg(token).arg(1500).invoke(conn).unwrap()
     };
@@ -556,8 +556,92 @@ fn renew_extends_only_the_owners_key() {
     assert_eq!(call(&mut conn, "other"), 0, "renewed a missing key");
 }
 
+/// One lease's renewal, which renew.lua and renew_many.lua are built on (scripts.rs
+/// prepends it to both).
+const RENEW_LEASE: &str = include_str!("../../lock-runtime/src/lua/renew_lease.lua");
+
 fn renew() -> redis::Script {
-    script(include_str!("../../lock-runtime/src/lua/renew.lua"))
+    let body = include_str!("../../lock-runtime/src/lua/renew.lua");
+    script(&format!("{RENEW_LEASE}{body}"))
+}
+
+fn renew_many() -> redis::Script {
+    let body = include_str!("../../lock-runtime/src/lua/renew_many.lua");
+    script(&format!("{RENEW_LEASE}{body}"))
+}
+
+/// renew_many.lua as the watchdog sends it: many leases in one call, each with renew.lua's
+/// rules and reply. Here an owned key (renewed), another owner's key (0, its expiry
+/// untouched), a missing key (0), a contended key with its queue keys (renewed and noted
+/// for the waiter, 2) and a semaphore's permit (renewed), in order.
+#[test]
+fn renew_many_renews_each_lease_as_renew_does_in_one_call() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let set = |conn: &mut redis::Connection, key: &str, token: &str| {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("PX")
+            .arg(30_000)
+            .query(conn)
+            .unwrap();
+    };
+    set(&mut conn, "mine", "t1");
+    set(&mut conn, "theirs", "other");
+    hold(&mut conn, "holder");
+    let _ = try_acquire_kept(&mut conn, "waiter", "~lock/alive/w", true);
+    let now = server_ms(&mut conn);
+    let _: () = redis::cmd("ZADD")
+        .arg("sem")
+        .arg(0)
+        .arg("~permits=2")
+        .arg(now + 1_000)
+        .arg("permit:p")
+        .query(&mut conn)
+        .unwrap();
+    let replies: Vec<i64> = renew_many()
+        .key("mine")
+        .key("theirs")
+        .key("gone")
+        .key(LOCK)
+        .key(QUEUE)
+        .key(TTLS)
+        .key("sem")
+        .arg("1")
+        .arg("~lock/alive/h")
+        .arg("t1")
+        .arg(60_000)
+        .arg(1)
+        .arg("t2")
+        .arg(60_000)
+        .arg(1)
+        .arg("t3")
+        .arg(60_000)
+        .arg(1)
+        .arg("holder")
+        .arg(60_000)
+        .arg(3)
+        .arg("permit:p")
+        .arg(60_000)
+        .arg(1)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(replies, [1, 0, 0, 2, 1]);
+    assert!(server.pttl("mine") > 30_000, "the owned key renewed");
+    assert!(
+        server.pttl("theirs") <= 30_000,
+        "another owner's key untouched"
+    );
+    assert!(server.pttl(LOCK) > 30_000, "the contended key renewed");
+    let (acquired, _, watch) = try_acquire_kept(&mut conn, "waiter", "~lock/alive/w", true);
+    assert_eq!((acquired, watch.as_str()), (0, "~lock/alive/h"), "noted");
+    let ends: f64 = redis::cmd("ZSCORE")
+        .arg("sem")
+        .arg("permit:p")
+        .query(&mut conn)
+        .unwrap();
+    assert!(ends as i64 > now + 30_000, "the permit renewed");
 }
 
 /// acquire.lua as a waiting caller of a process with the liveness key `alive` sends it

@@ -22,11 +22,12 @@ use crate::lease::{Token, millis, validity};
 use crate::renewal::liveness::Liveness;
 use crate::renewal::lost_signal::LostSignal;
 use crate::replicas::Replicas;
-use crate::scripts::{Call, GROW_ONLY, KEEPALIVE, KeyNames, QUEUE_LEASE, RENEW, invoke};
+use crate::scripts::{Call, GROW_ONLY, KEEPALIVE, KeyNames, QUEUE_LEASE, invoke};
 use crate::telemetry::Telemetry;
 
 mod renewals;
 mod schedule;
+mod timeline;
 use schedule::schedule;
 
 /// The longest the scheduler sleeps when nothing is scheduled (a registration that needs it
@@ -68,6 +69,10 @@ struct Shared {
 struct State {
     next_id: u64,
     leases: HashMap<u64, Lease>,
+    /// When each lease must be looked at next (see `timeline.rs`).
+    timeline: timeline::Timeline,
+    /// How many leases on the schedule are [`Lease::contended`].
+    contended: usize,
     /// Queue places this process keeps alive (its waiters), by id.
     queued: HashMap<u64, Queued>,
     /// When the queue places are kept alive next (`None`: no place is kept).
@@ -97,6 +102,8 @@ struct Lease {
     next_renewal: Instant,
     valid_until: Instant,
     in_flight: bool,
+    /// The time of the lease's live entry in the timeline, if it has one.
+    entry: Option<Instant>,
     /// Waiters were queued behind this lease (it was taken after queueing, or a renewal
     /// noted it for them): the client's liveness key must live while it is held.
     contended: bool,
@@ -237,7 +244,7 @@ impl Watchdog {
                 .is_none_or(|scheduled| first_event < scheduled);
             let period = first_event.saturating_duration_since(sent).max(MIN_IDLE);
             state.recent_period = Some(state.recent_period.map_or(period, |p| p.min(period)));
-            state.leases.insert(
+            state.insert_lease(
                 id,
                 Lease {
                     names: names.clone(),
@@ -247,6 +254,7 @@ impl Watchdog {
                     next_renewal,
                     valid_until,
                     in_flight: false,
+                    entry: None,
                     contended: false,
                     lost,
                     attached: None,
@@ -265,8 +273,7 @@ impl Watchdog {
     pub(crate) fn remove(&self, id: u64) -> Option<Instant> {
         self.shared
             .state()
-            .leases
-            .remove(&id)
+            .take_lease(id)
             .map(|lease| lease.valid_until)
     }
 
@@ -295,6 +302,7 @@ impl Watchdog {
             } else {
                 lease.valid_until
             };
+            state.reschedule(id);
             state
                 .scheduled_wake
                 .is_none_or(|scheduled| first_event < scheduled)
@@ -340,6 +348,7 @@ impl Watchdog {
         } else {
             lease.valid_until
         };
+        state.reschedule(id);
         let wake_sooner = state
             .scheduled_wake
             .is_none_or(|scheduled| first_event < scheduled);
@@ -364,6 +373,7 @@ impl Watchdog {
         }
         lease.set_valid_until(valid_until);
         lease.next_renewal = lease.next_renewal.min(sent + ttl / 3);
+        state.reschedule(id);
         let wake_sooner = state
             .scheduled_wake
             .is_none_or(|scheduled| valid_until < scheduled);
@@ -431,10 +441,7 @@ impl Watchdog {
     pub(crate) fn drain(&self) -> Vec<(Arc<KeyNames>, Token, bool)> {
         let (leases, queued) = {
             let mut state = self.shared.state();
-            (
-                std::mem::take(&mut state.leases),
-                std::mem::take(&mut state.queued),
-            )
+            (state.take_all_leases(), std::mem::take(&mut state.queued))
         };
         let mut drained = Vec::with_capacity(leases.len() + queued.len());
         for (_, mut lease) in leases {
@@ -451,9 +458,7 @@ impl Watchdog {
     /// Marks a lease as one that waiters queue behind (it was taken after queueing, so
     /// acquire.lua noted its holder for them): the client's liveness key lives while it does.
     pub(crate) fn mark_contended(&self, id: u64) {
-        if let Some(lease) = self.shared.state().leases.get_mut(&id) {
-            lease.contended = true;
-        }
+        self.shared.state().note_contended(id);
     }
 
     /// How many leases are on the schedule.
@@ -487,7 +492,7 @@ mod tests {
     use super::schedule::collect_due;
     use super::*;
 
-    fn lease(ttl: Duration, now: Instant) -> Lease {
+    pub(super) fn lease(ttl: Duration, now: Instant) -> Lease {
         Lease {
             names: Arc::new(KeyNames::prefixed("", "k").unwrap()),
             token: "t".into(),
@@ -496,6 +501,7 @@ mod tests {
             next_renewal: now + ttl / 3,
             valid_until: validity(now, ttl),
             in_flight: false,
+            entry: None,
             contended: false,
             lost: LostSignal::new(),
             attached: None,
@@ -578,7 +584,7 @@ mod tests {
             ..State::default()
         };
         // An uncontended lease renewed by the watchdog: nothing to refresh.
-        state.leases.insert(1, lease(Duration::from_secs(3), now));
+        state.insert_lease(1, lease(Duration::from_secs(3), now));
         let due = collect_due(&mut state, now);
         assert!(due.refresh.is_none() && due.places.is_empty());
         // A thousand places on a thousand keys: one refresh, no per-key keep-alive.
@@ -610,9 +616,7 @@ mod tests {
         );
         // The places gone, a lease that waiters queue behind still keeps the key.
         state.queued.clear();
-        if let Some(lease) = state.leases.get_mut(&1) {
-            lease.contended = true;
-        }
+        state.note_contended(1);
         assert!(
             collect_due(&mut state, now + KEEPALIVE_EVERY * 2)
                 .refresh
@@ -646,7 +650,7 @@ mod tests {
     fn a_held_lease_sets_the_next_look_at_its_renewal() {
         let now = Instant::now();
         let mut state = State::default();
-        state.leases.insert(1, lease(Duration::from_secs(3), now));
+        state.insert_lease(1, lease(Duration::from_secs(3), now));
         let due = collect_due(&mut state, now);
         let (batch, next) = (due.batch, due.next_wake);
         assert!(batch.is_empty());

@@ -4,7 +4,10 @@
 use redis::{FromRedisValue, Value};
 
 use super::*;
+#[cfg(feature = "cluster")]
+use crate::connection::cluster_nodes::key_slot;
 use crate::replicas::Answer;
+use crate::scripts::RENEW_MANY;
 
 /// What the nodes said of one lease's renewal.
 pub(super) enum Verdict {
@@ -41,13 +44,18 @@ pub(super) async fn renew_batch(
         lease.in_flight = false;
         match nodes.verdict(&per_node, index) {
             Verdict::Renewed { noted } => {
-                // Waiters are queued behind this holder: its liveness key must live.
-                lease.contended |= noted;
                 lease.set_valid_until(lease.valid_until.max(validity(sent, renewal.ttl)));
                 lease.next_renewal = sent + renewal.ttl / 3;
                 tracing::debug!(key = %renewal.names.lock(), "lease renewed");
+                if noted {
+                    // Waiters are queued behind this holder: its liveness key must live.
+                    state.note_contended(renewal.id);
+                }
             }
-            Verdict::Gone => gone.extend(state.leases.remove(&renewal.id)),
+            Verdict::Gone => {
+                gone.extend(state.take_lease(renewal.id));
+                continue;
+            }
             Verdict::Failed => {
                 tracing::debug!(key = %renewal.names.lock(), "lease renewal failed; trying again soon");
                 telemetry.renewal_failed(renewal.names.lock());
@@ -55,6 +63,7 @@ pub(super) async fn renew_batch(
                 lease.next_renewal = now + retry;
             }
         }
+        state.reschedule(renewal.id);
     }
     drop(state);
     for lease in gone {
@@ -190,7 +199,8 @@ impl Renewals<'_> {
     async fn send(self, connection: &mut Connection) -> Result<Vec<RenewalReply>, ()> {
         let batch = self.batch;
         tracing::debug!(keys = %Keys(batch), leases = batch.len(), "lease renewals sent");
-        let sent = connection.query_pipeline(self.pipeline(&|_| true), self.route);
+        let (pipeline, sizes) = self.pipeline(&|_| true);
+        let sent = connection.query_pipeline(pipeline, self.route);
         let first = match sent.await {
             Ok(replies) => replies,
             Err(err) if self.route.is_some() && moved(&err) => {
@@ -204,7 +214,7 @@ impl Renewals<'_> {
                 return Err(());
             }
         };
-        let (first, first_confirmed) = self.read_replies(first, batch.len());
+        let (first, first_confirmed) = self.read_replies(first, &sizes);
         let missing: Vec<bool> = first.iter().map(is_noscript).collect();
         let mut results: Vec<RenewalReply> = first
             .iter()
@@ -219,23 +229,31 @@ impl Renewals<'_> {
         Ok(results)
     }
 
-    /// A renewal pipeline's replies (`renewals` of them) as the scripts' integers, and
-    /// whether enough replicas confirmed them: the answer of the rule's `WAIT` or `WAITAOF`,
-    /// taken off the end (true without a rule; a shortfall is logged, naming the batch's
-    /// keys).
+    /// A renewal pipeline's replies (one per call, renewing `sizes` leases each) as the
+    /// scripts' integers, one per lease, and whether enough replicas confirmed them: the
+    /// answer of the rule's `WAIT` or `WAITAOF`, taken off the end (true without a rule; a
+    /// shortfall is logged, naming the batch's keys). A call's error stands for each of its
+    /// leases.
     fn read_replies(
         &self,
         mut replies: Vec<redis::RedisResult<Value>>,
-        renewals: usize,
+        sizes: &[usize],
     ) -> (Vec<redis::RedisResult<i64>>, bool) {
-        let answer = (self.replicas.is_some() && replies.len() > renewals)
+        let answer = (self.replicas.is_some() && replies.len() > sizes.len())
             .then(|| replies.pop())
             .flatten()
             .map(|reply| reply.and_then(|value| Ok(Answer::from_redis_value(value)?)));
-        let replies = replies
-            .into_iter()
-            .map(|reply| reply.and_then(|value| Ok(i64::from_redis_value(value)?)))
-            .collect();
+        let renewals = sizes.iter().sum();
+        let mut per_lease = Vec::with_capacity(renewals);
+        let mut replies = replies.into_iter();
+        for &size in sizes {
+            let reply = replies.next().unwrap_or_else(|| Err(malformed(size)));
+            match reply.and_then(|value| Ok(Vec::<i64>::from_redis_value(value)?)) {
+                Ok(values) if values.len() == size => per_lease.extend(values.into_iter().map(Ok)),
+                Ok(_) => per_lease.extend((0..size).map(|_| Err(malformed(size)))),
+                Err(err) => per_lease.extend((0..size).map(|_| Err(err.clone()))),
+            }
+        }
         let confirmed = match (self.replicas, answer) {
             (None, _) => true,
             (Some(replicas), Some(Ok(answer))) if replicas.confirmed(answer) => true,
@@ -249,41 +267,65 @@ impl Renewals<'_> {
                 false
             }
         };
-        (replies, confirmed)
+        (per_lease, confirmed)
     }
 
-    /// The pipeline that renews the leases `only` picks (by index), then waits for the
-    /// replicas.
-    fn pipeline(&self, only: &dyn Fn(usize) -> bool) -> redis::Pipeline {
+    /// The pipeline that renews the leases `only` picks (by index), up to
+    /// [`LEASES_PER_CALL`] in one call (in a cluster, the keys of one slot), then waits for
+    /// the replicas; with how many leases each call renews.
+    fn pipeline(&self, only: &dyn Fn(usize) -> bool) -> (redis::Pipeline, Vec<usize>) {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        for (index, renewal) in self.batch.iter().enumerate() {
-            if only(index) {
-                let names = &renewal.names;
-                let alive = self
-                    .alive
-                    .and_then(|liveness| liveness.key_for(names.lock()));
-                let command = pipe.cmd("EVALSHA").arg(RENEW.get_hash());
-                match alive {
-                    // Notes this holder for the key's waiters, while there are some.
-                    Some(_) => command
-                        .arg(3)
-                        .arg(names.lock())
-                        .arg(names.queue())
-                        .arg(names.ttls()),
-                    None => command.arg(1).arg(names.lock()),
-                };
-                command
-                    .arg(&*renewal.token)
-                    .arg(millis(renewal.ttl))
-                    .arg(alive.as_deref().unwrap_or(""))
-                    .arg(GROW_ONLY);
+        let picked: Vec<&Renewal> = (self.batch.iter().enumerate())
+            .filter_map(|(index, renewal)| only(index).then_some(renewal))
+            .collect();
+        let mut sizes = Vec::new();
+        for slot in picked.chunk_by(|a, b| self.same_slot(a, b)) {
+            for call in slot.chunks(LEASES_PER_CALL) {
+                pipe.add_command(self.renew_call(call));
+                sizes.push(call.len());
             }
         }
         if let Some(replicas) = self.replicas {
             pipe.add_command(replicas.wait_command());
         }
-        pipe
+        (pipe, sizes)
+    }
+
+    /// One call of `RENEW_MANY` for `leases`. With the client's liveness key, each names its
+    /// queue keys too: renewing notes this holder for the key's waiters, while there are
+    /// some.
+    fn renew_call(&self, leases: &[&Renewal]) -> redis::Cmd {
+        let alive =
+            (self.alive).and_then(|liveness| liveness.key_for(leases.first()?.names.lock()));
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(RENEW_MANY.get_hash());
+        let keys = if alive.is_some() { 3 } else { 1 };
+        command.arg(leases.len() * keys);
+        for lease in leases {
+            let names = &lease.names;
+            command.arg(names.lock());
+            if alive.is_some() {
+                command.arg(names.queue()).arg(names.ttls());
+            }
+        }
+        command.arg(GROW_ONLY).arg(alive.as_deref().unwrap_or(""));
+        for lease in leases {
+            command.arg(&*lease.token).arg(millis(lease.ttl)).arg(keys);
+        }
+        command
+    }
+
+    /// Whether two leases' keys may share a call: always on one server; in a cluster, when
+    /// they are in one slot.
+    fn same_slot(&self, a: &Renewal, b: &Renewal) -> bool {
+        #[cfg(feature = "cluster")]
+        if self.route.is_some() {
+            let slot = |renewal: &Renewal| key_slot(renewal.names.lock().as_bytes());
+            return slot(a) == slot(b);
+        }
+        let _ = (a, b);
+        true
     }
 
     /// The server lost its script cache (restart, SCRIPT FLUSH): loads the script, resends
@@ -295,11 +337,11 @@ impl Renewals<'_> {
         results: &mut [RenewalReply],
     ) {
         let batch = self.batch;
-        if let Err(err) = RENEW.prepare_invoke().load_async(connection).await {
+        if let Err(err) = RENEW_MANY.prepare_invoke().load_async(connection).await {
             tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
             return;
         }
-        let pipeline = self.pipeline(&|index| missing[index]);
+        let (pipeline, sizes) = self.pipeline(&|index| missing[index]);
         let retry = match connection.query_pipeline(pipeline, self.route).await {
             Ok(replies) => replies,
             Err(err) => {
@@ -311,11 +353,22 @@ impl Renewals<'_> {
             .iter()
             .enumerate()
             .filter(|(_, noscript)| **noscript);
-        let (retry, retry_confirmed) = self.read_replies(retry, resent.clone().count());
+        let (retry, retry_confirmed) = self.read_replies(retry, &sizes);
         for ((index, _), reply) in resent.zip(retry) {
             results[index] = renewal_result(&reply, retry_confirmed);
         }
     }
+}
+
+/// How many leases one renewal call takes at most: the server runs a call as one step, so
+/// that a batch of 10,000 leases goes out as calls of this many, each a fraction of a
+/// millisecond of the server's time.
+const LEASES_PER_CALL: usize = 200;
+
+/// The error standing for a renewal call's reply that is not one integer per lease.
+fn malformed(leases: usize) -> redis::RedisError {
+    let reply = format!("a renewal call of {leases} leases answered with another shape");
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "bad reply", reply))
 }
 
 /// How many keys an event about a whole batch of renewals lists (its `leases` field says

@@ -66,7 +66,7 @@ pub(super) struct Due {
 /// the state's lock) and takes out the renewals that are due, and the queue places to keep
 /// alive when their time has come.
 pub(super) fn collect_due(state: &mut State, now: Instant) -> Due {
-    let (batch, lapsed, mut next_wake) = due_leases(&mut state.leases, now);
+    let (batch, lapsed, mut next_wake) = due_leases(state, now);
     let (places, refresh) = due_keepalives(state, now);
     if let Some(keepalive) = state.next_keepalive {
         next_wake = next_wake.min(keepalive);
@@ -101,49 +101,38 @@ pub(super) fn collect_due(state: &mut State, now: Instant) -> Due {
     }
 }
 
-/// The renewals due (sent up to a quarter interval early, so that neighbours share a
-/// pipeline), the leases past their validity taken off the schedule with the cause of
-/// their loss, and when the next lease falls due.
-fn due_leases(
-    leases: &mut HashMap<u64, Lease>,
-    now: Instant,
-) -> (Vec<Renewal>, Vec<(Lease, LostCause)>, Instant) {
+/// The renewals due (sent a little early, so that neighbours share a pipeline, see
+/// [`Lease::early`]), the leases past their validity taken off the schedule with the cause
+/// of their loss, and when the next lease must be looked at. Only the leases whose time has
+/// come are visited (see `timeline.rs`).
+fn due_leases(state: &mut State, now: Instant) -> (Vec<Renewal>, Vec<(Lease, LostCause)>, Instant) {
     let mut batch = Vec::new();
-    let mut lapsed_ids = Vec::new();
-    let mut next_wake = now + IDLE;
-    for (&id, lease) in &mut *leases {
-        if now >= lease.valid_until {
-            lapsed_ids.push(id);
+    let mut lapsed = Vec::new();
+    for id in state.take_due(now) {
+        let Some(lease) = state.leases.get_mut(&id) else {
             continue;
-        }
-        if lease.renew && !lease.in_flight {
-            let early = lease.ttl / 12;
-            if lease.next_renewal <= now + early {
-                lease.in_flight = true;
-                batch.push(Renewal {
-                    id,
-                    names: lease.names.clone(),
-                    token: lease.token.clone(),
-                    ttl: lease.ttl,
-                });
-            } else {
-                next_wake = next_wake.min(lease.next_renewal);
-            }
-        }
-        next_wake = next_wake.min(lease.valid_until);
-    }
-    let lapsed = lapsed_ids
-        .into_iter()
-        .filter_map(|id| leases.remove(&id))
-        .map(|lease| {
+        };
+        if now >= lease.valid_until {
             let cause = if lease.renew {
                 LostCause::RenewalFailed
             } else {
                 LostCause::Expired
             };
-            (lease, cause)
-        })
-        .collect();
+            lapsed.extend(state.take_lease(id).map(|lease| (lease, cause)));
+            continue;
+        }
+        if lease.renew && !lease.in_flight && lease.next_renewal <= now + lease.early() {
+            lease.in_flight = true;
+            batch.push(Renewal {
+                id,
+                names: lease.names.clone(),
+                token: lease.token.clone(),
+                ttl: lease.ttl,
+            });
+        }
+        state.reschedule(id);
+    }
+    let next_wake = state.next_look().unwrap_or(now + IDLE);
     (batch, lapsed, next_wake)
 }
 
@@ -233,10 +222,11 @@ pub(super) fn due_refresh(
 ) -> Option<Arc<Liveness>> {
     if state.queued.is_empty()
         && !liveness.is_watching()
-        && !state
-            .leases
-            .values()
-            .any(|lease| lease.renew && lease.contended)
+        && (state.contended == 0
+            || !state
+                .leases
+                .values()
+                .any(|lease| lease.renew && lease.contended))
     {
         state.next_keepalive = None;
         return None;
