@@ -1287,7 +1287,9 @@ fn markdown(
     let _ = writeln!(
         out,
         "{} locks acquired at once (ttl {:.0} s, renewed every ttl/3 = 1 s), held for \
-         {:.1} s, then released. Renewals are EVALSHA calls in the window; server reads count \
+         {:.1} s, then released. Renewals are the `PEXPIRE` calls in the window (each \
+         renewal's, run inside its script: ours renews up to 200 leases per script call, a \
+         peer one per call); server reads count \
          `total_reads_processed` (one per request, or per chunk of a pipeline), so batching \
          shows as few reads per period. Heap per held lock is the allocator's bytes in use \
          (`mallinfo2`) after acquiring minus before: what the lock allocates, the guard's own \

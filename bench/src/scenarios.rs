@@ -651,9 +651,10 @@ pub(crate) async fn watchdog(
     let tracked_after = (contender == Contender::Api).then(|| client.held_leases() as u64);
 
     let periods = hold_s / (ttl.as_secs_f64() / 3.0);
-    // Failed calls (NOSCRIPT after a script flush, errors) are not renewals.
+    // A renewal is its `PEXPIRE` (run inside the script, which may renew many leases);
+    // failed script calls (NOSCRIPT after a script flush, errors) are counted apart.
     let failed = commands.errors.get("evalsha").copied().unwrap_or(0);
-    let renewals = commands.get("evalsha").saturating_sub(failed) as f64;
+    let renewals = commands.get("pexpire") as f64;
     Ok(WatchdogRecord {
         contender,
         run,
