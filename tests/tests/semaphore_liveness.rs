@@ -222,13 +222,23 @@ fn semaphore_waiting_process() {
     });
 }
 
+/// A waiting process, killed when dropped (also a stopped one, when a test fails).
+struct Worker(std::process::Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts a waiting process on a semaphore of `permits`, and returns it with its stdout
 /// lines once its entry is the `place`-th of the queue (from 1).
 async fn start_waiter(
     server: &RedisServer,
     permits: u32,
     place: usize,
-) -> (std::process::Child, mpsc::Receiver<String>) {
+) -> (Worker, mpsc::Receiver<String>) {
     let mut worker = child::spawn(
         "semaphore_waiting_process",
         "waiter",
@@ -239,6 +249,7 @@ async fn start_waiter(
     );
     let lines = child::stream_lines(worker.stdout.take().unwrap());
     child::expect_line(&lines, "QUEUED", Duration::from_secs(30));
+    let worker = Worker(worker);
     until_queued(server, KEY, place).await;
     (worker, lines)
 }
@@ -290,8 +301,8 @@ fn live_waiter(
 
 /// Resumes a paused waiting process and checks that its body ran with at most `permits`
 /// holders inside (the counter `inside` in Redis).
-fn resume_and_check(mut worker: std::process::Child, lines: &mpsc::Receiver<String>, permits: i64) {
-    child::signal(worker.id(), "CONT");
+fn resume_and_check(mut worker: Worker, lines: &mpsc::Receiver<String>, permits: i64) {
+    child::signal(worker.0.id(), "CONT");
     let inside: i64 = child::expect_line(lines, "RAN ", Duration::from_secs(60))
         .parse()
         .unwrap();
@@ -300,7 +311,7 @@ fn resume_and_check(mut worker: std::process::Child, lines: &mpsc::Receiver<Stri
         "the resumed process held a permit beside {} others (permits {permits})",
         inside - 1
     );
-    assert!(worker.wait().unwrap().success());
+    assert!(worker.0.wait().unwrap().success());
 }
 
 /// A process queued on a semaphore of one permit ahead of a live waiter is paused
@@ -325,7 +336,7 @@ fn a_paused_process_ahead_on_a_semaphore_lets_the_live_waiter_in_once_its_livene
         let paused_token = queued(&server, KEY)[0].clone();
         let paused_alive = alive_key(&server, KEY, &paused_token)
             .expect("the waiting process's semaphore entry names no liveness key");
-        child::pause(worker.id());
+        child::pause(worker.0.id());
         let released = Instant::now();
         held.release().await.unwrap();
         let (acquired, inside, _) = tokio::time::timeout(Duration::from_secs(20), waiter)
@@ -350,9 +361,9 @@ fn a_paused_process_ahead_on_a_semaphore_lets_the_live_waiter_in_once_its_livene
 
 /// A semaphore of two permits, both held; queued: a live process's waiter that has not
 /// come for its permit yet (paused, its liveness key kept), a paused process whose liveness
-/// key lapsed (the SECOND in the queue), and a live waiter. Both permits come free: the live
-/// waiter gets the one the dead entry was owed, while the live entry ahead still waits for
-/// its own; after SIGCONT nobody holds a permit beyond the two.
+/// key lapsed (the SECOND in the queue), and a live waiter. Both holders release: the live
+/// waiter gets the permit the dead entry was owed, while the live entry ahead still waits
+/// for its own; after SIGCONT nobody holds a permit beyond the two.
 #[test]
 fn a_dead_second_waiter_on_a_semaphore_does_not_keep_a_free_permit_from_the_live_one_behind() {
     let server = RedisServer::start();
@@ -360,10 +371,7 @@ fn a_dead_second_waiter_on_a_semaphore_does_not_keep_a_free_permit_from_the_live
         let holder = server.lock_client();
         let mut held = Vec::new();
         for _ in 0..2 {
-            let permit = holder
-                .semaphore(KEY, 2)
-                .ttl(Duration::from_secs(60))
-                .watchdog(false);
+            let permit = holder.semaphore(KEY, 2).ttl(Duration::from_secs(60));
             held.push(permit.acquire().await.unwrap());
         }
         let (first, first_lines) = start_waiter(&server, 2, 1).await;
@@ -376,8 +384,8 @@ fn a_dead_second_waiter_on_a_semaphore_does_not_keep_a_free_permit_from_the_live
             .expect("the first waiting process's semaphore entry names no liveness key");
         let second_alive = alive_key(&server, KEY, &order[1])
             .expect("the second waiting process's semaphore entry names no liveness key");
-        child::pause(first.id());
-        child::pause(second.id());
+        child::pause(first.0.id());
+        child::pause(second.0.id());
         // The first stays alive to the scripts (a live process whose waiter has not come
         // yet); the second's key lapses.
         let _: i64 = redis::cmd("PERSIST")
@@ -392,13 +400,11 @@ fn a_dead_second_waiter_on_a_semaphore_does_not_keep_a_free_permit_from_the_live
             lapsed.is_some(),
             "the paused process's liveness key lived on"
         );
-        // Both permits come free at once (their holders' leases end together).
-        let _: i64 = redis::cmd("ZREM")
-            .arg(KEY)
-            .arg(held[0].token())
-            .arg(held[1].token())
-            .query(&mut server.conn())
-            .unwrap();
+        // The first release owes its permit to the first entry; the second, with two free,
+        // to the first two.
+        for guard in held {
+            guard.release().await.unwrap();
+        }
         let (_, inside, left) = tokio::time::timeout(Duration::from_secs(20), waiter)
             .await
             .expect("the live waiter did not get the free permit within 20 s")
@@ -412,7 +418,6 @@ fn a_dead_second_waiter_on_a_semaphore_does_not_keep_a_free_permit_from_the_live
             "the live waiter got its permit only after the live entry ahead lost its place"
         );
         assert!(!left.contains(&order[1]), "the dead entry kept its place");
-        drop(held);
         resume_and_check(first, &first_lines, 2);
         resume_and_check(second, &second_lines, 2);
     });
