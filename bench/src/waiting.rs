@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use lock_runtime::{Config, LockClient};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -35,6 +34,9 @@ use crate::admin::{Admin, CommandStats, Monitored};
 use crate::contenders::Contender;
 use crate::processes::Worker;
 use crate::python::Python;
+
+mod semaphore;
+use semaphore::{hold, semaphore_worker};
 
 /// The first argument that makes this binary a waiting child of this section.
 pub(crate) const WORKER_ARG: &str = "wait-worker";
@@ -71,10 +73,14 @@ pub(crate) struct Case {
     pub(crate) keys: u64,
     /// Waiting processes the keys are spread over.
     pub(crate) processes: u64,
+    /// Ours only: the keys are semaphores of one permit (held by the holders, so every
+    /// waiter waits), not locks.
+    pub(crate) semaphore: bool,
 }
 
-/// The cases of a full run: ours at 1,000 and 10,000 keys in one process and across four;
-/// the polling peers at 1,000 in one process. At 10,000 a poller's own process is the
+/// The cases of a full run: ours at 1,000 and 10,000 keys in one process and across four,
+/// our semaphore (one permit) at 1,000 and 10,000 keys in one process; the polling peers
+/// at 1,000 in one process. At 10,000 a poller's own process is the
 /// limit, not the library (rslock measured 1.6 requests per waiter per second there, 27
 /// at 1,000, its process at 67 % of a core of the 2; one Python process cannot poll
 /// 10,000 locks ten times a second, and each redis-py task asking holds a connection).
@@ -86,19 +92,30 @@ pub(crate) fn cases(python: bool) -> Vec<Case> {
                 contender: Contender::Api,
                 keys,
                 processes,
+                semaphore: false,
             });
         }
+    }
+    for keys in [1_000, 10_000] {
+        cases.push(Case {
+            contender: Contender::Api,
+            keys,
+            processes: 1,
+            semaphore: true,
+        });
     }
     cases.push(Case {
         contender: Contender::Rslock,
         keys: 1_000,
         processes: 1,
+        semaphore: false,
     });
     if python {
         cases.push(Case {
             contender: Contender::RedisPy,
             keys: 1_000,
             processes: 1,
+            semaphore: false,
         });
     }
     cases
@@ -113,6 +130,9 @@ pub(crate) struct WaitRecord {
     pub(crate) keys: u64,
     /// Waiting processes.
     pub(crate) processes: u64,
+    /// The keys were semaphores of one permit, not locks (ours only).
+    #[serde(default)]
+    pub(crate) semaphore: bool,
     /// The holders' ttl (ours renew at a third of it).
     pub(crate) holder_ttl_s: f64,
     /// The window the counters were read over.
@@ -149,6 +169,15 @@ pub(crate) struct WaitRecord {
 impl WaitRecord {
     fn contender(&self) -> Option<Contender> {
         Contender::from_id(&self.contender)
+    }
+
+    /// The row's label: the contender's, or our semaphore's.
+    fn label(&self) -> &str {
+        match self.contender() {
+            Some(Contender::Api) if self.semaphore => "ours, Semaphore API (1 permit)",
+            Some(contender) => contender.label(),
+            None => &self.contender,
+        }
     }
 
     /// Requests sent per second, all processes together: counted by the tap over the
@@ -211,7 +240,7 @@ pub(crate) async fn measure(
     let mut records = Vec::new();
     let cases = cases(python.is_some())
         .into_iter()
-        .filter(|case| only.is_empty() || case.contender.id() == only);
+        .filter(|case| only.is_empty() || case.id() == only);
     for case in cases {
         match measure_case(admin, url, python, case, window).await {
             Ok(record) => {
@@ -219,7 +248,7 @@ pub(crate) async fn measure(
                     "waiting {:>6} keys × {} proc {:<12} {:.1} requests/s ({:.4}/waiter), {:.0} commands/s with Lua, server {:.1} % of a core, clients {:.1} %, acquired {}; holders took {:.1} s, waiters queued in {:.1} s, case {:.0} s",
                     case.keys,
                     case.processes,
-                    case.contender.id(),
+                    case.id(),
                     record.requests_per_s(),
                     record.requests_per_s() / case.keys as f64,
                     record.commands_per_s(),
@@ -238,7 +267,7 @@ pub(crate) async fn measure(
                     "waiting, {} keys in {} processes, {}: failed: {err}",
                     case.keys,
                     case.processes,
-                    case.contender.label()
+                    case.label()
                 );
                 eprintln!("{note}");
                 skipped.push(note);
@@ -246,6 +275,26 @@ pub(crate) async fn measure(
         }
     }
     records
+}
+
+impl Case {
+    /// The case's id for `BENCH_ONLY=waiting/ID`: the contender's, or `semaphore`.
+    fn id(&self) -> &'static str {
+        if self.semaphore {
+            "semaphore"
+        } else {
+            self.contender.id()
+        }
+    }
+
+    /// The case's label in notes.
+    fn label(&self) -> &'static str {
+        if self.semaphore {
+            "ours, Semaphore API"
+        } else {
+            self.contender.label()
+        }
+    }
 }
 
 /// The holders' ttl for a window: the window, the settling before it and the spread of the
@@ -262,12 +311,7 @@ async fn measure_case(
     case: Case,
     window: Duration,
 ) -> BenchResult<WaitRecord> {
-    let prefix = format!(
-        "bench:wait:{}:{}x{}",
-        case.contender.id(),
-        case.keys,
-        case.processes
-    );
+    let prefix = format!("bench:wait:{}:{}x{}", case.id(), case.keys, case.processes);
     let ours = matches!(case.contender, Contender::Api | Contender::Attribute);
     // A peer's waiters do not queue, so nothing notes the holders for them: their keys are
     // held without renewals (which would otherwise fall into the window or the tap).
@@ -278,13 +322,7 @@ async fn measure_case(
     };
     let holder = LockClient::new(Config::single(url.to_owned()))?;
     let t0 = Instant::now();
-    let guards = join_all((0..case.keys).map(|i| {
-        let lock = holder.lock(format!("{prefix}:{i}")).ttl(ttl).watchdog(ours);
-        async move { lock.acquire().await }
-    }))
-    .await
-    .into_iter()
-    .collect::<Result<Vec<_>, _>>()?;
+    let guards = hold(&holder, &prefix, case, (ttl, ours)).await?;
     let t1 = Instant::now();
 
     let mut workers = Vec::new();
@@ -296,7 +334,7 @@ async fn measure_case(
                 Contender::RedisPy => python
                     .ok_or("redis-py is not available")?
                     .wait_worker(&prefix, from, each),
-                _ => own_worker(url, case.contender, &prefix, from, each)?,
+                _ => own_worker(url, case, &prefix, from, each)?,
             };
             workers.push(Worker::start(command)?);
         }
@@ -312,7 +350,7 @@ async fn measure_case(
     for worker in &mut workers {
         let _ = tokio::time::timeout(Duration::from_secs(10), worker.child.wait()).await;
     }
-    let _ = join_all(guards.into_iter().map(|guard| guard.release())).await;
+    guards.release().await;
     let _ = holder.shutdown().await;
     drop(holder);
     admin.del_matching(&format!("*{prefix}:*")).await?;
@@ -424,6 +462,7 @@ async fn drive(
             contender: case.contender.id().to_owned(),
             keys: case.keys,
             processes: case.processes,
+            semaphore: case.semaphore,
             holder_ttl_s: 0.0,
             window_s,
             commands,
@@ -480,17 +519,11 @@ async fn server_cpu(admin: &Admin) -> BenchResult<f64> {
 }
 
 /// This binary in waiting mode for `contender`.
-fn own_worker(
-    url: &str,
-    contender: Contender,
-    prefix: &str,
-    from: u64,
-    count: u64,
-) -> BenchResult<Command> {
+fn own_worker(url: &str, case: Case, prefix: &str, from: u64, count: u64) -> BenchResult<Command> {
     let mut command = Command::new(std::env::current_exe()?);
     command.args([
         WORKER_ARG,
-        contender.id(),
+        case.id(),
         url,
         prefix,
         &from.to_string(),
@@ -500,7 +533,8 @@ fn own_worker(
 }
 
 /// Waiting mode: `lock-bench wait-worker CONTENDER URL PREFIX FROM COUNT`: one waiter on
-/// each of `PREFIX:FROM` … `PREFIX:FROM+COUNT-1`.
+/// each of `PREFIX:FROM` … `PREFIX:FROM+COUNT-1` (CONTENDER `semaphore`: our semaphore of
+/// one permit on each).
 pub(crate) fn worker_main(args: &[String]) -> BenchResult<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -515,12 +549,15 @@ async fn worker(args: &[String]) -> BenchResult<()> {
     let [contender, url, prefix, from, count] = args else {
         return Err(format!("usage: {WORKER_ARG} CONTENDER URL PREFIX FROM COUNT").into());
     };
-    let contender = Contender::from_id(contender).ok_or("unknown contender")?;
     let from: u64 = from.parse()?;
     let count: u64 = count.parse()?;
     let acquired = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Failures::default());
     let keys = (from..from + count).map(|i| format!("{prefix}:{i}"));
+    if contender == "semaphore" {
+        return semaphore_worker(url, keys, count, (&acquired, &failures)).await;
+    }
+    let contender = Contender::from_id(contender).ok_or("unknown contender")?;
     match contender {
         Contender::Api | Contender::Attribute => {
             let client = LockClient::new(Config::single(url.clone()))?;
@@ -642,9 +679,12 @@ fn find(
     keys: u64,
     processes: u64,
 ) -> Option<&WaitRecord> {
-    records
-        .iter()
-        .find(|r| r.contender() == Some(contender) && r.keys == keys && r.processes == processes)
+    records.iter().find(|r| {
+        r.contender() == Some(contender)
+            && !r.semaphore
+            && r.keys == keys
+            && r.processes == processes
+    })
 }
 
 /// Issue 27's goals for waiting: 10,000 waiting keys in one process cost at most 10
@@ -726,7 +766,9 @@ pub(crate) fn section(out: &mut String, records: &[WaitRecord], window_s: f64) {
         out,
         "N keys held by our lock (a client of the bench's own process, ttl {ttl:.0} s, its \
          watchdog renewing them; for a peer, whose waiters do not queue, without renewals), one waiter on each key in a child process (or spread over 4), \
-         waiting as a user would: ours `client.lock(key).wait(600s).acquire()`, rslock's \
+         waiting as a user would: ours `client.lock(key).wait(600s).acquire()` (our semaphore's \
+         rows: each key a semaphore of one permit, held by the bench's client, and \
+         `client.semaphore(key, 1).wait(600s).acquire()`), rslock's \
          `LockManager::acquire` (it polls: 3 tries 0–200 ms apart, then again), redis-py's \
          `redis.asyncio` `Lock.acquire(blocking=True)` (it polls every 0.1 s, one connection \
          per waiter). The polling peers wait on 1,000 keys: at 10,000 the poller's own \
@@ -747,10 +789,7 @@ pub(crate) fn section(out: &mut String, records: &[WaitRecord], window_s: f64) {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in records {
-        let label: &str = match r.contender() {
-            Some(contender) => contender.label(),
-            None => &r.contender,
-        };
+        let label = r.label();
         let _ = writeln!(
             out,
             "| {label} | {} | {} | {:.1} | {:.4} | {} | {} | {:.1} % | {:.1} % | {:.1} s | {} |",

@@ -219,16 +219,17 @@ async fn local_passes_end_after_the_pass_time_however_many_are_allowed() {
 /// A waiter whose own retries come later than its queue lease (its replies are slowed
 /// down, so it parks and asks again only every few seconds) keeps its place all the same:
 /// a newcomer queues behind it. A lock's waiter is kept by its process's liveness key.
+///
+/// Mutation caught: the liveness key never refreshed by the watchdog
+/// (watchdog/schedule.rs), which lets the place lapse between two retries and the
+/// newcomer go first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_with_slow_retries_keeps_its_place_ahead_of_a_newcomer() {
     slow_waiter_keeps_its_place(false).await;
 }
 
-/// The same for a semaphore's waiter, whose place is kept per key by its process's
-/// watchdog.
-///
-/// Mutation caught: queue places never kept alive by the watchdog (watchdog/schedule.rs),
-/// which lets the place lapse between two retries and the newcomer go first.
+/// The same for a semaphore's waiter, whose place is kept by its process's liveness key
+/// as a lock's waiter's is (the same mutation caught).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_waiter_with_slow_retries_keeps_its_place_ahead_of_a_newcomer() {
     slow_waiter_keeps_its_place(true).await;

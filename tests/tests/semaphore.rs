@@ -540,10 +540,23 @@ async fn shutdown_gives_the_permits_back_and_leaves_the_queue() {
     let err = waiting.await.unwrap().unwrap_err();
     assert!(matches!(err, LockError::Shutdown { .. }), "{err}");
     drop(held);
-    assert_eq!(
-        server.dbsize(),
-        0,
-        "the permit or the place stayed in Redis"
+    // At once: no permit, no place; the process's liveness key (which kept its place)
+    // lapses within its lease.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.conn())
+        .unwrap();
+    let left: Vec<&String> = keys
+        .iter()
+        .filter(|key| !key.starts_with("~lock/alive/"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the permit or the place stayed in Redis: {left:?}"
+    );
+    assert!(
+        server.until_empty(Duration::from_secs(3)).await,
+        "the liveness key stayed in Redis"
     );
     // Another process takes the permit at once.
     let other = server.lock_client();

@@ -139,7 +139,7 @@ if not queued then
 end
 
 local now_ms, now_us = server_time()
-purge(KEYS[3], KEYS[4], KEYS[5], now_ms)
+purge(KEYS[3], KEYS[4], KEYS[5], now_ms, 1)
 
 local wait_ms
 local watch

@@ -51,7 +51,7 @@ end
 local head = false
 if redis.call('EXISTS', KEYS[2]) == 1 then
   local now_ms = server_time()
-  purge(KEYS[2], KEYS[3], KEYS[4], now_ms)
+  purge(KEYS[2], KEYS[3], KEYS[4], now_ms, 1)
   head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or false
   if not head then
     redis.call('HDEL', KEYS[4], '~gap-due', '~gap-every')

@@ -64,26 +64,39 @@ local function forget(queue, deadlines, ttls, waiter)
   end
 end
 
+-- How many entries one purge looks at, at most (the ones past its deadline not counted):
+-- a purge that stops there leaves the rest to the next call.
+local PURGE_LOOKS = 100
+
 -- Waiters whose process stopped keeping their place (crashed, paused, gone) lose it: an
--- entry past its deadline, and a kept entry at the head whose process's liveness key is
--- gone (the ones behind it are looked at when they reach the head). A kept entry whose
--- liveness key this node cannot read stays: if its process is gone, the grant a release
--- gives it lapses unconfirmed, and the next try lowers its deadline (acquire.lua).
-local function purge(queue, deadlines, ttls, now_ms)
+-- entry past its deadline, and a kept entry among the first `width` of the queue whose
+-- process's liveness key is gone (the ones behind are looked at when they come that far).
+-- A lock passes 1 (only the head's turn can come); a semaphore the number of free permits,
+-- which are owed to that many entries. A kept entry whose liveness key this node cannot
+-- read stays: if its process is gone, the grant a release gives it lapses unconfirmed, and
+-- the next try lowers its deadline (acquire.lua, semaphore_acquire.lua).
+local function purge(queue, deadlines, ttls, now_ms, width)
   local expired = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
   for _, waiter in ipairs(expired) do
     forget(queue, deadlines, ttls, waiter)
   end
-  for _ = 1, 100 do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then
+  -- `kept`: the entries found alive so far, which stay ahead of the ones still to look at.
+  local looks, kept = 0, 0
+  while kept < width and looks < PURGE_LOOKS do
+    local last = math.min(width, kept + PURGE_LOOKS - looks) - 1
+    local batch = redis.call('ZRANGE', queue, kept, last)
+    if #batch == 0 then
       return
     end
-    local alive = alive_key(ttls, head)
-    if not alive or alive_exists(alive) ~= false then
-      return
+    for _, waiter in ipairs(batch) do
+      looks = looks + 1
+      local alive = alive_key(ttls, waiter)
+      if alive and alive_exists(alive) == false then
+        forget(queue, deadlines, ttls, waiter)
+      else
+        kept = kept + 1
+      end
     end
-    forget(queue, deadlines, ttls, head)
   end
 end
 

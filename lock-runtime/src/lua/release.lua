@@ -58,7 +58,7 @@ local queued = redis.call('EXISTS', KEYS[2]) == 1
 local now_ms, now_us, head
 if queued then
   now_ms, now_us = server_time()
-  purge(KEYS[2], KEYS[3], KEYS[4], now_ms)
+  purge(KEYS[2], KEYS[3], KEYS[4], now_ms, 1)
   head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 end
 if not head and requeue == '' then

@@ -33,13 +33,15 @@ local function purge_holders(holders, now_ms)
 end
 
 -- Wakes the waiters the free permits are for: the first (permits - held) of the queue, FIFO,
--- each by its token on the key's channel (a waiter woken twice just tries again).
+-- each by its token on the key's channel (a waiter woken twice just tries again). Entries
+-- of processes that are gone are dropped from among them first, so that a free permit goes
+-- to a live waiter behind a dead one.
 local function wake_permit_waiters(holders, queue, deadlines, ttls, channel, publish, permits, held, now_ms)
   if not permits or redis.call('EXISTS', queue) == 0 then
     return
   end
-  purge(queue, deadlines, ttls, now_ms)
   local free = permits - held
+  purge(queue, deadlines, ttls, now_ms, math.max(free, 1))
   if free <= 0 then
     return
   end

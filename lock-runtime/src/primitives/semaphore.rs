@@ -4,10 +4,12 @@
 //! lease end in server time, `lua/semaphore_permits.lua`), taken by `semaphore_acquire.lua`
 //! and renewed, released and given back at shutdown by the very scripts and watchdog that
 //! serve locks (they turn to the permits for a permit's token, `permit:…`). Waiters queue in the key's
-//! Redis queue in arrival order, each task as its own place kept alive by the watchdog, and
-//! are woken by the key's release messages. A holder that crashes gives its permit back when
-//! its lease ends (its ttl); a waiter that crashes holds the others up about a second (one
-//! queue lease).
+//! Redis queue in arrival order, each task as its own place, kept by its process's liveness
+//! key as a lock's waiter is (one refresh per period, whatever number of keys the process
+//! waits on), and are woken by the key's release messages. A holder that crashes gives its
+//! permit back when its lease ends (its ttl); a waiter that crashes holds the others up about
+//! a second (one liveness lease), wherever it stands among those the free permits are owed
+//! to.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -220,8 +222,14 @@ impl Semaphore {
         wait::wait(&mut wait).await
     }
 
-    /// One call of the acquire script: `(code, value)` as it returns them.
-    async fn try_once(&self, client: &LockClient, place: &Place) -> Result<TryReply, LockError> {
+    /// One call of the acquire script: `(code, value)` as it returns them, and whether a
+    /// queue entry it made lives by its deadline (it names no liveness key of the process:
+    /// the watchdog keeps it per key), as a lock's does.
+    async fn try_once(
+        &self,
+        client: &LockClient,
+        place: &Place,
+    ) -> Result<(TryReply, bool), LockError> {
         let names = &place.names;
         let mut call = Call::new(
             &SEMAPHORE_ACQUIRE,
@@ -231,11 +239,20 @@ impl Semaphore {
             .arg(millis(self.options.ttl))
             .arg(self.permits)
             .arg(u8::from(!self.options.wait.is_zero()))
-            .arg(millis(QUEUE_LEASE));
+            .arg(millis(QUEUE_LEASE))
+            .arg(names.channel())
+            .arg(client.publish_command());
+        let alive = client
+            .liveness()
+            .and_then(|liveness| liveness.key_for(names.lock()));
+        if let Some(alive) = &alive {
+            call.arg(&**alive);
+        }
         let replicas = (client.replicas(), names.lock());
-        invoke_granting(&call, replicas, &mut client.connection())
+        let reply = invoke_granting(&call, replicas, &mut client.connection())
             .await
-            .map_err(|err| LockError::backend(names.lock(), err))
+            .map_err(|err| LockError::backend(names.lock(), err))?;
+        Ok((reply, alive.is_none()))
     }
 
     /// Acquires a permit, runs `body`, and gives the permit back, also when `body` returns
@@ -330,7 +347,7 @@ impl Waiting for PermitWait<'_> {
             tokio::time::timeout_at(self.overrun, self.semaphore.try_once(&client, &self.place))
                 .await
                 .map_err(|_| self.timeout())?;
-        let ((code, value), shortfall) = match reply {
+        let (((code, value), shortfall), per_key) = match reply {
             Ok(reply) => reply,
             Err(err) => {
                 ride_out(&client, names.lock(), err, self.deadline, &mut self.backoff).await?;
@@ -364,8 +381,8 @@ impl Waiting for PermitWait<'_> {
             // Tried once without joining the queue: nothing to clean.
             self.place.joined = false;
         } else {
-            // Kept per key: a permit's place names no liveness key.
-            self.place.keep(true);
+            // This try queued us: from now on the watchdog keeps our place.
+            self.place.keep(per_key);
         }
         Ok(Step::Park(Duration::from_millis(
             u64::try_from(value).unwrap_or(0),

@@ -121,8 +121,9 @@ pub(crate) type Attachment = crate::turn::Turn;
 struct Queued {
     names: Arc<KeyNames>,
     token: Token,
-    /// Kept by a keep-alive per key even where the client has a liveness key: a semaphore's
-    /// waiter, whose entry lives by its deadline (see [`Watchdog::keep_queued_per_key`]).
+    /// Kept by a keep-alive of its key even where the client has a liveness key: its entry
+    /// names none and lives by its deadline (cluster mode before the slot map was read,
+    /// see [`crate::renewal::liveness::Liveness::key_for`]).
     per_key: bool,
 }
 
@@ -394,19 +395,10 @@ impl Watchdog {
 
     /// Keeps a waiter's place in a key's queue alive until [`forget_queued`](Self::forget_queued):
     /// its process renews it with the others, so a process that dies or stops loses it
-    /// within one queue lease. The place was just refreshed by the waiter's own try.
-    pub(crate) fn keep_queued(&self, names: &Arc<KeyNames>, token: &Token) -> u64 {
-        self.queue_place(names, token, false)
-    }
-
-    /// Keeps a waiter's place alive like [`keep_queued`](Self::keep_queued), but always by a
-    /// keep-alive of its key: for a semaphore's waiter, whose queue entry names no liveness
-    /// key and lives by its deadline.
-    pub(crate) fn keep_queued_per_key(&self, names: &Arc<KeyNames>, token: &Token) -> u64 {
-        self.queue_place(names, token, true)
-    }
-
-    fn queue_place(&self, names: &Arc<KeyNames>, token: &Token, per_key: bool) -> u64 {
+    /// within one queue lease. The place was just refreshed by the waiter's own try. A lock's
+    /// and a semaphore's alike, by the client's liveness key, or with `per_key` (the entry
+    /// names no liveness key, or the client has none) by a keep-alive of its key.
+    pub(crate) fn keep_queued(&self, names: &Arc<KeyNames>, token: &Token, per_key: bool) -> u64 {
         let now = Instant::now();
         let (id, wake_sooner) = {
             let mut state = self.shared.state();

@@ -85,12 +85,10 @@ impl Place {
             Some((id, _)) => self.client.watchdog().forget_queued(id),
             None => {}
         }
-        let watchdog = self.client.watchdog();
-        let id = if per_key {
-            watchdog.keep_queued_per_key(&self.names, &self.token)
-        } else {
-            watchdog.keep_queued(&self.names, &self.token)
-        };
+        let id = self
+            .client
+            .watchdog()
+            .keep_queued(&self.names, &self.token, per_key);
         self.kept = Some((id, per_key));
     }
 

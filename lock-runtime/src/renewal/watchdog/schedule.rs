@@ -142,8 +142,8 @@ fn due_keepalives(state: &mut State, now: Instant) -> (Vec<KeepAlive>, Option<Ar
         return (due_places(state, now), None);
     };
     let refresh = due_refresh(state, liveness, now);
-    // Semaphore waiters' places still go by their deadlines: kept per key, with the
-    // refresh.
+    // Places whose entries name no liveness key (cluster mode before the slot map was
+    // read) go by their deadlines: kept per key, with the refresh.
     let places = match refresh {
         Some(_) => group_places(state.queued.values().filter(|place| place.per_key)),
         None => Vec::new(),
