@@ -20,6 +20,7 @@ use once_cell::sync::{Lazy, OnceCell};
 pub mod checkers;
 pub mod child;
 pub mod cluster;
+pub mod events;
 pub mod failover;
 pub mod proxy;
 pub mod sentinel;

@@ -3,45 +3,16 @@
 //! migration that makes its slot map stale.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient};
 use lock_tests::cluster::RedisCluster;
 
-/// Every event of this process at DEBUG and above, as formatted text (installed once,
-/// globally: the watchdog logs from its own task).
-fn events() -> &'static Mutex<Vec<u8>> {
-    static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    struct Capture;
-    impl std::io::Write for Capture {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            LOG.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    INSTALLED.call_once(|| {
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(|| Capture)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).unwrap();
-    });
-    &LOG
-}
-
-/// The renewal requests sent since the log was last cleared: per request, how many leases
-/// it renewed.
+/// The renewal requests sent since the capture was last cleared: per request, how many
+/// leases it renewed.
 fn renewal_requests() -> Vec<usize> {
-    let log = events().lock().unwrap();
-    String::from_utf8_lossy(&log)
-        .lines()
-        .filter(|line| line.contains("lease renewals sent"))
+    lock_tests::events::mentioning(&["lease renewals sent"])
+        .iter()
         .filter_map(|line| {
             let leases = line.split("leases=").nth(1)?;
             leases.split_whitespace().next()?.parse().ok()
@@ -54,7 +25,7 @@ fn renewal_requests() -> Vec<usize> {
 /// not one request per lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_on_every_master_are_renewed_in_one_pipeline_per_master() {
-    events();
+    lock_tests::events::capture(tracing::Level::DEBUG);
     let cluster = RedisCluster::start(3);
     let client = LockClient::new(Config::cluster(cluster.urls())).unwrap();
     let ttl = Duration::from_millis(1500);
@@ -72,7 +43,7 @@ async fn keys_on_every_master_are_renewed_in_one_pipeline_per_master() {
         .map(|n| cluster.owner(cluster.slot(&format!("held:{n}"))))
         .collect();
     assert_eq!(masters.len(), 3, "the keys are spread over every master");
-    events().lock().unwrap().clear();
+    lock_tests::events::clear();
     tokio::time::sleep(ttl * 3).await;
     let requests = renewal_requests();
     let renewed: usize = requests.iter().sum();
@@ -97,7 +68,7 @@ async fn keys_on_every_master_are_renewed_in_one_pipeline_per_master() {
 /// lives, the moved ones on their new master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_keys_whose_slots_move_keep_their_leases() {
-    events();
+    lock_tests::events::capture(tracing::Level::DEBUG);
     let cluster = RedisCluster::start(3);
     let client = LockClient::new(Config::cluster(cluster.urls())).unwrap();
     let ttl = Duration::from_secs(2);
@@ -131,10 +102,8 @@ async fn held_keys_whose_slots_move_keep_their_leases() {
         );
         assert!(cluster.get(key).is_some(), "{key} held on its new master");
     }
-    let log = String::from_utf8_lossy(&events().lock().unwrap()).into_owned();
-    let failed: Vec<&str> = log
-        .lines()
-        .filter(|line| line.contains("renewal failed") || line.contains("renewal_failed"))
+    let failed: Vec<String> = lock_tests::events::mentioning(&["renewal failed"])
+        .into_iter()
         .filter(|line| keys.iter().any(|key| line.contains(key.as_str())))
         .collect();
     assert!(

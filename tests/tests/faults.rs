@@ -966,42 +966,14 @@ fn client_pause_longer_than_the_ttl_starts_no_body_on_an_expired_lease() {
 // ---------------------------------------------------------------------------------------
 // Row: key deleted or evicted under the holder; the eviction-policy warning.
 
-/// Every WARN event of this process, as formatted text (installed once, globally: the
-/// runtime warns from its own tasks).
-fn warnings() -> &'static Mutex<Vec<u8>> {
-    static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    struct Capture;
-    impl std::io::Write for Capture {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            LOG.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    INSTALLED.call_once(|| {
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_writer(|| Capture)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).unwrap();
-    });
-    &LOG
-}
-
 fn warned_about(port: u16) -> bool {
-    let log = warnings().lock().unwrap();
-    String::from_utf8_lossy(&log)
-        .lines()
-        .any(|line| line.contains("maxmemory-policy") && line.contains(&format!(":{port}")))
+    !lock_tests::events::mentioning(&["maxmemory-policy", &format!(":{port}")]).is_empty()
 }
 
 #[test]
 fn a_deleted_or_evicted_key_is_lost_and_an_evicting_server_is_warned_about() {
     row(async {
-        warnings();
+        lock_tests::events::capture(tracing::Level::WARN);
         let ttl = Duration::from_secs(1);
 
         // DEL under the holder.

@@ -8,47 +8,15 @@
 //! ```
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError};
 use lock_tests::{RedisServer, chain};
 use tokio::time::Instant;
 
-/// Every INFO and WARN event of this process, as formatted text (installed once, globally:
-/// the runtime logs from its own tasks).
-fn events() -> &'static Mutex<Vec<u8>> {
-    static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    struct Capture;
-    impl std::io::Write for Capture {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            LOG.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    INSTALLED.call_once(|| {
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .with_writer(|| Capture)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).unwrap();
-    });
-    &LOG
-}
-
 /// The captured lines at `level` that mention `text`.
 fn logged(level: &str, text: &str) -> Vec<String> {
-    let log = events().lock().unwrap();
-    String::from_utf8_lossy(&log)
-        .lines()
-        .filter(|line| line.contains(level) && line.contains(text))
-        .map(str::to_owned)
-        .collect()
+    lock_tests::events::mentioning(&[level, text])
 }
 
 /// Redis is killed after start-up: ten calls with `wait = 10s` all fail with `Backend`
@@ -58,7 +26,7 @@ fn logged(level: &str, text: &str) -> Vec<String> {
 #[test]
 fn an_outage_fails_acquisitions_fast_and_is_announced_once() {
     lock_tests::one_at_a_time(async {
-        events();
+        lock_tests::events::capture(tracing::Level::INFO);
         let mut server = RedisServer::start();
         let address = format!("127.0.0.1:{}", server.port());
         let client = LockClient::new(Config::single(server.url())).unwrap();
@@ -210,7 +178,7 @@ fn waiting_acquisitions_fail_fast_when_the_server_goes_down() {
 #[test]
 fn redlock_masters_are_declared_down_and_back_one_by_one() {
     lock_tests::one_at_a_time(async {
-        events();
+        lock_tests::events::capture(tracing::Level::INFO);
         let mut masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
         let addresses: Vec<String> = masters
             .iter()
@@ -309,7 +277,7 @@ fn redlock_masters_are_declared_down_and_back_one_by_one() {
 #[test]
 fn a_dead_cluster_master_fails_its_keys_fast_while_the_others_still_lock() {
     lock_tests::one_at_a_time(async {
-        events();
+        lock_tests::events::capture(tracing::Level::INFO);
         let mut cluster = lock_tests::cluster::RedisCluster::start_with(
             3,
             &["--cluster-require-full-coverage", "no"],
@@ -424,7 +392,7 @@ fn a_dead_cluster_master_fails_its_keys_fast_while_the_others_still_lock() {
 #[test]
 fn a_cluster_master_that_failed_over_does_not_hold_its_keys_down() {
     lock_tests::one_at_a_time(async {
-        events();
+        lock_tests::events::capture(tracing::Level::INFO);
         let mut cluster = lock_tests::cluster::RedisCluster::start_with(
             3,
             &["--cluster-require-full-coverage", "no"],
