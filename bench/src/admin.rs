@@ -63,6 +63,11 @@ impl CommandStats {
     pub(crate) fn get(&self, name: &str) -> u64 {
         self.calls.get(name).copied().unwrap_or(0)
     }
+
+    /// Server time of one command's calls, in microseconds.
+    pub(crate) fn usec(&self, name: &str) -> u64 {
+        self.usec.get(name).copied().unwrap_or(0)
+    }
 }
 
 /// Commands the bench itself sends around a measurement; they are not the contenders'.

@@ -578,13 +578,15 @@ async fn bench() -> BenchResult<()> {
             {
                 Ok(record) => {
                     eprintln!(
-                        "held {locks:>6} locks {:<18} {:.0} B heap/lock (guard {} B), {:.0} renewals/period, {:.0} reads/period, {:.2} µs CPU/renewal, lost {}",
+                        "held {locks:>6} locks {:<18} {:.0} B heap/lock (guard {} B), {:.0} renewals/period, {:.0} reads/period, {:.2} µs CPU/renewal, {:.2} server µs/renewal, acquired in {:.2} s, lost {}",
                         contender.id(),
                         record.heap_per_lock_bytes,
                         record.guard_bytes,
                         record.renewals_per_period,
                         record.server_reads_per_period,
                         record.client_cpu_us_per_renewal,
+                        record.server_us_per_renewal,
+                        record.acquire_s,
                         record.lost
                     );
                     results.scaling.held.push(record);

@@ -530,6 +530,9 @@ pub(crate) struct WatchdogRecord {
     pub(crate) client_cpu_share: f64,
     /// Client CPU per renewal.
     pub(crate) client_cpu_us_per_renewal: f64,
+    /// Server time of the script calls in the window (`INFO commandstats` usec of
+    /// `evalsha`, which includes the commands run inside) per renewal.
+    pub(crate) server_us_per_renewal: f64,
     /// Resident memory added per held lock (`/proc/self/statm`; heap reused from earlier
     /// scenarios does not show here).
     pub(crate) rss_per_lock_bytes: f64,
@@ -669,6 +672,11 @@ pub(crate) async fn watchdog(
         client_cpu_share: cpu / hold_s,
         client_cpu_us_per_renewal: if renewals > 0.0 {
             cpu * 1e6 / renewals
+        } else {
+            0.0
+        },
+        server_us_per_renewal: if renewals > 0.0 {
+            commands.usec("evalsha") as f64 / renewals
         } else {
             0.0
         },
