@@ -65,9 +65,11 @@ async fn until_queued(server: &RedisServer, key: &str, count: usize) {
     );
 }
 
-/// Counts the per-key keep-alive calls (`keepalive.lua`: the only script called on three
-/// keys of which the first is a queue) a server receives while it runs, from `MONITOR`.
-fn count_keepalives(port: u16, window: Duration) -> u64 {
+/// Counts, from `MONITOR`, the per-key keep-alive calls (`keepalive.lua`: the only script
+/// called on three keys of which the first is a queue) and the semaphore's tries
+/// (`semaphore_acquire.lua`: four keys, the second the queue) a server receives while it
+/// runs.
+fn count_keepalives_and_tries(port: u16, window: Duration) -> (u64, u64) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream.write_all(b"MONITOR\r\n").unwrap();
     stream
@@ -79,7 +81,7 @@ fn count_keepalives(port: u16, window: Duration) -> u64 {
     assert_eq!(line.trim_end(), "+OK");
     line.clear();
     let until = std::time::Instant::now() + window;
-    let mut keepalives = 0;
+    let (mut keepalives, mut tries) = (0, 0);
     while std::time::Instant::now() < until {
         match lines.read_line(&mut line) {
             Ok(0) => break,
@@ -87,27 +89,34 @@ fn count_keepalives(port: u16, window: Duration) -> u64 {
             Ok(_) => {
                 let words: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
                 let sent = line.contains("[0 127.0.0.1:");
-                if sent
+                let script = sent
                     && words
                         .first()
-                        .is_some_and(|c| c.eq_ignore_ascii_case("evalsha"))
-                    && words.get(2) == Some(&"3")
-                    && words.get(3).is_some_and(|k| k.starts_with("~lock/queue{"))
-                {
+                        .is_some_and(|c| c.eq_ignore_ascii_case("evalsha"));
+                let queue_at = |index: usize| {
+                    words
+                        .get(index)
+                        .is_some_and(|k: &&str| k.starts_with("~lock/queue{"))
+                };
+                if script && words.get(2) == Some(&"3") && queue_at(3) {
                     keepalives += 1;
+                }
+                if script && words.get(2) == Some(&"4") && queue_at(4) {
+                    tries += 1;
                 }
                 line.clear();
             }
             Err(_) => {}
         }
     }
-    keepalives
+    (keepalives, tries)
 }
 
 /// 20 tasks of one process wait on 20 semaphore keys of one permit, each held by another
 /// client: each waiter's queue entry names its process's liveness key, and over a second
-/// and a half (several keep-alive periods) no per-key keep-alive is sent. When the holders
-/// release, every waiter gets its permit.
+/// and a half (several keep-alive periods) no per-key keep-alive is sent, and the waiters
+/// do not ask again (they park until the holders' leases would end, 30 s, unless a release
+/// wakes them). When the holders release, every waiter gets its permit.
 #[test]
 fn semaphore_waiters_are_kept_by_the_liveness_key_not_per_key() {
     const KEYS: usize = 20;
@@ -137,14 +146,18 @@ fn semaphore_waiters_are_kept_by_the_liveness_key_not_per_key() {
             until_queued(&server, key, 1).await;
         }
         let port = server.port();
-        let keepalives = tokio::task::spawn_blocking(move || {
-            count_keepalives(port, Duration::from_millis(1500))
+        let (keepalives, tries) = tokio::task::spawn_blocking(move || {
+            count_keepalives_and_tries(port, Duration::from_millis(1500))
         })
         .await
         .unwrap();
         println!(
             "FIGURE semaphore waiting cost: {KEYS} semaphore keys waited on by one process: \
-             {keepalives} per-key keep-alive calls in 1.5 s"
+             {keepalives} per-key keep-alive calls and {tries} tries in 1.5 s"
+        );
+        assert!(
+            tries < KEYS as u64,
+            "{KEYS} semaphore waiters behind held permits asked again {tries} times in 1.5 s"
         );
         assert_eq!(
             keepalives, 0,

@@ -11,19 +11,20 @@
 -- liveness key: the caller's entry is then a kept one (prelude.lua; undeclared, as in
 -- acquire.lua)
 --
--- Returns {1, 0} when a permit was taken, {0, wait_ms} when not now (how long the caller
--- may sleep before trying again if no release wakes it), {-1, N} when the key's holders
--- count with N permits, not ARGV[3], and {-2, 0} when the key is not a semaphore's.
+-- Returns {1, 0, 0} when a permit was taken, {0, wait_ms, heads} when not now (how long the
+-- caller may sleep before trying again if no release wakes it, and 1 when its entry heads the
+-- queue), {-1, N, 0} when the key's holders count with N permits, not ARGV[3], and {-2, 0, 0}
+-- when the key is not a semaphore's.
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'zset' and kind ~= 'none' then
-  return {-2, 0}
+  return {-2, 0, 0}
 end
 local token, permits = ARGV[1], tonumber(ARGV[3])
 local now_ms, now_us = server_time()
 local recorded = recorded_permits(KEYS[1])
 local held = purge_holders(KEYS[1], now_ms)
 if held > 0 and recorded ~= permits then
-  return {-1, recorded or 0}
+  return {-1, recorded or 0, 0}
 end
 
 local function take()
@@ -31,7 +32,7 @@ local function take()
   redis.call('ZADD', KEYS[1], 0, PERMITS_RECORD .. permits)
   redis.call('ZADD', KEYS[1], now_ms + ttl, token)
   keep_alive(KEYS[1], ttl)
-  return {1, 0}
+  return {1, 0, 0}
 end
 
 -- Ours already: an earlier try of this acquisition took it but its reply was lost.
@@ -87,4 +88,7 @@ if ARGV[4] == '1' then
   end
   join(KEYS[2], KEYS[3], KEYS[4], token, '0', tonumber(ARGV[5]), now_ms, now_us, alive)
 end
-return {0, wait_ms}
+-- Whether the caller heads the queue: the next permit that frees is its, whatever happens to
+-- the waiters behind it, so it may park until a release wakes it.
+local heads = redis.call('ZRANGE', KEYS[2], 0, 0)[1] == token
+return {0, wait_ms, heads and 1 or 0}

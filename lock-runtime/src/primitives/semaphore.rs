@@ -22,6 +22,7 @@ use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
 use crate::primitives::extend::extend_guard;
 use crate::primitives::lock::MAX_WAIT;
+use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
@@ -218,6 +219,8 @@ impl Semaphore {
             deadline,
             overrun,
             backoff: Backoff::new(),
+            lapses: 0,
+            heads: false,
         };
         wait::wait(&mut wait).await
     }
@@ -309,6 +312,10 @@ struct PermitWait<'a> {
     /// No try may keep the caller past its wait by more than one response timeout.
     overrun: Instant,
     backoff: Backoff,
+    /// How many times the client's liveness key was found lapsed, as the last try saw it.
+    lapses: u64,
+    /// Whether the last try found this waiter at the head of the queue.
+    heads: bool,
 }
 
 impl PermitWait<'_> {
@@ -326,9 +333,9 @@ impl PermitWait<'_> {
     }
 }
 
-/// semaphore_acquire.lua's reply (`{code, value}`), and the error to give when too few
-/// replicas confirmed a permit it granted.
-type TryReply = ((i64, i64), Option<LockError>);
+/// semaphore_acquire.lua's reply (`{code, value, heads}`), and the error to give when too
+/// few replicas confirmed a permit it granted.
+type TryReply = ((i64, i64, i64), Option<LockError>);
 
 impl Waiting for PermitWait<'_> {
     type Taken = SemaphoreGuard;
@@ -336,6 +343,9 @@ impl Waiting for PermitWait<'_> {
     async fn attempt(&mut self) -> Result<Step<SemaphoreGuard>, LockError> {
         let (client, names) = (self.place.client.clone(), self.place.names.clone());
         client.may_try(names.lock())?;
+        if let Some(liveness) = client.liveness() {
+            self.lapses = liveness.lapses();
+        }
         // A shutdown meanwhile waits until the reply's place or permit is registered.
         let shutdown = client.shutdown_state().clone();
         let _in_flight = shutdown.try_in_flight();
@@ -347,7 +357,7 @@ impl Waiting for PermitWait<'_> {
             tokio::time::timeout_at(self.overrun, self.semaphore.try_once(&client, &self.place))
                 .await
                 .map_err(|_| self.timeout())?;
-        let (((code, value), shortfall), per_key) = match reply {
+        let (((code, value, heads), shortfall), per_key) = match reply {
             Ok(reply) => reply,
             Err(err) => {
                 ride_out(&client, names.lock(), err, self.deadline, &mut self.backoff).await?;
@@ -384,6 +394,7 @@ impl Waiting for PermitWait<'_> {
             // This try queued us: from now on the watchdog keeps our place.
             self.place.keep(per_key);
         }
+        self.heads = heads == 1;
         Ok(Step::Park(Duration::from_millis(
             u64::try_from(value).unwrap_or(0),
         )))
@@ -406,13 +417,32 @@ impl Waiting for PermitWait<'_> {
         wait::subscribe(&self.place.client, channel, &mut self.ticket, self.deadline).await
     }
 
+    /// The head of the queue, its place kept by its process's liveness key, parks until the
+    /// first permit's lease ends (its holder may have crashed; a renewal moves that end, and
+    /// the try then finds the next one), unless a release wakes it first: the next permit
+    /// that frees is its. Any other waiter parks at most one queue lease: a waiter ahead of
+    /// it may be gone, and only a try drops it (and a place kept per key lives by its tries).
     async fn park(&mut self, retry_in: Duration) {
-        let park = retry_in
-            .min(QUEUE_LEASE)
+        let client = &self.place.client;
+        let key = self.place.names.lock();
+        let kept = (self.ticket.as_ref())
+            .filter(|ticket| self.heads && ticket.is_subscribed() && self.place.kept_by_liveness());
+        let cap = if kept.is_some() {
+            LONG_PARK
+        } else {
+            QUEUE_LEASE
+        };
+        let park = (retry_in.min(cap))
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
-        let key = self.place.names.lock();
-        wait::park_on(&self.place.client, key, self.ticket.as_ref(), park).await;
+        match kept {
+            Some(ticket) => {
+                wait::park_kept(client, (key, self.lapses), ticket, park, None).await;
+            }
+            None => {
+                wait::park_on(client, key, self.ticket.as_ref(), park).await;
+            }
+        }
     }
 
     fn timeout(&self) -> LockError {

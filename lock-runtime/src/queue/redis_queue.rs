@@ -21,7 +21,7 @@ use crate::scripts::{
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
-use crate::wakeups::{WaitTicket, Woken};
+use crate::wakeups::WaitTicket;
 use crate::{client::LockClient, error::LockError, options::LockOptions};
 
 pub(crate) mod place;
@@ -40,7 +40,7 @@ const MAX_PARK: Duration = QUEUE_LEASE;
 /// a release, that process's end, or this client's own liveness lapsing wakes it first.
 /// Its try then also renews its entry's deadline, which older clients' scripts go by
 /// (`ENTRY_BOUND_MS` in prelude.lua, twice this).
-const LONG_PARK: Duration = Duration::from_secs(30 * 60);
+pub(crate) const LONG_PARK: Duration = Duration::from_secs(30 * 60);
 
 /// What one acquire try found.
 enum Attempt {
@@ -308,7 +308,7 @@ impl RedisWait<'_> {
                     // Our own places may have been dropped meanwhile: look again now.
                     return false;
                 }
-                Some((liveness.clone(), liveness.watch(key)))
+                Some(liveness.watch(key))
             }
             _ => None,
         };
@@ -328,26 +328,12 @@ impl RedisWait<'_> {
         let park = cap
             .saturating_add(spread)
             .min(self.deadline.saturating_duration_since(Instant::now()));
-        if let Some((liveness, watch)) = watching {
-            let gone = watch.gone().notified();
-            let lapsed = liveness.lapsed().notified();
-            let interrupted = self.client.interrupt().notified();
-            tokio::pin!(gone, lapsed, interrupted);
-            gone.as_mut().enable();
-            lapsed.as_mut().enable();
-            interrupted.as_mut().enable();
-            if self.client.may_try(self.names.lock()).is_err() || liveness.lapses() != self.lapses {
-                return false;
-            }
+        if let Some(watch) = watching {
             let Some(ticket) = self.ticket.as_ref() else {
                 return false;
             };
-            return tokio::select! {
-                woken = ticket.wait(park) => woken == Woken::LookLater,
-                () = gone => false,
-                () = lapsed => false,
-                () = interrupted => false,
-            };
+            let waiter = (self.names.lock(), self.lapses);
+            return wait::park_kept(self.client, waiter, ticket, park, Some(watch.gone())).await;
         }
         // A grant (the key holds our token for its confirmation window) is confirmed by
         // the next try, which takes the key for our whole ttl, so the lease is dated from

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::client::LockClient;
@@ -125,6 +126,40 @@ pub(crate) async fn subscribe(
 /// Parks for `park` at most on `ticket` (or a plain sleep without one); a server declared
 /// down or the client shut down ends it early (the next try then fails at once). True when
 /// a release woke us only to look later ([`Woken::LookLater`]).
+/// Parks a waiter whose place its process's liveness key keeps, for as long as `park`:
+/// until a release wakes it, this client's liveness key is found lapsed (its places may be
+/// gone; `lapses` is the count its last try saw), `gone` fires (a watched process ended),
+/// or the client is interrupted (shut down, Redis declared down). True when a release woke
+/// it to look later.
+pub(crate) async fn park_kept(
+    client: &LockClient,
+    (key, lapses): (&str, u64),
+    ticket: &WaitTicket,
+    park: Duration,
+    gone: Option<&Notify>,
+) -> bool {
+    let Some(liveness) = client.liveness() else {
+        return park_on(client, key, Some(ticket), park).await;
+    };
+    let never = Notify::new();
+    let gone = gone.unwrap_or(&never).notified();
+    let lapsed = liveness.lapsed().notified();
+    let interrupted = client.interrupt().notified();
+    tokio::pin!(gone, lapsed, interrupted);
+    gone.as_mut().enable();
+    lapsed.as_mut().enable();
+    interrupted.as_mut().enable();
+    if client.may_try(key).is_err() || liveness.lapses() != lapses {
+        return false;
+    }
+    tokio::select! {
+        woken = ticket.wait(park) => woken == Woken::LookLater,
+        () = gone => false,
+        () = lapsed => false,
+        () = interrupted => false,
+    }
+}
+
 pub(crate) async fn park_on(
     client: &LockClient,
     key: &str,

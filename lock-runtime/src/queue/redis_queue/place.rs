@@ -92,6 +92,11 @@ impl Place {
         self.kept = Some((id, per_key));
     }
 
+    /// Whether the watchdog keeps the place by the process's liveness key (not per key).
+    pub(crate) fn kept_by_liveness(&self) -> bool {
+        self.kept.is_some_and(|(_, per_key)| !per_key)
+    }
+
     /// Stops keeping the place: the lock was taken (or nothing of it is in Redis).
     pub(crate) fn settle(&mut self) {
         self.joined = false;
