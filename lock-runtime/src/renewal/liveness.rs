@@ -1,5 +1,5 @@
 //! A process's liveness in Redis: one key per client, so that waiting costs Redis per
-//! process, not per key (issue 27).
+//! process, not per key.
 //!
 //! Every queue entry this client makes (on a single server or behind Sentinel) names the
 //! client's liveness key (`~lock/alive/<random id>`), and the scripts that grant, purge or
