@@ -115,9 +115,67 @@ pub(crate) async fn attribute_cycle(id: u64) -> Result<(), LockError> {
 pub(crate) struct Raw {
     connection: MultiplexedConnection,
     release: redis::Script,
-    /// With `Some((replicas, timeout))`, the `SET` goes out pipelined with `WAIT replicas
-    /// timeout` (section 8): the physical limit of grants that wait for replicas.
-    wait: Option<(u32, Duration)>,
+    /// With `Some(rule)`, the `SET` goes out pipelined with `WAIT` or `WAITAOF` (section
+    /// 8): the physical limit of grants that wait for replicas, or for append-only files.
+    wait: Option<Durability>,
+}
+
+/// What a grant waits for after its write, in section 8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// `WAIT replicas timeout`: that many replicas have the write.
+    Replicas(u32, Duration),
+    /// `WAITAOF local replicas timeout`: the write is in the primary's own append-only
+    /// file (with `local`) and in those of that many replicas.
+    Aof(bool, u32, Duration),
+}
+
+impl Durability {
+    /// The command pipelined after the write, its arguments included.
+    fn command(self) -> redis::Cmd {
+        match self {
+            Durability::Replicas(replicas, timeout) => {
+                let mut cmd = redis::cmd("WAIT");
+                cmd.arg(replicas).arg(timeout.as_millis() as u64);
+                cmd
+            }
+            Durability::Aof(local, replicas, timeout) => {
+                let mut cmd = redis::cmd("WAITAOF");
+                cmd.arg(u32::from(local))
+                    .arg(replicas)
+                    .arg(timeout.as_millis() as u64);
+                cmd
+            }
+        }
+    }
+
+    /// Whether the command's answer confirms the write: `WAIT` answers a count, `WAITAOF`
+    /// a pair (the primary's own fsync, then the replicas).
+    fn confirmed(self, answer: &redis::Value) -> bool {
+        let number = |value: &redis::Value| match value {
+            redis::Value::Int(n) => *n,
+            _ => -1,
+        };
+        match (self, answer) {
+            (Durability::Replicas(replicas, _), value) => number(value) >= i64::from(replicas),
+            (Durability::Aof(local, replicas, _), redis::Value::Array(pair)) => {
+                pair.len() == 2
+                    && number(&pair[0]) >= i64::from(local)
+                    && number(&pair[1]) >= i64::from(replicas)
+            }
+            (Durability::Aof(..), _) => false,
+        }
+    }
+
+    /// The option's setter on our client's configuration.
+    pub(crate) fn configure(self, config: lock_runtime::Config) -> lock_runtime::Config {
+        match self {
+            Durability::Replicas(replicas, timeout) => config.wait_for_replicas(replicas, timeout),
+            Durability::Aof(local, replicas, timeout) => {
+                config.wait_for_aof(local, replicas, timeout)
+            }
+        }
+    }
 }
 
 /// Compare-and-delete, as every token lock releases.
@@ -151,16 +209,14 @@ impl Raw {
             .arg(TTL.as_millis() as u64);
         let (reply, replicated) = match self.wait {
             None => (set.query_async(&mut connection).await?, true),
-            Some((replicas, timeout)) => {
+            Some(rule) => {
                 // One pipeline, so the WAIT follows the SET on this connection and counts it.
-                let (reply, answer): (redis::Value, i64) = redis::pipe()
+                let (reply, answer): (redis::Value, redis::Value) = redis::pipe()
                     .add_command(set)
-                    .cmd("WAIT")
-                    .arg(replicas)
-                    .arg(timeout.as_millis() as u64)
+                    .add_command(rule.command())
                     .query_async(&mut connection)
                     .await?;
-                (reply, answer >= i64::from(replicas))
+                (reply, rule.confirmed(&answer))
             }
         };
         if !matches!(reply, redis::Value::Okay) {
@@ -226,16 +282,14 @@ impl Clients {
     }
 
     /// The clients of section 8 (issue 25) on a primary with one replica: ours through
-    /// `LockClient::new(Config::single(primary))`, with `.wait_for_replicas(n, timeout)` when
-    /// `wait` is given, and raw, whose `SET` then goes out with a pipelined `WAIT n timeout`.
-    /// rslock and async-redis-lock point at the primary and are never used.
-    pub(crate) async fn replicated(
-        primary: &str,
-        wait: Option<(u32, Duration)>,
-    ) -> BenchResult<Self> {
+    /// `LockClient::new(Config::single(primary))`, with `.wait_for_replicas(n, timeout)` or
+    /// `.wait_for_aof(local, n, timeout)` when `wait` is given, and raw, whose `SET` then
+    /// goes out with a pipelined `WAIT` or `WAITAOF`. rslock and async-redis-lock point at
+    /// the primary and are never used.
+    pub(crate) async fn replicated(primary: &str, wait: Option<Durability>) -> BenchResult<Self> {
         let mut config = lock_runtime::Config::single(primary);
-        if let Some((replicas, timeout)) = wait {
-            config = config.wait_for_replicas(replicas, timeout);
+        if let Some(rule) = wait {
+            config = rule.configure(config);
         }
         let mut raw = Raw::connect(primary).await?;
         raw.wait = wait;

@@ -1,5 +1,6 @@
 //! Medians, ratios, the goal verdicts, and the files: results JSON/CSV and BENCHMARKS.md.
 
+mod cluster_watchdog;
 mod issue27;
 mod issues;
 mod primitives;
@@ -111,6 +112,8 @@ pub(crate) struct Results {
     pub(crate) hot_key_processes: Vec<HotRecord>,
     /// Scenario 4, every measurement.
     pub(crate) watchdog: Vec<WatchdogRecord>,
+    /// Section 4b (the watchdog of a cluster holder), every run.
+    pub(crate) cluster_watchdog: Vec<crate::cluster::ClusterWatchdogRecord>,
     /// Section 5 (Redlock hot key), every measurement.
     pub(crate) redlock_hot: Vec<HotRecord>,
     /// Section 5 with one master silent (SIGSTOP), ours only, every measurement.
@@ -121,6 +124,8 @@ pub(crate) struct Results {
     pub(crate) scaling: crate::scaling::Scaling,
     /// Section 8 (grants that wait for replicas), every measurement.
     pub(crate) replicas: crate::replicas::Measured,
+    /// Section 8, durable grants (`WAITAOF`, on Valkey), every measurement.
+    pub(crate) durable: crate::replicas::Measured,
     /// Section 9 (a semaphore on a hot key), every run.
     pub(crate) semaphore: Vec<crate::semaphore::SemaphoreRecord>,
     /// Section 10 (read-heavy workload), every measurement.
@@ -867,6 +872,14 @@ pub(crate) fn primitives_markdown(results: &Results) -> String {
     primitives::markdown(results)
 }
 
+/// Section 4b alone, for a `BENCH_ONLY=cluster-watchdog` run (BENCHMARKS.md is then left
+/// as it was; the section is pasted into it by hand).
+pub(crate) fn cluster_watchdog_markdown(results: &Results) -> String {
+    let mut out = String::new();
+    cluster_watchdog::section(&mut out, results);
+    out
+}
+
 /// Section 8 and its finding alone, for a `BENCH_ONLY=replicas` run (BENCHMARKS.md is then
 /// left as it was; the section is pasted into it by hand).
 pub(crate) fn replicas_markdown(results: &Results) -> String {
@@ -1328,6 +1341,7 @@ fn markdown(
         );
     }
     let _ = writeln!(out);
+    cluster_watchdog::section(&mut out, results);
     issues::redlock_section(
         &mut out,
         s,
@@ -1666,11 +1680,13 @@ mod tests {
             hot_key: Vec::new(),
             hot_key_processes: Vec::new(),
             watchdog: Vec::new(),
+            cluster_watchdog: Vec::new(),
             redlock_hot: Vec::new(),
             redlock_silent: Vec::new(),
             instructions: Vec::new(),
             scaling: crate::scaling::Scaling::default(),
             replicas: crate::replicas::Measured::default(),
+            durable: crate::replicas::Measured::default(),
             semaphore: Vec::new(),
             rwlock: Vec::new(),
             waiting: Vec::new(),
@@ -1763,5 +1779,65 @@ mod tests {
             text.contains("`bench/HISTORY.md`"),
             "the report does not say where the history is"
         );
+    }
+
+    /// A cluster holder's run: 10,000 leases over 3 masters, one pipeline per master and
+    /// round, none lost.
+    fn cluster_results() -> Results {
+        let mut results = empty_results();
+        let master = |port: u16, keys: u64| crate::cluster::MasterRecord {
+            address: format!("127.0.0.1:{port}"),
+            keys,
+            reads_per_s: 2.0,
+            commands_per_s: 6_700.0,
+            cpu_share: 0.05,
+        };
+        results
+            .cluster_watchdog
+            .push(crate::cluster::ClusterWatchdogRecord {
+                run: 0,
+                locks: 10_000,
+                ttl_ms: 3_000,
+                acquire_s: 0.4,
+                window_s: 6.0,
+                masters: vec![
+                    master(7000, 3_300),
+                    master(7001, 3_400),
+                    master(7002, 3_300),
+                ],
+                client_cpu_share: 0.02,
+                lost: 0,
+            });
+        results
+    }
+
+    #[test]
+    fn a_full_report_writes_the_cluster_watchdog_after_section_4() {
+        let text = report(&cluster_results());
+        let heading = "## 4b. Watchdog of a cluster holder, 3 masters";
+        let at = text
+            .find(heading)
+            .unwrap_or_else(|| panic!("no {heading:?}:\n{text}"));
+        assert!(at > text.find("## 4. Watchdog at scale").unwrap_or(usize::MAX));
+        assert!(at < text.find("## 5. ").unwrap_or(0));
+        assert!(
+            text.contains("| all 3 masters | 10,000 | 6.0 | 20,100 | 15.0 % |"),
+            "no total row:\n{text}"
+        );
+        assert!(text.contains("BENCH_ONLY=cluster-watchdog"));
+    }
+
+    #[test]
+    fn section_8_says_when_durable_grants_were_not_measured() {
+        let mut results = empty_results();
+        results
+            .skipped
+            .push("durable grants: no valkey-server (BENCH_AOF_URLS)".to_owned());
+        let text = report(&results);
+        let durable = text
+            .find("### Durable grants")
+            .unwrap_or_else(|| panic!("no durable grants in section 8:\n{text}"));
+        assert!(text[durable..].contains("Not measured in this run"));
+        assert!(text.contains("- durable grants: no valkey-server (BENCH_AOF_URLS)"));
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{median, ms, thousands};
 use crate::contenders::Contender;
-use crate::replicas::{self, Measured, Variant};
+use crate::replicas::{self, Measured, Rule, Variant};
 use crate::report::{Results, Settings};
 use crate::scenarios::{CycleRecord, HotRecord};
 
@@ -38,6 +38,7 @@ fn ratio(value: Option<f64>) -> String {
 /// Medians of one variant's cycle measurements, and its ratios.
 struct CycleRow {
     contender: Contender,
+    rule: Rule,
     waits: bool,
     per_s: f64,
     min: f64,
@@ -53,7 +54,7 @@ struct CycleRow {
     busy: u64,
 }
 
-fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
+fn cycle_rows(records: &[Variant<CycleRecord>], rule: Rule) -> Vec<CycleRow> {
     let mut rows = Vec::new();
     for contender in replicas::CONTENDERS {
         for waits in [false, true] {
@@ -69,6 +70,7 @@ fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
                 |v: &Variant<CycleRecord>| v.waits == waits && v.record.contender == contender;
             rows.push(CycleRow {
                 contender,
+                rule,
                 waits,
                 per_s: median(mine.iter().map(|r| r.per_s)),
                 min: mine.iter().map(|r| r.per_s).fold(f64::INFINITY, f64::min),
@@ -105,7 +107,7 @@ fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
                 server_cmds: median(mine.iter().map(|r| r.server_cmds_per_cycle)),
                 wait_cmds: median(
                     mine.iter()
-                        .map(|r| r.commands.get("wait") as f64 / r.cycles.max(1) as f64),
+                        .map(|r| r.commands.get(rule.command()) as f64 / r.cycles.max(1) as f64),
                 ),
                 requests: mine
                     .iter()
@@ -118,17 +120,18 @@ fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
     rows
 }
 
-fn cycle_table(out: &mut String, rows: &[CycleRow]) {
+fn cycle_table(out: &mut String, rows: &[CycleRow], rule: Rule) {
     let _ = writeln!(
         out,
-        "| contender | cycles/s (median) | range over runs | × raw, same option, same run | with ÷ without, same run | client CPU µs/cycle | server cmds/cycle | of them WAIT | requests sent/cycle | busy or unconfirmed |"
+        "| contender | cycles/s (median) | range over runs | × raw, same option, same run | with ÷ without, same run | client CPU µs/cycle | server cmds/cycle | of them {} | requests sent/cycle | busy or unconfirmed |",
+        rule.command().to_uppercase()
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let _ = writeln!(
             out,
             "| {} | {} | {}–{} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
-            replicas::label(r.contender, r.waits),
+            replicas::label(r.contender, r.rule, r.waits),
             thousands(r.per_s),
             thousands(r.min),
             thousands(r.max),
@@ -156,12 +159,18 @@ fn find(rows: &[CycleRow], contender: Contender, waits: bool) -> Option<&CycleRo
         .find(|r| r.contender == contender && r.waits == waits)
 }
 
-/// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=replicas` run,
-/// `bench/results/replicas.md`).
+/// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=replicas` or `durable` run,
+/// `bench/results/replicas.md`): grants that wait for replicas, then durable grants.
 pub(crate) fn section(out: &mut String, results: &Results) {
+    let _ = writeln!(out, "## 8. Grants that wait for replicas\n");
+    replicas_part(out, results);
+    durable_part(out, results);
+}
+
+/// Grants that wait for replicas (`WAIT`), on the redis-server pair.
+fn replicas_part(out: &mut String, results: &Results) {
     let s: &Settings = &results.settings;
     let m: &Measured = &results.replicas;
-    let _ = writeln!(out, "## 8. Grants that wait for replicas\n");
     let _ = writeln!(
         out,
         "`bench/run` starts two more throwaway redis-servers (loopback, no persistence): a \
@@ -206,7 +215,7 @@ pub(crate) fn section(out: &mut String, results: &Results) {
             continue;
         }
         let _ = writeln!(out, "{title}\n");
-        cycle_table(out, &cycle_rows(records));
+        cycle_table(out, &cycle_rows(records, Rule::Replicas), Rule::Replicas);
         let _ = writeln!(out);
     }
     if !m.hot_key.is_empty() {
@@ -215,6 +224,67 @@ pub(crate) fn section(out: &mut String, results: &Results) {
     let _ = writeln!(
         out,
         "The replica's link after the measurements: `master_link_status:{}`.\n",
+        if m.replica_link.is_empty() {
+            "not read"
+        } else {
+            m.replica_link.as_str()
+        }
+    );
+}
+
+/// Durable grants (`WAITAOF`), on the Valkey pair: one task and many keys.
+fn durable_part(out: &mut String, results: &Results) {
+    let s: &Settings = &results.settings;
+    let m: &Measured = &results.durable;
+    let timeout = replicas::WAIT_TIMEOUT.as_millis();
+    let _ = writeln!(out, "### Durable grants: the append-only file (WAITAOF)\n");
+    let _ = writeln!(
+        out,
+        "Redis 7.0 has no `WAITAOF`, so `bench/run` starts a Valkey primary and a replica of \
+         it (`valkey-server`, loopback, `--appendonly yes --appendfsync everysec` on both: \
+         the default fsync policy, which a user who asks for durable grants keeps, since \
+         `WAITAOF` makes each grant wait for the fsync that covers it while every other \
+         write keeps the once-a-second fsync). Each measurement runs without and with the \
+         option, interleaved in the same run, as above: ours with \
+         `.wait_for_aof(true, 1, {timeout} ms)` (the grant in the primary's append-only file \
+         and in one replica's), the raw limit with its `SET NX PX` pipelined with `WAITAOF 1 \
+         1 {timeout}`. A grant `WAITAOF` did not confirm within the timeout counts as \
+         *busy or unconfirmed* (ours undoes it and fails the try with `NotDurable`; raw \
+         deletes it and counts the try as failed); cycles/s count the confirmed cycles only.\n"
+    );
+    if m.uncontended.is_empty() && m.many_keys.is_empty() {
+        let _ = writeln!(
+            out,
+            "Not measured in this run (see *Not measured in this run* below).\n"
+        );
+        return;
+    }
+    for (title, records) in [
+        (
+            format!(
+                "One task, one key, for {:.1} s per run; durable grants.",
+                s.uncontended_s
+            ),
+            &m.uncontended,
+        ),
+        (
+            format!(
+                "{} concurrent tasks, each cycling on its own key, for {:.1} s per run; durable grants.",
+                s.many_tasks, s.many_s
+            ),
+            &m.many_keys,
+        ),
+    ] {
+        if records.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{title}\n");
+        cycle_table(out, &cycle_rows(records, Rule::Aof), Rule::Aof);
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "The Valkey replica's link after the measurements: `master_link_status:{}`.\n",
         if m.replica_link.is_empty() {
             "not read"
         } else {
@@ -260,7 +330,7 @@ fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
         let _ = writeln!(
             out,
             "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {:.2} | {} |",
-            replicas::label(first.contender, waits),
+            replicas::label(first.contender, Rule::Replicas, waits),
             median(mine.iter().map(|r| r.per_s)),
             if waits {
                 ratio(to_without)
@@ -293,11 +363,11 @@ fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
 
 /// The finding of section 8, for the Findings list: what waiting for one replica costs.
 pub(crate) fn finding(m: &Measured) -> Option<String> {
-    let rows = cycle_rows(&m.uncontended);
+    let rows = cycle_rows(&m.uncontended, Rule::Replicas);
     let ours = find(&rows, Contender::Api, true)?;
     let raw = find(&rows, Contender::Raw, true)?;
     let ours_plain = find(&rows, Contender::Api, false)?;
-    let many = cycle_rows(&m.many_keys);
+    let many = cycle_rows(&m.many_keys, Rule::Replicas);
     let many_note = match (
         find(&many, Contender::Api, true),
         find(&many, Contender::Raw, true),

@@ -1,0 +1,99 @@
+//! Section 4b of BENCHMARKS.md: the watchdog of one holder of 10,000 leases on a
+//! three-master Redis Cluster, per master and for the holder.
+
+use std::fmt::Write as _;
+
+use super::{median, thousands};
+use crate::cluster::{self, ClusterWatchdogRecord};
+use crate::report::Results;
+
+/// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=cluster-watchdog` run,
+/// `bench/results/cluster-watchdog.md`).
+pub(crate) fn section(out: &mut String, results: &Results) {
+    let records = &results.cluster_watchdog;
+    let masters = records.first().map_or(3, |r| r.masters.len());
+    let _ = writeln!(
+        out,
+        "## 4b. Watchdog of a cluster holder, {masters} masters\n"
+    );
+    let _ = writeln!(
+        out,
+        "`bench/run` starts {masters} more throwaway redis-servers (loopback, no persistence) with \
+         `cluster-enabled yes` and joins them with `redis-cli --cluster create \
+         --cluster-replicas 0`. One client, `LockClient::new(Config::cluster(urls))`, acquires \
+         {} keys `bench:held:{{n}}` (their hash tags spread them over every master) with ttl \
+         {:.0} s, so its watchdog renews them every ttl/3 = {:.0} s; one renewal round passes, \
+         then a window of {:.0} s is measured, once per run (each with a client of its own). \
+         Per master, over the window: *read events/s* is `INFO stats` \
+         `total_reads_processed` (one per request the server reads, or per chunk of a \
+         pipeline: what sending one pipeline per master per round saves against one request \
+         per lease), *commands/s* is `total_commands_processed` (commands inside Lua \
+         included), *redis-server CPU* is `INFO cpu` `used_cpu_user + used_cpu_sys` as a \
+         share of one core. The holder's CPU is this process's (`getrusage`) over the same \
+         window; *lost* counts the guards whose `is_lost()` was true at its end. Medians over \
+         the runs; alone with `BENCH_ONLY={}`.\n",
+        thousands(cluster::LOCKS as f64),
+        cluster::TTL.as_secs_f64(),
+        cluster::TTL.as_secs_f64() / 3.0,
+        cluster::WINDOW.as_secs_f64(),
+        cluster::NAME,
+    );
+    if records.is_empty() {
+        let _ = writeln!(out, "Not measured in this run.\n");
+        return;
+    }
+    table(out, records, masters);
+}
+
+fn table(out: &mut String, records: &[ClusterWatchdogRecord], masters: usize) {
+    let _ = writeln!(
+        out,
+        "| master | keys held | read events/s | commands/s | redis-server CPU (share of a core) |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    let of = |i: usize, value: fn(&cluster::MasterRecord) -> f64| {
+        median(records.iter().filter_map(|r| r.masters.get(i)).map(value))
+    };
+    for i in 0..masters {
+        let _ = writeln!(
+            out,
+            "| master {} | {} | {:.1} | {} | {:.1} % |",
+            i + 1,
+            thousands(of(i, |m| m.keys as f64)),
+            of(i, |m| m.reads_per_s),
+            thousands(of(i, |m| m.commands_per_s)),
+            100.0 * of(i, |m| m.cpu_share)
+        );
+    }
+    let total = |value: fn(&cluster::MasterRecord) -> f64| {
+        median(records.iter().map(|r| r.masters.iter().map(value).sum()))
+    };
+    let _ = writeln!(
+        out,
+        "| all {masters} masters | {} | {:.1} | {} | {:.1} % |\n",
+        thousands(total(|m| m.keys as f64)),
+        total(|m| m.reads_per_s),
+        thousands(total(|m| m.commands_per_s)),
+        100.0 * total(|m| m.cpu_share)
+    );
+    let lost: u64 = records.iter().map(|r| r.lost).sum();
+    let _ = writeln!(
+        out,
+        "The holder: {:.1} % of a core over the window (median; range {:.1}–{:.1} %), all \
+         {} leases acquired in {:.2} s (median), {lost} leases lost over {} runs.\n",
+        100.0 * median(records.iter().map(|r| r.client_cpu_share)),
+        100.0
+            * records
+                .iter()
+                .map(|r| r.client_cpu_share)
+                .fold(f64::INFINITY, f64::min),
+        100.0
+            * records
+                .iter()
+                .map(|r| r.client_cpu_share)
+                .fold(0.0, f64::max),
+        thousands(cluster::LOCKS as f64),
+        median(records.iter().map(|r| r.acquire_s)),
+        records.len()
+    );
+}
