@@ -211,12 +211,23 @@ impl Raw {
             None => (set.query_async(&mut connection).await?, true),
             Some(rule) => {
                 // One pipeline, so the WAIT follows the SET on this connection and counts it.
-                let (reply, answer): (redis::Value, redis::Value) = redis::pipe()
+                let answered: Result<(redis::Value, redis::Value), _> = redis::pipe()
                     .add_command(set)
                     .add_command(rule.command())
                     .query_async(&mut connection)
-                    .await?;
-                (reply, rule.confirmed(&answer))
+                    .await;
+                match answered {
+                    Ok((reply, answer)) => (reply, rule.confirmed(&answer)),
+                    // Answered too late (behind other WAITs on this connection): a failed
+                    // try. The key, if it was set, is deleted (best effort: else its ttl).
+                    Err(err) if err.is_timeout() => {
+                        let mut undo = self.release.key(key);
+                        undo.arg(&token);
+                        let _: Result<i64, _> = undo.invoke_async(&mut connection).await;
+                        return Ok(false);
+                    }
+                    Err(err) => return Err(err.into()),
+                }
             }
         };
         if !matches!(reply, redis::Value::Okay) {
@@ -224,12 +235,18 @@ impl Raw {
         }
         // A release is not waited for: a delete the replica misses leaves the key to its
         // ttl, which is safe (ours does not wait for it either).
-        let deleted: i64 = self
+        let released: Result<i64, _> = self
             .release
             .key(key)
             .arg(&token)
             .invoke_async(&mut connection)
-            .await?;
+            .await;
+        let deleted = match released {
+            Ok(deleted) => deleted,
+            // Answered too late, behind a WAIT on this connection: a failed try.
+            Err(err) if err.is_timeout() && self.wait.is_some() => return Ok(false),
+            Err(err) => return Err(err.into()),
+        };
         // A grant too few replicas confirmed counts as a failed try (undone above).
         Ok(deleted == 1 && replicated)
     }
@@ -316,11 +333,22 @@ impl Clients {
                     .wait(Duration::ZERO)
                     .client(&self.ours);
                 match lock.acquire().await {
+                    // Section 8: a release that waited too long behind a WAIT on the same
+                    // connection gave up (the key expires by its ttl): not a cycle.
+                    Ok(guard) if self.raw.wait.is_some() => Ok(guard.release().await.is_ok()),
                     Ok(guard) => {
                         guard.release().await?;
                         Ok(true)
                     }
                     Err(LockError::Busy { .. }) => Ok(false),
+                    // Section 8: a grant the replicas or the append-only files did not
+                    // confirm in time (undone), or a try whose answer waited too long
+                    // behind a WAIT on the same connection, is a failed try.
+                    Err(
+                        LockError::NotReplicated { .. }
+                        | LockError::NotDurable { .. }
+                        | LockError::Timeout { .. },
+                    ) if self.raw.wait.is_some() => Ok(false),
                     Err(err) => Err(err.into()),
                 }
             }

@@ -182,6 +182,7 @@ async fn bench() -> BenchResult<()> {
         );
     }
     let durable = replicas::Replicated::from_env(replicas::Rule::Aof).await?;
+    let durable_local = replicas::Replicated::from_env(replicas::Rule::AofLocal).await?;
     let mut durable_list = replicas::CONTENDERS.to_vec();
     if durable.is_none() {
         durable_list.clear();
@@ -255,6 +256,7 @@ async fn bench() -> BenchResult<()> {
         scaling: scaling::Scaling::default(),
         replicas: replicas::Measured::default(),
         durable: replicas::Measured::default(),
+        durable_local: replicas::Measured::default(),
         semaphore: Vec::new(),
         rwlock: Vec::new(),
         waiting: Vec::new(),
@@ -513,7 +515,11 @@ async fn bench() -> BenchResult<()> {
             )
             .await;
         }
-        if let Some(pair) = &durable {
+        for (pair, measured) in [
+            (&durable, &mut results.durable),
+            (&durable_local, &mut results.durable_local),
+        ] {
+            let Some(pair) = pair else { continue };
             replicas::measure_run(
                 pair,
                 &durable_list,
@@ -521,7 +527,7 @@ async fn bench() -> BenchResult<()> {
                 (seconds(1.5), seconds(2.0)),
                 settings.many_tasks,
                 (Duration::from_millis(1), seconds(5.0)),
-                &mut results.durable,
+                measured,
                 &mut results.skipped,
             )
             .await;

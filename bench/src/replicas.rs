@@ -44,6 +44,8 @@ pub(crate) enum Rule {
     /// `wait_for_aof(true, 1, timeout)`: `WAITAOF 1 1 timeout`, the primary's append-only
     /// file and one replica's.
     Aof,
+    /// `wait_for_aof(true, 0, timeout)`: `WAITAOF 1 0 timeout`, the primary's own only.
+    AofLocal,
 }
 
 impl Rule {
@@ -51,7 +53,7 @@ impl Rule {
     fn variable(self) -> &'static str {
         match self {
             Rule::Replicas => "BENCH_REPLICA_URLS",
-            Rule::Aof => "BENCH_AOF_URLS",
+            Rule::Aof | Rule::AofLocal => "BENCH_AOF_URLS",
         }
     }
 
@@ -60,6 +62,7 @@ impl Rule {
         match self {
             Rule::Replicas => Durability::Replicas(REPLICAS, WAIT_TIMEOUT),
             Rule::Aof => Durability::Aof(true, REPLICAS, WAIT_TIMEOUT),
+            Rule::AofLocal => Durability::Aof(true, 0, WAIT_TIMEOUT),
         }
     }
 
@@ -67,7 +70,7 @@ impl Rule {
     pub(crate) fn command(self) -> &'static str {
         match self {
             Rule::Replicas => "wait",
-            Rule::Aof => "waitaof",
+            Rule::Aof | Rule::AofLocal => "waitaof",
         }
     }
 }
@@ -134,6 +137,18 @@ impl Replicated {
         }))
     }
 
+    /// The `run` that picks a measurement's keys: the run itself on the replicas' pair;
+    /// on the Valkey pair, keys of their own per setting and variant, since commands queued
+    /// behind a `WAITAOF` can still set keys after their measurement ended.
+    fn key_run(&self, run: usize, waits: bool) -> usize {
+        let slot = match self.rule {
+            Rule::Replicas => return run,
+            Rule::Aof => 1,
+            Rule::AofLocal => 3,
+        };
+        run + 10 * (slot + usize::from(waits))
+    }
+
     fn clients(&self, waits: bool) -> &Arc<Clients> {
         if waits { &self.waiting } else { &self.plain }
     }
@@ -157,12 +172,18 @@ pub(crate) fn label(contender: Contender, rule: Rule, waits: bool) -> String {
         (Contender::Raw, Rule::Aof, true) => {
             "raw limit, SET NX PX + pipelined WAITAOF 1 1".to_owned()
         }
+        (Contender::Raw, Rule::AofLocal, true) => {
+            "raw limit, SET NX PX + pipelined WAITAOF 1 0".to_owned()
+        }
         (other, _, false) => other.label().to_owned(),
         (other, Rule::Replicas, true) => {
             format!("{}, wait_for_replicas(1, {timeout} ms)", other.label())
         }
         (other, Rule::Aof, true) => {
             format!("{}, wait_for_aof(true, 1, {timeout} ms)", other.label())
+        }
+        (other, Rule::AofLocal, true) => {
+            format!("{}, wait_for_aof(true, 0, {timeout} ms)", other.label())
         }
     }
 }
@@ -191,7 +212,24 @@ pub(crate) async fn measure_run(
     for (tasks, duration) in [(1, uncontended), (many_tasks, many)] {
         for &(contender, waits) in &variants {
             let clients = pair.clients(waits);
-            match scenarios::cycles(clients, &pair.admin, contender, run, tasks, duration).await {
+            let keys = pair.key_run(run, waits);
+            let outcome = scenarios::cycles(clients, &pair.admin, contender, keys, tasks, duration)
+                .await
+                .map(|record| CycleRecord { run, ..record });
+            if pair.rule != Rule::Replicas {
+                // Grants undone or releases given up leave keys to their ttl; the next
+                // measurement on the same keys must not find them.
+                if let Err(err) = pair.admin.del_matching("bench:*").await {
+                    note(
+                        skipped,
+                        run,
+                        "clean-up",
+                        (contender, pair.rule, waits),
+                        &*err,
+                    );
+                }
+            }
+            match outcome {
                 Ok(record) => {
                     eprintln!(
                         "run {run} replicas {tasks:>3} tasks {:<50} {:>9.0} cycles/s, {} busy",

@@ -126,6 +126,8 @@ pub(crate) struct Results {
     pub(crate) replicas: crate::replicas::Measured,
     /// Section 8, durable grants (`WAITAOF`, on Valkey), every measurement.
     pub(crate) durable: crate::replicas::Measured,
+    /// Section 8, durable grants on the primary's own append-only file only.
+    pub(crate) durable_local: crate::replicas::Measured,
     /// Section 9 (a semaphore on a hot key), every run.
     pub(crate) semaphore: Vec<crate::semaphore::SemaphoreRecord>,
     /// Section 10 (read-heavy workload), every measurement.
@@ -825,7 +827,8 @@ pub(crate) fn write_all(
     let mut issue_goals = issues::goals(&redlock, &counted);
     issue_goals.extend(issues::cycle_goals(&uncontended, &many, &counted));
     issue_goals.extend(issues::held_goals(&results.scaling.held));
-    let issue27_goals = issue27::goal_rows_issue27(results, &spread);
+    let mut issue27_goals = issue27::goal_rows_issue27(results, &spread);
+    issue27_goals.extend(cluster_watchdog::goals(results));
     let summary = Summary {
         uncontended: uncontended.clone(),
         many_keys: many.clone(),
@@ -1094,10 +1097,11 @@ const TOPICS: &str = "What it measures, by topic (the goal tables come first and
 this run met each target):
 
 - **One lock at a time**: the uncontended cycle (section 1) and its instructions (6).
-- **Many locks**: many keys (2), the watchdog at scale (4), how cost grows (7).
+- **Many locks**: many keys (2), the watchdog at scale (4), the watchdog of a cluster holder \
+(4b), how cost grows (7).
 - **Contention**: one hot key (3), across processes (3b), in Redlock mode (5), a semaphore \
 (9), a read-write lock (10).
-- **Replication**: grants that wait for replicas (8).
+- **Replication**: grants that wait for replicas, and durable grants (8).
 - **Waiting and other clients**: what waiting costs Redis (11), a key shared with clients \
 that do not queue (12).
 ";
@@ -1400,7 +1404,11 @@ fn markdown(
          - **Replicas (section 8)**: a primary and a replica (`--replicaof`) started by \
          `bench/run` (`BENCH_REPLICA_URLS`); ours and raw each get a client without and one \
          with the option, run one after the other in the same run; the counters are the \
-         primary's.\n\
+         primary's. Durable grants: the same on a Valkey primary and replica with their \
+         append-only files on (`BENCH_AOF_URLS`; not measured without `valkey-server`).\n\
+         - **Cluster holder (section 4b)**: three redis-servers with `cluster-enabled yes` \
+         joined by `redis-cli --cluster create` (`BENCH_CLUSTER_URLS`); each master's \
+         `INFO stats` and `INFO cpu` are read before and after the window.\n\
          - **Instructions (section 6)**: `valgrind --tool=callgrind` around \
          `lock-bench instructions CONTENDER N` (the bench's own binary), two values of N, \
          the difference per cycle.\n\
@@ -1635,7 +1643,7 @@ mod tests {
     use super::{Machine, Results, Settings, Tables, markdown};
     use crate::semaphore::SemaphoreRecord;
 
-    fn empty_results() -> Results {
+    pub(super) fn empty_results() -> Results {
         Results {
             machine: Machine {
                 nproc: 2,
@@ -1687,6 +1695,7 @@ mod tests {
             scaling: crate::scaling::Scaling::default(),
             replicas: crate::replicas::Measured::default(),
             durable: crate::replicas::Measured::default(),
+            durable_local: crate::replicas::Measured::default(),
             semaphore: Vec::new(),
             rwlock: Vec::new(),
             waiting: Vec::new(),
@@ -1696,7 +1705,7 @@ mod tests {
         }
     }
 
-    fn report(results: &Results) -> String {
+    pub(super) fn report(results: &Results) -> String {
         markdown(
             results,
             Tables {
@@ -1779,65 +1788,5 @@ mod tests {
             text.contains("`bench/HISTORY.md`"),
             "the report does not say where the history is"
         );
-    }
-
-    /// A cluster holder's run: 10,000 leases over 3 masters, one pipeline per master and
-    /// round, none lost.
-    fn cluster_results() -> Results {
-        let mut results = empty_results();
-        let master = |port: u16, keys: u64| crate::cluster::MasterRecord {
-            address: format!("127.0.0.1:{port}"),
-            keys,
-            reads_per_s: 2.0,
-            commands_per_s: 6_700.0,
-            cpu_share: 0.05,
-        };
-        results
-            .cluster_watchdog
-            .push(crate::cluster::ClusterWatchdogRecord {
-                run: 0,
-                locks: 10_000,
-                ttl_ms: 3_000,
-                acquire_s: 0.4,
-                window_s: 6.0,
-                masters: vec![
-                    master(7000, 3_300),
-                    master(7001, 3_400),
-                    master(7002, 3_300),
-                ],
-                client_cpu_share: 0.02,
-                lost: 0,
-            });
-        results
-    }
-
-    #[test]
-    fn a_full_report_writes_the_cluster_watchdog_after_section_4() {
-        let text = report(&cluster_results());
-        let heading = "## 4b. Watchdog of a cluster holder, 3 masters";
-        let at = text
-            .find(heading)
-            .unwrap_or_else(|| panic!("no {heading:?}:\n{text}"));
-        assert!(at > text.find("## 4. Watchdog at scale").unwrap_or(usize::MAX));
-        assert!(at < text.find("## 5. ").unwrap_or(0));
-        assert!(
-            text.contains("| all 3 masters | 10,000 | 6.0 | 20,100 | 15.0 % |"),
-            "no total row:\n{text}"
-        );
-        assert!(text.contains("BENCH_ONLY=cluster-watchdog"));
-    }
-
-    #[test]
-    fn section_8_says_when_durable_grants_were_not_measured() {
-        let mut results = empty_results();
-        results
-            .skipped
-            .push("durable grants: no valkey-server (BENCH_AOF_URLS)".to_owned());
-        let text = report(&results);
-        let durable = text
-            .find("### Durable grants")
-            .unwrap_or_else(|| panic!("no durable grants in section 8:\n{text}"));
-        assert!(text[durable..].contains("Not measured in this run"));
-        assert!(text.contains("- durable grants: no valkey-server (BENCH_AOF_URLS)"));
     }
 }

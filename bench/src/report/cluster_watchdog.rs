@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{median, thousands};
+use super::{Goal, median, thousands};
 use crate::cluster::{self, ClusterWatchdogRecord};
 use crate::report::Results;
 
@@ -31,11 +31,13 @@ pub(crate) fn section(out: &mut String, results: &Results) {
          included), *redis-server CPU* is `INFO cpu` `used_cpu_user + used_cpu_sys` as a \
          share of one core. The holder's CPU is this process's (`getrusage`) over the same \
          window; *lost* counts the guards whose `is_lost()` was true at its end. Medians over \
-         the runs; alone with `BENCH_ONLY={}`.\n",
+         the runs (alone: `BENCH_ONLY={} bench/run`, which writes \
+         `bench/results/{}.md`).\n",
         thousands(cluster::LOCKS as f64),
         cluster::TTL.as_secs_f64(),
         cluster::TTL.as_secs_f64() / 3.0,
         cluster::WINDOW.as_secs_f64(),
+        cluster::NAME,
         cluster::NAME,
     );
     if records.is_empty() {
@@ -96,4 +98,130 @@ fn table(out: &mut String, records: &[ClusterWatchdogRecord], masters: usize) {
         median(records.iter().map(|r| r.acquire_s)),
         records.len()
     );
+}
+
+/// The rows of "Goals: cost at scale" for section 4b: no lease lost, and each master's
+/// CPU for the renewals bounded.
+pub(super) fn goals(results: &Results) -> Vec<Goal> {
+    let records = &results.cluster_watchdog;
+    let Some(first) = records.first() else {
+        return Vec::new();
+    };
+    let masters = first.masters.len();
+    let held = format!(
+        "{} leases held by one process on a {masters}-master cluster",
+        thousands(cluster::LOCKS as f64)
+    );
+    let lost: u64 = records.iter().map(|r| r.lost).sum();
+    let busiest = (0..masters)
+        .map(|i| {
+            median(
+                records
+                    .iter()
+                    .filter_map(|r| r.masters.get(i))
+                    .map(|m| m.cpu_share),
+            )
+        })
+        .fold(0.0, f64::max);
+    vec![
+        Goal {
+            goal: format!("{held}: none lost"),
+            met: Some(lost == 0),
+            inconclusive: false,
+            detail: format!(
+                "{lost} lost over {} runs (`is_lost()` after {:.0} s of renewals, one round \
+                 every {:.0} s). Section 4b.",
+                records.len(),
+                cluster::WINDOW.as_secs_f64(),
+                cluster::TTL.as_secs_f64() / 3.0
+            ),
+        },
+        Goal {
+            goal: format!("{held}: their renewals cost each master at most 5 % of a core"),
+            met: Some(busiest <= 0.05),
+            inconclusive: false,
+            detail: format!(
+                "the busiest master {:.1} % of a core (`INFO cpu` user + system over {:.0} s, \
+                 median over the runs), {:.0} read events/s; the holder {:.1} %. Section 4b.",
+                100.0 * busiest,
+                cluster::WINDOW.as_secs_f64(),
+                median(
+                    records.iter().map(|r| r
+                        .masters
+                        .iter()
+                        .map(|m| m.reads_per_s)
+                        .fold(0.0, f64::max))
+                ),
+                100.0 * median(records.iter().map(|r| r.client_cpu_share))
+            ),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::Results;
+    use crate::report::tests::{empty_results, report};
+
+    /// A cluster holder's run: 10,000 leases over 3 masters, one pipeline per master and
+    /// round, none lost.
+    fn cluster_results() -> Results {
+        let mut results = empty_results();
+        let master = |port: u16, keys: u64| crate::cluster::MasterRecord {
+            address: format!("127.0.0.1:{port}"),
+            keys,
+            reads_per_s: 2.0,
+            commands_per_s: 6_700.0,
+            cpu_share: 0.05,
+        };
+        results
+            .cluster_watchdog
+            .push(crate::cluster::ClusterWatchdogRecord {
+                run: 0,
+                locks: 10_000,
+                ttl_ms: 3_000,
+                acquire_s: 0.4,
+                window_s: 6.0,
+                masters: vec![
+                    master(7000, 3_300),
+                    master(7001, 3_400),
+                    master(7002, 3_300),
+                ],
+                client_cpu_share: 0.02,
+                lost: 0,
+            });
+        results
+    }
+
+    #[test]
+    fn a_full_report_writes_the_cluster_watchdog_after_section_4() {
+        let text = report(&cluster_results());
+        let heading = "## 4b. Watchdog of a cluster holder, 3 masters";
+        let at = text
+            .find(heading)
+            .unwrap_or_else(|| panic!("no {heading:?}:\n{text}"));
+        assert!(at > text.find("## 4. Watchdog at scale").unwrap_or(usize::MAX));
+        assert!(at < text.find("## 5. ").unwrap_or(0));
+        assert!(
+            text.contains("| all 3 masters | 10,000 | 6.0 | 20,100 | 15.0 % |"),
+            "no total row:\n{text}"
+        );
+        assert!(text.contains("BENCH_ONLY=cluster-watchdog"));
+        let goals = super::goals(&cluster_results());
+        let verdicts: Vec<(&str, Option<bool>)> =
+            goals.iter().map(|g| (g.goal.as_str(), g.met)).collect();
+        assert_eq!(
+            verdicts,
+            [
+                (
+                    "10,000 leases held by one process on a 3-master cluster: none lost",
+                    Some(true)
+                ),
+                (
+                    "10,000 leases held by one process on a 3-master cluster: their renewals cost each master at most 5 % of a core",
+                    Some(true)
+                ),
+            ]
+        );
+    }
 }

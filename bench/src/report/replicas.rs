@@ -232,10 +232,9 @@ fn replicas_part(out: &mut String, results: &Results) {
     );
 }
 
-/// Durable grants (`WAITAOF`), on the Valkey pair: one task and many keys.
+/// Durable grants (`WAITAOF`), on the Valkey pair: one task and many keys, with the
+/// replica's append-only file and with the primary's own only.
 fn durable_part(out: &mut String, results: &Results) {
-    let s: &Settings = &results.settings;
-    let m: &Measured = &results.durable;
     let timeout = replicas::WAIT_TIMEOUT.as_millis();
     let _ = writeln!(out, "### Durable grants: the append-only file (WAITAOF)\n");
     let _ = writeln!(
@@ -244,32 +243,63 @@ fn durable_part(out: &mut String, results: &Results) {
          it (`valkey-server`, loopback, `--appendonly yes --appendfsync everysec` on both: \
          the default fsync policy, which a user who asks for durable grants keeps, since \
          `WAITAOF` makes each grant wait for the fsync that covers it while every other \
-         write keeps the once-a-second fsync). Each measurement runs without and with the \
-         option, interleaved in the same run, as above: ours with \
+         write keeps the once-a-second fsync; `always` would fsync every write and leave \
+         `WAITAOF` nothing to wait for). Each measurement runs without and with the option, \
+         interleaved in the same run, as above, in two settings: ours with \
          `.wait_for_aof(true, 1, {timeout} ms)` (the grant in the primary's append-only file \
-         and in one replica's), the raw limit with its `SET NX PX` pipelined with `WAITAOF 1 \
-         1 {timeout}`. A grant `WAITAOF` did not confirm within the timeout counts as \
-         *busy or unconfirmed* (ours undoes it and fails the try with `NotDurable`; raw \
-         deletes it and counts the try as failed); cycles/s count the confirmed cycles only.\n"
+         and in one replica's) against the raw limit's `SET NX PX` pipelined with `WAITAOF 1 \
+         1 {timeout}`, then `.wait_for_aof(true, 0, {timeout} ms)` (the primary's own file \
+         only) against `WAITAOF 1 0 {timeout}`. *Busy or unconfirmed* counts the tries that \
+         failed: a grant `WAITAOF` did not confirm within the timeout (ours undoes it and \
+         fails with `NotDurable`; raw deletes it), a try or a release answered too late \
+         because it waited behind another `WAITAOF` on the same connection (the key is left \
+         to its ttl, and deleted before the next measurement); cycles/s count confirmed \
+         cycles only. Alone: `BENCH_ONLY=durable bench/run`, which writes \
+         `bench/results/replicas.md`.\n"
     );
-    if m.uncontended.is_empty() && m.many_keys.is_empty() {
+    let settings = [
+        (
+            Rule::Aof,
+            &results.durable,
+            "the primary's and one replica's",
+        ),
+        (Rule::AofLocal, &results.durable_local, "the primary's own"),
+    ];
+    if settings
+        .iter()
+        .all(|(_, m, _)| m.uncontended.is_empty() && m.many_keys.is_empty())
+    {
         let _ = writeln!(
             out,
             "Not measured in this run (see *Not measured in this run* below).\n"
         );
         return;
     }
+    for (rule, m, files) in settings {
+        durable_tables(out, &results.settings, rule, m, files);
+    }
+    let link = &results.durable.replica_link;
+    let _ = writeln!(
+        out,
+        "The Valkey replica's link after the measurements: `master_link_status:{}`.\n",
+        if link.is_empty() { "not read" } else { link }
+    );
+}
+
+/// One setting of durable grants: its one-task and many-keys tables.
+fn durable_tables(out: &mut String, s: &Settings, rule: Rule, m: &Measured, files: &str) {
     for (title, records) in [
         (
             format!(
-                "One task, one key, for {:.1} s per run; durable grants.",
+                "One task, one key, for {:.1} s per run; grants in {files} append-only file.",
                 s.uncontended_s
             ),
             &m.uncontended,
         ),
         (
             format!(
-                "{} concurrent tasks, each cycling on its own key, for {:.1} s per run; durable grants.",
+                "{} concurrent tasks, each cycling on its own key, for {:.1} s per run; grants \
+                 in {files} append-only file.",
                 s.many_tasks, s.many_s
             ),
             &m.many_keys,
@@ -279,18 +309,9 @@ fn durable_part(out: &mut String, results: &Results) {
             continue;
         }
         let _ = writeln!(out, "{title}\n");
-        cycle_table(out, &cycle_rows(records, Rule::Aof), Rule::Aof);
+        cycle_table(out, &cycle_rows(records, rule), rule);
         let _ = writeln!(out);
     }
-    let _ = writeln!(
-        out,
-        "The Valkey replica's link after the measurements: `master_link_status:{}`.\n",
-        if m.replica_link.is_empty() {
-            "not read"
-        } else {
-            m.replica_link.as_str()
-        }
-    );
 }
 
 fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
@@ -408,4 +429,23 @@ pub(crate) fn finding(m: &Measured) -> Option<String> {
         ratio(ours.to_raw),
         ratio(ours_plain.to_raw),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::tests::{empty_results, report};
+
+    #[test]
+    fn section_8_says_when_durable_grants_were_not_measured() {
+        let mut results = empty_results();
+        results
+            .skipped
+            .push("durable grants: no valkey-server (BENCH_AOF_URLS)".to_owned());
+        let text = report(&results);
+        let durable = text
+            .find("### Durable grants")
+            .unwrap_or_else(|| panic!("no durable grants in section 8:\n{text}"));
+        assert!(text[durable..].contains("Not measured in this run"));
+        assert!(text.contains("- durable grants: no valkey-server (BENCH_AOF_URLS)"));
+    }
 }
