@@ -1366,7 +1366,7 @@ fn markdown(
         crate::foreign::section(&mut out, &results.foreign, &results.skipped);
     }
 
-    findings(&mut out, (uncontended, hot, watchdog), &results.replicas, s);
+    findings(&mut out, (uncontended, hot, watchdog), results, s);
     // The measured changes (bench/ab runs) are history, kept in bench/HISTORY.md: the
     // report says where, and shows only what this run measured.
     let _ = writeln!(
@@ -1554,7 +1554,7 @@ fn hot_processes_section(out: &mut String, s: &Settings, spread: &[HotSummary]) 
 fn findings(
     out: &mut String,
     (uncontended, hot, watchdog): (&[CycleSummary], &[HotSummary], &[WatchdogSummary]),
-    replicated: &crate::replicas::Measured,
+    results: &Results,
     s: &Settings,
 ) {
     let mut notes = Vec::new();
@@ -1627,7 +1627,8 @@ fn findings(
             ours.locks
         ));
     }
-    notes.extend(replicas::finding(replicated));
+    notes.extend(replicas::finding(&results.replicas));
+    notes.extend(replicas::durable_finding(results));
     if notes.is_empty() {
         return;
     }

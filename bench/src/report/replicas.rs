@@ -243,8 +243,8 @@ fn durable_part(out: &mut String, results: &Results) {
          it (`valkey-server`, loopback, `--appendonly yes --appendfsync everysec` on both: \
          the default fsync policy, which a user who asks for durable grants keeps, since \
          `WAITAOF` makes each grant wait for the fsync that covers it while every other \
-         write keeps the once-a-second fsync; `always` would fsync every write and leave \
-         `WAITAOF` nothing to wait for). Each measurement runs without and with the option, \
+         write keeps the once-a-second fsync; `always` would fsync every write, not only the \
+         grants). Each measurement runs without and with the option, \
          interleaved in the same run, as above, in two settings: ours with \
          `.wait_for_aof(true, 1, {timeout} ms)` (the grant in the primary's append-only file \
          and in one replica's) against the raw limit's `SET NX PX` pipelined with `WAITAOF 1 \
@@ -431,8 +431,54 @@ pub(crate) fn finding(m: &Measured) -> Option<String> {
     ))
 }
 
+/// The finding of section 8's durable grants: whether the replica's append-only file
+/// confirmed grants within the timeout, and what the primary's own costs.
+pub(crate) fn durable_finding(results: &Results) -> Option<String> {
+    let timeout = replicas::WAIT_TIMEOUT.as_millis();
+    let replica = cycle_rows(&results.durable.uncontended, Rule::Aof);
+    let ours = find(&replica, Contender::Api, true)?;
+    let plain = find(&replica, Contender::Api, false)?;
+    let raw = find(&replica, Contender::Raw, true);
+    let mut note = format!(
+        "**Durable grants.** With `wait_for_aof(true, 1, {timeout} ms)` on the Valkey pair, one \
+         task confirmed {} cycles/s against {} without the option ({} tries failed over the \
+         runs{}).",
+        thousands(ours.per_s),
+        thousands(plain.per_s),
+        ours.busy,
+        raw.map_or(String::new(), |raw| format!(
+            "; raw with `WAITAOF 1 1 {timeout}`: {} cycles/s, {} failed",
+            thousands(raw.per_s),
+            raw.busy
+        ))
+    );
+    if ours.per_s < 0.01 * plain.per_s {
+        note.push_str(&format!(
+            " The replica did not report the grants in its append-only file within {timeout} \
+             ms, for ours and raw alike: durable grants that count a replica need a longer \
+             timeout."
+        ));
+    }
+    let local = cycle_rows(&results.durable_local.uncontended, Rule::AofLocal);
+    if let (Some(ours), Some(raw)) = (
+        find(&local, Contender::Api, true),
+        find(&local, Contender::Raw, true),
+    ) {
+        note.push_str(&format!(
+            " The primary's own file only (`wait_for_aof(true, 0, {timeout} ms)`): ours at {} \
+             of its rate without the option, raw with `WAITAOF 1 0` at {} of raw's; ours {} raw \
+             with the option.",
+            ratio(ours.to_without),
+            ratio(raw.to_without),
+            ratio(ours.to_raw)
+        ));
+    }
+    Some(note)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::{CycleRecord, Variant};
     use crate::report::tests::{empty_results, report};
 
     #[test]
@@ -447,5 +493,60 @@ mod tests {
             .unwrap_or_else(|| panic!("no durable grants in section 8:\n{text}"));
         assert!(text[durable..].contains("Not measured in this run"));
         assert!(text.contains("- durable grants: no valkey-server (BENCH_AOF_URLS)"));
+    }
+
+    fn cycle(
+        contender: crate::contenders::Contender,
+        waits: bool,
+        per_s: f64,
+        busy: u64,
+    ) -> Variant<CycleRecord> {
+        Variant {
+            waits,
+            record: CycleRecord {
+                contender,
+                run: 0,
+                tasks: 1,
+                cycles: per_s as u64,
+                failures: busy,
+                elapsed_s: 1.0,
+                per_s,
+                client_cpu_us_per_cycle: 50.0,
+                client_switches_per_cycle: Some(2.0),
+                server_cmds_per_cycle: 5.0,
+                server_us_per_cycle: 20.0,
+                requests_per_cycle: Some(2.0),
+                commands: Default::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_findings_say_when_no_durable_grant_was_confirmed() {
+        use crate::contenders::Contender::{Api, Raw};
+        let mut results = empty_results();
+        results.durable.uncontended = vec![
+            cycle(Api, false, 6_000.0, 0),
+            cycle(Api, true, 0.0, 30),
+            cycle(Raw, false, 9_000.0, 0),
+            cycle(Raw, true, 0.0, 17),
+        ];
+        results.durable_local.uncontended = vec![
+            cycle(Api, false, 6_000.0, 0),
+            cycle(Api, true, 3_000.0, 0),
+            cycle(Raw, false, 8_000.0, 0),
+            cycle(Raw, true, 4_000.0, 0),
+        ];
+        let text = report(&results);
+        let finding = text
+            .lines()
+            .find(|line| line.starts_with("- **Durable grants.**"))
+            .unwrap_or_else(|| panic!("no finding on durable grants:\n{text}"));
+        assert!(finding.contains("one task confirmed 0 cycles/s against 6,000 without"));
+        assert!(finding.contains(
+            "(30 tries failed over the runs; raw with `WAITAOF 1 1 100`: 0 cycles/s, 17 failed)"
+        ));
+        assert!(finding.contains("need a longer timeout"));
+        assert!(finding.contains("ours at 0.50× of its rate without the option, raw with `WAITAOF 1 0` at 0.50× of raw's; ours 0.75× raw"));
     }
 }
