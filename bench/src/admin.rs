@@ -158,6 +158,14 @@ impl Admin {
             .ok_or_else(|| format!("INFO {section} has no field {field}").into())
     }
 
+    /// One decimal field of `INFO <section>` (e.g. `used_cpu_user`, in seconds).
+    pub(crate) async fn info_decimal(&self, section: &str, field: &str) -> BenchResult<f64> {
+        self.info_text(section, field)
+            .await?
+            .parse()
+            .map_err(|err| format!("INFO {section} {field}: {err}").into())
+    }
+
     /// One text field of `INFO <section>` (e.g. `redis_version`).
     pub(crate) async fn info_text(&self, section: &str, field: &str) -> BenchResult<String> {
         let text = self.info(section).await?;

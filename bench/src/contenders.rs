@@ -115,9 +115,67 @@ pub(crate) async fn attribute_cycle(id: u64) -> Result<(), LockError> {
 pub(crate) struct Raw {
     connection: MultiplexedConnection,
     release: redis::Script,
-    /// With `Some((replicas, timeout))`, the `SET` goes out pipelined with `WAIT replicas
-    /// timeout` (section 8): the physical limit of grants that wait for replicas.
-    wait: Option<(u32, Duration)>,
+    /// With `Some(rule)`, the `SET` goes out pipelined with `WAIT` or `WAITAOF` (section
+    /// 8): the physical limit of grants that wait for replicas, or for append-only files.
+    wait: Option<Durability>,
+}
+
+/// What a grant waits for after its write, in section 8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// `WAIT replicas timeout`: that many replicas have the write.
+    Replicas(u32, Duration),
+    /// `WAITAOF local replicas timeout`: the write is in the primary's own append-only
+    /// file (with `local`) and in those of that many replicas.
+    Aof(bool, u32, Duration),
+}
+
+impl Durability {
+    /// The command pipelined after the write, its arguments included.
+    fn command(self) -> redis::Cmd {
+        match self {
+            Durability::Replicas(replicas, timeout) => {
+                let mut cmd = redis::cmd("WAIT");
+                cmd.arg(replicas).arg(timeout.as_millis() as u64);
+                cmd
+            }
+            Durability::Aof(local, replicas, timeout) => {
+                let mut cmd = redis::cmd("WAITAOF");
+                cmd.arg(u32::from(local))
+                    .arg(replicas)
+                    .arg(timeout.as_millis() as u64);
+                cmd
+            }
+        }
+    }
+
+    /// Whether the command's answer confirms the write: `WAIT` answers a count, `WAITAOF`
+    /// a pair (the primary's own fsync, then the replicas).
+    fn confirmed(self, answer: &redis::Value) -> bool {
+        let number = |value: &redis::Value| match value {
+            redis::Value::Int(n) => *n,
+            _ => -1,
+        };
+        match (self, answer) {
+            (Durability::Replicas(replicas, _), value) => number(value) >= i64::from(replicas),
+            (Durability::Aof(local, replicas, _), redis::Value::Array(pair)) => {
+                pair.len() == 2
+                    && number(&pair[0]) >= i64::from(local)
+                    && number(&pair[1]) >= i64::from(replicas)
+            }
+            (Durability::Aof(..), _) => false,
+        }
+    }
+
+    /// The option's setter on our client's configuration.
+    pub(crate) fn configure(self, config: lock_runtime::Config) -> lock_runtime::Config {
+        match self {
+            Durability::Replicas(replicas, timeout) => config.wait_for_replicas(replicas, timeout),
+            Durability::Aof(local, replicas, timeout) => {
+                config.wait_for_aof(local, replicas, timeout)
+            }
+        }
+    }
 }
 
 /// Compare-and-delete, as every token lock releases.
@@ -151,16 +209,25 @@ impl Raw {
             .arg(TTL.as_millis() as u64);
         let (reply, replicated) = match self.wait {
             None => (set.query_async(&mut connection).await?, true),
-            Some((replicas, timeout)) => {
+            Some(rule) => {
                 // One pipeline, so the WAIT follows the SET on this connection and counts it.
-                let (reply, answer): (redis::Value, i64) = redis::pipe()
+                let answered: Result<(redis::Value, redis::Value), _> = redis::pipe()
                     .add_command(set)
-                    .cmd("WAIT")
-                    .arg(replicas)
-                    .arg(timeout.as_millis() as u64)
+                    .add_command(rule.command())
                     .query_async(&mut connection)
-                    .await?;
-                (reply, answer >= i64::from(replicas))
+                    .await;
+                match answered {
+                    Ok((reply, answer)) => (reply, rule.confirmed(&answer)),
+                    // Answered too late (behind other WAITs on this connection): a failed
+                    // try. The key, if it was set, is deleted (best effort: else its ttl).
+                    Err(err) if err.is_timeout() => {
+                        let mut undo = self.release.key(key);
+                        undo.arg(&token);
+                        let _: Result<i64, _> = undo.invoke_async(&mut connection).await;
+                        return Ok(false);
+                    }
+                    Err(err) => return Err(err.into()),
+                }
             }
         };
         if !matches!(reply, redis::Value::Okay) {
@@ -168,12 +235,18 @@ impl Raw {
         }
         // A release is not waited for: a delete the replica misses leaves the key to its
         // ttl, which is safe (ours does not wait for it either).
-        let deleted: i64 = self
+        let released: Result<i64, _> = self
             .release
             .key(key)
             .arg(&token)
             .invoke_async(&mut connection)
-            .await?;
+            .await;
+        let deleted = match released {
+            Ok(deleted) => deleted,
+            // Answered too late, behind a WAIT on this connection: a failed try.
+            Err(err) if err.is_timeout() && self.wait.is_some() => return Ok(false),
+            Err(err) => return Err(err.into()),
+        };
         // A grant too few replicas confirmed counts as a failed try (undone above).
         Ok(deleted == 1 && replicated)
     }
@@ -226,16 +299,14 @@ impl Clients {
     }
 
     /// The clients of section 8 (issue 25) on a primary with one replica: ours through
-    /// `LockClient::new(Config::single(primary))`, with `.wait_for_replicas(n, timeout)` when
-    /// `wait` is given, and raw, whose `SET` then goes out with a pipelined `WAIT n timeout`.
-    /// rslock and async-redis-lock point at the primary and are never used.
-    pub(crate) async fn replicated(
-        primary: &str,
-        wait: Option<(u32, Duration)>,
-    ) -> BenchResult<Self> {
+    /// `LockClient::new(Config::single(primary))`, with `.wait_for_replicas(n, timeout)` or
+    /// `.wait_for_aof(local, n, timeout)` when `wait` is given, and raw, whose `SET` then
+    /// goes out with a pipelined `WAIT` or `WAITAOF`. rslock and async-redis-lock point at
+    /// the primary and are never used.
+    pub(crate) async fn replicated(primary: &str, wait: Option<Durability>) -> BenchResult<Self> {
         let mut config = lock_runtime::Config::single(primary);
-        if let Some((replicas, timeout)) = wait {
-            config = config.wait_for_replicas(replicas, timeout);
+        if let Some(rule) = wait {
+            config = rule.configure(config);
         }
         let mut raw = Raw::connect(primary).await?;
         raw.wait = wait;
@@ -262,11 +333,22 @@ impl Clients {
                     .wait(Duration::ZERO)
                     .client(&self.ours);
                 match lock.acquire().await {
+                    // Section 8: a release that waited too long behind a WAIT on the same
+                    // connection gave up (the key expires by its ttl): not a cycle.
+                    Ok(guard) if self.raw.wait.is_some() => Ok(guard.release().await.is_ok()),
                     Ok(guard) => {
                         guard.release().await?;
                         Ok(true)
                     }
                     Err(LockError::Busy { .. }) => Ok(false),
+                    // Section 8: a grant the replicas or the append-only files did not
+                    // confirm in time (undone), or a try whose answer waited too long
+                    // behind a WAIT on the same connection, is a failed try.
+                    Err(
+                        LockError::NotReplicated { .. }
+                        | LockError::NotDurable { .. }
+                        | LockError::Timeout { .. },
+                    ) if self.raw.wait.is_some() => Ok(false),
                     Err(err) => Err(err.into()),
                 }
             }

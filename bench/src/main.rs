@@ -6,8 +6,10 @@
 //! release mode, and this binary writes `bench/results/` and `BENCHMARKS.md`.
 
 mod admin;
+mod cluster;
 mod contenders;
 mod foreign;
+mod host;
 mod instructions;
 mod plot;
 mod processes;
@@ -22,7 +24,7 @@ mod semaphore;
 mod tenures;
 mod waiting;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,8 +33,9 @@ use tokio::time::Instant;
 
 use crate::admin::Admin;
 use crate::contenders::{Clients, Contender};
+use crate::host::{load_average, machine, relative_link};
 use crate::python::Python;
-use crate::report::{Machine, Results, Settings};
+use crate::report::{Results, Settings};
 
 /// The bench's error type: anything, with its message.
 pub(crate) type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -169,7 +172,7 @@ async fn bench() -> BenchResult<()> {
     let mut held_list = vec![Contender::Api];
     let mut wakeup_list = scaling::WAKE_CONTENDERS.to_vec();
     let mut instructions_list = instructions::CONTENDERS.to_vec();
-    let replicated = replicas::Replicated::from_env().await?;
+    let replicated = replicas::Replicated::from_env(replicas::Rule::Replicas).await?;
     let mut replicas_list = replicas::CONTENDERS.to_vec();
     if replicated.is_none() {
         replicas_list.clear();
@@ -178,12 +181,31 @@ async fn bench() -> BenchResult<()> {
                 .to_owned(),
         );
     }
+    let durable = replicas::Replicated::from_env(replicas::Rule::Aof).await?;
+    let durable_local = replicas::Replicated::from_env(replicas::Rule::AofLocal).await?;
+    let mut durable_list = replicas::CONTENDERS.to_vec();
+    if durable.is_none() {
+        durable_list.clear();
+        skipped.push(
+            "durable grants (section 8): no Valkey primary and replica (BENCH_AOF_URLS; bench/run \
+             starts them when valkey-server is installed)"
+                .to_owned(),
+        );
+    }
+    let cluster = cluster::Cluster::from_env().await?;
+    if cluster.is_none() {
+        skipped.push(
+            "watchdog of a cluster holder (section 4b): no cluster (BENCH_CLUSTER_URLS; bench/run \
+             starts one)"
+                .to_owned(),
+        );
+    }
     if valgrind.is_none() {
         instructions_list.clear();
         skipped.push("instructions per cycle: no valgrind (BENCH_VALGRIND)".to_owned());
     }
     // BENCH_ONLY=scenario[/contender] (uncontended, many, hot, hot4, watchdog, redlock,
-    // redlock-silent, instructions, scaling, held, wakeup, replicas, semaphore, rwlock;
+    // redlock-silent, instructions, scaling, held, wakeup, replicas, durable, cluster-watchdog, semaphore, rwlock;
     // e.g. hot4/api)
     // narrows the run (for profiling and bench/ab); the report is then
     // not rewritten, only bench/results.
@@ -205,6 +227,7 @@ async fn bench() -> BenchResult<()> {
             ("held", &mut held_list),
             ("wakeup", &mut wakeup_list),
             ("replicas", &mut replicas_list),
+            ("durable", &mut durable_list),
         ] {
             list.retain(|c| name == scenario && (contender.is_empty() || c.id() == contender));
         }
@@ -216,6 +239,7 @@ async fn bench() -> BenchResult<()> {
             .is_none_or(|only| only.split('/').next() == Some(name))
     };
     let (run_semaphore, run_rwlock) = (alone(semaphore::NAME), alone(rwlock::NAME));
+    let run_cluster = alone(cluster::NAME);
 
     let mut results = Results {
         machine,
@@ -225,11 +249,14 @@ async fn bench() -> BenchResult<()> {
         hot_key: Vec::new(),
         hot_key_processes: Vec::new(),
         watchdog: Vec::new(),
+        cluster_watchdog: Vec::new(),
         redlock_hot: Vec::new(),
         redlock_silent: Vec::new(),
         instructions: Vec::new(),
         scaling: scaling::Scaling::default(),
         replicas: replicas::Measured::default(),
+        durable: replicas::Measured::default(),
+        durable_local: replicas::Measured::default(),
         semaphore: Vec::new(),
         rwlock: Vec::new(),
         waiting: Vec::new(),
@@ -488,6 +515,23 @@ async fn bench() -> BenchResult<()> {
             )
             .await;
         }
+        for (pair, measured) in [
+            (&durable, &mut results.durable),
+            (&durable_local, &mut results.durable_local),
+        ] {
+            let Some(pair) = pair else { continue };
+            replicas::measure_run(
+                pair,
+                &durable_list,
+                run,
+                (seconds(1.5), seconds(2.0)),
+                settings.many_tasks,
+                (Duration::from_millis(1), seconds(5.0)),
+                measured,
+                &mut results.skipped,
+            )
+            .await;
+        }
         if run < settings.scaling_runs {
             for tasks in scaling::TASKS {
                 for contender in rotated(&scaling_list, run) {
@@ -540,6 +584,11 @@ async fn bench() -> BenchResult<()> {
                 }
             }
         }
+    }
+    // Section 4b: the watchdog of a holder of 10,000 leases on a 3-master cluster.
+    if let Some(cluster) = cluster.as_ref().filter(|_| run_cluster) {
+        results.cluster_watchdog =
+            cluster::measure(cluster, settings.runs, &mut results.skipped).await;
     }
     // Section 9: the semaphore, the mutex and raw round trips, interleaved in each run.
     if run_semaphore {
@@ -685,7 +734,12 @@ async fn bench() -> BenchResult<()> {
             std::fs::write(&path, report::foreign_markdown(&results))?;
             eprintln!("bench: section 12 written to {}", path.display());
         }
-        if !replicas_list.is_empty() {
+        if !results.cluster_watchdog.is_empty() {
+            let path = results_dir.join(format!("{}.md", cluster::NAME));
+            std::fs::write(&path, report::cluster_watchdog_markdown(&results))?;
+            eprintln!("bench: section 4b written to {}", path.display());
+        }
+        if !replicas_list.is_empty() || !durable_list.is_empty() {
             let section = report::replicas_markdown(&results);
             std::fs::write(results_dir.join("replicas.md"), section)?;
             eprintln!(
@@ -743,57 +797,4 @@ fn failed(
     );
     eprintln!("{note}");
     skipped.push(note);
-}
-
-/// The plot's path as a link relative to the report's directory, when it lies beneath it.
-fn relative_link(report: &Path, plot: &Path) -> Option<String> {
-    let report = std::fs::canonicalize(report.parent()?).ok()?;
-    let plot = std::fs::canonicalize(plot).ok()?;
-    plot.strip_prefix(&report)
-        .ok()
-        .map(|path| path.to_string_lossy().into_owned())
-}
-
-async fn machine(admin: &Admin, python: Option<&Python>) -> BenchResult<Machine> {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo
-        .lines()
-        .find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            (key.trim() == "model name").then(|| value.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let rustc = std::env::var("BENCH_RUSTC").unwrap_or_else(|_| {
-        std::process::Command::new("rustc")
-            .arg("--version")
-            .output()
-            .ok()
-            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-            .unwrap_or_else(|| "unknown".into())
-    });
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|release| format!("Linux {}", release.trim()))
-        .unwrap_or_else(|_| "unknown".into());
-    Ok(Machine {
-        nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        cpu_model,
-        redis_version: admin.info_text("server", "redis_version").await?,
-        rustc,
-        kernel,
-        python: python.map(|python| python.versions.clone()),
-        load: (load_average(), String::new()),
-        code: std::env::var("BENCH_CODE").unwrap_or_else(|_| "unknown".into()),
-    })
-}
-
-/// The first three fields of `/proc/loadavg`.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unknown".into())
 }

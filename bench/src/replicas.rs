@@ -7,6 +7,11 @@
 //! (what the option needs at the least: the write and the `WAIT` that counts it, in one
 //! round trip). The scenarios are those of sections 1–3 ([`scenarios::cycles`],
 //! [`scenarios::hot_key`]), on the primary.
+//!
+//! Durable grants (`Config::wait_for_aof`) are measured the same way on a Valkey primary
+//! and replica with their append-only files on (`BENCH_AOF_URLS`; Redis 7.0 has no
+//! `WAITAOF`): ours with `wait_for_aof(true, 1, timeout)`, raw with a pipelined `WAITAOF 1
+//! 1 timeout`, on one task and on many keys.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +20,7 @@ use serde::Serialize;
 
 use crate::BenchResult;
 use crate::admin::Admin;
-use crate::contenders::{Clients, Contender};
+use crate::contenders::{Clients, Contender, Durability};
 use crate::scenarios::{self, CycleRecord, HotRecord};
 
 /// Replicas every grant waits for, with the option on.
@@ -30,8 +35,50 @@ pub(crate) const HOT_TASKS: u64 = 16;
 /// The contenders of section 8 (the hot key: ours only, raw has no waiter).
 pub(crate) const CONTENDERS: [Contender; 2] = [Contender::Api, Contender::Raw];
 
+/// What the option of a pair waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Rule {
+    /// `wait_for_replicas(1, timeout)`: `WAIT 1 timeout`.
+    Replicas,
+    /// `wait_for_aof(true, 1, timeout)`: `WAITAOF 1 1 timeout`, the primary's append-only
+    /// file and one replica's.
+    Aof,
+    /// `wait_for_aof(true, 0, timeout)`: `WAITAOF 1 0 timeout`, the primary's own only.
+    AofLocal,
+}
+
+impl Rule {
+    /// The variable naming the pair (`primary,replica`).
+    fn variable(self) -> &'static str {
+        match self {
+            Rule::Replicas => "BENCH_REPLICA_URLS",
+            Rule::Aof | Rule::AofLocal => "BENCH_AOF_URLS",
+        }
+    }
+
+    /// What the clients with the option wait for.
+    pub(crate) fn durability(self) -> Durability {
+        match self {
+            Rule::Replicas => Durability::Replicas(REPLICAS, WAIT_TIMEOUT),
+            Rule::Aof => Durability::Aof(true, REPLICAS, WAIT_TIMEOUT),
+            Rule::AofLocal => Durability::Aof(true, 0, WAIT_TIMEOUT),
+        }
+    }
+
+    /// The command that waits, lower case as `INFO commandstats` names it.
+    pub(crate) fn command(self) -> &'static str {
+        match self {
+            Rule::Replicas => "wait",
+            Rule::Aof | Rule::AofLocal => "waitaof",
+        }
+    }
+}
+
 /// The primary, its replica, and each contender's clients without and with the option.
 pub(crate) struct Replicated {
+    /// What the option waits for.
+    pub(crate) rule: Rule,
     admin: Admin,
     replica: Admin,
     plain: Arc<Clients>,
@@ -61,15 +108,17 @@ pub(crate) struct Measured {
 }
 
 impl Replicated {
-    /// Connects to the pair in `BENCH_REPLICA_URLS` (`primary,replica`); `None` when it is
-    /// unset (the binary run without `bench/run`).
-    pub(crate) async fn from_env() -> BenchResult<Option<Self>> {
-        let Ok(list) = std::env::var("BENCH_REPLICA_URLS") else {
+    /// Connects to the pair in `BENCH_REPLICA_URLS`, or `BENCH_AOF_URLS` for durable
+    /// grants (`primary,replica`); `None` when it is unset or empty (the binary run
+    /// without `bench/run`, or no `valkey-server`).
+    pub(crate) async fn from_env(rule: Rule) -> BenchResult<Option<Self>> {
+        let variable = rule.variable();
+        let Some(list) = std::env::var(variable).ok().filter(|list| !list.is_empty()) else {
             return Ok(None);
         };
         let urls: Vec<&str> = list.split(',').map(str::trim).collect();
         let [primary, replica] = urls[..] else {
-            return Err(format!("BENCH_REPLICA_URLS is {list:?}, not `primary,replica`").into());
+            return Err(format!("{variable} is {list:?}, not `primary,replica`").into());
         };
         let admin = Admin::connect(primary).await?;
         let connected = admin.info_field("replication", "connected_slaves").await?;
@@ -80,11 +129,24 @@ impl Replicated {
             .into());
         }
         Ok(Some(Replicated {
+            rule,
             admin,
             replica: Admin::connect(replica).await?,
             plain: Arc::new(Clients::replicated(primary, None).await?),
-            waiting: Arc::new(Clients::replicated(primary, Some((REPLICAS, WAIT_TIMEOUT))).await?),
+            waiting: Arc::new(Clients::replicated(primary, Some(rule.durability())).await?),
         }))
+    }
+
+    /// The `run` that picks a measurement's keys: the run itself on the replicas' pair;
+    /// on the Valkey pair, keys of their own per setting and variant, since commands queued
+    /// behind a `WAITAOF` can still set keys after their measurement ended.
+    fn key_run(&self, run: usize, waits: bool) -> usize {
+        let slot = match self.rule {
+            Rule::Replicas => return run,
+            Rule::Aof => 1,
+            Rule::AofLocal => 3,
+        };
+        run + 10 * (slot + usize::from(waits))
     }
 
     fn clients(&self, waits: bool) -> &Arc<Clients> {
@@ -100,16 +162,29 @@ impl Replicated {
 }
 
 /// The label of a contender in section 8.
-pub(crate) fn label(contender: Contender, waits: bool) -> String {
-    match (contender, waits) {
-        (Contender::Raw, false) => "raw limit (SET NX PX + EVALSHA)".to_owned(),
-        (Contender::Raw, true) => "raw limit, SET NX PX + pipelined WAIT 1".to_owned(),
-        (other, false) => other.label().to_owned(),
-        (other, true) => format!(
-            "{}, wait_for_replicas(1, {} ms)",
-            other.label(),
-            WAIT_TIMEOUT.as_millis()
-        ),
+pub(crate) fn label(contender: Contender, rule: Rule, waits: bool) -> String {
+    let timeout = WAIT_TIMEOUT.as_millis();
+    match (contender, rule, waits) {
+        (Contender::Raw, _, false) => "raw limit (SET NX PX + EVALSHA)".to_owned(),
+        (Contender::Raw, Rule::Replicas, true) => {
+            "raw limit, SET NX PX + pipelined WAIT 1".to_owned()
+        }
+        (Contender::Raw, Rule::Aof, true) => {
+            "raw limit, SET NX PX + pipelined WAITAOF 1 1".to_owned()
+        }
+        (Contender::Raw, Rule::AofLocal, true) => {
+            "raw limit, SET NX PX + pipelined WAITAOF 1 0".to_owned()
+        }
+        (other, _, false) => other.label().to_owned(),
+        (other, Rule::Replicas, true) => {
+            format!("{}, wait_for_replicas(1, {timeout} ms)", other.label())
+        }
+        (other, Rule::Aof, true) => {
+            format!("{}, wait_for_aof(true, 1, {timeout} ms)", other.label())
+        }
+        (other, Rule::AofLocal, true) => {
+            format!("{}, wait_for_aof(true, 0, {timeout} ms)", other.label())
+        }
     }
 }
 
@@ -137,11 +212,28 @@ pub(crate) async fn measure_run(
     for (tasks, duration) in [(1, uncontended), (many_tasks, many)] {
         for &(contender, waits) in &variants {
             let clients = pair.clients(waits);
-            match scenarios::cycles(clients, &pair.admin, contender, run, tasks, duration).await {
+            let keys = pair.key_run(run, waits);
+            let outcome = scenarios::cycles(clients, &pair.admin, contender, keys, tasks, duration)
+                .await
+                .map(|record| CycleRecord { run, ..record });
+            if pair.rule != Rule::Replicas {
+                // Grants undone or releases given up leave keys to their ttl; the next
+                // measurement on the same keys must not find them.
+                if let Err(err) = pair.admin.del_matching("bench:*").await {
+                    note(
+                        skipped,
+                        run,
+                        "clean-up",
+                        (contender, pair.rule, waits),
+                        &*err,
+                    );
+                }
+            }
+            match outcome {
                 Ok(record) => {
                     eprintln!(
                         "run {run} replicas {tasks:>3} tasks {:<50} {:>9.0} cycles/s, {} busy",
-                        label(contender, waits),
+                        label(contender, pair.rule, waits),
                         record.per_s,
                         record.failures
                     );
@@ -156,14 +248,17 @@ pub(crate) async fn measure_run(
                     skipped,
                     run,
                     &format!("{tasks} tasks"),
-                    contender,
-                    waits,
+                    (contender, pair.rule, waits),
                     &*err,
                 ),
             }
         }
     }
-    for &(contender, waits) in variants.iter().filter(|(c, _)| *c == Contender::Api) {
+    // The hot key: for the replicas only (durable grants are measured on cycles).
+    let hot = variants
+        .iter()
+        .filter(|(c, _)| *c == Contender::Api && pair.rule == Rule::Replicas);
+    for &(contender, waits) in hot {
         let clients = pair.clients(waits);
         let outcome = scenarios::hot_key(
             clients,
@@ -180,19 +275,31 @@ pub(crate) async fn measure_run(
             Ok(record) => {
                 eprintln!(
                     "run {run} replicas hot key {:<50} {:>9.0} acq/s, p99 {:.1} ms, {} violations",
-                    label(contender, waits),
+                    label(contender, pair.rule, waits),
                     record.per_s,
                     record.p99_us as f64 / 1e3,
                     record.violations
                 );
                 measured.hot_key.push(Variant { waits, record });
             }
-            Err(err) => note(skipped, run, "hot key", contender, waits, &*err),
+            Err(err) => note(
+                skipped,
+                run,
+                "hot key",
+                (contender, pair.rule, waits),
+                &*err,
+            ),
         }
     }
     match pair.replica_link().await {
         Ok(link) => measured.replica_link = link,
-        Err(err) => note(skipped, run, "replica link", Contender::Raw, false, &*err),
+        Err(err) => note(
+            skipped,
+            run,
+            "replica link",
+            (Contender::Raw, pair.rule, false),
+            &*err,
+        ),
     }
 }
 
@@ -200,13 +307,12 @@ fn note(
     skipped: &mut Vec<String>,
     run: usize,
     scenario: &str,
-    contender: Contender,
-    waits: bool,
+    (contender, rule, waits): (Contender, Rule, bool),
     err: &dyn std::fmt::Display,
 ) {
     let note = format!(
         "run {run}, replicas, {scenario}, {}: failed: {err}",
-        label(contender, waits)
+        label(contender, rule, waits)
     );
     eprintln!("{note}");
     skipped.push(note);

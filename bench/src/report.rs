@@ -1,5 +1,6 @@
 //! Medians, ratios, the goal verdicts, and the files: results JSON/CSV and BENCHMARKS.md.
 
+mod cluster_watchdog;
 mod issue27;
 mod issues;
 mod primitives;
@@ -111,6 +112,8 @@ pub(crate) struct Results {
     pub(crate) hot_key_processes: Vec<HotRecord>,
     /// Scenario 4, every measurement.
     pub(crate) watchdog: Vec<WatchdogRecord>,
+    /// Section 4b (the watchdog of a cluster holder), every run.
+    pub(crate) cluster_watchdog: Vec<crate::cluster::ClusterWatchdogRecord>,
     /// Section 5 (Redlock hot key), every measurement.
     pub(crate) redlock_hot: Vec<HotRecord>,
     /// Section 5 with one master silent (SIGSTOP), ours only, every measurement.
@@ -121,6 +124,10 @@ pub(crate) struct Results {
     pub(crate) scaling: crate::scaling::Scaling,
     /// Section 8 (grants that wait for replicas), every measurement.
     pub(crate) replicas: crate::replicas::Measured,
+    /// Section 8, durable grants (`WAITAOF`, on Valkey), every measurement.
+    pub(crate) durable: crate::replicas::Measured,
+    /// Section 8, durable grants on the primary's own append-only file only.
+    pub(crate) durable_local: crate::replicas::Measured,
     /// Section 9 (a semaphore on a hot key), every run.
     pub(crate) semaphore: Vec<crate::semaphore::SemaphoreRecord>,
     /// Section 10 (read-heavy workload), every measurement.
@@ -820,7 +827,8 @@ pub(crate) fn write_all(
     let mut issue_goals = issues::goals(&redlock, &counted);
     issue_goals.extend(issues::cycle_goals(&uncontended, &many, &counted));
     issue_goals.extend(issues::held_goals(&results.scaling.held));
-    let issue27_goals = issue27::goal_rows_issue27(results, &spread);
+    let mut issue27_goals = issue27::goal_rows_issue27(results, &spread);
+    issue27_goals.extend(cluster_watchdog::goals(results));
     let summary = Summary {
         uncontended: uncontended.clone(),
         many_keys: many.clone(),
@@ -865,6 +873,14 @@ pub(crate) fn write_all(
 /// (BENCHMARKS.md is then left as it was).
 pub(crate) fn primitives_markdown(results: &Results) -> String {
     primitives::markdown(results)
+}
+
+/// Section 4b alone, for a `BENCH_ONLY=cluster-watchdog` run (BENCHMARKS.md is then left
+/// as it was; the section is pasted into it by hand).
+pub(crate) fn cluster_watchdog_markdown(results: &Results) -> String {
+    let mut out = String::new();
+    cluster_watchdog::section(&mut out, results);
+    out
 }
 
 /// Section 8 and its finding alone, for a `BENCH_ONLY=replicas` run (BENCHMARKS.md is then
@@ -1081,10 +1097,11 @@ const TOPICS: &str = "What it measures, by topic (the goal tables come first and
 this run met each target):
 
 - **One lock at a time**: the uncontended cycle (section 1) and its instructions (6).
-- **Many locks**: many keys (2), the watchdog at scale (4), how cost grows (7).
+- **Many locks**: many keys (2), the watchdog at scale (4), the watchdog of a cluster holder \
+(4b), how cost grows (7).
 - **Contention**: one hot key (3), across processes (3b), in Redlock mode (5), a semaphore \
 (9), a read-write lock (10).
-- **Replication**: grants that wait for replicas (8).
+- **Replication**: grants that wait for replicas, and durable grants (8).
 - **Waiting and other clients**: what waiting costs Redis (11), a key shared with clients \
 that do not queue (12).
 ";
@@ -1330,6 +1347,7 @@ fn markdown(
         );
     }
     let _ = writeln!(out);
+    cluster_watchdog::section(&mut out, results);
     issues::redlock_section(
         &mut out,
         s,
@@ -1350,7 +1368,7 @@ fn markdown(
         crate::foreign::section(&mut out, &results.foreign, &results.skipped);
     }
 
-    findings(&mut out, (uncontended, hot, watchdog), &results.replicas, s);
+    findings(&mut out, (uncontended, hot, watchdog), results, s);
     // The measured changes (bench/ab runs) are history, kept in bench/HISTORY.md: the
     // report says where, and shows only what this run measured.
     let _ = writeln!(
@@ -1388,7 +1406,11 @@ fn markdown(
          - **Replicas (section 8)**: a primary and a replica (`--replicaof`) started by \
          `bench/run` (`BENCH_REPLICA_URLS`); ours and raw each get a client without and one \
          with the option, run one after the other in the same run; the counters are the \
-         primary's.\n\
+         primary's. Durable grants: the same on a Valkey primary and replica with their \
+         append-only files on (`BENCH_AOF_URLS`; not measured without `valkey-server`).\n\
+         - **Cluster holder (section 4b)**: three redis-servers with `cluster-enabled yes` \
+         joined by `redis-cli --cluster create` (`BENCH_CLUSTER_URLS`); each master's \
+         `INFO stats` and `INFO cpu` are read before and after the window.\n\
          - **Instructions (section 6)**: `valgrind --tool=callgrind` around \
          `lock-bench instructions CONTENDER N` (the bench's own binary), two values of N, \
          the difference per cycle.\n\
@@ -1534,7 +1556,7 @@ fn hot_processes_section(out: &mut String, s: &Settings, spread: &[HotSummary]) 
 fn findings(
     out: &mut String,
     (uncontended, hot, watchdog): (&[CycleSummary], &[HotSummary], &[WatchdogSummary]),
-    replicated: &crate::replicas::Measured,
+    results: &Results,
     s: &Settings,
 ) {
     let mut notes = Vec::new();
@@ -1607,7 +1629,8 @@ fn findings(
             ours.locks
         ));
     }
-    notes.extend(replicas::finding(replicated));
+    notes.extend(replicas::finding(&results.replicas));
+    notes.extend(replicas::durable_finding(results));
     if notes.is_empty() {
         return;
     }
@@ -1623,7 +1646,7 @@ mod tests {
     use super::{Machine, Results, Settings, Tables, markdown};
     use crate::semaphore::SemaphoreRecord;
 
-    fn empty_results() -> Results {
+    pub(super) fn empty_results() -> Results {
         Results {
             machine: Machine {
                 nproc: 2,
@@ -1668,11 +1691,14 @@ mod tests {
             hot_key: Vec::new(),
             hot_key_processes: Vec::new(),
             watchdog: Vec::new(),
+            cluster_watchdog: Vec::new(),
             redlock_hot: Vec::new(),
             redlock_silent: Vec::new(),
             instructions: Vec::new(),
             scaling: crate::scaling::Scaling::default(),
             replicas: crate::replicas::Measured::default(),
+            durable: crate::replicas::Measured::default(),
+            durable_local: crate::replicas::Measured::default(),
             semaphore: Vec::new(),
             rwlock: Vec::new(),
             waiting: Vec::new(),
@@ -1682,7 +1708,7 @@ mod tests {
         }
     }
 
-    fn report(results: &Results) -> String {
+    pub(super) fn report(results: &Results) -> String {
         markdown(
             results,
             Tables {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{median, ms, thousands};
 use crate::contenders::Contender;
-use crate::replicas::{self, Measured, Variant};
+use crate::replicas::{self, Measured, Rule, Variant};
 use crate::report::{Results, Settings};
 use crate::scenarios::{CycleRecord, HotRecord};
 
@@ -38,6 +38,7 @@ fn ratio(value: Option<f64>) -> String {
 /// Medians of one variant's cycle measurements, and its ratios.
 struct CycleRow {
     contender: Contender,
+    rule: Rule,
     waits: bool,
     per_s: f64,
     min: f64,
@@ -53,7 +54,7 @@ struct CycleRow {
     busy: u64,
 }
 
-fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
+fn cycle_rows(records: &[Variant<CycleRecord>], rule: Rule) -> Vec<CycleRow> {
     let mut rows = Vec::new();
     for contender in replicas::CONTENDERS {
         for waits in [false, true] {
@@ -69,6 +70,7 @@ fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
                 |v: &Variant<CycleRecord>| v.waits == waits && v.record.contender == contender;
             rows.push(CycleRow {
                 contender,
+                rule,
                 waits,
                 per_s: median(mine.iter().map(|r| r.per_s)),
                 min: mine.iter().map(|r| r.per_s).fold(f64::INFINITY, f64::min),
@@ -105,7 +107,7 @@ fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
                 server_cmds: median(mine.iter().map(|r| r.server_cmds_per_cycle)),
                 wait_cmds: median(
                     mine.iter()
-                        .map(|r| r.commands.get("wait") as f64 / r.cycles.max(1) as f64),
+                        .map(|r| r.commands.get(rule.command()) as f64 / r.cycles.max(1) as f64),
                 ),
                 requests: mine
                     .iter()
@@ -118,17 +120,18 @@ fn cycle_rows(records: &[Variant<CycleRecord>]) -> Vec<CycleRow> {
     rows
 }
 
-fn cycle_table(out: &mut String, rows: &[CycleRow]) {
+fn cycle_table(out: &mut String, rows: &[CycleRow], rule: Rule) {
     let _ = writeln!(
         out,
-        "| contender | cycles/s (median) | range over runs | × raw, same option, same run | with ÷ without, same run | client CPU µs/cycle | server cmds/cycle | of them WAIT | requests sent/cycle | busy or unconfirmed |"
+        "| contender | cycles/s (median) | range over runs | × raw, same option, same run | with ÷ without, same run | client CPU µs/cycle | server cmds/cycle | of them {} | requests sent/cycle | busy or unconfirmed |",
+        rule.command().to_uppercase()
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let _ = writeln!(
             out,
             "| {} | {} | {}–{} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
-            replicas::label(r.contender, r.waits),
+            replicas::label(r.contender, r.rule, r.waits),
             thousands(r.per_s),
             thousands(r.min),
             thousands(r.max),
@@ -156,12 +159,18 @@ fn find(rows: &[CycleRow], contender: Contender, waits: bool) -> Option<&CycleRo
         .find(|r| r.contender == contender && r.waits == waits)
 }
 
-/// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=replicas` run,
-/// `bench/results/replicas.md`).
+/// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=replicas` or `durable` run,
+/// `bench/results/replicas.md`): grants that wait for replicas, then durable grants.
 pub(crate) fn section(out: &mut String, results: &Results) {
+    let _ = writeln!(out, "## 8. Grants that wait for replicas\n");
+    replicas_part(out, results);
+    durable_part(out, results);
+}
+
+/// Grants that wait for replicas (`WAIT`), on the redis-server pair.
+fn replicas_part(out: &mut String, results: &Results) {
     let s: &Settings = &results.settings;
     let m: &Measured = &results.replicas;
-    let _ = writeln!(out, "## 8. Grants that wait for replicas\n");
     let _ = writeln!(
         out,
         "`bench/run` starts two more throwaway redis-servers (loopback, no persistence): a \
@@ -206,7 +215,7 @@ pub(crate) fn section(out: &mut String, results: &Results) {
             continue;
         }
         let _ = writeln!(out, "{title}\n");
-        cycle_table(out, &cycle_rows(records));
+        cycle_table(out, &cycle_rows(records, Rule::Replicas), Rule::Replicas);
         let _ = writeln!(out);
     }
     if !m.hot_key.is_empty() {
@@ -221,6 +230,88 @@ pub(crate) fn section(out: &mut String, results: &Results) {
             m.replica_link.as_str()
         }
     );
+}
+
+/// Durable grants (`WAITAOF`), on the Valkey pair: one task and many keys, with the
+/// replica's append-only file and with the primary's own only.
+fn durable_part(out: &mut String, results: &Results) {
+    let timeout = replicas::WAIT_TIMEOUT.as_millis();
+    let _ = writeln!(out, "### Durable grants: the append-only file (WAITAOF)\n");
+    let _ = writeln!(
+        out,
+        "Redis 7.0 has no `WAITAOF`, so `bench/run` starts a Valkey primary and a replica of \
+         it (`valkey-server`, loopback, `--appendonly yes --appendfsync everysec` on both: \
+         the default fsync policy, which a user who asks for durable grants keeps, since \
+         `WAITAOF` makes each grant wait for the fsync that covers it while every other \
+         write keeps the once-a-second fsync; `always` would fsync every write, not only the \
+         grants). Each measurement runs without and with the option, \
+         interleaved in the same run, as above, in two settings: ours with \
+         `.wait_for_aof(true, 1, {timeout} ms)` (the grant in the primary's append-only file \
+         and in one replica's) against the raw limit's `SET NX PX` pipelined with `WAITAOF 1 \
+         1 {timeout}`, then `.wait_for_aof(true, 0, {timeout} ms)` (the primary's own file \
+         only) against `WAITAOF 1 0 {timeout}`. *Busy or unconfirmed* counts the tries that \
+         failed: a grant `WAITAOF` did not confirm within the timeout (ours undoes it and \
+         fails with `NotDurable`; raw deletes it), a try or a release answered too late \
+         because it waited behind another `WAITAOF` on the same connection (the key is left \
+         to its ttl, and deleted before the next measurement); cycles/s count confirmed \
+         cycles only. Alone: `BENCH_ONLY=durable bench/run`, which writes \
+         `bench/results/replicas.md`.\n"
+    );
+    let settings = [
+        (
+            Rule::Aof,
+            &results.durable,
+            "the primary's and one replica's",
+        ),
+        (Rule::AofLocal, &results.durable_local, "the primary's own"),
+    ];
+    if settings
+        .iter()
+        .all(|(_, m, _)| m.uncontended.is_empty() && m.many_keys.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "Not measured in this run (see *Not measured in this run* below).\n"
+        );
+        return;
+    }
+    for (rule, m, files) in settings {
+        durable_tables(out, &results.settings, rule, m, files);
+    }
+    let link = &results.durable.replica_link;
+    let _ = writeln!(
+        out,
+        "The Valkey replica's link after the measurements: `master_link_status:{}`.\n",
+        if link.is_empty() { "not read" } else { link }
+    );
+}
+
+/// One setting of durable grants: its one-task and many-keys tables.
+fn durable_tables(out: &mut String, s: &Settings, rule: Rule, m: &Measured, files: &str) {
+    for (title, records) in [
+        (
+            format!(
+                "One task, one key, for {:.1} s per run; grants in {files} append-only file.",
+                s.uncontended_s
+            ),
+            &m.uncontended,
+        ),
+        (
+            format!(
+                "{} concurrent tasks, each cycling on its own key, for {:.1} s per run; grants \
+                 in {files} append-only file.",
+                s.many_tasks, s.many_s
+            ),
+            &m.many_keys,
+        ),
+    ] {
+        if records.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{title}\n");
+        cycle_table(out, &cycle_rows(records, rule), rule);
+        let _ = writeln!(out);
+    }
 }
 
 fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
@@ -260,7 +351,7 @@ fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
         let _ = writeln!(
             out,
             "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {:.2} | {} |",
-            replicas::label(first.contender, waits),
+            replicas::label(first.contender, Rule::Replicas, waits),
             median(mine.iter().map(|r| r.per_s)),
             if waits {
                 ratio(to_without)
@@ -293,11 +384,11 @@ fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
 
 /// The finding of section 8, for the Findings list: what waiting for one replica costs.
 pub(crate) fn finding(m: &Measured) -> Option<String> {
-    let rows = cycle_rows(&m.uncontended);
+    let rows = cycle_rows(&m.uncontended, Rule::Replicas);
     let ours = find(&rows, Contender::Api, true)?;
     let raw = find(&rows, Contender::Raw, true)?;
     let ours_plain = find(&rows, Contender::Api, false)?;
-    let many = cycle_rows(&m.many_keys);
+    let many = cycle_rows(&m.many_keys, Rule::Replicas);
     let many_note = match (
         find(&many, Contender::Api, true),
         find(&many, Contender::Raw, true),
@@ -338,4 +429,124 @@ pub(crate) fn finding(m: &Measured) -> Option<String> {
         ratio(ours.to_raw),
         ratio(ours_plain.to_raw),
     ))
+}
+
+/// The finding of section 8's durable grants: whether the replica's append-only file
+/// confirmed grants within the timeout, and what the primary's own costs.
+pub(crate) fn durable_finding(results: &Results) -> Option<String> {
+    let timeout = replicas::WAIT_TIMEOUT.as_millis();
+    let replica = cycle_rows(&results.durable.uncontended, Rule::Aof);
+    let ours = find(&replica, Contender::Api, true)?;
+    let plain = find(&replica, Contender::Api, false)?;
+    let raw = find(&replica, Contender::Raw, true);
+    let mut note = format!(
+        "**Durable grants.** With `wait_for_aof(true, 1, {timeout} ms)` on the Valkey pair, one \
+         task confirmed {} cycles/s against {} without the option ({} tries failed over the \
+         runs{}).",
+        thousands(ours.per_s),
+        thousands(plain.per_s),
+        ours.busy,
+        raw.map_or(String::new(), |raw| format!(
+            "; raw with `WAITAOF 1 1 {timeout}`: {} cycles/s, {} failed",
+            thousands(raw.per_s),
+            raw.busy
+        ))
+    );
+    if ours.per_s < 0.01 * plain.per_s {
+        note.push_str(&format!(
+            " The replica did not report the grants in its append-only file within {timeout} \
+             ms, for ours and raw alike: durable grants that count a replica need a longer \
+             timeout."
+        ));
+    }
+    let local = cycle_rows(&results.durable_local.uncontended, Rule::AofLocal);
+    if let (Some(ours), Some(raw)) = (
+        find(&local, Contender::Api, true),
+        find(&local, Contender::Raw, true),
+    ) {
+        note.push_str(&format!(
+            " The primary's own file only (`wait_for_aof(true, 0, {timeout} ms)`): ours at {} \
+             of its rate without the option, raw with `WAITAOF 1 0` at {} of raw's; ours {} raw \
+             with the option.",
+            ratio(ours.to_without),
+            ratio(raw.to_without),
+            ratio(ours.to_raw)
+        ));
+    }
+    Some(note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CycleRecord, Variant};
+    use crate::report::tests::{empty_results, report};
+
+    #[test]
+    fn section_8_says_when_durable_grants_were_not_measured() {
+        let mut results = empty_results();
+        results
+            .skipped
+            .push("durable grants: no valkey-server (BENCH_AOF_URLS)".to_owned());
+        let text = report(&results);
+        let durable = text
+            .find("### Durable grants")
+            .unwrap_or_else(|| panic!("no durable grants in section 8:\n{text}"));
+        assert!(text[durable..].contains("Not measured in this run"));
+        assert!(text.contains("- durable grants: no valkey-server (BENCH_AOF_URLS)"));
+    }
+
+    fn cycle(
+        contender: crate::contenders::Contender,
+        waits: bool,
+        per_s: f64,
+        busy: u64,
+    ) -> Variant<CycleRecord> {
+        Variant {
+            waits,
+            record: CycleRecord {
+                contender,
+                run: 0,
+                tasks: 1,
+                cycles: per_s as u64,
+                failures: busy,
+                elapsed_s: 1.0,
+                per_s,
+                client_cpu_us_per_cycle: 50.0,
+                client_switches_per_cycle: Some(2.0),
+                server_cmds_per_cycle: 5.0,
+                server_us_per_cycle: 20.0,
+                requests_per_cycle: Some(2.0),
+                commands: Default::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_findings_say_when_no_durable_grant_was_confirmed() {
+        use crate::contenders::Contender::{Api, Raw};
+        let mut results = empty_results();
+        results.durable.uncontended = vec![
+            cycle(Api, false, 6_000.0, 0),
+            cycle(Api, true, 0.0, 30),
+            cycle(Raw, false, 9_000.0, 0),
+            cycle(Raw, true, 0.0, 17),
+        ];
+        results.durable_local.uncontended = vec![
+            cycle(Api, false, 6_000.0, 0),
+            cycle(Api, true, 3_000.0, 0),
+            cycle(Raw, false, 8_000.0, 0),
+            cycle(Raw, true, 4_000.0, 0),
+        ];
+        let text = report(&results);
+        let finding = text
+            .lines()
+            .find(|line| line.starts_with("- **Durable grants.**"))
+            .unwrap_or_else(|| panic!("no finding on durable grants:\n{text}"));
+        assert!(finding.contains("one task confirmed 0 cycles/s against 6,000 without"));
+        assert!(finding.contains(
+            "(30 tries failed over the runs; raw with `WAITAOF 1 1 100`: 0 cycles/s, 17 failed)"
+        ));
+        assert!(finding.contains("need a longer timeout"));
+        assert!(finding.contains("ours at 0.50× of its rate without the option, raw with `WAITAOF 1 0` at 0.50× of raw's; ours 0.75× raw"));
+    }
 }
