@@ -7,6 +7,8 @@
 //! - [`OrphanCheck`]: after the holders are gone, no lock key remains and the server
 //!   receives no renewal (no script call, no `PEXPIRE`) over a quiet window.
 //! - [`LossClock`]: the time from a lease loss to the holder being told `Lost`.
+//! - [`enter`] and [`leave`]: a count of the holders inside a critical section, kept in
+//!   Redis so that holders of several processes (and foreign clients) count together.
 //!
 //! Times that cross processes are wall-clock microseconds ([`now_us`]): every process of a
 //! suite runs on the same machine, so they share that clock.
@@ -320,6 +322,35 @@ impl LossClock {
 /// Milliseconds with one decimal, for figures.
 pub fn ms(duration: Duration) -> String {
     format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+}
+
+/// Enters the critical-section count kept in Redis (key `inside`): how many holders are
+/// inside with the caller. A count above `limit` (1 for a lock, the permits for a semaphore)
+/// is a holder too many, also counted in `overlaps` (the key the foreign clients' scripts of
+/// the suites count in too).
+pub async fn enter(redis: &mut redis::aio::MultiplexedConnection, limit: i64) -> i64 {
+    let inside: i64 = redis::cmd("INCR")
+        .arg("inside")
+        .query_async(redis)
+        .await
+        .expect("INCR inside");
+    if inside > limit {
+        let _: i64 = redis::cmd("INCR")
+            .arg("overlaps")
+            .query_async(redis)
+            .await
+            .expect("INCR overlaps");
+    }
+    inside
+}
+
+/// Leaves the count [`enter`] entered.
+pub async fn leave(redis: &mut redis::aio::MultiplexedConnection) {
+    let _: i64 = redis::cmd("DECR")
+        .arg("inside")
+        .query_async(redis)
+        .await
+        .expect("DECR inside");
 }
 
 #[cfg(test)]

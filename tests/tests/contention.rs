@@ -39,29 +39,14 @@ fn contention_worker() {
                     .run(async {
                         // A cross-process overlap detector: more than one inside is a
                         // second holder.
-                        let inside: i64 = redis::cmd("INCR")
-                            .arg("inside")
-                            .query_async(&mut redis)
-                            .await
-                            .unwrap();
-                        if inside > 1 {
-                            let _: i64 = redis::cmd("INCR")
-                                .arg("overlaps")
-                                .query_async(&mut redis)
-                                .await
-                                .unwrap();
-                        }
+                        lock_tests::checkers::enter(&mut redis, 1).await;
                         let _: i64 = redis::cmd("RPUSH")
                             .arg("ran")
                             .arg(&id)
                             .query_async(&mut redis)
                             .await
                             .unwrap();
-                        let _: i64 = redis::cmd("DECR")
-                            .arg("inside")
-                            .query_async(&mut redis)
-                            .await
-                            .unwrap();
+                        lock_tests::checkers::leave(&mut redis).await;
                         Ok::<(), LockError>(())
                     })
                     .await

@@ -90,24 +90,9 @@ fn redis_py_clients_get_the_key_beside_our_queue() {
                         let lock = client.lock(KEY).ttl(Duration::from_secs(5)).wait(left);
                         let held = lock
                             .run(async {
-                                let inside: i64 = redis::cmd("INCR")
-                                    .arg("inside")
-                                    .query_async(&mut redis)
-                                    .await
-                                    .unwrap();
-                                if inside > 1 {
-                                    let _: i64 = redis::cmd("INCR")
-                                        .arg("overlaps")
-                                        .query_async(&mut redis)
-                                        .await
-                                        .unwrap();
-                                }
+                                lock_tests::checkers::enter(&mut redis, 1).await;
                                 tokio::time::sleep(HOLD).await;
-                                let _: i64 = redis::cmd("DECR")
-                                    .arg("inside")
-                                    .query_async(&mut redis)
-                                    .await
-                                    .unwrap();
+                                lock_tests::checkers::leave(&mut redis).await;
                                 Ok::<_, LockError>(())
                             })
                             .await;
@@ -238,24 +223,9 @@ fn both_sides_get_a_share_when_redis_py_contends_without_a_break() {
                         let held = lock
                             .run(async {
                                 let waited = asked.elapsed();
-                                let inside: i64 = redis::cmd("INCR")
-                                    .arg("inside")
-                                    .query_async(&mut redis)
-                                    .await
-                                    .unwrap();
-                                if inside > 1 {
-                                    let _: i64 = redis::cmd("INCR")
-                                        .arg("overlaps")
-                                        .query_async(&mut redis)
-                                        .await
-                                        .unwrap();
-                                }
+                                lock_tests::checkers::enter(&mut redis, 1).await;
                                 tokio::time::sleep(HOLD).await;
-                                let _: i64 = redis::cmd("DECR")
-                                    .arg("inside")
-                                    .query_async(&mut redis)
-                                    .await
-                                    .unwrap();
+                                lock_tests::checkers::leave(&mut redis).await;
                                 Ok::<_, LockError>(waited)
                             })
                             .await;

@@ -43,18 +43,10 @@ fn waiting_process() {
             handles.push(tokio::spawn(async move {
                 let _ = lock
                     .run(async {
-                        let inside: i64 = redis::cmd("INCR")
-                            .arg("inside")
-                            .query_async(&mut redis)
-                            .await
-                            .unwrap();
+                        let inside = lock_tests::checkers::enter(&mut redis, 1).await;
                         println!("RAN {inside}");
                         tokio::time::sleep(Duration::from_millis(5)).await;
-                        let _: i64 = redis::cmd("DECR")
-                            .arg("inside")
-                            .query_async(&mut redis)
-                            .await
-                            .unwrap();
+                        lock_tests::checkers::leave(&mut redis).await;
                         Ok::<_, LockError>(())
                     })
                     .await;
@@ -345,18 +337,10 @@ fn paused_waiting_process(pause: Duration) {
                     .get_multiplexed_async_connection()
                     .await
                     .unwrap();
-                let inside: i64 = redis::cmd("INCR")
-                    .arg("inside")
-                    .query_async(&mut redis)
-                    .await
-                    .unwrap();
+                let inside = lock_tests::checkers::enter(&mut redis, 1).await;
                 // Held past the paused process's SIGCONT (the watchdog renews the 2 s ttl).
                 tokio::time::sleep(pause + Duration::from_secs(1)).await;
-                let _: i64 = redis::cmd("DECR")
-                    .arg("inside")
-                    .query_async(&mut redis)
-                    .await
-                    .unwrap();
+                lock_tests::checkers::leave(&mut redis).await;
                 guard.release().await.unwrap();
                 (acquired, inside)
             })

@@ -208,18 +208,10 @@ fn semaphore_waiting_process() {
         let task = tokio::spawn(async move {
             permit
                 .run(async {
-                    let inside: i64 = redis::cmd("INCR")
-                        .arg("inside")
-                        .query_async(&mut redis)
-                        .await
-                        .unwrap();
+                    let inside = lock_tests::checkers::enter(&mut redis, permits.into()).await;
                     println!("RAN {inside}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    let _: i64 = redis::cmd("DECR")
-                        .arg("inside")
-                        .query_async(&mut redis)
-                        .await
-                        .unwrap();
+                    lock_tests::checkers::leave(&mut redis).await;
                     Ok::<_, LockError>(())
                 })
                 .await
@@ -289,11 +281,7 @@ fn live_waiter(
             .get_multiplexed_async_connection()
             .await
             .unwrap();
-        let inside: i64 = redis::cmd("INCR")
-            .arg("inside")
-            .query_async(&mut redis)
-            .await
-            .unwrap();
+        let inside = lock_tests::checkers::enter(&mut redis, permits.into()).await;
         let queued: Vec<String> = redis::cmd("ZRANGE")
             .arg(queue_keys(KEY).0)
             .arg(0)
@@ -302,11 +290,7 @@ fn live_waiter(
             .await
             .unwrap();
         tokio::time::sleep(hold).await;
-        let _: i64 = redis::cmd("DECR")
-            .arg("inside")
-            .query_async(&mut redis)
-            .await
-            .unwrap();
+        lock_tests::checkers::leave(&mut redis).await;
         guard.release().await.unwrap();
         (acquired, inside, queued)
     })
