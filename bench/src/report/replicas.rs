@@ -235,7 +235,10 @@ fn replicas_part(out: &mut String, results: &Results) {
 /// Durable grants (`WAITAOF`), on the Valkey pair: one task and many keys, with the
 /// replica's append-only file and with the primary's own only.
 fn durable_part(out: &mut String, results: &Results) {
-    let timeout = replicas::WAIT_TIMEOUT.as_millis();
+    let (replica_ms, local_ms) = (
+        Rule::Aof.timeout().as_millis(),
+        Rule::AofLocal.timeout().as_millis(),
+    );
     let _ = writeln!(out, "### Durable grants: the append-only file (WAITAOF)\n");
     let _ = writeln!(
         out,
@@ -246,10 +249,11 @@ fn durable_part(out: &mut String, results: &Results) {
          write keeps the once-a-second fsync; `always` would fsync every write, not only the \
          grants). Each measurement runs without and with the option, \
          interleaved in the same run, as above, in two settings: ours with \
-         `.wait_for_aof(true, 1, {timeout} ms)` (the grant in the primary's append-only file \
-         and in one replica's) against the raw limit's `SET NX PX` pipelined with `WAITAOF 1 \
-         1 {timeout}`, then `.wait_for_aof(true, 0, {timeout} ms)` (the primary's own file \
-         only) against `WAITAOF 1 0 {timeout}`. *Busy or unconfirmed* counts the tries that \
+         `.wait_for_aof(true, 1, {replica_ms} ms)` (the grant in the primary's append-only \
+         file and in one replica's; a replica reports how far its file is written about once \
+         a second, so a 100 ms timeout confirms almost no grant) against the raw limit's `SET \
+         NX PX` pipelined with `WAITAOF 1 1 {replica_ms}`, then `.wait_for_aof(true, 0, \
+         {local_ms} ms)` (the primary's own file only) against `WAITAOF 1 0 {local_ms}`. *Busy or unconfirmed* counts the tries that \
          failed: a grant `WAITAOF` did not confirm within the timeout (ours undoes it and \
          fails with `NotDurable`; raw deletes it), a try or a release answered too late \
          because it waited behind another `WAITAOF` on the same connection (the key is left \
@@ -434,7 +438,8 @@ pub(crate) fn finding(m: &Measured) -> Option<String> {
 /// The finding of section 8's durable grants: whether the replica's append-only file
 /// confirmed grants within the timeout, and what the primary's own costs.
 pub(crate) fn durable_finding(results: &Results) -> Option<String> {
-    let timeout = replicas::WAIT_TIMEOUT.as_millis();
+    let timeout = Rule::Aof.timeout().as_millis();
+    let local_ms = Rule::AofLocal.timeout().as_millis();
     let replica = cycle_rows(&results.durable.uncontended, Rule::Aof);
     let ours = find(&replica, Contender::Api, true)?;
     let plain = find(&replica, Contender::Api, false)?;
@@ -465,7 +470,7 @@ pub(crate) fn durable_finding(results: &Results) -> Option<String> {
         find(&local, Contender::Raw, true),
     ) {
         note.push_str(&format!(
-            " The primary's own file only (`wait_for_aof(true, 0, {timeout} ms)`): ours at {} \
+            " The primary's own file only (`wait_for_aof(true, 0, {local_ms} ms)`): ours at {} \
              of its rate without the option, raw with `WAITAOF 1 0` at {} of raw's; ours {} raw \
              with the option.",
             ratio(ours.to_without),
@@ -544,7 +549,7 @@ mod tests {
             .unwrap_or_else(|| panic!("no finding on durable grants:\n{text}"));
         assert!(finding.contains("one task confirmed 0 cycles/s against 6,000 without"));
         assert!(finding.contains(
-            "(30 tries failed over the runs; raw with `WAITAOF 1 1 100`: 0 cycles/s, 17 failed)"
+            "(30 tries failed over the runs; raw with `WAITAOF 1 1 1500`: 0 cycles/s, 17 failed)"
         ));
         assert!(finding.contains("need a longer timeout"));
         assert!(finding.contains("ours at 0.50× of its rate without the option, raw with `WAITAOF 1 0` at 0.50× of raw's; ours 0.75× raw"));

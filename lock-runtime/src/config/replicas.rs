@@ -81,8 +81,8 @@ impl Config {
     /// `WAITAOF` (Redis before 7.2), or with `appendonly no` when `local` is asked for, is
     /// refused with [`LockError::Config`](crate::LockError::Config) when the client is
     /// built, if it answers then (and allows `CONFIG GET`), else at the first grant.
-    /// With `replicas > 0` give it a timeout of a second or more: a replica reports its
-    /// append-only file's progress about once a second.
+    /// With `replicas > 0` each grant waits about a second (a replica reports its
+    /// append-only file's progress about once a second): give it a timeout of 1.5 s or more.
     ///
     /// ```
     /// use std::time::Duration;
