@@ -152,43 +152,77 @@ impl Deployment {
         assert_eq!(acked, 1, "the replica did not sync within 5 s");
     }
 
-    /// Waits (20 s at most) until every sentinel knows the replica and thinks it up: a
-    /// failover needs one to promote. On time-out it prints what each sentinel knows of
-    /// the replicas and the end of its log.
+    /// Waits (30 s at most) until every sentinel sees the replica as a failover would pick
+    /// it: not down, its link connected, an `INFO` reply from it less than 3 s old (a
+    /// sentinel that only learned the address, from the old primary's entry, has none) and
+    /// its replication up. A sentinel that still sees it down after 10 s is told to
+    /// `SENTINEL RESET` (it then finds the replica and the other sentinels again): a
+    /// sentinel once kept the restarted server down for 30 s, and the next failover found
+    /// no replica to promote. On time-out it prints what each sentinel knows of the
+    /// replicas and the end of its log.
     fn until_sentinels_know_the_replica(&self) {
         let replica_port = self.replica().port().to_string();
-        let knows = |sentinel: &RedisServer| {
-            Deployment::replicas_seen_by(sentinel)
+        let sees_up = |sentinel: &RedisServer| {
+            let replica_up = Deployment::replicas_seen_by(sentinel)
                 .iter()
                 .any(|replica| {
-                    replica.get("port") == Some(&replica_port)
-                        && replica.get("flags").is_some_and(|flags| {
-                            !flags.contains("s_down") && !flags.contains("disconnected")
-                        })
-                })
+                    let field = |name: &str| replica.get(name).map(String::as_str).unwrap_or("");
+                    field("port") == replica_port
+                        && !field("flags").contains("s_down")
+                        && !field("flags").contains("disconnected")
+                        && field("info-refresh")
+                            .parse::<u64>()
+                            .is_ok_and(|ms| ms < 3_000)
+                        && field("master-link-status") == "ok"
+                });
+            replica_up && Deployment::other_sentinels_seen_by(sentinel) == 2
         };
         let started = Instant::now();
+        let mut reset = false;
         for _ in 0..2_000 {
-            if self.sentinels.iter().all(knows) || started.elapsed() > Duration::from_secs(20) {
+            let late: Vec<&RedisServer> = self.sentinels.iter().filter(|s| !sees_up(s)).collect();
+            if late.is_empty() || started.elapsed() > Duration::from_secs(30) {
                 break;
+            }
+            if !reset && started.elapsed() > Duration::from_secs(10) {
+                reset = true;
+                for sentinel in late {
+                    eprintln!(
+                        "sentinel {} still sees the replica down: reset",
+                        sentinel.port()
+                    );
+                    let _: redis::RedisResult<i64> = redis::cmd("SENTINEL")
+                        .arg("RESET")
+                        .arg(MASTER)
+                        .query(&mut sentinel.conn());
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        if !self.sentinels.iter().all(knows) {
+        if !self.sentinels.iter().all(sees_up) {
             for sentinel in &self.sentinels {
                 let seen: Vec<String> = Deployment::replicas_seen_by(sentinel)
                     .iter()
-                    .map(|replica| format!("{:?} {:?}", replica.get("port"), replica.get("flags")))
+                    .map(|replica| format!("{replica:?}"))
                     .collect();
                 eprintln!("sentinel {} sees replicas {seen:?}", sentinel.port());
             }
             self.print_sentinel_logs();
             panic!(
-                "the sentinels did not all see the replica {replica_port} up within 20 s \
+                "the sentinels did not all see the replica {replica_port} up within 30 s \
                  (replication: {})",
                 info(self.replica(), "replication").replace("\r\n", " ")
             );
         }
+    }
+
+    /// How many other sentinels `sentinel` knows (0 when it cannot say).
+    fn other_sentinels_seen_by(sentinel: &RedisServer) -> usize {
+        redis::cmd("SENTINEL")
+            .arg("SENTINELS")
+            .arg(MASTER)
+            .query::<Vec<redis::Value>>(&mut sentinel.conn())
+            .map_or(0, |sentinels| sentinels.len())
     }
 
     fn replicas_seen_by(sentinel: &RedisServer) -> Vec<std::collections::HashMap<String, String>> {
