@@ -40,8 +40,17 @@ macro_rules! lock_or_semaphore_script {
 pub(crate) static ACQUIRE: Lazy<Script> = queue_script!("acquire.lua");
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
-/// For a permit's token: gives the permit back (1, or 0 when its lease had ended).
-pub(crate) static RELEASE: Lazy<Script> = lock_or_semaphore_script!("release.lua");
+/// For a permit's token: gives the permit back (1, or 0 when its lease had ended). The
+/// uncontended release (`release_uncontended.lua`) comes first, before the prelude's
+/// definitions, which it does not need.
+pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| {
+    Script::new(concat!(
+        include_str!("lua/release_uncontended.lua"),
+        include_str!("lua/prelude.lua"),
+        include_str!("lua/semaphore_permits.lua"),
+        include_str!("lua/release.lua")
+    ))
+});
 
 /// A renewal script: the prelude, the semaphore's permits, one lease's renewal
 /// (`renew_lease.lua`), and its own body.

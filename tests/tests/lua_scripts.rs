@@ -18,8 +18,13 @@ fn acquire() -> redis::Script {
     script(include_str!("../../lock-runtime/src/lua/acquire.lua"))
 }
 
+/// The release as scripts.rs builds it: the uncontended release first, then the prelude.
 fn release() -> redis::Script {
-    script(include_str!("../../lock-runtime/src/lua/release.lua"))
+    redis::Script::new(&format!(
+        "{}{PRELUDE}{PERMITS}{}",
+        include_str!("../../lock-runtime/src/lua/release_uncontended.lua"),
+        include_str!("../../lock-runtime/src/lua/release.lua")
+    ))
 }
 
 fn keepalive() -> redis::Script {
@@ -858,4 +863,37 @@ fn a_liveness_key_another_master_serves_neither_fails_a_script_nor_drops_a_waite
         .invoke(&mut conn)
         .unwrap();
     assert_eq!((kept, gone), (1, vec![remote.clone()]));
+}
+
+/// A release that finds nobody queued ends the key's contention, and the schedule of its
+/// foreign windows with it: the next contention starts a new one (its first window a while
+/// after it begins), not at a window that fell due during the quiet time.
+#[test]
+fn an_uncontended_release_ends_the_foreign_window_schedule() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "me");
+    let _: () = redis::cmd("HSET")
+        .arg(TTLS)
+        .arg("~gap-due")
+        .arg(1)
+        .arg("~gap-every")
+        .arg(1000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(release_requeue(&mut conn, "me", "", 100), 1);
+    let lock: Option<String> = redis::cmd("GET").arg(LOCK).query(&mut conn).unwrap();
+    assert_eq!(lock, None, "the key was not released");
+    assert_eq!(hash_field(&mut conn, "~gap-due"), None);
+    assert_eq!(hash_field(&mut conn, "~gap-every"), None);
+    // Another owner's release leaves the key and the schedule alone.
+    hold(&mut conn, "other");
+    let _: () = redis::cmd("HSET")
+        .arg(TTLS)
+        .arg("~gap-due")
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(release_requeue(&mut conn, "me", "", 100), -1);
+    assert_eq!(hash_field(&mut conn, "~gap-due"), Some(1));
 }
