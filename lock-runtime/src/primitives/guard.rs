@@ -78,11 +78,14 @@ impl LockGuard {
         fence: Option<u64>,
         options: &LockOptions,
         (sent, answered): (Instant, Instant),
-        local: Option<Holding>,
+        mut local: Option<Holding>,
     ) -> Self {
-        let lease = client
-            .watchdog()
-            .register(&names, &token, options.ttl, options.watchdog, sent);
+        // The turn goes on the schedule with the lease (one visit of the watchdog).
+        let turn = local.as_mut().and_then(Holding::take_turn);
+        let lease =
+            client
+                .watchdog()
+                .register(&names, &token, (options.ttl, options.watchdog), sent, turn);
         let valid_until = validity(sent, options.ttl);
         Self::holding(
             client,
@@ -198,16 +201,6 @@ impl LockGuard {
         self.renew = renew;
         self.valid_until = validity(sent, ttl);
         true
-    }
-
-    /// Takes the lease off the watchdog (once: a release cut short comes here again on drop)
-    /// and returns its validity point, past which a release no longer matters.
-    fn stop_renewing(&mut self) -> Instant {
-        let removed = self.client.watchdog().remove(self.lease.id);
-        self.took_off_schedule |= removed.is_some();
-        let valid_until = removed.unwrap_or(self.valid_until);
-        self.valid_until = valid_until;
-        valid_until
     }
 
     /// What a guarded body sees of this lock through [`crate::current_lock`].
@@ -441,12 +434,16 @@ impl LockGuard {
 
     /// Ends the hold for a release in Redis: takes the local level and the turn (kept until
     /// Redis answered, so the next local waiter starts after it), takes the lease off the
-    /// watchdog, and returns them with the lease's validity point and the foreign window
-    /// to offer.
+    /// watchdog (once: a release cut short comes here again on drop), and returns them with
+    /// the lease's validity point, past which a release no longer matters, and the foreign
+    /// window to offer.
     fn begin_release(&mut self) -> (LocalHold, Instant, Option<Duration>) {
         let window = self.contended_window();
-        let local = (self.local.take(), self.detach_turn());
-        (local, self.stop_renewing(), window)
+        let removed = self.client.watchdog().remove_attached(self.lease.id);
+        self.took_off_schedule |= removed.is_some();
+        let (valid_until, turn) = removed.unwrap_or((self.valid_until, None));
+        self.valid_until = valid_until;
+        ((self.local.take(), turn), valid_until, window)
     }
 
     /// Takes back this holder's turn in the local queue from the watchdog (gone when the

@@ -501,9 +501,10 @@ impl SemaphoreGuard {
         sent: Instant,
     ) -> Self {
         let options = &semaphore.options;
-        let lease = client
-            .watchdog()
-            .register(&names, &token, options.ttl, options.watchdog, sent);
+        let lease =
+            client
+                .watchdog()
+                .register(&names, &token, (options.ttl, options.watchdog), sent, None);
         SemaphoreGuard {
             client,
             names,

@@ -8,6 +8,7 @@
 //! is marked lost and leaves the schedule.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -65,10 +66,35 @@ struct Shared {
     stopped: AtomicBool,
 }
 
+/// The schedule's ids are the watchdog's own counter, never a caller's value: a
+/// multiplicative hash spreads them at a fraction of the default hasher's cost (the
+/// uncontended cycle looks its lease up twice).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = (self.0 ^ id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Leases by their schedule id.
+type Leases = HashMap<u64, Lease, BuildHasherDefault<IdHasher>>;
+
 #[derive(Default)]
 struct State {
     next_id: u64,
-    leases: HashMap<u64, Lease>,
+    leases: Leases,
     /// When each lease must be looked at next (see `timeline.rs`).
     timeline: timeline::Timeline,
     /// How many leases on the schedule are [`Lease::contended`].
@@ -216,15 +242,16 @@ impl Watchdog {
         Watchdog { shared, wake }
     }
 
-    /// Puts a freshly acquired lease (command sent at `sent`) on the schedule.
-    /// With `renew` false it is only watched for the end of its validity.
+    /// Puts a freshly acquired lease (command sent at `sent`) on the schedule, with what is
+    /// kept with it (see [`attach`](Self::attach)). With `renew` false it is only watched
+    /// for the end of its validity.
     pub(crate) fn register(
         &self,
         names: &Arc<KeyNames>,
         token: &Token,
-        ttl: Duration,
-        renew: bool,
+        (ttl, renew): (Duration, bool),
         sent: Instant,
+        attached: Option<Attachment>,
     ) -> LeaseHandle {
         let lost = LostSignal::new();
         let receiver = lost.clone();
@@ -258,7 +285,7 @@ impl Watchdog {
                     entry: None,
                     contended: false,
                     lost,
-                    attached: None,
+                    attached,
                 },
             );
             (id, wake_sooner)
@@ -276,6 +303,14 @@ impl Watchdog {
             .state()
             .take_lease(id)
             .map(|lease| lease.valid_until)
+    }
+
+    /// [`remove`](Self::remove) and [`detach`](Self::detach) at once (a release).
+    pub(crate) fn remove_attached(&self, id: u64) -> Option<(Instant, Option<Attachment>)> {
+        self.shared
+            .state()
+            .take_lease(id)
+            .map(|lease| (lease.valid_until, lease.attached))
     }
 
     /// Gives a lease that stays on the schedule to its next holder in this process (a local

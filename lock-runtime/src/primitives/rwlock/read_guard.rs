@@ -44,9 +44,10 @@ impl ReadGuard {
         options: &LockOptions,
         sent: Instant,
     ) -> Self {
-        let lease = client
-            .watchdog()
-            .register(&share, &token, options.ttl, options.watchdog, sent);
+        let lease =
+            client
+                .watchdog()
+                .register(&share, &token, (options.ttl, options.watchdog), sent, None);
         ReadGuard {
             client: client.clone(),
             names: names.clone(),

@@ -59,7 +59,7 @@ impl State {
     }
 
     /// Takes every lease off the schedule.
-    pub(super) fn take_all_leases(&mut self) -> HashMap<u64, Lease> {
+    pub(super) fn take_all_leases(&mut self) -> Leases {
         self.timeline.heap.clear();
         self.contended = 0;
         std::mem::take(&mut self.leases)
