@@ -175,19 +175,25 @@ impl Renewals<'_> {
             Ok(replies) => replies,
             Err(()) => return vec![Err(Unrenewed::Failed); batch.len()],
         };
-        for (index, reply) in replies.iter_mut().enumerate() {
-            if *reply == Err(Unrenewed::Moved) {
-                let batch = std::slice::from_ref(&batch[index]);
-                let alone = Renewals {
-                    batch,
-                    route: None,
-                    ..self
-                };
-                let again = alone.send(&mut connection).await.ok();
-                *reply = again
-                    .and_then(|mut one| one.pop())
-                    .unwrap_or(Err(Unrenewed::Failed));
-            }
+        // The moved ones go again together, each alone by its key (a reshard moves many
+        // slots at once: one after another, they would add a round trip each).
+        let moved: Vec<usize> = (0..replies.len())
+            .filter(|index| replies[*index] == Err(Unrenewed::Moved))
+            .collect();
+        let again = join_all(moved.iter().map(|index| {
+            let alone = Renewals {
+                batch: std::slice::from_ref(&batch[*index]),
+                route: None,
+                ..self
+            };
+            let mut connection = connection.clone();
+            async move { alone.send(&mut connection).await.ok() }
+        }))
+        .await;
+        for (index, again) in moved.into_iter().zip(again) {
+            replies[index] = again
+                .and_then(|mut one| one.pop())
+                .unwrap_or(Err(Unrenewed::Failed));
         }
         replies
     }
