@@ -153,10 +153,10 @@ impl Deployment {
     }
 
     /// Waits (30 s at most) until every sentinel sees the replica as a failover would pick
-    /// it: not down, its link connected, an `INFO` reply from it less than 3 s old (a
-    /// sentinel that only learned the address, from the old primary's entry, has none) and
-    /// its replication up. A sentinel that still sees it down after 10 s is told to
-    /// `SENTINEL RESET` (it then finds the replica and the other sentinels again): a
+    /// it: not down, its link connected, an `INFO` reply from it (a sentinel asks a replica
+    /// every 10 s; one that only learned the address, from the old primary's entry, has
+    /// none) and its replication up. A sentinel that still sees it down after 10 s is told
+    /// to `SENTINEL RESET` (it then finds the replica and the other sentinels again): a
     /// sentinel once kept the restarted server down for 30 s, and the next failover found
     /// no replica to promote. On time-out it prints what each sentinel knows of the
     /// replicas and the end of its log.
@@ -172,7 +172,7 @@ impl Deployment {
                         && !field("flags").contains("disconnected")
                         && field("info-refresh")
                             .parse::<u64>()
-                            .is_ok_and(|ms| ms < 3_000)
+                            .is_ok_and(|ms| ms < 15_000)
                         && field("master-link-status") == "ok"
                 });
             replica_up && Deployment::other_sentinels_seen_by(sentinel) == 2
@@ -188,8 +188,10 @@ impl Deployment {
                 reset = true;
                 for sentinel in late {
                     eprintln!(
-                        "sentinel {} still sees the replica down: reset",
-                        sentinel.port()
+                        "sentinel {} still sees the replica down ({:?}, {} other sentinels): reset",
+                        sentinel.port(),
+                        Deployment::replicas_seen_by(sentinel),
+                        Deployment::other_sentinels_seen_by(sentinel)
                     );
                     let _: redis::RedisResult<i64> = redis::cmd("SENTINEL")
                         .arg("RESET")
