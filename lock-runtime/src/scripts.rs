@@ -343,6 +343,19 @@ pub(crate) fn queue_call<'a>(
     invocation
 }
 
+/// The reply of a short release ([`short_release_call`]) that did not release: the full form
+/// must follow.
+pub(crate) const ASK_FULL_RELEASE: i64 = -2;
+
+/// The release's short form, for a hold that knew of no waiter: the lock key, the queue and
+/// the token. It releases an uncontended key (1) and answers [`ASK_FULL_RELEASE`] to
+/// everything else (see `release_uncontended.lua`).
+pub(crate) fn short_release_call<'a>(names: &KeyNames, token: &str) -> Call<'a> {
+    let mut call = Call::new(&RELEASE, &[names.lock(), names.queue()]);
+    call.arg(token);
+    call
+}
+
 /// The process's next place in the queue, given with a release when more of its tasks wait
 /// for the key: it joins the tail in the same call (or, when no other process is queued,
 /// the holder keeps the key).

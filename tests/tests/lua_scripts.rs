@@ -897,3 +897,44 @@ fn an_uncontended_release_ends_the_foreign_window_schedule() {
     assert_eq!(release_requeue(&mut conn, "me", "", 100), -1);
     assert_eq!(hash_field(&mut conn, "~gap-due"), Some(1));
 }
+
+/// The release's short form (the lock key, the queue, the token), which a holder that knew
+/// of no waiter sends: it releases an uncontended key, refuses another owner's, and asks
+/// for the full form (-2) in every other case, leaving everything as it was.
+#[test]
+fn the_short_release_releases_an_uncontended_key_and_asks_for_the_full_form_otherwise() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let short = |conn: &mut redis::Connection, token: &str| -> i64 {
+        release()
+            .key(LOCK)
+            .key(QUEUE)
+            .arg(token)
+            .invoke(conn)
+            .unwrap()
+    };
+    let lock = |conn: &mut redis::Connection| -> Option<String> {
+        redis::cmd("GET").arg(LOCK).query(conn).unwrap()
+    };
+    hold(&mut conn, "me");
+    assert_eq!(short(&mut conn, "me"), 1);
+    assert_eq!(
+        lock(&mut conn),
+        None,
+        "the uncontended key was not released"
+    );
+    // Gone: the full form wakes the head, so it is asked for.
+    assert_eq!(short(&mut conn, "me"), -2);
+    // Another owner's key: refused, untouched.
+    hold(&mut conn, "other");
+    assert_eq!(short(&mut conn, "me"), -1);
+    assert_eq!(lock(&mut conn).as_deref(), Some("other"));
+    // Ours, with a waiter queued: the full form hands it over.
+    hold(&mut conn, "me");
+    queue(&mut conn, "waiter", 1, 30_000, Some(30_000));
+    assert_eq!(short(&mut conn, "me"), -2);
+    assert_eq!(lock(&mut conn).as_deref(), Some("me"));
+    assert_eq!(queued(&mut conn), vec!["waiter".to_owned()]);
+    // A semaphore permit's token goes to the full form, which knows permits.
+    assert_eq!(short(&mut conn, "permit:x"), -2);
+}

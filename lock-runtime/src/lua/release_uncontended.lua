@@ -2,15 +2,28 @@
 -- costs the server more than the release itself): a lock's token (not a semaphore
 -- permit's), this owner's key, nobody queued, and no entry of the releasing process to
 -- join the queue. It does what release.lua does in that case; any other case goes on to
--- release.lua, which reads the key again. KEYS and ARGV are release.lua's.
-if string.sub(ARGV[1], 1, 7) ~= 'permit:' and (ARGV[5] or '') == ''
-    and redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('EXISTS', KEYS[2]) == 0 then
-  redis.call('DEL', KEYS[1])
-  if ARGV[9] == '1' then
-    redis.call(ARGV[3], ARGV[2], '')
+-- release.lua, which reads the key again. KEYS and ARGV are release.lua's, or the short
+-- form: KEYS[1], KEYS[2] and ARGV[1] only, which a client sends when it knows of no waiter
+-- (the fewer names cost the server less); another owner's key answers -1 as release.lua
+-- does, and any other case returns -2: the client then sends the full form.
+if string.sub(ARGV[1], 1, 7) ~= 'permit:' then
+  local current = redis.call('GET', KEYS[1])
+  if current == ARGV[1] then
+    if (ARGV[5] or '') == '' and redis.call('EXISTS', KEYS[2]) == 0 then
+      redis.call('DEL', KEYS[1])
+      if ARGV[9] == '1' then
+        redis.call(ARGV[3], ARGV[2], '')
+      end
+      if (tonumber(ARGV[8] or '0') or 0) > 0 then
+        redis.call('HDEL', KEYS[4], '~gap-due', '~gap-every')
+      end
+      return 1
+    end
+  elseif current and current ~= '~handover' then
+    -- Another owner's key (release.lua answers the same).
+    return -1
   end
-  if (tonumber(ARGV[8] or '0') or 0) > 0 then
-    redis.call('HDEL', KEYS[4], '~gap-due', '~gap-every')
-  end
-  return 1
+end
+if #KEYS < 4 then
+  return -2
 end

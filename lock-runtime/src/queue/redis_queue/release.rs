@@ -11,8 +11,8 @@ use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lease::{Token, millis};
 use crate::scripts::{
-    Call, GROW_ONLY, KeyNames, LEAVE, RELEASE, RENEW, Requeue, invoke, invoke_granting,
-    invoke_noting_repeat, queue_call, release_call,
+    ASK_FULL_RELEASE, Call, GROW_ONLY, KeyNames, LEAVE, RELEASE, RENEW, Requeue, invoke,
+    invoke_granting, invoke_noting_repeat, queue_call, release_call, short_release_call,
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
@@ -152,6 +152,8 @@ pub(super) async fn release_once(
     if let Some(redlock) = client.redlock() {
         return redlock::release_all(client.nodes(), redlock, names, token).await;
     }
+    let mut connection = client.connection().until(until, now);
+    let mut lost = false;
     let call = match window {
         Some(window) => {
             let nobody = Requeue {
@@ -161,16 +163,27 @@ pub(super) async fn release_once(
             };
             release_call(names, token, client.publish_command(), &nobody, None)
         }
-        None => queue_call(&RELEASE, names, token, client.publish_command()),
+        None => {
+            // A hold that knew of no waiter: the short form, which an uncontended key's
+            // release needs; the full form follows only when it asks for it.
+            let (reply, repeated): (i64, bool) =
+                invoke_noting_repeat(&short_release_call(names, token), &mut connection)
+                    .await
+                    .map_err(|err| LockError::backend(names.lock(), err))?;
+            if reply != ASK_FULL_RELEASE {
+                return Ok(after_lost_reply(names, reply, repeated));
+            }
+            lost = repeated;
+            queue_call(&RELEASE, names, token, client.publish_command())
+        }
     };
-    let (reply, repeated): (i64, bool) =
-        invoke_noting_repeat(&call, &mut client.connection().until(until, now))
-            .await
-            .map_err(|err| LockError::backend(names.lock(), err))?;
+    let (reply, repeated): (i64, bool) = invoke_noting_repeat(&call, &mut connection)
+        .await
+        .map_err(|err| LockError::backend(names.lock(), err))?;
     // Left free for a foreign window: released. (A release without a requeue never keeps
     // the key: 1, 3, 0 or -1 only.)
     let reply = if reply == 3 { 1 } else { reply };
-    Ok(after_lost_reply(names, reply, repeated))
+    Ok(after_lost_reply(names, reply, repeated || lost))
 }
 
 pub(crate) async fn leave_queue(
