@@ -1,6 +1,7 @@
 //! Medians, ratios, the goal verdicts, and the files: results JSON/CSV and BENCHMARKS.md.
 
 mod cluster_watchdog;
+mod cycle_goals;
 mod issue27;
 mod issues;
 mod primitives;
@@ -825,7 +826,7 @@ pub(crate) fn write_all(
     let redlock = hot_summaries(&results.redlock_hot);
     let counted = issues::instruction_summaries(&results.instructions);
     let mut issue_goals = issues::goals(&redlock, &counted);
-    issue_goals.extend(issues::cycle_goals(&uncontended, &many, &counted));
+    issue_goals.extend(cycle_goals::cycle_goals(&uncontended, &many, &counted));
     issue_goals.extend(issues::held_goals(&results.scaling.held));
     let mut issue27_goals = issue27::goal_rows_issue27(results, &spread);
     issue27_goals.extend(cluster_watchdog::goals(results));

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{CycleSummary, Goal, HotSummary, Results, Settings, find, median, ms, thousands};
+use super::{Goal, HotSummary, Results, Settings, find, median, ms, thousands};
 use crate::contenders::Contender;
 use crate::instructions::{self, InstructionRecord};
 use crate::redlock;
@@ -14,9 +14,9 @@ use crate::scenarios::WatchdogRecord;
 /// Medians of one contender's instruction counts.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct InstructionSummary {
-    contender: Contender,
+    pub(super) contender: Contender,
     runs: usize,
-    per_cycle: f64,
+    pub(super) per_cycle: f64,
     per_cycle_min: f64,
     per_cycle_max: f64,
 }
@@ -108,168 +108,7 @@ pub(super) fn goals(redlock: &[HotSummary], counted: &[InstructionSummary]) -> V
     goals
 }
 
-/// Issue 15's table: the uncontended cycle and 256 tasks on distinct keys against the raw
-/// limit and rslock, client CPU per cycle, and server commands per cycle. A missed goal
-/// names what the profile showed and what would close it.
-pub(super) fn cycle_goals(
-    uncontended: &[CycleSummary],
-    many: &[CycleSummary],
-    counted: &[InstructionSummary],
-) -> Vec<Goal> {
-    let why = profile_note(counted);
-    vec![
-        one_task_goal(uncontended, &why),
-        many_keys_goal(many, &why),
-        client_cpu_goal(many, &why),
-        server_commands_goal(uncontended),
-    ]
-}
-
-/// One contender's summary.
-fn cycle_of(of: &[CycleSummary], contender: Contender) -> Option<&CycleSummary> {
-    find(of, contender, |c| c.contender)
-}
-
-/// What the profile shows of the uncontended cycle's client cost, for a missed goal.
-fn profile_note(counted: &[InstructionSummary]) -> String {
-    let instructions = |contender| {
-        find(counted, contender, |c: &InstructionSummary| c.contender).map(|c| c.per_cycle)
-    };
-    match (instructions(Contender::Api), instructions(Contender::Raw)) {
-        (Some(ours), Some(raw)) if raw > 0.0 => format!(
-            " Profile: our cycle runs {} instructions on the client to raw's {} ({:.2}×, \
-             section 6). The connection's extra costs are gone (requests go straight to the \
-             multiplexed connection, one timer per request with the call's deadline, 4 clock \
-             reads per cycle instead of 10: bench/HISTORY.md, section 8); what is left is the \
-             lock's own work: the key's names (about 0.9k instructions), its local-queue entry \
-             and turn (about 1.5k), its lease on the watchdog (register, attach, detach, \
-             remove: about 1.4k), the guard, and a release script call naming four keys and \
-             three arguments where raw's names one of each (about 1k to build and pack). On \
-             the server the script's EXISTS and longer call cost about 2 µs per cycle on the \
-             same 2 cores. What would close it: a lease that joins the watchdog's schedule \
-             only when its first renewal comes due (most uncontended holds end before), a \
-             local level entered only when a second task wants the key, and the 4-command \
-             release below.",
-            thousands(ours),
-            thousands(raw),
-            ours / raw
-        ),
-        _ => String::new(),
-    }
-}
-
-fn one_task_goal(uncontended: &[CycleSummary], why: &str) -> Goal {
-    let goal = "Uncontended cycle, 1 task: ours (Lock API) at least 0.97× raw";
-    let (Some(ours), Some(raw)) = (
-        cycle_of(uncontended, Contender::Api),
-        cycle_of(uncontended, Contender::Raw),
-    ) else {
-        return not_measured(goal);
-    };
-    let ratio = ours.per_s / raw.per_s.max(1e-9);
-    Goal {
-        goal: goal.into(),
-        met: Some(ratio >= 0.97),
-        inconclusive: false,
-        detail: format!(
-            "{ratio:.2}× raw ({:.0} vs {:.0} cycles/s, medians; the median of the per-run \
-             ratios is {}).{}",
-            ours.per_s,
-            raw.per_s,
-            ours.paired_ratio
-                .map_or("–".to_owned(), |r| format!("{r:.2}×")),
-            if ratio >= 0.97 { "" } else { why }
-        ),
-    }
-}
-
-fn many_keys_goal(many: &[CycleSummary], why: &str) -> Goal {
-    let goal = "256 tasks on distinct keys: ours (Lock API) at least 0.90× raw and \
-                1.1× rslock";
-    let (Some(ours), Some(raw), Some(theirs)) = (
-        cycle_of(many, Contender::Api),
-        cycle_of(many, Contender::Raw),
-        cycle_of(many, Contender::Rslock),
-    ) else {
-        return not_measured(goal);
-    };
-    let to_raw = ours.per_s / raw.per_s.max(1e-9);
-    let to_rslock = ours.per_s / theirs.per_s.max(1e-9);
-    let met = to_raw >= 0.90 && to_rslock >= 1.1;
-    Goal {
-        goal: goal.into(),
-        met: Some(met),
-        inconclusive: false,
-        detail: format!(
-            "{to_raw:.2}× raw, {to_rslock:.2}× rslock ({:.0} vs {:.0} and {:.0} cycles/s, \
-             medians).{}",
-            ours.per_s,
-            raw.per_s,
-            theirs.per_s,
-            if met { "" } else { why }
-        ),
-    }
-}
-
-fn client_cpu_goal(many: &[CycleSummary], why: &str) -> Goal {
-    let goal = "Client CPU per cycle, 256 keys: ours (Lock API) at most 1.25× raw's";
-    let (Some(ours), Some(raw)) = (
-        cycle_of(many, Contender::Api),
-        cycle_of(many, Contender::Raw),
-    ) else {
-        return not_measured(goal);
-    };
-    if raw.client_cpu_us_per_cycle <= 0.0 {
-        return not_measured(goal);
-    }
-    let ratio = ours.client_cpu_us_per_cycle / raw.client_cpu_us_per_cycle;
-    Goal {
-        goal: goal.into(),
-        met: Some(ratio <= 1.25),
-        inconclusive: false,
-        detail: format!(
-            "{:.1} µs vs {:.1} µs ({ratio:.2}×; user + system time of the process per cycle).{}",
-            ours.client_cpu_us_per_cycle,
-            raw.client_cpu_us_per_cycle,
-            if ratio <= 1.25 { "" } else { why }
-        ),
-    }
-}
-
-fn server_commands_goal(uncontended: &[CycleSummary]) -> Goal {
-    let goal = "Server commands per uncontended cycle (Lua included): 4, as raw's";
-    let Some(ours) = cycle_of(uncontended, Contender::Api) else {
-        return not_measured(goal);
-    };
-    let met = ours.server_cmds_per_cycle <= 4.05;
-    Goal {
-        goal: goal.into(),
-        met: Some(met),
-        inconclusive: false,
-        detail: format!(
-            "{:.1} (`INFO commandstats`).{}",
-            ours.server_cmds_per_cycle,
-            if met {
-                ""
-            } else {
-                " SET NX PX, then EVALSHA whose script runs GET, EXISTS and DEL. The EXISTS \
-                 looks for a queued waiter to hand the key to; a queued waiter changes nothing \
-                 else the release reads. What would close it: a waiter that queues behind one of \
-                 our holders marks the lock key itself (its value becomes token + marker, \
-                 KEEPTTL), so the GET tells and the common release is GET + DEL. Not built: \
-                 the waiter cannot tell our holder from a foreign one (redis-py's tokens are \
-                 32 hex digits too, and an uncontended holder of ours is noted nowhere), so our \
-                 tokens would need a mark of their own, and every script that compares a \
-                 token (release, renew, retake, leave, force_release, inspect, multi-key, \
-                 fencing, the read-write lock's writer) would accept the marked value; a \
-                 client of an older version would read a marked key as another owner's and \
-                 leave it to its ttl (bench/HISTORY.md, section 8)."
-            }
-        ),
-    }
-}
-
-fn not_measured(goal: &str) -> Goal {
+pub(super) fn not_measured(goal: &str) -> Goal {
     Goal {
         goal: goal.into(),
         met: None,
