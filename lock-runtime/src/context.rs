@@ -73,6 +73,10 @@ impl CurrentLock {
 
     /// This lock, held inside `outer`.
     fn within(mut self, outer: Option<CurrentLock>) -> Self {
+        // No lock around it, as this one was made (the common case): shared as it is.
+        if outer.is_none() && self.inner.outer.is_none() {
+            return self;
+        }
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.outer = outer;
             return self;

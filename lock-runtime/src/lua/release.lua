@@ -33,7 +33,12 @@
 if is_permit(ARGV[1]) then
   return give_back_permit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3])
 end
-local current = redis.call('GET', KEYS[1])
+-- Read by the uncontended release's lines before this (release_uncontended.lua) when they
+-- ran, else here.
+local current = head_current
+if not head_read then
+  current = redis.call('GET', KEYS[1])
+end
 if current ~= ARGV[1] then
   if current and current ~= '~handover' then
     return -1
@@ -54,7 +59,10 @@ if alive == '' then
 end
 local requeue = ARGV[5] or ''
 local window = tonumber(ARGV[8] or '0') or 0
-local queued = redis.call('EXISTS', KEYS[2]) == 1
+local queued = head_queued
+if queued == nil then
+  queued = redis.call('EXISTS', KEYS[2]) == 1
+end
 local now_ms, now_us, head
 if queued then
   now_ms, now_us = server_time()

@@ -6,10 +6,15 @@
 -- form: KEYS[1], KEYS[2] and ARGV[1] only, which a client sends when it knows of no waiter
 -- (the fewer names cost the server less); another owner's key answers -1 as release.lua
 -- does, and any other case returns -2: the client then sends the full form.
-if string.sub(ARGV[1], 1, 7) ~= 'permit:' then
-  local current = redis.call('GET', KEYS[1])
-  if current == ARGV[1] then
-    if (ARGV[5] or '') == '' and redis.call('EXISTS', KEYS[2]) == 0 then
+-- What these lines read of the key and its queue, which release.lua takes from here
+-- instead of reading them again (the rest of the script is the same chunk).
+local head_read, head_current, head_queued = false, false, nil
+if string.sub(ARGV[1], 1, 7) ~= 'permit:' and (ARGV[5] or '') == '' then
+  head_read = true
+  head_current = redis.call('GET', KEYS[1])
+  if head_current == ARGV[1] then
+    head_queued = redis.call('EXISTS', KEYS[2]) == 1
+    if not head_queued then
       redis.call('DEL', KEYS[1])
       if ARGV[9] == '1' then
         redis.call(ARGV[3], ARGV[2], '')
@@ -19,7 +24,7 @@ if string.sub(ARGV[1], 1, 7) ~= 'permit:' then
       end
       return 1
     end
-  elseif current and current ~= '~handover' then
+  elseif head_current and head_current ~= '~handover' then
     -- Another owner's key (release.lua answers the same).
     return -1
   end
