@@ -1,6 +1,6 @@
--- Shared by the scripts (prepended to each of them but renew.lua): the server's clock, the
--- fence counter and the book-keeping of the wait queue. Keys are passed in, as each script
--- numbers them its own way.
+-- Shared by the queue's scripts (scripts.rs puts it before each of them; the release's
+-- uncontended lines come before it): the server's clock, the fence counter and the
+-- book-keeping of the wait queue. Keys are passed in, as each script numbers them its own way.
 
 -- The server's time in milliseconds and in microseconds.
 local function server_time()
