@@ -563,3 +563,22 @@ async fn shutdown_gives_the_permits_back_and_leaves_the_queue() {
     let permit = other.semaphore("shut", 1).try_acquire().await.unwrap();
     permit.release().await.unwrap();
 }
+
+/// A permit goes back in one script call: the lock's short release form (which knows no
+/// permits) is for lock holders only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_goes_back_in_one_script_call() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let semaphore = client.semaphore("one-call", 2);
+    // The scripts loaded first, so the count below holds no NOSCRIPT round.
+    semaphore.acquire().await.unwrap().release().await.unwrap();
+    let permit = semaphore.acquire().await.unwrap();
+    server.reset_stats();
+    assert_eq!(permit.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        server.calls("evalsha"),
+        1,
+        "script calls to give one permit back"
+    );
+}

@@ -11,7 +11,7 @@ use crate::lease::{Token, validity};
 use crate::primitives::extend::extend_guard;
 use crate::queue::cohort::{Ending, Holding};
 use crate::queue::redis_queue::place::Place;
-use crate::queue::redis_queue::release::{keep_until, release_contended};
+use crate::queue::redis_queue::release::{Waiters, keep_until, release_contended};
 use crate::queue::redis_queue::{Yielded, yield_lock};
 use crate::renewal::lost_signal::LostSignal;
 use crate::renewal::watchdog::LeaseHandle;
@@ -341,13 +341,14 @@ impl LockGuard {
         }
         // No pass after this point, also when this future is dropped before Redis answers
         // (the drop then releases in the background); the turn is held until the reply.
-        let (turn, valid_until, window) = self.begin_release();
+        let (turn, valid_until, waiters) = self.begin_release();
         let reply = match kept_until {
             Some(until) => {
                 keep_until(&self.client, &self.names, &self.token, until, valid_until).await
             }
             None => {
-                release_contended(&self.client, &self.names, &self.token, valid_until, window).await
+                release_contended(&self.client, &self.names, &self.token, valid_until, waiters)
+                    .await
             }
         };
         // Only now: until Redis answered, a drop of this future must still release.
@@ -423,27 +424,28 @@ impl LockGuard {
         held
     }
 
-    /// The foreign window a release offers Redis when the key was contended during this
-    /// hold's tenure (Redis then also ends the key's window schedule if nobody waits).
-    fn contended_window(&self) -> Option<Duration> {
-        self.local
-            .as_ref()
-            .filter(|local| local.contended())
-            .map(|_| self.client.foreign_window())
+    /// What the release knows of the key's waiters: contended during this hold's tenure,
+    /// with the foreign window it then offers Redis (which also ends the key's window
+    /// schedule if nobody waits), or none.
+    fn waiters(&self) -> Waiters {
+        match &self.local {
+            Some(local) if local.contended() => Waiters::Contended(self.client.foreign_window()),
+            _ => Waiters::NoneKnown,
+        }
     }
 
     /// Ends the hold for a release in Redis: takes the local level and the turn (kept until
     /// Redis answered, so the next local waiter starts after it), takes the lease off the
     /// watchdog (once: a release cut short comes here again on drop), and returns them with
-    /// the lease's validity point, past which a release no longer matters, and the foreign
-    /// window to offer.
-    fn begin_release(&mut self) -> (LocalHold, Instant, Option<Duration>) {
-        let window = self.contended_window();
+    /// the lease's validity point, past which a release no longer matters, and what the
+    /// release knows of the key's waiters.
+    fn begin_release(&mut self) -> (LocalHold, Instant, Waiters) {
         let removed = self.client.watchdog().remove_attached(self.lease.id);
         self.took_off_schedule |= removed.is_some();
         let (valid_until, turn) = removed.unwrap_or((self.valid_until, None));
         self.valid_until = valid_until;
-        ((self.local.take(), turn), valid_until, window)
+        let waiters = self.waiters();
+        ((self.local.take(), turn), valid_until, waiters)
     }
 
     /// Takes back this holder's turn in the local queue from the watchdog (gone when the
@@ -606,7 +608,7 @@ impl Drop for LockGuard {
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.
-        let (local, valid_until, window) = self.begin_release();
+        let (local, valid_until, waiters) = self.begin_release();
         let witness = self.witness(valid_until);
         let client = self.client.clone();
         let names = self.names.clone();
@@ -622,7 +624,7 @@ impl Drop for LockGuard {
         shutdown.give_back_in_background(leftover, async move {
             let reply = match kept_until {
                 Some(until) => keep_until(&client, &names, &token, until, valid_until).await,
-                None => release_contended(&client, &names, &token, valid_until, window).await,
+                None => release_contended(&client, &names, &token, valid_until, waiters).await,
             };
             drop(local);
             match reply {

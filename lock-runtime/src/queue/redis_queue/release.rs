@@ -29,18 +29,32 @@ pub(crate) async fn release_script(
     token: &str,
     valid_until: Instant,
 ) -> Result<i64, LockError> {
-    release_contended(client, names, token, valid_until, None).await
+    release_contended(client, names, token, valid_until, Waiters::Unknown).await
 }
 
-/// [`release_script`] of a hold during which the key was contended: with `window`, the
-/// release may leave the key free for a foreign window when the key's schedule says one
-/// is due, and ends the schedule when nobody waits any more.
+/// What a release knows of the key's waiters, which picks the form of its script call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiters {
+    /// None: a lock's holder that took the key with nobody queued, and no task of its
+    /// process behind it. The short form goes first; the full one follows only when the
+    /// short one asks for it.
+    NoneKnown,
+    /// Perhaps some, or not a lock holder's token (a permit, a grant given back): the
+    /// full form.
+    Unknown,
+    /// The key was contended during the hold: the full form, which may leave the key free
+    /// for this foreign window when the key's schedule says one is due, and ends the
+    /// schedule when nobody waits any more.
+    Contended(Duration),
+}
+
+/// [`release_script`] by a holder that knows what `waiters` says.
 pub(crate) async fn release_contended(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
     valid_until: Instant,
-    window: Option<Duration>,
+    waiters: Waiters,
 ) -> Result<i64, LockError> {
     let now = Instant::now();
     let give_up = valid_until.min(now + RELEASE_BUDGET);
@@ -48,7 +62,7 @@ pub(crate) async fn release_contended(
         names,
         "release",
         (give_up, client.keeps_deadlines(), now),
-        |until, now| release_once(client, names, token, window, (until, now)),
+        |until, now| release_once(client, names, token, waiters, (until, now)),
     )
     .await?;
     Ok(after_lost_reply(names, reply, reply_lost))
@@ -145,7 +159,7 @@ pub(super) async fn release_once(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
-    window: Option<Duration>,
+    waiters: Waiters,
     (until, now): (Instant, Instant),
 ) -> Result<i64, LockError> {
     #[cfg(feature = "redlock")]
@@ -154,8 +168,8 @@ pub(super) async fn release_once(
     }
     let mut connection = client.connection().until(until, now);
     let mut lost = false;
-    let call = match window {
-        Some(window) => {
+    let call = match waiters {
+        Waiters::Contended(window) => {
             let nobody = Requeue {
                 token: Token::from(""),
                 ttl: Duration::ZERO,
@@ -163,9 +177,10 @@ pub(super) async fn release_once(
             };
             release_call(names, token, client.publish_command(), &nobody, None)
         }
-        None => {
-            // A hold that knew of no waiter: the short form, which an uncontended key's
-            // release needs; the full form follows only when it asks for it.
+        Waiters::Unknown => queue_call(&RELEASE, names, token, client.publish_command()),
+        Waiters::NoneKnown => {
+            // The short form, which an uncontended key's release needs; the full form
+            // follows only when it asks for it.
             let (reply, repeated): (i64, bool) =
                 invoke_noting_repeat(&short_release_call(names, token), &mut connection)
                     .await
@@ -301,7 +316,7 @@ pub(crate) async fn keep_until(
     if kept {
         return Ok(1);
     }
-    release_contended(client, names, token, valid_until, None).await
+    release_contended(client, names, token, valid_until, Waiters::Unknown).await
 }
 
 /// Gives back, in the background, a lock `token` may still hold: a lease the watchdog gave
