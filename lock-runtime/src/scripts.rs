@@ -8,127 +8,95 @@ use crate::connection::{Connection, Query};
 use crate::error::LockError;
 use crate::replicas::{Answer, Replicas};
 
-/// A script with the shared prelude (server time, fence counter, queue book-keeping) and its
-/// own body.
-macro_rules! queue_script {
-    ($file:literal) => {
-        Lazy::new(|| {
-            Script::new(concat!(
-                include_str!("lua/prelude.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        })
-    };
-}
-
-/// A script that serves locks and semaphores alike (renewal, release, leaving the queue):
-/// the prelude, the semaphore's permits (`semaphore_permits.lua`), and its own body, which
-/// turns to the permits for a permit's token (`permit:…`, see `semaphore.rs`).
-macro_rules! lock_or_semaphore_script {
-    ($file:literal) => {
-        Lazy::new(|| {
-            Script::new(concat!(
-                include_str!("lua/prelude.lua"),
-                include_str!("lua/semaphore_permits.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        })
+/// A script made of files of `lua/`, in order, as one text. Most begin with the shared
+/// prelude (server time, fence counter, queue book-keeping); the scripts that serve locks
+/// and semaphores alike add the semaphore's permits (`semaphore_permits.lua`), whose
+/// helpers they turn to for a permit's token (`permit:…`, see `semaphore.rs`); the
+/// renewals add one lease's renewal (`renew_lease.lua`); the read-write lock's scripts
+/// begin with their shared part instead (the set of readers, `rw_prelude.lua`).
+macro_rules! script {
+    ($($file:literal),+) => {
+        Lazy::new(|| Script::new(concat!($(include_str!(concat!("lua/", $file))),+)))
     };
 }
 
 /// Fair `SET NX PX` with a token (and a fence): `{1, fence}` or `{0, wait_ms}`.
-pub(crate) static ACQUIRE: Lazy<Script> = queue_script!("acquire.lua");
+pub(crate) static ACQUIRE: Lazy<Script> = script!("prelude.lua", "acquire.lua");
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 /// For a permit's token: gives the permit back (1, or 0 when its lease had ended). The
 /// uncontended release (`release_uncontended.lua`) comes first, before the prelude's
 /// definitions, which it does not need.
-pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| {
-    Script::new(concat!(
-        include_str!("lua/release_uncontended.lua"),
-        include_str!("lua/prelude.lua"),
-        include_str!("lua/semaphore_permits.lua"),
-        include_str!("lua/release.lua")
-    ))
-});
-
-/// A renewal script: the prelude, the semaphore's permits, one lease's renewal
-/// (`renew_lease.lua`), and its own body.
-macro_rules! renew_script {
-    ($file:literal) => {
-        Lazy::new(|| {
-            Script::new(concat!(
-                include_str!("lua/prelude.lua"),
-                include_str!("lua/semaphore_permits.lua"),
-                include_str!("lua/renew_lease.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        })
-    };
-}
+pub(crate) static RELEASE: Lazy<Script> = script!(
+    "release_uncontended.lua",
+    "prelude.lua",
+    "semaphore_permits.lua",
+    "release.lua"
+);
 
 /// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. For a
 /// permit's token: renews the permit.
-pub(crate) static RENEW: Lazy<Script> = renew_script!("renew.lua");
+pub(crate) static RENEW: Lazy<Script> = script!(
+    "prelude.lua",
+    "semaphore_permits.lua",
+    "renew_lease.lua",
+    "renew.lua"
+);
 
 /// `RENEW` for many leases in one call (the watchdog's batches): one reply per lease.
-pub(crate) static RENEW_MANY: Lazy<Script> = renew_script!("renew_many.lua");
+pub(crate) static RENEW_MANY: Lazy<Script> = script!(
+    "prelude.lua",
+    "semaphore_permits.lua",
+    "renew_lease.lua",
+    "renew_many.lua"
+);
 
 /// `RENEW`'s fourth argument for a renewal or an extension: the key's expiry only grows
 /// (see renew.lua), whichever of two in flight the server runs last.
 pub(crate) const GROW_ONLY: &str = "1";
 
 /// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
-pub(crate) static RETAKE: Lazy<Script> = queue_script!("retake.lua");
+pub(crate) static RETAKE: Lazy<Script> = script!("prelude.lua", "retake.lua");
 
 /// Redlock with fencing: raises a master's fence counter to the holder's token, owner-checked;
 /// 1 raised, 0 token gone.
 #[cfg(feature = "redlock")]
-pub(crate) static RAISE_FENCE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("lua/raise_fence.lua")));
-
-/// A script of the read-write lock: its shared part (the set of readers), then its own.
-macro_rules! rw_script {
-    ($file:literal) => {
-        Lazy::new(|| {
-            Script::new(concat!(
-                include_str!("lua/rw_prelude.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        })
-    };
-}
+pub(crate) static RAISE_FENCE: Lazy<Script> = script!("raise_fence.lua");
 
 /// A reader takes its share: 1 taken, 0 the quick path is closed, -1 the gate is gone.
-pub(crate) static READ: Lazy<Script> = rw_script!("rw_read.lua");
+pub(crate) static READ: Lazy<Script> = script!("rw_prelude.lua", "rw_read.lua");
 
 /// A reader gives its share back, waking a writer that waits for the last reader.
-pub(crate) static READ_RELEASE: Lazy<Script> = rw_script!("rw_read_release.lua");
+pub(crate) static READ_RELEASE: Lazy<Script> = script!("rw_prelude.lua", "rw_read_release.lua");
 
 /// A writer holding the lock key asks whether the readers have left.
-pub(crate) static WRITE_READY: Lazy<Script> = rw_script!("rw_write_ready.lua");
+pub(crate) static WRITE_READY: Lazy<Script> = script!("rw_prelude.lua", "rw_write_ready.lua");
 
 /// Reads a lock key and its auxiliary keys; writes nothing.
-pub(crate) static INSPECT: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("lua/inspect.lua")));
+pub(crate) static INSPECT: Lazy<Script> = script!("inspect.lua");
 
 /// Refreshes a process's liveness key and says which watched ones are gone.
-pub(crate) static ALIVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("lua/alive.lua")));
+pub(crate) static ALIVE: Lazy<Script> = script!("alive.lua");
 
 /// A waiter leaves the queue (of a lock or a semaphore).
-pub(crate) static LEAVE: Lazy<Script> = lock_or_semaphore_script!("leave.lua");
+pub(crate) static LEAVE: Lazy<Script> =
+    script!("prelude.lua", "semaphore_permits.lua", "leave.lua");
 
 /// Takes one of a semaphore's permits, fairly: `{1, 0}`, `{0, wait_ms}`, `{-1, recorded
 /// permits}` on a permit count other than the holders', `{-2, 0}` on a key that is not a
 /// semaphore's.
-pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> =
-    lock_or_semaphore_script!("semaphore_acquire.lua");
+pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> = script!(
+    "prelude.lua",
+    "semaphore_permits.lua",
+    "semaphore_acquire.lua"
+);
 
 /// An operator takes a lock away from its holder and wakes the queue (`force_release.rs`).
-pub(crate) static FORCE_RELEASE: Lazy<Script> = lock_or_semaphore_script!("force_release.lua");
+pub(crate) static FORCE_RELEASE: Lazy<Script> =
+    script!("prelude.lua", "semaphore_permits.lua", "force_release.lua");
 
 /// A process keeps its waiters' places in a queue.
-pub(crate) static KEEPALIVE: Lazy<Script> = queue_script!("keepalive.lua");
+pub(crate) static KEEPALIVE: Lazy<Script> = script!("prelude.lua", "keepalive.lua");
 
 /// How long a queued waiter keeps its place unless its process keeps it: each try and each
 /// keep-alive of the watchdog (every third of this) start a new one. A waiting process that
