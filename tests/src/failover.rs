@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockClient, LockError, LockGuard, LostCause};
+use lock_runtime::{Config, LockClient, LockError, LockGuard, LostCause};
 
 use crate::RedisServer;
 
@@ -77,6 +77,112 @@ pub fn info(server: &RedisServer, section: &str) -> String {
         .arg(section)
         .query(&mut server.conn())
         .unwrap_or_default()
+}
+
+/// What every data node of a trial adds to its arguments: a replica syncs at once (no
+/// delay before a diskless transfer).
+pub const SERVER_ARGS: [&str; 4] = [
+    "--repl-diskless-sync",
+    "yes",
+    "--repl-diskless-sync-delay",
+    "0",
+];
+
+/// How long a trial's clients with the option wait for the replica.
+pub const REPLICA_WAIT: Duration = Duration::from_millis(100);
+
+/// A trial's client on `config`: short timeouts, and with `replicas` grants that wait for
+/// one replica ([`REPLICA_WAIT`]).
+pub fn trial_client(config: Config, replicas: bool) -> LockClient {
+    let config = config
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_secs(1));
+    let config = if replicas {
+        config.wait_for_replicas(1, REPLICA_WAIT)
+    } else {
+        config
+    };
+    LockClient::new(config).expect("a trial's client")
+}
+
+/// The two data nodes of a trial: the primary and its replica, whose roles a failover
+/// swaps.
+pub struct Nodes {
+    /// Both nodes; `servers[primary]` is the primary.
+    pub servers: [RedisServer; 2],
+    /// Which of the two is the primary.
+    pub primary: usize,
+}
+
+impl Nodes {
+    /// Two fresh servers with [`SERVER_ARGS`]; the first is the primary.
+    pub fn start() -> Nodes {
+        Nodes::of([
+            RedisServer::start_with(&SERVER_ARGS),
+            RedisServer::start_with(&SERVER_ARGS),
+        ])
+    }
+
+    /// `servers`, the first the primary.
+    pub fn of(servers: [RedisServer; 2]) -> Nodes {
+        Nodes {
+            servers,
+            primary: 0,
+        }
+    }
+
+    /// The primary.
+    pub fn primary(&self) -> &RedisServer {
+        &self.servers[self.primary]
+    }
+
+    /// The replica.
+    pub fn replica(&self) -> &RedisServer {
+        &self.servers[1 - self.primary]
+    }
+
+    /// Kills the primary (`kill -9`).
+    pub fn kill_primary(&mut self) {
+        self.servers[self.primary].kill9();
+    }
+
+    /// The replica is the primary now.
+    pub fn swap(&mut self) {
+        self.primary = 1 - self.primary;
+    }
+
+    /// Starts the old primary (the replica since [`Nodes::swap`]) again, empty.
+    pub fn restart_replica(&mut self) {
+        self.servers[1 - self.primary].restart();
+    }
+
+    /// Makes the replica replicate from `127.0.0.1:port` (the primary, or a link to it)
+    /// and waits until it has the primary's data ([`until_replica_synced`]).
+    pub fn attach_replica(&self, port: u16) {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(port)
+            .query(&mut self.replica().conn())
+            .expect("REPLICAOF");
+        until_replica_synced(self.primary());
+    }
+}
+
+/// Waits (5 s at most) until `primary`'s replica has its data: a write on the primary,
+/// then `WAIT 1` on the same connection. Panics when it does not.
+pub fn until_replica_synced(primary: &RedisServer) {
+    let mut primary = primary.conn();
+    let _: () = redis::cmd("SET")
+        .arg("~sync")
+        .arg(1)
+        .query(&mut primary)
+        .expect("SET ~sync");
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut primary)
+        .expect("WAIT");
+    assert_eq!(acked, 1, "the replica did not sync within 5 s");
 }
 
 /// A deployment a failover trial runs on (Sentinel, a cluster shard): its clients, its

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient, LockError, LockGuard, LostCause};
 use lock_tests::RedisServer;
-use lock_tests::failover::{Tally, judge, summary, taken_after_rejoin};
+use lock_tests::failover::{Nodes, Tally, judge, summary, taken_after_rejoin, trial_client};
 use lock_tests::proxy::{Direction, FaultProxy};
 
 /// Forced failovers per run, each way (without the option, with it).
@@ -44,26 +44,13 @@ const TTL: Duration = Duration::from_millis(600);
 /// How long the first client waits: with the option it tries again within this, and fails.
 const FIRST_WAIT: Duration = Duration::from_millis(300);
 
-/// How long the option waits for the replica.
-const REPLICA_WAIT: Duration = Duration::from_millis(100);
-
-/// What the fault-free arguments of every server add: a replica syncs at once (no delay
-/// before a diskless transfer).
-const SERVER_ARGS: [&str; 4] = [
-    "--repl-diskless-sync",
-    "yes",
-    "--repl-diskless-sync-delay",
-    "0",
-];
-
 fn figure(text: &str) {
     println!("FIGURE failover: {text}");
 }
 
 /// A primary and its replica, the replica's link and the clients' door.
 struct Pair {
-    servers: [RedisServer; 2],
-    primary: usize,
+    nodes: Nodes,
     /// The replica's link to the primary (it replicates from the proxy).
     link: FaultProxy,
     /// Where the clients connect: the primary, moved on failover.
@@ -72,95 +59,47 @@ struct Pair {
 
 impl Pair {
     fn start() -> Pair {
-        let servers = [
-            RedisServer::start_with(&SERVER_ARGS),
-            RedisServer::start_with(&SERVER_ARGS),
-        ];
-        let link = FaultProxy::start(servers[0].port());
-        let door = FaultProxy::start(servers[0].port());
-        let pair = Pair {
-            servers,
-            primary: 0,
-            link,
-            door,
-        };
-        pair.attach_replica();
-        pair
+        let nodes = Nodes::start();
+        let link = FaultProxy::start(nodes.primary().port());
+        let door = FaultProxy::start(nodes.primary().port());
+        nodes.attach_replica(link.port());
+        Pair { nodes, link, door }
     }
 
     fn primary(&self) -> &RedisServer {
-        &self.servers[self.primary]
-    }
-
-    fn replica(&self) -> &RedisServer {
-        &self.servers[1 - self.primary]
-    }
-
-    /// Makes the replica replicate through the link and waits (5 s at most) until it has
-    /// the primary's data: a write on the primary then `WAIT 1` on the same connection.
-    fn attach_replica(&self) {
-        let _: () = redis::cmd("REPLICAOF")
-            .arg("127.0.0.1")
-            .arg(self.link.port())
-            .query(&mut self.replica().conn())
-            .unwrap();
-        self.wait_synced();
-    }
-
-    fn wait_synced(&self) {
-        let mut primary = self.primary().conn();
-        let _: () = redis::cmd("SET")
-            .arg("~sync")
-            .arg(1)
-            .query(&mut primary)
-            .unwrap();
-        let acked: i64 = redis::cmd("WAIT")
-            .arg(1)
-            .arg(5000)
-            .query(&mut primary)
-            .unwrap();
-        assert_eq!(acked, 1, "the replica did not sync within 5 s");
+        self.nodes.primary()
     }
 
     /// Kills the primary with the replication stream held back (the held bytes are lost
     /// with its connections), promotes the replica and moves the door and the link to it.
     /// Returns when the primary was gone.
     fn fail_over(&mut self) -> Instant {
-        self.servers[self.primary].kill9();
+        self.nodes.kill_primary();
         let gone = Instant::now();
         self.link.reset_all();
         let _: () = redis::cmd("REPLICAOF")
             .arg("NO")
             .arg("ONE")
-            .query(&mut self.replica().conn())
+            .query(&mut self.nodes.replica().conn())
             .unwrap();
-        let promoted = self.replica().port();
+        let promoted = self.nodes.replica().port();
         self.link.set_target(promoted);
         self.link.set_hold(Direction::Down, false);
         self.door.set_target(promoted);
         self.door.reset_all();
-        self.primary = 1 - self.primary;
+        self.nodes.swap();
         gone
     }
 
     /// Starts the old primary again, empty, as the new primary's replica.
     fn rejoin(&mut self) {
-        let old = 1 - self.primary;
-        self.servers[old].restart();
-        self.attach_replica();
+        self.nodes.restart_replica();
+        self.nodes.attach_replica(self.link.port());
     }
 }
 
 fn client(door: &FaultProxy, replicas: bool) -> LockClient {
-    let config = Config::single(door.url())
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_secs(1));
-    let config = if replicas {
-        config.wait_for_replicas(1, REPLICA_WAIT)
-    } else {
-        config
-    };
-    LockClient::new(config).unwrap()
+    trial_client(Config::single(door.url()), replicas)
 }
 
 async fn one_failover(
@@ -418,25 +357,9 @@ async fn cycles_per_second(client: &LockClient, key: &str, cycles: u32) -> f64 {
 /// replicates directly, no proxy). Printed, not asserted: speed is the bench's business.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn figure_the_cost_of_waiting_for_a_replica() {
-    let primary = RedisServer::start_with(&SERVER_ARGS);
-    let replica = RedisServer::start_with(&SERVER_ARGS);
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(primary.port())
-        .query(&mut replica.conn())
-        .unwrap();
-    let mut admin = primary.conn();
-    let _: () = redis::cmd("SET")
-        .arg("~sync")
-        .arg(1)
-        .query(&mut admin)
-        .unwrap();
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query(&mut admin)
-        .unwrap();
-    assert_eq!(acked, 1, "the replica did not sync");
+    let nodes = Nodes::start();
+    nodes.attach_replica(nodes.primary().port());
+    let primary = nodes.primary();
     let plain = LockClient::new(Config::single(primary.url())).unwrap();
     let waiting = LockClient::new(
         Config::single(primary.url()).wait_for_replicas(1, Duration::from_millis(100)),

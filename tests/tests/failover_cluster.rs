@@ -29,7 +29,8 @@ use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
 use lock_tests::cluster::RedisCluster;
 use lock_tests::failover::{
-    Plan, Tally, Timings, Trial, assert_the_option_prevents_double_grants, info, run,
+    Nodes, Plan, Tally, Timings, Trial, assert_the_option_prevents_double_grants, info, run,
+    trial_client,
 };
 use lock_tests::proxy::FaultProxy;
 use lock_tests::wait_for;
@@ -60,9 +61,6 @@ const TIMINGS: Timings = Timings {
     first_wait: FIRST_WAIT,
 };
 
-/// How long the option waits for the replica.
-const REPLICA_WAIT: Duration = Duration::from_millis(100);
-
 /// The hash tag of every test key: one slot, one shard.
 const TAG: &str = "{failover}";
 
@@ -79,10 +77,9 @@ fn config_set(server: &RedisServer, name: &str, value: &str) {
 struct Shard {
     /// The other masters: the clients' seeds, and the judges of who serves the slot.
     others: RedisCluster,
-    servers: [RedisServer; 2],
-    /// `links[i]` leads to `servers[i]`; the master announces its own.
+    nodes: Nodes,
+    /// `links[i]` leads to `nodes.servers[i]`; the master announces its own.
     links: [FaultProxy; 2],
-    primary: usize,
     slot: u16,
 }
 
@@ -106,9 +103,8 @@ impl Shard {
         ];
         let shard = Shard {
             others,
-            servers: [master, replica],
+            nodes: Nodes::of([master, replica]),
             links,
-            primary: 0,
             slot,
         };
         shard.announce_link();
@@ -142,11 +138,11 @@ impl Shard {
     }
 
     fn primary(&self) -> &RedisServer {
-        &self.servers[self.primary]
+        self.nodes.primary()
     }
 
     fn replica(&self) -> &RedisServer {
-        &self.servers[1 - self.primary]
+        self.nodes.replica()
     }
 
     /// The primary announces its link (the address its replica and clients reach it on),
@@ -162,14 +158,14 @@ impl Shard {
         config_set(
             primary,
             "cluster-announce-port",
-            &self.links[self.primary].port().to_string(),
+            &self.links[self.nodes.primary].port().to_string(),
         );
     }
 
     /// Waits (20 s at most) until the replica replicates through the primary's link and
     /// has its data: a write on the primary, then `WAIT 1` on the same connection.
     fn until_replica_synced(&self) {
-        let through = format!("master_port:{}", self.links[self.primary].port());
+        let through = format!("master_port:{}", self.links[self.nodes.primary].port());
         wait_for(Duration::from_secs(20), "the replica on the link", || {
             let replication = info(self.replica(), "replication");
             replication.contains(&through) && replication.contains("master_link_status:up")
@@ -238,19 +234,11 @@ impl Shard {
 
 impl Trial for Shard {
     fn client(&self, replicas: bool) -> LockClient {
-        let config = Config::cluster(self.others.urls())
-            .connect_timeout(Duration::from_millis(500))
-            .response_timeout(Duration::from_secs(1));
-        let config = if replicas {
-            config.wait_for_replicas(1, REPLICA_WAIT)
-        } else {
-            config
-        };
-        LockClient::new(config).unwrap()
+        trial_client(Config::cluster(self.others.urls()), replicas)
     }
 
     fn hold_replication(&self) {
-        self.links[self.primary].set_hold_replication(true);
+        self.links[self.nodes.primary].set_hold_replication(true);
     }
 
     fn check_granted(&self, key: &str, _tally: &Tally) {
@@ -264,9 +252,9 @@ impl Trial for Shard {
     /// shard over, and waits (20 s at most) until another master names it. Returns how long
     /// that took from the kill.
     fn fail_over(&mut self) -> Duration {
-        self.servers[self.primary].kill9();
+        self.nodes.kill_primary();
         let killed = Instant::now();
-        self.links[self.primary].reset_all();
+        self.links[self.nodes.primary].reset_all();
         let _: () = redis::cmd("CLUSTER")
             .arg("FAILOVER")
             .arg("TAKEOVER")
@@ -295,16 +283,15 @@ impl Trial for Shard {
         );
         // Only now: a hold let go while the proxy still had the dead primary's connection
         // could pass the held bytes on to the replica before that connection is reset.
-        self.links[self.primary].set_hold_replication(false);
-        self.primary = 1 - self.primary;
+        self.links[self.nodes.primary].set_hold_replication(false);
+        self.nodes.swap();
         killed.elapsed()
     }
 
     /// Starts the old primary again, empty: it learns that it lost its slots and replicates
     /// from the new primary, which announces its own link.
     fn rejoin(&mut self) {
-        let old = 1 - self.primary;
-        self.servers[old].restart();
+        self.nodes.restart_replica();
         self.announce_link();
         self.until_replica_synced();
     }

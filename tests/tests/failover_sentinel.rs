@@ -39,7 +39,8 @@ use std::time::{Duration, Instant};
 use lock_runtime::{Config, LockClient};
 use lock_tests::RedisServer;
 use lock_tests::failover::{
-    Plan, Tally, Timings, Trial, assert_the_option_prevents_double_grants, info, run,
+    Nodes, Plan, Tally, Timings, Trial, assert_the_option_prevents_double_grants, info, run,
+    trial_client,
 };
 use lock_tests::proxy::{Direction, FaultProxy};
 
@@ -74,42 +75,26 @@ const TIMINGS: Timings = Timings {
     first_wait: FIRST_WAIT,
 };
 
-/// How long the option waits for the replica.
-const REPLICA_WAIT: Duration = Duration::from_millis(100);
-
-/// Every data node: a replica syncs at once (no delay before a diskless transfer).
-const SERVER_ARGS: [&str; 4] = [
-    "--repl-diskless-sync",
-    "yes",
-    "--repl-diskless-sync-delay",
-    "0",
-];
-
 /// Two data nodes, the replica's link, and three sentinels.
 struct Deployment {
-    servers: [RedisServer; 2],
-    primary: usize,
+    nodes: Nodes,
     link: FaultProxy,
     sentinels: Vec<RedisServer>,
 }
 
 impl Deployment {
     fn start() -> Deployment {
-        let servers = [
-            RedisServer::start_with(&SERVER_ARGS),
-            RedisServer::start_with(&SERVER_ARGS),
-        ];
-        let link = FaultProxy::start(servers[0].port());
+        let nodes = Nodes::start();
+        let link = FaultProxy::start(nodes.primary().port());
         let config = format!(
             "sentinel monitor {MASTER} 127.0.0.1 {} 2\n\
              sentinel down-after-milliseconds {MASTER} 1000\n\
              sentinel failover-timeout {MASTER} 5000\n\
              sentinel parallel-syncs {MASTER} 1",
-            servers[0].port()
+            nodes.primary().port()
         );
         let mut deployment = Deployment {
-            servers,
-            primary: 0,
+            nodes,
             link,
             sentinels: Vec::new(),
         };
@@ -122,34 +107,18 @@ impl Deployment {
     }
 
     fn primary(&self) -> &RedisServer {
-        &self.servers[self.primary]
+        self.nodes.primary()
     }
 
     fn replica(&self) -> &RedisServer {
-        &self.servers[1 - self.primary]
+        self.nodes.replica()
     }
 
     /// Makes the replica replicate through the link and waits (5 s at most) until it has
-    /// the primary's data: a write on the primary then `WAIT 1` on the same connection.
+    /// the primary's data.
     fn attach_replica(&self) {
         self.link.set_target(self.primary().port());
-        let _: () = redis::cmd("REPLICAOF")
-            .arg("127.0.0.1")
-            .arg(self.link.port())
-            .query(&mut self.replica().conn())
-            .unwrap();
-        let mut primary = self.primary().conn();
-        let _: () = redis::cmd("SET")
-            .arg("~sync")
-            .arg(1)
-            .query(&mut primary)
-            .unwrap();
-        let acked: i64 = redis::cmd("WAIT")
-            .arg(1)
-            .arg(5000)
-            .query(&mut primary)
-            .unwrap();
-        assert_eq!(acked, 1, "the replica did not sync within 5 s");
+        self.nodes.attach_replica(self.link.port());
     }
 
     /// Waits (30 s at most) until every sentinel sees the replica as a failover would pick
@@ -280,15 +249,7 @@ impl Trial for Deployment {
 
     fn client(&self, replicas: bool) -> LockClient {
         let urls: Vec<String> = self.sentinels.iter().map(RedisServer::url).collect();
-        let config = Config::sentinel(MASTER, urls)
-            .connect_timeout(Duration::from_millis(500))
-            .response_timeout(Duration::from_secs(1));
-        let config = if replicas {
-            config.wait_for_replicas(1, REPLICA_WAIT)
-        } else {
-            config
-        };
-        LockClient::new(config).unwrap()
+        trial_client(Config::sentinel(MASTER, urls), replicas)
     }
 
     fn hold_replication(&self) {
@@ -314,7 +275,7 @@ impl Trial for Deployment {
     /// with its connections) and waits (30 s at most) until every sentinel names the
     /// replica and it says `role:master`. Returns how long the sentinels took.
     fn fail_over(&mut self) -> Duration {
-        self.servers[self.primary].kill9();
+        self.nodes.kill_primary();
         let killed = Instant::now();
         self.link.reset_all();
         let promoted = self.replica().port();
@@ -336,15 +297,14 @@ impl Trial for Deployment {
         }
         let took = killed.elapsed();
         self.link.set_hold(Direction::Down, false);
-        self.primary = 1 - self.primary;
+        self.nodes.swap();
         took
     }
 
     /// Starts the old primary again, empty, as the new primary's replica through the link,
     /// and waits until the sentinels know it (the next failover promotes it).
     fn rejoin(&mut self) {
-        let old = 1 - self.primary;
-        self.servers[old].restart();
+        self.nodes.restart_replica();
         self.attach_replica();
         self.until_sentinels_know_the_replica();
     }
