@@ -138,7 +138,8 @@ impl Options {
     }
 }
 
-/// Applies [`Options`] to one of the programmatic API's builders.
+/// One of the programmatic API's builders with [`Options`] applied; a `client = ...` that
+/// gave none returns its error from the calling function (as its `E`).
 macro_rules! build {
     ($builder:expr, $options:expr, $key:expr) => {{
         let options = $options;
@@ -149,22 +150,6 @@ macro_rules! build {
             None => builder,
         }
     }};
-}
-
-fn lock(key: String, options: Options) -> Result<Lock, LockError> {
-    Ok(build!(Lock::new(key.as_str()), options, &key))
-}
-
-fn semaphore(key: String, permits: u32, options: Options) -> Result<Semaphore, LockError> {
-    Ok(build!(Semaphore::new(key.as_str(), permits), options, &key))
-}
-
-fn rwlock(key: String, options: Options) -> Result<RwLock, LockError> {
-    Ok(build!(RwLock::new(key.as_str()), options, &key))
-}
-
-fn multi(keys: Vec<String>, options: Options) -> Result<MultiLock, LockError> {
-    Ok(build!(MultiLock::new(&keys), options, &keys.join(", ")))
 }
 
 mod sealed {
@@ -245,10 +230,9 @@ where
     F: Future<Output = Result<T, E>>,
     E: LockFailure,
 {
-    match key.and_then(|key| lock(key, options)) {
-        Ok(lock) => lock.run(body).await,
-        Err(err) => Err(err.into()),
-    }
+    let key = key?;
+    let lock = build!(Lock::new(key.as_str()), options, &key);
+    lock.run(body).await
 }
 
 /// Runs `body` holding one of the `permits` of the semaphore `key` (`permits = N`).
@@ -262,10 +246,9 @@ where
     F: Future<Output = Result<T, E>>,
     E: LockFailure,
 {
-    match key.and_then(|key| semaphore(key, permits, options)) {
-        Ok(semaphore) => semaphore.run(body).await,
-        Err(err) => Err(err.into()),
-    }
+    let key = key?;
+    let semaphore = build!(Semaphore::new(key.as_str(), permits), options, &key);
+    semaphore.run(body).await
 }
 
 /// Runs `body` under the locks on all of `keys` (`key = [..]`): the first key that failed
@@ -276,11 +259,9 @@ where
     F: Future<Output = Result<T, E>>,
     E: LockFailure,
 {
-    let keys = keys.into_iter().collect::<Result<Vec<String>, LockError>>();
-    match keys.and_then(|keys| multi(keys, options)) {
-        Ok(locks) => locks.run(body).await,
-        Err(err) => Err(err.into()),
-    }
+    let keys: Vec<String> = keys.into_iter().collect::<Result<_, _>>()?;
+    let locks = build!(MultiLock::new(&keys), options, &keys.join(", "));
+    locks.run(body).await
 }
 
 /// Runs `body` holding a reader's share of the read-write lock `key` (`mode = "read"`).
@@ -293,10 +274,9 @@ where
     F: Future<Output = Result<T, E>>,
     E: LockFailure,
 {
-    match key.and_then(|key| rwlock(key, options)) {
-        Ok(rwlock) => rwlock.run_read(body).await,
-        Err(err) => Err(err.into()),
-    }
+    let key = key?;
+    let rwlock = build!(RwLock::new(key.as_str()), options, &key);
+    rwlock.run_read(body).await
 }
 
 /// Runs `body` holding the read-write lock `key` for writing (`mode = "write"`).
@@ -309,8 +289,7 @@ where
     F: Future<Output = Result<T, E>>,
     E: LockFailure,
 {
-    match key.and_then(|key| rwlock(key, options)) {
-        Ok(rwlock) => rwlock.run_write(body).await,
-        Err(err) => Err(err.into()),
-    }
+    let key = key?;
+    let rwlock = build!(RwLock::new(key.as_str()), options, &key);
+    rwlock.run_write(body).await
 }
