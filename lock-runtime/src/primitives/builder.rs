@@ -5,7 +5,7 @@
 //!
 //! A builder that takes them has the fields `options: LockOptions`, `explicit: Explicit`
 //! (which of `ttl` and `wait` were given, so that the client's defaults fill in the rest)
-//! and `client: Option<LockClient>`.
+//! and `client: Option<LockClient>`, and is `Clone`.
 
 /// Writes the shared setters into an `impl` block; each takes its doc text. `watchdog`
 /// and `fencing` are for the builders that have them.
@@ -79,7 +79,47 @@ macro_rules! shared_setters {
             self.client = Some(client.clone());
             self
         }
+
+        /// The client the locks go through (this builder's, or the global one), and this
+        /// builder with the client's default ttl and wait in place of those not given.
+        #[allow(dead_code)]
+        fn with_client(
+            &self,
+        ) -> Result<
+            ($crate::client::LockClient, std::borrow::Cow<'_, Self>),
+            $crate::error::LockError,
+        > {
+            let client = match &self.client {
+                Some(client) => client.clone(),
+                None => $crate::client::client()?.clone(),
+            };
+            let this = match self.explicit.resolve(&self.options, client.lock_defaults()) {
+                Some(options) => std::borrow::Cow::Owned(
+                    self.clone()
+                        .with_explicit_options(options, $crate::options::Explicit::ALL),
+                ),
+                None => std::borrow::Cow::Borrowed(self),
+            };
+            Ok((client, this))
+        }
     };
 }
+
+/// The getters of a builder on one key (with the field `key: String`).
+macro_rules! key_getters {
+    () => {
+        /// The key as given (without the client's prefix).
+        pub fn key(&self) -> &str {
+            &self.key
+        }
+
+        /// The options in force.
+        pub fn options(&self) -> &$crate::options::LockOptions {
+            &self.options
+        }
+    };
+}
+
+pub(crate) use key_getters;
 
 pub(crate) use shared_setters;

@@ -117,35 +117,7 @@ impl Lock {
         self
     }
 
-    /// This lock with the client's default ttl and wait in place of those not given;
-    /// `None` when nothing changes.
-    fn with_client_defaults(&self, client: &LockClient) -> Option<Lock> {
-        let options = self
-            .explicit
-            .resolve(&self.options, client.lock_defaults())?;
-        Some(Lock {
-            options,
-            explicit: Explicit::ALL,
-            ..self.clone()
-        })
-    }
-
-    /// The key as given (without the client's prefix).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The options in force.
-    pub fn options(&self) -> &LockOptions {
-        &self.options
-    }
-
-    fn resolve_client(&self) -> Result<LockClient, LockError> {
-        match &self.client {
-            Some(client) => Ok(client.clone()),
-            None => crate::client::client().cloned(),
-        }
-    }
+    crate::primitives::builder::key_getters!();
 
     /// Acquires the lock, waiting up to `wait` while another owner holds it.
     ///
@@ -160,11 +132,8 @@ impl Lock {
     /// when still held after `wait`, [`LockError::InvalidKey`] before any Redis traffic,
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
-        let client = self.resolve_client()?;
-        match self.with_client_defaults(&client) {
-            Some(resolved) => resolved.acquire_through(client).await,
-            None => self.acquire_through(client).await,
-        }
+        let (client, lock) = self.with_client()?;
+        lock.acquire_through(client).await
     }
 
     async fn acquire_through(&self, client: LockClient) -> Result<LockGuard, LockError> {
@@ -205,8 +174,13 @@ impl Lock {
                 key: names.lock().to_owned(),
             })?
         } else {
-            self.wait_turn(&member, names.lock(), started, deadline)
-                .await?
+            member
+                .turn(deadline)
+                .await
+                .ok_or_else(|| LockError::Timeout {
+                    key: names.lock().to_owned(),
+                    waited: started.elapsed(),
+                })?
         };
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);
@@ -247,24 +221,6 @@ impl Lock {
         Ok(self.new_guard(client, names, (member, turn), taken))
     }
 
-    /// This task's turn in the process's local queue of the key, by `deadline`, or
-    /// `Timeout`.
-    async fn wait_turn(
-        &self,
-        member: &Member,
-        key: &str,
-        started: Instant,
-        deadline: Instant,
-    ) -> Result<Turn, LockError> {
-        member
-            .turn(deadline)
-            .await
-            .ok_or_else(|| LockError::Timeout {
-                key: key.to_owned(),
-                waited: started.elapsed(),
-            })
-    }
-
     /// The guard of a lock the process's task just took in Redis (with its turn in the
     /// local queue).
     fn new_guard(
@@ -294,31 +250,26 @@ impl Lock {
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
     pub(crate) fn check_ttl(&self, key: &str) -> Result<(), LockError> {
-        let ttl = self.options.ttl;
+        let refuse = |why: String| {
+            Err(LockError::Config {
+                reason: format!("lock `{key}` {why}"),
+            })
+        };
+        let (ttl, hold) = (self.options.ttl, self.options.hold_at_least);
         if ttl < Duration::from_millis(1) {
-            return Err(LockError::Config {
-                reason: format!(
-                    "lock `{key}` has a ttl under 1 ms; give it a lease of at least 1ms"
-                ),
-            });
+            return refuse("has a ttl under 1 ms; give it a lease of at least 1ms".into());
         }
-        let hold = self.options.hold_at_least;
         if hold > ttl {
-            return Err(LockError::Config {
-                reason: format!(
-                    "lock `{key}` has hold_at_least {hold:?} over its ttl {ttl:?}; the ttl is \
-                     the longest the key is kept, so give a ttl of at least {hold:?} or a \
-                     shorter hold_at_least"
-                ),
-            });
+            return refuse(format!(
+                "has hold_at_least {hold:?} over its ttl {ttl:?}; the ttl is the longest the \
+                 key is kept, so give a ttl of at least {hold:?} or a shorter hold_at_least"
+            ));
         }
         if ttl > MAX_TTL {
-            return Err(LockError::Config {
-                reason: format!(
-                    "lock `{key}` has a ttl of {ttl:?}, over the maximum of 365 days; give it \
-                     a shorter lease (the watchdog renews it for as long as it is held)"
-                ),
-            });
+            return refuse(format!(
+                "has a ttl of {ttl:?}, over the maximum of 365 days; give it a shorter lease \
+                 (the watchdog renews it for as long as it is held)"
+            ));
         }
         Ok(())
     }

@@ -107,14 +107,8 @@ impl MultiLock {
                 ),
             });
         }
-        let client = match &self.client {
-            Some(client) => client.clone(),
-            None => crate::client::client()?.clone(),
-        };
-        let options = self
-            .explicit
-            .resolve(&self.options, client.lock_defaults())
-            .unwrap_or_else(|| self.options.clone());
+        let (client, this) = self.with_client()?;
+        let options = &this.options;
         let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
@@ -192,14 +186,9 @@ impl MultiGuard {
                 }
             }
         }
-        match first_error {
-            Some(err) => Err(err),
-            None => Ok(outcomes),
-        }
+        first_error.map_or(Ok(outcomes), Err)
     }
-}
 
-impl MultiGuard {
     /// Resolves with the key and cause when the lease of any key this guard took is lost;
     /// never, while they are all held. Reentrant keys are watched by their outer holder.
     async fn lost(&self) -> (String, LostCause) {

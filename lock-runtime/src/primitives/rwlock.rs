@@ -168,31 +168,7 @@ impl RwLock {
         client: " Takes the lock through `client` instead of the global one.",
     }
 
-    /// This lock with the client's default ttl and wait in place of those not given;
-    /// `None` when nothing changes.
-    fn with_client_defaults(&self, client: &LockClient) -> Option<RwLock> {
-        let options = self
-            .explicit
-            .resolve(&self.options, client.lock_defaults())?;
-        Some(self.clone().with_explicit_options(options, Explicit::ALL))
-    }
-
-    /// The key as given (without the client's prefix).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The options in force.
-    pub fn options(&self) -> &LockOptions {
-        &self.options
-    }
-
-    fn resolve_client(&self) -> Result<LockClient, LockError> {
-        match &self.client {
-            Some(client) => Ok(client.clone()),
-            None => crate::client::client().cloned(),
-        }
-    }
+    crate::primitives::builder::key_getters!();
 
     /// The mutex on the same key, with these options (the writer's lock, and the gate a
     /// reader passes behind a queue).
@@ -204,24 +180,25 @@ impl RwLock {
 
     /// Refuses what a read-write lock cannot do, before any traffic.
     fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
-        if client.is_redlock() {
-            return Err(LockError::Config {
-                reason: format!(
-                    "read-write lock `{key}`: not available in Redlock mode (a reader's share \
-                     lives on one server); use a single server, Sentinel or a cluster, or a \
-                     `Lock` on the key"
-                ),
-            });
+        let why = if client.is_redlock() {
+            "not available in Redlock mode (a reader's share lives on one server); use a \
+             single server, Sentinel or a cluster, or a `Lock` on the key"
+        } else if !self.options.hold_at_least.is_zero() {
+            "hold_at_least is for a scheduled job's `Lock`; remove it from the read-write lock"
+        } else {
+            return Ok(());
+        };
+        Err(LockError::Config {
+            reason: format!("read-write lock `{key}`: {why}"),
+        })
+    }
+
+    /// What is left of the wait until `deadline`, or zero for a caller that tries once.
+    fn wait_left(&self, deadline: Instant) -> Duration {
+        if self.options.wait.is_zero() {
+            return Duration::ZERO;
         }
-        if !self.options.hold_at_least.is_zero() {
-            return Err(LockError::Config {
-                reason: format!(
-                    "read-write lock `{key}`: hold_at_least is for a scheduled job's `Lock`; \
-                     remove it from the read-write lock"
-                ),
-            });
-        }
-        Ok(())
+        deadline.saturating_duration_since(Instant::now())
     }
 
     /// Takes a reader's share of the key, waiting up to `wait` while a writer holds it or
@@ -236,11 +213,8 @@ impl RwLock {
     ///
     /// Errors as [`Lock::acquire`]'s: `Busy`, `Timeout`, `InvalidKey`, `Backend`, `Config`.
     pub async fn read(&self) -> Result<ReadGuard, LockError> {
-        let client = self.resolve_client()?;
-        match self.with_client_defaults(&client) {
-            Some(resolved) => resolved.read_through(client).await,
-            None => self.read_through(client).await,
-        }
+        let (client, rwlock) = self.with_client()?;
+        rwlock.read_through(client).await
     }
 
     async fn read_through(&self, client: LockClient) -> Result<ReadGuard, LockError> {
@@ -329,17 +303,12 @@ impl RwLock {
         }
         for _ in 0..MAX_ROUNDS {
             // Our turn in the key's queue, behind whoever came first: the gate.
-            let left = deadline.saturating_duration_since(Instant::now());
             let gate = mutex
                 .clone()
                 .ttl(self.options.ttl.min(GATE_TTL))
                 .watchdog(true)
                 .fencing(false)
-                .wait(if self.options.wait.is_zero() {
-                    Duration::ZERO
-                } else {
-                    left
-                })
+                .wait(self.wait_left(deadline))
                 .acquire()
                 .await?;
             let sent = Instant::now();
@@ -380,11 +349,8 @@ impl RwLock {
     /// Errors: [`LockError::Config`] inside a body of this task that holds the key for
     /// reading (an upgrade would wait for itself), else as [`Lock::acquire`]'s.
     pub async fn write(&self) -> Result<LockGuard, LockError> {
-        let client = self.resolve_client()?;
-        match self.with_client_defaults(&client) {
-            Some(resolved) => resolved.write_through(client).await,
-            None => self.write_through(client).await,
-        }
+        let (client, rwlock) = self.with_client()?;
+        rwlock.write_through(client).await
     }
 
     async fn write_through(&self, client: LockClient) -> Result<LockGuard, LockError> {
@@ -400,17 +366,11 @@ impl RwLock {
         let deadline = started + self.options.wait.min(crate::primitives::lock::MAX_WAIT);
         let waiting_lease = self.options.ttl.min(DRAIN_LEASE);
         for _ in 0..MAX_ROUNDS {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let wait = if self.options.wait.is_zero() {
-                Duration::ZERO
-            } else {
-                left
-            };
             let mut guard = mutex
                 .clone()
                 .ttl(waiting_lease)
                 .watchdog(false)
-                .wait(wait)
+                .wait(self.wait_left(deadline))
                 .acquire()
                 .await?;
             match self

@@ -115,19 +115,11 @@ impl Semaphore {
         client: " Takes the permits through `client` instead of the global one.",
     }
 
-    /// The key as given (without the client's prefix).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
+    crate::primitives::builder::key_getters!();
 
     /// How many holders the key admits at once.
     pub fn permits(&self) -> u32 {
         self.permits
-    }
-
-    /// The options in force.
-    pub fn options(&self) -> &LockOptions {
-        &self.options
     }
 
     /// Tries once: a permit, or [`LockError::Busy`] at once when none is free (or the free
@@ -145,15 +137,8 @@ impl Semaphore {
     /// [`LockError::InvalidKey`] for a bad key or one that holds a lock (not a
     /// semaphore), [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<SemaphoreGuard, LockError> {
-        let client = match &self.client {
-            Some(client) => client.clone(),
-            None => crate::client::client()?.clone(),
-        };
-        if let Some(options) = self.explicit.resolve(&self.options, client.lock_defaults()) {
-            let resolved = self.clone().with_explicit_options(options, Explicit::ALL);
-            return resolved.acquire_through(client).await;
-        }
-        self.acquire_through(client).await
+        let (client, semaphore) = self.with_client()?;
+        semaphore.acquire_through(client).await
     }
 
     async fn acquire_through(&self, client: LockClient) -> Result<SemaphoreGuard, LockError> {
@@ -284,6 +269,17 @@ impl Semaphore {
         let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
         let body = tracing::Instrument::instrument(body, span);
         crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body)
+    }
+
+    /// The error for a key whose holders use `held` permits, not this semaphore's count.
+    fn other_permits(&self, key: &str, held: i64) -> LockError {
+        LockError::Config {
+            reason: format!(
+                "semaphore `{key}` is held with {held} permits, this caller asks for {}; \
+                 every holder of a key must use the same number of permits",
+                self.permits
+            ),
+        }
     }
 }
 
@@ -447,19 +443,6 @@ impl Waiting for PermitWait<'_> {
 
     fn timeout(&self) -> LockError {
         timeout(&self.place.names, self.started)
-    }
-}
-
-impl Semaphore {
-    /// The error for a key whose holders use `held` permits, not this semaphore's count.
-    fn other_permits(&self, key: &str, held: i64) -> LockError {
-        LockError::Config {
-            reason: format!(
-                "semaphore `{key}` is held with {held} permits, this caller asks for {}; \
-                 every holder of a key must use the same number of permits",
-                self.permits
-            ),
-        }
     }
 }
 
