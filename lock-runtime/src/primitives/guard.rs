@@ -58,6 +58,15 @@ pub struct LockGuard {
     hold_at_least: Duration,
 }
 
+/// How a [`LockGuard`]'s lease came to it.
+pub(crate) enum Came {
+    /// Taken in Redis with the command sent at `.0` and answered at `.1` (the hold begins
+    /// then): the lease goes on the watchdog.
+    Taken(Instant, Instant),
+    /// Passed on by another task of this process: the lease is on the watchdog already.
+    Passed(LeaseHandle),
+}
+
 impl LockGuard {
     /// When the hold began (the acquire's reply came).
     pub(crate) fn acquired_at(&self) -> Instant {
@@ -69,76 +78,36 @@ impl LockGuard {
         self.lease.id
     }
 
-    /// The guard of a lock just taken in Redis with the command sent at `sent`, answered at
-    /// `answered` (the hold begins then): its lease goes on the watchdog.
+    /// The guard of a lock whose lease came as `came` says; the holder's turn in the local
+    /// queue goes on the watchdog with the lease (its loss lets the next local waiter on).
     pub(crate) fn new(
         client: LockClient,
         names: Arc<KeyNames>,
         token: Token,
         fence: Option<u64>,
         options: &LockOptions,
-        (sent, answered): (Instant, Instant),
+        came: Came,
         mut local: Option<Holding>,
     ) -> Self {
-        // The turn goes on the schedule with the lease (one visit of the watchdog).
         let turn = local.as_mut().and_then(Holding::take_turn);
-        let lease =
-            client
-                .watchdog()
-                .register(&names, &token, (options.ttl, options.watchdog), sent, turn);
-        let valid_until = validity(sent, options.ttl);
-        Self::holding(
-            client,
-            names,
-            token,
-            fence,
-            options,
-            (lease, valid_until, answered),
-            local,
-        )
-    }
-
-    /// The guard of a lock passed on by another task of this process: its lease is already
-    /// on the watchdog (`lease`).
-    pub(crate) fn passed(
-        client: LockClient,
-        names: Arc<KeyNames>,
-        token: Token,
-        fence: Option<u64>,
-        options: &LockOptions,
-        lease: LeaseHandle,
-        local: Option<Holding>,
-    ) -> Self {
-        let valid_until = client
-            .watchdog()
-            .lease_state(lease.id)
-            .map_or_else(Instant::now, |(valid_until, _)| valid_until);
-        Self::holding(
-            client,
-            names,
-            token,
-            fence,
-            options,
-            (lease, valid_until, Instant::now()),
-            local,
-        )
-    }
-
-    /// The guard of a lease on the watchdog, valid until the given point, held from
-    /// `acquired_at`; the holder's turn in the local queue goes with the lease (its loss
-    /// lets the next local waiter on).
-    fn holding(
-        client: LockClient,
-        names: Arc<KeyNames>,
-        token: Token,
-        fence: Option<u64>,
-        options: &LockOptions,
-        (lease, valid_until, acquired_at): (LeaseHandle, Instant, Instant),
-        mut local: Option<Holding>,
-    ) -> Self {
-        if let Some(turn) = local.as_mut().and_then(Holding::take_turn) {
-            client.watchdog().attach(lease.id, turn);
-        }
+        let watchdog = client.watchdog();
+        let (lease, valid_until, acquired_at) = match came {
+            Came::Taken(sent, answered) => {
+                // The turn goes on the schedule with the lease (one visit of the watchdog).
+                let renewal = (options.ttl, options.watchdog);
+                let lease = watchdog.register(&names, &token, renewal, sent, turn);
+                (lease, validity(sent, options.ttl), answered)
+            }
+            Came::Passed(lease) => {
+                let valid_until = (watchdog.lease_state(lease.id))
+                    .map_or_else(Instant::now, |(valid_until, _)| valid_until);
+                let acquired_at = Instant::now();
+                if let Some(turn) = turn {
+                    watchdog.attach(lease.id, turn);
+                }
+                (lease, valid_until, acquired_at)
+            }
+        };
         LockGuard {
             client,
             names,
@@ -319,25 +288,16 @@ impl LockGuard {
             self.released = true;
             return Ok(ReleaseOutcome::Released);
         }
-        let held = self.report_hold();
-        if self.given_back_by_shutdown() {
+        let Some((held, kept_until, yields)) = self.end_hold() else {
             return Ok(ReleaseOutcome::Released);
-        }
-        let kept_until = self.kept_until();
-        match kept_until.map_or_else(|| self.ending(), |_| Ending::Release) {
-            Ending::Pass => {
-                self.pass();
-                return Ok(ReleaseOutcome::Released);
-            }
-            Ending::Yield => {
-                // In a task of its own: the other processes and this one's next task
-                // depend on it, so it must not stop half-way when this future is dropped.
-                let yielding = self.yield_lock();
-                let yielding = self.client.runtime().spawn(yielding);
-                self.released = true;
-                return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
-            }
-            Ending::Release => {}
+        };
+        if yields {
+            // In a task of its own: the other processes and this one's next task depend on
+            // it, so it must not stop half-way when this future is dropped.
+            let yielding = self.yield_lock();
+            let yielding = self.client.runtime().spawn(yielding);
+            self.released = true;
+            return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
         }
         // No pass after this point, also when this future is dropped before Redis answers
         // (the drop then releases in the background); the turn is held until the reply.
@@ -400,13 +360,25 @@ impl LockGuard {
         (until > Instant::now()).then_some(until)
     }
 
-    /// How this hold ends: passed on in this process, yielded to the next process, or
-    /// released.
-    fn ending(&self) -> Ending {
-        match &self.local {
-            Some(local) => local.ending(self.lease.id, !self.client.is_redlock()),
-            None => Ending::Release,
+    /// Reports the hold and starts its end, for [`release`](Self::release) and the drop
+    /// alike: `None` when that is all (the shutdown gave the lock back, or it was passed on
+    /// in this process); else how long it was held, until when the key must stay, and
+    /// whether the lock is yielded to the next process (else released in Redis).
+    fn end_hold(&mut self) -> Option<(Duration, Option<Instant>, bool)> {
+        let held = self.report_hold();
+        if self.given_back_by_shutdown() {
+            return None;
         }
+        let kept_until = self.kept_until();
+        let ending = match (&self.local, kept_until) {
+            (Some(local), None) => local.ending(self.lease.id, !self.client.is_redlock()),
+            _ => Ending::Release,
+        };
+        if ending == Ending::Pass {
+            self.pass();
+            return None;
+        }
+        Some((held, kept_until, ending == Ending::Yield))
     }
 
     /// How long the lock was held, measured and reported once, when its holder gives it
@@ -424,41 +396,31 @@ impl LockGuard {
         held
     }
 
-    /// What the release knows of the key's waiters: contended during this hold's tenure,
-    /// with the foreign window it then offers Redis (which also ends the key's window
-    /// schedule if nobody waits), or none.
-    fn waiters(&self) -> Waiters {
-        match &self.local {
-            Some(local) if local.contended() => Waiters::Contended(self.client.foreign_window()),
-            _ => Waiters::NoneKnown,
-        }
-    }
-
     /// Ends the hold for a release in Redis: takes the local level and the turn (kept until
     /// Redis answered, so the next local waiter starts after it), takes the lease off the
     /// watchdog (once: a release cut short comes here again on drop), and returns them with
     /// the lease's validity point, past which a release no longer matters, and what the
-    /// release knows of the key's waiters.
+    /// release knows of the key's waiters: contended during this hold's tenure, with the
+    /// foreign window it then offers Redis (which also ends the key's window schedule if
+    /// nobody waits), or none.
     fn begin_release(&mut self) -> (LocalHold, Instant, Waiters) {
         let removed = self.client.watchdog().remove_attached(self.lease.id);
         self.took_off_schedule |= removed.is_some();
         let (valid_until, turn) = removed.unwrap_or((self.valid_until, None));
         self.valid_until = valid_until;
-        let waiters = self.waiters();
+        let waiters = match &self.local {
+            Some(local) if local.contended() => Waiters::Contended(self.client.foreign_window()),
+            _ => Waiters::NoneKnown,
+        };
         ((self.local.take(), turn), valid_until, waiters)
     }
 
-    /// Takes back this holder's turn in the local queue from the watchdog (gone when the
-    /// lease was lost: the next local waiter has gone on already).
-    fn detach_turn(&self) -> Option<crate::renewal::watchdog::Attachment> {
-        self.client.watchdog().detach(self.lease.id)
-    }
-
     /// Parks the lock for the next task of this process (no Redis round trip), then gives
-    /// up the turn.
+    /// up the turn (taken back from the watchdog: gone when the lease was lost, and the
+    /// next local waiter has gone on already).
     fn pass(&mut self) {
         self.released = true;
-        let turn = self.detach_turn();
+        let turn = self.client.watchdog().detach(self.lease.id);
         if let Some(local) = self.local.take() {
             local.pass(self.token.clone(), self.lease.id, self.ttl, self.renew);
             tracing::debug!(key = %self.names.lock(), "lock passed to the next local waiter");
@@ -478,7 +440,7 @@ impl LockGuard {
             std::mem::take(&mut self.token),
         );
         let (lease, ttl, renew, local) = (self.lease.id, self.ttl, self.renew, self.local.take());
-        let turn = self.detach_turn();
+        let turn = client.watchdog().detach(lease);
         let valid_until = client
             .watchdog()
             .lease_state(lease)
@@ -579,7 +541,7 @@ type LocalHold = (
 );
 
 /// What a release script's reply says.
-fn outcome_of(reply: i64) -> ReleaseOutcome {
+pub(crate) fn outcome_of(reply: i64) -> ReleaseOutcome {
     match reply {
         1 => ReleaseOutcome::Released,
         0 => ReleaseOutcome::AlreadyExpired,
@@ -592,17 +554,10 @@ impl Drop for LockGuard {
         if self.released || self.reentrant {
             return;
         }
-        let held = self.report_hold();
-        if self.given_back_by_shutdown() {
+        let Some((held, kept_until, yields)) = self.end_hold() else {
             return;
-        }
-        let kept_until = self.kept_until();
-        let ending = kept_until.map_or_else(|| self.ending(), |_| Ending::Release);
-        if ending == Ending::Pass {
-            self.pass();
-            return;
-        }
-        if ending == Ending::Yield {
+        };
+        if yields {
             let yielding = self.yield_lock();
             self.client.runtime().spawn(yielding);
             return;

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::context;
 use crate::lease::{Taken, Token, new_token};
 use crate::options::Explicit;
-use crate::primitives::guard::LockGuard;
+use crate::primitives::guard::{Came, LockGuard};
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::{self, release::give_back};
@@ -190,13 +190,13 @@ impl Lock {
             if let (Some(tenure), Some((lease, fence))) = (unclaimed.claim(), taken) {
                 drop(unclaimed);
                 let local = Holding::new(member, turn, (Some(&tenure), tenure.began), true);
-                return Ok(LockGuard::passed(
+                return Ok(LockGuard::new(
                     client,
                     names,
                     tenure.token,
                     fence,
                     &self.options,
-                    lease,
+                    Came::Passed(lease),
                     Some(local),
                 ));
             }
@@ -238,7 +238,7 @@ impl Lock {
             token,
             taken.fence,
             &self.options,
-            (taken.sent, taken.answered),
+            Came::Taken(taken.sent, taken.answered),
             Some(local),
         );
         if let Some(watchdog) = watchdog {

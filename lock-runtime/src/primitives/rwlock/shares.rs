@@ -10,6 +10,7 @@ use crate::client::LockClient;
 use crate::error::{LockError, ReleaseOutcome};
 use crate::lease::millis;
 use crate::options::LockOptions;
+use crate::primitives::guard::outcome_of;
 use crate::scripts::{Call, KeyNames, READ, READ_RELEASE, invoke, invoke_granting};
 
 /// The names around a read-write lock key: its set of readers, and each share key's name
@@ -108,13 +109,7 @@ pub(super) async fn release_share(
     let mut last = None;
     for _ in 0..8 {
         match tokio::time::timeout_at(give_up, give_share_back(client, names, share, token)).await {
-            Ok(Ok(reply)) => {
-                return Ok(match reply {
-                    1 => ReleaseOutcome::Released,
-                    0 => ReleaseOutcome::AlreadyExpired,
-                    _ => ReleaseOutcome::NotOwner,
-                });
-            }
+            Ok(Ok(reply)) => return Ok(outcome_of(reply)),
             Ok(Err(err)) => last = Some(err),
             Err(_) => break,
         }
