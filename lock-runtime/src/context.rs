@@ -198,11 +198,6 @@ pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock>
     .flatten()
 }
 
-/// Runs `body` with `lock` added to this task's held locks.
-pub(crate) async fn hold<F: std::future::Future>(lock: CurrentLock, body: F) -> F::Output {
-    hold_all(std::iter::once(lock), body).await
-}
-
 /// Runs `body` with `locks` added, in order (the last innermost), to this task's held
 /// locks.
 pub(crate) async fn hold_all<F: std::future::Future>(

@@ -39,13 +39,10 @@ pub struct LockOptions {
     pub hold_at_least: Duration,
 }
 
-/// The lease when none is given (`LockOptions::default().ttl`).
-pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(30);
-
 impl Default for LockOptions {
     fn default() -> Self {
         LockOptions {
-            ttl: DEFAULT_TTL,
+            ttl: Duration::from_secs(30),
             wait: Duration::from_secs(10),
             watchdog: true,
             on_lost: OnLost::Cancel,

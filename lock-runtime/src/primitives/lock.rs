@@ -10,6 +10,7 @@ use crate::context;
 use crate::lease::{Taken, Token, new_token};
 use crate::options::Explicit;
 use crate::primitives::guard::{Came, LockGuard};
+use crate::primitives::timed_out;
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::{self, release::give_back};
@@ -177,10 +178,7 @@ impl Lock {
             member
                 .turn(deadline)
                 .await
-                .ok_or_else(|| LockError::Timeout {
-                    key: names.lock().to_owned(),
-                    waited: started.elapsed(),
-                })?
+                .ok_or_else(|| timed_out(names.lock(), started))?
         };
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);
@@ -398,11 +396,7 @@ impl Lock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        // The span covers the body only, so that the application's events in it say which
-        // lock they ran under; the lock's own events (acquired, released, lost) stay outside
-        // it and name the key themselves: once per line.
         let span = tracing::debug_span!("distributed_lock", key = %self.key);
-        let body = tracing::Instrument::instrument(body, span);
-        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body)
+        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body, span)
     }
 }

@@ -161,10 +161,8 @@ impl MultiLock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        // As in `Lock::run`: the span covers the body, the lock's own events name their key.
         let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
-        let body = tracing::Instrument::instrument(body, span);
-        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body)
+        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body, span)
     }
 }
 

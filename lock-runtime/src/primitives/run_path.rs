@@ -38,24 +38,29 @@ pub(crate) trait Watch {
     fn lost_now(&self) -> Option<LockError>;
 }
 
-/// Runs `$body` under what `$acquire` (a future) takes (see the module's docs), in the
-/// calling `async fn` itself: a macro, not a function, so that the body's future is not
-/// moved into one more future (each such layer holds the body again, and nested guarded
+/// Runs `$body` in `$span` under what `$acquire` (a future) takes (see the module's docs),
+/// in the calling `async fn` itself: a macro, not a function, so that the body's future is
+/// not moved into one more future (each such layer holds the body again, and nested guarded
 /// bodies doubled their size per level: `mutation_gaps`'s nested bodies overflowed their
 /// stack).
+///
+/// The span covers the body only, so that the application's events in it say which lock
+/// they ran under; the lock's own events (acquired, released, lost) stay outside it and
+/// name the key themselves: once per line.
 macro_rules! run_held {
-    ($acquire:expr, $on_lost:expr, $body:expr) => {{
+    ($acquire:expr, $on_lost:expr, $body:expr, $span:expr) => {{
         use $crate::primitives::run_path::{Held, Watch as _};
+        let body = tracing::Instrument::instrument($body, $span);
         let on_lost: $crate::options::OnLost = $on_lost;
         match $acquire.await {
             Err(err) => Err(err.into()),
-            Ok(held) if Held::is_reentrant(&held) => $body.await,
+            Ok(held) if Held::is_reentrant(&held) => body.await,
             Ok(held) => {
                 let watch = Held::watch(&held);
                 // The body ends (is dropped) here, before the release: a body stopped by a
                 // loss takes no step while its lock is given back.
                 let outcome = {
-                    let body = $crate::primitives::run_path::hold(&held, &watch, $body);
+                    let body = $crate::primitives::run_path::hold(&held, &watch, body);
                     // Pinned here: moved into `until_lost`, a nested body would double its
                     // size.
                     tokio::pin!(body);
@@ -144,7 +149,7 @@ macro_rules! held_for_one_lease {
                 watch: &Self::Watch,
                 body: F,
             ) -> impl std::future::Future<Output = F::Output> {
-                $crate::context::hold(watch.clone(), body)
+                $crate::context::hold_all([watch.clone()], body)
             }
 
             fn lost(&self) -> impl std::future::Future<Output = $crate::error::LockError> {

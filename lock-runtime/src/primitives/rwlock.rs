@@ -393,10 +393,7 @@ impl RwLock {
                 }
             }
         }
-        Err(LockError::Timeout {
-            key: names.lock().to_owned(),
-            waited: started.elapsed(),
-        })
+        Err(crate::primitives::timed_out(names.lock(), started))
     }
 
     /// Waits, holding the key as `guard`, until no reader holds a share: woken by the last
@@ -461,8 +458,7 @@ impl RwLock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "read");
-        let body = tracing::Instrument::instrument(body, span);
-        run_held!(self.read(), self.options.on_lost, body)
+        run_held!(self.read(), self.options.on_lost, body, span)
     }
 
     /// Takes the key for writing, runs `body`, and releases it, also when `body` returns an
@@ -486,7 +482,6 @@ impl RwLock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "write");
-        let body = tracing::Instrument::instrument(body, span);
-        run_held!(self.write(), self.options.on_lost, body)
+        run_held!(self.write(), self.options.on_lost, body, span)
     }
 }

@@ -267,8 +267,7 @@ impl Semaphore {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
-        let body = tracing::Instrument::instrument(body, span);
-        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body)
+        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body, span)
     }
 
     /// The error for a key whose holders use `held` permits, not this semaphore's count.
@@ -288,13 +287,6 @@ impl Semaphore {
 /// serve a permit (`is_permit` in `semaphore_permits.lua`).
 fn permit_token() -> Token {
     Token::from(format!("permit:{}", new_token()))
-}
-
-fn timeout(names: &KeyNames, started: Instant) -> LockError {
-    LockError::Timeout {
-        key: names.lock().to_owned(),
-        waited: started.elapsed(),
-    }
 }
 
 /// One task's wait for a permit (see [`wait::wait`]): its try is one call of the acquire
@@ -442,7 +434,7 @@ impl Waiting for PermitWait<'_> {
     }
 
     fn timeout(&self) -> LockError {
-        timeout(&self.place.names, self.started)
+        crate::primitives::timed_out(self.place.names.lock(), self.started)
     }
 }
 

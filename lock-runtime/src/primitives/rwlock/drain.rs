@@ -101,9 +101,6 @@ impl Waiting for Drain<'_> {
     }
 
     fn timeout(&self) -> LockError {
-        LockError::Timeout {
-            key: self.names.lock().to_owned(),
-            waited: self.started.elapsed(),
-        }
+        crate::primitives::timed_out(self.names.lock(), self.started)
     }
 }
