@@ -327,18 +327,6 @@ impl LockGuard {
         Ok(outcome)
     }
 
-    /// Whether the client's shutdown took this lease off the watchdog: the shutdown gives
-    /// the lock back itself, and counts it in its report, so this holder sends nothing
-    /// (its local turn is given up, and it counts as released).
-    fn given_back_by_shutdown(&mut self) -> bool {
-        if self.lease.lost.reported() != Some(LostCause::Shutdown) {
-            return false;
-        }
-        self.released = true;
-        drop(self.begin_release());
-        true
-    }
-
     /// What this guard's release needs to tell a loss it finds (see [`Witness`]).
     fn witness(&self, valid_until: Instant) -> Witness {
         Witness {
@@ -349,27 +337,24 @@ impl LockGuard {
         }
     }
 
-    /// Until when the key must stay after this hold (`hold_at_least` from the acquisition),
-    /// when that is still ahead. Such a hold is never passed on or yielded: its end keeps
-    /// the key in Redis until then, for every other owner, in this process too.
-    fn kept_until(&self) -> Option<Instant> {
-        if self.hold_at_least.is_zero() {
-            return None;
-        }
-        let until = self.acquired_at + self.hold_at_least;
-        (until > Instant::now()).then_some(until)
-    }
-
     /// Reports the hold and starts its end, for [`release`](Self::release) and the drop
     /// alike: `None` when that is all (the shutdown gave the lock back, or it was passed on
     /// in this process); else how long it was held, until when the key must stay, and
     /// whether the lock is yielded to the next process (else released in Redis).
     fn end_hold(&mut self) -> Option<(Duration, Option<Instant>, bool)> {
         let held = self.report_hold();
-        if self.given_back_by_shutdown() {
+        // The client's shutdown took this lease off the watchdog: it gives the lock back
+        // itself, and counts it in its report, so this holder sends nothing (its local turn
+        // is given up, and it counts as released).
+        if self.lease.lost.reported() == Some(LostCause::Shutdown) {
+            self.released = true;
+            drop(self.begin_release());
             return None;
         }
-        let kept_until = self.kept_until();
+        // A `hold_at_least` still ahead: the key stays in Redis until then, for every other
+        // owner, in this process too, so such a hold is never passed on or yielded.
+        let kept_until = Some(self.acquired_at + self.hold_at_least)
+            .filter(|until| !self.hold_at_least.is_zero() && *until > Instant::now());
         let ending = match (&self.local, kept_until) {
             (Some(local), None) => local.ending(self.lease.id, !self.client.is_redlock()),
             _ => Ending::Release,

@@ -7,8 +7,8 @@ use tokio::time::Instant;
 use crate::context::{self, CurrentLock};
 use crate::options::Explicit;
 use crate::{
-    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    options::LockOptions, primitives::guard::LockGuard, primitives::lock::Lock,
+    client::LockClient, error::LockError, error::ReleaseOutcome, options::LockOptions,
+    primitives::guard::LockGuard, primitives::lock::Lock,
 };
 
 /// Locks on several keys, taken all or none (Redisson's `MultiLock`, node-redlock's
@@ -136,7 +136,7 @@ impl MultiLock {
     /// while `body` runs drops `body` at its next await point and returns
     /// [`LockError::Lost`] naming that key; with [`OnLost::Continue`](crate::OnLost::Continue) the body finishes.
     /// A key whose release finds it gone or held by another owner is lost too, as with
-    /// [`Lock::run`]: `Lost` with [`LostCause::FoundAtRelease`] under `Cancel` (the body's
+    /// [`Lock::run`]: `Lost` with [`LostCause::FoundAtRelease`](crate::LostCause::FoundAtRelease) under `Cancel` (the body's
     /// effects may have happened), the body's result under `Continue`.
     ///
     /// Inside `body`, every key counts as held by this task: a nested lock on any of them
@@ -186,21 +186,6 @@ impl MultiGuard {
         }
         first_error.map_or(Ok(outcomes), Err)
     }
-
-    /// Resolves with the key and cause when the lease of any key this guard took is lost;
-    /// never, while they are all held. Reentrant keys are watched by their outer holder.
-    async fn lost(&self) -> (String, LostCause) {
-        let watched: Vec<_> = self
-            .guards
-            .iter()
-            .filter(|guard| !guard.is_reentrant())
-            .map(|guard| Box::pin(async move { (guard.key().to_owned(), guard.lost().await) }))
-            .collect();
-        if watched.is_empty() {
-            return std::future::pending().await;
-        }
-        futures_util::future::select_all(watched).await.0
-    }
 }
 
 /// Gives back the keys a failed acquisition took (a failed release leaves a key to its
@@ -236,8 +221,19 @@ impl crate::primitives::run_path::Held for MultiGuard {
         context::hold_all(watch.0.clone(), body)
     }
 
+    /// Resolves when the lease of any key this guard took is lost; never, while they are
+    /// all held. Reentrant keys are watched by their outer holder.
     async fn lost(&self) -> LockError {
-        let (key, cause) = MultiGuard::lost(self).await;
+        let watched: Vec<_> = self
+            .guards
+            .iter()
+            .filter(|guard| !guard.is_reentrant())
+            .map(|guard| Box::pin(async move { (guard.key().to_owned(), guard.lost().await) }))
+            .collect();
+        if watched.is_empty() {
+            return std::future::pending().await;
+        }
+        let ((key, cause), _, _) = futures_util::future::select_all(watched).await;
         LockError::Lost { key, cause }
     }
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context::{self};
-use crate::lease::{Token, new_token};
+use crate::lease::new_token;
 use crate::options::Explicit;
 use crate::queue::wait::{self, Backoff, ride_out};
 use crate::scripts::KeyNames;
@@ -77,22 +77,6 @@ where
         }
     }
     call().await
-}
-
-/// Gives back, in the background, a share a failed read may have taken.
-fn spawn_give_back(
-    client: &LockClient,
-    names: &Arc<KeyNames>,
-    share: &Arc<KeyNames>,
-    token: &Token,
-) {
-    let (client, names, share, token) =
-        (client.clone(), names.clone(), share.clone(), token.clone());
-    let leftover = crate::renewal::shutdown::Leftover::lock(&share, &token);
-    let shutdown = client.shutdown_state().clone();
-    shutdown.give_back_in_background(leftover, async move {
-        let _ = release_share(&client, &names, &share, &token).await;
-    });
 }
 
 impl LockClient {
@@ -270,7 +254,7 @@ impl RwLock {
                 if unsure.load(Ordering::Relaxed) {
                     // A try whose reply was lost may have taken the share: give it back
                     // rather than leave it to hold writers up until its ttl.
-                    spawn_give_back(client, names, &share, &token);
+                    release_in_background(client, names, &share, token, false);
                 }
                 Err(err)
             }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::shares::release_share;
+use super::shares::{release_in_background, release_share};
 use crate::client::LockClient;
 use crate::context::CurrentLock;
 use crate::error::{LockError, LostCause, ReleaseOutcome};
@@ -178,18 +178,8 @@ impl Drop for ReadGuard {
             .telemetry()
             .held(self.names.lock(), self.acquired_at.elapsed());
         self.stop_renewing();
-        let (client, names, share) = (self.client.clone(), self.names.clone(), self.share.clone());
         let token = std::mem::take(&mut self.token);
-        // Given back synchronously instead when the runtime drops it (shutting down): the
-        // share key is released like a lock key; its entry in the set of readers is tidied
-        // by the next reader or writer.
-        let leftover = crate::renewal::shutdown::Leftover::lock(&share, &token);
-        let shutdown = self.client.shutdown_state().clone();
-        shutdown.give_back_in_background(leftover, async move {
-            if let Err(err) = release_share(&client, &names, &share, &token).await {
-                tracing::warn!(key = %names.lock(), error = %err.cause(), "giving a read share back on drop failed; it expires by its ttl");
-            }
-        });
+        release_in_background(&self.client, &self.names, &self.share, token, true);
     }
 }
 

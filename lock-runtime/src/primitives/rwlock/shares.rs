@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::{LockError, ReleaseOutcome};
-use crate::lease::millis;
+use crate::lease::{Token, millis};
 use crate::options::LockOptions;
 use crate::primitives::guard::outcome_of;
 use crate::scripts::{Call, KeyNames, READ, READ_RELEASE, invoke, invoke_granting};
@@ -130,6 +130,27 @@ pub(super) async fn release_share(
             ))),
         },
     })
+}
+
+/// Gives a share back in the background, or synchronously when the runtime drops that
+/// (shutting down): the share key is released like a lock key; its entry in the set of
+/// readers is tidied by the next reader or writer. A failure is logged when `warn`.
+pub(super) fn release_in_background(
+    client: &LockClient,
+    names: &Arc<KeyNames>,
+    share: &Arc<KeyNames>,
+    token: Token,
+    warn: bool,
+) {
+    let (client, names, share) = (client.clone(), names.clone(), share.clone());
+    let leftover = crate::renewal::shutdown::Leftover::lock(&share, &token);
+    let shutdown = client.shutdown_state().clone();
+    shutdown.give_back_in_background(leftover, async move {
+        let released = release_share(&client, &names, &share, &token).await;
+        if let (Err(err), true) = (released, warn) {
+            tracing::warn!(key = %names.lock(), error = %err.cause(), "giving a read share back on drop failed; it expires by its ttl");
+        }
+    });
 }
 
 /// The longest a share's release keeps trying (as a lock's release).
