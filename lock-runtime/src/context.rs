@@ -57,18 +57,12 @@ impl CurrentLock {
         }
     }
 
-    /// A reader's share of the read-write lock `names` (the token is the share's).
-    pub(crate) fn read_share(
-        client: usize,
-        names: Arc<KeyNames>,
-        token: Token,
-        lost: LostSignal,
-    ) -> Self {
-        let mut share = CurrentLock::new(client, names, token, None, lost);
-        if let Some(inner) = Arc::get_mut(&mut share.inner) {
+    /// This hold as a reader's share of its read-write lock (the token is the share's).
+    pub(crate) fn read_share(mut self) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.read = true;
         }
-        share
+        self
     }
 
     /// This lock, held inside `outer`.

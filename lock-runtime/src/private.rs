@@ -110,10 +110,7 @@ impl Options {
 
     /// `client = EXPR`, read by [`client_of`]: `None` fails the call.
     pub fn client(mut self, client: Option<LockClient>) -> Self {
-        self.client = match client {
-            Some(client) => Choice::Given(client),
-            None => Choice::Unset,
-        };
+        self.client = client.map_or(Choice::Unset, Choice::Given);
         self
     }
 

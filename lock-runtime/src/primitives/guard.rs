@@ -14,6 +14,7 @@ use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::{Waiters, keep_until, release_contended};
 use crate::queue::redis_queue::{Yielded, yield_lock};
 use crate::renewal::lost_signal::LostSignal;
+use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{KeyNames, Requeue};
 use crate::{
@@ -550,15 +551,12 @@ impl Drop for LockGuard {
         // The turn goes with the release: the next local waiter starts once it is done.
         let (local, valid_until, waiters) = self.begin_release();
         let witness = self.witness(valid_until);
-        let client = self.client.clone();
-        let names = self.names.clone();
+        let (client, names) = (self.client.clone(), self.names.clone());
         let token = std::mem::take(&mut self.token);
         // Given back synchronously instead when the runtime drops it (shutting down).
         let leftover = match kept_until {
-            Some(until) => {
-                crate::renewal::shutdown::Leftover::kept(&names, &token, until.into_std())
-            }
-            None => crate::renewal::shutdown::Leftover::lock(&names, &token),
+            Some(until) => Leftover::kept(&names, &token, until.into_std()),
+            None => Leftover::lock(&names, &token),
         };
         let shutdown = self.client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {

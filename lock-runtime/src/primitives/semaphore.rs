@@ -415,22 +415,14 @@ impl Waiting for PermitWait<'_> {
         let key = self.place.names.lock();
         let kept = (self.ticket.as_ref())
             .filter(|ticket| self.heads && ticket.is_subscribed() && self.place.kept_by_liveness());
-        let cap = if kept.is_some() {
-            LONG_PARK
-        } else {
-            QUEUE_LEASE
-        };
+        let cap = kept.map_or(QUEUE_LEASE, |_| LONG_PARK);
         let park = (retry_in.min(cap))
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
         match kept {
-            Some(ticket) => {
-                wait::park_kept(client, (key, self.lapses), ticket, park, None).await;
-            }
-            None => {
-                wait::park_on(client, key, self.ticket.as_ref(), park).await;
-            }
-        }
+            Some(ticket) => wait::park_kept(client, (key, self.lapses), ticket, park, None).await,
+            None => wait::park_on(client, key, self.ticket.as_ref(), park).await,
+        };
     }
 
     fn timeout(&self) -> LockError {

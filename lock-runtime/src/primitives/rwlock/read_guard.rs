@@ -113,23 +113,22 @@ impl ReadGuard {
 
     /// What a guarded body sees of this share through [`crate::current_lock`].
     pub(super) fn current(&self) -> CurrentLock {
-        CurrentLock::read_share(
+        CurrentLock::new(
             self.client.id(),
             self.names.clone(),
             self.token.clone(),
+            None,
             self.lease.lost.clone(),
         )
+        .read_share()
     }
 
     /// Takes the lease off the watchdog; its validity point as last known.
     pub(super) fn stop_renewing(&mut self) -> Instant {
-        let valid_until = self
-            .client
-            .watchdog()
-            .remove(self.lease.id)
-            .unwrap_or(self.valid_until);
-        self.valid_until = valid_until;
-        valid_until
+        if let Some(valid_until) = self.client.watchdog().remove(self.lease.id) {
+            self.valid_until = valid_until;
+        }
+        self.valid_until
     }
 
     /// Gives the share back and reports what Redis had: the share (released), nothing (its
