@@ -3,7 +3,7 @@
 //! a Redis Cluster connection (opened lazily on first use, routing by key, following
 //! MOVED/ASK itself).
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use redis::aio::{ConnectionLike, ConnectionManagerConfig, MultiplexedConnection};
@@ -144,21 +144,15 @@ impl SingleServer {
 
     /// The connection in use (a reference count, not a copy: this runs on every request).
     fn current(&self) -> Arc<Current> {
-        self.inner
-            .current
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        let current = self.inner.current.read();
+        current.unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Opens a fresh connection to `client` in place of connection `generation` (unless
     /// another request replaced it already). Returns whether it replaced it.
     fn replace(&self, generation: u64, client: redis::Client) -> bool {
-        let mut current = self
-            .inner
-            .current
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let current = self.inner.current.write();
+        let mut current = current.unwrap_or_else(PoisonError::into_inner);
         if current.generation != generation {
             return false;
         }

@@ -25,7 +25,7 @@ pub(crate) use single::Timeouts;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
@@ -136,9 +136,7 @@ impl Shared {
     fn registry(&self) -> MutexGuard<'_, Registry> {
         // Every update under this lock is a few field stores or single map operations, so
         // a panic elsewhere cannot leave it half-done: poisoning is ignored.
-        self.registry
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

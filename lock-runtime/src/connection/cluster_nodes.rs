@@ -16,7 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
@@ -179,11 +179,8 @@ impl ClusterNodes {
     }
 
     fn map(&self) -> Arc<SlotMap> {
-        self.inner
-            .map
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        let map = self.inner.map.read();
+        map.unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Takes note of what a request for `slot` came to.
@@ -322,11 +319,8 @@ impl ClusterNodes {
 
     /// Puts the masters' ranges `read` in place of the map.
     fn install(&self, read: Vec<(u16, u16, String)>) {
-        let mut map = self
-            .inner
-            .map
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let map = self.inner.map.write();
+        let mut map = map.unwrap_or_else(PoisonError::into_inner);
         let old = map.clone();
         let fresh = self.fresh_map(&old, read);
         old.retire_absent_from(&fresh);

@@ -17,7 +17,7 @@
 //! acquire loop try again within each caller's `wait`, as before.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -219,10 +219,8 @@ impl Health {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // Every update is a single store: a panic elsewhere cannot leave it half-done.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        let state = self.inner.state.lock();
+        state.unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes note of what a request to the server came to.

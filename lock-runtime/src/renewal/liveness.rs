@@ -31,7 +31,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -129,9 +129,7 @@ impl Liveness {
     fn watched(&self) -> MutexGuard<'_, HashMap<String, Watched>> {
         // Every update is a single insert, remove or counter change: a poisoned map is
         // still consistent.
-        self.watched
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.watched.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The liveness key that queue entries and holder notes for `lock` name: this client's
@@ -142,10 +140,7 @@ impl Liveness {
         if let Some(nodes) = &self.cluster {
             let tag = nodes.liveness_tag(lock)?;
             let key = self.tagged(&tag);
-            let mut named = self
-                .named
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut named = self.named.lock().unwrap_or_else(PoisonError::into_inner);
             if !named.contains(&tag) {
                 named.insert(tag);
             }
@@ -230,7 +225,7 @@ impl Liveness {
                     let named = || {
                         self.named
                             .lock()
-                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .unwrap_or_else(PoisonError::into_inner)
                             .contains(tag)
                     };
                     if lapsed && named() {

@@ -28,7 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -202,9 +202,7 @@ impl Shutdown {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // Every update is a single insert, remove or store: nothing to repair after a panic.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Refuses a new acquisition of `key` once the client is shut down.
