@@ -253,44 +253,29 @@ impl Watchdog {
     ) -> LeaseHandle {
         let lost = LostSignal::new();
         let receiver = lost.clone();
-        let next_renewal = sent + ttl / 3;
         let valid_until = validity(sent, ttl);
         lost.valid_until(valid_until, renew);
-        let first_event = if renew {
-            next_renewal.min(valid_until)
-        } else {
-            valid_until
+        let lease = Lease {
+            names: names.clone(),
+            token: token.clone(),
+            ttl,
+            renew,
+            next_renewal: sent + ttl / 3,
+            valid_until,
+            in_flight: false,
+            entry: None,
+            contended: false,
+            lost,
+            attached,
         };
-        let (id, wake_sooner) = {
-            let mut state = self.shared.state();
-            state.next_id += 1;
-            let id = state.next_id;
-            let wake_sooner = state
-                .scheduled_wake
-                .is_none_or(|scheduled| first_event < scheduled);
-            let period = first_event.saturating_duration_since(sent).max(MIN_IDLE);
-            state.recent_period = Some(state.recent_period.map_or(period, |p| p.min(period)));
-            state.insert_lease(
-                id,
-                Lease {
-                    names: names.clone(),
-                    token: token.clone(),
-                    ttl,
-                    renew,
-                    next_renewal,
-                    valid_until,
-                    in_flight: false,
-                    entry: None,
-                    contended: false,
-                    lost,
-                    attached,
-                },
-            );
-            (id, wake_sooner)
-        };
-        if wake_sooner {
-            self.wake.notify_one();
-        }
+        let first_event = lease.first_event();
+        let mut state = self.shared.state();
+        state.next_id += 1;
+        let id = state.next_id;
+        let period = first_event.saturating_duration_since(sent).max(MIN_IDLE);
+        state.recent_period = Some(state.recent_period.map_or(period, |p| p.min(period)));
+        state.insert_lease(id, lease);
+        self.wake_for(state, first_event);
         LeaseHandle { id, lost: receiver }
     }
 
@@ -319,31 +304,18 @@ impl Watchdog {
     pub(crate) fn hand_over(&self, id: u64, retake: Option<Retake>) -> Option<LeaseHandle> {
         let sender = LostSignal::new();
         let receiver = sender.clone();
-        let wake_sooner = {
-            let mut state = self.shared.state();
-            let lease = state.leases.get_mut(&id)?;
-            lease.lost = sender;
-            let Some(retake) = retake else {
-                lease.set_valid_until(lease.valid_until);
-                return Some(LeaseHandle { id, lost: receiver });
-            };
-            lease.ttl = retake.ttl;
-            lease.renew = retake.renew;
-            lease.set_valid_until(validity(retake.sent, retake.ttl));
-            lease.next_renewal = retake.sent + retake.ttl / 3;
-            let first_event = if retake.renew {
-                lease.next_renewal.min(lease.valid_until)
-            } else {
-                lease.valid_until
-            };
-            state.reschedule(id);
-            state
-                .scheduled_wake
-                .is_none_or(|scheduled| first_event < scheduled)
+        let mut state = self.shared.state();
+        let lease = state.leases.get_mut(&id)?;
+        lease.lost = sender;
+        let Some(retake) = retake else {
+            lease.set_valid_until(lease.valid_until);
+            return Some(LeaseHandle { id, lost: receiver });
         };
-        if wake_sooner {
-            self.wake.notify_one();
-        }
+        lease.renew = retake.renew;
+        lease.redate(retake.ttl, retake.sent);
+        let first_event = lease.first_event();
+        state.reschedule(id);
+        self.wake_for(state, first_event);
         Some(LeaseHandle { id, lost: receiver })
     }
 
@@ -373,23 +345,10 @@ impl Watchdog {
         let Some(lease) = state.leases.get_mut(&id) else {
             return false;
         };
-        let renew = lease.renew;
-        lease.ttl = ttl;
-        lease.set_valid_until(validity(sent, ttl));
-        lease.next_renewal = sent + ttl / 3;
-        let first_event = if renew {
-            lease.next_renewal.min(lease.valid_until)
-        } else {
-            lease.valid_until
-        };
+        lease.redate(ttl, sent);
+        let first_event = lease.first_event();
         state.reschedule(id);
-        let wake_sooner = state
-            .scheduled_wake
-            .is_none_or(|scheduled| first_event < scheduled);
-        drop(state);
-        if wake_sooner {
-            self.wake.notify_one();
-        }
+        self.wake_for(state, first_event);
         true
     }
 
@@ -408,13 +367,7 @@ impl Watchdog {
         lease.set_valid_until(valid_until);
         lease.next_renewal = lease.next_renewal.min(sent + ttl / 3);
         state.reschedule(id);
-        let wake_sooner = state
-            .scheduled_wake
-            .is_none_or(|scheduled| valid_until < scheduled);
-        drop(state);
-        if wake_sooner {
-            self.wake.notify_one();
-        }
+        self.wake_for(state, valid_until);
     }
 
     /// A lease's validity point and ttl as the schedule knows them, while it is on it.
@@ -433,25 +386,19 @@ impl Watchdog {
     /// names no liveness key, or the client has none) by a keep-alive of its key.
     pub(crate) fn keep_queued(&self, names: &Arc<KeyNames>, token: &Token, per_key: bool) -> u64 {
         let now = Instant::now();
-        let (id, wake_sooner) = {
-            let mut state = self.shared.state();
-            state.next_id += 1;
-            let id = state.next_id;
-            state.queued.insert(
-                id,
-                Queued {
-                    names: names.clone(),
-                    token: token.clone(),
-                    per_key,
-                },
-            );
-            let due = *state.next_keepalive.get_or_insert(now + KEEPALIVE_EVERY);
-            let wake_sooner = state.scheduled_wake.is_none_or(|wake| due < wake);
-            (id, wake_sooner)
-        };
-        if wake_sooner {
-            self.wake.notify_one();
-        }
+        let mut state = self.shared.state();
+        state.next_id += 1;
+        let id = state.next_id;
+        state.queued.insert(
+            id,
+            Queued {
+                names: names.clone(),
+                token: token.clone(),
+                per_key,
+            },
+        );
+        let due = *state.next_keepalive.get_or_insert(now + KEEPALIVE_EVERY);
+        self.wake_for(state, due);
         id
     }
 
@@ -494,6 +441,16 @@ impl Watchdog {
     pub(crate) fn shutdown(&self) {
         self.shared.stopped.store(true, Ordering::Release);
         self.wake.notify_one();
+    }
+
+    /// Lets go of the state, then wakes the scheduler when it must look at `at` sooner
+    /// than it planned: a change that needs it no sooner costs no wake-up (a thread switch).
+    fn wake_for(&self, state: MutexGuard<'_, State>, at: Instant) {
+        let sooner = state.scheduled_wake.is_none_or(|scheduled| at < scheduled);
+        drop(state);
+        if sooner {
+            self.wake.notify_one();
+        }
     }
 }
 

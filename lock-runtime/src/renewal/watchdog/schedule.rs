@@ -159,6 +159,14 @@ impl Lease {
         self.lost.valid_until(valid_until, self.renew);
     }
 
+    /// Re-dates the lease from an owner-checked command sent at `sent` that set its expiry
+    /// to `ttl`.
+    pub(super) fn redate(&mut self, ttl: Duration, sent: Instant) {
+        self.ttl = ttl;
+        self.set_valid_until(validity(sent, ttl));
+        self.next_renewal = sent + ttl / 3;
+    }
+
     /// Ends a lease taken off the schedule because it is lost (or, watchdog off, reached
     /// its ttl): frees its holder's turn first, then reports the loss, and only then tells
     /// the holder. A task woken by the loss may try the key again at once, and must not

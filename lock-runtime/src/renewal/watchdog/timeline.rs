@@ -31,6 +31,16 @@ impl Lease {
         (self.ttl / 12).min(EARLY)
     }
 
+    /// Its first event once (re)dated: its renewal if it renews, and the end of its
+    /// validity at the latest.
+    pub(super) fn first_event(&self) -> Instant {
+        if self.renew {
+            self.next_renewal.min(self.valid_until)
+        } else {
+            self.valid_until
+        }
+    }
+
     /// When the scheduler must look at this lease next: its renewal, unless one is in
     /// flight or it is not renewed, and the end of its validity at the latest.
     fn next_look(&self) -> Instant {
