@@ -38,7 +38,7 @@ use tokio::time::Instant;
 
 use crate::connection::Connection;
 use crate::lease::{Taken, Token, jitter, lateness, millis, new_token, validity};
-use redis::{RedisError, RedisResult};
+use redis::{FromRedisValue, RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
 use crate::renewal::shutdown::Shutdown;
@@ -67,6 +67,19 @@ impl Redlock {
             node_timeout: self.node_timeout,
             quorum: self.quorum,
         }
+    }
+
+    /// Asks every master with [`Patience::Quorum`] (see [`ask_all`]): the replies, in the
+    /// order of the masters.
+    async fn ask<T: FromRedisValue + Send + 'static>(
+        &self,
+        nodes: &[Connection],
+        call: impl Fn() -> Call<'static>,
+        decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
+    ) -> Vec<Option<RedisResult<T>>> {
+        ask_all(nodes, self.majority(), Patience::Quorum, call, decided)
+            .await
+            .0
     }
 }
 
@@ -152,7 +165,7 @@ async fn give_back_lost(
     token: &str,
     round: &Round,
 ) -> Option<LockError> {
-    let no_quorum = no_quorum(round, redlock, names.lock());
+    let no_quorum = no_quorum(&round.failures, redlock, names.lock());
     if no_quorum.is_some()
         || round.granted > 0
         || round.answered.contains(&false)
@@ -431,14 +444,9 @@ async fn raise_fences(
         call.arg(token).arg(fence).arg(lifetime);
         call
     };
-    let (replies, _) = ask_all::<i64>(
-        nodes,
-        redlock.majority(),
-        Patience::Quorum,
-        call,
-        |replies| ones(replies) >= redlock.quorum,
-    )
-    .await;
+    let replies = redlock
+        .ask(nodes, call, |replies| ones(replies) >= redlock.quorum)
+        .await;
     let done = ones(&replies) >= redlock.quorum;
     if !done {
         tracing::debug!(key = %names.lock(), "the fence reached no majority; trying again");
@@ -477,14 +485,9 @@ pub(crate) async fn retake(
             .filter(|reply| matches!(reply, Some(Ok((1, _)))))
             .count()
     };
-    let (replies, _) = ask_all::<(i64, i64)>(
-        nodes,
-        redlock.majority(),
-        Patience::Quorum,
-        call,
-        |replies| taken(replies) >= redlock.quorum,
-    )
-    .await;
+    let replies = redlock
+        .ask(nodes, call, |replies| taken(replies) >= redlock.quorum)
+        .await;
     if taken(&replies) < redlock.quorum {
         return match replies.into_iter().flatten().find_map(Result::err) {
             Some(err) => Err(LockError::backend(names.lock(), err)),
@@ -514,15 +517,15 @@ fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
     round.granted >= redlock.quorum && Instant::now() < validity(round.sent, ttl)
 }
 
-/// The error for a round in which too many masters failed for any quorum.
-fn no_quorum(round: &Round, redlock: &Redlock, key: &str) -> Option<LockError> {
+/// The error for a round in which too many masters failed (`failures`) for any quorum.
+fn no_quorum(failures: &[String], redlock: &Redlock, key: &str) -> Option<LockError> {
     let nodes = redlock.urls.len();
-    (round.failures.len() > nodes - redlock.quorum).then(|| LockError::NoQuorum {
+    (failures.len() > nodes - redlock.quorum).then(|| LockError::NoQuorum {
         key: key.to_owned(),
-        answered: nodes - round.failures.len(),
+        answered: nodes - failures.len(),
         needed: redlock.quorum,
         nodes,
-        failures: round.failures.join("; "),
+        failures: failures.join("; "),
     })
 }
 
@@ -541,14 +544,9 @@ pub(crate) async fn release_all(
     token: &str,
 ) -> Result<i64, LockError> {
     let call = || announced_release_call(names, token, "PUBLISH");
-    let (replies, _) = ask_all::<i64>(
-        nodes,
-        redlock.majority(),
-        Patience::Quorum,
-        call,
-        |replies| ones(replies) >= redlock.quorum,
-    )
-    .await;
+    let replies = redlock
+        .ask(nodes, call, |replies| ones(replies) >= redlock.quorum)
+        .await;
     let count = ones(&replies);
     if count >= redlock.quorum {
         return Ok(1);
@@ -592,19 +590,12 @@ async fn give_back(
     token: &str,
     answered: &[bool],
 ) {
-    let (replies, _) = ask_all::<i64>(
-        nodes,
-        redlock.majority(),
-        Patience::Quorum,
-        || give_back_call(names, token),
-        |replies| {
-            replies
-                .iter()
-                .zip(answered)
-                .all(|(reply, answered)| reply.is_some() || !answered)
-        },
-    )
-    .await;
+    let call = || give_back_call(names, token);
+    let replies = redlock
+        .ask::<i64>(nodes, call, |replies| {
+            (replies.iter().zip(answered)).all(|(reply, answered)| reply.is_some() || !answered)
+        })
+        .await;
     if let Some(Err(err)) = replies.into_iter().flatten().find(Result::is_err) {
         tracing::debug!(key = %names.lock(), error = %err, "giving back a lost round");
     }
@@ -630,21 +621,11 @@ pub(crate) async fn is_locked(
         .iter()
         .filter(|reply| matches!(reply, Ok(true)))
         .count();
-    let answered = replies.iter().filter(|reply| reply.is_ok()).count();
-    if answered < redlock.quorum {
-        let failures = replies
-            .into_iter()
-            .zip(&redlock.urls)
-            .filter_map(|(reply, url)| reply.err().map(|err| format!("{url}: {err}")))
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(LockError::NoQuorum {
-            key: key.to_owned(),
-            answered,
-            needed: redlock.quorum,
-            nodes: redlock.urls.len(),
-            failures,
-        });
+    let failures: Vec<String> = (replies.into_iter().zip(&redlock.urls))
+        .filter_map(|(reply, url)| reply.err().map(|err| format!("{url}: {err}")))
+        .collect();
+    match no_quorum(&failures, redlock, key) {
+        Some(err) => Err(err),
+        None => Ok(held >= redlock.quorum),
     }
-    Ok(held >= redlock.quorum)
 }
