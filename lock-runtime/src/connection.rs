@@ -102,17 +102,9 @@ impl Current {
 }
 
 impl SingleServer {
-    /// A lazily connected server connection: nothing is opened before the first request.
-    #[cfg_attr(not(feature = "redlock"), allow(dead_code))]
-    pub(crate) fn new(
-        client: redis::Client,
-        config: ConnectionManagerConfig,
-    ) -> redis::RedisResult<Self> {
-        SingleServer::with_sentinel(client, config, None)
-    }
-
-    /// The same, for the primary `client` found through `sentinel`, which is asked again
-    /// when a request finds the primary gone.
+    /// A lazily connected server connection (nothing is opened before the first request);
+    /// with `sentinel`, to the primary `client` found through it, which is asked again when
+    /// a request finds the primary gone.
     pub(crate) fn with_sentinel(
         client: redis::Client,
         config: ConnectionManagerConfig,
@@ -229,13 +221,7 @@ impl SingleServer {
         if result.is_err() {
             // Boxed: the recovery's state would otherwise make every request's future large.
             let recover = Box::pin(self.recover(&used, sent.into_std(), &result));
-            let again = match self.deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline, recover)
-                    .await
-                    .map_err(|_| Overdue)?,
-                None => recover.await,
-            };
-            if again {
+            if self.by_deadline(recover).await? {
                 let again = self.current();
                 let result = self
                     .send_once(&again, tokio::time::Instant::now(), &send)
@@ -268,13 +254,7 @@ impl SingleServer {
             None => {
                 // Bounded by the connect timeout, and by the caller's deadline.
                 let open = used.connection.open(&used.client, &self.inner.config);
-                let opened = match self.deadline {
-                    Some(deadline) => tokio::time::timeout_at(deadline, open)
-                        .await
-                        .map_err(|_| Overdue)?,
-                    None => open.await,
-                };
-                match opened {
+                match self.by_deadline(open).await? {
                     Ok(connection) => (connection, tokio::time::Instant::now()),
                     Err(err) => return Ok(Err(err)),
                 }
@@ -301,6 +281,14 @@ impl SingleServer {
             Err(_) => Ok(Err(
                 std::io::Error::from(std::io::ErrorKind::TimedOut).into()
             )),
+        }
+    }
+
+    /// `work`, cut short at the caller's deadline if it gave one.
+    async fn by_deadline<T>(&self, work: impl Future<Output = T>) -> Result<T, Overdue> {
+        match self.deadline {
+            Some(deadline) => (tokio::time::timeout_at(deadline, work).await).map_err(|_| Overdue),
+            None => Ok(work.await),
         }
     }
 

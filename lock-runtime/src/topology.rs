@@ -17,7 +17,7 @@ use crate::connection::Sentinel;
 use crate::connection::cluster_nodes::ClusterNodes;
 #[cfg(feature = "cluster")]
 use crate::connection::lazy_cluster::LazyCluster;
-use crate::connection::outage::{Health, Probe};
+use crate::connection::outage::{Health, Probe, Role};
 #[cfg(feature = "sentinel")]
 use crate::connection::sentinel::{PrimaryTemplate, check_primary_auth};
 use crate::connection::{Connection, SingleServer};
@@ -111,6 +111,7 @@ impl<'a> Setup<'a> {
     pub(crate) fn health(&self, server: String, probe: Probe) -> Health {
         Health::new(
             server,
+            Role::Server,
             self.config.outage_grace,
             self.interrupt.clone(),
             Some(probe),
@@ -236,7 +237,8 @@ impl<'a> Setup<'a> {
                     client.get_connection_info().addr().to_string(),
                     ping_server(client, self.limit),
                 );
-                manager(client, &self.manager, health)
+                SingleServer::with_sentinel(client.clone(), self.manager.clone(), None)
+                    .map(|server| Connection::Single(server.watched(health)))
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| self.setup_failed(err))?;
@@ -286,11 +288,12 @@ impl<'a> Setup<'a> {
             .retries(0)
             .build()
             .map_err(|err| self.setup_failed(err))?;
-        let whole = Health::cluster(
+        let whole = Health::new(
             self.urls.join(", "),
+            Role::Cluster,
             self.config.outage_grace,
             self.interrupt.clone(),
-            ping_cluster(commands.clone()),
+            Some(ping_cluster(commands.clone())),
         );
         let nodes = ClusterNodes::new(
             self.config.outage_grace,
@@ -501,16 +504,6 @@ pub(crate) fn ping_cluster(cluster: redis::cluster::ClusterClient) -> Probe {
                 .is_ok()
         })
     })
-}
-
-#[cfg(feature = "redlock")]
-pub(crate) fn manager(
-    client: &redis::Client,
-    config: &ConnectionManagerConfig,
-    health: Health,
-) -> redis::RedisResult<Connection> {
-    SingleServer::new(client.clone(), config.clone())
-        .map(|server| Connection::Single(server.watched(health)))
 }
 
 /// Warns once, in the background, when the server may evict lock keys: a `maxmemory` limit

@@ -25,7 +25,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Arg, Cmd, Pipeline, Value};
 use tokio::sync::Notify;
 
-use crate::connection::outage::{Health, Probe};
+use crate::connection::outage::{Health, Probe, Role};
 use crate::error::LockError;
 use crate::error::is_connection_error;
 
@@ -357,11 +357,16 @@ impl ClusterNodes {
 
     /// A new master's health, with its probe.
     fn master(&self, address: String) -> Health {
-        Health::cluster_master(
+        Health::new(
             address.clone(),
+            Role::ClusterMaster,
             self.inner.grace,
             self.inner.interrupt.clone(),
-            probe_master(Arc::downgrade(&self.inner), address, self.inner.limit),
+            Some(probe_master(
+                Arc::downgrade(&self.inner),
+                address,
+                self.inner.limit,
+            )),
         )
     }
 }
@@ -577,7 +582,7 @@ mod tests {
     fn two_masters() -> (ClusterNodes, String, String) {
         let interrupt = Arc::new(Notify::new());
         let grace = Duration::from_millis(50);
-        let whole = Health::new("seeds", grace, interrupt.clone(), None);
+        let whole = Health::new("seeds", Role::Server, grace, interrupt.clone(), None);
         let probes = ClusterClient::new(vec!["redis://127.0.0.1:1"]).unwrap();
         let nodes = ClusterNodes::new(grace, interrupt, probes, Duration::from_secs(1), whole);
         nodes.install(vec![

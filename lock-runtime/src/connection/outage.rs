@@ -128,19 +128,10 @@ enum State {
 }
 
 impl Health {
-    /// A server reported as `server`, declared down after `grace` of failures; its
-    /// declaration wakes `interrupt`'s waiters.
-    /// `probe` asks the server whether it is back, while it is down.
+    /// A server (a `role`) reported as `server` (a cluster master's `host:port`, a
+    /// cluster's seeds), declared down after `grace` of failures; its declaration wakes
+    /// `interrupt`'s waiters. `probe` asks the server whether it is back, while it is down.
     pub(crate) fn new(
-        server: impl Into<String>,
-        grace: Duration,
-        interrupt: Arc<Notify>,
-        probe: Option<Probe>,
-    ) -> Self {
-        Health::with_role(server, Role::Server, grace, interrupt, probe)
-    }
-
-    fn with_role(
         server: impl Into<String>,
         role: Role,
         grace: Duration,
@@ -165,31 +156,6 @@ impl Health {
     /// Where probes run: the client's runtime, else the caller's.
     fn runtime(&self) -> Option<tokio::runtime::Handle> {
         self.inner.runtime.clone().or_else(crate::home::captured)
-    }
-
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    /// The same for a master of a Redis Cluster, reported as its `host:port`: its own
-    /// keys fail while it is down, and the messages say that the other masters' keys are
-    /// still taken.
-    pub(crate) fn cluster_master(
-        address: impl Into<String>,
-        grace: Duration,
-        interrupt: Arc<Notify>,
-        probe: Probe,
-    ) -> Self {
-        Health::with_role(address, Role::ClusterMaster, grace, interrupt, Some(probe))
-    }
-
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    /// The same for a Redis Cluster as a whole, reported as `seeds` (for the requests
-    /// whose master is not known yet).
-    pub(crate) fn cluster(
-        seeds: impl Into<String>,
-        grace: Duration,
-        interrupt: Arc<Notify>,
-        probe: Probe,
-    ) -> Self {
-        Health::with_role(seeds, Role::Cluster, grace, interrupt, Some(probe))
     }
 
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
@@ -226,17 +192,9 @@ impl Health {
     /// Takes note of what a request to the server came to.
     pub(crate) fn observe<T>(&self, result: &redis::RedisResult<T>) {
         match result {
-            Err(err) if is_connection_error(err) => self.failed(err),
+            Err(err) if is_connection_error(err) => self.failed_to_reach(err),
             _ => self.answered(),
         }
-    }
-
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    /// Takes note that a request could not reach the server (`err`, as
-    /// [`unreachable`] or, in a cluster, a redirection to this master that no connection
-    /// could follow).
-    pub(crate) fn failed_to_reach(&self, err: &redis::RedisError) {
-        self.failed(err);
     }
 
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
@@ -278,7 +236,9 @@ impl Health {
         }
     }
 
-    fn failed(&self, err: &redis::RedisError) {
+    /// Takes note that a request could not reach the server (`err`, a connection error
+    /// or, in a cluster, a redirection to this master that no connection could follow).
+    pub(crate) fn failed_to_reach(&self, err: &redis::RedisError) {
         let now = Instant::now();
         let mut state = self.state();
         let since = match &mut *state {
@@ -354,10 +314,6 @@ impl Health {
         self.inner.interrupt.notify_waiters();
     }
 
-    fn is_down(&self) -> bool {
-        matches!(*self.state(), State::Down { .. })
-    }
-
     /// The error for `key` while the server is down, or `None` when it is not.
     pub(crate) fn down(&self, key: &str) -> Option<LockError> {
         if self.inner.up.load(Ordering::Acquire) {
@@ -398,7 +354,7 @@ async fn probe_until_back(health: std::sync::Weak<HealthInner>, probe: Probe) {
                     return;
                 };
                 let health = Health { inner };
-                if !health.is_down() || health.is_retired() {
+                if !matches!(*health.state(), State::Down { .. }) || health.is_retired() {
                     return;
                 }
                 let probe = probe();
@@ -420,14 +376,17 @@ async fn probe_until_back(health: std::sync::Weak<HealthInner>, probe: Probe) {
 
 /// What a watched server is, for messages.
 #[derive(Debug, Clone, Copy)]
-enum Role {
+pub(crate) enum Role {
     /// A single server, the primary behind Sentinel, a Redlock master.
     Server,
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    /// A master of a Redis Cluster: only the keys of its slots need it.
+    /// A master of a Redis Cluster: only the keys of its slots need it (its own keys fail
+    /// while it is down, and the messages say that the other masters' keys are still
+    /// taken).
     ClusterMaster,
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    /// A Redis Cluster as a whole, named by its seeds.
+    /// A Redis Cluster as a whole, named by its seeds (for the requests whose master is
+    /// not known yet).
     Cluster,
 }
 
@@ -513,6 +472,7 @@ mod tests {
         let sleep = |ms| std::thread::sleep(Duration::from_millis(ms));
         let health = Health::new(
             "server",
+            Role::Server,
             Duration::from_millis(100),
             Arc::new(Notify::new()),
             None,
