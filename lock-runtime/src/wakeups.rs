@@ -133,6 +133,13 @@ pub(crate) enum Woken {
 }
 
 impl Shared {
+    fn new() -> Arc<Self> {
+        Arc::new(Shared {
+            registry: Mutex::new(Registry::default()),
+            wake: Arc::new(Notify::new()),
+        })
+    }
+
     fn registry(&self) -> MutexGuard<'_, Registry> {
         // Every update under this lock is a few field stores or single map operations, so
         // a panic elsewhere cannot leave it half-done: poisoning is ignored.
@@ -353,15 +360,6 @@ impl Wakeups {
     /// one of its waiters asked).
     pub(crate) fn channels(&self) -> usize {
         self.shared.registry().channels.len()
-    }
-}
-
-impl Shared {
-    fn new() -> Arc<Self> {
-        Arc::new(Shared {
-            registry: Mutex::new(Registry::default()),
-            wake: Arc::new(Notify::new()),
-        })
     }
 }
 

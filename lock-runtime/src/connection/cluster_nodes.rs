@@ -301,20 +301,17 @@ impl ClusterNodes {
 
     /// Reads the map on `connection` (`CLUSTER SLOTS`) and puts it in place: the masters
     /// it names keep their health (a new one starts up), and the masters it no longer
-    /// names are retired. Returns whether it read one.
-    async fn read_map(&self, connection: &mut ClusterConnection) -> bool {
+    /// names are retired.
+    async fn read_map(&self, connection: &mut ClusterConnection) {
         let mut slots = redis::cmd("CLUSTER");
         slots.arg("SLOTS");
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-        let Ok(reply) = connection.route_command(slots, routing).await else {
-            return false;
-        };
-        let read = parse_slots(reply);
-        if read.is_empty() {
-            return false;
+        if let Ok(reply) = connection.route_command(slots, routing).await {
+            let read = parse_slots(reply);
+            if !read.is_empty() {
+                self.install(read);
+            }
         }
-        self.install(read);
-        true
     }
 
     /// Puts the masters' ranges `read` in place of the map.

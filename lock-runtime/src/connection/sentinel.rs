@@ -73,7 +73,7 @@ impl Sentinel {
             };
             let address = sentinel.get_connection_info().addr().to_string();
             match tokio::time::timeout(self.timeout, asked).await {
-                Ok(Ok(Some((host, port)))) => return self.primary(host, port),
+                Ok(Ok(Some((host, port)))) => return self.template.client(host, port),
                 Ok(Ok(None)) => {
                     failures.push(format!("{address}: does not know `{}`", self.master))
                 }
@@ -102,16 +102,12 @@ impl Sentinel {
                             .query::<Option<(String, u16)>>(&mut connection)
                     });
             match asked {
-                Ok(Some((host, port))) => return self.primary(host, port),
+                Ok(Some((host, port))) => return self.template.client(host, port),
                 Ok(None) => failures.push(format!("{address}: does not know `{}`", self.master)),
                 Err(err) => failures.push(format!("{address}: {err}")),
             }
         }
         Err(sentinel_error(&self.master, &failures))
-    }
-
-    fn primary(&self, host: String, port: u16) -> redis::RedisResult<redis::Client> {
-        self.template.client(host, port)
     }
 }
 

@@ -101,7 +101,20 @@ impl Drop for Watch {
 impl Liveness {
     /// A fresh liveness key for a new client.
     pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Liveness::fresh())
+    }
+
+    /// Fresh liveness keys for a new cluster client: one per master of `nodes`.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(nodes: ClusterNodes) -> Arc<Self> {
         Arc::new(Liveness {
+            cluster: Some(nodes),
+            ..Liveness::fresh()
+        })
+    }
+
+    fn fresh() -> Self {
+        Liveness {
             key: format!("{AUX_PREFIX}alive/{}", new_token()),
             #[cfg(feature = "cluster")]
             cluster: None,
@@ -110,20 +123,7 @@ impl Liveness {
             watched: Mutex::default(),
             lapsed: Notify::new(),
             lapses: AtomicU64::new(0),
-        })
-    }
-
-    /// Fresh liveness keys for a new cluster client: one per master of `nodes`.
-    #[cfg(feature = "cluster")]
-    pub(crate) fn cluster(nodes: ClusterNodes) -> Arc<Self> {
-        Arc::new(Liveness {
-            key: format!("{AUX_PREFIX}alive/{}", new_token()),
-            cluster: Some(nodes),
-            named: Mutex::default(),
-            watched: Mutex::default(),
-            lapsed: Notify::new(),
-            lapses: AtomicU64::new(0),
-        })
+        }
     }
 
     fn watched(&self) -> MutexGuard<'_, HashMap<String, Watched>> {
@@ -141,9 +141,7 @@ impl Liveness {
             let tag = nodes.liveness_tag(lock)?;
             let key = self.tagged(&tag);
             let mut named = self.named.lock().unwrap_or_else(PoisonError::into_inner);
-            if !named.contains(&tag) {
-                named.insert(tag);
-            }
+            named.insert(tag);
             return Some(Cow::Owned(key));
         }
         #[cfg(not(feature = "cluster"))]

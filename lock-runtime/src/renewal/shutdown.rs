@@ -262,11 +262,11 @@ impl Shutdown {
     /// so that nothing a reply brought stays in Redis.
     pub(crate) async fn run(&self) -> ShutdownReport {
         let started = Instant::now();
-        let mut batch = self.close();
+        let mut batch = self.close(None);
         self.tries
             .settled(tokio::time::Instant::now() + TRIES_BOUND)
             .await;
-        batch.extend(self.close());
+        batch.extend(self.close(None));
         if batch.is_empty() {
             return ShutdownReport::default();
         }
@@ -280,9 +280,9 @@ impl Shutdown {
     }
 
     /// Closes the client and collects what it holds and has not given back yet: the
-    /// leases and places on the watchdog (their holders are told), and the give-backs in
-    /// flight.
-    fn close(&self) -> Vec<Leftover> {
+    /// leases and places on the watchdog (their holders are told), the give-backs in
+    /// flight, and `orphan` (one its runtime dropped).
+    fn close(&self, orphan: Option<Leftover>) -> Vec<Leftover> {
         let mut batch: Vec<Leftover> = {
             let mut state = self.state();
             state.closed = true;
@@ -301,6 +301,7 @@ impl Shutdown {
                 keep_until: None,
             });
         }
+        batch.extend(orphan);
         // Waiters parked on Redis wake up and find the client closed.
         self.interrupt.notify_waiters();
         let mut state = self.state();
@@ -316,16 +317,7 @@ impl Shutdown {
     /// background give-back, `orphan`, or the watchdog's scheduler): gives back,
     /// synchronously, what the client holds.
     pub(crate) fn runtime_gone(&self, orphan: Option<Leftover>) {
-        let mut batch = self.close();
-        if let Some(orphan) = orphan {
-            let mut state = self.state();
-            if state
-                .given_back
-                .insert((orphan.token.clone(), orphan.place))
-            {
-                batch.push(orphan);
-            }
-        }
+        let batch = self.close(orphan);
         if batch.is_empty() {
             return;
         }
