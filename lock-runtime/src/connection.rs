@@ -490,10 +490,7 @@ impl Connection {
 
     /// Whether this is a cluster connection (sharded pub/sub, one slot per pipeline).
     pub(crate) fn is_cluster(&self) -> bool {
-        #[cfg(feature = "cluster")]
-        return matches!(self, Connection::Cluster(_));
-        #[cfg(not(feature = "cluster"))]
-        false
+        !matches!(self, Connection::Single(_))
     }
 
     /// The masters of a cluster connection's cluster, when it reports to them.

@@ -118,8 +118,21 @@ impl<'a> Setup<'a> {
         )
     }
 
+    /// A client for `url`, with the configured TLS certificates if any.
     pub(crate) fn open(&self, url: &str) -> Result<redis::Client, LockError> {
-        open_client(url, &self.config.tls)
+        // The URL alone first: a URL the client rejects is `InvalidUrl`; certificates that
+        // cannot be used with it are a configuration error of their own.
+        let client = redis::Client::open(url)
+            .map_err(|err| LockError::invalid_url(url, with_hint(url, err)))?;
+        let tls = &self.config.tls;
+        if !tls.is_set() {
+            return Ok(client);
+        }
+        #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+        crate::tls::check(tls, crate::tls::TlsSettings::Config, url)?;
+        with_certificates(url, tls).map_err(|err| LockError::Config {
+            reason: format!("the TLS certificates given for `{url}` cannot be used: {err}"),
+        })
     }
 
     pub(crate) fn setup_failed(&self, err: redis::RedisError) -> LockError {
@@ -338,22 +351,6 @@ impl<'a> Setup<'a> {
             ),
         }
     }
-}
-
-/// A client for `url`, with the configured TLS certificates if any.
-pub(crate) fn open_client(url: &str, tls: &TlsFiles) -> Result<redis::Client, LockError> {
-    // The URL alone first: a URL the client rejects is `InvalidUrl`; certificates that
-    // cannot be used with it are a configuration error of their own.
-    let client =
-        redis::Client::open(url).map_err(|err| LockError::invalid_url(url, with_hint(url, err)))?;
-    if !tls.is_set() {
-        return Ok(client);
-    }
-    #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
-    crate::tls::check(tls, crate::tls::TlsSettings::Config, url)?;
-    with_certificates(url, tls).map_err(|err| LockError::Config {
-        reason: format!("the TLS certificates given for `{url}` cannot be used: {err}"),
-    })
 }
 
 /// The client's error about `url`, with the fix when there is one we know.
