@@ -49,7 +49,7 @@ use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{error::LockError, options::LockOptions};
 
 mod ask;
-use ask::{Majority, Patience, ask_all};
+use ask::{Patience, ask_all};
 
 /// The Redlock settings of a client in that mode.
 pub(crate) struct Redlock {
@@ -61,14 +61,6 @@ pub(crate) struct Redlock {
 }
 
 impl Redlock {
-    /// What asking every master at once needs to know of them.
-    fn majority(&self) -> Majority {
-        Majority {
-            node_timeout: self.node_timeout,
-            quorum: self.quorum,
-        }
-    }
-
     /// Asks every master with [`Patience::Quorum`] (see [`ask_all`]): the replies, in the
     /// order of the masters.
     async fn ask<T: FromRedisValue + Send + 'static>(
@@ -77,7 +69,7 @@ impl Redlock {
         call: impl Fn() -> Call<'static>,
         decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
     ) -> Vec<Option<RedisResult<T>>> {
-        ask_all(nodes, self.majority(), Patience::Quorum, call, decided)
+        ask_all(nodes, self, Patience::Quorum, call, decided)
             .await
             .0
     }
@@ -208,8 +200,9 @@ async fn pause_after(
         .clamp(Duration::from_millis(1), MAX_PARK)
         .saturating_add(jitter())
         .min(left);
+    let woken = tickets.iter().map(|ticket| Box::pin(ticket.wait(park)));
     tokio::select! {
-        () = wait_any(tickets, park) => {}
+        _ = futures_util::future::select_all(woken) => {}
         () = &mut interrupted => {}
     }
 }
@@ -308,12 +301,6 @@ async fn subscribe(redlock: &Redlock, names: &KeyNames, deadline: Instant) -> Ve
     tickets
 }
 
-/// Waits until any of `tickets` is woken by a release message, or `park` passes.
-async fn wait_any(tickets: &[WaitTicket], park: Duration) {
-    let woken = tickets.iter().map(|ticket| Box::pin(ticket.wait(park)));
-    let _ = futures_util::future::select_all(woken).await;
-}
-
 /// What one round of acquire requests to every master found.
 pub(crate) struct Round {
     /// The send time of the round (the start of the lease's validity).
@@ -361,14 +348,11 @@ async fn acquire_round(
             (Duration::ZERO, None),
         )
     };
-    let (replies, decided) = ask_all::<(i64, i64)>(
-        nodes,
-        redlock.majority(),
-        Patience::NodeTimeout,
-        call,
-        |replies| round_decided(replies, redlock),
-    )
-    .await;
+    let (replies, decided) =
+        ask_all::<(i64, i64)>(nodes, redlock, Patience::NodeTimeout, call, |replies| {
+            round_decided(replies, redlock)
+        })
+        .await;
     // Ended well past the node timeout: this process was late to read the replies.
     let late = lateness(sent + limit).is_some();
     let mut round = Round {
@@ -575,12 +559,6 @@ pub(crate) async fn release_all(
     }
 }
 
-/// The silent release of a lost round's token (announcing it would wake every waiter into
-/// the next split of the votes).
-fn give_back_call(names: &KeyNames, token: &str) -> Call<'static> {
-    queue_call(&RELEASE, names, token, "PUBLISH")
-}
-
 /// Gives back a lost round's grants on every master, waiting only for the masters that
 /// answered the round (`answered`): a silent one gets the command in the background.
 async fn give_back(
@@ -590,7 +568,9 @@ async fn give_back(
     token: &str,
     answered: &[bool],
 ) {
-    let call = || give_back_call(names, token);
+    // A silent release: announcing it would wake every waiter into the next split of the
+    // votes.
+    let call = || queue_call(&RELEASE, names, token, "PUBLISH");
     let replies = redlock
         .ask::<i64>(nodes, call, |replies| {
             (replies.iter().zip(answered)).all(|(reply, answered)| reply.is_some() || !answered)

@@ -174,7 +174,7 @@ impl SingleSubscriber {
             self.link = Link::Resp2(None);
         }
         if let Link::Resp2(None) = &self.link {
-            let client = resp2_client(&self.client)?;
+            let client = with_protocol(&self.client, redis::ProtocolVersion::RESP2)?;
             let pubsub = tokio::time::timeout(self.timeouts.connect, client.get_async_pubsub())
                 .await
                 .map_err(|_| timeout("the release subscription could not connect"))??;
@@ -260,10 +260,6 @@ fn resp3_manager(
         with_protocol(client, redis::ProtocolVersion::RESP3)?,
         config.clone(),
     )
-}
-
-fn resp2_client(client: &redis::Client) -> RedisResult<redis::Client> {
-    with_protocol(client, redis::ProtocolVersion::RESP2)
 }
 
 /// The same server, spoken to in `protocol` (RESP3 carries pub/sub pushes on a normal

@@ -7,15 +7,9 @@ use std::time::Duration;
 use redis::{FromRedisValue, RedisError, RedisResult};
 use tokio::time::Instant;
 
+use super::Redlock;
 use crate::connection::Connection;
 use crate::scripts::{Call, invoke};
-
-/// What [`ask_all`] needs of the deployment: the node timeout and the majority.
-#[derive(Clone, Copy)]
-pub(super) struct Majority {
-    pub(super) node_timeout: Duration,
-    pub(super) quorum: usize,
-}
 
 /// How long [`ask_all`] waits for the masters.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -93,7 +87,7 @@ pub(super) fn is_passing(err: &RedisError) -> bool {
 /// those masters).
 pub(super) async fn ask_all<T>(
     nodes: &[Connection],
-    majority: Majority,
+    redlock: &Redlock,
     patience: Patience,
     call: impl Fn() -> Call<'static>,
     decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
@@ -102,7 +96,7 @@ where
     T: FromRedisValue + Send + 'static,
 {
     use futures_util::StreamExt as _;
-    let limit = Instant::now() + majority.node_timeout.max(Duration::from_millis(1));
+    let limit = Instant::now() + redlock.node_timeout.max(Duration::from_millis(1));
     let mut pending: futures_util::stream::FuturesUnordered<_> = nodes
         .iter()
         .enumerate()
@@ -126,7 +120,7 @@ where
                 Ok(next) => next,
                 Err(_) => return (replies, true),
             },
-            None if patience == Patience::NodeTimeout || answered >= majority.quorum => {
+            None if patience == Patience::NodeTimeout || answered >= redlock.quorum => {
                 match tokio::time::timeout_at(limit, pending.next()).await {
                     Ok(next) => next,
                     Err(_) => return (replies, false),
