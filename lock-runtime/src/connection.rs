@@ -585,8 +585,7 @@ impl ConnectionLike for Connection {
             Connection::Cluster(lazy) => Box::pin(async move {
                 let result = match lazy.get().await {
                     Ok(mut connection) => {
-                        let result = connection.req_packed_command(cmd).await;
-                        lazy.check(result).await
+                        lazy.check(connection.req_packed_command(cmd).await).await
                     }
                     Err(err) => Err(err),
                 };

@@ -490,6 +490,15 @@ mod tests {
         }
     }
 
+    /// A queue place of `token` in the queue of `names` (`per_key` false).
+    fn place(names: &Arc<KeyNames>, token: &str) -> Queued {
+        Queued {
+            names: names.clone(),
+            token: Token::from(token),
+            per_key: false,
+        }
+    }
+
     #[test]
     fn an_idle_scheduler_looks_again_after_the_recent_renewal_interval_then_backs_off() {
         let now = Instant::now();
@@ -522,16 +531,7 @@ mod tests {
         for token in ["a", "b"] {
             state.next_id += 1;
             let id = state.next_id;
-            let token = Token::from(token);
-            let names = names.clone();
-            state.queued.insert(
-                id,
-                Queued {
-                    names,
-                    token,
-                    per_key: false,
-                },
-            );
+            state.queued.insert(id, place(&names, token));
         }
         // Due at once (never kept yet): one call for the key, with both places.
         let due = collect_due(&mut state, now);
@@ -572,15 +572,9 @@ mod tests {
         // A thousand places on a thousand keys: one refresh, no per-key keep-alive.
         for index in 0..1_000u64 {
             let names = Arc::new(KeyNames::prefixed("", &format!("k{index}")).unwrap());
-            let token = Token::from(format!("t{index}").as_str());
-            state.queued.insert(
-                100 + index,
-                Queued {
-                    names,
-                    token,
-                    per_key: false,
-                },
-            );
+            state
+                .queued
+                .insert(100 + index, place(&names, &format!("t{index}")));
         }
         let due = collect_due(&mut state, now);
         assert!(due.refresh.is_some());
