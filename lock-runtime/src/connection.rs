@@ -366,11 +366,11 @@ impl SingleServer {
         sentinel: &Arc<Sentinel>,
         wakeups: sentinel::OnMove,
     ) {
-        let servers = servers
+        let servers: Vec<std::sync::Weak<SingleInner>> = servers
             .iter()
             .map(|server| Arc::downgrade(&server.inner))
             .collect();
-        sentinel.follow::<std::sync::Weak<SingleInner>>(servers, wakeups);
+        tokio::spawn(sentinel::follow(sentinel.clone(), servers, wakeups));
     }
 
     /// Moves this connection to `primary` unless it is there already.

@@ -114,20 +114,6 @@ impl Sentinel {
 /// What else follows the primary when it moves (the release subscriptions).
 pub(crate) type OnMove = Arc<dyn Fn(&redis::Client) + Send + Sync>;
 
-impl Sentinel {
-    /// Follows the primary for `servers` in the background, as Sentinel's client
-    /// guidelines ask: subscribed to the failover events ([`SENTINEL_EVENTS`]) on one
-    /// sentinel at a time (the next one when it goes away), asking for the primary after
-    /// each event and after each subscription (for a switch missed meanwhile). Without this, a forced failover leaves the old primary accepting writes
-    /// until the sentinels demote it (seconds later): our renewals would go there while
-    /// another client takes the lock on the new primary. The release subscriptions
-    /// (`wakeups`) move too: the new primary's releases publish there, and the old one may
-    /// be gone. Ends when the servers are dropped.
-    pub(crate) fn follow<F: Follows>(self: &Arc<Self>, servers: Vec<F>, wakeups: OnMove) {
-        tokio::spawn(follow(Arc::clone(self), servers, wakeups));
-    }
-}
-
 /// A connection that follows the primary the sentinels name.
 pub(crate) trait Follows: Send + Sync + 'static {
     /// Whether the connection is still in use (following ends when none is).
@@ -145,7 +131,15 @@ pub(super) const SENTINEL_EVENTS: [&str; 3] = [
     "+switch-master",
 ];
 
-async fn follow<F: Follows>(sentinel: Arc<Sentinel>, servers: Vec<F>, wakeups: OnMove) {
+/// Follows the primary for `servers` (a background task), as Sentinel's client
+/// guidelines ask: subscribed to the failover events ([`SENTINEL_EVENTS`]) on one
+/// sentinel at a time (the next one when it goes away), asking for the primary after
+/// each event and after each subscription (for a switch missed meanwhile). Without this, a forced failover leaves the old primary accepting writes
+/// until the sentinels demote it (seconds later): our renewals would go there while
+/// another client takes the lock on the new primary. The release subscriptions
+/// (`wakeups`) move too: the new primary's releases publish there, and the old one may
+/// be gone. Ends when the servers are dropped.
+pub(crate) async fn follow<F: Follows>(sentinel: Arc<Sentinel>, servers: Vec<F>, wakeups: OnMove) {
     use futures_util::StreamExt as _;
     let alive = || servers.iter().any(Follows::alive);
     let move_all = |primary: &redis::Client| {
@@ -215,10 +209,15 @@ impl PrimaryTemplate {
         settings: PrimarySettings,
         master: &str,
     ) -> Result<Self, LockError> {
+        #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
         if let Some(PrimaryTls::On(files)) = &settings.tls
             && files.is_set()
         {
-            check_files(files, master)?;
+            crate::tls::check(
+                files,
+                crate::tls::TlsSettings::Primary,
+                &format!("the primary `{master}`"),
+            )?;
         }
         let template = PrimaryTemplate {
             first_sentinel,
@@ -280,20 +279,6 @@ impl PrimaryTemplate {
         };
         redis::Client::open(info.set_addr(addr))
     }
-}
-
-#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
-fn check_files(files: &TlsFiles, master: &str) -> Result<(), LockError> {
-    crate::tls::check(
-        files,
-        crate::tls::TlsSettings::Primary,
-        &format!("the primary `{master}`"),
-    )
-}
-
-#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
-fn check_files(_files: &TlsFiles, _master: &str) -> Result<(), LockError> {
-    Ok(())
 }
 
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
