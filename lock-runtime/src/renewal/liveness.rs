@@ -132,6 +132,12 @@ impl Liveness {
         self.watched.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The tags of the keys that entries or holder notes named, under their lock.
+    #[cfg(feature = "cluster")]
+    fn named(&self) -> MutexGuard<'_, std::collections::HashSet<Arc<str>>> {
+        self.named.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The liveness key that queue entries and holder notes for `lock` name: this client's
     /// key, or in cluster mode its key on the master that serves `lock`'s slot (`None`
     /// before the slot map is read: the entry then keeps a per-key deadline).
@@ -140,8 +146,7 @@ impl Liveness {
         if let Some(nodes) = &self.cluster {
             let tag = nodes.liveness_tag(lock)?;
             let key = self.tagged(&tag);
-            let mut named = self.named.lock().unwrap_or_else(PoisonError::into_inner);
-            named.insert(tag);
+            self.named().insert(tag);
             return Some(Cow::Owned(key));
         }
         #[cfg(not(feature = "cluster"))]
@@ -220,13 +225,7 @@ impl Liveness {
                 let connection = connection.clone();
                 async move {
                     let lapsed = self.refresh_one(&own, &keys, connection).await;
-                    let named = || {
-                        self.named
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .contains(tag)
-                    };
-                    if lapsed && named() {
+                    if lapsed && self.named().contains(tag) {
                         self.lapse();
                     }
                 }
