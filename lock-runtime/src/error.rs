@@ -190,9 +190,8 @@ impl fmt::Display for LockError {
                 "lock `{key}`: the release gave up, Redis did not answer it in time; the key \
                  expires by its ttl (the last error is the source of this one)"
             ),
-            LockError::NoQuorum { .. }
-            | LockError::NotReplicated { .. }
-            | LockError::NotDurable { .. } => self.fmt_shortfall(f),
+            LockError::NoQuorum { key, .. } => write!(f, "lock `{key}`: {}", self.cause()),
+            LockError::NotReplicated { .. } | LockError::NotDurable { .. } => self.fmt_shortfall(f),
             LockError::InvalidKey { key, reason } => {
                 write!(f, "invalid lock key `{key}`: {reason}")
             }
@@ -213,20 +212,9 @@ impl fmt::Display for LockError {
 }
 
 impl LockError {
-    /// The message of a grant that reached too few masters or replicas.
+    /// The message of a grant that reached too few replicas.
     fn fmt_shortfall(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LockError::NoQuorum {
-                key,
-                answered,
-                needed,
-                nodes,
-                failures,
-            } => write!(
-                f,
-                "lock `{key}`: only {answered} of {nodes} Redis masters answered, a quorum \
-                 needs {needed}: {failures}"
-            ),
             LockError::NotReplicated {
                 key,
                 confirmed,
