@@ -117,6 +117,7 @@ struct Cohort {
     state: Mutex<State>,
 }
 
+#[derive(Default)]
 struct State {
     /// Tasks that acquire or hold the key through this client.
     members: usize,
@@ -141,15 +142,6 @@ struct Parked {
 }
 
 impl State {
-    fn new() -> Self {
-        State {
-            members: 0,
-            waiting: 0,
-            queued: 0,
-            parked: None,
-        }
-    }
-
     /// What is parked, made on first use.
     fn parked(&mut self) -> &mut Parked {
         self.parked.get_or_insert_with(Box::default)
@@ -207,7 +199,7 @@ pub(crate) fn join(client: &LockClient, names: &Arc<KeyNames>) -> Member {
         .or_insert_with(|| {
             Arc::new(Cohort {
                 turn: Semaphore::new(1),
-                state: Mutex::new(State::new()),
+                state: Mutex::default(),
             })
         })
         .clone();
@@ -346,7 +338,8 @@ impl Member {
 
 impl Drop for Member {
     fn drop(&mut self) {
-        let leftovers = {
+        // The place leaves the queue and the subscription ends as they are dropped here.
+        let (tenure, _place, _ticket) = {
             let mut map = locked(self.key.shard());
             let mut state = self.state();
             state.members -= 1;
@@ -368,8 +361,6 @@ impl Drop for Member {
                 .unwrap_or_default();
             (parked.tenure, parked.place, parked.ticket)
         };
-        // The place leaves the queue and the subscription ends as they are dropped here.
-        let (tenure, _place, _ticket) = leftovers;
         if let Some(tenure) = tenure {
             release_parked(&self.client, &self.key.names, tenure);
         }
@@ -523,33 +514,27 @@ impl Holding {
 
     /// Parks the lock for the next local waiter and gives up the turn: a pass.
     pub(crate) fn pass(self, token: Token, lease: u64, ttl: Duration, renew: bool) {
-        let tenure = Tenure {
-            token,
-            lease,
-            ttl,
-            renew,
-            began: self.began,
-            passes: self.passes + 1,
-        };
-        self.park(tenure);
+        let bound = (self.began, self.passes + 1);
+        self.park(token, lease, (ttl, renew), bound);
     }
 
     /// No other process waited at a yield: the process keeps the lock, with a new bound.
     pub(crate) fn kept(self, token: Token, lease: u64, ttl: Duration, renew: bool) {
-        let tenure = Tenure {
+        self.park(token, lease, (ttl, renew), (Instant::now(), 0));
+    }
+
+    /// Parks the lock for the next local waiter, its tenure begun at `began` with `passes`
+    /// passes so far; the caller gives up the turn after this.
+    fn park(self, token: Token, lease: u64, (ttl, renew): (Duration, bool), bound: (Instant, u32)) {
+        let (began, passes) = bound;
+        self.member.state().parked().tenure = Some(Tenure {
             token,
             lease,
             ttl,
             renew,
-            began: Instant::now(),
-            passes: 0,
-        };
-        self.park(tenure);
-    }
-
-    /// Parks the lock for the next local waiter; the caller gives up the turn after this.
-    fn park(self, tenure: Tenure) {
-        self.member.state().parked().tenure = Some(tenure);
+            began,
+            passes,
+        });
     }
 
     /// The lock went to another process and the process queued again with `place`: the
