@@ -123,9 +123,6 @@ pub(crate) async fn subscribe(
     }
 }
 
-/// Parks for `park` at most on `ticket` (or a plain sleep without one); a server declared
-/// down or the client shut down ends it early (the next try then fails at once). True when
-/// a release woke us only to look later ([`Woken::LookLater`]).
 /// Parks a waiter whose place its process's liveness key keeps, for as long as `park`:
 /// until a release wakes it, this client's liveness key is found lapsed (its places may be
 /// gone; `lapses` is the count its last try saw), `gone` fires (a watched process ended),
@@ -160,6 +157,9 @@ pub(crate) async fn park_kept(
     }
 }
 
+/// Parks for `park` at most on `ticket` (or a plain sleep without one); a server declared
+/// down or the client shut down ends it early (the next try then fails at once). True when
+/// a release woke us only to look later ([`Woken::LookLater`]).
 pub(crate) async fn park_on(
     client: &LockClient,
     key: &str,
