@@ -22,8 +22,10 @@ pub(crate) async fn inspect(
     redlock: &Redlock,
     names: &KeyNames,
 ) -> Result<LockState, LockError> {
-    let replies = ask_each(client, redlock, |connection| inspect_on(names, connection)).await;
-    let masters = answered_by_a_majority(redlock, names.lock(), replies)?;
+    let masters = ask_each(client, redlock, names, |connection| {
+        inspect_on(names, connection)
+    })
+    .await?;
     Ok(verdict(names.lock(), masters, redlock.quorum))
 }
 
@@ -33,11 +35,10 @@ pub(crate) async fn force_release(
     redlock: &Redlock,
     names: &KeyNames,
 ) -> Result<ForcedRelease, LockError> {
-    let replies = ask_each(client, redlock, |connection| {
+    let released = ask_each(client, redlock, names, |connection| {
         force_release_on(client, names, connection)
     })
-    .await;
-    let released = answered_by_a_majority(redlock, names.lock(), replies)?;
+    .await?;
     let mut merged = ForcedRelease {
         key: names.lock().to_owned(),
         removed: Vec::new(),
@@ -56,19 +57,23 @@ pub(crate) async fn force_release(
     Ok(merged)
 }
 
-/// Asks every master with `ask`, each within the node timeout: per master, in the order
-/// of the client's URLs, its answer or why there is none.
+/// Asks every master about the lock `names` with `ask`, each within the node timeout: per
+/// master, in the order of the client's URLs, its answer (`None` for a master that
+/// failed), once a majority answered. A key that is no lock on some master is that
+/// master's error; fewer answers than a majority is `NoQuorum`, naming what the others
+/// said.
 async fn ask_each<'a, T, F, Fut>(
     client: &'a LockClient,
     redlock: &Redlock,
+    names: &KeyNames,
     ask: F,
-) -> Vec<Result<T, LockError>>
+) -> Result<Vec<Option<T>>, LockError>
 where
     F: Fn(Connection) -> Fut,
     Fut: Future<Output = Result<T, LockError>> + 'a,
 {
     let limit = redlock.node_timeout.max(Duration::from_millis(1));
-    join_all(client.nodes().iter().map(|node| {
+    let replies = join_all(client.nodes().iter().map(|node| {
         let asked = ask(node.clone());
         async move {
             tokio::time::timeout(limit, asked)
@@ -80,17 +85,7 @@ where
                 })
         }
     }))
-    .await
-}
-
-/// The masters' answers (`None` for a master that failed), once a majority answered; a
-/// key that is no lock on some master is that master's error; fewer answers than a
-/// majority is `NoQuorum`, naming what the others said.
-fn answered_by_a_majority<T>(
-    redlock: &Redlock,
-    key: &str,
-    replies: Vec<Result<T, LockError>>,
-) -> Result<Vec<Option<T>>, LockError> {
+    .await;
     let mut failures = Vec::new();
     let mut answers = Vec::with_capacity(replies.len());
     for (url, reply) in redlock.urls.iter().zip(replies) {
@@ -106,7 +101,7 @@ fn answered_by_a_majority<T>(
     let answered = answers.len() - failures.len();
     if answered < redlock.quorum {
         return Err(LockError::NoQuorum {
-            key: key.to_owned(),
+            key: names.lock().to_owned(),
             answered,
             needed: redlock.quorum,
             nodes: redlock.urls.len(),
