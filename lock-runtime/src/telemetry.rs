@@ -160,10 +160,7 @@ impl Telemetry {
     /// A lock was held for `held` (see [`HOLD_SECONDS`]).
     pub(crate) fn held(&self, key: &str, held: Duration) {
         #[cfg(feature = "metrics")]
-        {
-            self.describe();
-            ::metrics::histogram!(HOLD_SECONDS, self.labels(key, None)).record(held.as_secs_f64());
-        }
+        ::metrics::histogram!(HOLD_SECONDS, self.labels(key, None)).record(held.as_secs_f64());
         #[cfg(not(feature = "metrics"))]
         let _ = (key, held, self.key_label);
     }
@@ -177,10 +174,7 @@ impl Telemetry {
             _ => "other",
         };
         #[cfg(feature = "metrics")]
-        {
-            self.describe();
-            ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
-        }
+        ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
         #[cfg(not(feature = "metrics"))]
         let _ = (key, cause, self.key_label);
     }
@@ -188,10 +182,7 @@ impl Telemetry {
     /// A renewal of a held lease failed (it is tried again).
     pub(crate) fn renewal_failed(&self, key: &str) {
         #[cfg(feature = "metrics")]
-        {
-            self.describe();
-            ::metrics::counter!(RENEWAL_FAILURES, self.labels(key, None)).increment(1);
-        }
+        ::metrics::counter!(RENEWAL_FAILURES, self.labels(key, None)).increment(1);
         #[cfg(not(feature = "metrics"))]
         let _ = (key, self.key_label);
     }
@@ -199,7 +190,6 @@ impl Telemetry {
     fn acquire_outcome(&self, key: &str, outcome: &'static str, waited: Duration) {
         #[cfg(feature = "metrics")]
         {
-            self.describe();
             let labels = self.labels(key, Some(("outcome", outcome)));
             ::metrics::counter!(ACQUISITIONS, labels.clone()).increment(1);
             ::metrics::histogram!(WAIT_SECONDS, labels).record(waited.as_secs_f64());
@@ -208,13 +198,15 @@ impl Telemetry {
         let _ = (key, outcome, waited, self.key_label);
     }
 
-    /// The labels of one sample: `label`, and `key` when a key label is configured.
+    /// The labels of one sample: `label`, and `key` when a key label is configured. Made
+    /// before each record, so the metrics are described first.
     #[cfg(feature = "metrics")]
     fn labels(
         &self,
         key: &str,
         label: Option<(&'static str, &'static str)>,
     ) -> Vec<::metrics::Label> {
+        self.describe();
         let mut labels = Vec::with_capacity(2);
         if let Some((name, value)) = label {
             labels.push(::metrics::Label::new(name, value));
