@@ -411,18 +411,14 @@ impl LockClient {
         &self.inner.connections
     }
 
-    /// The command that announces a release: sharded in a cluster.
     /// The process's liveness key, where queue places name it (see [`crate::renewal::liveness`]).
     pub(crate) fn liveness(&self) -> Option<&Arc<Liveness>> {
         self.inner.liveness.as_ref()
     }
 
+    /// The command that announces a release: sharded in a cluster.
     pub(crate) fn publish_command(&self) -> &'static str {
-        if self.inner.connections[0].is_cluster() {
-            "SPUBLISH"
-        } else {
-            "PUBLISH"
-        }
+        publish_command(&self.inner.connections[0])
     }
 
     /// How far the lock passes between tasks of this process.
@@ -507,36 +503,35 @@ fn start_renewal(
         (None, Some(nodes)) => Some(Liveness::cluster(nodes.clone())),
         (None, _) => Some(Liveness::new()),
     };
-    let watchdog = match masters {
-        None => Watchdog::start(
-            vec![connections[0].clone()],
-            1,
-            (None, config.replicas),
-            liveness.clone(),
-            telemetry.clone(),
-            on_dropped,
-        ),
-        Some((quorum, node_timeout)) => Watchdog::start(
-            connections.to_vec(),
-            quorum,
-            (Some(node_timeout), None),
-            None,
-            telemetry.clone(),
-            on_dropped,
-        ),
+    // Redlock mode (no liveness key): every master renewed, no replicas waited for.
+    let (nodes, quorum, waits) = match masters {
+        None => (vec![connections[0].clone()], 1, (None, config.replicas)),
+        Some((quorum, node_timeout)) => (connections.to_vec(), quorum, (Some(node_timeout), None)),
     };
-    let publish = if connections[0].is_cluster() {
-        "SPUBLISH"
-    } else {
-        "PUBLISH"
-    };
+    let watchdog = Watchdog::start(
+        nodes,
+        quorum,
+        waits,
+        liveness.clone(),
+        telemetry.clone(),
+        on_dropped,
+    );
     let shutdown = Arc::new(Shutdown::new(
         watchdog.clone(),
         connections,
         masters.is_some(),
-        publish,
+        publish_command(&connections[0]),
         interrupt.clone(),
     ));
     let _ = shutdown_slot.set(Arc::downgrade(&shutdown));
     (watchdog, liveness, shutdown)
+}
+
+/// The command that announces a release on `connection`'s deployment: sharded in a cluster.
+fn publish_command(connection: &Connection) -> &'static str {
+    if connection.is_cluster() {
+        "SPUBLISH"
+    } else {
+        "PUBLISH"
+    }
 }
