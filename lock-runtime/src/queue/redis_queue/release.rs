@@ -247,10 +247,10 @@ pub(crate) async fn extend_lease(
         Expiry::Grow => GROW_ONLY,
         Expiry::Set => "",
     };
+    let mut call = Call::new(&RENEW, &[names.lock()]);
+    call.arg(token).arg(millis(ttl)).arg("").arg(grow);
     if client.replicas().is_some() {
         // Never with Redlock (refused when the client is built): one primary.
-        let mut call = Call::new(&RENEW, &[names.lock()]);
-        call.arg(token).arg(millis(ttl)).arg("").arg(grow);
         let replicas = (client.replicas(), names.lock());
         let (renewed, shortfall): (i64, _) =
             invoke_granting(&call, replicas, &mut client.connection())
@@ -262,18 +262,15 @@ pub(crate) async fn extend_lease(
         return Ok(renewed == 1);
     }
     #[cfg(feature = "redlock")]
-    let (nodes, quorum) = match client.redlock() {
+    let (mut nodes, quorum) = match client.redlock() {
         Some(redlock) => (client.nodes().to_vec(), redlock.quorum),
         None => (vec![client.connection()], 1),
     };
     #[cfg(not(feature = "redlock"))]
-    let (nodes, quorum) = (vec![client.connection()], 1);
-    let replies = futures_util::future::join_all(nodes.into_iter().map(|mut node| async move {
-        let mut call = Call::new(&RENEW, &[names.lock()]);
-        call.arg(token).arg(millis(ttl)).arg("").arg(grow);
-        invoke::<i64>(&call, &mut node).await
-    }))
-    .await;
+    let (mut nodes, quorum) = (vec![client.connection()], 1);
+    let replies =
+        futures_util::future::join_all(nodes.iter_mut().map(|node| invoke::<i64>(&call, node)))
+            .await;
     let extended = replies
         .iter()
         .filter(|reply| matches!(reply, Ok(1)))
