@@ -197,16 +197,6 @@ impl Replicas {
             .add_command(self.wait_command());
         pipe
     }
-
-    /// Sends `write` and this rule's `WAIT` as one pipeline on `connection`: the write's
-    /// reply, and how many replicas have it.
-    pub(crate) async fn query<T: FromRedisValue>(
-        &self,
-        write: &Cmd,
-        connection: &mut impl redis::aio::ConnectionLike,
-    ) -> RedisResult<(T, Answer)> {
-        self.pipeline(write).query_async(connection).await
-    }
 }
 
 /// Why the server behind `connection` cannot answer `WAITAOF` (with `local`, for the

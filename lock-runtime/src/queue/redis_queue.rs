@@ -547,15 +547,16 @@ async fn try_set_nx(
         .arg(millis(options.ttl));
     let mut connection = client.connection().until(until, now);
     // Read as a bare value: `OK` or nil, with no string made of the reply.
-    let (reply, replicated): (redis::RedisResult<redis::Value>, _) = match client.replicas() {
-        None => (connection.query(&set).await, None),
-        Some(replicas) => match replicas.query(&set, &mut connection).await {
-            Ok((reply, answer)) => (Ok(reply), Some((replicas, answer))),
-            Err(err) => (Err(err), None),
-        },
+    let reply: redis::RedisResult<(redis::Value, _)> = match client.replicas() {
+        None => connection.query(&set).await.map(|reply| (reply, None)),
+        Some(replicas) => replicas
+            .pipeline(&set)
+            .query_async(&mut connection)
+            .await
+            .map(|(reply, answer)| (reply, replicas.judge(names.lock(), answer))),
     };
     match reply {
-        Ok(redis::Value::Nil) => {
+        Ok((redis::Value::Nil, _)) => {
             client.mark_answered();
             Ok(options.wait.is_zero().then_some(Attempt::NotNow {
                 retry_in: Duration::ZERO,
@@ -563,10 +564,8 @@ async fn try_set_nx(
                 per_key: true,
             }))
         }
-        Ok(_) => {
+        Ok((_, shortfall)) => {
             client.mark_answered();
-            let shortfall =
-                replicated.and_then(|(replicas, answer)| replicas.judge(names.lock(), answer));
             Ok(Some(match shortfall {
                 Some(shortfall) => Attempt::Unreplicated(shortfall),
                 None => Attempt::Acquired { fence: None },
