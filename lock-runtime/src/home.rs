@@ -18,7 +18,6 @@
 use std::future::Future;
 
 use tokio::runtime::Handle;
-use tokio::task::JoinHandle;
 
 /// A client's own runtime, running on a thread of its own until dropped.
 pub(crate) struct Home {
@@ -85,10 +84,7 @@ where
     F::Output: Send + 'static,
 {
     match runtime {
-        Some(runtime) => {
-            let task: JoinHandle<F::Output> = runtime.spawn(work);
-            task.await.ok()
-        }
+        Some(runtime) => runtime.spawn(work).await.ok(),
         None => Some(work.await),
     }
 }
