@@ -175,13 +175,6 @@ impl Queue for Cohort {
     }
 }
 
-impl Cohort {
-    /// The turn, for a caller that took the one permit (and forgot it).
-    fn turn_taken(self: &Arc<Self>) -> Turn {
-        Turn::new(self.clone())
-    }
-}
-
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every update under these locks is a few field stores or one map operation, so a
     // panic elsewhere cannot leave them half-done: poisoning is ignored.
@@ -275,7 +268,7 @@ impl Member {
     pub(crate) fn try_turn(&self) -> Option<Turn> {
         let permit = self.cohort.turn.try_acquire().ok()?;
         permit.forget();
-        Some(self.cohort.turn_taken())
+        Some(Turn::new(self.cohort.clone()))
     }
 
     /// Waits for the turn, behind the tasks of this process already waiting, until
@@ -291,12 +284,7 @@ impl Member {
             .ok()?
             .ok()?;
         permit.forget();
-        Some(self.cohort.turn_taken())
-    }
-
-    /// The lock the process holds between two of its tasks, for the task that has the turn.
-    pub(crate) fn take_tenure(&self) -> Option<Tenure> {
-        self.state().take(|parked| &mut parked.tenure)
+        Some(Turn::new(self.cohort.clone()))
     }
 
     /// The process's place in the Redis queue, for the task that leads the wait.
@@ -379,7 +367,8 @@ pub(crate) struct Unclaimed<'a> {
 impl<'a> Unclaimed<'a> {
     pub(crate) fn new(member: &'a Member) -> Self {
         Unclaimed {
-            tenure: member.take_tenure(),
+            // The lock the process holds between two of its tasks.
+            tenure: member.state().take(|parked| &mut parked.tenure),
             client: &member.client,
             names: &member.key.names,
         }
