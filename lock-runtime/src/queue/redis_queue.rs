@@ -515,10 +515,7 @@ impl redis::FromRedisValue for AcquireReply {
         };
         let acquired = next_int()?;
         let value = next_int()?;
-        let watch = match items.next() {
-            Some(watch) => Some(redis::from_redis_value::<String>(watch)?),
-            None => None,
-        };
+        let watch: Option<String> = items.next().map(redis::from_redis_value).transpose()?;
         Ok(AcquireReply {
             acquired,
             value,
