@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::connection::Connection;
-use crate::ops::inspect::{Holder, HolderKind, Seconds, not_a_lock, pttl_to_ttl, shared_holders};
+use crate::ops::inspect::{Holder, Seconds, not_a_lock, pttl_to_ttl, shared_holders};
 use crate::primitives::rwlock::shares::Shares;
 use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, KeyNames, invoke};
 use crate::{client::LockClient, error::LockError};
@@ -74,11 +74,7 @@ pub(crate) async fn force_release_on(
     let handover_restarted = removed.as_deref() == Some(HANDOVER);
     let removed = removed
         .filter(|token| token != HANDOVER)
-        .map(|token| Holder {
-            token,
-            ttl: pttl_to_ttl(pttl),
-            kind: HolderKind::Exclusive,
-        })
+        .map(|token| Holder::exclusive(token, pttl_to_ttl(pttl)))
         .into_iter()
         .chain(shared_holders(others))
         .collect::<Vec<_>>();

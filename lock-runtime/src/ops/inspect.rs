@@ -85,6 +85,17 @@ pub enum HolderKind {
     Permit,
 }
 
+impl Holder {
+    /// The holder of the lock itself, alone.
+    pub(crate) fn exclusive(token: String, ttl: Option<Duration>) -> Self {
+        Holder {
+            token,
+            ttl,
+            kind: HolderKind::Exclusive,
+        }
+    }
+}
+
 impl HolderKind {
     /// How an operator's view names it: `holder`, `reader` or `permit`.
     pub(crate) fn role(self) -> &'static str {
@@ -202,14 +213,7 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
     let (mut holders, handover) = match value {
         None => (Vec::new(), None),
         Some(value) if value == HANDOVER => (Vec::new(), Some(ttl.unwrap_or_default())),
-        Some(token) => (
-            vec![Holder {
-                token,
-                ttl,
-                kind: HolderKind::Exclusive,
-            }],
-            None,
-        ),
+        Some(token) => (vec![Holder::exclusive(token, ttl)], None),
     };
     holders.extend(shared_holders(shared));
     let now_us = u64::try_from(now_us).unwrap_or(0);

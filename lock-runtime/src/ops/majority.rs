@@ -12,7 +12,7 @@ use crate::client::LockClient;
 use crate::connection::Connection;
 use crate::error::LockError;
 use crate::ops::force_release::{ForcedRelease, force_release_on};
-use crate::ops::inspect::{Holder, HolderKind, LockState, inspect_on};
+use crate::ops::inspect::{Holder, LockState, inspect_on};
 use crate::scripts::KeyNames;
 use crate::topology::redlock::Redlock;
 
@@ -125,11 +125,7 @@ fn verdict(key: &str, masters: Vec<Option<LockState>>, quorum: usize) -> LockSta
     let holder = ttls
         .into_iter()
         .find_map(|(token, ttls)| Some((token, nth_largest(ttls, quorum)?)))
-        .map(|(token, ttl)| Holder {
-            token: token.to_owned(),
-            ttl: Some(ttl),
-            kind: HolderKind::Exclusive,
-        });
+        .map(|(token, ttl)| Holder::exclusive(token.to_owned(), Some(ttl)));
     let fences = answered.iter().filter_map(|state| state.fence).collect();
     LockState {
         key: key.to_owned(),
