@@ -82,15 +82,9 @@ impl LockError {
 
 impl IntoResponse for LockError {
     fn into_response(self) -> Response {
-        let retry_after = matches!(
-            self,
-            LockError::Timeout { .. }
-                | LockError::Backend { .. }
-                | LockError::ReleaseGaveUp { .. }
-                | LockError::NoQuorum { .. }
-                | LockError::NotReplicated { .. }
-                | LockError::NotDurable { .. }
-        );
+        // As the module table says: every 503 but `Lost` and `Shutdown`.
+        let retry_after = self.status_code() == StatusCode::SERVICE_UNAVAILABLE
+            && !matches!(self, LockError::Lost { .. } | LockError::Shutdown { .. });
         let mut response = (self.status_code(), self.public_message()).into_response();
         if retry_after {
             response
