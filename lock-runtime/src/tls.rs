@@ -30,19 +30,15 @@ pub(crate) enum TlsSettings {
 }
 
 impl TlsSettings {
-    fn ca_cert(self) -> &'static str {
+    /// The settings' names: the certificate authority's and the client certificate's.
+    fn names(self) -> (&'static str, &'static str) {
         match self {
-            TlsSettings::Config => "Config::tls_ca_cert",
+            TlsSettings::Config => ("Config::tls_ca_cert", "Config::tls_client_cert"),
             #[cfg(feature = "sentinel")]
-            TlsSettings::Primary => "Config::primary_tls_ca_cert",
-        }
-    }
-
-    fn client_cert(self) -> &'static str {
-        match self {
-            TlsSettings::Config => "Config::tls_client_cert",
-            #[cfg(feature = "sentinel")]
-            TlsSettings::Primary => "Config::primary_tls_client_cert",
+            TlsSettings::Primary => (
+                "Config::primary_tls_ca_cert",
+                "Config::primary_tls_client_cert",
+            ),
         }
     }
 }
@@ -53,24 +49,17 @@ pub(crate) fn check(
     settings: TlsSettings,
     servers: &str,
 ) -> Result<(), LockError> {
-    let refused = |reason: String| LockError::Config {
-        reason: format!("TLS for {servers}: {reason}"),
+    let (ca_cert, client_cert) = settings.names();
+    let refused = |what: &str, setting: &str, problem: String| LockError::Config {
+        reason: format!("TLS for {servers}: the {what} given with {setting} {problem}"),
     };
     if let Some(pem) = &files.ca_cert {
-        check_authority(pem).map_err(|problem| {
-            refused(format!(
-                "the certificate authority given with {} {problem}",
-                settings.ca_cert()
-            ))
-        })?;
+        check_authority(pem)
+            .map_err(|problem| refused("certificate authority", ca_cert, problem))?;
     }
     if let Some((cert, key)) = &files.client_cert {
-        check_client_cert(cert, key).map_err(|problem| {
-            refused(format!(
-                "the client certificate given with {} {problem}",
-                settings.client_cert()
-            ))
-        })?;
+        check_client_cert(cert, key)
+            .map_err(|problem| refused("client certificate", client_cert, problem))?;
     }
     Ok(())
 }
