@@ -405,12 +405,8 @@ pub(crate) async fn yield_lock(
     requeue: &Requeue,
     valid_until: Instant,
 ) -> Result<Yielded, LockError> {
-    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
-    let ((reply, repeated), reply_lost): ((i64, bool), bool) = retrying(
-        names,
-        "release",
-        (give_up, false, Instant::now()),
-        |_, _| async {
+    let ((reply, repeated), reply_lost): ((i64, bool), bool) =
+        retrying(names, "release", (valid_until, false), |_, _| async {
             invoke_noting_repeat(
                 &release_call(
                     names,
@@ -426,9 +422,8 @@ pub(crate) async fn yield_lock(
             )
             .await
             .map_err(|err| LockError::backend(names.lock(), err))
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(
         match after_lost_reply(names, reply, reply_lost || repeated) {
             2 => Yielded::Kept,

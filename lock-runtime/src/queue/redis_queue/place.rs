@@ -148,11 +148,10 @@ impl Drop for Place {
         let leftover = crate::renewal::shutdown::Leftover::place(&names, &token);
         let shutdown = client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
-            let give_up = Instant::now() + RELEASE_BUDGET;
             let _ = retrying(
                 &names,
                 "leaving the queue",
-                (give_up, false, Instant::now()),
+                (Instant::now() + RELEASE_BUDGET, false),
                 |_, _| leave_queue(&client, &names, &token),
             )
             .await;

@@ -56,12 +56,10 @@ pub(crate) async fn release_contended(
     valid_until: Instant,
     waiters: Waiters,
 ) -> Result<i64, LockError> {
-    let now = Instant::now();
-    let give_up = valid_until.min(now + RELEASE_BUDGET);
     let (reply, reply_lost) = retrying(
         names,
         "release",
-        (give_up, client.keeps_deadlines(), now),
+        (valid_until, client.keeps_deadlines()),
         |until, now| release_once(client, names, token, waiters, (until, now)),
     )
     .await?;
@@ -82,23 +80,27 @@ pub(super) fn after_lost_reply(names: &KeyNames, reply: i64, lost: bool) -> i64 
 }
 
 /// Makes `call` again after a transient or connection error, for the calls whose repeat is
-/// harmless (a release, a waiter leaving the queue), until `give_up`; one try at least.
+/// harmless (a release, a waiter leaving the queue), until `valid_until` and for
+/// [`RELEASE_BUDGET`] at most; one try at least.
 /// Returns the reply and whether an earlier try lost its reply (it may have run: the
 /// reply then answers a repeat).
-/// Each try is given the time it must end by and the clock's reading (`now` for the first):
+/// Each try is given the time it must end by and the clock's reading:
 /// with `bounded`, the call's requests end by then themselves
 /// ([`crate::connection::Connection::until`]), so no timer of its own is set for it.
 pub(super) async fn retrying<T, F, Fut>(
     names: &KeyNames,
     what: &str,
-    (give_up, bounded, mut now): (Instant, bool, Instant),
+    (valid_until, bounded): (Instant, bool),
     mut call: F,
 ) -> Result<(T, bool), LockError>
 where
     F: FnMut(Instant, Instant) -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
 {
-    let give_up = give_up.max(now + MIN_RELEASE_TRY);
+    let mut now = Instant::now();
+    let give_up = valid_until
+        .min(now + RELEASE_BUDGET)
+        .max(now + MIN_RELEASE_TRY);
     let mut pause = Duration::from_millis(25);
     let mut last = None;
     let mut reply_lost = false;
@@ -297,11 +299,10 @@ pub(crate) async fn keep_until(
     until: Instant,
     valid_until: Instant,
 ) -> Result<i64, LockError> {
-    let give_up = valid_until.min(Instant::now() + RELEASE_BUDGET);
     let (kept, _) = retrying(
         names,
         "keeping the key for hold_at_least",
-        (give_up, false, Instant::now()),
+        (valid_until, false),
         |_, _| {
             let left = until
                 .saturating_duration_since(Instant::now())
