@@ -141,19 +141,16 @@ pub(crate) async fn park_kept(
     let never = Notify::new();
     let gone = gone.unwrap_or(&never).notified();
     let lapsed = liveness.lapsed().notified();
-    let interrupted = client.interrupt().notified();
-    tokio::pin!(gone, lapsed, interrupted);
+    tokio::pin!(gone, lapsed);
     gone.as_mut().enable();
     lapsed.as_mut().enable();
-    interrupted.as_mut().enable();
-    if client.may_try(key).is_err() || liveness.lapses() != lapses {
+    if liveness.lapses() != lapses {
         return false;
     }
     tokio::select! {
-        woken = ticket.wait(park) => woken == Woken::LookLater,
+        look_later = park_on(client, key, Some(ticket), park) => look_later,
         () = gone => false,
         () = lapsed => false,
-        () = interrupted => false,
     }
 }
 
