@@ -308,7 +308,7 @@ impl RedisWait<'_> {
                     // Our own places may have been dropped meanwhile: look again now.
                     return false;
                 }
-                Some(liveness.watch(key))
+                Some((liveness.watch(key), ticket))
             }
             _ => None,
         };
@@ -328,10 +328,7 @@ impl RedisWait<'_> {
         let park = cap
             .saturating_add(spread)
             .min(self.deadline.saturating_duration_since(Instant::now()));
-        if let Some(watch) = watching {
-            let Some(ticket) = self.ticket.as_ref() else {
-                return false;
-            };
+        if let Some((watch, ticket)) = watching {
             let waiter = (self.names.lock(), self.lapses);
             return wait::park_kept(self.client, waiter, ticket, park, Some(watch.gone())).await;
         }
