@@ -236,16 +236,19 @@ fn aof_refusal(connection: &mut redis::Connection, local: bool) -> RedisResult<O
 mod tests {
     use super::*;
 
+    fn answer(local: i64, replicas: i64) -> Answer {
+        Answer { local, replicas }
+    }
+
     #[test]
     fn zero_replicas_is_off_and_the_answer_is_always_checked() {
         assert_eq!(Replicas::new(0, Duration::from_millis(50)), None);
         let rule = Replicas::new(2, Duration::from_millis(50)).unwrap();
-        let replicas = |replicas| Answer { local: 0, replicas };
-        assert!(!rule.confirmed(replicas(0)));
-        assert!(!rule.confirmed(replicas(1)));
-        assert!(rule.confirmed(replicas(2)));
-        assert!(rule.confirmed(replicas(3)));
-        let err = rule.shortfall("k", replicas(1));
+        assert!(!rule.confirmed(answer(0, 0)));
+        assert!(!rule.confirmed(answer(0, 1)));
+        assert!(rule.confirmed(answer(0, 2)));
+        assert!(rule.confirmed(answer(0, 3)));
+        let err = rule.shortfall("k", answer(0, 1));
         assert!(err.to_string().contains("1 of the 2 replicas"), "{err}");
     }
 
@@ -255,35 +258,14 @@ mod tests {
         let local = Replicas::aof(true, 0, Duration::from_millis(50)).unwrap();
         let args = local.wait_command().args_iter().count();
         assert_eq!((local.command_name(), args), ("WAITAOF", 4));
-        assert!(!local.confirmed(Answer {
-            local: 0,
-            replicas: 3
-        }));
-        assert!(local.confirmed(Answer {
-            local: 1,
-            replicas: 0
-        }));
+        assert!(!local.confirmed(answer(0, 3)));
+        assert!(local.confirmed(answer(1, 0)));
         let both = Replicas::aof(true, 1, Duration::from_millis(50)).unwrap();
-        assert!(!both.confirmed(Answer {
-            local: 1,
-            replicas: 0
-        }));
-        let err = both.shortfall(
-            "k",
-            Answer {
-                local: 1,
-                replicas: 0,
-            },
-        );
+        assert!(!both.confirmed(answer(1, 0)));
+        let err = both.shortfall("k", answer(1, 0));
         assert!(err.to_string().contains("0 of the 1 replicas"), "{err}");
-        let answer = Answer::from_redis_value(Value::Array(vec![Value::Int(1), Value::Int(2)]));
-        assert_eq!(
-            answer.unwrap(),
-            Answer {
-                local: 1,
-                replicas: 2
-            }
-        );
+        let parsed = Answer::from_redis_value(Value::Array(vec![Value::Int(1), Value::Int(2)]));
+        assert_eq!(parsed.unwrap(), answer(1, 2));
     }
 
     #[test]
