@@ -5,9 +5,9 @@
 use std::fmt;
 
 use crate::connection::Connection;
-use crate::ops::inspect::{Holder, Seconds, not_a_lock, pttl_to_ttl, shared_holders};
+use crate::ops::inspect::{Holder, Seconds, holders, not_a_lock};
 use crate::primitives::rwlock::shares::Shares;
-use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, HANDOVER, KeyNames, invoke};
+use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, KeyNames, invoke};
 use crate::{client::LockClient, error::LockError};
 
 /// What [`LockClient::force_release`] removed, and whom it woke.
@@ -71,13 +71,7 @@ pub(crate) async fn force_release_on(
     if pttl == -3 {
         return Err(refuse_other_type(&mut connection, names.lock()).await);
     }
-    let handover_restarted = removed.as_deref() == Some(HANDOVER);
-    let removed = removed
-        .filter(|token| token != HANDOVER)
-        .map(|token| Holder::exclusive(token, pttl_to_ttl(pttl)))
-        .into_iter()
-        .chain(shared_holders(others))
-        .collect::<Vec<_>>();
+    let (removed, handover_restarted) = holders(removed, pttl, others);
     for holder in &removed {
         tracing::info!(
             key = %names.lock(),

@@ -209,13 +209,7 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
     if kind != "string" && kind != "none" && !(kind == "zset" && permits.is_some()) {
         return Err(not_a_lock(key, &kind));
     }
-    let ttl = pttl_to_ttl(pttl);
-    let (mut holders, handover) = match value {
-        None => (Vec::new(), None),
-        Some(value) if value == HANDOVER => (Vec::new(), Some(ttl.unwrap_or_default())),
-        Some(token) => (vec![Holder::exclusive(token, ttl)], None),
-    };
-    holders.extend(shared_holders(shared));
+    let (holders, handover) = holders(value, pttl, shared);
     let now_us = u64::try_from(now_us).unwrap_or(0);
     let now_ms = u64::try_from(now_ms).unwrap_or(0);
     let waiters = listed
@@ -226,7 +220,7 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
         key: key.to_owned(),
         holders,
         permits,
-        handover,
+        handover: handover.then(|| pttl_to_ttl(pttl).unwrap_or_default()),
         fence: fence.as_deref().and_then(parse_number),
         waiters,
         queued: usize::try_from(queued).unwrap_or(0),
@@ -254,17 +248,28 @@ fn waiter(listed: ListedWaiter, now_us: u64, now_ms: u64) -> Waiter {
     }
 }
 
-/// The readers or permits a script listed (token, `reader` or `permit`, ms left) as holders.
-pub(crate) fn shared_holders(listed: Vec<(String, String, i64)>) -> impl Iterator<Item = Holder> {
-    listed.into_iter().map(|(token, kind, left_ms)| Holder {
-        token,
-        ttl: pttl_to_ttl(left_ms),
-        kind: if kind == "reader" {
-            HolderKind::Reader
-        } else {
-            HolderKind::Permit
-        },
-    })
+/// The holders a script found: the lock key's `value` with its `pttl` (none while the key
+/// holds a hand-over), then the readers or permits it listed (token, `reader` or `permit`,
+/// ms left); and whether the key held a hand-over.
+pub(crate) fn holders(
+    value: Option<String>,
+    pttl: i64,
+    shared: Vec<(String, String, i64)>,
+) -> (Vec<Holder>, bool) {
+    let handover = value.as_deref() == Some(HANDOVER);
+    let holders = (value.filter(|_| !handover))
+        .map(|token| Holder::exclusive(token, pttl_to_ttl(pttl)))
+        .into_iter()
+        .chain(shared.into_iter().map(|(token, kind, left_ms)| Holder {
+            token,
+            ttl: pttl_to_ttl(left_ms),
+            kind: if kind == "reader" {
+                HolderKind::Reader
+            } else {
+                HolderKind::Permit
+            },
+        }));
+    (holders.collect(), handover)
 }
 
 /// The error for a key that holds another type than a lock's string.
@@ -279,7 +284,7 @@ pub(crate) fn not_a_lock(key: &str, kind: &str) -> LockError {
 }
 
 /// A PTTL as a ttl: `None` for a key without expiry (or none at all).
-pub(crate) fn pttl_to_ttl(pttl: i64) -> Option<Duration> {
+fn pttl_to_ttl(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
