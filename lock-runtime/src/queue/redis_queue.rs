@@ -132,7 +132,6 @@ pub(crate) async fn acquire(
 impl Waiting for RedisWait<'_> {
     type Taken = Taken;
 
-    /// One try and what it means.
     async fn attempt(&mut self) -> Result<Step<Taken>, LockError> {
         // Shut down, or Redis declared down: fail now rather than at the end of the wait.
         self.client.may_try(self.names.lock())?;
@@ -166,15 +165,11 @@ impl Waiting for RedisWait<'_> {
         };
         let attempt = match attempt {
             Ok(Ok(attempt)) => attempt,
-            // The try ran into the end of the wait plus one response timeout: give up.
-            Ok(Err(_)) if bounded && Instant::now() >= self.overrun => {
-                return Err(self.timeout());
-            }
             // A cluster moving the slot, a server loading or restarting, a reset
             // connection, a reply that timed out: worth another try in time (with the
             // same token, so a lost grant is found again). A server that never answered
             // is unreachable: reported at once, within the connect timeout.
-            Ok(Err(err)) => {
+            Ok(Err(err)) if !bounded || Instant::now() < self.overrun => {
                 ride_out(
                     self.client,
                     self.names.lock(),
@@ -185,8 +180,9 @@ impl Waiting for RedisWait<'_> {
                 .await?;
                 return Ok(Step::Again);
             }
-            // The try outlasted the wait by a whole response timeout: give up.
-            Err(_) => return Err(self.timeout()),
+            // The try ran into the end of the wait plus one response timeout, or outlasted
+            // the wait by a whole response timeout: give up.
+            _ => return Err(self.timeout()),
         };
         self.read(attempt, sent).await
     }
