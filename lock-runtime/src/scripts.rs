@@ -414,15 +414,15 @@ impl KeyNames {
         );
         text.push_str(prefix);
         text.push_str(key);
-        let slot = slot_of(&text)?;
-        Ok(Self::named(text, prefix, key, slot))
+        let tagged = hashes_by_tag(&text)?;
+        Ok(Self::named(text, prefix, key, tagged))
     }
 
     /// The names of a key this crate names itself in another lock key's slot (a reader's
     /// share of a read-write lock, [`KeyNames::aux_parts`]): it carries a hash tag, and is
     /// not refused for starting with [`AUX_PREFIX`].
     pub(crate) fn owned(name: &str) -> Self {
-        Self::named(name.to_owned(), "", name, Slot::Tag)
+        Self::named(name.to_owned(), "", name, true)
     }
 
     /// The name of another kind of auxiliary key of this lock (a read-write lock's set of
@@ -430,29 +430,22 @@ impl KeyNames {
     /// token goes (`kind` ending in `/`: one key per token) or with nothing between.
     pub(crate) fn aux_parts(&self, kind: &str) -> (String, String) {
         let lock = self.lock();
-        let head = format!("{AUX_PREFIX}{kind}");
-        let tail = if has_hash_tag(lock) {
-            format!("/{lock}")
-        } else {
-            format!("{{{lock}}}")
-        };
-        (head, tail)
+        let (open, close) = around(has_hash_tag(lock));
+        (
+            format!("{AUX_PREFIX}{kind}"),
+            format!("{open}{lock}{close}"),
+        )
     }
 
-    fn named(mut text: String, prefix: &str, key: &str, slot: Slot) -> Self {
+    /// The names of the lock key `text` (`prefix` + `key`), which has a hash tag or not
+    /// (`tagged`).
+    fn named(mut text: String, prefix: &str, key: &str, tagged: bool) -> Self {
+        let (open, close) = around(tagged);
         let mut ends = [0; 1 + AUX_KINDS.len()];
         ends[0] = text.len();
         for (kind, end) in AUX_KINDS.iter().zip(&mut ends[1..]) {
-            text.push_str(AUX_PREFIX);
-            text.push_str(kind);
-            text.push(match slot {
-                Slot::Tag => '/',
-                Slot::Whole => '{',
-            });
-            text.push_str(prefix);
-            text.push_str(key);
-            if slot == Slot::Whole {
-                text.push('}');
+            for part in [AUX_PREFIX, kind, open, prefix, key, close] {
+                text.push_str(part);
             }
             *end = text.len();
         }
@@ -496,21 +489,20 @@ impl KeyNames {
     }
 }
 
-/// How a lock key chooses its cluster slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
-    /// By its first `{…}` hash tag.
-    Tag,
-    /// By the whole key.
-    Whole,
+/// What an auxiliary name puts around the lock key: `/LOCK` after the kind for a key with a
+/// hash tag (`tagged`: its slot is its first `{…}` tag's), `{LOCK}` for one without (hashed
+/// whole).
+fn around(tagged: bool) -> (&'static str, &'static str) {
+    if tagged { ("/", "") } else { ("{", "}") }
 }
 
-/// How `key` hashes, or why it cannot have auxiliary names in its slot.
+/// Whether `key` hashes by its hash tag (else whole), or why it cannot have auxiliary names
+/// in its slot.
 ///
 /// A key without a hash tag is hashed whole; wrapping it in braces keeps that slot unless
 /// it contains a `}` (the tag would end there), so such a key is refused. So is a key that
 /// starts with [`AUX_PREFIX`]: it could be another lock's auxiliary name.
-fn slot_of(key: &str) -> Result<Slot, LockError> {
+fn hashes_by_tag(key: &str) -> Result<bool, LockError> {
     if key.starts_with(AUX_PREFIX) {
         return Err(LockError::InvalidKey {
             key: key.to_owned(),
@@ -521,7 +513,7 @@ fn slot_of(key: &str) -> Result<Slot, LockError> {
         });
     }
     if has_hash_tag(key) {
-        return Ok(Slot::Tag);
+        return Ok(true);
     }
     if key.contains('}') {
         return Err(LockError::InvalidKey {
@@ -531,7 +523,7 @@ fn slot_of(key: &str) -> Result<Slot, LockError> {
                 .into(),
         });
     }
-    Ok(Slot::Whole)
+    Ok(false)
 }
 
 /// Whether Redis Cluster would hash only part of `key` (a non-empty `{…}` section).
