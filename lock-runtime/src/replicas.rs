@@ -75,26 +75,23 @@ impl Replicas {
         })
     }
 
-    /// The option's name, for errors.
-    fn option(&self) -> &'static str {
+    /// The option's name, for errors, and the command that follows a write.
+    fn names(&self) -> (&'static str, &'static str) {
         match self.aof {
-            Some(_) => "wait_for_aof",
-            None => "wait_for_replicas",
+            Some(_) => ("wait_for_aof", "WAITAOF"),
+            None => ("wait_for_replicas", "WAIT"),
         }
     }
 
     /// The command that follows a write: `WAIT` or `WAITAOF`.
     pub(crate) fn command_name(&self) -> &'static str {
-        match self.aof {
-            Some(_) => "WAITAOF",
-            None => "WAIT",
-        }
+        self.names().1
     }
 
     /// Refuses settings that cannot work, before any traffic: a zero timeout (`WAIT 0`
     /// blocks for ever), one the client's response timeout would cut short, and Redlock.
     pub(crate) fn check(&self, response_timeout: Duration, redlock: bool) -> Result<(), LockError> {
-        let (option, command) = (self.option(), self.command_name());
+        let (option, command) = self.names();
         let reason = if redlock {
             format!(
                 "{option} does not apply to Redlock: its masters are independent and have \
