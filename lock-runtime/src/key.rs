@@ -125,16 +125,14 @@ impl KeyBuilder {
                 ),
             });
         }
-        validate(&self.rendered).map_err(|err| match err {
-            LockError::InvalidKey { key, reason } => LockError::InvalidKey {
-                key: if key.is_empty() {
-                    self.template.to_owned()
-                } else {
-                    key
-                },
-                reason,
-            },
-            other => other,
+        validate(&self.rendered).map_err(|mut err| {
+            // An empty key is named by its template.
+            if let LockError::InvalidKey { key, .. } = &mut err
+                && key.is_empty()
+            {
+                *key = self.template.to_owned();
+            }
+            err
         })?;
         Ok(self.rendered)
     }
