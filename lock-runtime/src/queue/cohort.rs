@@ -367,7 +367,6 @@ pub(crate) struct Unclaimed<'a> {
 impl<'a> Unclaimed<'a> {
     pub(crate) fn new(member: &'a Member) -> Self {
         Unclaimed {
-            // The lock the process holds between two of its tasks.
             tenure: member.state().take(|parked| &mut parked.tenure),
             client: &member.client,
             names: &member.key.names,
