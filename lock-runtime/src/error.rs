@@ -295,10 +295,7 @@ impl fmt::Display for Cause<'_> {
 /// for it. Its other kinds (its own descriptions) are reported as they are.
 fn redis_cause(err: &redis::RedisError) -> &(dyn std::error::Error + 'static) {
     use std::error::Error as _;
-    match err.source() {
-        Some(inner) => inner,
-        None => err,
-    }
+    err.source().unwrap_or(err)
 }
 
 impl LockError {
