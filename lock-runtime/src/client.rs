@@ -366,17 +366,14 @@ impl LockClient {
         self.inner.shutdown.run().await
     }
 
-    /// How long one request may wait for its reply.
     pub(crate) fn response_timeout(&self) -> Duration {
         self.inner.response_timeout
     }
 
-    /// How many replicas must confirm a grant, when grants wait for replicas.
     pub(crate) fn replicas(&self) -> Option<&Replicas> {
         self.inner.replicas.as_ref()
     }
 
-    /// Where outcomes are reported.
     pub(crate) fn telemetry(&self) -> &Telemetry {
         &self.inner.telemetry
     }
@@ -421,12 +418,10 @@ impl LockClient {
         publish_command(&self.inner.connections[0])
     }
 
-    /// How far the lock passes between tasks of this process.
     pub(crate) fn pass_bound(&self) -> PassBound {
         self.inner.pass_bound
     }
 
-    /// How long a foreign window leaves a contended key free (zero: never).
     pub(crate) fn foreign_window(&self) -> Duration {
         self.inner.foreign_window
     }
@@ -447,8 +442,7 @@ impl LockClient {
 
     /// The key as stored in Redis (prefix applied), validated.
     pub(crate) fn redis_key(&self, key: &str) -> Result<String, LockError> {
-        let prefix = self.checked_prefix(key)?;
-        Ok(format!("{prefix}{key}"))
+        Ok(format!("{}{key}", self.checked_prefix(key)?))
     }
 
     /// The key prefix, once `key` and the prefixed key are checked against the limits.
@@ -462,7 +456,6 @@ impl LockClient {
         Ok(prefix)
     }
 
-    /// The ttl and wait of the locks that set none.
     pub(crate) fn lock_defaults(&self) -> crate::options::LockDefaults {
         self.inner.lock_defaults
     }
