@@ -13,53 +13,6 @@ use crate::config::primary_settings::{Credentials, PrimaryTls};
 /// Outside Sentinel mode they are a [`LockError::Config`](crate::LockError::Config) when the client is built (the URLs
 /// carry the servers' settings there).
 impl Config {
-    /// Sentinel mode: the data nodes' password (Redis `requirepass`, the default user),
-    /// when it is not the sentinels' (their URLs carry theirs). See
-    /// [`primary_auth`](Self::primary_auth) for an ACL user.
-    ///
-    /// ```
-    /// use lock_runtime::Config;
-    ///
-    /// let config = Config::sentinel(
-    ///     "mymaster",
-    ///     ["redis://:sentinel-secret@10.0.0.1:26379", "redis://:sentinel-secret@10.0.0.2:26379"],
-    /// )
-    /// .primary_password("node-secret");
-    /// # let _ = config;
-    /// ```
-    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    pub fn primary_password(mut self, password: impl Into<String>) -> Self {
-        self.primary.auth = Some(Credentials {
-            username: None,
-            password: password.into(),
-        });
-        self
-    }
-
-    /// Sentinel mode: the ACL user and password for the data nodes, when they are not the
-    /// sentinels' (their URLs carry theirs). The sentinels themselves need
-    /// `sentinel auth-user` / `sentinel auth-pass` for the same nodes.
-    ///
-    /// ```
-    /// use lock_runtime::Config;
-    ///
-    /// let config = Config::sentinel("mymaster", ["redis://sentinel-user:s3cret@10.0.0.1:26379"])
-    ///     .primary_auth("locks", "node-secret");
-    /// # let _ = config;
-    /// ```
-    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    pub fn primary_auth(
-        mut self,
-        username: impl Into<String>,
-        password: impl Into<String>,
-    ) -> Self {
-        self.primary.auth = Some(Credentials {
-            username: Some(username.into()),
-            password: password.into(),
-        });
-        self
-    }
-
     /// Sentinel mode: reach the primary with TLS, whatever the sentinel URLs' scheme,
     /// trusting the system's trust store (or
     /// [`primary_tls_ca_cert`](Self::primary_tls_ca_cert)). Once a `primary_tls*` setting
@@ -127,12 +80,47 @@ impl Config {
             .tls_files(|files| files.client_cert = Some((cert_pem.into(), key_pem.into())));
         self
     }
+}
+
+setters! {
+    /// Sentinel mode: the data nodes' password (Redis `requirepass`, the default user),
+    /// when it is not the sentinels' (their URLs carry theirs). See
+    /// [`primary_auth`](Self::primary_auth) for an ACL user.
+    ///
+    /// ```
+    /// use lock_runtime::Config;
+    ///
+    /// let config = Config::sentinel(
+    ///     "mymaster",
+    ///     ["redis://:sentinel-secret@10.0.0.1:26379", "redis://:sentinel-secret@10.0.0.2:26379"],
+    /// )
+    /// .primary_password("node-secret");
+    /// # let _ = config;
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+    fn primary_password(password: impl Into<String>)
+        => primary.auth = Some(Credentials { username: None, password: password.into() });
+
+    /// Sentinel mode: the ACL user and password for the data nodes, when they are not the
+    /// sentinels' (their URLs carry theirs). The sentinels themselves need
+    /// `sentinel auth-user` / `sentinel auth-pass` for the same nodes.
+    ///
+    /// ```
+    /// use lock_runtime::Config;
+    ///
+    /// let config = Config::sentinel("mymaster", ["redis://sentinel-user:s3cret@10.0.0.1:26379"])
+    ///     .primary_auth("locks", "node-secret");
+    /// # let _ = config;
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+    fn primary_auth(username: impl Into<String>, password: impl Into<String>)
+        => primary.auth = Some(Credentials {
+            username: Some(username.into()),
+            password: password.into(),
+        });
 
     /// Sentinel mode: reach the primary over plain TCP even though the sentinel URLs are
     /// `rediss://`.
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    pub fn primary_without_tls(mut self) -> Self {
-        self.primary.tls = Some(PrimaryTls::Off);
-        self
-    }
+    fn primary_without_tls() => primary.tls = Some(PrimaryTls::Off);
 }
