@@ -417,15 +417,14 @@ pub(crate) async fn yield_lock(
             .map_err(|err| LockError::backend(names.lock(), err))
         })
         .await?;
-    Ok(
-        match after_lost_reply(names, reply, reply_lost || repeated) {
-            2 => Yielded::Kept,
-            3 => Yielded::Gapped,
-            1 => Yielded::Passed,
-            0 => Yielded::Gone,
-            _ => Yielded::NotOwner,
-        },
-    )
+    let reply = after_lost_reply(names, reply, reply_lost || repeated);
+    Ok(match reply {
+        2 => Yielded::Kept,
+        3 => Yielded::Gapped,
+        1 => Yielded::Passed,
+        0 => Yielded::Gone,
+        _ => Yielded::NotOwner,
+    })
 }
 
 /// One acquire try: a round trip to the acquire script, or with `quick` first a plain
