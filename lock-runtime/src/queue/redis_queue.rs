@@ -359,13 +359,11 @@ pub(crate) async fn retake(
     call.arg(token)
         .arg(millis(options.ttl))
         .arg(fence_lifetime(options));
-    let mut connection = client.connection();
-    let backend = |err| LockError::backend(names.lock(), err);
     let replicas = (client.replicas(), names.lock());
     let ((taken, fence), shortfall): ((i64, i64), _) =
-        invoke_granting(&call, replicas, &mut connection)
+        invoke_granting(&call, replicas, &mut client.connection())
             .await
-            .map_err(backend)?;
+            .map_err(|err| LockError::backend(names.lock(), err))?;
     if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
         return Err(shortfall);
     }
