@@ -10,12 +10,12 @@ use redis::cluster::ClusterClientBuilder;
 use tls_files::TlsFiles;
 
 /// Builder methods of [`Config`] that each set one field from their arguments:
-/// `fn name(args) => field = value;` is `pub fn name(mut self, args) -> Self`, with its docs
+/// `name(args) => field = value;` is `pub fn name(mut self, args) -> Self`, with its docs
 /// and attributes.
 macro_rules! setters {
     ($(
         $(#[$attr:meta])*
-        fn $name:ident($($arg:ident: $ty:ty),*) => $($field:ident).+ = $value:expr;
+        $name:ident($($arg:ident: $ty:ty),*) => $($field:ident).+ = $value:expr;
     )+) => {
         impl Config {$(
             $(#[$attr])*
@@ -420,7 +420,7 @@ setters! {
     ///     .tls_ca_cert(std::fs::read("/etc/redis/ca.crt")?);
     /// # let _ = config; Ok(()) }
     /// ```
-    fn tls_ca_cert(pem: impl Into<Vec<u8>>) => tls.ca_cert = Some(pem.into());
+    tls_ca_cert(pem: impl Into<Vec<u8>>) => tls.ca_cert = Some(pem.into());
 
     /// For `rediss://` URLs: present this client certificate (PEM chain) and private key
     /// (PEM, PKCS#8 or RSA/SEC1) to the server, for servers that require mutual TLS
@@ -442,7 +442,7 @@ setters! {
     ///     );
     /// # let _ = config; Ok(()) }
     /// ```
-    fn tls_client_cert(cert_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>)
+    tls_client_cert(cert_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>)
         => tls.client_cert = Some((cert_pem.into(), key_pem.into()));
 
     /// In Redlock mode, how long one master may take to answer an acquire or a renewal
@@ -453,10 +453,10 @@ setters! {
     /// `NoQuorum`, whatever the response timeout.
     #[cfg(feature = "redlock")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redlock")))]
-    fn node_timeout(timeout: Duration) => node_timeout = timeout;
+    node_timeout(timeout: Duration) => node_timeout = timeout;
 
     /// Puts `prefix` in front of every lock key in Redis (none by default).
-    fn key_prefix(prefix: impl Into<String>) => key_prefix = prefix.into();
+    key_prefix(prefix: impl Into<String>) => key_prefix = prefix.into();
 
     /// Adds a `key` label to every metric (feature `metrics`, see [`crate::telemetry`]):
     /// `label` derives it from the lock's Redis key (with [`key_prefix`](Config::key_prefix)).
@@ -472,16 +472,16 @@ setters! {
     ///     .metrics_key_label(|key| key.split(':').next().unwrap_or_default().to_owned());
     /// # let _ = config;
     /// ```
-    fn metrics_key_label(label: crate::telemetry::KeyLabel) => metrics_key_label = Some(label);
+    metrics_key_label(label: crate::telemetry::KeyLabel) => metrics_key_label = Some(label);
 
     /// How many multiplexed connections to spread commands over (at least 1; default 1).
-    fn pool_size(size: usize) => pool_size = size.max(1);
+    pool_size(size: usize) => pool_size = size.max(1);
 
     /// How long one connection attempt may take before it fails (default 2 s).
-    fn connect_timeout(timeout: Duration) => connect_timeout = timeout;
+    connect_timeout(timeout: Duration) => connect_timeout = timeout;
 
     /// How long one command may wait for its reply before it fails (default 2 s).
-    fn response_timeout(timeout: Duration) => response_timeout = timeout;
+    response_timeout(timeout: Duration) => response_timeout = timeout;
 
     /// How many times in a row a lock passes between tasks of this process without Redis
     /// (default [`DEFAULT_LOCAL_PASSES`]). The tasks of a process that want the same key
@@ -502,12 +502,12 @@ setters! {
     ///     .local_pass_time(Duration::from_millis(10));
     /// # let _ = config;
     /// ```
-    fn local_passes(passes: u32) => local_passes = passes;
+    local_passes(passes: u32) => local_passes = passes;
 
     /// How long a process keeps passing a lock between its own tasks, from when it took the
     /// lock in Redis, before the next process gets it (default
     /// [`DEFAULT_LOCAL_PASS_TIME`]; see [`local_passes`](Config::local_passes)).
-    fn local_pass_time(time: Duration) => local_pass_time = time;
+    local_pass_time(time: Duration) => local_pass_time = time;
 
     /// How long a contended key is left free, now and then, for clients that do not queue
     /// (default [`DEFAULT_FOREIGN_WINDOW`]; zero: never).
@@ -551,7 +551,7 @@ setters! {
     /// let ours_only = Config::single("redis://127.0.0.1:6379").foreign_window(Duration::ZERO);
     /// # let _ = (config, ours_only);
     /// ```
-    fn foreign_window(window: Duration) => foreign_window = window;
+    foreign_window(window: Duration) => foreign_window = window;
 
     /// How long Redis may stay unreachable before acquisitions stop waiting for it
     /// (default [`DEFAULT_OUTAGE_GRACE`], 1 s).
@@ -578,7 +578,7 @@ setters! {
     /// let config = Config::single("redis://127.0.0.1:6379").outage_grace(Duration::from_secs(3));
     /// # let _ = config;
     /// ```
-    fn outage_grace(grace: Duration) => outage_grace = grace;
+    outage_grace(grace: Duration) => outage_grace = grace;
 
     /// The lease of every lock taken through this client that sets no `ttl` (attribute or
     /// builder; default 30 s): ShedLock's `defaultLockAtMostFor`. Checked as
@@ -592,9 +592,9 @@ setters! {
     ///     .default_wait(Duration::ZERO);
     /// # let _ = config;
     /// ```
-    fn default_ttl(ttl: Duration) => lock_defaults.ttl = Some(ttl);
+    default_ttl(ttl: Duration) => lock_defaults.ttl = Some(ttl);
 
     /// How long every lock taken through this client that sets no `wait` waits for a held
     /// key (default 10 s; zero tries once). An explicit `wait` wins.
-    fn default_wait(wait: Duration) => lock_defaults.wait = Some(wait);
+    default_wait(wait: Duration) => lock_defaults.wait = Some(wait);
 }

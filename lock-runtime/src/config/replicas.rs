@@ -62,7 +62,7 @@ setters! {
     ///     .wait_for_replicas(1, Duration::from_millis(50));
     /// # let _ = config;
     /// ```
-    fn wait_for_replicas(replicas: u32, timeout: Duration)
+    wait_for_replicas(replicas: u32, timeout: Duration)
         => replicas = Replicas::new(replicas, timeout);
 
     /// Durable grants: every write that grants or extends a lease counts only once it is
@@ -91,6 +91,6 @@ setters! {
     ///     .wait_for_aof(true, 0, Duration::from_millis(100));
     /// # let _ = config;
     /// ```
-    fn wait_for_aof(local: bool, replicas: u32, timeout: Duration)
+    wait_for_aof(local: bool, replicas: u32, timeout: Duration)
         => replicas = Replicas::aof(local, replicas, timeout);
 }

@@ -98,7 +98,7 @@ setters! {
     /// # let _ = config;
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    fn primary_password(password: impl Into<String>)
+    primary_password(password: impl Into<String>)
         => primary.auth = Some(Credentials { username: None, password: password.into() });
 
     /// Sentinel mode: the ACL user and password for the data nodes, when they are not the
@@ -113,7 +113,7 @@ setters! {
     /// # let _ = config;
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    fn primary_auth(username: impl Into<String>, password: impl Into<String>)
+    primary_auth(username: impl Into<String>, password: impl Into<String>)
         => primary.auth = Some(Credentials {
             username: Some(username.into()),
             password: password.into(),
@@ -122,5 +122,5 @@ setters! {
     /// Sentinel mode: reach the primary over plain TCP even though the sentinel URLs are
     /// `rediss://`.
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    fn primary_without_tls() => primary.tls = Some(PrimaryTls::Off);
+    primary_without_tls() => primary.tls = Some(PrimaryTls::Off);
 }
