@@ -174,13 +174,10 @@ pub(crate) async fn park_on(
             woken = ticket.wait(park) => woken == Woken::LookLater,
             () = interrupted => false,
         },
-        None => {
-            tokio::select! {
-                () = tokio::time::sleep(park) => {}
-                () = interrupted => {}
-            }
-            false
-        }
+        None => tokio::select! {
+            () = tokio::time::sleep(park) => false,
+            () = interrupted => false,
+        },
     }
 }
 
