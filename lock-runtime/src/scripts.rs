@@ -440,12 +440,17 @@ impl KeyNames {
     /// The names of the lock key `text` (`prefix` + `key`), which has a hash tag or not
     /// (`tagged`).
     fn named(mut text: String, prefix: &str, key: &str, tagged: bool) -> Self {
-        let (open, close) = around(tagged);
         let mut ends = [0; 1 + AUX_KINDS.len()];
         ends[0] = text.len();
+        // Pushed one by one, not through `around`'s strings: this runs on every acquire.
         for (kind, end) in AUX_KINDS.iter().zip(&mut ends[1..]) {
-            for part in [AUX_PREFIX, kind, open, prefix, key, close] {
-                text.push_str(part);
+            text.push_str(AUX_PREFIX);
+            text.push_str(kind);
+            text.push(if tagged { '/' } else { '{' });
+            text.push_str(prefix);
+            text.push_str(key);
+            if !tagged {
+                text.push('}');
             }
             *end = text.len();
         }
