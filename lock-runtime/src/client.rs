@@ -413,6 +413,11 @@ impl LockClient {
         self.inner.liveness.as_ref()
     }
 
+    /// The process's liveness key for `lock`, if it has one ([`Liveness::key_for`]).
+    pub(crate) fn liveness_key(&self, lock: &str) -> Option<std::borrow::Cow<'_, str>> {
+        self.liveness()?.key_for(lock)
+    }
+
     /// The command that announces a release: sharded in a cluster.
     pub(crate) fn publish_command(&self) -> &'static str {
         publish_command(&self.inner.connections[0])

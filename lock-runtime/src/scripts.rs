@@ -228,15 +228,19 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
 /// [`invoke`] of a call that may grant a lease: with a replica rule (`replicas`), `WAIT`
 /// rides with it ([`invoke_replicated`]) and the reply comes with the error to give when
 /// too few replicas have it (whether the reply granted anything is the caller's to say).
+/// A Redis error is `key`'s [`LockError::Backend`].
 pub(crate) async fn invoke_granting<T: FromRedisValue>(
     call: &Call<'_>,
     (replicas, key): (Option<&Replicas>, &str),
     connection: &mut Connection,
-) -> RedisResult<(T, Option<LockError>)> {
+) -> Result<(T, Option<LockError>), LockError> {
+    let backend = |err| LockError::backend(key, err);
     let Some(replicas) = replicas else {
-        return Ok((invoke(call, connection).await?, None));
+        return Ok((invoke(call, connection).await.map_err(backend)?, None));
     };
-    let (reply, answer) = invoke_replicated(call, replicas, connection).await?;
+    let (reply, answer) = invoke_replicated(call, replicas, connection)
+        .await
+        .map_err(backend)?;
     Ok((reply, replicas.judge(key, answer)))
 }
 

@@ -230,16 +230,12 @@ impl Semaphore {
             .arg(millis(QUEUE_LEASE))
             .arg(names.channel())
             .arg(client.publish_command());
-        let alive = client
-            .liveness()
-            .and_then(|liveness| liveness.key_for(names.lock()));
+        let alive = client.liveness_key(names.lock());
         if let Some(alive) = &alive {
             call.arg(&**alive);
         }
         let replicas = (client.replicas(), names.lock());
-        let reply = invoke_granting(&call, replicas, &mut client.connection())
-            .await
-            .map_err(|err| LockError::backend(names.lock(), err))?;
+        let reply = invoke_granting(&call, replicas, &mut client.connection()).await?;
         Ok((reply, alive.is_none()))
     }
 

@@ -361,9 +361,7 @@ pub(crate) async fn retake(
         .arg(fence_lifetime(options));
     let replicas = (client.replicas(), names.lock());
     let ((taken, fence), shortfall): ((i64, i64), _) =
-        invoke_granting(&call, replicas, &mut client.connection())
-            .await
-            .map_err(|err| LockError::backend(names.lock(), err))?;
+        invoke_granting(&call, replicas, &mut client.connection()).await?;
     if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
         return Err(shortfall);
     }
@@ -404,10 +402,7 @@ pub(crate) async fn yield_lock(
                     token,
                     client.publish_command(),
                     requeue,
-                    client
-                        .liveness()
-                        .and_then(|liveness| liveness.key_for(names.lock()))
-                        .as_deref(),
+                    client.liveness_key(names.lock()).as_deref(),
                 ),
                 &mut client.connection(),
             )
@@ -438,9 +433,7 @@ async fn try_acquire(
     if quick && let Some(attempt) = try_set_nx(client, names, token, options, (until, now)).await? {
         return Ok(attempt);
     }
-    let alive = client
-        .liveness()
-        .and_then(|liveness| liveness.key_for(names.lock()));
+    let alive = client.liveness_key(names.lock());
     let kept = alive.as_deref().map(|alive| Kept {
         alive,
         publish: client.publish_command(),
@@ -458,9 +451,8 @@ async fn try_acquire(
     let now = if quick { Instant::now() } else { now };
     let mut connection = client.connection().until(until, now);
     let replicas = (client.replicas(), names.lock());
-    let (reply, shortfall): (AcquireReply, _) = invoke_granting(&call, replicas, &mut connection)
-        .await
-        .map_err(|err| LockError::backend(names.lock(), err))?;
+    let (reply, shortfall): (AcquireReply, _) =
+        invoke_granting(&call, replicas, &mut connection).await?;
     let AcquireReply {
         acquired,
         value,

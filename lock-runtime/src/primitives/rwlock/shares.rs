@@ -60,9 +60,7 @@ pub(super) async fn take_share(
         .arg(&shares.head)
         .arg(&shares.tail);
     let replicas = (client.replicas(), names.lock());
-    let (taken, shortfall) = invoke_granting(&call, replicas, &mut client.connection())
-        .await
-        .map_err(|err| LockError::backend(names.lock(), err))?;
+    let (taken, shortfall) = invoke_granting(&call, replicas, &mut client.connection()).await?;
     client.mark_answered();
     if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
         // Not counted: given back (the wait tries again), or left to expire by its ttl.

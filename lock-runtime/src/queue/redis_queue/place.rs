@@ -52,9 +52,7 @@ impl Place {
         if joined {
             // The release that queued it named the process's liveness key for the lock,
             // if it had one.
-            let per_key = client
-                .liveness()
-                .is_none_or(|liveness| liveness.key_for(names.lock()).is_none());
+            let per_key = client.liveness_key(names.lock()).is_none();
             place.keep(per_key);
         }
         place

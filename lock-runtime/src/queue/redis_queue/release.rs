@@ -255,9 +255,7 @@ pub(crate) async fn extend_lease(
         // Never with Redlock (refused when the client is built): one primary.
         let replicas = (client.replicas(), names.lock());
         let (renewed, shortfall): (i64, _) =
-            invoke_granting(&call, replicas, &mut client.connection())
-                .await
-                .map_err(|err| LockError::backend(names.lock(), err))?;
+            invoke_granting(&call, replicas, &mut client.connection()).await?;
         if let Some(shortfall) = shortfall.filter(|_| renewed == 1) {
             return Err(shortfall);
         }
