@@ -14,7 +14,7 @@ use crate::error::LockError;
 use crate::ops::force_release::{ForcedRelease, force_release_on};
 use crate::ops::inspect::{Holder, LockState, inspect_on};
 use crate::scripts::KeyNames;
-use crate::topology::redlock::Redlock;
+use crate::topology::redlock::{Redlock, no_quorum};
 
 /// Reads the lock on every master: the majority's verdict, with each master's state.
 pub(crate) async fn inspect(
@@ -98,17 +98,7 @@ where
             }
         }
     }
-    let answered = answers.len() - failures.len();
-    if answered < redlock.quorum {
-        return Err(LockError::NoQuorum {
-            key: names.lock().to_owned(),
-            answered,
-            needed: redlock.quorum,
-            nodes: redlock.urls.len(),
-            failures: failures.join("; "),
-        });
-    }
-    Ok(answers)
+    no_quorum(&failures, redlock, names.lock()).map_or(Ok(answers), Err)
 }
 
 /// The majority's view of the masters' states: the token at least `quorum` masters hold

@@ -502,7 +502,7 @@ fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
 }
 
 /// The error for a round in which too many masters failed (`failures`) for any quorum.
-fn no_quorum(failures: &[String], redlock: &Redlock, key: &str) -> Option<LockError> {
+pub(crate) fn no_quorum(failures: &[String], redlock: &Redlock, key: &str) -> Option<LockError> {
     let nodes = redlock.urls.len();
     (failures.len() > nodes - redlock.quorum).then(|| LockError::NoQuorum {
         key: key.to_owned(),

@@ -11,6 +11,7 @@ use crate::error::{LockError, ReleaseOutcome};
 use crate::lease::{Token, millis};
 use crate::options::LockOptions;
 use crate::primitives::guard::outcome_of;
+use crate::queue::redis_queue::release::{RELEASE_BUDGET, RELEASE_TRIES};
 use crate::scripts::{Call, KeyNames, READ, READ_RELEASE, invoke, invoke_granting};
 
 /// The names around a read-write lock key: its set of readers, and each share key's name
@@ -105,7 +106,7 @@ pub(super) async fn release_share(
     let give_up = Instant::now() + RELEASE_BUDGET;
     let mut pause = Duration::from_millis(25);
     let mut last = None;
-    for _ in 0..8 {
+    for _ in 0..RELEASE_TRIES {
         match tokio::time::timeout_at(give_up, give_share_back(client, names, share, token)).await {
             Ok(Ok(reply)) => return Ok(outcome_of(reply)),
             Ok(Err(err)) => last = Some(err),
@@ -150,6 +151,3 @@ pub(super) fn release_in_background(
         }
     });
 }
-
-/// The longest a share's release keeps trying (as a lock's release).
-pub(super) const RELEASE_BUDGET: Duration = Duration::from_secs(2);

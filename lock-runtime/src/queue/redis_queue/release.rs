@@ -147,15 +147,15 @@ pub(super) fn gave_up(names: &KeyNames, what: &str, last: Option<LockError>) -> 
     }
 }
 
-/// The longest a release (or a dropped waiter's leave) keeps trying.
-pub(super) const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+/// The longest a release (a dropped waiter's leave, a reader's share) keeps trying.
+pub(crate) const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 
 /// A release past its lease's validity point is still tried once, this long at most: the
 /// key may outlive the local validity by the drift margin.
 pub(super) const MIN_RELEASE_TRY: Duration = Duration::from_millis(50);
 
-/// How many times a release (or a dropped waiter's leave) is tried at most.
-pub(super) const RELEASE_TRIES: u32 = 8;
+/// How many times a release (a dropped waiter's leave, a reader's share) is tried at most.
+pub(crate) const RELEASE_TRIES: u32 = 8;
 
 pub(super) async fn release_once(
     client: &LockClient,
