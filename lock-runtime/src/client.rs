@@ -39,12 +39,12 @@ static GLOBAL_CLIENT: OnceCell<LockClient> = OnceCell::new();
 /// ```
 pub fn init(config: Config) -> Result<(), LockError> {
     let url = config.urls().join(", ");
-    GLOBAL_CONFIG.set(config).map_err(|_| LockError::Config {
-        reason: format!(
+    GLOBAL_CONFIG.set(config).map_err(|_| {
+        LockError::config(format!(
             "init({url}) called after the global client was already configured \
              (by an earlier init or by the first lock, from REDIS_URL); call init once, \
              before any lock is used"
-        ),
+        ))
     })
 }
 
@@ -173,8 +173,8 @@ impl LockClient {
                 tokio::runtime::RuntimeFlavor::MultiThread
             )
         });
-        let home = Home::start().map_err(|err| LockError::Config {
-            reason: format!("cannot start the lock client's thread: {err}"),
+        let home = Home::start().map_err(|err| {
+            LockError::config(format!("cannot start the lock client's thread: {err}"))
         })?;
         // What the client spawns while it is built (and the runtime its parts keep for
         // later) is the client's own.

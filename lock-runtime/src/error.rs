@@ -302,13 +302,11 @@ impl LockError {
     /// The error of a task that holds `key` for reading and asks for it for writing (or
     /// as a mutex): it would wait for its own share to leave.
     pub(crate) fn upgrade_refused(key: &str) -> LockError {
-        LockError::Config {
-            reason: format!(
-                "lock `{key}` is held for reading by this task: a read lock cannot be upgraded \
-                 to a write lock (the writer would wait for this task's own share); release the \
-                 read lock first, or take the write lock from the start"
-            ),
-        }
+        LockError::config(format!(
+            "lock `{key}` is held for reading by this task: a read lock cannot be upgraded \
+             to a write lock (the writer would wait for this task's own share); release the \
+             read lock first, or take the write lock from the start"
+        ))
     }
 
     /// The Redis key this error is about (empty for configuration errors).
@@ -332,6 +330,12 @@ impl LockError {
     /// own (`key = .., error = %err.cause()`), so that a log line names it once.
     pub(crate) fn cause(&self) -> Cause<'_> {
         Cause(self)
+    }
+
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        LockError::Config {
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn backend(key: &str, source: redis::RedisError) -> Self {

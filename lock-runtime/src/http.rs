@@ -123,10 +123,7 @@ mod tests {
 
     #[test]
     fn configuration_errors_are_500_without_retry_after() {
-        let config = LockError::Config {
-            reason: "init called twice".into(),
-        }
-        .into_response();
+        let config = LockError::config("init called twice").into_response();
         assert_eq!(config.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(config.headers().get(header::RETRY_AFTER).is_none());
         let url = LockError::invalid_url(

@@ -125,12 +125,10 @@ impl Options {
         match &self.client {
             Choice::Global => Ok(None),
             Choice::Given(client) => Ok(Some(client)),
-            Choice::Unset => Err(LockError::Config {
-                reason: format!(
-                    "lock `{key}`: its `client = ...` gave `None`: the client is not set; \
-                     set it before the first call"
-                ),
-            }),
+            Choice::Unset => Err(LockError::config(format!(
+                "lock `{key}`: its `client = ...` gave `None`: the client is not set; \
+                 set it before the first call"
+            ))),
         }
     }
 }

@@ -109,7 +109,7 @@ impl Replicas {
         } else {
             return Ok(());
         };
-        Err(LockError::Config { reason })
+        Err(LockError::config(reason))
     }
 
     /// The `WAIT` or `WAITAOF` that follows a write.
@@ -175,9 +175,9 @@ impl Replicas {
                 aof_refusal(&mut connection, local)
             });
         match refused {
-            Ok(Some(why)) => Err(LockError::Config {
-                reason: format!("wait_for_aof: the server at {server} {why}"),
-            }),
+            Ok(Some(why)) => Err(LockError::config(format!(
+                "wait_for_aof: the server at {server} {why}"
+            ))),
             Ok(None) => Ok(()),
             Err(err) => {
                 tracing::debug!(%server, error = %err, "the server did not answer the WAITAOF check");

@@ -60,22 +60,19 @@ impl<'a> Setup<'a> {
     pub(crate) fn new(config: &'a Config, caller: bool) -> Result<Self, LockError> {
         #[cfg(feature = "sentinel")]
         if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
-            return Err(LockError::Config {
-                reason: format!(
-                    "Config::primary_password, primary_auth and primary_tls* set the primary \
-                     that Sentinel names, but {} is not a Config::sentinel set-up: put the \
-                     credentials in the URL (redis://user:password@host) and use \
-                     Config::tls_ca_cert / tls_client_cert",
-                    config.urls().join(", ")
-                ),
-            });
+            return Err(LockError::config(format!(
+                "Config::primary_password, primary_auth and primary_tls* set the primary \
+                 that Sentinel names, but {} is not a Config::sentinel set-up: put the \
+                 credentials in the URL (redis://user:password@host) and use \
+                 Config::tls_ca_cert / tls_client_cert",
+                config.urls().join(", ")
+            )));
         }
         let urls = config.urls().to_vec();
         if urls.is_empty() {
-            return Err(LockError::Config {
-                reason: "no Redis URL given (Redlock needs its masters, a cluster its seeds)"
-                    .into(),
-            });
+            return Err(LockError::config(
+                "no Redis URL given (Redlock needs its masters, a cluster its seeds)",
+            ));
         }
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
@@ -130,8 +127,10 @@ impl<'a> Setup<'a> {
         }
         #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
         crate::tls::check(tls, crate::tls::TlsSettings::Config, url)?;
-        with_certificates(url, tls).map_err(|err| LockError::Config {
-            reason: format!("the TLS certificates given for `{url}` cannot be used: {err}"),
+        with_certificates(url, tls).map_err(|err| {
+            LockError::config(format!(
+                "the TLS certificates given for `{url}` cannot be used: {err}"
+            ))
         })
     }
 
@@ -211,9 +210,9 @@ impl<'a> Setup<'a> {
             .map(|url| self.open(url))
             .collect::<Result<Vec<_>, _>>()?;
         let Some(first) = clients.first() else {
-            return Err(LockError::Config {
-                reason: format!("no sentinel URL given for the primary `{master}`"),
-            });
+            return Err(LockError::config(format!(
+                "no sentinel URL given for the primary `{master}`"
+            )));
         };
         // The primary's settings: the first sentinel's, or its own (`sentinel.rs`).
         let template = PrimaryTemplate::new(
@@ -223,12 +222,10 @@ impl<'a> Setup<'a> {
         )?;
         let sentinel = Sentinel::new(master.to_owned(), clients, template, self.limit);
         let primary = blocking(self.caller, || sentinel.lookup_blocking()).map_err(|err| {
-            LockError::Config {
-                reason: format!(
-                    "cannot find the primary `{master}` through the sentinels {}: {err}",
-                    self.urls.join(", ")
-                ),
-            }
+            LockError::config(format!(
+                "cannot find the primary `{master}` through the sentinels {}: {err}",
+                self.urls.join(", ")
+            ))
         })?;
         blocking(self.caller, || {
             check_primary_auth(&primary, master, self.limit)
@@ -397,11 +394,10 @@ pub(crate) fn cluster_tls(
         Ok(builder.certs(crate::tls::certificates(tls)))
     }
     #[cfg(not(feature = "tls-rustls"))]
-    Err(LockError::Config {
-        reason: "TLS certificates for a cluster need the lock-runtime feature `tls-rustls` \
-                 (redis-rs takes cluster certificates only through rustls)"
-            .into(),
-    })
+    Err(LockError::config(
+        "TLS certificates for a cluster need the lock-runtime feature `tls-rustls` \
+         (redis-rs takes cluster certificates only through rustls)",
+    ))
 }
 
 /// Whether a server of `config` may be reached over TLS: only then does redis-rs build a

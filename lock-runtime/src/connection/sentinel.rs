@@ -227,10 +227,10 @@ impl PrimaryTemplate {
         // failover.
         template
             .client("127.0.0.1".to_owned(), 6379)
-            .map_err(|err| LockError::Config {
-                reason: format!(
+            .map_err(|err| {
+                LockError::config(format!(
                     "the connection settings for the primary `{master}` cannot be used: {err}"
-                ),
+                ))
             })?;
         Ok(template)
     }
@@ -343,12 +343,10 @@ pub(crate) fn check_primary_auth(
             redis::cmd("PING").query::<String>(&mut connection)
         });
     match checked {
-        Err(err) if is_auth_failure(&err) => Err(LockError::Config {
-            reason: format!(
-                "the primary `{master}` at {server} (named by the sentinels) refused the \
-                 credentials: {err}; {AUTH_HINT}"
-            ),
-        }),
+        Err(err) if is_auth_failure(&err) => Err(LockError::config(format!(
+            "the primary `{master}` at {server} (named by the sentinels) refused the \
+             credentials: {err}; {AUTH_HINT}"
+        ))),
         Err(err) => {
             tracing::debug!(master, %server, error = %err, "the primary did not answer the start-up check");
             Ok(())

@@ -79,9 +79,9 @@ where
             tokio::time::timeout(limit, asked)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(LockError::Config {
-                        reason: format!("no answer within the node timeout ({limit:?})"),
-                    })
+                    Err(LockError::config(format!(
+                        "no answer within the node timeout ({limit:?})"
+                    )))
                 })
         }
     }))

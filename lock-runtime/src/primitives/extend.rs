@@ -58,17 +58,15 @@ pub(crate) async fn extend(
     valid_until: &mut Instant,
 ) -> Result<(), LockError> {
     if held.reentrant || ttl < Duration::from_millis(1) || ttl > MAX_TTL {
-        return Err(LockError::Config {
-            reason: format!(
-                "cannot extend lock `{}` to {ttl:?}: {}",
-                held.key,
-                if held.reentrant {
-                    "this guard re-entered a lock its task already holds; extend the outer guard"
-                } else {
-                    "give a ttl from 1 ms to 365 days"
-                }
-            ),
-        });
+        return Err(LockError::config(format!(
+            "cannot extend lock `{}` to {ttl:?}: {}",
+            held.key,
+            if held.reentrant {
+                "this guard re-entered a lock its task already holds; extend the outer guard"
+            } else {
+                "give a ttl from 1 ms to 365 days"
+            }
+        )));
     }
     let sent = Instant::now();
     let watchdog = held.client.watchdog();

@@ -248,11 +248,7 @@ impl Lock {
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
     pub(crate) fn check_ttl(&self, key: &str) -> Result<(), LockError> {
-        let refuse = |why: String| {
-            Err(LockError::Config {
-                reason: format!("lock `{key}` {why}"),
-            })
-        };
+        let refuse = |why: String| Err(LockError::config(format!("lock `{key}` {why}")));
         let (ttl, hold) = (self.options.ttl, self.options.hold_at_least);
         if ttl < Duration::from_millis(1) {
             return refuse("has a ttl under 1 ms; give it a lease of at least 1ms".into());

@@ -99,13 +99,11 @@ impl MultiLock {
     /// taken are released first; the error names the key that could not be had.
     pub async fn acquire(&self) -> Result<MultiGuard, LockError> {
         if !self.options.hold_at_least.is_zero() {
-            return Err(LockError::Config {
-                reason: format!(
-                    "hold_at_least is not supported for several keys ({}); keep a scheduled \
-                     job's key on one `Lock`",
-                    self.keys.join(", ")
-                ),
-            });
+            return Err(LockError::config(format!(
+                "hold_at_least is not supported for several keys ({}); keep a scheduled \
+                 job's key on one `Lock`",
+                self.keys.join(", ")
+            )));
         }
         let (client, this) = self.with_client()?;
         let options = &this.options;

@@ -172,9 +172,7 @@ impl RwLock {
         } else {
             return Ok(());
         };
-        Err(LockError::Config {
-            reason: format!("read-write lock `{key}`: {why}"),
-        })
+        Err(LockError::config(format!("read-write lock `{key}`: {why}")))
     }
 
     /// What is left of the wait until `deadline`, or zero for a caller that tries once.

@@ -155,11 +155,7 @@ impl Semaphore {
 
     /// Refuses what a semaphore cannot do, before any traffic.
     fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
-        let refuse = |why: String| {
-            Err(LockError::Config {
-                reason: format!("semaphore `{key}` {why}"),
-            })
-        };
+        let refuse = |why: String| Err(LockError::config(format!("semaphore `{key}` {why}")));
         let (permits, ttl) = (self.permits, self.options.ttl);
         if permits == 0 || permits > MAX_PERMITS {
             return refuse(format!(
@@ -268,13 +264,11 @@ impl Semaphore {
 
     /// The error for a key whose holders use `held` permits, not this semaphore's count.
     fn other_permits(&self, key: &str, held: i64) -> LockError {
-        LockError::Config {
-            reason: format!(
-                "semaphore `{key}` is held with {held} permits, this caller asks for {}; \
-                 every holder of a key must use the same number of permits",
-                self.permits
-            ),
-        }
+        LockError::config(format!(
+            "semaphore `{key}` is held with {held} permits, this caller asks for {}; \
+             every holder of a key must use the same number of permits",
+            self.permits
+        ))
     }
 }
 
