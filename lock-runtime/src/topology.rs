@@ -10,7 +10,6 @@ use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
 
 use crate::config::Topology as TopologyConfig;
-use crate::config::tls_files::TlsFiles;
 #[cfg(feature = "sentinel")]
 use crate::connection::Sentinel;
 #[cfg(feature = "cluster")]
@@ -127,7 +126,9 @@ impl<'a> Setup<'a> {
         }
         #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
         crate::tls::check(tls, crate::tls::TlsSettings::Config, url)?;
-        with_certificates(url, tls).map_err(|err| {
+        let without_tls = "TLS certificates were configured, but lock-runtime was built without \
+                           TLS: turn on its feature `tls-rustls` or `tls-native-tls`";
+        crate::connection::with_certificates(url, tls, without_tls).map_err(|err| {
             LockError::config(format!(
                 "the TLS certificates given for `{url}` cannot be used: {err}"
             ))
@@ -365,25 +366,11 @@ pub(crate) fn with_hint(url: &str, err: redis::RedisError) -> redis::RedisError 
     redis::RedisError::from((err.kind(), hint, err.to_string()))
 }
 
-#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
-pub(crate) fn with_certificates(url: &str, tls: &TlsFiles) -> redis::RedisResult<redis::Client> {
-    redis::Client::build_with_tls(url, crate::tls::certificates(tls))
-}
-
-#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
-pub(crate) fn with_certificates(_url: &str, _tls: &TlsFiles) -> redis::RedisResult<redis::Client> {
-    Err(redis::RedisError::from((
-        redis::ErrorKind::InvalidClientConfig,
-        "TLS certificates were configured, but lock-runtime was built without TLS: turn on \
-         its feature `tls-rustls` or `tls-native-tls`",
-    )))
-}
-
 /// The cluster builder with the configured TLS certificates, if any.
 #[cfg(feature = "cluster")]
 pub(crate) fn cluster_tls(
     builder: ClusterClientBuilder,
-    tls: &TlsFiles,
+    tls: &crate::config::tls_files::TlsFiles,
 ) -> Result<ClusterClientBuilder, LockError> {
     if !tls.is_set() {
         return Ok(builder);

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::primary_settings::{PrimarySettings, PrimaryTls};
-use crate::config::tls_files::TlsFiles;
+use crate::connection::with_certificates;
 use crate::error::LockError;
 
 /// How to find a primary through Redis Sentinel.
@@ -272,33 +272,16 @@ impl PrimaryTemplate {
                     tls_params: None,
                 };
                 if files.is_set() {
-                    return with_certificates(info.set_addr(addr), files);
+                    let without_tls = "TLS certificates were configured for the primary, but \
+                                       lock-runtime was built without TLS: turn on its feature \
+                                       `tls-rustls` or `tls-native-tls`";
+                    return with_certificates(info.set_addr(addr), files, without_tls);
                 }
                 addr
             }
         };
         redis::Client::open(info.set_addr(addr))
     }
-}
-
-#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
-fn with_certificates(
-    info: redis::ConnectionInfo,
-    files: &TlsFiles,
-) -> redis::RedisResult<redis::Client> {
-    redis::Client::build_with_tls(info, crate::tls::certificates(files))
-}
-
-#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
-fn with_certificates(
-    _info: redis::ConnectionInfo,
-    _files: &TlsFiles,
-) -> redis::RedisResult<redis::Client> {
-    Err(redis::RedisError::from((
-        redis::ErrorKind::InvalidClientConfig,
-        "TLS certificates were configured for the primary, but lock-runtime was built \
-         without TLS: turn on its feature `tls-rustls` or `tls-native-tls`",
-    )))
 }
 
 /// Whether `err` says the server refused our credentials (a wrong password or user, or
