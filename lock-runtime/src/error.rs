@@ -332,6 +332,14 @@ impl LockError {
         Cause(self)
     }
 
+    /// The error of a wait for `key` that ran out after `waited`.
+    pub(crate) fn timeout(key: &str, waited: Duration) -> Self {
+        LockError::Timeout {
+            key: key.to_owned(),
+            waited,
+        }
+    }
+
     pub(crate) fn config(reason: impl Into<String>) -> Self {
         LockError::Config {
             reason: reason.into(),

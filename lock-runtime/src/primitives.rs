@@ -9,11 +9,3 @@ pub(crate) mod multi;
 pub(crate) mod run_path;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
-
-/// The error of a wait for `key`, begun at `started`, that ran out.
-pub(crate) fn timed_out(key: &str, started: tokio::time::Instant) -> crate::error::LockError {
-    crate::error::LockError::Timeout {
-        key: key.to_owned(),
-        waited: started.elapsed(),
-    }
-}

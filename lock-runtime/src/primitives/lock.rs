@@ -10,7 +10,6 @@ use crate::context;
 use crate::lease::{Taken, Token, new_token};
 use crate::options::Explicit;
 use crate::primitives::guard::{Came, LockGuard};
-use crate::primitives::timed_out;
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::{self, release::give_back};
@@ -178,7 +177,7 @@ impl Lock {
             member
                 .turn(deadline)
                 .await
-                .ok_or_else(|| timed_out(names.lock(), started))?
+                .ok_or_else(|| LockError::timeout(names.lock(), started.elapsed()))?
         };
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);

@@ -309,10 +309,7 @@ impl RwLock {
                 break;
             }
         }
-        Err(LockError::Timeout {
-            key: names.lock().to_owned(),
-            waited: self.options.wait,
-        })
+        Err(LockError::timeout(names.lock(), self.options.wait))
     }
 
     /// Takes the key for writing: waits its turn in the key's queue (as [`Lock::acquire`]
@@ -375,7 +372,7 @@ impl RwLock {
                 }
             }
         }
-        Err(crate::primitives::timed_out(names.lock(), started))
+        Err(LockError::timeout(names.lock(), started.elapsed()))
     }
 
     /// Waits, holding the key as `guard`, until no reader holds a share: woken by the last

@@ -416,7 +416,7 @@ impl Waiting for PermitWait<'_> {
     }
 
     fn timeout(&self) -> LockError {
-        crate::primitives::timed_out(self.place.names.lock(), self.started)
+        LockError::timeout(self.place.names.lock(), self.started.elapsed())
     }
 }
 

@@ -225,10 +225,7 @@ impl Waiting for RedisWait<'_> {
     }
 
     fn timeout(&self) -> LockError {
-        LockError::Timeout {
-            key: self.names.lock().to_owned(),
-            waited: self.started.elapsed(),
-        }
+        LockError::timeout(self.names.lock(), self.started.elapsed())
     }
 }
 

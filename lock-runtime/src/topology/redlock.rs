@@ -139,10 +139,7 @@ pub(crate) async fn acquire(
         }
         pause_after(&client, &round, &tickets, names.lock(), deadline).await;
     }
-    Err(LockError::Timeout {
-        key: names.lock().to_owned(),
-        waited: started.elapsed(),
-    })
+    Err(LockError::timeout(names.lock(), started.elapsed()))
 }
 
 /// Gives back what a lost round may have granted: every grant, also on masters that seemed
@@ -254,10 +251,7 @@ fn lost_for_good(
             key: key.to_owned(),
         });
     }
-    (options.wait.is_zero() || now >= deadline).then(|| LockError::Timeout {
-        key: key.to_owned(),
-        waited: now - started,
-    })
+    (options.wait.is_zero() || now >= deadline).then(|| LockError::timeout(key, now - started))
 }
 
 /// A bound on the rounds of one wait, far above what any wait makes (each round but the

@@ -101,6 +101,6 @@ impl Waiting for Drain<'_> {
     }
 
     fn timeout(&self) -> LockError {
-        crate::primitives::timed_out(self.names.lock(), self.started)
+        LockError::timeout(self.names.lock(), self.started.elapsed())
     }
 }
