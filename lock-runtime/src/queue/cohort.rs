@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use once_cell::sync::Lazy;
@@ -178,9 +178,7 @@ impl Queue for Cohort {
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every update under these locks is a few field stores or one map operation, so a
     // panic elsewhere cannot leave them half-done: poisoning is ignored.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A task starts to acquire `names.lock()` through `client`: it joins the key's local level.
