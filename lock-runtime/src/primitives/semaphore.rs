@@ -378,11 +378,9 @@ impl Waiting for PermitWait<'_> {
         )))
     }
 
-    fn check_time(&self) -> Result<(), LockError> {
+    fn bounds(&self) -> (&str, bool, Instant, Instant) {
         let once = self.semaphore.options.wait.is_zero();
-        wait::check_time(self.place.names.lock(), once, self.deadline, || {
-            self.timeout()
-        })
+        (self.place.names.lock(), once, self.started, self.deadline)
     }
 
     fn ticket(&self) -> Option<&WaitTicket> {
@@ -413,10 +411,6 @@ impl Waiting for PermitWait<'_> {
             Some(ticket) => wait::park_kept(client, (key, self.lapses), ticket, park, None).await,
             None => wait::park_on(client, key, self.ticket.as_ref(), park).await,
         };
-    }
-
-    fn timeout(&self) -> LockError {
-        LockError::timeout(self.place.names.lock(), self.started.elapsed())
     }
 }
 

@@ -187,10 +187,10 @@ impl Waiting for RedisWait<'_> {
         self.read(attempt, sent).await
     }
 
-    fn check_time(&self) -> Result<(), LockError> {
+    fn bounds(&self) -> (&str, bool, Instant, Instant) {
         // A try-once caller whose grant came too late tries again.
         let once = self.options.wait.is_zero() && !self.late;
-        wait::check_time(self.names.lock(), once, self.deadline, || self.timeout())
+        (self.names.lock(), once, self.started, self.deadline)
     }
 
     fn ticket(&self) -> Option<&WaitTicket> {
@@ -222,10 +222,6 @@ impl Waiting for RedisWait<'_> {
             self.watch = None;
             retry_in = GRANT_CONFIRM_WINDOW;
         }
-    }
-
-    fn timeout(&self) -> LockError {
-        LockError::timeout(self.names.lock(), self.started.elapsed())
     }
 }
 

@@ -43,8 +43,23 @@ pub(crate) trait Waiting {
     /// One try and what it means.
     async fn attempt(&mut self) -> Result<Step<Self::Taken>, LockError>;
 
-    /// `Busy` for a try-once caller, `Timeout` once the wait ran out.
-    fn check_time(&self) -> Result<(), LockError>;
+    /// The wait's key, whether it tries once, when it started and when it ends.
+    fn bounds(&self) -> (&str, bool, Instant, Instant);
+
+    /// The check after a try that did not take: `Busy` for a try-once caller, `Timeout`
+    /// once the wait ran out.
+    fn check_time(&self) -> Result<(), LockError> {
+        let (key, once, _, deadline) = self.bounds();
+        if once {
+            return Err(LockError::Busy {
+                key: key.to_owned(),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Err(self.timeout());
+        }
+        Ok(())
+    }
 
     /// The waiter's release-message ticket, once registered.
     fn ticket(&self) -> Option<&WaitTicket>;
@@ -57,7 +72,10 @@ pub(crate) trait Waiting {
     async fn park(&mut self, retry_in: Duration);
 
     /// The error of a wait that ran out.
-    fn timeout(&self) -> LockError;
+    fn timeout(&self) -> LockError {
+        let (key, _, started, _) = self.bounds();
+        LockError::timeout(key, started.elapsed())
+    }
 }
 
 /// Runs `waiter`'s wait: tries until it takes what it waits for or gives up. A waiter that
@@ -78,25 +96,6 @@ pub(crate) async fn wait<W: Waiting>(waiter: &mut W) -> Result<W::Taken, LockErr
         waiter.park(retry_in).await;
     }
     Err(waiter.timeout())
-}
-
-/// The check after a try that did not take: `Busy` for a caller that tries once (`once`),
-/// `timeout` once `deadline` has passed.
-pub(crate) fn check_time(
-    key: &str,
-    once: bool,
-    deadline: Instant,
-    timeout: impl FnOnce() -> LockError,
-) -> Result<(), LockError> {
-    if once {
-        return Err(LockError::Busy {
-            key: key.to_owned(),
-        });
-    }
-    if Instant::now() >= deadline {
-        return Err(timeout());
-    }
-    Ok(())
 }
 
 /// Registers a waiter under `token` on `channel` (once: the ticket is kept in `ticket`)

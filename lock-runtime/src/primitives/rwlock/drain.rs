@@ -74,9 +74,9 @@ impl Waiting for Drain<'_> {
         })
     }
 
-    fn check_time(&self) -> Result<(), LockError> {
+    fn bounds(&self) -> (&str, bool, Instant, Instant) {
         let once = self.options.wait.is_zero();
-        wait::check_time(self.names.lock(), once, self.deadline, || self.timeout())
+        (self.names.lock(), once, self.started, self.deadline)
     }
 
     fn ticket(&self) -> Option<&WaitTicket> {
@@ -98,9 +98,5 @@ impl Waiting for Drain<'_> {
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
         wait::park_on(self.client, self.names.lock(), self.ticket.as_ref(), park).await;
-    }
-
-    fn timeout(&self) -> LockError {
-        LockError::timeout(self.names.lock(), self.started.elapsed())
     }
 }
