@@ -365,13 +365,8 @@ impl Waiting for PermitWait<'_> {
             -2 => return Err(not_a_semaphore(names.lock())),
             _ => {}
         }
-        if self.semaphore.options.wait.is_zero() {
-            // Tried once without joining the queue: nothing to clean.
-            self.place.joined = false;
-        } else {
-            // This try queued us: from now on the watchdog keeps our place.
-            self.place.keep(per_key);
-        }
+        self.place
+            .not_taken(self.semaphore.options.wait.is_zero(), per_key);
         self.heads = heads == 1;
         Ok(Step::Park(Duration::from_millis(
             u64::try_from(value).unwrap_or(0),

@@ -260,13 +260,7 @@ impl RedisWait<'_> {
                 per_key,
             } => {
                 self.watch = watch;
-                if self.options.wait.is_zero() {
-                    // Tried once without joining the queue: nothing to clean.
-                    self.place.joined = false;
-                } else {
-                    // This try queued us: from now on the watchdog keeps our place.
-                    self.place.keep(per_key);
-                }
+                self.place.not_taken(self.options.wait.is_zero(), per_key);
                 Step::Park(retry_in)
             }
             Attempt::Unreplicated(shortfall) => self.undo_unreplicated(shortfall, sent).await?,

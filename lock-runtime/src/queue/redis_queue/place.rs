@@ -74,6 +74,16 @@ impl Place {
         std::mem::take(&mut self.token)
     }
 
+    /// After a try that did not take: a try-once caller (`once`) did not join the queue
+    /// (nothing to clean); else the try queued us, and the watchdog keeps our place.
+    pub(crate) fn not_taken(&mut self, once: bool, per_key: bool) {
+        if once {
+            self.joined = false;
+        } else {
+            self.keep(per_key);
+        }
+    }
+
     /// Has the watchdog keep the place alive: by the process's liveness key, or with
     /// `per_key` by a keep-alive of its key (once per way).
     pub(crate) fn keep(&mut self, per_key: bool) {
