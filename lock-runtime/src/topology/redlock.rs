@@ -38,7 +38,7 @@ use tokio::time::Instant;
 
 use crate::connection::Connection;
 use crate::lease::{Taken, Token, jitter, lateness, millis, new_token, validity};
-use redis::{FromRedisValue, RedisError, RedisResult};
+use redis::{RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
 use crate::renewal::shutdown::Shutdown;
@@ -58,21 +58,6 @@ pub(crate) struct Redlock {
     pub(crate) node_timeout: Duration,
     /// The release messages of each master, in the order of `urls`.
     pub(crate) wakeups: Vec<Wakeups>,
-}
-
-impl Redlock {
-    /// Asks every master with [`Patience::Quorum`] (see [`ask_all`]): the replies, in the
-    /// order of the masters.
-    async fn ask<T: FromRedisValue + Send + 'static>(
-        &self,
-        nodes: &[Connection],
-        call: impl Fn() -> Call<'static>,
-        decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
-    ) -> Vec<Option<RedisResult<T>>> {
-        ask_all(nodes, self, Patience::Quorum, call, decided)
-            .await
-            .0
-    }
 }
 
 /// What a Redlock acquisition needs of its client: the masters' connections, its shutdown
@@ -422,9 +407,10 @@ async fn raise_fences(
         call.arg(token).arg(fence).arg(lifetime);
         call
     };
-    let replies = redlock
-        .ask(nodes, call, |replies| ones(replies) >= redlock.quorum)
-        .await;
+    let (replies, _) = ask_all(nodes, redlock, Patience::Quorum, call, |replies| {
+        ones(replies) >= redlock.quorum
+    })
+    .await;
     let done = ones(&replies) >= redlock.quorum;
     if !done {
         tracing::debug!(key = %names.lock(), "the fence reached no majority; trying again");
@@ -463,9 +449,10 @@ pub(crate) async fn retake(
             .filter(|reply| matches!(reply, Some(Ok((1, _)))))
             .count()
     };
-    let replies = redlock
-        .ask(nodes, call, |replies| taken(replies) >= redlock.quorum)
-        .await;
+    let (replies, _) = ask_all(nodes, redlock, Patience::Quorum, call, |replies| {
+        taken(replies) >= redlock.quorum
+    })
+    .await;
     if taken(&replies) < redlock.quorum {
         return match replies.into_iter().flatten().find_map(Result::err) {
             Some(err) => Err(LockError::backend(names.lock(), err)),
@@ -522,9 +509,10 @@ pub(crate) async fn release_all(
     token: &str,
 ) -> Result<i64, LockError> {
     let call = || announced_release_call(names, token, "PUBLISH");
-    let replies = redlock
-        .ask(nodes, call, |replies| ones(replies) >= redlock.quorum)
-        .await;
+    let (replies, _) = ask_all(nodes, redlock, Patience::Quorum, call, |replies| {
+        ones(replies) >= redlock.quorum
+    })
+    .await;
     let count = ones(&replies);
     if count >= redlock.quorum {
         return Ok(1);
@@ -565,11 +553,10 @@ async fn give_back(
     // A silent release: announcing it would wake every waiter into the next split of the
     // votes.
     let call = || queue_call(&RELEASE, names, token, "PUBLISH");
-    let replies = redlock
-        .ask::<i64>(nodes, call, |replies| {
-            (replies.iter().zip(answered)).all(|(reply, answered)| reply.is_some() || !answered)
-        })
-        .await;
+    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
+        (replies.iter().zip(answered)).all(|(reply, answered)| reply.is_some() || !answered)
+    })
+    .await;
     if let Some(Err(err)) = replies.into_iter().flatten().find(Result::is_err) {
         tracing::debug!(key = %names.lock(), error = %err, "giving back a lost round");
     }
