@@ -514,6 +514,7 @@ fn crc16(bytes: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connection::outage::tests::refused;
 
     #[test]
     fn a_masters_liveness_tag_hashes_to_a_slot_it_serves() {
@@ -560,10 +561,6 @@ mod tests {
         let mut pipe = redis::pipe();
         pipe.cmd("PING").cmd("PTTL").arg("stock:7");
         assert_eq!(pipeline_slot(&pipe), Some(key_slot(b"stock:7")));
-    }
-
-    fn refused() -> redis::RedisResult<()> {
-        Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
     }
 
     fn moved_to(address: &str) -> redis::RedisResult<()> {

@@ -420,7 +420,7 @@ impl Role {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A probe that answers (after 5 ms) what `up` says.
@@ -463,7 +463,7 @@ mod tests {
         assert!(started.elapsed() < CONFIRM_LIMIT + LATE_LIMIT);
     }
 
-    fn refused() -> redis::RedisResult<()> {
+    pub(in crate::connection) fn refused() -> redis::RedisResult<()> {
         Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
     }
 
