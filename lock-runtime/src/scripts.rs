@@ -303,10 +303,7 @@ pub(crate) fn queue_call<'a>(
     token: &str,
     publish: &str,
 ) -> Call<'a> {
-    let mut invocation = Call::new(
-        script,
-        &[names.lock(), names.queue(), names.deadlines(), names.ttls()],
-    );
+    let mut invocation = Call::new(script, &names.queue_keys());
     invocation
         .arg(token)
         .arg(names.channel())
@@ -495,6 +492,11 @@ impl KeyNames {
     /// The channel a release is announced on.
     pub(crate) fn channel(&self) -> &str {
         self.name(5)
+    }
+
+    /// The lock and its queue's keys, as release.lua, leave.lua and a semaphore take them.
+    pub(crate) fn queue_keys(&self) -> [&str; 4] {
+        [self.lock(), self.queue(), self.deadlines(), self.ttls()]
     }
 }
 

@@ -215,10 +215,7 @@ impl Semaphore {
         place: &Place,
     ) -> Result<(TryReply, bool), LockError> {
         let names = &place.names;
-        let mut call = Call::new(
-            &SEMAPHORE_ACQUIRE,
-            &[names.lock(), names.queue(), names.deadlines(), names.ttls()],
-        );
+        let mut call = Call::new(&SEMAPHORE_ACQUIRE, &names.queue_keys());
         call.arg(&*place.token)
             .arg(millis(self.options.ttl))
             .arg(self.permits)
