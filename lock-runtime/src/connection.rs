@@ -30,6 +30,7 @@ pub(crate) mod outage;
 mod per_runtime;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
+pub(crate) mod tls_client;
 #[cfg(feature = "sentinel")]
 pub(crate) use sentinel::Sentinel;
 
@@ -406,27 +407,6 @@ fn primary_may_have_moved(err: &redis::RedisError) -> bool {
 fn is_read_only(err: &redis::RedisError) -> bool {
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
         || err.code() == Some("READONLY")
-}
-
-/// A client for `info` with the TLS certificates `files`; built without TLS, the error
-/// `without_tls` instead.
-#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
-pub(crate) fn with_certificates(
-    info: impl redis::IntoConnectionInfo,
-    files: &crate::config::tls_files::TlsFiles,
-    _without_tls: &'static str,
-) -> redis::RedisResult<redis::Client> {
-    redis::Client::build_with_tls(info, crate::tls::certificates(files))
-}
-
-#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
-pub(crate) fn with_certificates(
-    _info: impl redis::IntoConnectionInfo,
-    _files: &crate::config::tls_files::TlsFiles,
-    without_tls: &'static str,
-) -> redis::RedisResult<redis::Client> {
-    let kind = redis::ErrorKind::InvalidClientConfig;
-    Err(redis::RedisError::from((kind, without_tls)))
 }
 
 /// Puts the server's address in front of a connection-level error (refused, reset, a TLS

@@ -128,7 +128,7 @@ impl<'a> Setup<'a> {
         crate::tls::check(tls, crate::tls::TlsSettings::Config, url)?;
         let without_tls = "TLS certificates were configured, but lock-runtime was built without \
                            TLS: turn on its feature `tls-rustls` or `tls-native-tls`";
-        crate::connection::with_certificates(url, tls, without_tls).map_err(|err| {
+        crate::connection::tls_client::with_certificates(url, tls, without_tls).map_err(|err| {
             LockError::config(format!(
                 "the TLS certificates given for `{url}` cannot be used: {err}"
             ))

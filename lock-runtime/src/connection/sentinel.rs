@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::primary_settings::{PrimarySettings, PrimaryTls};
-use crate::connection::with_certificates;
+use crate::connection::tls_client::with_certificates;
 use crate::error::LockError;
 
 /// How to find a primary through Redis Sentinel.

@@ -60,6 +60,13 @@ pub(crate) struct Redlock {
     pub(crate) wakeups: Vec<Wakeups>,
 }
 
+impl Redlock {
+    /// What asking every master at once needs of them: the node timeout and the quorum.
+    fn majority(&self) -> (Duration, usize) {
+        (self.node_timeout, self.quorum)
+    }
+}
+
 /// What a Redlock acquisition needs of its client: the masters' connections, its shutdown
 /// (checked between rounds) and the signal that ends a park when it shuts down.
 pub(crate) struct Masters<'a> {
@@ -327,11 +334,14 @@ async fn acquire_round(
             (Duration::ZERO, None),
         )
     };
-    let (replies, decided) =
-        ask_all::<(i64, i64)>(nodes, redlock, Patience::NodeTimeout, call, |replies| {
-            round_decided(replies, redlock)
-        })
-        .await;
+    let (replies, decided) = ask_all::<(i64, i64)>(
+        nodes,
+        redlock.majority(),
+        Patience::NodeTimeout,
+        call,
+        |replies| round_decided(replies, redlock),
+    )
+    .await;
     // Ended well past the node timeout: this process was late to read the replies.
     let late = lateness(sent + limit).is_some();
     let mut round = Round {
@@ -407,9 +417,13 @@ async fn raise_fences(
         call.arg(token).arg(fence).arg(lifetime);
         call
     };
-    let (replies, _) = ask_all(nodes, redlock, Patience::Quorum, call, |replies| {
-        ones(replies) >= redlock.quorum
-    })
+    let (replies, _) = ask_all(
+        nodes,
+        redlock.majority(),
+        Patience::Quorum,
+        call,
+        |replies| ones(replies) >= redlock.quorum,
+    )
     .await;
     let done = ones(&replies) >= redlock.quorum;
     if !done {
@@ -449,9 +463,13 @@ pub(crate) async fn retake(
             .filter(|reply| matches!(reply, Some(Ok((1, _)))))
             .count()
     };
-    let (replies, _) = ask_all(nodes, redlock, Patience::Quorum, call, |replies| {
-        taken(replies) >= redlock.quorum
-    })
+    let (replies, _) = ask_all(
+        nodes,
+        redlock.majority(),
+        Patience::Quorum,
+        call,
+        |replies| taken(replies) >= redlock.quorum,
+    )
     .await;
     if taken(&replies) < redlock.quorum {
         return match replies.into_iter().flatten().find_map(Result::err) {
@@ -509,9 +527,13 @@ pub(crate) async fn release_all(
     token: &str,
 ) -> Result<i64, LockError> {
     let call = || announced_release_call(names, token, "PUBLISH");
-    let (replies, _) = ask_all(nodes, redlock, Patience::Quorum, call, |replies| {
-        ones(replies) >= redlock.quorum
-    })
+    let (replies, _) = ask_all(
+        nodes,
+        redlock.majority(),
+        Patience::Quorum,
+        call,
+        |replies| ones(replies) >= redlock.quorum,
+    )
     .await;
     let count = ones(&replies);
     if count >= redlock.quorum {
@@ -553,9 +575,15 @@ async fn give_back(
     // A silent release: announcing it would wake every waiter into the next split of the
     // votes.
     let call = || queue_call(&RELEASE, names, token, "PUBLISH");
-    let (replies, _) = ask_all::<i64>(nodes, redlock, Patience::Quorum, call, |replies| {
-        (replies.iter().zip(answered)).all(|(reply, answered)| reply.is_some() || !answered)
-    })
+    let (replies, _) = ask_all::<i64>(
+        nodes,
+        redlock.majority(),
+        Patience::Quorum,
+        call,
+        |replies| {
+            (replies.iter().zip(answered)).all(|(reply, answered)| reply.is_some() || !answered)
+        },
+    )
     .await;
     if let Some(Err(err)) = replies.into_iter().flatten().find(Result::is_err) {
         tracing::debug!(key = %names.lock(), error = %err, "giving back a lost round");

@@ -7,7 +7,6 @@ use std::time::Duration;
 use redis::{FromRedisValue, RedisError, RedisResult};
 use tokio::time::Instant;
 
-use super::Redlock;
 use crate::connection::Connection;
 use crate::scripts::{Call, invoke};
 
@@ -87,7 +86,7 @@ pub(super) fn is_passing(err: &RedisError) -> bool {
 /// those masters).
 pub(super) async fn ask_all<T>(
     nodes: &[Connection],
-    redlock: &Redlock,
+    (node_timeout, quorum): (Duration, usize),
     patience: Patience,
     call: impl Fn() -> Call<'static>,
     decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
@@ -96,7 +95,7 @@ where
     T: FromRedisValue + Send + 'static,
 {
     use futures_util::StreamExt as _;
-    let limit = Instant::now() + redlock.node_timeout.max(Duration::from_millis(1));
+    let limit = Instant::now() + node_timeout.max(Duration::from_millis(1));
     let mut pending: futures_util::stream::FuturesUnordered<_> = nodes
         .iter()
         .enumerate()
@@ -120,7 +119,7 @@ where
                 Ok(next) => next,
                 Err(_) => return (replies, true),
             },
-            None if patience == Patience::NodeTimeout || answered >= redlock.quorum => {
+            None if patience == Patience::NodeTimeout || answered >= quorum => {
                 match tokio::time::timeout_at(limit, pending.next()).await {
                     Ok(next) => next,
                     Err(_) => return (replies, false),
