@@ -1189,7 +1189,11 @@ fn parent(redlock: bool) {
             .into_iter()
             .partition(|key| rwlock::is_stale_readers(&mut admin, key));
         stale_readers += stale.len();
-        leftover_keys.extend(leftovers);
+        // Named with their PTTL (-1: none), which tells a leak from a key about to end.
+        leftover_keys.extend(leftovers.into_iter().map(|key| {
+            let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut admin).unwrap_or(-3);
+            format!("{key} (pttl {pttl})")
+        }));
         channels.extend(
             redis::cmd("PUBSUB")
                 .arg("CHANNELS")
