@@ -902,8 +902,27 @@ async fn a_master_back_soon_after_a_release_gets_it_too() {
         .arg(1)
         .query(&mut servers[0].conn())
         .unwrap();
+    // Every master holds the token before one goes down (a grant that came after the
+    // acquire's round was decided lands a little later, on a busy machine).
+    let token = Some(guard.token().to_owned());
+    let on_all = lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
+        holders(&servers, "back-soon") == vec![token.clone(); 3]
+    })
+    .await;
+    assert!(
+        on_all.is_some(),
+        "the token is not on every master: {:?}",
+        holders(&servers, "back-soon")
+    );
     servers[0].kill9();
-    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    let before = holders(&servers[1..], "back-soon");
+    let released = guard.release().await.unwrap();
+    assert_eq!(
+        released,
+        ReleaseOutcome::Released,
+        "the two live masters held {before:?} before the release, {:?} after",
+        holders(&servers[1..], "back-soon")
+    );
     assert_eq!(holders(&servers[1..], "back-soon"), vec![None, None]);
     servers[0].restart();
     assert_eq!(
