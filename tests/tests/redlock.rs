@@ -890,7 +890,15 @@ async fn a_master_back_soon_after_a_release_gets_it_too() {
     let mut servers: Vec<RedisServer> = (0..3)
         .map(|_| RedisServer::start_with(&persistent))
         .collect();
-    let client = client_for(&servers);
+    // Each write waits for its fsync (`appendfsync always`), which a busy disk can hold
+    // past the suite's 500 ms response timeout: a live master's late reply would leave
+    // the release one confirmation short of the majority.
+    let client = LockClient::new(
+        Config::redlock(servers.iter().map(RedisServer::url))
+            .connect_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_secs(3)),
+    )
+    .unwrap();
     let guard = client
         .lock("back-soon")
         .ttl(Duration::from_secs(30))
