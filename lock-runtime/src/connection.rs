@@ -30,6 +30,7 @@ pub(crate) mod outage;
 mod per_runtime;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
+mod server_functions;
 pub(crate) mod tls_client;
 #[cfg(feature = "sentinel")]
 pub(crate) use sentinel::Sentinel;
@@ -82,6 +83,8 @@ struct SingleInner {
     sentinel: Option<Arc<Sentinel>>,
     /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
     health: std::sync::OnceLock<Health>,
+    /// Whether the server runs Functions.
+    functions: server_functions::ServerFunctions,
 }
 
 struct Current {
@@ -124,6 +127,7 @@ impl SingleServer {
                 current: std::sync::RwLock::new(Arc::new(Current::new(0, client))),
                 sentinel,
                 health: std::sync::OnceLock::new(),
+                functions: Default::default(),
             }),
         })
     }
@@ -656,6 +660,14 @@ pub(crate) trait Query: ConnectionLike + Send + Sized {
     ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
         cmd.query_async(self)
     }
+
+    /// Whether scripts are called by `FCALL` on this connection (else `EVALSHA`).
+    fn has_functions(&self) -> bool {
+        false
+    }
+
+    /// The server does not know `FCALL`: scripts go by `EVALSHA` from now on.
+    fn lacks_functions(&self) {}
 }
 
 impl Query for Connection {
@@ -666,6 +678,14 @@ impl Query for Connection {
             Connection::Cluster(_) => self.req_packed_command(cmd).await?,
         };
         Ok(redis::from_redis_value(value.extract_error()?)?)
+    }
+
+    fn has_functions(&self) -> bool {
+        self.server_functions().available()
+    }
+
+    fn lacks_functions(&self) {
+        self.server_functions().lacking();
     }
 }
 

@@ -1,102 +1,120 @@
-//! The Lua scripts, each kept once as a `.lua` file and run by EVALSHA, and the names of
+//! The Lua scripts, each kept once as a `.lua` file and run as a function of one library
+//! (`FCALL`, see `library.rs`) or by `EVALSHA`, and the names of
 //! the auxiliary keys and channel they use.
 
-use once_cell::sync::Lazy;
-use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
-
-use crate::connection::{Connection, Query};
 use crate::error::LockError;
-use crate::replicas::{Answer, Replicas};
 
-/// A script made of files of `lua/`, in order, as one text. Most begin with the shared
-/// prelude (server time, fence counter, queue book-keeping); the scripts that serve locks
-/// and semaphores alike add the semaphore's permits (`semaphore_permits.lua`), whose
-/// helpers they turn to for a permit's token (`permit:…`, see `semaphore.rs`); the
-/// renewals add one lease's renewal (`renew_lease.lua`); the read-write lock's scripts
-/// begin with their shared part instead (the set of readers, `rw_prelude.lua`).
-macro_rules! script {
-    ($($file:literal),+) => {
-        Lazy::new(|| Script::new(concat!($(include_str!(concat!("lua/", $file))),+)))
+mod call;
+pub(crate) mod library;
+
+pub(crate) use call::{Call, invoke, invoke_granting, invoke_noting_repeat};
+use library::{LuaScript, PERMITS, PRELUDE, READERS, RENEWAL};
+
+/// A file of `lua/`.
+macro_rules! lua {
+    ($file:literal) => {
+        include_str!(concat!("lua/", $file))
     };
 }
 
+// Each script is a function of one library (`library.rs`), called by `FCALL` where the
+// server has Functions, and a text of its own for `EVALSHA` elsewhere: the shared files it
+// turns to (most the prelude: server time, fence counter, queue book-keeping; the scripts
+// that serve locks and semaphores alike the semaphore's permits, whose helpers they turn
+// to for a permit's token, `permit:…`, see `semaphore.rs`; the renewals one lease's
+// renewal; the read-write lock's scripts the set of readers), then its own part.
+
 /// Fair `SET NX PX` with a token (and a fence): `{1, fence}` or `{0, wait_ms}`.
-pub(crate) static ACQUIRE: Lazy<Script> = script!("prelude.lua", "acquire.lua");
+pub(crate) static ACQUIRE: LuaScript = LuaScript::new("acquire", "", PRELUDE, lua!("acquire.lua"));
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 /// For a permit's token: gives the permit back (1, or 0 when its lease had ended). The
 /// uncontended release (`release_uncontended.lua`) comes first, before the prelude's
 /// definitions, which it does not need.
-pub(crate) static RELEASE: Lazy<Script> = script!(
-    "release_uncontended.lua",
-    "prelude.lua",
-    "semaphore_permits.lua",
-    "release.lua"
+pub(crate) static RELEASE: LuaScript = LuaScript::new(
+    "release",
+    lua!("release_uncontended.lua"),
+    PERMITS,
+    lua!("release.lua"),
 );
 
 /// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. For a
 /// permit's token: renews the permit.
-pub(crate) static RENEW: Lazy<Script> = script!(
-    "prelude.lua",
-    "semaphore_permits.lua",
-    "renew_lease.lua",
-    "renew.lua"
-);
+pub(crate) static RENEW: LuaScript = LuaScript::new("renew", "", RENEWAL, lua!("renew.lua"));
 
 /// `RENEW` for many leases in one call (the watchdog's batches): one reply per lease.
-pub(crate) static RENEW_MANY: Lazy<Script> = script!(
-    "prelude.lua",
-    "semaphore_permits.lua",
-    "renew_lease.lua",
-    "renew_many.lua"
-);
+pub(crate) static RENEW_MANY: LuaScript =
+    LuaScript::new("renew_many", "", RENEWAL, lua!("renew_many.lua"));
 
 /// `RENEW`'s fourth argument for a renewal or an extension: the key's expiry only grows
 /// (see renew.lua), whichever of two in flight the server runs last.
 pub(crate) const GROW_ONLY: &str = "1";
 
 /// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
-pub(crate) static RETAKE: Lazy<Script> = script!("prelude.lua", "retake.lua");
+pub(crate) static RETAKE: LuaScript = LuaScript::new("retake", "", PRELUDE, lua!("retake.lua"));
 
 /// Redlock with fencing: raises a master's fence counter to the holder's token, owner-checked;
 /// 1 raised, 0 token gone.
-#[cfg(feature = "redlock")]
-pub(crate) static RAISE_FENCE: Lazy<Script> = script!("raise_fence.lua");
+#[cfg_attr(not(feature = "redlock"), allow(dead_code))]
+pub(crate) static RAISE_FENCE: LuaScript =
+    LuaScript::new("raise_fence", "", &[], lua!("raise_fence.lua"));
 
 /// A reader takes its share: 1 taken, 0 the quick path is closed, -1 the gate is gone.
-pub(crate) static READ: Lazy<Script> = script!("rw_prelude.lua", "rw_read.lua");
+pub(crate) static READ: LuaScript = LuaScript::new("read", "", READERS, lua!("rw_read.lua"));
 
 /// A reader gives its share back, waking a writer that waits for the last reader.
-pub(crate) static READ_RELEASE: Lazy<Script> = script!("rw_prelude.lua", "rw_read_release.lua");
+pub(crate) static READ_RELEASE: LuaScript =
+    LuaScript::new("read_release", "", READERS, lua!("rw_read_release.lua"));
 
 /// A writer holding the lock key asks whether the readers have left.
-pub(crate) static WRITE_READY: Lazy<Script> = script!("rw_prelude.lua", "rw_write_ready.lua");
+pub(crate) static WRITE_READY: LuaScript =
+    LuaScript::new("write_ready", "", READERS, lua!("rw_write_ready.lua"));
 
 /// Reads a lock key and its auxiliary keys; writes nothing.
-pub(crate) static INSPECT: Lazy<Script> = script!("inspect.lua");
+pub(crate) static INSPECT: LuaScript = LuaScript::new("inspect", "", &[], lua!("inspect.lua"));
 
 /// Refreshes a process's liveness key and says which watched ones are gone.
-pub(crate) static ALIVE: Lazy<Script> = script!("alive.lua");
+pub(crate) static ALIVE: LuaScript = LuaScript::new("alive", "", &[], lua!("alive.lua"));
 
 /// A waiter leaves the queue (of a lock or a semaphore).
-pub(crate) static LEAVE: Lazy<Script> =
-    script!("prelude.lua", "semaphore_permits.lua", "leave.lua");
+pub(crate) static LEAVE: LuaScript = LuaScript::new("leave", "", PERMITS, lua!("leave.lua"));
 
 /// Takes one of a semaphore's permits, fairly: `{1, 0}`, `{0, wait_ms}`, `{-1, recorded
 /// permits}` on a permit count other than the holders', `{-2, 0}` on a key that is not a
 /// semaphore's.
-pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> = script!(
-    "prelude.lua",
-    "semaphore_permits.lua",
-    "semaphore_acquire.lua"
+pub(crate) static SEMAPHORE_ACQUIRE: LuaScript = LuaScript::new(
+    "semaphore_acquire",
+    "",
+    PERMITS,
+    lua!("semaphore_acquire.lua"),
 );
 
 /// An operator takes a lock away from its holder and wakes the queue (`force_release.rs`).
-pub(crate) static FORCE_RELEASE: Lazy<Script> =
-    script!("prelude.lua", "semaphore_permits.lua", "force_release.lua");
+pub(crate) static FORCE_RELEASE: LuaScript =
+    LuaScript::new("force_release", "", PERMITS, lua!("force_release.lua"));
 
 /// A process keeps its waiters' places in a queue.
-pub(crate) static KEEPALIVE: Lazy<Script> = script!("prelude.lua", "keepalive.lua");
+pub(crate) static KEEPALIVE: LuaScript =
+    LuaScript::new("keepalive", "", PRELUDE, lua!("keepalive.lua"));
+
+/// Every script, in the library's order.
+static ALL: [&LuaScript; 15] = [
+    &ACQUIRE,
+    &RELEASE,
+    &RENEW,
+    &RENEW_MANY,
+    &RETAKE,
+    &RAISE_FENCE,
+    &READ,
+    &READ_RELEASE,
+    &WRITE_READY,
+    &INSPECT,
+    &ALIVE,
+    &LEAVE,
+    &SEMAPHORE_ACQUIRE,
+    &FORCE_RELEASE,
+    &KEEPALIVE,
+];
 
 /// How long a queued waiter keeps its place unless its process keeps it: each try and each
 /// keep-alive of the watchdog (every third of this) start a new one. A waiting process that
@@ -110,139 +128,6 @@ pub(crate) const GRANT_CONFIRM_WINDOW: std::time::Duration = std::time::Duration
 /// What a released lock key holds while it is handed to the head of its queue (never a
 /// token: tokens are hex). The scripts spell it out too.
 pub(crate) const HANDOVER: &str = "~handover";
-
-/// How many times a script call is made when it keeps finding the script cache empty.
-const NOSCRIPT_TRIES: u32 = 4;
-
-/// One call of a script: the `EVALSHA` command itself, built in place.
-///
-/// redis-rs's `ScriptInvocation` keeps every key and argument in a vector of its own and
-/// copies them into a command when it is sent: a dozen allocations per call on the
-/// acquire and release paths. A `Call` writes them into the command once. Every call
-/// names its keys first, as `EVALSHA` wants them before the arguments.
-pub(crate) struct Call<'s> {
-    script: &'s Script,
-    cmd: Cmd,
-}
-
-impl<'s> Call<'s> {
-    /// A call of `script` on `keys`; add its arguments with [`Call::arg`].
-    pub(crate) fn new(script: &'s Script, keys: &[&str]) -> Self {
-        /// Room for the arguments of the biggest call here (release.lua takes 10).
-        const ARGS: usize = 10;
-        const ARG_BYTES: usize = 128;
-        let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
-        let hash = script.get_hash();
-        let mut cmd = Cmd::with_capacity(
-            3 + keys.len() + ARGS,
-            "EVALSHA".len() + hash.len() + 2 + key_bytes + ARG_BYTES,
-        );
-        cmd.arg("EVALSHA").arg(hash).arg(keys.len());
-        for key in keys {
-            cmd.arg(*key);
-        }
-        Call { script, cmd }
-    }
-
-    /// Adds an argument (`ARGV`).
-    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        self.cmd.arg(arg);
-        self
-    }
-
-    /// The `EVALSHA` command, for a pipeline.
-    pub(crate) fn cmd(&self) -> &Cmd {
-        &self.cmd
-    }
-}
-
-/// The retry loop of [`invoke`] and [`invoke_replicated`] around `$send` (a command or a
-/// pipeline sent on `$connection`, evaluated again for each try): on NOSCRIPT loads
-/// `$script` and sends again, and after a dropped connection sends once more. A macro, not a
-/// generic function over the request: the futures must stay `Send` for `tokio::spawn`.
-macro_rules! send_retrying {
-    ($script:expr, $connection:expr, $send:expr) => {{
-        let mut noscript_tries = 1;
-        let mut reconnected = false;
-        loop {
-            match $send.await {
-                Err(err)
-                    if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                        && noscript_tries < NOSCRIPT_TRIES =>
-                {
-                    noscript_tries += 1;
-                    $script.prepare_invoke().load_async($connection).await?;
-                }
-                Err(err)
-                    if !reconnected
-                        && err.is_connection_dropped()
-                        && !err.is_connection_refusal() =>
-                {
-                    tracing::debug!(error = %err, "connection dropped; trying once more");
-                    reconnected = true;
-                }
-                result => break (result, reconnected),
-            }
-        }
-    }};
-}
-
-/// Runs a script call: EVALSHA, and on NOSCRIPT (a restart, `SCRIPT FLUSH`) loads the
-/// script and sends EVALSHA again. A flush between that load and that EVALSHA fails the
-/// call with NOSCRIPT although the script never ran; such a call is made again, a few times.
-///
-/// A call that meets a connection the server has dropped (an idle connection across a
-/// restart, a reset) is made once more: the connection manager reconnects for it. Every
-/// script here is safe to run twice with the same token (acquire grants its own token
-/// again; release, renew and leave compare the token). A server that refuses connections
-/// is reported at once.
-pub(crate) async fn invoke<T: FromRedisValue>(
-    call: &Call<'_>,
-    connection: &mut impl Query,
-) -> RedisResult<T> {
-    send_retrying!(call.script, connection, connection.query(&call.cmd)).0
-}
-
-/// [`invoke`], and whether the call was made once more after a dropped connection: the
-/// first may have run, and the reply then answers a repeat.
-pub(crate) async fn invoke_noting_repeat<T: FromRedisValue>(
-    call: &Call<'_>,
-    connection: &mut impl Query,
-) -> RedisResult<(T, bool)> {
-    let (reply, repeated) = send_retrying!(call.script, connection, connection.query(&call.cmd));
-    reply.map(|reply| (reply, repeated))
-}
-
-/// [`invoke`] with `replicas`' `WAIT` in the same pipeline, right after the call on the same
-/// connection (see [`crate::replicas`]): the call's reply and how many replicas have it.
-/// Retried as `invoke` is (NOSCRIPT, a dropped connection), the `WAIT` with it.
-pub(crate) async fn invoke_replicated<T: FromRedisValue>(
-    call: &Call<'_>,
-    replicas: &Replicas,
-    connection: &mut Connection,
-) -> RedisResult<(T, Answer)> {
-    let pipeline = replicas.pipeline(&call.cmd);
-    send_retrying!(call.script, connection, pipeline.query_async(connection)).0
-}
-
-/// [`invoke`] of a call that may grant a lease: with a replica rule (`replicas`), `WAIT`
-/// rides with it ([`invoke_replicated`]) and the reply comes with the error to give when
-/// too few replicas have it (whether the reply granted anything is the caller's to say).
-/// A Redis error is `key`'s [`LockError::Backend`].
-pub(crate) async fn invoke_granting<T: FromRedisValue>(
-    call: &Call<'_>,
-    (replicas, key): (Option<&Replicas>, &str),
-    connection: &mut Connection,
-) -> Result<(T, Option<LockError>), LockError> {
-    let backend = |err| LockError::backend(key, err);
-    let Some(replicas) = replicas else {
-        return Ok((invoke(call, connection).await.map_err(backend)?, None));
-    };
-    let (reply, answer) = invoke_replicated(call, replicas, connection)
-        .await
-        .map_err(backend)?;
-    Ok((reply, replicas.judge(key, answer)))
-}
 
 /// A caller whose queue places its process's liveness key keeps (see
 /// [`crate::renewal::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
@@ -298,7 +183,7 @@ pub(crate) fn acquire_call(
 /// and its queue, the caller's token, the channel to wake the next waiter on, and how long
 /// a direct grant waits for its confirmation.
 pub(crate) fn queue_call<'a>(
-    script: &'a Script,
+    script: &'a LuaScript,
     names: &KeyNames,
     token: &str,
     publish: &str,

@@ -232,7 +232,7 @@ impl FencedStore {
 pub struct OrphanReport {
     /// Keys matching the pattern that still exist.
     pub keys_left: Vec<String>,
-    /// Script calls (`evalsha` + `eval`) the server received during the quiet window.
+    /// Script calls (`fcall`, `evalsha` and `eval`) the server received during the quiet window.
     pub scripts_in_window: u64,
     /// `PEXPIRE` calls (what a renewal runs) the server executed during the quiet window.
     pub pexpires_in_window: u64,
@@ -257,7 +257,7 @@ pub struct OrphanCheck;
 impl OrphanCheck {
     /// Watches `server` for `window`, then lists the keys matching `pattern` still there.
     pub async fn run(server: &RedisServer, pattern: &str, window: Duration) -> OrphanReport {
-        let scripts = || server.calls("evalsha") + server.calls("eval");
+        let scripts = || server.script_calls() + server.calls("eval");
         let (scripts_before, pexpires_before) = (scripts(), server.calls("pexpire"));
         tokio::time::sleep(window).await;
         let scripts_in_window = scripts() - scripts_before;

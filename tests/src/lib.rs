@@ -265,10 +265,22 @@ impl RedisServer {
         lock_runtime::LockClient::new(lock_runtime::Config::single(self.url())).unwrap()
     }
 
-    /// How many times the server executed `command` (lower-case, e.g. `evalsha`), from
-    /// `INFO commandstats`. Scripts count as `evalsha` (and the commands they run).
+    /// How many times the server executed `command` (lower-case, e.g. `set`), from
+    /// `INFO commandstats`. Scripts count as `fcall` or `evalsha` (and the commands they
+    /// run): count them with [`script_calls`](Self::script_calls).
     pub fn calls(&self, command: &str) -> u64 {
         self.command_stat(command, "calls")
+    }
+
+    /// How many script calls the server executed, of either kind: `FCALL` (a server with
+    /// Functions) and `EVALSHA` (one without, and the watchdog's batched renewals).
+    pub fn script_calls(&self) -> u64 {
+        script_stat_on(&mut self.conn(), "calls")
+    }
+
+    /// How many of those failed (a missing function or script before a reload, among others).
+    pub fn failed_script_calls(&self) -> u64 {
+        script_stat_on(&mut self.conn(), "failed_calls")
     }
 
     /// How many of those calls failed (e.g. EVALSHA answered NOSCRIPT before a reload).
@@ -490,6 +502,18 @@ pub fn command_stat_on(conn: &mut redis::Connection, command: &str, field: &str)
         .and_then(|value| value.parse().ok())
         .unwrap_or(0)
 }
+
+/// [`command_stat_on`] summed over the commands that call a script: `fcall` and `evalsha`.
+pub fn script_stat_on(conn: &mut redis::Connection, field: &str) -> u64 {
+    SCRIPT_COMMANDS
+        .iter()
+        .map(|command| command_stat_on(conn, command, field))
+        .sum()
+}
+
+/// The commands a script call arrives as (lower case), for `INFO commandstats` and
+/// `MONITOR`: `FCALL` where the server has Functions, `EVALSHA` elsewhere.
+pub const SCRIPT_COMMANDS: [&str; 2] = ["fcall", "evalsha"];
 
 /// Polls `condition` (a server- or client-side state with no event to wait on) every
 /// `every`, for at most `bound`; how long it took to hold, or `None`.

@@ -25,7 +25,7 @@ fn serial() -> MutexGuard<'static, ()> {
 /// Every command the server ran that a lock sends (scripts, and the plain fallbacks).
 fn lock_commands() -> u64 {
     let server = shared_server();
-    ["evalsha", "eval", "set", "get", "pttl", "del"]
+    ["fcall", "evalsha", "eval", "set", "get", "pttl", "del"]
         .iter()
         .map(|command| server.calls(command))
         .sum()

@@ -144,7 +144,7 @@ async fn waiters_on_keys_of_different_nodes_are_woken_not_polling() {
     let executed: u64 = cluster
         .nodes
         .iter()
-        .map(|node| node.calls("evalsha") - node.failed_calls("evalsha"))
+        .map(|node| node.script_calls() - node.failed_script_calls())
         .sum();
     let acquisitions = (tasks * keys.len()) as u64;
     // Tasks of one client pass the lock between them; each client waits in Redis as one

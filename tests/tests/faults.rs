@@ -19,7 +19,7 @@ use std::time::Duration;
 use lock_runtime::{Config, LockClient, LockError, LostCause, ReleaseOutcome};
 use lock_tests::checkers::{FencedStore, HoldLog, LossClock, OrphanCheck, ms, now_us};
 use lock_tests::proxy::{Direction, FaultProxy};
-use lock_tests::{RedisServer, child, command_stat_on, free_port};
+use lock_tests::{RedisServer, child, free_port, script_stat_on};
 use tokio::time::Instant;
 
 /// Whether the slow variants run (`FAULTS_FULL=1`).
@@ -61,7 +61,7 @@ fn del(server: &RedisServer, key: &str) {
 
 /// Script calls that executed (NOSCRIPT answers excluded).
 fn scripts_run(server: &RedisServer) -> u64 {
-    server.calls("evalsha") - server.failed_calls("evalsha") + server.calls("eval")
+    server.script_calls() - server.failed_script_calls() + server.calls("eval")
 }
 
 /// Loads the scripts (acquire, release) into the server's cache through `client`.
@@ -383,7 +383,7 @@ fn redis_restart_with_aof_always_keeps_the_holder_renewing() {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let noscript = server.failed_calls("evalsha");
+        let noscript = server.failed_script_calls();
         let renewals = server.calls("pexpire");
         assert_eq!(granted, 0, "a second holder was granted the lock");
         assert!(busy > 0);
@@ -672,7 +672,7 @@ fn connection_reset_mid_acquire_and_mid_release_leaks_nothing() {
             .await
             .expect("the release hung")
             .unwrap();
-        let retries = server.calls("evalsha");
+        let retries = server.script_calls();
         assert_eq!(
             server.get("reset").as_deref(),
             Some(next.token()),
@@ -704,7 +704,7 @@ fn connection_reset_mid_acquire_and_mid_release_leaks_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Row: SCRIPT FLUSH every ttl/5 during a busy period.
+// Row: SCRIPT FLUSH and FUNCTION FLUSH every ttl/5 during a busy period.
 
 #[test]
 fn script_flush_every_fifth_of_the_ttl_during_a_busy_period() {
@@ -798,6 +798,11 @@ fn script_flush_every_fifth_of_the_ttl_during_a_busy_period() {
                 .query_async(&mut flusher)
                 .await
                 .unwrap();
+            let _: () = redis::cmd("FUNCTION")
+                .arg("FLUSH")
+                .query_async(&mut flusher)
+                .await
+                .unwrap();
             flushes += 1;
         }
         for task in tasks {
@@ -808,7 +813,7 @@ fn script_flush_every_fifth_of_the_ttl_during_a_busy_period() {
         }
         let failures = failures.lock().unwrap().clone();
         let overlaps = holds.overlaps();
-        let noscript = server.failed_calls("evalsha");
+        let noscript = server.failed_script_calls();
         let acquired = acquired.load(Ordering::Relaxed);
         let long_holds = long_holds.load(Ordering::Relaxed);
         assert!(failures.is_empty(), "failures: {failures:?}");
@@ -1382,7 +1387,7 @@ fn a_waiter_resubscribes_after_its_subscription_connection_fails_to_reconnect() 
 
         // Kill the subscription connection while no new connection is accepted: its one
         // reconnection attempt fails, and nothing about the waiter changes on the server.
-        let scripts_before = command_stat_on(&mut admin, "evalsha", "calls");
+        let scripts_before = script_stat_on(&mut admin, "calls");
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
             .arg("maxclients")
@@ -1397,7 +1402,7 @@ fn a_waiter_resubscribes_after_its_subscription_connection_fails_to_reconnect() 
             .unwrap();
         // The disconnection wakes the waiter, which asks again over its command connection.
         let retried = until(Duration::from_secs(5), || {
-            command_stat_on(&mut admin, "evalsha", "calls") > scripts_before
+            script_stat_on(&mut admin, "calls") > scripts_before
         })
         .await;
         assert!(

@@ -178,7 +178,7 @@ fn timed_sale(server: &RedisServer) -> (std::time::Duration, u64) {
     let started = std::time::Instant::now();
     let bought = sale_in_processes(Mode::Single, &urls, &item);
     let took = started.elapsed();
-    let calls = server.calls("evalsha");
+    let calls = server.script_calls();
     let outcome =
         runtime.block_on(async { Outcome::read(&store().await, &item, STOCK).await.unwrap() });
     assert!(outcome.is_exact(), "{outcome}");

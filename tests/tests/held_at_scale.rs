@@ -43,7 +43,7 @@ async fn a_thousand_held_locks_are_renewed_in_a_few_script_calls() {
         .query(&mut server.conn())
         .unwrap();
     tokio::time::sleep(ttl * 3).await;
-    let (scripts, renewals) = (calls(&server, "evalsha"), calls(&server, "pexpire"));
+    let (scripts, renewals) = (server.script_calls(), calls(&server, "pexpire"));
     // Every third of the ttl: nine rounds in three ttls (seven asked, for a busy machine;
     // a lease renewed only when its validity runs out makes six).
     assert!(

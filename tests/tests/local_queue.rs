@@ -616,7 +616,7 @@ async fn a_hand_over_between_processes_costs_few_script_calls() {
     for task in tasks {
         task.await.unwrap();
     }
-    let scripts = server.calls("evalsha");
+    let scripts = server.script_calls();
     let handovers = handovers.load(Ordering::SeqCst);
     let acquisitions = acquisitions.load(Ordering::SeqCst);
     let per_handover = scripts as f64 / handovers.max(1) as f64;

@@ -499,7 +499,7 @@ async fn tasks_of_one_process_pass_the_lock_without_the_masters() {
     }
     let scripts: u64 = servers
         .iter()
-        .map(|server| server.calls("evalsha") - server.failed_calls("evalsha"))
+        .map(|server| server.script_calls() - server.failed_script_calls())
         .sum();
     println!("80 acquisitions on 3 masters: {scripts} script calls");
     assert_eq!(overlaps.count(), 0, "two bodies overlapped");

@@ -185,7 +185,7 @@ async fn the_watchdog_keeps_a_short_lease_through_a_long_hold() {
     assert!(!guard.is_lost());
     // The refusals are plain `SET NX`s; the scripts are the renewals, one per ttl/3
     // (about 10 in 3.5 s).
-    let renewals = server.calls("evalsha");
+    let renewals = server.script_calls();
     assert!(renewals >= 5, "only {renewals} renewals reached the server");
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     let after = other
@@ -426,7 +426,7 @@ async fn invalid_keys_are_rejected_before_any_redis_traffic() {
         .await
         .unwrap_err();
     assert!(matches!(long, LockError::InvalidKey { .. }), "{long:?}");
-    assert_eq!(server.calls("evalsha") + server.calls("eval"), 0);
+    assert_eq!(server.script_calls() + server.calls("eval"), 0);
 }
 
 /// A client that sat idle while Redis restarted holds a dead connection; its next acquire
@@ -489,7 +489,7 @@ async fn extreme_durations_are_handled_not_panicked_on() {
             "{err:?}"
         );
     }
-    assert_eq!(server.calls("evalsha") + server.calls("set"), 0);
+    assert_eq!(server.script_calls() + server.calls("set"), 0);
 }
 
 /// The shape of every request-timeout layer: `timeout(50.3 ms, run(/* 50 ms body */))`,

@@ -577,7 +577,7 @@ async fn a_permit_goes_back_in_one_script_call() {
     server.reset_stats();
     assert_eq!(permit.release().await.unwrap(), ReleaseOutcome::Released);
     assert_eq!(
-        server.calls("evalsha"),
+        server.script_calls(),
         1,
         "script calls to give one permit back"
     );

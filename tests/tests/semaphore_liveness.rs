@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError};
-use lock_tests::{RedisServer, child};
+use lock_tests::{RedisServer, SCRIPT_COMMANDS, child};
 use tokio::time::Instant;
 
 const KEY: &str = "sem-liveness";
@@ -92,7 +92,7 @@ fn count_keepalives_and_tries(port: u16, window: Duration) -> (u64, u64) {
                 let script = sent
                     && words
                         .first()
-                        .is_some_and(|c| c.eq_ignore_ascii_case("evalsha"));
+                        .is_some_and(|c| SCRIPT_COMMANDS.iter().any(|s| c.eq_ignore_ascii_case(s)));
                 let queue_at = |index: usize| {
                     words
                         .get(index)

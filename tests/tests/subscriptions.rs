@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError, LockGuard};
 use lock_tests::proxy::{Direction, FaultProxy};
-use lock_tests::{RedisServer, command_stat_on};
+use lock_tests::{RedisServer, script_stat_on};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -364,9 +364,9 @@ fn a_release_after_a_restart_wakes_its_waiter(start: fn() -> RedisServer) {
         // holder's lease far away the park lasts its cap (a queue lease, 1 s). Only the
         // release's message can wake it sooner: the bound is half the cap, so a waiter the
         // park's end woke cannot pass.
-        let before = command_stat_on(&mut admin, "evalsha", "calls");
+        let before = script_stat_on(&mut admin, "calls");
         let tried = until(Duration::from_secs(5), || {
-            command_stat_on(&mut admin, "evalsha", "calls") > before
+            script_stat_on(&mut admin, "calls") > before
         })
         .await;
         assert!(tried.is_some(), "the waiter never tried again");

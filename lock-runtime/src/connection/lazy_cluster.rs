@@ -26,6 +26,8 @@ pub(crate) struct LazyCluster {
     /// Where its requests' outcomes go: the master that serves each request's slot (see
     /// `cluster_nodes.rs`).
     pub(super) nodes: Option<ClusterNodes>,
+    /// Whether the cluster's masters run Functions.
+    pub(super) functions: Arc<super::server_functions::ServerFunctions>,
 }
 
 impl LazyCluster {
@@ -35,6 +37,7 @@ impl LazyCluster {
             runtime: crate::home::captured(),
             connection: Arc::new(RwLock::new(None)),
             nodes: None,
+            functions: Arc::default(),
         }
     }
 

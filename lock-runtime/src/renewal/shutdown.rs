@@ -523,14 +523,14 @@ where
 {
     let (mut other, mut third) = (node.clone(), node.clone());
     let _ = tokio::join!(
-        RELEASE.load_async(node),
-        LEAVE.load_async(&mut other),
-        RENEW.load_async(&mut third)
+        RELEASE.script().load_async(node),
+        LEAVE.script().load_async(&mut other),
+        RENEW.script().load_async(&mut third)
     );
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for call in calls {
-        pipe.add_command(call.cmd().clone());
+        pipe.add_command(call.evalsha());
     }
     match pipe.query_async::<Vec<redis::Value>>(node).await {
         Ok(replies) => replies

@@ -305,7 +305,7 @@ impl Renewals<'_> {
         let alive =
             (self.alive).and_then(|liveness| liveness.key_for(leases.first()?.names.lock()));
         let mut command = redis::cmd("EVALSHA");
-        command.arg(RENEW_MANY.get_hash());
+        command.arg(RENEW_MANY.script().get_hash());
         let keys = if alive.is_some() { 3 } else { 1 };
         command.arg(leases.len() * keys);
         for lease in leases {
@@ -343,7 +343,12 @@ impl Renewals<'_> {
         results: &mut [RenewalReply],
     ) {
         let batch = self.batch;
-        if let Err(err) = RENEW_MANY.prepare_invoke().load_async(connection).await {
+        if let Err(err) = RENEW_MANY
+            .script()
+            .prepare_invoke()
+            .load_async(connection)
+            .await
+        {
             tracing::warn!(keys = %Keys(batch), leases = batch.len(), error = %err, "reloading the renew script failed");
             return;
         }

@@ -1,0 +1,186 @@
+//! The scripts as one Redis Functions library: the shared helpers defined once at the
+//! library's top level, each script a function whose body is its own part. Servers with
+//! Functions (Redis 7 and later) run a script by `FCALL`, so a call no longer defines the
+//! helpers before its work; the same files make each script's `EVALSHA` text for servers
+//! without them.
+
+use once_cell::sync::{Lazy, OnceCell};
+use redis::{Cmd, Script};
+
+/// The files every function may turn to, in order, at the library's top level: the
+/// queue's prelude, the semaphore's permits, one lease's renewal, the read-write lock's
+/// readers. They only define helpers (no `redis.call` runs when the library loads).
+const SHARED: [&str; 4] = [
+    include_str!("../lua/prelude.lua"),
+    include_str!("../lua/semaphore_permits.lua"),
+    include_str!("../lua/renew_lease.lua"),
+    include_str!("../lua/rw_prelude.lua"),
+];
+
+/// What stands for the library's name in its text until the text's hash is known.
+const NAME_MARK: &str = "__LOCK_LIBRARY__";
+
+/// One script: its function's name in the library, and its text as parts of `lua/`.
+pub(crate) struct LuaScript {
+    /// The function's name after the library's (letters, digits and `_`).
+    name: &'static str,
+    /// Lines that run before the shared helpers are defined (the uncontended release).
+    head: &'static str,
+    /// The shared files the `EVALSHA` text defines after `head`.
+    shared: &'static [&'static str],
+    /// The script's own part.
+    own: &'static str,
+    /// The `EVALSHA` text and its hash.
+    eval: OnceCell<Script>,
+    /// The function's full name, `<library>_<name>`.
+    function: OnceCell<String>,
+}
+
+impl LuaScript {
+    /// A script named `name` whose `EVALSHA` text is `head`, then `shared`, then `own`;
+    /// its function's body is `head` then `own`.
+    pub(crate) const fn new(
+        name: &'static str,
+        head: &'static str,
+        shared: &'static [&'static str],
+        own: &'static str,
+    ) -> Self {
+        LuaScript {
+            name,
+            head,
+            shared,
+            own,
+            eval: OnceCell::new(),
+            function: OnceCell::new(),
+        }
+    }
+
+    /// The script as `EVALSHA` runs it.
+    pub(crate) fn script(&self) -> &Script {
+        self.eval.get_or_init(|| {
+            let mut text = String::from(self.head);
+            for part in self.shared {
+                text.push_str(part);
+            }
+            text.push_str(self.own);
+            Script::new(&text)
+        })
+    }
+
+    /// The function's full name in [`LIBRARY`] (its hash included).
+    pub(crate) fn function(&self) -> &str {
+        self.function
+            .get_or_init(|| format!("{}_{}", LIBRARY.name, self.name))
+    }
+}
+
+/// The shared prelude (see [`SHARED`]).
+pub(crate) const PRELUDE: &[&str] = &[SHARED[0]];
+/// The prelude and the semaphore's permits.
+pub(crate) const PERMITS: &[&str] = &[SHARED[0], SHARED[1]];
+/// The prelude, the permits and one lease's renewal.
+pub(crate) const RENEWAL: &[&str] = &[SHARED[0], SHARED[1], SHARED[2]];
+/// The read-write lock's readers.
+pub(crate) const READERS: &[&str] = &[SHARED[3]];
+
+/// Which functions may run on a server out of memory: the ones that give memory back
+/// (release, leave, an operator's release), as their `EVALSHA` form does, whose `DEL`
+/// runs under OOM where a `SET` is refused.
+const MAY_RUN_OUT_OF_MEMORY: [&str; 3] = ["release", "leave", "force_release"];
+
+/// The library: its name and its text.
+pub(crate) struct Library {
+    /// `lock_runtime_` and a short hash of the text: two versions of the client on one
+    /// server use two libraries side by side.
+    pub(crate) name: String,
+    /// What `FUNCTION LOAD` takes.
+    pub(crate) text: String,
+}
+
+impl Library {
+    fn build(scripts: &[&LuaScript]) -> Self {
+        let mut body = String::new();
+        for part in SHARED {
+            body.push_str(part);
+            body.push('\n');
+        }
+        for script in scripts {
+            let flags = if MAY_RUN_OUT_OF_MEMORY.contains(&script.name) {
+                "'allow-cross-slot-keys', 'allow-oom'"
+            } else {
+                "'allow-cross-slot-keys'"
+            };
+            body.push_str(&format!(
+                "redis.register_function{{function_name = '{NAME_MARK}_{}', flags = {{{flags}}}, \
+                 callback = function(KEYS, ARGV)\n{}\n{}\nend}}\n",
+                script.name, script.head, script.own
+            ));
+        }
+        let hash = Script::new(&body).get_hash().to_owned();
+        let name = format!("lock_runtime_{}", &hash[..10]);
+        let text = format!("#!lua name={name}\n{}", body.replace(NAME_MARK, &name));
+        Library { name, text }
+    }
+
+    /// `FUNCTION LOAD REPLACE` of the library: the same text again replaces nothing that
+    /// differs, so a load racing another client's is no error. In a cluster it goes to
+    /// every primary.
+    pub(crate) fn load_cmd(&self) -> Cmd {
+        let mut cmd = redis::cmd("FUNCTION");
+        cmd.arg("LOAD").arg("REPLACE").arg(&self.text);
+        cmd
+    }
+}
+
+/// The library of every script in `scripts.rs`.
+pub(crate) static LIBRARY: Lazy<Library> = Lazy::new(|| Library::build(&super::ALL));
+
+/// Whether `err` says the server has no such function (a fresh server, a restart without
+/// persistence, `FUNCTION FLUSH`, another version's library): load the library.
+pub(crate) fn is_function_missing(err: &redis::RedisError) -> bool {
+    err.detail()
+        .is_some_and(|detail| detail.starts_with("Function not found"))
+}
+
+/// Whether `err` says the server does not know `FCALL` or `FUNCTION` (before Redis 7, or
+/// renamed away): call the scripts by `EVALSHA` there.
+pub(crate) fn is_functions_unknown(err: &redis::RedisError) -> bool {
+    err.detail().is_some_and(|detail| {
+        let detail = detail.to_ascii_lowercase();
+        detail.starts_with("unknown command")
+            && (detail.contains("'fcall'") || detail.contains("'function'"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_is_one_function_named_after_the_library() {
+        let library = &*LIBRARY;
+        assert!(
+            library
+                .text
+                .starts_with(&format!("#!lua name={}\n", library.name))
+        );
+        assert_eq!(
+            library.text.matches("redis.register_function").count(),
+            super::super::ALL.len()
+        );
+        for script in super::super::ALL {
+            let function = script.function();
+            assert!(function.starts_with(&library.name), "{function}");
+            assert!(
+                library.text.contains(&format!("'{function}'")),
+                "{function} is not registered"
+            );
+            assert!(
+                function
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            );
+        }
+        assert!(!library.text.contains(NAME_MARK));
+    }
+}
