@@ -138,17 +138,31 @@ pub(crate) static LIBRARY: Lazy<Library> = Lazy::new(|| Library::build(&super::A
 /// Whether `err` says the server has no such function (a fresh server, a restart without
 /// persistence, `FUNCTION FLUSH`, another version's library): load the library.
 pub(crate) fn is_function_missing(err: &redis::RedisError) -> bool {
-    err.detail()
-        .is_some_and(|detail| detail.starts_with("Function not found"))
+    call_error(err, |detail| detail.starts_with("Function not found"))
 }
 
 /// Whether `err` says the server does not know `FCALL` or `FUNCTION` (before Redis 7, or
 /// renamed away): call the scripts by `EVALSHA` there.
 pub(crate) fn is_functions_unknown(err: &redis::RedisError) -> bool {
-    err.detail().is_some_and(|detail| {
+    call_error(err, |detail| {
         let detail = detail.to_ascii_lowercase();
         detail.starts_with("unknown command")
             && (detail.contains("'fcall'") || detail.contains("'function'"))
+    })
+}
+
+/// Whether the server's error for the call itself (a command's, or in a pipeline the first
+/// command's: the call, before its `WAIT` or `WAITAOF`) says `what`.
+fn call_error(err: &redis::RedisError, what: impl Fn(&str) -> bool) -> bool {
+    if let Some(detail) = err.detail() {
+        return what(detail);
+    }
+    err.clone().into_server_errors().is_some_and(|errors| {
+        errors
+            .iter()
+            .find(|(index, _)| *index == 0)
+            .and_then(|(_, error)| error.details())
+            .is_some_and(&what)
     })
 }
 
