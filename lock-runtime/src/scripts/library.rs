@@ -83,10 +83,12 @@ pub(crate) const RENEWAL: &[&str] = &[SHARED[0], SHARED[1], SHARED[2]];
 /// The read-write lock's readers.
 pub(crate) const READERS: &[&str] = &[SHARED[3]];
 
-/// Which functions may run on a server out of memory: the ones that give memory back
-/// (release, leave, an operator's release), as their `EVALSHA` form does, whose `DEL`
-/// runs under OOM where a `SET` is refused.
-const MAY_RUN_OUT_OF_MEMORY: [&str; 3] = ["release", "leave", "force_release"];
+/// Which functions may run on a server out of memory (`allow-oom`), as their `EVALSHA` form
+/// did: Redis refuses a flagged function under OOM before it runs, where a script without
+/// flags ran and only its commands that may grow memory were refused (`SET`, `ZADD`; not
+/// `DEL`, `PEXPIRE`). The ones that give memory back (release, leave, an operator's
+/// release) and the renewal of one lease, whose `PEXPIRE` keeps a holder's lease.
+const MAY_RUN_OUT_OF_MEMORY: [&str; 4] = ["release", "leave", "force_release", "renew"];
 
 /// The library: its name and its text.
 pub(crate) struct Library {
