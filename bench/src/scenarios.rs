@@ -656,7 +656,10 @@ pub(crate) async fn watchdog(
     let periods = hold_s / (ttl.as_secs_f64() / 3.0);
     // A renewal is its `PEXPIRE` (run inside the script, which may renew many leases);
     // failed script calls (NOSCRIPT after a script flush, errors) are counted apart.
-    let failed = commands.errors.get("evalsha").copied().unwrap_or(0);
+    let failed: u64 = ["fcall", "evalsha"]
+        .iter()
+        .map(|command| commands.errors.get(*command).copied().unwrap_or(0))
+        .sum();
     let renewals = commands.get("pexpire") as f64;
     Ok(WatchdogRecord {
         contender,
@@ -676,7 +679,7 @@ pub(crate) async fn watchdog(
             0.0
         },
         server_us_per_renewal: if renewals > 0.0 {
-            commands.usec("evalsha") as f64 / renewals
+            (commands.usec("fcall") + commands.usec("evalsha")) as f64 / renewals
         } else {
             0.0
         },

@@ -190,3 +190,32 @@ fn a_server_without_fcall_or_function_gets_evalsha() {
 fn a_server_without_function_load_gets_evalsha() {
     falls_back_to_evalsha(&["FUNCTION"]);
 }
+
+/// A user whose ACL grants the scripts by `EVALSHA` but not `FCALL` or `FUNCTION` (a
+/// managed Redis, or an operator's least-privilege user written before Functions): the
+/// calls go by `EVALSHA`, as on a server without Functions, instead of failing.
+#[test]
+fn a_user_not_allowed_fcall_or_function_gets_evalsha() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "locker", "on", ">secret", "~*", "&*", "+@all"])
+        .arg(&["-fcall", "-function"])
+        .query(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://locker:secret@127.0.0.1:{}", server.port());
+    let client = || LockClient::new(lock_runtime::Config::single(url.clone())).unwrap();
+    let runtime = lock_tests::two_worker_runtime();
+    runtime.block_on(async {
+        let clients = [client(), client(), client()];
+        let mut admin = server.conn();
+        contended_cycle_on(&mut admin, &clients, "learn").await;
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut admin)
+            .unwrap();
+        contended_cycle_on(&mut admin, &clients, "scripts").await;
+        let evalsha = command_stat_on(&mut admin, "evalsha", "calls");
+        assert!(evalsha >= 5, "{evalsha}");
+        assert!(libraries(&server).is_empty(), "{:?}", libraries(&server));
+    });
+}

@@ -87,8 +87,19 @@ pub(crate) const READERS: &[&str] = &[SHARED[3]];
 /// did: Redis refuses a flagged function under OOM before it runs, where a script without
 /// flags ran and only its commands that may grow memory were refused (`SET`, `ZADD`; not
 /// `DEL`, `PEXPIRE`). The ones that give memory back (release, leave, an operator's
-/// release) and the renewal of one lease, whose `PEXPIRE` keeps a holder's lease.
-const MAY_RUN_OUT_OF_MEMORY: [&str; 4] = ["release", "leave", "force_release", "renew"];
+/// release, a reader's release), the ones whose `PEXPIRE` keeps a holder's lease (the
+/// renewal of one lease, a local pass's retake, a writer's wait for its readers), and the
+/// operator's read of a key (`inspect`, wanted most when the server is in trouble).
+const MAY_RUN_OUT_OF_MEMORY: [&str; 8] = [
+    "release",
+    "leave",
+    "force_release",
+    "renew",
+    "retake",
+    "read_release",
+    "write_ready",
+    "inspect",
+];
 
 /// The library: its name and its text.
 pub(crate) struct Library {
@@ -144,12 +155,14 @@ pub(crate) fn is_function_missing(err: &redis::RedisError) -> bool {
 }
 
 /// Whether `err` says the server does not know `FCALL` or `FUNCTION` (before Redis 7, or
-/// renamed away): call the scripts by `EVALSHA` there.
+/// renamed away), or that this user may not run them (an ACL that grants `EVALSHA` but not
+/// `FCALL` or `FUNCTION LOAD`): call the scripts by `EVALSHA` there.
 pub(crate) fn is_functions_unknown(err: &redis::RedisError) -> bool {
     call_error(err, |detail| {
         let detail = detail.to_ascii_lowercase();
-        detail.starts_with("unknown command")
-            && (detail.contains("'fcall'") || detail.contains("'function'"))
+        let names_functions = detail.contains("'fcall'") || detail.contains("'function");
+        names_functions
+            && (detail.starts_with("unknown command") || detail.contains("no permissions to run"))
     })
 }
 
