@@ -85,10 +85,8 @@ async fn a_lock_passes_between_tasks_of_a_process_without_redis() {
     assert_eq!(client.held_leases(), 0);
 }
 
-/// Takes `lock` as a task does while another task of its process wants the key: through
-/// the key's local queue, so that it passes the lock to the local waiters that come while
-/// it holds. (A task alone on a key takes it without a local queue; the tasks that come
-/// while it holds get the lock through Redis.)
+/// Takes `lock` through the key's local queue (behind a task that took it alone), so that
+/// it passes the lock to the local waiters that come while it holds.
 async fn take_in_turn(client: &LockClient, lock: Lock) -> LockGuard {
     let opener = client.lock(lock.key()).acquire().await.unwrap();
     let waiter = tokio::spawn(async move { lock.acquire().await.unwrap() });
@@ -245,11 +243,9 @@ async fn try_once_is_busy_at_once_behind_a_local_holder() {
     held.release().await.unwrap();
 }
 
-/// A task alone on a key takes it in one round trip, without the local queue. The tasks of
-/// its process that come while it holds find no local queue and no free key: they queue,
-/// the first of them leading the process's wait in Redis, and get the lock after the
-/// release in their order (the release, finding the queue, hands the key over), with no
-/// two bodies overlapping and nothing left behind.
+/// A task alone on a key takes it without the local queue. The tasks that come while it
+/// holds queue (the first leads the process's wait in Redis) and get the lock after the
+/// release, in their order, with no overlap and nothing left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_behind_a_lock_taken_alone_get_it_in_order() {
     let server = RedisServer::start();

@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -35,6 +36,10 @@ use crate::wakeups::WaitTicket;
 /// tasks on different keys rarely meet on one lock.
 static COHORTS: Lazy<[Shard; SHARDS]> =
     Lazy::new(|| std::array::from_fn(|_| Mutex::new(HashMap::default())));
+
+/// How many entries [`COHORTS`] has, over all its shards: a task that finds none skips
+/// the lookup of its key (changed under the shard's lock, with the entry).
+static ENTRIES: AtomicUsize = AtomicUsize::new(0);
 
 /// One shard of [`COHORTS`]. Its keys carry their hash, computed once per acquisition.
 type Shard = Mutex<ShardMap>;
@@ -195,6 +200,9 @@ pub(crate) fn join(client: &LockClient, names: &Arc<KeyNames>) -> Member {
 /// when another task of this process acquires or holds the key through `client` now.
 /// `None` when none does: nothing is made, and the task may try the key in Redis alone.
 pub(crate) fn join_if_wanted(client: &LockClient, names: &Arc<KeyNames>) -> Option<Member> {
+    if ENTRIES.load(Ordering::Acquire) == 0 {
+        return None;
+    }
     let key = CohortKey::new(client.id(), names);
     let map = locked(key.shard());
     if !map.contains_key(&key) {
@@ -208,6 +216,7 @@ fn enter(client: &LockClient, key: CohortKey, mut map: MutexGuard<'_, ShardMap>)
     let cohort = map
         .entry(key.clone())
         .or_insert_with(|| {
+            ENTRIES.fetch_add(1, Ordering::Release);
             Arc::new(Cohort {
                 turn: Semaphore::new(1),
                 state: Mutex::default(),
@@ -359,6 +368,7 @@ impl Drop for Member {
                 && Arc::ptr_eq(entry.get(), &self.cohort)
             {
                 entry.remove();
+                ENTRIES.fetch_sub(1, Ordering::Release);
             }
             let parked = state
                 .parked

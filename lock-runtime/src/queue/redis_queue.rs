@@ -78,6 +78,12 @@ pub(crate) async fn try_alone(
         Ok(Ok(SetNx::Done(Attempt::Acquired { fence }))) => {
             let answered = Instant::now();
             if answered < validity(sent, options.ttl) {
+                tracing::debug!(
+                    key = %names.lock(),
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    attempts = 1,
+                    "lock acquired"
+                );
                 let queued = false;
                 return Ok(Alone::Taken(Taken {
                     sent,
@@ -88,6 +94,10 @@ pub(crate) async fn try_alone(
             }
             tracing::warn!(key = %names.lock(), "acquire reply arrived after the lease validity; retrying");
             release_token(client, names, token).await;
+            // Tried again within the wait, as a wait's late grant is; none left: timed out.
+            if Instant::now() >= deadline {
+                return Err(LockError::timeout(names.lock(), started.elapsed()));
+            }
             Ok(Alone::Refused)
         }
         Ok(Ok(SetNx::Done(Attempt::NotNow { .. }))) => Err(LockError::Busy {
