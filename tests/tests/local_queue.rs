@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_runtime::{Config, LockClient, LockError, LostCause, current_lock};
+use lock_runtime::{Config, Lock, LockClient, LockError, LockGuard, LostCause, current_lock};
 use lock_tests::{Overlaps, RedisServer, until, until_waiting};
 use tokio::sync::Mutex;
 
@@ -85,13 +85,23 @@ async fn a_lock_passes_between_tasks_of_a_process_without_redis() {
     assert_eq!(client.held_leases(), 0);
 }
 
+/// Takes `lock` through the key's local queue (behind a task that took it alone), so that
+/// it passes the lock to the local waiters that come while it holds.
+async fn take_in_turn(client: &LockClient, lock: Lock) -> LockGuard {
+    let opener = client.lock(lock.key()).acquire().await.unwrap();
+    let waiter = tokio::spawn(async move { lock.acquire().await.unwrap() });
+    until_waiting(client, 1).await;
+    opener.release().await.unwrap();
+    waiter.await.unwrap()
+}
+
 /// The next holder of a passed lock gets its own lost signal and `current_lock()`: when the
 /// lease is then lost, the task that holds it at that moment is cancelled with `Lost`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_passed_lock_gives_its_holder_its_own_lost_signal() {
     let server = RedisServer::start();
     let client = server.lock_client();
-    let first = client.lock("lost-pass").acquire().await.unwrap();
+    let first = take_in_turn(&client, client.lock("lost-pass")).await;
     let first_token = first.token().to_owned();
     let entered = Arc::new(tokio::sync::Notify::new());
     let second = {
@@ -172,7 +182,7 @@ async fn a_fenced_task_gets_a_greater_fence_when_the_lock_passes_to_it() {
 async fn a_task_with_other_options_gets_its_own_lease_on_a_pass() {
     let server = RedisServer::start();
     let client = server.lock_client();
-    let first = client.lock("options-pass").acquire().await.unwrap();
+    let first = take_in_turn(&client, client.lock("options-pass")).await;
     let short = {
         let client = client.clone();
         tokio::spawn(async move {
@@ -226,8 +236,59 @@ async fn try_once_is_busy_at_once_behind_a_local_holder() {
         matches!(attempt, Err(LockError::Busy { .. })),
         "{attempt:?}"
     );
-    assert_eq!(server.server_commands(), 0, "the try went to Redis");
+    // A holder that took the key alone made no local queue: the try finds the key held
+    // with one plain `SET NX PX`, and queues nothing.
+    assert!(server.server_commands() <= 1, "more than one command");
+    assert_eq!(server.queued("busy-local"), 0);
     held.release().await.unwrap();
+}
+
+/// A task alone on a key takes it without the local queue. The tasks that come while it
+/// holds queue (the first leads the process's wait in Redis) and get the lock after the
+/// release, in their order, with no overlap and nothing left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_behind_a_lock_taken_alone_get_it_in_order() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    let overlaps = Overlaps::default();
+    let first = client.lock("alone").acquire().await.unwrap();
+    let first_inside = overlaps.enter();
+    assert_eq!(client.waiting(), (0, 0));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for name in ["second", "third", "fourth"] {
+        let (task_client, order, overlaps) = (client.clone(), order.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = task_client.lock("alone").acquire().await.unwrap();
+            let inside = overlaps.enter();
+            order.lock().await.push(name);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            drop(inside);
+            guard.release().await.unwrap();
+        }));
+        until_waiting(&client, tasks.len()).await;
+    }
+    // One entry in Redis for the process, however many of its tasks wait.
+    server.until_queued("alone", 1).await;
+    assert_eq!(server.queued("alone"), 1);
+    drop(first_inside);
+    assert_eq!(
+        first.release().await.unwrap(),
+        lock_runtime::ReleaseOutcome::Released
+    );
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(3), task)
+            .await
+            .expect("a waiter behind the lock taken alone never got it")
+            .unwrap();
+    }
+    assert_eq!(*order.lock().await, ["second", "third", "fourth"]);
+    assert_eq!(overlaps.count(), 0, "two bodies overlapped");
+    assert_eq!(client.waiting(), (0, 0));
+    eventually(Duration::from_secs(3), "keys left behind", || {
+        server.dbsize() == 0
+    })
+    .await;
 }
 
 /// A task that releases and asks again at once queues behind the task of its process

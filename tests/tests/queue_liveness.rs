@@ -432,7 +432,21 @@ fn holding_process() {
     lock_tests::two_worker_runtime().block_on(async move {
         let client = LockClient::new(Config::single(url.as_str())).unwrap();
         let lock = client.lock(KEY).ttl(Duration::from_secs(2));
-        let held = lock.acquire().await.unwrap();
+        // The holder takes the key through the local queue (behind a task that took it
+        // alone), so that the tasks coming after it queue locally, not in Redis.
+        let opener = lock.acquire().await.unwrap();
+        let holder = {
+            let lock = lock.clone().wait(Duration::from_secs(60));
+            tokio::spawn(async move { lock.acquire().await.unwrap() })
+        };
+        for _ in 0..2000 {
+            if client.waiting().0 == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        opener.release().await.unwrap();
+        let held = holder.await.unwrap();
         let waiters: Vec<_> = (0..tasks)
             .map(|_| {
                 let lock = lock.clone().wait(Duration::from_secs(60));

@@ -465,3 +465,66 @@ async fn a_place_whose_reply_is_in_flight_at_shutdown_is_left() {
     held.release().await.unwrap();
     permit.release().await.unwrap();
 }
+
+/// A lock taken by a task alone on its key (one plain `SET NX PX`, no local queue) whose
+/// reply is in flight when the client shuts down is given back: the shutdown waits until
+/// the reply was read and the lease registered, then releases it. The reply is held back
+/// by a proxy until the client is closed. Without the wait, the shutdown found no lease,
+/// and the key stayed in Redis for its ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_taken_alone_whose_reply_is_in_flight_at_shutdown_is_released() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let proxy = lock_tests::proxy::FaultProxy::start(server.port());
+    let client = lock_runtime::LockClient::new(Config::single(proxy.url())).unwrap();
+    let warm = client.lock("alone-in-flight-warm").acquire().await.unwrap();
+    warm.release().await.unwrap();
+    proxy.set_hold(lock_tests::proxy::Direction::Down, true);
+    let taker = {
+        let lock = client
+            .lock("alone-in-flight")
+            .ttl(TTL)
+            .wait(Duration::from_secs(20));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    // The SET reached the server; its reply is held back.
+    for attempt in 0.. {
+        if server.get("alone-in-flight").is_some() {
+            break;
+        }
+        assert!(attempt < 2_500, "the SET never reached the server");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // The shutdown closes the client when first polled, then waits for the try.
+    let mut shutdown = Box::pin(client.shutdown());
+    let polled = tokio::time::timeout(Duration::from_millis(1), &mut shutdown).await;
+    assert!(
+        polled.is_err(),
+        "the shutdown did not wait for the try in flight"
+    );
+    let closed = client
+        .lock("alone-in-flight")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await;
+    assert!(
+        matches!(closed, Err(LockError::Shutdown { .. })),
+        "{closed:?}"
+    );
+    proxy.set_hold(lock_tests::proxy::Direction::Down, false);
+    let report = tokio::time::timeout(Duration::from_secs(10), shutdown)
+        .await
+        .expect("the shutdown did not end");
+    assert_eq!((report.released, report.failed), (1, 0), "{report:?}");
+    assert_eq!(server.get("alone-in-flight"), None, "the lock stayed held");
+    let taken = tokio::time::timeout(Duration::from_secs(5), taker)
+        .await
+        .expect("the acquire did not end")
+        .unwrap();
+    // Taken just before the close: its lease was given back by the shutdown.
+    if let Ok(guard) = taken {
+        assert_eq!(guard.lost_cause(), Some(LostCause::Shutdown));
+    }
+}

@@ -12,7 +12,7 @@ use crate::options::Explicit;
 use crate::primitives::guard::{Came, LockGuard};
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::queue::redis_queue::place::Place;
-use crate::queue::redis_queue::{self, release::give_back};
+use crate::queue::redis_queue::{self, Alone, release::give_back};
 use crate::renewal::watchdog::{LeaseHandle, Retake};
 use crate::scripts::KeyNames;
 #[cfg(feature = "redlock")]
@@ -58,6 +58,14 @@ pub struct Lock {
     /// Which of `ttl` and `wait` were given; the others take the client's defaults.
     explicit: Explicit,
     client: Option<LockClient>,
+}
+
+/// What the first step of an acquisition came to (see [`Lock::enter`]).
+enum Entered {
+    /// The key, taken by a task alone on it.
+    Alone(LockGuard),
+    /// The key's local queue, joined (after a try alone that found the key held: true).
+    Joined(Member, bool),
 }
 
 impl Lock {
@@ -167,18 +175,12 @@ impl Lock {
         self.check_ttl(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
         let deadline = started + self.options.wait.min(MAX_WAIT);
-        // First the local queue: behind the tasks of this process that want the key.
-        let member = cohort::join(&client, &names);
-        let turn = if self.options.wait.is_zero() {
-            member.try_turn().ok_or_else(|| LockError::Busy {
-                key: names.lock().to_owned(),
-            })?
-        } else {
-            member
-                .turn(deadline)
-                .await
-                .ok_or_else(|| LockError::timeout(names.lock(), started.elapsed()))?
+        let window = (started, deadline);
+        let (member, tried_alone) = match self.enter(&client, &names, window).await? {
+            Entered::Alone(guard) => return Ok(guard),
+            Entered::Joined(member, tried_alone) => (member, tried_alone),
         };
+        let turn = self.turn(&member, names.lock(), window).await?;
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);
         if let Some(tenure) = unclaimed.tenure() {
@@ -201,7 +203,6 @@ impl Lock {
         drop(unclaimed);
         // Lead the process's wait in Redis: across the Redlock masters, or through the
         // key's queue on one server (a cluster's node, a Sentinel's primary).
-        let window = (started, deadline);
         #[cfg(feature = "redlock")]
         if let Some(redlock) = client.redlock() {
             let masters = redlock::Masters {
@@ -210,24 +211,69 @@ impl Lock {
                 interrupt: client.interrupt(),
             };
             let taken = redlock::acquire(masters, redlock, &names, &self.options, window).await?;
-            return Ok(self.new_guard(client, names, (member, turn), taken));
+            return Ok(self.new_guard(client, names, Some((member, turn)), taken));
         }
         let taken = self
-            .acquire_in_redis(&client, &names, &member, window)
+            .acquire_in_redis(&client, &names, (&member, tried_alone), window)
             .await?;
-        Ok(self.new_guard(client, names, (member, turn), taken))
+        Ok(self.new_guard(client, names, Some((member, turn)), taken))
+    }
+
+    /// The turn in the key's local queue: at once (or `Busy`) with `wait` zero, else by the
+    /// deadline (or `Timeout`).
+    async fn turn(
+        &self,
+        member: &Member,
+        key: &str,
+        (started, deadline): (Instant, Instant),
+    ) -> Result<Turn, LockError> {
+        if self.options.wait.is_zero() {
+            return member.try_turn().ok_or_else(|| LockError::Busy {
+                key: key.to_owned(),
+            });
+        }
+        (member.turn(deadline).await).ok_or_else(|| LockError::timeout(key, started.elapsed()))
+    }
+
+    /// The first step of an acquisition: the key's local queue, behind the tasks of this
+    /// process that want the key. A task alone on the key tries it in Redis at once (where
+    /// [`may_try_alone`](Self::may_try_alone)), and joins the local queue only when that
+    /// found it held (then true: its wait in Redis starts with the script).
+    async fn enter(
+        &self,
+        client: &LockClient,
+        names: &Arc<KeyNames>,
+        window: (Instant, Instant),
+    ) -> Result<Entered, LockError> {
+        if let Some(member) = cohort::join_if_wanted(client, names) {
+            return Ok(Entered::Joined(member, false));
+        }
+        if !self.may_try_alone(client) {
+            return Ok(Entered::Joined(cohort::join(client, names), false));
+        }
+        let shutdown = client.shutdown_state();
+        // A shutdown meanwhile waits until the lease is registered, then gives it back.
+        let _in_flight = (!self.options.wait.is_zero()).then(|| shutdown.try_in_flight());
+        let token = new_token();
+        let alone = redis_queue::try_alone(client, names, &token, &self.options, window);
+        if let Alone::Taken(taken) = alone.await? {
+            let guard = self.new_guard(client.clone(), names.clone(), None, (token, taken));
+            return Ok(Entered::Alone(guard));
+        }
+        Ok(Entered::Joined(cohort::join(client, names), true))
     }
 
     /// The guard of a lock the process's task just took in Redis (with its turn in the
-    /// local queue).
+    /// local queue, or alone on the key: none).
     fn new_guard(
         &self,
         client: LockClient,
         names: Arc<KeyNames>,
-        (member, turn): (Member, Turn),
+        local: Option<(Member, Turn)>,
         (token, taken): (Token, Taken),
     ) -> LockGuard {
-        let local = Holding::new(member, turn, (None, taken.answered), taken.queued);
+        let local = local
+            .map(|(member, turn)| Holding::new(member, turn, (None, taken.answered), taken.queued));
         let watchdog = taken.queued.then(|| client.watchdog().clone());
         let guard = LockGuard::new(
             client,
@@ -236,13 +282,21 @@ impl Lock {
             taken.fence,
             &self.options,
             Came::Taken(taken.sent, taken.answered),
-            Some(local),
+            local,
         );
         if let Some(watchdog) = watchdog {
             // Taken after queueing: other waiters may wait for this holder's process.
             watchdog.mark_contended(guard.lease_id());
         }
         guard
+    }
+
+    /// Whether the first step of the wait in Redis is a plain `SET NX PX` that a task alone
+    /// on the key may send before it makes the key's local queue: no fence wanted, one
+    /// server (a cluster's node, a Sentinel's primary; not Redlock), grants that wait for
+    /// no replica.
+    fn may_try_alone(&self, client: &LockClient) -> bool {
+        !self.options.fencing && !client.is_redlock() && client.replicas().is_none()
     }
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
@@ -322,12 +376,18 @@ impl Lock {
         &self,
         client: &LockClient,
         names: &Arc<KeyNames>,
-        member: &Member,
+        (member, tried_alone): (&Member, bool),
         window: (Instant, Instant),
     ) -> Result<(Token, Taken), LockError> {
-        let mut place = member
-            .take_place()
-            .unwrap_or_else(|| Place::new(client, names, new_token(), false));
+        let mut place = member.take_place().unwrap_or_else(|| {
+            let place = Place::new(client, names, new_token(), false);
+            // Found held just now: the wait starts with the script.
+            if tried_alone {
+                place.after_try_alone()
+            } else {
+                place
+            }
+        });
         let mut ticket = member.take_ticket();
         let taken = redis_queue::acquire(
             client,

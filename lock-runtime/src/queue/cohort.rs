@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -36,8 +37,15 @@ use crate::wakeups::WaitTicket;
 static COHORTS: Lazy<[Shard; SHARDS]> =
     Lazy::new(|| std::array::from_fn(|_| Mutex::new(HashMap::default())));
 
+/// How many entries [`COHORTS`] has, over all its shards: a task that finds none skips
+/// the lookup of its key (changed under the shard's lock, with the entry).
+static ENTRIES: AtomicUsize = AtomicUsize::new(0);
+
 /// One shard of [`COHORTS`]. Its keys carry their hash, computed once per acquisition.
-type Shard = Mutex<HashMap<CohortKey, Arc<Cohort>, BuildHasherDefault<Hashed>>>;
+type Shard = Mutex<ShardMap>;
+
+/// The table of one [`Shard`].
+type ShardMap = HashMap<CohortKey, Arc<Cohort>, BuildHasherDefault<Hashed>>;
 
 /// How many shards [`COHORTS`] has.
 const SHARDS: usize = 16;
@@ -184,10 +192,31 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A task starts to acquire `names.lock()` through `client`: it joins the key's local level.
 pub(crate) fn join(client: &LockClient, names: &Arc<KeyNames>) -> Member {
     let key = CohortKey::new(client.id(), names);
-    let mut map = locked(key.shard());
+    let map = locked(key.shard());
+    enter(client, key, map)
+}
+
+/// A task starts to acquire `names.lock()` through `client`: it joins the key's local level
+/// when another task of this process acquires or holds the key through `client` now.
+/// `None` when none does: nothing is made, and the task may try the key in Redis alone.
+pub(crate) fn join_if_wanted(client: &LockClient, names: &Arc<KeyNames>) -> Option<Member> {
+    if ENTRIES.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let key = CohortKey::new(client.id(), names);
+    let map = locked(key.shard());
+    if !map.contains_key(&key) {
+        return None;
+    }
+    Some(enter(client, key, map))
+}
+
+/// Joins the key's entry in `map`, made when there is none.
+fn enter(client: &LockClient, key: CohortKey, mut map: MutexGuard<'_, ShardMap>) -> Member {
     let cohort = map
         .entry(key.clone())
         .or_insert_with(|| {
+            ENTRIES.fetch_add(1, Ordering::Release);
             Arc::new(Cohort {
                 turn: Semaphore::new(1),
                 state: Mutex::default(),
@@ -339,6 +368,7 @@ impl Drop for Member {
                 && Arc::ptr_eq(entry.get(), &self.cohort)
             {
                 entry.remove();
+                ENTRIES.fetch_sub(1, Ordering::Release);
             }
             let parked = state
                 .parked

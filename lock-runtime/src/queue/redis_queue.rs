@@ -42,6 +42,82 @@ const MAX_PARK: Duration = QUEUE_LEASE;
 /// (`ENTRY_BOUND_MS` in prelude.lua, twice this).
 pub(crate) const LONG_PARK: Duration = Duration::from_secs(30 * 60);
 
+/// What the try of a task alone on its key found (see [`try_alone`]).
+pub(crate) enum Alone {
+    /// The lock, in one round trip (the process did not queue for it).
+    Taken(Taken),
+    /// Not taken (held, or a reply lost and its grant, if any, given back): the task goes
+    /// on through the key's local queue, and its wait in Redis starts with the script.
+    Refused,
+}
+
+/// The try of a task that no other task of this process joins on its key: a plain
+/// `SET NX PX`, the uncontended lock in one round trip, with no local queue made. The
+/// caller makes sure that this is the first step its wait in Redis would take (no fence,
+/// one server, grants not waiting for replicas). A held key with `wait` zero is
+/// [`LockError::Busy`]; an error is ridden out as a wait's first try would be (or
+/// returned); a reply past the lease's validity gives the lock back.
+pub(crate) async fn try_alone(
+    client: &LockClient,
+    names: &KeyNames,
+    token: &str,
+    options: &LockOptions,
+    (started, deadline): (Instant, Instant),
+) -> Result<Alone, LockError> {
+    client.may_try(names.lock())?;
+    let overrun = deadline + client.response_timeout();
+    let sent = Instant::now();
+    let attempt = try_set_nx(client, names, token, options, (overrun, sent));
+    let bounded = client.keeps_deadlines();
+    let attempt = if bounded {
+        Ok(attempt.await)
+    } else {
+        tokio::time::timeout_at(overrun, attempt).await
+    };
+    match attempt {
+        Ok(Ok(SetNx::Done(Attempt::Acquired { fence }))) => {
+            let answered = Instant::now();
+            if answered < validity(sent, options.ttl) {
+                tracing::debug!(
+                    key = %names.lock(),
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    attempts = 1,
+                    "lock acquired"
+                );
+                let queued = false;
+                return Ok(Alone::Taken(Taken {
+                    sent,
+                    answered,
+                    fence,
+                    queued,
+                }));
+            }
+            tracing::warn!(key = %names.lock(), "acquire reply arrived after the lease validity; retrying");
+            release_token(client, names, token).await;
+            // Tried again within the wait, as a wait's late grant is; none left: timed out.
+            if Instant::now() >= deadline {
+                return Err(LockError::timeout(names.lock(), started.elapsed()));
+            }
+            Ok(Alone::Refused)
+        }
+        Ok(Ok(SetNx::Done(Attempt::NotNow { .. }))) => Err(LockError::Busy {
+            key: names.lock().to_owned(),
+        }),
+        Ok(Ok(SetNx::Held)) => Ok(Alone::Refused),
+        // The SET may have been applied (a dropped connection), or, with replicas (not
+        // asked here), not confirmed: whatever our token holds is given back.
+        Ok(Ok(SetNx::Dropped | SetNx::Done(Attempt::Unreplicated(_)))) => {
+            release_token(client, names, token).await;
+            Ok(Alone::Refused)
+        }
+        Ok(Err(err)) if !bounded || Instant::now() < overrun => {
+            ride_out(client, names.lock(), err, deadline, &mut Backoff::new()).await?;
+            Ok(Alone::Refused)
+        }
+        _ => Err(LockError::timeout(names.lock(), started.elapsed())),
+    }
+}
+
 /// What one acquire try found.
 enum Attempt {
     Acquired {
@@ -98,7 +174,7 @@ pub(crate) async fn acquire(
     ticket: &mut Option<WaitTicket>,
     (started, deadline): (Instant, Instant),
 ) -> Result<Taken, LockError> {
-    let quick = !options.fencing && !place.joined;
+    let quick = !options.fencing && !place.joined && !std::mem::take(&mut place.tried_alone);
     let behind_grant = std::mem::take(&mut place.behind_grant);
     if let Some(ticket) = ticket.as_ref() {
         ticket.retoken(&place.token);
@@ -417,7 +493,10 @@ async fn try_acquire(
     options: &LockOptions,
     (quick, until, now): (bool, Instant, Instant),
 ) -> Result<Attempt, LockError> {
-    if quick && let Some(attempt) = try_set_nx(client, names, token, options, (until, now)).await? {
+    if quick
+        && let SetNx::Done(attempt) =
+            try_set_nx(client, names, token, options, (until, now)).await?
+    {
         return Ok(attempt);
     }
     let alive = client.liveness_key(names.lock());
@@ -488,16 +567,26 @@ impl redis::FromRedisValue for AcquireReply {
     }
 }
 
-/// The quick first try: a plain `SET NX PX`. `None` when the caller goes on with the
-/// script: the key was taken and the caller may wait, or the connection was dropped (the
-/// script reconnects, and grants our token again if this SET did get through).
+/// What the quick first try found, when it did not decide the try itself.
+enum SetNx {
+    /// Taken, or (with `wait` zero) held, or too few replicas confirmed it.
+    Done(Attempt),
+    /// Held, and the caller may wait.
+    Held,
+    /// The connection was dropped: the SET may have been applied (the script reconnects,
+    /// and grants our token again if it was).
+    Dropped,
+}
+
+/// The quick first try: a plain `SET NX PX`. The caller goes on with the script when the
+/// key was held and it may wait, or when the connection was dropped.
 async fn try_set_nx(
     client: &LockClient,
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
     (until, now): (Instant, Instant),
-) -> Result<Option<Attempt>, LockError> {
+) -> Result<SetNx, LockError> {
     // Sized up front: a command grown argument by argument reallocates several times.
     let mut set = redis::Cmd::with_capacity(6, 16 + names.lock().len() + token.len() + 20);
     set.arg("SET")
@@ -519,7 +608,10 @@ async fn try_set_nx(
     match reply {
         Ok((redis::Value::Nil, _)) => {
             client.mark_answered();
-            Ok(options.wait.is_zero().then_some(Attempt::NotNow {
+            if !options.wait.is_zero() {
+                return Ok(SetNx::Held);
+            }
+            Ok(SetNx::Done(Attempt::NotNow {
                 retry_in: Duration::ZERO,
                 watch: None,
                 per_key: true,
@@ -527,12 +619,14 @@ async fn try_set_nx(
         }
         Ok((_, shortfall)) => {
             client.mark_answered();
-            Ok(Some(match shortfall {
+            Ok(SetNx::Done(match shortfall {
                 Some(shortfall) => Attempt::Unreplicated(shortfall),
                 None => Attempt::Acquired { fence: None },
             }))
         }
-        Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => Ok(None),
+        Err(err) if err.is_connection_dropped() && !err.is_connection_refusal() => {
+            Ok(SetNx::Dropped)
+        }
         Err(err) => Err(LockError::backend(names.lock(), err)),
     }
 }

@@ -29,6 +29,9 @@ pub(crate) struct Place {
     /// A release just queued this place behind its grant to the next process: a try now
     /// could only learn that the grantee holds the key for its confirmation window.
     pub(super) behind_grant: bool,
+    /// The task that leads the wait tried a plain `SET NX PX` alone just before (see
+    /// [`super::try_alone`]): the wait starts with the acquire script.
+    pub(super) tried_alone: bool,
 }
 
 impl Place {
@@ -48,6 +51,7 @@ impl Place {
             kept: None,
             queued: joined,
             behind_grant: false,
+            tried_alone: false,
         };
         if joined {
             // The release that queued it named the process's liveness key for the lock,
@@ -65,6 +69,13 @@ impl Place {
     /// as any other. That try was one script run per hand-over between processes.
     pub(crate) fn behind_grant(mut self) -> Self {
         self.behind_grant = true;
+        self
+    }
+
+    /// A place whose leading task found the key held by a plain `SET NX PX` just before
+    /// ([`super::try_alone`]): its first try is the acquire script, not that `SET` again.
+    pub(crate) fn after_try_alone(mut self) -> Self {
+        self.tried_alone = true;
         self
     }
 
