@@ -37,16 +37,16 @@ fn profile_note(counted: &[InstructionSummary]) -> String {
     match (instructions(Contender::Api), instructions(Contender::Raw)) {
         (Some(ours), Some(raw)) if raw > 0.0 => format!(
             " Profile: our cycle runs {} instructions on the client to raw's {} ({:.2}×, \
-             section 6). What is left over raw is the lock's own work: the key's names \
-             (about 1k instructions), its local-queue entry, turn and their drops (about \
-             2k), its lease on the watchdog (about 0.9k: one visit of the schedule to put \
-             it on with the holder's turn, one to take both off), and the guard. On the \
-             server, the release is the script's short form (two keys, one argument) and \
-             runs GET, EXISTS and DEL before any of the queue's helpers is defined \
-             (bench/HISTORY.md, section 22). What would close it: a local level entered \
-             only when a second task of the process wants the key, a lease that joins the \
+             section 6). A task alone on its key takes it with one SET NX PX, without the \
+             local queue (bench/HISTORY.md, section 26). What is left over raw is the lock's \
+             own work: the key's names (about 0.9k instructions), its lease on the watchdog \
+             (about 0.7k to put it on, and its removal at the release), and the guard (about \
+             0.9k with its drop). On the server the release is one call of the library's \
+             release function (FCALL; section 25), short form (two keys, one argument), \
+             which runs GET, EXISTS and DEL. Measured next steps: a lease that joins the \
              watchdog's schedule only when its first renewal comes due (most uncontended \
-             holds end before), and the 4-command release below.",
+             holds end before), and the 4-command release below (0.44 µs of the server's \
+             cycle, section 23).",
             thousands(ours),
             thousands(raw),
             ours / raw
@@ -185,8 +185,10 @@ fn server_time_goal(uncontended: &[CycleSummary]) -> Goal {
             if ratio <= 1.15 {
                 ""
             } else {
-                " Ours runs one command more (the release's EXISTS on the queue) and its \
-                 script call names two keys where raw's names one; see the next goal."
+                " Ours runs one command more (the release's EXISTS on the queue, 0.26 µs) \
+                 and names two keys where raw's names one (0.18 µs); the rest is the \
+                 release's own checks (0.32 µs; bench/HISTORY.md, section 23). See the next \
+                 goal."
             }
         ),
     }
@@ -208,18 +210,20 @@ fn server_commands_goal(uncontended: &[CycleSummary]) -> Goal {
             if met {
                 ""
             } else {
-                " SET NX PX, then EVALSHA whose script runs GET, EXISTS and DEL. The EXISTS \
-                 looks for a queued waiter to hand the key to; a queued waiter changes nothing \
-                 else the release reads. What would close it: a waiter that queues behind one of \
-                 our holders marks the lock key itself (its value becomes token + marker, \
-                 KEEPTTL), so the GET tells and the common release is GET + DEL. Not built: \
-                 the waiter cannot tell our holder from a foreign one (redis-py's tokens are \
-                 32 hex digits too, and an uncontended holder of ours is noted nowhere), so our \
-                 tokens would need a mark of their own, and every script that compares a \
-                 token (release, renew, retake, leave, force_release, inspect, multi-key, \
-                 fencing, the read-write lock's writer) would accept the marked value; a \
-                 client of an older version would read a marked key as another owner's and \
-                 leave it to its ttl (bench/HISTORY.md, section 8)."
+                " SET NX PX, then the release (FCALL, or EVALSHA on a server without \
+                 Functions), which runs GET, EXISTS and DEL. The EXISTS looks for a queued \
+                 waiter to hand the key to. What would close it: a waiter that queues behind \
+                 one of our holders marks the lock key itself (its value becomes token + \
+                 marker, KEEPTTL), so the GET tells and the common release is GET + DEL, \
+                 0.44 µs less per cycle on the server (bench/HISTORY.md, section 23). Not \
+                 built: the waiter must not mark a foreign holder's key (redis-py's tokens are \
+                 32 hex digits too), so our tokens would carry a mark of their own; every \
+                 script that compares a token (release, renew, retake, leave, force_release, \
+                 inspect, multi-key, fencing, the read-write lock's writer) would accept the \
+                 marked value; and during a rolling upgrade a waiter of an older version, \
+                 which does not mark, would be missed by a newer holder's release: it would \
+                 wait until its park ends (the holder's ttl at most) and could be overtaken \
+                 (section 8)."
             }
         ),
     }
