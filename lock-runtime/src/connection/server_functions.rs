@@ -4,8 +4,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::Connection;
-
 /// Whether the server behind one connection lacks Functions.
 #[derive(Debug, Default)]
 pub(crate) struct ServerFunctions {
@@ -21,17 +19,5 @@ impl ServerFunctions {
     /// The server answered that it does not know `FCALL` or `FUNCTION`.
     pub(crate) fn lacking(&self) {
         self.lacking.store(true, Ordering::Relaxed);
-    }
-}
-
-impl Connection {
-    /// What is known of this connection's server's Functions (a cluster's: one for all its
-    /// masters, which run one version).
-    pub(super) fn server_functions(&self) -> &ServerFunctions {
-        match self {
-            Connection::Single(single) => &single.inner.functions,
-            #[cfg(feature = "cluster")]
-            Connection::Cluster(lazy) => &lazy.functions,
-        }
     }
 }
