@@ -5,116 +5,21 @@
 use crate::error::LockError;
 
 mod call;
+mod catalog;
 pub(crate) mod library;
 
 pub(crate) use call::{Call, invoke, invoke_granting, invoke_noting_repeat};
-use library::{LuaScript, PERMITS, PRELUDE, READERS, RENEWAL};
-
-/// A file of `lua/`.
-macro_rules! lua {
-    ($file:literal) => {
-        include_str!(concat!("lua/", $file))
-    };
-}
-
-// Each script is a function of one library (`library.rs`), called by `FCALL` where the
-// server has Functions, and a text of its own for `EVALSHA` elsewhere: the shared files it
-// turns to (most the prelude: server time, fence counter, queue book-keeping; the scripts
-// that serve locks and semaphores alike the semaphore's permits, whose helpers they turn
-// to for a permit's token, `permit:…`, see `semaphore.rs`; the renewals one lease's
-// renewal; the read-write lock's scripts the set of readers), then its own part.
-
-/// Fair `SET NX PX` with a token (and a fence): `{1, fence}` or `{0, wait_ms}`.
-pub(crate) static ACQUIRE: LuaScript = LuaScript::new("acquire", "", PRELUDE, lua!("acquire.lua"));
-
-/// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
-/// For a permit's token: gives the permit back (1, or 0 when its lease had ended). The
-/// uncontended release (`release_uncontended.lua`) comes first, before the prelude's
-/// definitions, which it does not need.
-pub(crate) static RELEASE: LuaScript = LuaScript::new(
-    "release",
-    lua!("release_uncontended.lua"),
-    PERMITS,
-    lua!("release.lua"),
-);
-
-/// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. For a
-/// permit's token: renews the permit.
-pub(crate) static RENEW: LuaScript = LuaScript::new("renew", "", RENEWAL, lua!("renew.lua"));
-
-/// `RENEW` for many leases in one call (the watchdog's batches): one reply per lease.
-pub(crate) static RENEW_MANY: LuaScript =
-    LuaScript::new("renew_many", "", RENEWAL, lua!("renew_many.lua"));
+use catalog::LuaScript;
+#[cfg(feature = "redlock")]
+pub(crate) use catalog::RAISE_FENCE;
+pub(crate) use catalog::{
+    ACQUIRE, ALIVE, FORCE_RELEASE, INSPECT, KEEPALIVE, LEAVE, READ, READ_RELEASE, RELEASE, RENEW,
+    RENEW_MANY, RETAKE, SEMAPHORE_ACQUIRE, WRITE_READY,
+};
 
 /// `RENEW`'s fourth argument for a renewal or an extension: the key's expiry only grows
 /// (see renew.lua), whichever of two in flight the server runs last.
 pub(crate) const GROW_ONLY: &str = "1";
-
-/// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
-pub(crate) static RETAKE: LuaScript = LuaScript::new("retake", "", PRELUDE, lua!("retake.lua"));
-
-/// Redlock with fencing: raises a master's fence counter to the holder's token, owner-checked;
-/// 1 raised, 0 token gone.
-#[cfg_attr(not(feature = "redlock"), allow(dead_code))]
-pub(crate) static RAISE_FENCE: LuaScript =
-    LuaScript::new("raise_fence", "", &[], lua!("raise_fence.lua"));
-
-/// A reader takes its share: 1 taken, 0 the quick path is closed, -1 the gate is gone.
-pub(crate) static READ: LuaScript = LuaScript::new("read", "", READERS, lua!("rw_read.lua"));
-
-/// A reader gives its share back, waking a writer that waits for the last reader.
-pub(crate) static READ_RELEASE: LuaScript =
-    LuaScript::new("read_release", "", READERS, lua!("rw_read_release.lua"));
-
-/// A writer holding the lock key asks whether the readers have left.
-pub(crate) static WRITE_READY: LuaScript =
-    LuaScript::new("write_ready", "", READERS, lua!("rw_write_ready.lua"));
-
-/// Reads a lock key and its auxiliary keys; writes nothing.
-pub(crate) static INSPECT: LuaScript = LuaScript::new("inspect", "", &[], lua!("inspect.lua"));
-
-/// Refreshes a process's liveness key and says which watched ones are gone.
-pub(crate) static ALIVE: LuaScript = LuaScript::new("alive", "", &[], lua!("alive.lua"));
-
-/// A waiter leaves the queue (of a lock or a semaphore).
-pub(crate) static LEAVE: LuaScript = LuaScript::new("leave", "", PERMITS, lua!("leave.lua"));
-
-/// Takes one of a semaphore's permits, fairly: `{1, 0}`, `{0, wait_ms}`, `{-1, recorded
-/// permits}` on a permit count other than the holders', `{-2, 0}` on a key that is not a
-/// semaphore's.
-pub(crate) static SEMAPHORE_ACQUIRE: LuaScript = LuaScript::new(
-    "semaphore_acquire",
-    "",
-    PERMITS,
-    lua!("semaphore_acquire.lua"),
-);
-
-/// An operator takes a lock away from its holder and wakes the queue (`force_release.rs`).
-pub(crate) static FORCE_RELEASE: LuaScript =
-    LuaScript::new("force_release", "", PERMITS, lua!("force_release.lua"));
-
-/// A process keeps its waiters' places in a queue.
-pub(crate) static KEEPALIVE: LuaScript =
-    LuaScript::new("keepalive", "", PRELUDE, lua!("keepalive.lua"));
-
-/// Every script, in the library's order.
-static ALL: [&LuaScript; 15] = [
-    &ACQUIRE,
-    &RELEASE,
-    &RENEW,
-    &RENEW_MANY,
-    &RETAKE,
-    &RAISE_FENCE,
-    &READ,
-    &READ_RELEASE,
-    &WRITE_READY,
-    &INSPECT,
-    &ALIVE,
-    &LEAVE,
-    &SEMAPHORE_ACQUIRE,
-    &FORCE_RELEASE,
-    &KEEPALIVE,
-];
 
 /// How long a queued waiter keeps its place unless its process keeps it: each try and each
 /// keep-alive of the watchdog (every third of this) start a new one. A waiting process that

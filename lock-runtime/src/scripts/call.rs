@@ -3,7 +3,8 @@
 
 use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs};
 
-use super::library::{self, LIBRARY, LuaScript};
+use super::catalog::LuaScript;
+use super::library::{self, LIBRARY};
 use crate::connection::{Connection, Query};
 use crate::error::LockError;
 use crate::replicas::{Answer, Replicas};
@@ -30,7 +31,7 @@ impl<'s> Call<'s> {
         const ARGS: usize = 10;
         const ARG_BYTES: usize = 128;
         let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
-        let function = script.function();
+        let function = script.function(&LIBRARY.name);
         let mut cmd = Cmd::with_capacity(
             3 + keys.len() + ARGS,
             "EVALSHA".len() + function.len().max(40) + 2 + key_bytes + ARG_BYTES,

@@ -4,84 +4,13 @@
 //! helpers before its work; the same files make each script's `EVALSHA` text for servers
 //! without them.
 
-use once_cell::sync::{Lazy, OnceCell};
+use once_cell::sync::Lazy;
 use redis::{Cmd, Script};
 
-/// The files every function may turn to, in order, at the library's top level: the
-/// queue's prelude, the semaphore's permits, one lease's renewal, the read-write lock's
-/// readers. They only define helpers (no `redis.call` runs when the library loads).
-const SHARED: [&str; 4] = [
-    include_str!("../lua/prelude.lua"),
-    include_str!("../lua/semaphore_permits.lua"),
-    include_str!("../lua/renew_lease.lua"),
-    include_str!("../lua/rw_prelude.lua"),
-];
+use super::catalog::{ALL, LuaScript, SHARED};
 
 /// What stands for the library's name in its text until the text's hash is known.
 const NAME_MARK: &str = "__LOCK_LIBRARY__";
-
-/// One script: its function's name in the library, and its text as parts of `lua/`.
-pub(crate) struct LuaScript {
-    /// The function's name after the library's (letters, digits and `_`).
-    name: &'static str,
-    /// Lines that run before the shared helpers are defined (the uncontended release).
-    head: &'static str,
-    /// The shared files the `EVALSHA` text defines after `head`.
-    shared: &'static [&'static str],
-    /// The script's own part.
-    own: &'static str,
-    /// The `EVALSHA` text and its hash.
-    eval: OnceCell<Script>,
-    /// The function's full name, `<library>_<name>`.
-    function: OnceCell<String>,
-}
-
-impl LuaScript {
-    /// A script named `name` whose `EVALSHA` text is `head`, then `shared`, then `own`;
-    /// its function's body is `head` then `own`.
-    pub(crate) const fn new(
-        name: &'static str,
-        head: &'static str,
-        shared: &'static [&'static str],
-        own: &'static str,
-    ) -> Self {
-        LuaScript {
-            name,
-            head,
-            shared,
-            own,
-            eval: OnceCell::new(),
-            function: OnceCell::new(),
-        }
-    }
-
-    /// The script as `EVALSHA` runs it.
-    pub(crate) fn script(&self) -> &Script {
-        self.eval.get_or_init(|| {
-            let mut text = String::from(self.head);
-            for part in self.shared {
-                text.push_str(part);
-            }
-            text.push_str(self.own);
-            Script::new(&text)
-        })
-    }
-
-    /// The function's full name in [`LIBRARY`] (its hash included).
-    pub(crate) fn function(&self) -> &str {
-        self.function
-            .get_or_init(|| format!("{}_{}", LIBRARY.name, self.name))
-    }
-}
-
-/// The shared prelude (see [`SHARED`]).
-pub(crate) const PRELUDE: &[&str] = &[SHARED[0]];
-/// The prelude and the semaphore's permits.
-pub(crate) const PERMITS: &[&str] = &[SHARED[0], SHARED[1]];
-/// The prelude, the permits and one lease's renewal.
-pub(crate) const RENEWAL: &[&str] = &[SHARED[0], SHARED[1], SHARED[2]];
-/// The read-write lock's readers.
-pub(crate) const READERS: &[&str] = &[SHARED[3]];
 
 /// Which functions may run on a server out of memory (`allow-oom`), as their `EVALSHA` form
 /// did: Redis refuses a flagged function under OOM before it runs, where a script without
@@ -146,7 +75,7 @@ impl Library {
 }
 
 /// The library of every script in `scripts.rs`.
-pub(crate) static LIBRARY: Lazy<Library> = Lazy::new(|| Library::build(&super::ALL));
+pub(crate) static LIBRARY: Lazy<Library> = Lazy::new(|| Library::build(&ALL));
 
 /// Whether `err` says the server has no such function (a fresh server, a restart without
 /// persistence, `FUNCTION FLUSH`, another version's library): load the library.
@@ -195,10 +124,10 @@ mod tests {
         );
         assert_eq!(
             library.text.matches("redis.register_function").count(),
-            super::super::ALL.len()
+            ALL.len()
         );
-        for script in super::super::ALL {
-            let function = script.function();
+        for script in ALL {
+            let function = script.function(&library.name);
             assert!(function.starts_with(&library.name), "{function}");
             assert!(
                 library.text.contains(&format!("'{function}'")),
