@@ -57,6 +57,28 @@ pub(crate) struct Taken {
     pub(crate) queued: bool,
 }
 
+impl Taken {
+    /// A grant whose try was sent at `sent` and is answered now: the lock, its lease dated
+    /// from the send (a lease dated from a late reply would outlast the key), or `None`
+    /// when the reply came past the lease's validity point: it acquires nothing. Every
+    /// acquire path reads its grant through this.
+    pub(crate) fn if_in_time(
+        sent: Instant,
+        ttl: Duration,
+        fence: Option<u64>,
+        queued: bool,
+    ) -> Option<Self> {
+        let answered = Instant::now();
+        let in_time = answered < validity(sent, ttl);
+        in_time.then_some(Taken {
+            sent,
+            answered,
+            fence,
+            queued,
+        })
+    }
+}
+
 /// A timer's overshoot that counts as this process's own lateness (a runtime on time wakes
 /// within a millisecond or two; a busy machine's scheduler within a few). Past it, the
 /// process was starved (a busy machine, a stopped process, a blocked runtime), and what it

@@ -76,21 +76,14 @@ pub(crate) async fn try_alone(
     };
     match attempt {
         Ok(Ok(SetNx::Done(Attempt::Acquired { fence }))) => {
-            let answered = Instant::now();
-            if answered < validity(sent, options.ttl) {
+            if let Some(taken) = Taken::if_in_time(sent, options.ttl, fence, false) {
                 tracing::debug!(
                     key = %names.lock(),
                     waited_ms = started.elapsed().as_millis() as u64,
                     attempts = 1,
                     "lock acquired"
                 );
-                let queued = false;
-                return Ok(Alone::Taken(Taken {
-                    sent,
-                    answered,
-                    fence,
-                    queued,
-                }));
+                return Ok(Alone::Taken(taken));
             }
             tracing::warn!(key = %names.lock(), "acquire reply arrived after the lease validity; retrying");
             release_token(client, names, token).await;
@@ -305,9 +298,12 @@ impl RedisWait<'_> {
     /// What a try's answer means for the wait: the lock (when it came within the lease's
     /// validity), a park, or another try.
     async fn read(&mut self, attempt: Attempt, sent: Instant) -> Result<Step<Taken>, LockError> {
-        let answered = Instant::now();
+        let ttl = self.options.ttl;
         Ok(match attempt {
-            Attempt::Acquired { fence } if answered < validity(sent, self.options.ttl) => {
+            Attempt::Acquired { fence } => {
+                let Some(taken) = Taken::if_in_time(sent, ttl, fence, self.place.queued) else {
+                    return Ok(self.late_grant().await);
+                };
                 self.place.settle();
                 tracing::debug!(
                     key = %self.names.lock(),
@@ -315,20 +311,7 @@ impl RedisWait<'_> {
                     attempts = self.attempts,
                     "lock acquired"
                 );
-                Step::Done(Taken {
-                    sent,
-                    answered,
-                    fence,
-                    queued: self.place.queued,
-                })
-            }
-            Attempt::Acquired { .. } => {
-                // The reply came after the lease's validity point: it acquires nothing.
-                self.place.joined = false;
-                tracing::warn!(key = %self.names.lock(), "acquire reply arrived after the lease validity; retrying");
-                release_token(self.client, self.names, &self.place.token).await;
-                self.late = true;
-                Step::Park(Duration::ZERO)
+                Step::Done(taken)
             }
             Attempt::NotNow {
                 retry_in,
@@ -341,6 +324,16 @@ impl RedisWait<'_> {
             }
             Attempt::Unreplicated(shortfall) => self.undo_unreplicated(shortfall, sent).await?,
         })
+    }
+
+    /// A grant whose reply came after the lease's validity point: it acquires nothing, and
+    /// our token is given back before the next try.
+    async fn late_grant(&mut self) -> Step<Taken> {
+        self.place.joined = false;
+        tracing::warn!(key = %self.names.lock(), "acquire reply arrived after the lease validity; retrying");
+        release_token(self.client, self.names, &self.place.token).await;
+        self.late = true;
+        Step::Park(Duration::ZERO)
     }
 
     /// A grant too few replicas confirmed does not count: undone with the owner check, at
