@@ -119,7 +119,11 @@ async fn the_library_is_loaded_once_and_called_by_fcall() {
     assert!(server.calls("fcall") >= 5, "{}", server.calls("fcall"));
     assert_eq!(server.calls("evalsha"), 0, "a script went by EVALSHA");
     assert_eq!(server.failed_script_calls(), 0);
-    assert_eq!(server.calls("function"), 0, "the library was loaded again");
+    assert_eq!(
+        server.calls("function|load"),
+        0,
+        "the library was loaded again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,4 +216,31 @@ fn a_user_not_allowed_fcall_or_function_gets_evalsha() {
     later_cycles_go_by_evalsha(&server, || {
         LockClient::new(lock_runtime::Config::single(url.clone())).unwrap()
     });
+}
+
+/// A server that lost the library (a restart, `FUNCTION FLUSH`, a promoted replica without
+/// it) while many tasks call: one of them loads it, not every task whose call found it
+/// missing. Each `FUNCTION LOAD` compiles the whole library while the server serves nobody
+/// else, so dozens at once stall it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_calls_that_find_the_library_missing_load_it_once() {
+    let server = RedisServer::start();
+    let client = server.lock_client();
+    drop(client.lock("warm").acquire().await.unwrap());
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut server.conn())
+        .unwrap();
+    server.reset_stats();
+    let calls = (0..64).map(|n| {
+        let client = client.clone();
+        async move {
+            let guard = client.lock(format!("herd-{n}")).acquire().await.unwrap();
+            guard.release().await.unwrap();
+        }
+    });
+    futures::future::join_all(calls).await;
+    let loads = server.calls("function|load");
+    assert_eq!(loads, 1, "{loads} FUNCTION LOADs for one lost library");
+    assert_eq!(libraries(&server).len(), 1);
 }

@@ -1,6 +1,8 @@
 //! One call of a script: the `FCALL` command built in place, and the retries that load the
 //! library (or the script) a server lacks, or fall back to `EVALSHA`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs};
 
 use super::catalog::LuaScript;
@@ -91,11 +93,30 @@ fn retry_for(err: &redis::RedisError, evalsha: bool) -> Option<Retry> {
     }
 }
 
-/// Loads the library on `connection` (in a cluster, on every primary): `Ok(false)` when
-/// the server has no Functions (it is then remembered, and calls go by `EVALSHA`).
-async fn load_library(connection: &mut impl Query) -> RedisResult<bool> {
+/// How many times this process loaded the library: a call that found it missing loads it
+/// only when no load finished since the call was sent.
+static LOADS: AtomicU64 = AtomicU64::new(0);
+
+/// One load at a time in this process. A server that lost the library (a promoted replica
+/// that had not received it, a restart) answers every waiting task's call "not found" at
+/// once, and each `FUNCTION LOAD` compiles the whole library while the server serves
+/// nobody else: dozens at once held a newly promoted primary past its sentinels'
+/// down-after time, and they failed it over again.
+static LOADING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Loads the library on `connection` (in a cluster, on every primary), unless another task
+/// loaded it after this one's call was sent (`seen`: [`LOADS`] then): `Ok(false)` when the
+/// server has no Functions (it is then remembered, and calls go by `EVALSHA`).
+async fn load_library(connection: &mut impl Query, seen: u64) -> RedisResult<bool> {
+    let _one_at_a_time = LOADING.lock().await;
+    if LOADS.load(Ordering::Acquire) != seen {
+        return Ok(true);
+    }
     match connection.query::<()>(&LIBRARY.load_cmd()).await {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            LOADS.fetch_add(1, Ordering::Release);
+            Ok(true)
+        }
         Err(err) if library::is_functions_unknown(&err) => {
             connection.lacks_functions();
             Ok(false)
@@ -121,6 +142,7 @@ macro_rules! send_retrying {
         let mut reconnected = false;
         loop {
             let $cmd: &Cmd = evalsha.as_ref().unwrap_or(&$call.cmd);
+            let loads = LOADS.load(Ordering::Acquire);
             let result = $send.await;
             let retry = match &result {
                 Err(err) => retry_for(err, evalsha.is_some()),
@@ -133,7 +155,7 @@ macro_rules! send_retrying {
                 }
                 Some(Retry::LoadLibrary) if tries < NOSCRIPT_TRIES => {
                     tries += 1;
-                    if !load_library($connection).await? {
+                    if !load_library($connection, loads).await? {
                         evalsha = Some($call.evalsha());
                     }
                 }
