@@ -631,6 +631,11 @@ pub(crate) trait Query: ConnectionLike + Send + Sized {
 
     /// The server does not know `FCALL`: scripts go by `EVALSHA` from now on.
     fn lacks_functions(&self) {}
+
+    /// The library's loads on this connection's server, where they are kept.
+    fn library_loads(&self) -> Option<&Arc<server_functions::LibraryLoads>> {
+        None
+    }
 }
 
 impl Query for Connection {
@@ -649,6 +654,10 @@ impl Query for Connection {
 
     fn lacks_functions(&self) {
         self.server_functions().lacking();
+    }
+
+    fn library_loads(&self) -> Option<&Arc<server_functions::LibraryLoads>> {
+        Some(self.server_functions().loads())
     }
 }
 

@@ -226,7 +226,8 @@ fn a_user_not_allowed_fcall_or_function_gets_evalsha() {
 async fn many_calls_that_find_the_library_missing_load_it_once() {
     let server = RedisServer::start();
     let client = server.lock_client();
-    drop(client.lock("warm").acquire().await.unwrap());
+    let warm = client.lock("warm").acquire().await.unwrap();
+    warm.release().await.unwrap();
     let _: () = redis::cmd("FUNCTION")
         .arg("FLUSH")
         .query(&mut server.conn())

@@ -1,7 +1,7 @@
 //! One call of a script: the `FCALL` command built in place, and the retries that load the
 //! library (or the script) a server lacks, or fall back to `EVALSHA`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs};
 
@@ -93,28 +93,26 @@ fn retry_for(err: &redis::RedisError, evalsha: bool) -> Option<Retry> {
     }
 }
 
-/// How many times this process loaded the library: a call that found it missing loads it
-/// only when no load finished since the call was sent.
-static LOADS: AtomicU64 = AtomicU64::new(0);
-
-/// One load at a time in this process. A server that lost the library (a promoted replica
-/// that had not received it, a restart) answers every waiting task's call "not found" at
-/// once, and each `FUNCTION LOAD` compiles the whole library while the server serves
-/// nobody else: dozens at once held a newly promoted primary past its sentinels'
-/// down-after time, and they failed it over again.
-static LOADING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Loads the library on `connection` (in a cluster, on every primary), unless another task
-/// loaded it after this one's call was sent (`seen`: [`LOADS`] then): `Ok(false)` when the
-/// server has no Functions (it is then remembered, and calls go by `EVALSHA`).
-async fn load_library(connection: &mut impl Query, seen: u64) -> RedisResult<bool> {
-    let _one_at_a_time = LOADING.lock().await;
-    if LOADS.load(Ordering::Acquire) != seen {
+/// Loads the library on `connection` (in a cluster, on every primary), unless this client
+/// loaded it there after the call was sent (`seen`: its count of loads then; one load at a
+/// time per server): `Ok(false)` when the server has no Functions (it is then remembered,
+/// and calls go by `EVALSHA`).
+async fn load_library(connection: &mut impl Query, seen: Option<u64>) -> RedisResult<bool> {
+    let loads = connection.library_loads().cloned();
+    let _one_at_a_time = match &loads {
+        Some(loads) => Some(loads.one_at_a_time.lock().await),
+        None => None,
+    };
+    if let (Some(loads), Some(seen)) = (&loads, seen)
+        && loads.done.load(Ordering::Acquire) != seen
+    {
         return Ok(true);
     }
     match connection.query::<()>(&LIBRARY.load_cmd()).await {
         Ok(()) => {
-            LOADS.fetch_add(1, Ordering::Release);
+            if let Some(loads) = &loads {
+                loads.done.fetch_add(1, Ordering::Release);
+            }
             Ok(true)
         }
         Err(err) if library::is_functions_unknown(&err) => {
@@ -142,7 +140,9 @@ macro_rules! send_retrying {
         let mut reconnected = false;
         loop {
             let $cmd: &Cmd = evalsha.as_ref().unwrap_or(&$call.cmd);
-            let loads = LOADS.load(Ordering::Acquire);
+            let loads = $connection
+                .library_loads()
+                .map(|loads| loads.done.load(Ordering::Acquire));
             let result = $send.await;
             let retry = match &result {
                 Err(err) => retry_for(err, evalsha.is_some()),
