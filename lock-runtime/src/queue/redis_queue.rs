@@ -68,14 +68,12 @@ pub(crate) async fn try_alone(
     let overrun = deadline + client.response_timeout();
     let sent = Instant::now();
     let attempt = try_set_nx(client, names, token, options, (overrun, sent));
-    let bounded = client.keeps_deadlines();
-    let attempt = if bounded {
-        Ok(attempt.await)
-    } else {
-        tokio::time::timeout_at(overrun, attempt).await
+    let (window, backoff) = ((started, overrun, deadline), &mut Backoff::new());
+    let Some(attempt) = bounded_try(client, names.lock(), attempt, window, backoff).await? else {
+        return Ok(Alone::Refused);
     };
     match attempt {
-        Ok(Ok(SetNx::Done(Attempt::Acquired { fence }))) => {
+        SetNx::Done(Attempt::Acquired { fence }) => {
             if let Some(taken) = Taken::if_in_time(sent, options.ttl, fence, false) {
                 tracing::debug!(
                     key = %names.lock(),
@@ -93,21 +91,47 @@ pub(crate) async fn try_alone(
             }
             Ok(Alone::Refused)
         }
-        Ok(Ok(SetNx::Done(Attempt::NotNow { .. }))) => Err(LockError::Busy {
+        SetNx::Done(Attempt::NotNow { .. }) => Err(LockError::Busy {
             key: names.lock().to_owned(),
         }),
-        Ok(Ok(SetNx::Held)) => Ok(Alone::Refused),
+        SetNx::Held => Ok(Alone::Refused),
         // The SET may have been applied (a dropped connection), or, with replicas (not
         // asked here), not confirmed: whatever our token holds is given back.
-        Ok(Ok(SetNx::Dropped | SetNx::Done(Attempt::Unreplicated(_)))) => {
+        SetNx::Dropped | SetNx::Done(Attempt::Unreplicated(_)) => {
             release_token(client, names, token).await;
             Ok(Alone::Refused)
         }
+    }
+}
+
+/// One try (`attempt`), bounded by `overrun`: by each request's own deadline on a single
+/// server's connection (no timer of the try's own beside the request's), by a timer
+/// elsewhere. Its reply; `None` after an error worth another try in time, ridden out
+/// first (a cluster moving the slot, a server loading or restarting, a reset connection,
+/// a reply that timed out; with the same token, so a lost grant is found again); a
+/// timeout when the try ran into the end of the wait plus one response timeout, or
+/// outlasted the wait by a whole response timeout. A server that never answered is
+/// unreachable: reported at once, within the connect timeout.
+async fn bounded_try<T>(
+    client: &LockClient,
+    key: &str,
+    attempt: impl std::future::Future<Output = Result<T, LockError>>,
+    (started, overrun, deadline): (Instant, Instant, Instant),
+    backoff: &mut Backoff,
+) -> Result<Option<T>, LockError> {
+    let bounded = client.keeps_deadlines();
+    let attempt = if bounded {
+        Ok(attempt.await)
+    } else {
+        tokio::time::timeout_at(overrun, attempt).await
+    };
+    match attempt {
+        Ok(Ok(attempt)) => Ok(Some(attempt)),
         Ok(Err(err)) if !bounded || Instant::now() < overrun => {
-            ride_out(client, names.lock(), err, deadline, &mut Backoff::new()).await?;
-            Ok(Alone::Refused)
+            ride_out(client, key, err, deadline, backoff).await?;
+            Ok(None)
         }
-        _ => Err(LockError::timeout(names.lock(), started.elapsed())),
+        _ => Err(LockError::timeout(key, started.elapsed())),
     }
 }
 
@@ -224,34 +248,17 @@ impl Waiting for RedisWait<'_> {
             self.options,
             (quick, self.overrun, sent),
         );
-        // One deadline for the whole try: a single server's connection bounds each of its
-        // requests by it (no timer of the try's own beside the request's); others get one.
-        let bounded = self.client.keeps_deadlines();
-        let attempt = if bounded {
-            Ok(attempt.await)
-        } else {
-            tokio::time::timeout_at(self.overrun, attempt).await
-        };
-        let attempt = match attempt {
-            Ok(Ok(attempt)) => attempt,
-            // A cluster moving the slot, a server loading or restarting, a reset
-            // connection, a reply that timed out: worth another try in time (with the
-            // same token, so a lost grant is found again). A server that never answered
-            // is unreachable: reported at once, within the connect timeout.
-            Ok(Err(err)) if !bounded || Instant::now() < self.overrun => {
-                ride_out(
-                    self.client,
-                    self.names.lock(),
-                    err,
-                    self.deadline,
-                    &mut self.backoff,
-                )
-                .await?;
-                return Ok(Step::Again);
-            }
-            // The try ran into the end of the wait plus one response timeout, or outlasted
-            // the wait by a whole response timeout: give up.
-            _ => return Err(self.timeout()),
+        let window = (self.started, self.overrun, self.deadline);
+        let names = self.names;
+        let tried = bounded_try(
+            self.client,
+            names.lock(),
+            attempt,
+            window,
+            &mut self.backoff,
+        );
+        let Some(attempt) = tried.await? else {
+            return Ok(Step::Again);
         };
         self.read(attempt, sent).await
     }
