@@ -34,6 +34,10 @@ pub struct Tally {
     pub after_rejoin: usize,
     /// Times a sentinel had pointed the replica past the link and it was put back.
     pub relinked: usize,
+    /// Failovers the deployment made on its own (a sentinel that found the new primary
+    /// slow to answer for its down-after period, on a busy machine): the trial swapped the
+    /// roles and put the replica back on the link.
+    pub unplanned: usize,
 }
 
 /// An error's kind, as the tallies count it.
@@ -80,12 +84,15 @@ pub fn info(server: &RedisServer, section: &str) -> String {
 }
 
 /// What every data node of a trial adds to its arguments: a replica syncs at once (no
-/// delay before a diskless transfer).
-pub const SERVER_ARGS: [&str; 4] = [
+/// delay before a diskless transfer), and the server records what took it 100 ms or more
+/// (`LATENCY LATEST`, printed when a trial goes wrong).
+pub const SERVER_ARGS: [&str; 6] = [
     "--repl-diskless-sync",
     "yes",
     "--repl-diskless-sync-delay",
     "0",
+    "--latency-monitor-threshold",
+    "100",
 ];
 
 /// How long a trial's clients with the option wait for the replica.
@@ -206,8 +213,9 @@ pub trait Trial {
     /// took.
     fn fail_over(&mut self) -> Duration;
 
-    /// Starts the old primary again, as the new primary's replica.
-    fn rejoin(&mut self);
+    /// Starts the old primary again, as the new primary's replica; counts in `tally` what
+    /// the deployment did meanwhile.
+    fn rejoin(&mut self, tally: &mut Tally);
 }
 
 /// The lease and first wait of a trial's clients.
@@ -260,7 +268,7 @@ pub async fn one_failover<T: Trial>(
             (cause, second_at.elapsed(), guard)
         })
     });
-    tokio::task::block_in_place(|| trial.rejoin());
+    tokio::task::block_in_place(|| trial.rejoin(tally));
     if let Some(watcher) = watcher {
         let (cause, after, guard) = watcher.await.unwrap();
         match cause {
@@ -393,11 +401,13 @@ fn report(plan: &Plan, mode: &str, tally: &Tally, (elapsed, ttl): (Duration, Dur
     }
     figure(format!(
         "the first client was refused: [{}]; the second: [{}]; the key taken again after the \
-         old primary rejoined: {}; the replica put back on the link: {}",
+         old primary rejoined: {}; the replica put back on the link: {}; failovers the \
+         deployment made on its own: {}",
         summary(tally.first_refused.clone()),
         summary(tally.second_refused.clone()),
         tally.after_rejoin,
         tally.relinked,
+        tally.unplanned,
     ));
 }
 

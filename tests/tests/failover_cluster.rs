@@ -290,7 +290,7 @@ impl Trial for Shard {
 
     /// Starts the old primary again, empty: it learns that it lost its slots and replicates
     /// from the new primary, which announces its own link.
-    fn rejoin(&mut self) {
+    fn rejoin(&mut self, _tally: &mut Tally) {
         self.nodes.restart_replica();
         self.announce_link();
         self.until_replica_synced();
