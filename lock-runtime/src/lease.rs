@@ -32,11 +32,25 @@ pub(crate) fn passable(valid_until: Instant, ttl: Duration, now: Instant) -> boo
 /// [`crate::CurrentLock`].
 pub(crate) type Token = std::sync::Arc<str>;
 
-/// A fresh token: a uuid v4 (122 random bits), never reused. A process keeps one for a
-/// whole tenure, while it passes the lock between its own tasks.
+/// What every token this crate makes starts with: the scripts tell a holder of ours that
+/// noted nothing (a plain `SET NX`) from a foreign client's by it (prelude.lua's
+/// `OUR_TOKEN`), and wait for its release instead of polling as for a client that does not
+/// queue.
+pub(crate) const OUR_TOKEN: &str = "lr-";
+
+/// A fresh token: [`OUR_TOKEN`] and a uuid v4 (122 random bits), never reused. A process
+/// keeps one for a whole tenure, while it passes the lock between its own tasks.
 pub(crate) fn new_token() -> Token {
-    let mut text = uuid::Uuid::encode_buffer();
-    Token::from(&*uuid::Uuid::new_v4().simple().encode_lower(&mut text))
+    let uuid = uuid::Uuid::new_v4();
+    let mut text = [0u8; OUR_TOKEN.len() + uuid::fmt::Simple::LENGTH];
+    let (prefix, rest) = text.split_at_mut(OUR_TOKEN.len());
+    prefix.copy_from_slice(OUR_TOKEN.as_bytes());
+    uuid.simple().encode_lower(rest);
+    // Both parts are ASCII; the fallback (never taken) allocates once more.
+    std::str::from_utf8(&text).map_or_else(
+        |_| Token::from(format!("{OUR_TOKEN}{}", uuid.simple())),
+        Token::from,
+    )
 }
 
 /// A duration in whole milliseconds for PX/PEXPIRE, at least 1.
@@ -107,6 +121,17 @@ mod tests {
         let ttl = Duration::from_secs(10);
         assert_eq!(validity(sent, ttl), sent + Duration::from_millis(9_898));
         assert_eq!(validity(sent, Duration::from_millis(1)), sent);
+    }
+
+    #[test]
+    fn tokens_start_with_the_prefix_the_scripts_know_as_ours() {
+        let (a, b) = (new_token(), new_token());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), OUR_TOKEN.len() + 32);
+        assert!(a.starts_with(OUR_TOKEN));
+        assert!(a[OUR_TOKEN.len()..].bytes().all(|b| b.is_ascii_hexdigit()));
+        let prelude = include_str!("lua/prelude.lua");
+        assert!(prelude.contains(&format!("local OUR_TOKEN = '{OUR_TOKEN}'")));
     }
 
     #[test]

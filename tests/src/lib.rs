@@ -311,6 +311,32 @@ impl RedisServer {
     }
 
     /// Resets `INFO commandstats`.
+    /// Every command's calls since the last [`reset_stats`](Self::reset_stats), most called
+    /// first (`fcall=120, set=40`): what a count that came out high was made of.
+    pub fn command_calls(&self) -> String {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap_or_default();
+        let mut calls: Vec<(u64, &str)> = info
+            .lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_"))
+            .filter_map(|line| {
+                let (name, stats) = line.split_once(':')?;
+                let calls = stats
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix("calls="))?;
+                Some((calls.parse().ok()?, name))
+            })
+            .collect();
+        calls.sort_unstable_by(|a, b| b.cmp(a));
+        let named: Vec<String> = calls
+            .iter()
+            .map(|(calls, name)| format!("{name}={calls}"))
+            .collect();
+        named.join(", ")
+    }
+
     pub fn reset_stats(&self) {
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")

@@ -694,6 +694,8 @@ async fn a_hand_over_between_processes_costs_few_script_calls() {
     assert!(
         per_handover <= 2.5,
         "{per_handover:.2} script calls per hand-over between processes ({scripts} for \
-         {handovers}): the release and the grantee's confirmation should be all"
+         {handovers}): the release and the grantee's confirmation should be all; the \
+         server's calls: {}",
+        server.command_calls()
     );
 }

@@ -82,7 +82,7 @@ async fn overlap_detector_catches_overlap_without_the_lock() {
 }
 
 #[tokio::test]
-async fn the_key_holds_a_fresh_uuid_v4_token_with_a_px_expiry() {
+async fn the_key_holds_a_fresh_token_of_ours_with_a_px_expiry() {
     let server = RedisServer::start();
     let client = server.lock_client();
     let ttl = Duration::from_secs(10);
@@ -90,7 +90,9 @@ async fn the_key_holds_a_fresh_uuid_v4_token_with_a_px_expiry() {
     assert_eq!(server.get("layout").as_deref(), Some(first.token()));
     let pttl = server.pttl("layout");
     assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
-    let token = uuid::Uuid::parse_str(first.token()).unwrap();
+    // `lr-` and a uuid v4: the scripts tell our holders from foreign ones by the prefix.
+    let uuid = first.token().strip_prefix("lr-").expect("a token of ours");
+    let token = uuid::Uuid::parse_str(uuid).unwrap();
     assert_eq!(token.get_version_num(), 4);
     let first_token = first.token().to_owned();
     first.release().await.unwrap();

@@ -149,7 +149,7 @@ local watch
 -- ours to take the key closes the window.
 local gap_end = tonumber(redis.call('HGET', KEYS[5], '~gap'))
 local gap_used = gap_end and redis.call('HEXISTS', KEYS[5], '~gap-used') == 1
-if gap_end and holder and not gap_used then
+if gap_end and holder and not gap_used and not is_ours(holder) then
   -- When the foreign side was first seen holding the key.
   redis.call('HSET', KEYS[5], '~gap-used', now_ms)
   gap_used = true
@@ -220,12 +220,12 @@ elseif not holder then
   wait_ms = math.max(0, (tonumber(redis.call('ZSCORE', KEYS[4], head)) or now_ms) - now_ms)
 else
   wait_ms = held_for()
-  if gap_end then
+  if gap_end and not is_ours(holder) then
     -- Taken in a foreign window by a client that publishes no release: ask again soon.
     wait_ms = math.min(wait_ms, foreign_poll_ms())
   elseif alive then
     watch = watched_holder(KEYS[5], holder)
-    if not watch and ARGV[4] == '1' and foreign_poll_ms() == HEAD_POLL_MS then
+    if not watch and ARGV[4] == '1' and not is_ours(holder) and foreign_poll_ms() == HEAD_POLL_MS then
       -- A holder that does not note itself, seen by the head: a foreign client's, or one
       -- of ours not noted yet. Ours pass the key on through the queue (a grant, a
       -- hand-over, a window), so a key that changes hands between two such holders while

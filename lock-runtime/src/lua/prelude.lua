@@ -144,6 +144,15 @@ local function join(queue, deadlines, ttls, waiter, ttl, lease, now_ms, now_us, 
   end
 end
 
+-- Every token this crate makes starts with OUR_TOKEN (lease.rs): a holder of ours that
+-- notes nothing (a task alone on its key takes it with a plain SET NX) gives the key back
+-- through release.lua, which grants it to the queue's head and wakes it. Such a holder is
+-- waited out as any noted one, never taken for a client that does not queue.
+local OUR_TOKEN = 'lr-'
+local function is_ours(token)
+  return string.sub(token, 1, #OUR_TOKEN) == OUR_TOKEN
+end
+
 -- Notes who holds the lock key, for the waiters: `holder`'s process has the liveness key
 -- `alive`, so a waiter may park until a release wakes it or that key vanishes, instead of
 -- asking again and again. Kept in the ttls hash (at least `ms` more), read by

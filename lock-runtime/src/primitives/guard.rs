@@ -195,7 +195,7 @@ impl LockGuard {
         self.names.lock()
     }
 
-    /// The random token stored under the key (a uuid v4, never reused).
+    /// The random token stored under the key (`lr-` and a uuid v4, never reused).
     pub fn token(&self) -> &str {
         &self.token
     }

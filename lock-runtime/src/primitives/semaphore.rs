@@ -269,9 +269,9 @@ impl Semaphore {
     }
 }
 
-/// A new permit's token: a uuid v4 behind `permit:`, by which the scripts shared with locks
-/// (renewal, release, leaving the queue: also the watchdog's and the shutdown's) know to
-/// serve a permit (`is_permit` in `semaphore_permits.lua`).
+/// A new permit's token: a token of ours (`lr-` and a uuid v4) behind `permit:`, by which
+/// the scripts shared with locks (renewal, release, leaving the queue: also the watchdog's
+/// and the shutdown's) know to serve a permit (`is_permit` in `semaphore_permits.lua`).
 fn permit_token() -> Token {
     Token::from(format!("permit:{}", new_token()))
 }
@@ -465,7 +465,7 @@ impl SemaphoreGuard {
         self.names.lock()
     }
 
-    /// This permit's token (`permit:` and a uuid v4, never reused): its member in the key.
+    /// This permit's token (`permit:lr-` and a uuid v4, never reused): its member in the key.
     pub fn token(&self) -> &str {
         &self.token
     }

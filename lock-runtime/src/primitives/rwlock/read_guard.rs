@@ -84,7 +84,7 @@ impl ReadGuard {
         self.names.lock()
     }
 
-    /// The random token of this reader's share (a uuid v4, never reused).
+    /// The random token of this reader's share (`lr-` and a uuid v4, never reused).
     pub fn token(&self) -> &str {
         &self.token
     }
