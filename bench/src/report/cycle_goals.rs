@@ -216,8 +216,8 @@ fn server_commands_goal(uncontended: &[CycleSummary]) -> Goal {
                  one of our holders marks the lock key itself (its value becomes token + \
                  marker, KEEPTTL), so the GET tells and the common release is GET + DEL, \
                  0.44 µs less per cycle on the server (bench/HISTORY.md, section 23). Not \
-                 built: the waiter must not mark a foreign holder's key (redis-py's tokens are \
-                 32 hex digits too), so our tokens would carry a mark of their own; every \
+                 built: the waiter must not mark a foreign holder's key, which our tokens' \
+                 `lr-` prefix now tells apart; every \
                  script that compares a token (release, renew, retake, leave, force_release, \
                  inspect, multi-key, fencing, the read-write lock's writer) would accept the \
                  marked value; and during a rolling upgrade a waiter of an older version, \
