@@ -144,13 +144,18 @@ impl Deployment {
     ///
     /// The sentinels may fail over on their own meanwhile: with a down-after period of 1 s,
     /// one of them whose link to the just-promoted primary was cut called it down before
-    /// it reconnected, and they promoted the rejoined replica back (seen on a busy machine). Then the roles swap here, the other node is put behind the
-    /// link, and the wait starts again (3 times at most).
+    /// it reconnected, and they promoted the rejoined replica back (seen on a busy machine).
+    /// Then the roles swap here, the other node is put behind the link, and the wait starts
+    /// again: 3 times at most, a fourth move fails the test.
     fn until_sentinels_know_the_replica(&mut self) {
-        for _ in 0..3 {
-            if !self.sentinels_moved_to_the_replica() {
-                break;
-            }
+        let mut swaps = 0;
+        while self.sentinels_moved_to_the_replica() {
+            assert!(
+                swaps < 3,
+                "the sentinels failed over on their own {} times in a row",
+                swaps + 1
+            );
+            swaps += 1;
             eprintln!(
                 "the sentinels failed over to the replica {} on their own: the roles swap",
                 self.replica().port()
