@@ -299,18 +299,13 @@ impl RedisServer {
             .arg("commandstats")
             .query(&mut self.conn())
             .unwrap();
-        info.lines()
-            .filter_map(|line| line.strip_prefix("cmdstat_"))
-            .filter(|line| !line.starts_with("info:") && !line.starts_with("config"))
-            .filter_map(|line| {
-                line.split([':', ','])
-                    .find_map(|pair| pair.strip_prefix("calls="))
-                    .and_then(|calls| calls.parse::<u64>().ok())
-            })
+        calls_per_command(&info)
+            .into_iter()
+            .filter(|(_, name)| *name != "info" && !name.starts_with("config"))
+            .map(|(calls, _)| calls)
             .sum()
     }
 
-    /// Resets `INFO commandstats`.
     /// Every command's calls since the last [`reset_stats`](Self::reset_stats), most called
     /// first (`fcall=120, set=40`): what a count that came out high was made of.
     pub fn command_calls(&self) -> String {
@@ -318,17 +313,7 @@ impl RedisServer {
             .arg("commandstats")
             .query(&mut self.conn())
             .unwrap_or_default();
-        let mut calls: Vec<(u64, &str)> = info
-            .lines()
-            .filter_map(|line| line.strip_prefix("cmdstat_"))
-            .filter_map(|line| {
-                let (name, stats) = line.split_once(':')?;
-                let calls = stats
-                    .split(',')
-                    .find_map(|pair| pair.strip_prefix("calls="))?;
-                Some((calls.parse().ok()?, name))
-            })
-            .collect();
+        let mut calls = calls_per_command(&info);
         calls.sort_unstable_by(|a, b| b.cmp(a));
         let named: Vec<String> = calls
             .iter()
@@ -337,6 +322,7 @@ impl RedisServer {
         named.join(", ")
     }
 
+    /// Resets `INFO commandstats`.
     pub fn reset_stats(&self) {
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
@@ -527,6 +513,21 @@ pub fn command_stat_on(conn: &mut redis::Connection, command: &str, field: &str)
         })
         .and_then(|value| value.parse().ok())
         .unwrap_or(0)
+}
+
+/// Each command's `calls` in an `INFO commandstats` reply, with its name (`fcall`,
+/// `function|load`).
+fn calls_per_command(info: &str) -> Vec<(u64, &str)> {
+    info.lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter_map(|line| {
+            let (name, stats) = line.split_once(':')?;
+            let calls = stats
+                .split(',')
+                .find_map(|pair| pair.strip_prefix("calls="))?;
+            Some((calls.parse().ok()?, name))
+        })
+        .collect()
 }
 
 /// [`command_stat_on`] summed over the commands that call a script: `fcall` and `evalsha`.
