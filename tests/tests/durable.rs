@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{Config, LockClient, LockError};
+use lock_runtime::{Config, LockClient, LockError, LostCause};
 use lock_tests::RedisServer;
 
 /// A Valkey server that writes an append-only file, fsynced as `fsync` says (`everysec`,
@@ -118,4 +118,80 @@ async fn the_primarys_own_fsync_without_appendonly_is_refused_when_the_client_is
     assert!(matches!(err, LockError::Config { .. }), "{err:?}");
     assert!(err.to_string().contains("appendonly"), "{err}");
     assert!(LockClient::new(config(false)).is_ok());
+}
+
+/// Sets how the server fsyncs its append-only file.
+fn set_fsync(server: &RedisServer, fsync: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg(fsync)
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+/// Asserts that `err` is a durable grant refused for want of the primary's own fsync.
+fn assert_not_on_the_primarys_disk(err: &LockError, key: &str) {
+    match err {
+        LockError::NotDurable {
+            key: refused,
+            local: false,
+            needed_local: true,
+            ..
+        } if refused == key => {}
+        other => panic!("expected NotDurable (not on the primary's disk) for {key}: {other:?}"),
+    }
+}
+
+/// A server that never fsyncs (`appendfsync no`) answers `WAITAOF 1 0 t` with `[0, 0]`:
+/// a grant it made is not on its disk, and a power loss could take it back. An acquire
+/// fails with `NotDurable { local: false }` and leaves no key; so does an `extend`; and
+/// renewals that are never confirmed do not count, so the lease is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_the_primary_never_fsyncs_does_not_count() {
+    let server = tokio::task::block_in_place(|| valkey_with_aof("always"));
+    let client = LockClient::new(
+        Config::single(server.url())
+            .response_timeout(Duration::from_secs(2))
+            .wait_for_aof(true, 0, Duration::from_millis(50)),
+    )
+    .unwrap();
+    // Taken while the server fsyncs every write: one to renew, one to extend.
+    let renewed = client
+        .lock("fsync-renewed")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .unwrap();
+    let mut extended = client
+        .lock("fsync-extended")
+        .ttl(Duration::from_secs(20))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+
+    set_fsync(&server, "no");
+    let err = client
+        .lock("fsync-never")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .map(drop)
+        .unwrap_err();
+    assert_not_on_the_primarys_disk(&err, "fsync-never");
+    assert_eq!(server.get("fsync-never"), None, "the grant was left");
+
+    let err = extended.extend(Duration::from_secs(60)).await.unwrap_err();
+    assert_not_on_the_primarys_disk(&err, "fsync-extended");
+
+    let lost = lock_tests::until(Duration::from_secs(10), Duration::from_millis(10), || {
+        renewed.is_lost()
+    })
+    .await;
+    assert!(
+        lost.is_some(),
+        "renewals the primary never fsynced kept the lease"
+    );
+    assert_eq!(renewed.lost_cause(), Some(LostCause::RenewalFailed));
 }

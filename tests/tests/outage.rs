@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError};
+use lock_tests::proxy::{Direction, FaultProxy};
 use lock_tests::{RedisServer, chain};
 use tokio::time::Instant;
 
@@ -168,6 +169,74 @@ fn waiting_acquisitions_fail_fast_when_the_server_goes_down() {
             "FIGURE outage: 5 waiters queued when Redis was killed failed with Backend, the \
              slowest {:.0} ms after it",
             slowest.as_secs_f64() * 1000.0
+        );
+    });
+}
+
+/// A server that stops answering without closing its connections (both directions
+/// blackholed): once one acquisition has had the client declare the outage, a new
+/// uncontended acquisition (the one-`SET` path of a task alone on its key) fails with the
+/// outage error at once, without sending its `SET` and waiting out the response timeout.
+#[test]
+fn a_blackholed_server_once_declared_down_fails_the_uncontended_path_at_once() {
+    lock_tests::one_at_a_time(async {
+        let server = RedisServer::start();
+        let proxy = FaultProxy::start(server.port());
+        // A request (or a connection's hand-shake) sent to the blackhole waits this long.
+        let response_timeout = Duration::from_secs(2);
+        let client = LockClient::new(
+            Config::single(proxy.url())
+                .connect_timeout(response_timeout)
+                .response_timeout(response_timeout),
+        )
+        .unwrap();
+        client
+            .lock("blackhole-warm")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+
+        proxy.set_blackhole(Direction::Up, true);
+        proxy.set_blackhole(Direction::Down, true);
+        let first = client
+            .lock("blackhole-first")
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+            .map(drop)
+            .expect_err("acquired from a blackholed server");
+        assert!(
+            chain(&first).contains("unreachable for"),
+            "{}",
+            chain(&first)
+        );
+
+        let started = Instant::now();
+        let err = client
+            .lock("blackhole-alone")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .map(drop)
+            .expect_err("acquired from a blackholed server");
+        let took = started.elapsed();
+        let text = chain(&err);
+        assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+        assert!(text.contains("blackhole-alone"), "{text}");
+        assert!(text.contains("unreachable for"), "{text}");
+        // Without the gate the SET goes out (on a new connection, whose hand-shake goes
+        // unanswered) and waits out the connect or response timeout (2 s).
+        assert!(
+            took < response_timeout / 2,
+            "the outage error came after {took:?}: the request was sent"
+        );
+        println!(
+            "FIGURE outage: behind a blackhole, an uncontended acquire while down failed in \
+             {:.1} ms",
+            took.as_secs_f64() * 1000.0
         );
     });
 }

@@ -1049,3 +1049,57 @@ async fn inspect_gives_the_majority_view_and_force_release_clears_every_master()
         "{err:?}"
     );
 }
+
+/// `force_release` lists each holder it removed once, however many masters held it: with
+/// every master holding the token, the report names it once and every master is cleared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_lists_a_holder_of_every_master_once() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    let guard = client
+        .lock("forced-everywhere")
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let token = Some(guard.token().to_owned());
+    let everywhere = lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
+        holders(&servers, "forced-everywhere") == vec![token.clone(); 3]
+    })
+    .await;
+    assert!(everywhere.is_some(), "not every master granted the lock");
+    let released = client.force_release("forced-everywhere").await.unwrap();
+    let removed: Vec<&str> = released.removed.iter().map(|h| h.token.as_str()).collect();
+    assert_eq!(removed, [guard.token()], "{released}");
+    assert_eq!(holders(&servers, "forced-everywhere"), vec![None; 3]);
+}
+
+/// `inspect` reports the fence a majority of the masters' counters reached, not a number
+/// that one master alone has: a counter raised far above the others (as a failed round
+/// can leave one) is not the lock's fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reports_the_fence_a_majority_reached() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    let fence = fenced_cycle(&client, "majority-fence").await;
+    // Every master's counter reached the fence (the last grant may still be on its way).
+    let reached = lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
+        servers
+            .iter()
+            .all(|server| fence_counter(server, "majority-fence").is_some_and(|n| n >= fence))
+    })
+    .await;
+    assert!(reached.is_some(), "not every master counted the fence");
+    let outlier = fence + 1_000_000_000;
+    let _: () = redis::cmd("SET")
+        .arg("~lock/fence{majority-fence}")
+        .arg(outlier)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let state = client.inspect("majority-fence").await.unwrap();
+    let reported = state.fence.expect("a majority has a fence");
+    assert!(
+        reported >= fence && reported < outlier,
+        "inspect reported fence {reported} (granted {fence}, one master's outlier {outlier})"
+    );
+}

@@ -33,7 +33,7 @@ async fn hold_forever(name: String, held: tokio::sync::mpsc::Sender<()>) -> Resu
 #[tokio::main]
 async fn child_main(role: &str) {
     let url = std::env::var("LOCK_TESTS_URL").unwrap();
-    lock_runtime::init(Config::single(url)).unwrap();
+    lock_runtime::init(Config::single(url.clone())).unwrap();
     let (held, mut holding) = tokio::sync::mpsc::channel(1000);
     let spawned = match role {
         "spawned" => 1,
@@ -46,6 +46,9 @@ async fn child_main(role: &str) {
     for _ in 0..spawned {
         holding.recv().await.unwrap();
     }
+    if role == "exit-two-clients" {
+        exit_holding_with_two_clients(url).await;
+    }
     if role == "dropped" {
         let guard = Lock::new("shutdown:dropped-0")
             .ttl(TTL)
@@ -55,6 +58,27 @@ async fn child_main(role: &str) {
         drop(guard);
     }
     println!("RETURNING");
+}
+
+/// Holds one lock through the global client and one through an injected client, then
+/// leaves with `std::process::exit` (no destructor runs, no runtime ends): only the exit
+/// hook can give the two back.
+async fn exit_holding_with_two_clients(url: String) {
+    let global = Lock::new("shutdown:exit-global")
+        .ttl(TTL)
+        .acquire()
+        .await
+        .unwrap();
+    let injected = lock_runtime::LockClient::new(Config::single(url)).unwrap();
+    let own = injected
+        .lock("shutdown:exit-injected")
+        .ttl(TTL)
+        .acquire()
+        .await
+        .unwrap();
+    println!("RETURNING");
+    let _held = (global, own, injected);
+    std::process::exit(0)
 }
 
 /// How many locks the `many` child holds.
@@ -149,6 +173,19 @@ fn a_hundred_locks_held_when_main_returns_are_all_released() {
         .collect();
     let took = released_after_main_returns("many", &keys);
     figure(&format!("{MANY} locks held by spawned tasks"), took);
+}
+
+/// A process with two clients (the global one and an injected one), each holding a lock,
+/// leaves with `std::process::exit`: every live client gives back what it holds, so both
+/// keys are gone well before their ttl.
+#[test]
+fn every_live_client_gives_back_at_exit() {
+    if child::role().is_some() {
+        return;
+    }
+    let keys = ["shutdown:exit-global", "shutdown:exit-injected"].map(str::to_owned);
+    let took = released_after_main_returns("exit-two-clients", &keys);
+    figure("2 locks of 2 clients at process::exit", took);
 }
 
 /// The explicit shutdown: renewals stop, every held lock is released, every queue place

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, current_lock, distributed_lock};
-use lock_tests::shared_server;
+use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome, current_lock, distributed_lock};
+use lock_tests::{RedisServer, command_stat_on, shared_server};
 
 #[distributed_lock(key = "tokio-test:<id>", ttl = "5s", wait = "5s")]
 async fn locked(id: u64) -> Result<String, LockError> {
@@ -280,4 +280,74 @@ mod handler_tests {
         );
         held.release().await.unwrap();
     }
+}
+
+/// A fresh current-thread runtime.
+fn new_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A connection opened on a runtime that has ended is never used again: runtimes built one
+/// after another, each taking a try-once lock and releasing it, each pay what one runtime
+/// does (the acquire one `SET` and no script call, the release one script call, nothing
+/// failed and tried again); and a release sent on a new runtime reports what the server
+/// had, not a repeat of a send the dead connection swallowed.
+#[test]
+fn a_new_runtime_never_meets_an_old_runtimes_connection() {
+    let server = RedisServer::start();
+    let client = LockClient::new(Config::single(server.url())).unwrap();
+    let key = "new-runtime:once";
+    let mut cycles = Vec::new();
+    for round in 0..4 {
+        let runtime = new_runtime();
+        let (acquire, cycle) = runtime.block_on(async {
+            server.reset_stats();
+            let guard = client.lock(key).wait(Duration::ZERO).acquire().await;
+            let guard = guard.unwrap_or_else(|err| panic!("round {round}: {err:?}"));
+            let acquire = (
+                command_stat_on(&mut server.conn(), "set", "calls"),
+                server.script_calls(),
+                server.command_calls(),
+            );
+            let released = guard.release().await;
+            assert_eq!(released.unwrap(), ReleaseOutcome::Released, "round {round}");
+            (acquire, server.command_calls())
+        });
+        drop(runtime);
+        if round > 0 {
+            // (The first round loads the scripts.)
+            assert_eq!(
+                (acquire.0, acquire.1),
+                (1, 0),
+                "round {round}: {}",
+                acquire.2
+            );
+            assert_eq!(server.failed_script_calls(), 0, "round {round}: {cycle}");
+            cycles.push(cycle);
+        }
+    }
+    assert!(
+        cycles.windows(2).all(|pair| pair[0] == pair[1]),
+        "the cycles of the later runtimes cost different commands: {cycles:#?}"
+    );
+
+    // A lock taken on one runtime, released on the next after another owner took the key.
+    let runtime = new_runtime();
+    let guard = runtime
+        .block_on(client.lock(key).ttl(Duration::from_secs(30)).acquire())
+        .unwrap();
+    drop(runtime);
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("foreign-owner")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut server.conn())
+        .unwrap();
+    let released = new_runtime().block_on(guard.release());
+    assert_eq!(released.unwrap(), ReleaseOutcome::NotOwner);
+    assert_eq!(server.get(key).as_deref(), Some("foreign-owner"));
 }
