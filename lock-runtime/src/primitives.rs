@@ -2,8 +2,8 @@
 //! multi-key lock), over one builder core and one run path for guarded bodies.
 
 pub(crate) mod builder;
-pub(crate) mod extend;
 pub(crate) mod guard;
+pub(crate) mod held_lease;
 pub(crate) mod lock;
 pub(crate) mod multi;
 pub(crate) mod run_path;

@@ -8,7 +8,8 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
-use crate::primitives::extend::extend_guard;
+use crate::primitives::held_lease::HeldLease;
+use crate::primitives::run_path::OneLease;
 use crate::queue::cohort::{Ending, Holding};
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::{Waiters, keep_until, release_contended};
@@ -32,16 +33,9 @@ use crate::{
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    client: LockClient,
-    names: Arc<KeyNames>,
-    token: Token,
+    /// What every guard holds: the client, the key, the token, the lease, its validity.
+    lease: HeldLease,
     fence: Option<u64>,
-    lease: LeaseHandle,
-    acquired_at: Instant,
-    /// The lease's validity point as last known (the watchdog's, until it lets go).
-    valid_until: Instant,
-    released: bool,
-    reentrant: bool,
     /// How long the lock was held, once measured and reported (a release future dropped
     /// mid-way is followed by the drop's release: one hold, reported once).
     held: Option<Duration>,
@@ -71,12 +65,12 @@ pub(crate) enum Came {
 impl LockGuard {
     /// When the hold began (the acquire's reply came).
     pub(crate) fn acquired_at(&self) -> Instant {
-        self.acquired_at
+        self.lease.acquired_at
     }
 
     /// The lease's id on the watchdog's schedule.
     pub(crate) fn lease_id(&self) -> u64 {
-        self.lease.id
+        self.lease.handle.id
     }
 
     /// The guard of a lock whose lease came as `came` says; the holder's turn in the local
@@ -110,15 +104,8 @@ impl LockGuard {
             }
         };
         LockGuard {
-            client,
-            names,
-            token,
+            lease: HeldLease::new(client, names, token, lease, (acquired_at, valid_until)),
             fence,
-            lease,
-            acquired_at,
-            valid_until,
-            released: false,
-            reentrant: false,
             held: None,
             ttl: options.ttl,
             renew: options.watchdog,
@@ -131,18 +118,8 @@ impl LockGuard {
     /// A guard for a lock this task already holds: shares the outer lock's lease.
     pub(crate) fn reentrant(client: LockClient, names: Arc<KeyNames>, held: &CurrentLock) -> Self {
         LockGuard {
-            client,
-            names,
-            token: held.token().clone(),
+            lease: HeldLease::reentrant(client, names, held),
             fence: held.fence(),
-            lease: LeaseHandle {
-                id: 0,
-                lost: held.lost_signal(),
-            },
-            acquired_at: Instant::now(),
-            valid_until: Instant::now(),
-            released: false,
-            reentrant: true,
             held: None,
             ttl: Duration::ZERO,
             renew: false,
@@ -159,45 +136,37 @@ impl LockGuard {
     /// that no renewal with the old ttl can land after the command.
     pub(crate) fn redate(&mut self, ttl: Duration, renew: bool, sent: Instant) -> bool {
         let retake = crate::renewal::watchdog::Retake { ttl, renew, sent };
-        let Some(lease) = self
-            .client
-            .watchdog()
-            .hand_over(self.lease.id, Some(retake))
+        let Some(lease) =
+            (self.lease.client.watchdog()).hand_over(self.lease.handle.id, Some(retake))
         else {
             return false;
         };
-        self.lease = lease;
+        self.lease.handle = lease;
         self.ttl = ttl;
         self.renew = renew;
-        self.valid_until = validity(sent, ttl);
+        self.lease.valid_until = validity(sent, ttl);
         true
     }
 
     /// What a guarded body sees of this lock through [`crate::current_lock`].
     pub(crate) fn current(&self) -> CurrentLock {
-        CurrentLock::new(
-            self.client.id(),
-            self.names.clone(),
-            self.token.clone(),
-            self.fence,
-            self.lease.lost.clone(),
-        )
+        self.lease.current(self.fence)
     }
 
     /// Whether this guard re-entered a lock its task already held (no Redis traffic; the
     /// outer holder releases it).
     pub fn is_reentrant(&self) -> bool {
-        self.reentrant
+        self.lease.reentrant
     }
 
     /// The Redis key of the lock (with the client's prefix, if any).
     pub fn key(&self) -> &str {
-        self.names.lock()
+        self.lease.key()
     }
 
     /// The random token stored under the key (`lr-` and a uuid v4, never reused).
     pub fn token(&self) -> &str {
-        &self.token
+        &self.lease.token
     }
 
     /// The fencing token of this acquisition, when the lock was taken with fencing.
@@ -208,7 +177,7 @@ impl LockGuard {
 
     /// How long the lock has been held.
     pub fn held_for(&self) -> Duration {
-        self.acquired_at.elapsed()
+        self.lease.held_for()
     }
 
     /// How much of the lease is left, as this process's clock knows it: until the lease's
@@ -223,12 +192,13 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn remaining(&self) -> Duration {
-        if self.reentrant {
+        if self.lease.reentrant {
             return Duration::ZERO;
         }
-        self.client
+        self.lease
+            .client
             .watchdog()
-            .lease_state(self.lease.id)
+            .lease_state(self.lease.handle.id)
             .map_or(Duration::ZERO, |(valid_until, _)| {
                 valid_until.saturating_duration_since(Instant::now())
             })
@@ -260,12 +230,28 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        extend_guard!(self, &self.names, self.reentrant, ttl).await?;
+        let leased = self.lease.names.clone();
+        self.lease.extend(&leased, ttl).await?;
         self.ttl = ttl;
         Ok(())
     }
 
-    crate::renewal::lost_signal::loss_accessors!("the lease");
+    /// Whether the lease has been lost, and why: told (by the watchdog, `extend`, the
+    /// release or a shutdown), or past its validity point by the local clock, whenever the
+    /// watchdog gets its turn.
+    pub fn lost_cause(&self) -> Option<LostCause> {
+        self.lease.lost_cause()
+    }
+
+    /// Whether the lease has been lost (see [`lost_cause`](Self::lost_cause)).
+    pub fn is_lost(&self) -> bool {
+        self.lost_cause().is_some()
+    }
+
+    /// Resolves when the lease is lost; never, while it is held.
+    pub async fn lost(&self) -> LostCause {
+        self.lease.lost().await
+    }
 
     /// Releases the lock and reports what Redis had: our token (released), nothing
     /// (the lease had expired), or another owner's token (left alone).
@@ -285,8 +271,8 @@ impl LockGuard {
     /// It gives up when the lease's validity point passes, and after 2 s at most: the lease
     /// then ends by its ttl.
     pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
-        if self.reentrant {
-            self.released = true;
+        if self.lease.reentrant {
+            self.lease.released = true;
             return Ok(ReleaseOutcome::Released);
         }
         let Some((held, kept_until, yields)) = self.end_hold() else {
@@ -296,8 +282,8 @@ impl LockGuard {
             // In a task of its own: the other processes and this one's next task depend on
             // it, so it must not stop half-way when this future is dropped.
             let yielding = self.yield_lock();
-            let yielding = self.client.runtime().spawn(yielding);
-            self.released = true;
+            let yielding = self.lease.client.runtime().spawn(yielding);
+            self.lease.released = true;
             return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
         }
         // No pass after this point, also when this future is dropped before Redis answers
@@ -305,21 +291,34 @@ impl LockGuard {
         let (turn, valid_until, waiters) = self.begin_release();
         let reply = match kept_until {
             Some(until) => {
-                keep_until(&self.client, &self.names, &self.token, until, valid_until).await
+                keep_until(
+                    &self.lease.client,
+                    &self.lease.names,
+                    &self.lease.token,
+                    until,
+                    valid_until,
+                )
+                .await
             }
             None => {
-                release_contended(&self.client, &self.names, &self.token, valid_until, waiters)
-                    .await
+                release_contended(
+                    &self.lease.client,
+                    &self.lease.names,
+                    &self.lease.token,
+                    valid_until,
+                    waiters,
+                )
+                .await
             }
         };
         // Only now: until Redis answered, a drop of this future must still release.
-        self.released = true;
+        self.lease.released = true;
         drop(turn);
         let outcome = outcome_of(reply?);
         self.witness(valid_until)
-            .judge(&self.client, &self.names, outcome);
+            .judge(&self.lease.client, &self.lease.names, outcome);
         tracing::debug!(
-            key = %self.names.lock(),
+            key = %self.lease.names.lock(),
             held_ms = held.as_millis() as u64,
             kept_for_hold_at_least = kept_until.is_some(),
             ?outcome,
@@ -331,7 +330,7 @@ impl LockGuard {
     /// What this guard's release needs to tell a loss it finds (see [`Witness`]).
     fn witness(&self, valid_until: Instant) -> Witness {
         Witness {
-            lost: self.lease.lost.clone(),
+            lost: self.lease.handle.lost.clone(),
             ours: self.took_off_schedule,
             renew: self.renew,
             valid_until,
@@ -347,17 +346,19 @@ impl LockGuard {
         // The client's shutdown took this lease off the watchdog: it gives the lock back
         // itself, and counts it in its report, so this holder sends nothing (its local turn
         // is given up, and it counts as released).
-        if self.lease.lost.reported() == Some(LostCause::Shutdown) {
-            self.released = true;
+        if self.lease.handle.lost.reported() == Some(LostCause::Shutdown) {
+            self.lease.released = true;
             drop(self.begin_release());
             return None;
         }
         // A `hold_at_least` still ahead: the key stays in Redis until then, for every other
         // owner, in this process too, so such a hold is never passed on or yielded.
-        let kept_until = Some(self.acquired_at + self.hold_at_least)
+        let kept_until = Some(self.lease.acquired_at + self.hold_at_least)
             .filter(|until| !self.hold_at_least.is_zero() && *until > Instant::now());
         let ending = match (&self.local, kept_until) {
-            (Some(local), None) => local.ending(self.lease.id, !self.client.is_redlock()),
+            (Some(local), None) => {
+                local.ending(self.lease.handle.id, !self.lease.client.is_redlock())
+            }
             _ => Ending::Release,
         };
         if ending == Ending::Pass {
@@ -376,9 +377,12 @@ impl LockGuard {
         if let Some(held) = self.held {
             return held;
         }
-        let held = self.acquired_at.elapsed();
+        let held = self.lease.acquired_at.elapsed();
         self.held = Some(held);
-        self.client.telemetry().held(self.names.lock(), held);
+        self.lease
+            .client
+            .telemetry()
+            .held(self.lease.names.lock(), held);
         held
     }
 
@@ -390,12 +394,18 @@ impl LockGuard {
     /// foreign window it then offers Redis (which also ends the key's window schedule if
     /// nobody waits), or none.
     fn begin_release(&mut self) -> (LocalHold, Instant, Waiters) {
-        let removed = self.client.watchdog().remove_attached(self.lease.id);
+        let removed = self
+            .lease
+            .client
+            .watchdog()
+            .remove_attached(self.lease.handle.id);
         self.took_off_schedule |= removed.is_some();
-        let (valid_until, turn) = removed.unwrap_or((self.valid_until, None));
-        self.valid_until = valid_until;
+        let (valid_until, turn) = removed.unwrap_or((self.lease.valid_until, None));
+        self.lease.valid_until = valid_until;
         let waiters = match &self.local {
-            Some(local) if local.contended() => Waiters::Contended(self.client.foreign_window()),
+            Some(local) if local.contended() => {
+                Waiters::Contended(self.lease.client.foreign_window())
+            }
             _ => Waiters::NoneKnown,
         };
         ((self.local.take(), turn), valid_until, waiters)
@@ -405,11 +415,16 @@ impl LockGuard {
     /// up the turn (taken back from the watchdog: gone when the lease was lost, and the
     /// next local waiter has gone on already).
     fn pass(&mut self) {
-        self.released = true;
-        let turn = self.client.watchdog().detach(self.lease.id);
+        self.lease.released = true;
+        let turn = self.lease.client.watchdog().detach(self.lease.handle.id);
         if let Some(local) = self.local.take() {
-            local.pass(self.token.clone(), self.lease.id, self.ttl, self.renew);
-            tracing::debug!(key = %self.names.lock(), "lock passed to the next local waiter");
+            local.pass(
+                self.lease.token.clone(),
+                self.lease.handle.id,
+                self.ttl,
+                self.renew,
+            );
+            tracing::debug!(key = %self.lease.names.lock(), "lock passed to the next local waiter");
         }
         drop(turn);
     }
@@ -419,18 +434,23 @@ impl LockGuard {
     /// foreign window is due) leaves the key free for one first. Holds the turn until Redis
     /// answered.
     fn yield_lock(&mut self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> + use<> {
-        self.released = true;
+        self.lease.released = true;
         let (client, names, token) = (
-            self.client.clone(),
-            self.names.clone(),
-            std::mem::take(&mut self.token),
+            self.lease.client.clone(),
+            self.lease.names.clone(),
+            std::mem::take(&mut self.lease.token),
         );
-        let (lease, ttl, renew, local) = (self.lease.id, self.ttl, self.renew, self.local.take());
+        let (lease, ttl, renew, local) = (
+            self.lease.handle.id,
+            self.ttl,
+            self.renew,
+            self.local.take(),
+        );
         let turn = client.watchdog().detach(lease);
         let valid_until = client
             .watchdog()
             .lease_state(lease)
-            .map_or(self.valid_until, |(valid_until, _)| valid_until);
+            .map_or(self.lease.valid_until, |(valid_until, _)| valid_until);
         let mut witness = self.witness(valid_until);
         async move {
             let requeue = Requeue {
@@ -537,7 +557,7 @@ pub(crate) fn outcome_of(reply: i64) -> ReleaseOutcome {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released || self.reentrant {
+        if self.lease.released || self.lease.reentrant {
             return;
         }
         let Some((held, kept_until, yields)) = self.end_hold() else {
@@ -545,20 +565,20 @@ impl Drop for LockGuard {
         };
         if yields {
             let yielding = self.yield_lock();
-            self.client.runtime().spawn(yielding);
+            self.lease.client.runtime().spawn(yielding);
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.
         let (local, valid_until, waiters) = self.begin_release();
         let witness = self.witness(valid_until);
-        let (client, names) = (self.client.clone(), self.names.clone());
-        let token = std::mem::take(&mut self.token);
+        let (client, names) = (self.lease.client.clone(), self.lease.names.clone());
+        let token = std::mem::take(&mut self.lease.token);
         // Given back synchronously instead when the runtime drops it (shutting down).
         let leftover = match kept_until {
             Some(until) => Leftover::kept(&names, &token, until.into_std()),
             None => Leftover::lock(&names, &token),
         };
-        let shutdown = self.client.shutdown_state().clone();
+        let shutdown = self.lease.client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
             let reply = match kept_until {
                 Some(until) => keep_until(&client, &names, &token, until, valid_until).await,
@@ -584,4 +604,16 @@ impl Drop for LockGuard {
     }
 }
 
-crate::primitives::run_path::held_for_one_lease!(LockGuard, reentrant: LockGuard::is_reentrant);
+impl OneLease for LockGuard {
+    fn held_lease(&self) -> &HeldLease {
+        &self.lease
+    }
+
+    fn current_lock(&self) -> CurrentLock {
+        self.current()
+    }
+
+    fn give_back(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
+        self.release()
+    }
+}

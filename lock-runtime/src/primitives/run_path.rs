@@ -5,7 +5,8 @@
 
 use std::future::Future;
 
-use crate::error::LockError;
+use crate::error::{LockError, ReleaseOutcome};
+use crate::primitives::held_lease::HeldLease;
 
 /// What the run path needs of a hold: a lock's, a reader's, a permit's, or several locks'.
 pub(crate) trait Held: Sized {
@@ -129,50 +130,47 @@ impl Watch
     }
 }
 
-/// [`Held`] for a guard of one lease (a lock's, a reader's, a permit's): its watch is the
-/// [`CurrentLock`](crate::context::CurrentLock) a body sees.
-macro_rules! held_for_one_lease {
-    ($guard:ty, reentrant: $reentrant:expr) => {
-        impl $crate::primitives::run_path::Held for $guard {
-            type Watch = $crate::context::CurrentLock;
+/// A guard of one lease (a lock's, a reader's share, a permit): what the run path needs of
+/// it beyond its [`HeldLease`]. Each such guard is [`Held`] through it, with the
+/// [`CurrentLock`](crate::context::CurrentLock) a body sees as its watch.
+pub(crate) trait OneLease: Sized {
+    /// The lease the guard holds.
+    fn held_lease(&self) -> &HeldLease;
 
-            fn is_reentrant(&self) -> bool {
-                let reentrant: fn(&$guard) -> bool = $reentrant;
-                reentrant(self)
-            }
+    /// What a guarded body sees of the hold through [`crate::current_lock`].
+    fn current_lock(&self) -> crate::context::CurrentLock;
 
-            fn watch(&self) -> Self::Watch {
-                self.current()
-            }
-
-            fn hold<F: std::future::Future>(
-                watch: &Self::Watch,
-                body: F,
-            ) -> impl std::future::Future<Output = F::Output> {
-                $crate::context::hold_all([watch.clone()], body)
-            }
-
-            fn lost(&self) -> impl std::future::Future<Output = $crate::error::LockError> {
-                async move {
-                    let cause = <$guard>::lost(self).await;
-                    $crate::error::LockError::Lost {
-                        key: self.key().to_owned(),
-                        cause,
-                    }
-                }
-            }
-
-            type Released = $crate::error::ReleaseOutcome;
-
-            fn release(
-                self,
-            ) -> impl std::future::Future<
-                Output = Result<$crate::error::ReleaseOutcome, $crate::error::LockError>,
-            > {
-                <$guard>::release(self)
-            }
-        }
-    };
+    /// Gives the hold back (the guard's `release`).
+    fn give_back(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>>;
 }
 
-pub(crate) use held_for_one_lease;
+impl<G: OneLease> Held for G {
+    type Watch = crate::context::CurrentLock;
+
+    fn is_reentrant(&self) -> bool {
+        self.held_lease().reentrant
+    }
+
+    fn watch(&self) -> Self::Watch {
+        self.current_lock()
+    }
+
+    fn hold<F: Future>(watch: &Self::Watch, body: F) -> impl Future<Output = F::Output> {
+        crate::context::hold_all([watch.clone()], body)
+    }
+
+    async fn lost(&self) -> LockError {
+        let lease = self.held_lease();
+        let cause = lease.lost().await;
+        LockError::Lost {
+            key: lease.key().to_owned(),
+            cause,
+        }
+    }
+
+    type Released = ReleaseOutcome;
+
+    fn release(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
+        self.give_back()
+    }
+}

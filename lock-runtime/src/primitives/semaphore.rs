@@ -20,14 +20,14 @@ use tokio::time::Instant;
 use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
 use crate::options::Explicit;
-use crate::primitives::extend::extend_guard;
+use crate::primitives::held_lease::HeldLease;
 use crate::primitives::lock::MAX_WAIT;
+use crate::primitives::run_path::OneLease;
 use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
-use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke_granting};
 use crate::wakeups::WaitTicket;
 use crate::{
@@ -422,15 +422,9 @@ fn not_a_semaphore(key: &str) -> LockError {
 #[derive(Debug)]
 #[must_use = "dropping the guard gives the permit back at once"]
 pub struct SemaphoreGuard {
-    client: LockClient,
-    names: Arc<KeyNames>,
-    token: Token,
+    /// What every guard holds: the permit's lease on the semaphore's key.
+    lease: HeldLease,
     permits: u32,
-    lease: LeaseHandle,
-    acquired_at: Instant,
-    /// The lease's validity point as last known (the watchdog's, until it lets go).
-    valid_until: Instant,
-    released: bool,
 }
 
 impl SemaphoreGuard {
@@ -444,30 +438,21 @@ impl SemaphoreGuard {
         sent: Instant,
     ) -> Self {
         let options = &semaphore.options;
-        let lease =
-            client
-                .watchdog()
-                .register(&names, &token, (options.ttl, options.watchdog), sent, None);
+        let renewal = (options.ttl, options.watchdog);
         SemaphoreGuard {
-            client,
-            names,
-            token,
+            lease: HeldLease::registered(&client, (&names, &names), token, renewal, sent),
             permits: semaphore.permits,
-            lease,
-            acquired_at: Instant::now(),
-            valid_until: validity(sent, options.ttl),
-            released: false,
         }
     }
 
     /// The Redis key of the semaphore (with the client's prefix, if any).
     pub fn key(&self) -> &str {
-        self.names.lock()
+        self.lease.key()
     }
 
     /// This permit's token (`permit:lr-` and a uuid v4, never reused): its member in the key.
     pub fn token(&self) -> &str {
-        &self.token
+        &self.lease.token
     }
 
     /// How many holders the key admits at once.
@@ -477,7 +462,7 @@ impl SemaphoreGuard {
 
     /// How long the permit has been held.
     pub fn held_for(&self) -> Duration {
-        self.acquired_at.elapsed()
+        self.lease.held_for()
     }
 
     /// Extends the permit's lease to `ttl` from now, as [`LockGuard::extend`] does a
@@ -485,20 +470,30 @@ impl SemaphoreGuard {
     ///
     /// [`LockGuard::extend`]: crate::LockGuard::extend
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        extend_guard!(self, &self.names, false, ttl).await
+        let leased = self.lease.names.clone();
+        self.lease.extend(&leased, ttl).await
     }
 
-    crate::renewal::lost_signal::loss_accessors!("the permit's lease");
+    /// Whether the permit's lease has been lost, and why: told (by the watchdog, `extend`,
+    /// the release or a shutdown), or past its validity point by the local clock, whenever
+    /// the watchdog gets its turn.
+    pub fn lost_cause(&self) -> Option<LostCause> {
+        self.lease.lost_cause()
+    }
+
+    /// Whether the permit's lease has been lost (see [`lost_cause`](Self::lost_cause)).
+    pub fn is_lost(&self) -> bool {
+        self.lost_cause().is_some()
+    }
+
+    /// Resolves when the permit's lease is lost; never, while it is held.
+    pub async fn lost(&self) -> LostCause {
+        self.lease.lost().await
+    }
 
     /// What a guarded body sees of this permit through [`crate::current_lock`].
     fn current(&self) -> CurrentLock {
-        CurrentLock::new(
-            self.client.id(),
-            self.names.clone(),
-            self.token.clone(),
-            None,
-            self.lease.lost.clone(),
-        )
+        self.lease.current(None)
     }
 
     /// Gives the permit back and wakes the waiter it is for: `Released`, or
@@ -510,41 +505,52 @@ impl SemaphoreGuard {
     /// passes, and after 2 s at most: the permit then ends by its ttl.
     pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
         let valid_until = self.stop_renewing();
-        self.client
+        self.lease
+            .client
             .telemetry()
-            .held(self.names.lock(), self.acquired_at.elapsed());
-        let reply = release_script(&self.client, &self.names, &self.token, valid_until).await;
+            .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
+        let reply = release_script(
+            &self.lease.client,
+            &self.lease.names,
+            &self.lease.token,
+            valid_until,
+        )
+        .await;
         // Only now: until Redis answered, a drop of this future must still give it back.
-        self.released = true;
+        self.lease.released = true;
         if reply? == 1 {
             return Ok(ReleaseOutcome::Released);
         }
-        if self.lease.lost.reported().is_none() {
+        if self.lease.handle.lost.reported().is_none() {
             let cause = LostCause::FoundAtRelease;
-            tracing::warn!(key = %self.names.lock(), %cause, "permit lost");
-            self.client.telemetry().lost(self.names.lock(), cause);
-            self.lease.lost.set(cause);
+            tracing::warn!(key = %self.lease.names.lock(), %cause, "permit lost");
+            self.lease
+                .client
+                .telemetry()
+                .lost(self.lease.names.lock(), cause);
+            self.lease.handle.lost.set(cause);
         }
         Ok(ReleaseOutcome::AlreadyExpired)
     }
 
     /// Takes the lease off the watchdog and returns its validity point.
     fn stop_renewing(&mut self) -> Instant {
-        if let Some(valid_until) = self.client.watchdog().remove(self.lease.id) {
-            self.valid_until = valid_until;
-        }
-        self.valid_until
+        self.lease.stop_renewing()
     }
 }
 
 impl Drop for SemaphoreGuard {
     fn drop(&mut self) {
-        if self.released {
+        if self.lease.released {
             return;
         }
-        self.released = true;
+        self.lease.released = true;
         let valid_until = self.stop_renewing();
-        let (client, names, token) = (self.client.clone(), self.names.clone(), self.token.clone());
+        let (client, names, token) = (
+            self.lease.client.clone(),
+            self.lease.names.clone(),
+            self.lease.token.clone(),
+        );
         let leftover = Leftover::lock(&names, &token);
         let shutdown = client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
@@ -555,4 +561,16 @@ impl Drop for SemaphoreGuard {
     }
 }
 
-crate::primitives::run_path::held_for_one_lease!(SemaphoreGuard, reentrant: |_| false);
+impl OneLease for SemaphoreGuard {
+    fn held_lease(&self) -> &HeldLease {
+        &self.lease
+    }
+
+    fn current_lock(&self) -> CurrentLock {
+        self.current()
+    }
+
+    fn give_back(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
+        self.release()
+    }
+}

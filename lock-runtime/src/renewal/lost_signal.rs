@@ -140,34 +140,6 @@ pub(crate) async fn until_lost<T, L>(
     .await
 }
 
-/// The loss accessors of a guard of one lease (`lost_cause`, `is_lost`, `lost`), written
-/// once; `$lease` names the lease in their docs ("the lease", "the share's lease"). The
-/// guard has the field `lease: LeaseHandle`.
-macro_rules! loss_accessors {
-    ($lease:literal) => {
-        #[doc = concat!(
-            "Whether ", $lease, " has been lost, and why: told (by the watchdog, `extend`, the \
-             release or a shutdown), or past its validity point by the local clock, whenever \
-             the watchdog gets its turn."
-        )]
-        pub fn lost_cause(&self) -> Option<$crate::error::LostCause> {
-            self.lease.lost.cause()
-        }
-
-        #[doc = concat!("Whether ", $lease, " has been lost (see `lost_cause`).")]
-        pub fn is_lost(&self) -> bool {
-            self.lost_cause().is_some()
-        }
-
-        #[doc = concat!("Resolves when ", $lease, " is lost; never, while it is held.")]
-        pub async fn lost(&self) -> $crate::error::LostCause {
-            self.lease.lost.lost().await
-        }
-    };
-}
-
-pub(crate) use loss_accessors;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
 //! The guard of a reader's share.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,10 +10,10 @@ use super::shares::{release_in_background, release_share};
 use crate::client::LockClient;
 use crate::context::CurrentLock;
 use crate::error::{LockError, LostCause, ReleaseOutcome};
-use crate::lease::{Token, validity};
+use crate::lease::Token;
 use crate::options::LockOptions;
-use crate::primitives::extend::extend_guard;
-use crate::renewal::watchdog::LeaseHandle;
+use crate::primitives::held_lease::HeldLease;
+use crate::primitives::run_path::OneLease;
 use crate::scripts::KeyNames;
 
 /// A reader's share of a [`RwLock`](crate::RwLock). Give it back with [`release`](ReadGuard::release);
@@ -24,15 +25,10 @@ use crate::scripts::KeyNames;
 #[derive(Debug)]
 #[must_use = "dropping the guard gives the share back at once"]
 pub struct ReadGuard {
-    pub(super) client: LockClient,
-    pub(super) names: Arc<KeyNames>,
+    /// What every guard holds; its key is the lock's, its lease keeps the share.
+    pub(super) lease: HeldLease,
+    /// The key of this reader's share, which the lease keeps.
     pub(super) share: Arc<KeyNames>,
-    pub(super) token: Token,
-    pub(super) lease: LeaseHandle,
-    pub(super) acquired_at: Instant,
-    pub(super) valid_until: Instant,
-    pub(super) released: bool,
-    pub(super) reentrant: bool,
 }
 
 impl ReadGuard {
@@ -44,60 +40,38 @@ impl ReadGuard {
         options: &LockOptions,
         sent: Instant,
     ) -> Self {
-        let lease =
-            client
-                .watchdog()
-                .register(&share, &token, (options.ttl, options.watchdog), sent, None);
-        ReadGuard {
-            client: client.clone(),
-            names: names.clone(),
-            share,
-            token,
-            lease,
-            acquired_at: Instant::now(),
-            valid_until: validity(sent, options.ttl),
-            released: false,
-            reentrant: false,
-        }
+        let renewal = (options.ttl, options.watchdog);
+        let lease = HeldLease::registered(client, (names, &share), token, renewal, sent);
+        ReadGuard { lease, share }
     }
 
     /// A share of a key this task already holds (for reading or writing).
     pub(super) fn reentrant(client: LockClient, names: Arc<KeyNames>, held: &CurrentLock) -> Self {
         ReadGuard {
-            client,
             share: names.clone(),
-            names,
-            token: held.token().clone(),
-            lease: LeaseHandle {
-                id: 0,
-                lost: held.lost_signal(),
-            },
-            acquired_at: Instant::now(),
-            valid_until: Instant::now(),
-            released: false,
-            reentrant: true,
+            lease: HeldLease::reentrant(client, names, held),
         }
     }
 
     /// The Redis key of the lock (with the client's prefix, if any).
     pub fn key(&self) -> &str {
-        self.names.lock()
+        self.lease.key()
     }
 
     /// The random token of this reader's share (`lr-` and a uuid v4, never reused).
     pub fn token(&self) -> &str {
-        &self.token
+        &self.lease.token
     }
 
     /// Whether this guard re-entered a key its task already held (no Redis traffic; the
     /// outer holder gives it back).
     pub fn is_reentrant(&self) -> bool {
-        self.reentrant
+        self.lease.reentrant
     }
 
     /// How long the share has been held.
     pub fn held_for(&self) -> Duration {
-        self.acquired_at.elapsed()
+        self.lease.held_for()
     }
 
     /// Extends the share's lease to `ttl` from now, as [`LockGuard::extend`] does a
@@ -106,29 +80,34 @@ impl ReadGuard {
     ///
     /// [`LockGuard::extend`]: crate::LockGuard::extend
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        extend_guard!(self, &self.share, self.reentrant, ttl).await
+        self.lease.extend(&self.share, ttl).await
     }
 
-    crate::renewal::lost_signal::loss_accessors!("the share's lease");
+    /// Whether the share's lease has been lost, and why: told (by the watchdog, `extend`,
+    /// the release or a shutdown), or past its validity point by the local clock, whenever
+    /// the watchdog gets its turn.
+    pub fn lost_cause(&self) -> Option<LostCause> {
+        self.lease.lost_cause()
+    }
+
+    /// Whether the share's lease has been lost (see [`lost_cause`](Self::lost_cause)).
+    pub fn is_lost(&self) -> bool {
+        self.lost_cause().is_some()
+    }
+
+    /// Resolves when the share's lease is lost; never, while it is held.
+    pub async fn lost(&self) -> LostCause {
+        self.lease.lost().await
+    }
 
     /// What a guarded body sees of this share through [`crate::current_lock`].
     pub(super) fn current(&self) -> CurrentLock {
-        CurrentLock::new(
-            self.client.id(),
-            self.names.clone(),
-            self.token.clone(),
-            None,
-            self.lease.lost.clone(),
-        )
-        .read_share()
+        self.lease.current(None).read_share()
     }
 
     /// Takes the lease off the watchdog; its validity point as last known.
     pub(super) fn stop_renewing(&mut self) -> Instant {
-        if let Some(valid_until) = self.client.watchdog().remove(self.lease.id) {
-            self.valid_until = valid_until;
-        }
-        self.valid_until
+        self.lease.stop_renewing()
     }
 
     /// Gives the share back and reports what Redis had: the share (released), nothing (its
@@ -137,16 +116,23 @@ impl ReadGuard {
     /// loss: WARNed, counted, and [`crate::current_lock`] handles read
     /// [`LostCause::FoundAtRelease`]. Releasing a reentrant guard does nothing.
     pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
-        if self.reentrant {
-            self.released = true;
+        if self.lease.reentrant {
+            self.lease.released = true;
             return Ok(ReleaseOutcome::Released);
         }
-        self.client
+        self.lease
+            .client
             .telemetry()
-            .held(self.names.lock(), self.acquired_at.elapsed());
+            .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
         let valid_until = self.stop_renewing();
-        let reply = release_share(&self.client, &self.names, &self.share, &self.token).await;
-        self.released = true;
+        let reply = release_share(
+            &self.lease.client,
+            &self.lease.names,
+            &self.share,
+            &self.lease.token,
+        )
+        .await;
+        self.lease.released = true;
         let outcome = reply?;
         self.judge(outcome, valid_until);
         Ok(outcome)
@@ -154,32 +140,54 @@ impl ReadGuard {
 
     /// A share found gone at its release while its lease seemed valid was lost.
     pub(super) fn judge(&self, outcome: ReleaseOutcome, valid_until: Instant) {
-        if outcome == ReleaseOutcome::Released || self.lease.lost.reported().is_some() {
+        if outcome == ReleaseOutcome::Released || self.lease.handle.lost.reported().is_some() {
             return;
         }
         if Instant::now() >= valid_until {
-            self.lease.lost.set(LostCause::Expired);
+            self.lease.handle.lost.set(LostCause::Expired);
             return;
         }
-        tracing::warn!(key = %self.names.lock(), "read lock lost: its release found the share gone (a failover, an eviction or a DEL during the hold)");
+        tracing::warn!(key = %self.lease.names.lock(), "read lock lost: its release found the share gone (a failover, an eviction or a DEL during the hold)");
         let cause = LostCause::FoundAtRelease;
-        self.client.telemetry().lost(self.names.lock(), cause);
-        self.lease.lost.set(cause);
+        self.lease
+            .client
+            .telemetry()
+            .lost(self.lease.names.lock(), cause);
+        self.lease.handle.lost.set(cause);
     }
 }
 
 impl Drop for ReadGuard {
     fn drop(&mut self) {
-        if self.released || self.reentrant {
+        if self.lease.released || self.lease.reentrant {
             return;
         }
-        self.client
+        self.lease
+            .client
             .telemetry()
-            .held(self.names.lock(), self.acquired_at.elapsed());
+            .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
         self.stop_renewing();
-        let token = std::mem::take(&mut self.token);
-        release_in_background(&self.client, &self.names, &self.share, token, true);
+        let token = std::mem::take(&mut self.lease.token);
+        release_in_background(
+            &self.lease.client,
+            &self.lease.names,
+            &self.share,
+            token,
+            true,
+        );
     }
 }
 
-crate::primitives::run_path::held_for_one_lease!(ReadGuard, reentrant: ReadGuard::is_reentrant);
+impl OneLease for ReadGuard {
+    fn held_lease(&self) -> &HeldLease {
+        &self.lease
+    }
+
+    fn current_lock(&self) -> CurrentLock {
+        self.current()
+    }
+
+    fn give_back(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
+        self.release()
+    }
+}
