@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 
+use crate::client_thread::ClientThread;
 use crate::config::PassBound;
 use crate::connection::Connection;
-use crate::home::Home;
 use crate::renewal::liveness::Liveness;
 use crate::renewal::shutdown::{Shutdown, ShutdownReport};
 use crate::renewal::watchdog::Watchdog;
@@ -17,7 +17,7 @@ use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::Redlock;
-use crate::topology::{Setup, Topology};
+use crate::topology::{BuiltTopology, Setup};
 use crate::wakeups::Wakeups;
 use crate::{config::Config, error::LockError};
 
@@ -144,8 +144,8 @@ struct ClientInner {
     /// The process's liveness key, which its queue places name (single server, Sentinel).
     liveness: Option<Arc<Liveness>>,
     /// The client's own runtime, where its background work runs, on a thread stopped when
-    /// the client is dropped (see `home.rs`).
-    home: Home,
+    /// the client is dropped (see `client_thread.rs`).
+    thread: ClientThread,
     /// The ttl and wait of the locks that set none ([`Config::default_ttl`]).
     lock_defaults: crate::options::LockDefaults,
 }
@@ -173,24 +173,24 @@ impl LockClient {
                 tokio::runtime::RuntimeFlavor::MultiThread
             )
         });
-        let home = Home::start().map_err(|err| {
+        let thread = ClientThread::start().map_err(|err| {
             LockError::config(format!("cannot start the lock client's thread: {err}"))
         })?;
         // What the client spawns while it is built (and the runtime its parts keep for
         // later) is the client's own.
-        let runtime = home.handle().clone();
+        let runtime = thread.handle().clone();
         let _entered = runtime.enter();
-        let client = LockClient::build(config, caller, home)?;
+        let client = LockClient::build(config, caller, thread)?;
         crate::renewal::at_exit::watch(&client.inner.shutdown);
         Ok(client)
     }
 
-    fn build(config: Config, caller: bool, home: Home) -> Result<Self, LockError> {
+    fn build(config: Config, caller: bool, thread: ClientThread) -> Result<Self, LockError> {
         let setup = Setup::new(&config, caller)?;
         if let Some(replicas) = &config.replicas {
             replicas.check(config.response_timeout, config.topology.is_redlock())?;
         }
-        let Topology {
+        let BuiltTopology {
             connections,
             wakeups,
             #[cfg(feature = "redlock")]
@@ -231,7 +231,7 @@ impl LockClient {
                 shutdown,
                 interrupt,
                 liveness,
-                home,
+                thread,
                 lock_defaults: config.lock_defaults,
             }),
         })
@@ -385,7 +385,7 @@ impl LockClient {
     /// The client's own runtime: background work that must outlive the caller's runtime
     /// (a release in the background, a hand-over) is spawned there.
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        self.inner.home.handle()
+        self.inner.thread.handle()
     }
 
     /// The Redlock settings, in that mode.

@@ -54,7 +54,7 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {
-    pub(crate) topology: Topology,
+    pub(crate) topology: DeploymentKind,
     pub(crate) key_prefix: String,
     pub(crate) pool_size: usize,
     pub(crate) connect_timeout: Duration,
@@ -105,7 +105,7 @@ pub(crate) struct PassBound {
 
 /// Which servers hold the locks.
 #[derive(Clone)]
-pub(crate) enum Topology {
+pub(crate) enum DeploymentKind {
     /// One server (or a primary).
     Single(String),
     /// Independent masters; a lock needs a majority of them (Redlock).
@@ -136,33 +136,33 @@ pub(crate) enum Topology {
     },
 }
 
-impl Topology {
+impl DeploymentKind {
     /// Whether locks need a majority of independent masters.
     pub(crate) fn is_redlock(&self) -> bool {
         #[cfg(feature = "redlock")]
-        return matches!(self, Topology::Redlock(_));
+        return matches!(self, DeploymentKind::Redlock(_));
         #[cfg(not(feature = "redlock"))]
         false
     }
 }
 
-impl std::fmt::Debug for Topology {
+impl std::fmt::Debug for DeploymentKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Topology::Single(url) => f.debug_tuple("Single").field(url).finish(),
+            DeploymentKind::Single(url) => f.debug_tuple("Single").field(url).finish(),
             #[cfg(feature = "redlock")]
-            Topology::Redlock(urls) => f.debug_tuple("Redlock").field(urls).finish(),
+            DeploymentKind::Redlock(urls) => f.debug_tuple("Redlock").field(urls).finish(),
             #[cfg(feature = "cluster")]
-            Topology::Cluster(urls) => f.debug_tuple("Cluster").field(urls).finish(),
+            DeploymentKind::Cluster(urls) => f.debug_tuple("Cluster").field(urls).finish(),
             #[cfg(feature = "sentinel")]
-            Topology::Sentinel { master, sentinels } => f
+            DeploymentKind::Sentinel { master, sentinels } => f
                 .debug_struct("Sentinel")
                 .field("master", master)
                 .field("sentinels", sentinels)
                 .finish(),
-            Topology::Client { client, .. } => f.debug_tuple("Client").field(client).finish(),
+            DeploymentKind::Client { client, .. } => f.debug_tuple("Client").field(client).finish(),
             #[cfg(feature = "cluster")]
-            Topology::ClusterBuilder { described, .. } => {
+            DeploymentKind::ClusterBuilder { described, .. } => {
                 f.debug_tuple("ClusterBuilder").field(described).finish()
             }
         }
@@ -173,7 +173,7 @@ impl Config {
     /// One Redis server (or a primary), by URL: `redis://[user:pass@]host:port[/db]`.
     pub fn single(url: impl Into<String>) -> Self {
         Config {
-            topology: Topology::Single(url.into()),
+            topology: DeploymentKind::Single(url.into()),
             key_prefix: String::new(),
             pool_size: 1,
             connect_timeout: Duration::from_secs(2),
@@ -229,7 +229,7 @@ impl Config {
         S: Into<String>,
     {
         let mut config = Config::single(String::new());
-        config.topology = Topology::Redlock(urls.into_iter().map(Into::into).collect());
+        config.topology = DeploymentKind::Redlock(urls.into_iter().map(Into::into).collect());
         config
     }
 
@@ -251,7 +251,7 @@ impl Config {
         S: Into<String>,
     {
         let mut config = Config::single(String::new());
-        config.topology = Topology::Cluster(seeds.into_iter().map(Into::into).collect());
+        config.topology = DeploymentKind::Cluster(seeds.into_iter().map(Into::into).collect());
         config
     }
 
@@ -320,7 +320,7 @@ impl Config {
         S: Into<String>,
     {
         let mut config = Config::single(String::new());
-        config.topology = Topology::Sentinel {
+        config.topology = DeploymentKind::Sentinel {
             master: master.into(),
             sentinels: sentinels.into_iter().map(Into::into).collect(),
         };
@@ -347,7 +347,7 @@ impl Config {
     pub fn from_client(client: redis::Client) -> Self {
         let described = vec![client.get_connection_info().addr().to_string()];
         let mut config = Config::single(String::new());
-        config.topology = Topology::Client {
+        config.topology = DeploymentKind::Client {
             client: Box::new(client),
             described,
         };
@@ -380,7 +380,7 @@ impl Config {
         F: Fn() -> ClusterClientBuilder + Send + Sync + 'static,
     {
         let mut config = Config::single(String::new());
-        config.topology = Topology::ClusterBuilder {
+        config.topology = DeploymentKind::ClusterBuilder {
             builder: Arc::new(builder),
             described: vec!["the application's Redis Cluster".to_owned()],
         };
@@ -391,16 +391,16 @@ impl Config {
     /// an application's own client, the address it connects to).
     pub fn urls(&self) -> &[String] {
         match &self.topology {
-            Topology::Single(url) => std::slice::from_ref(url),
+            DeploymentKind::Single(url) => std::slice::from_ref(url),
             #[cfg(feature = "redlock")]
-            Topology::Redlock(urls) => urls,
+            DeploymentKind::Redlock(urls) => urls,
             #[cfg(feature = "cluster")]
-            Topology::Cluster(urls) => urls,
+            DeploymentKind::Cluster(urls) => urls,
             #[cfg(feature = "sentinel")]
-            Topology::Sentinel { sentinels, .. } => sentinels,
-            Topology::Client { described, .. } => described,
+            DeploymentKind::Sentinel { sentinels, .. } => sentinels,
+            DeploymentKind::Client { described, .. } => described,
             #[cfg(feature = "cluster")]
-            Topology::ClusterBuilder { described, .. } => described,
+            DeploymentKind::ClusterBuilder { described, .. } => described,
         }
     }
 }

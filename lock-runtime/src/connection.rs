@@ -528,18 +528,20 @@ impl Connection {
 
     /// Where a connection of its own can be opened, for the release at shutdown (when the
     /// runtime these connections live on is gone).
-    pub(crate) fn fresh(&self) -> Fresh {
+    pub(crate) fn fresh(&self) -> OwnConnection {
         match self {
-            Connection::Single(single) => Fresh::Server(Box::new(single.current().client.clone())),
+            Connection::Single(single) => {
+                OwnConnection::Server(Box::new(single.current().client.clone()))
+            }
             #[cfg(feature = "cluster")]
-            Connection::Cluster(lazy) => Fresh::Cluster(lazy.client.clone()),
+            Connection::Cluster(lazy) => OwnConnection::Cluster(lazy.client.clone()),
         }
     }
 }
 
 /// Where to open a connection of one's own: a server, or a cluster.
 #[derive(Clone)]
-pub(crate) enum Fresh {
+pub(crate) enum OwnConnection {
     Server(Box<redis::Client>),
     #[cfg(feature = "cluster")]
     Cluster(Arc<ClusterClient>),

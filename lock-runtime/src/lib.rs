@@ -106,12 +106,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
+mod client_thread;
 mod config;
 mod connection;
 mod context;
 mod error;
 pub mod guide;
-mod home;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;

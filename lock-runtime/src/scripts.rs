@@ -38,7 +38,7 @@ pub(crate) const HANDOVER: &str = "~handover";
 /// [`crate::renewal::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
 /// The key is an argument, not a declared key: in cluster mode it is in another slot.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Kept<'a> {
+pub(crate) struct KeptAlive<'a> {
     /// The process's liveness key.
     pub(crate) alive: &'a str,
     /// `PUBLISH`, to wake the head waiter.
@@ -57,7 +57,7 @@ pub(crate) fn acquire_call(
     ttl: std::time::Duration,
     fence_lifetime: u64,
     may_wait: bool,
-    (foreign_every, kept): (std::time::Duration, Option<Kept<'_>>),
+    (foreign_every, kept): (std::time::Duration, Option<KeptAlive<'_>>),
 ) -> Call<'static> {
     let keys = [
         names.lock(),

@@ -9,7 +9,7 @@ use redis::aio::ConnectionManagerConfig;
 #[cfg(feature = "cluster")]
 use redis::cluster::ClusterClientBuilder;
 
-use crate::config::Topology as TopologyConfig;
+use crate::config::DeploymentKind;
 #[cfg(feature = "sentinel")]
 use crate::connection::Sentinel;
 #[cfg(feature = "cluster")]
@@ -30,7 +30,7 @@ pub(crate) mod redlock;
 
 /// The connections of one topology: the command connections, the wake-ups, and in Redlock
 /// mode its settings.
-pub(crate) struct Topology {
+pub(crate) struct BuiltTopology {
     pub(crate) connections: Vec<Connection>,
     pub(crate) wakeups: Wakeups,
     #[cfg(feature = "redlock")]
@@ -58,7 +58,7 @@ impl<'a> Setup<'a> {
     /// client is created on, if any (the start-up checks block it).
     pub(crate) fn new(config: &'a Config, caller: bool) -> Result<Self, LockError> {
         #[cfg(feature = "sentinel")]
-        if config.primary.is_set() && !matches!(config.topology, TopologyConfig::Sentinel { .. }) {
+        if config.primary.is_set() && !matches!(config.topology, DeploymentKind::Sentinel { .. }) {
             return Err(LockError::config(format!(
                 "Config::primary_password, primary_auth and primary_tls* set the primary \
                  that Sentinel names, but {} is not a Config::sentinel set-up: put the \
@@ -140,25 +140,25 @@ impl<'a> Setup<'a> {
     }
 
     /// The deployment's connections and wake-ups: the one `match` on the deployment.
-    pub(crate) fn build(&self) -> Result<Topology, LockError> {
+    pub(crate) fn build(&self) -> Result<BuiltTopology, LockError> {
         match &self.config.topology {
-            TopologyConfig::Single(_) | TopologyConfig::Client { .. } => self.single_server(),
+            DeploymentKind::Single(_) | DeploymentKind::Client { .. } => self.single_server(),
             #[cfg(feature = "sentinel")]
-            TopologyConfig::Sentinel { .. } => self.single_server(),
+            DeploymentKind::Sentinel { .. } => self.single_server(),
             #[cfg(feature = "redlock")]
-            TopologyConfig::Redlock(urls) => self.redlock(urls),
+            DeploymentKind::Redlock(urls) => self.redlock(urls),
             #[cfg(feature = "cluster")]
-            TopologyConfig::Cluster(_) | TopologyConfig::ClusterBuilder { .. } => self.cluster(),
+            DeploymentKind::Cluster(_) | DeploymentKind::ClusterBuilder { .. } => self.cluster(),
         }
     }
 
     /// One server: by URL, the application's client, or the primary Sentinel names (then
     /// followed across failovers, wake-ups included).
-    fn single_server(&self) -> Result<Topology, LockError> {
+    fn single_server(&self) -> Result<BuiltTopology, LockError> {
         let (client, sentinel) = match &self.config.topology {
-            TopologyConfig::Client { client, .. } => ((**client).clone(), None),
+            DeploymentKind::Client { client, .. } => ((**client).clone(), None),
             #[cfg(feature = "sentinel")]
-            TopologyConfig::Sentinel { master, sentinels } => {
+            DeploymentKind::Sentinel { master, sentinels } => {
                 let (primary, sentinel) = self.sentinel(master, sentinels)?;
                 (primary, Some(sentinel))
             }
@@ -191,7 +191,7 @@ impl<'a> Setup<'a> {
             let wakeups = Arc::new(move |primary: &redis::Client| follower.move_to(primary));
             SingleServer::follow_primary(&pool, sentinel, wakeups);
         }
-        Ok(Topology {
+        Ok(BuiltTopology {
             connections: pool.into_iter().map(Connection::Single).collect(),
             wakeups,
             #[cfg(feature = "redlock")]
@@ -236,7 +236,7 @@ impl<'a> Setup<'a> {
 
     /// Independent masters: one connection and one wake-up subscription per master.
     #[cfg(feature = "redlock")]
-    fn redlock(&self, urls: &[String]) -> Result<Topology, LockError> {
+    fn redlock(&self, urls: &[String]) -> Result<BuiltTopology, LockError> {
         let clients = urls
             .iter()
             .map(|url| self.open(url))
@@ -270,7 +270,7 @@ impl<'a> Setup<'a> {
             node_timeout: self.config.node_timeout,
             wakeups: masters,
         };
-        Ok(Topology {
+        Ok(BuiltTopology {
             connections: nodes,
             wakeups,
             redlock: Some(redlock),
@@ -279,7 +279,7 @@ impl<'a> Setup<'a> {
 
     /// A cluster: one connection for commands, one for the sharded wake-ups.
     #[cfg(feature = "cluster")]
-    fn cluster(&self) -> Result<Topology, LockError> {
+    fn cluster(&self) -> Result<BuiltTopology, LockError> {
         if let Some(replicas) = &self.config.replicas
             && let Some(seed) = self.urls.first()
         {
@@ -313,7 +313,7 @@ impl<'a> Setup<'a> {
             self.limit,
             whole,
         );
-        Ok(Topology {
+        Ok(BuiltTopology {
             connections: vec![Connection::Cluster(
                 LazyCluster::new(commands).watched(nodes),
             )],
@@ -338,7 +338,7 @@ impl<'a> Setup<'a> {
         };
         match &self.config.topology {
             // The application's builder: its own timeouts apply.
-            TopologyConfig::ClusterBuilder { builder, .. } => Ok(retries(builder())),
+            DeploymentKind::ClusterBuilder { builder, .. } => Ok(retries(builder())),
             _ => cluster_tls(
                 retries(
                     ClusterClientBuilder::new(self.urls.clone())
@@ -394,12 +394,12 @@ pub(crate) fn uses_tls(config: &Config) -> bool {
     use redis::IntoConnectionInfo as _;
     let tls = |addr: &redis::ConnectionAddr| matches!(addr, redis::ConnectionAddr::TcpTls { .. });
     let topology = match &config.topology {
-        TopologyConfig::Client { client, .. } => tls(client.get_connection_info().addr()),
+        DeploymentKind::Client { client, .. } => tls(client.get_connection_info().addr()),
         // The application's builder: its TLS settings cannot be seen.
         #[cfg(feature = "cluster")]
-        TopologyConfig::ClusterBuilder { .. } => true,
+        DeploymentKind::ClusterBuilder { .. } => true,
         #[cfg(feature = "sentinel")]
-        TopologyConfig::Sentinel { .. } => {
+        DeploymentKind::Sentinel { .. } => {
             matches!(
                 config.primary.tls,
                 Some(crate::config::primary_settings::PrimaryTls::On(_))

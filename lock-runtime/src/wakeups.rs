@@ -41,11 +41,11 @@ use single::SingleSubscriber;
 
 /// The registry of local waiters; its reconciler owns the subscription connection.
 pub(crate) struct Wakeups {
-    shared: Arc<Shared>,
+    shared: Arc<WakeupsShared>,
 }
 
 /// What the push handler, the waiters and the reconciler share.
-struct Shared {
+struct WakeupsShared {
     registry: Mutex<Registry>,
     /// Wakes the reconciler: a waiter asked for a subscription, a channel's last waiter
     /// left, the connection dropped, the client was dropped.
@@ -132,9 +132,9 @@ pub(crate) enum Woken {
     LookLater,
 }
 
-impl Shared {
+impl WakeupsShared {
     fn new() -> Arc<Self> {
-        Arc::new(Shared {
+        Arc::new(WakeupsShared {
             registry: Mutex::new(Registry::default()),
             wake: Arc::new(Notify::new()),
         })
@@ -243,7 +243,7 @@ fn text(value: &Value) -> Option<&str> {
 }
 
 /// Handles one push from the subscription connection.
-fn dispatch(shared: &Shared, push: PushInfo) {
+fn dispatch(shared: &WakeupsShared, push: PushInfo) {
     let reconcile = match push.kind {
         PushKind::Message | PushKind::SMessage => {
             if let [channel, payload] = push.data.as_slice()
@@ -273,7 +273,7 @@ fn dispatch(shared: &Shared, push: PushInfo) {
 /// registry weakly: the connection lives in the reconciler, which outlives the client by
 /// a moment.
 fn handler(
-    shared: Weak<Shared>,
+    shared: Weak<WakeupsShared>,
 ) -> impl Fn(PushInfo) -> Result<(), redis::aio::SendError> + Send + Sync + 'static {
     move |push: PushInfo| {
         if let Some(shared) = shared.upgrade() {
@@ -292,7 +292,7 @@ impl Wakeups {
         config: ConnectionManagerConfig,
         timeouts: Timeouts,
     ) -> redis::RedisResult<Self> {
-        let shared = Shared::new();
+        let shared = WakeupsShared::new();
         let subscriber = SingleSubscriber::new(&shared, client, config, timeouts)?;
         Ok(Wakeups::start(
             shared,
@@ -306,7 +306,7 @@ impl Wakeups {
     /// them up.
     #[cfg(feature = "cluster")]
     pub(crate) fn cluster(builder: ClusterClientBuilder) -> redis::RedisResult<Self> {
-        let shared = Shared::new();
+        let shared = WakeupsShared::new();
         let client = builder
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(handler(Arc::downgrade(&shared)))
@@ -317,7 +317,7 @@ impl Wakeups {
         ))
     }
 
-    fn start(shared: Arc<Shared>, subscriber: Subscriber) -> Self {
+    fn start(shared: Arc<WakeupsShared>, subscriber: Subscriber) -> Self {
         tokio::spawn(reconciler::run(
             Arc::downgrade(&shared),
             shared.wake.clone(),
@@ -375,7 +375,7 @@ impl Drop for Wakeups {
 /// Moves a single server's subscriptions to a new primary (see [`Wakeups::follower`]).
 #[cfg(feature = "sentinel")]
 #[derive(Clone)]
-pub(crate) struct Follower(Weak<Shared>);
+pub(crate) struct Follower(Weak<WakeupsShared>);
 
 #[cfg(feature = "sentinel")]
 impl Follower {
@@ -393,7 +393,7 @@ impl Follower {
 /// A local waiter's place: it is woken through [`WaitTicket::wait`] and leaves the
 /// registry when dropped (the channel is unsubscribed when it was the last waiter).
 pub(crate) struct WaitTicket {
-    shared: Arc<Shared>,
+    shared: Arc<WakeupsShared>,
     channel: String,
     wake: Arc<Wake>,
 }

@@ -54,7 +54,7 @@ struct NodesInner {
     reading: AtomicBool,
     /// The cluster as a whole, for requests whose master is not known.
     whole: Health,
-    /// Where the map is read: the client's own runtime (see `home.rs`).
+    /// Where the map is read: the client's own runtime (see `client_thread.rs`).
     runtime: Option<tokio::runtime::Handle>,
 }
 
@@ -173,7 +173,7 @@ impl ClusterNodes {
                 map: RwLock::new(Arc::default()),
                 reading: AtomicBool::new(false),
                 whole,
-                runtime: crate::home::captured(),
+                runtime: crate::client_thread::captured(),
             }),
         }
     }
@@ -278,7 +278,12 @@ impl ClusterNodes {
 
     /// Reads the map in the background, unless a read is under way.
     pub(crate) fn read_map_soon(&self) {
-        let Some(runtime) = self.inner.runtime.clone().or_else(crate::home::captured) else {
+        let Some(runtime) = self
+            .inner
+            .runtime
+            .clone()
+            .or_else(crate::client_thread::captured)
+        else {
             return;
         };
         if self.inner.reading.swap(true, Ordering::AcqRel) {

@@ -34,7 +34,7 @@ impl LazyCluster {
     pub(crate) fn new(client: ClusterClient) -> Self {
         LazyCluster {
             client: Arc::new(client),
-            runtime: crate::home::captured(),
+            runtime: crate::client_thread::captured(),
             connection: Arc::new(RwLock::new(None)),
             nodes: None,
             functions: Arc::default(),
@@ -57,7 +57,7 @@ impl LazyCluster {
         }
         let client = self.client.clone();
         let open = async move { client.get_async_connection().await };
-        let connection = crate::home::run_on(self.runtime.as_ref(), open)
+        let connection = crate::client_thread::run_on(self.runtime.as_ref(), open)
             .await
             .unwrap_or_else(|| Err(client_gone()))?;
         *slot = Some(connection.clone());

@@ -97,7 +97,7 @@ struct HealthInner {
     retired: AtomicBool,
     /// How long failures may last before the server is declared down.
     grace: Duration,
-    state: Mutex<State>,
+    state: Mutex<Reachability>,
     /// Whether `state` is `Up`, kept beside it (written under its lock) so that every
     /// request's report and every try's check read an atomic, not the shared lock, in the
     /// common case.
@@ -106,12 +106,12 @@ struct HealthInner {
     interrupt: Arc<Notify>,
     /// How to ask the server whether it is back, while it is down.
     probe: Option<Probe>,
-    /// Where probes run: the client's own runtime (see `home.rs`).
+    /// Where probes run: the client's own runtime (see `client_thread.rs`).
     runtime: Option<tokio::runtime::Handle>,
 }
 
 #[derive(Debug, Clone)]
-enum State {
+enum Reachability {
     Up,
     /// Every request since `since` failed to reach the server; `confirming`: the grace
     /// has passed, and a probe on a fresh connection is checking that the server itself
@@ -144,18 +144,21 @@ impl Health {
                 role,
                 retired: AtomicBool::new(false),
                 grace,
-                state: Mutex::new(State::Up),
+                state: Mutex::new(Reachability::Up),
                 up: AtomicBool::new(true),
                 interrupt,
                 probe,
-                runtime: crate::home::captured(),
+                runtime: crate::client_thread::captured(),
             }),
         }
     }
 
     /// Where probes run: the client's runtime, else the caller's.
     fn runtime(&self) -> Option<tokio::runtime::Handle> {
-        self.inner.runtime.clone().or_else(crate::home::captured)
+        self.inner
+            .runtime
+            .clone()
+            .or_else(crate::client_thread::captured)
     }
 
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
@@ -183,7 +186,7 @@ impl Health {
         self.inner.retired.load(Ordering::Acquire)
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, Reachability> {
         // Every update is a single store: a panic elsewhere cannot leave it half-done.
         let state = self.inner.state.lock();
         state.unwrap_or_else(PoisonError::into_inner)
@@ -205,7 +208,7 @@ impl Health {
         if self.inner.up.load(Ordering::Acquire) {
             return true;
         }
-        if matches!(*self.state(), State::Down { .. }) {
+        if matches!(*self.state(), Reachability::Down { .. }) {
             return false;
         }
         self.answered();
@@ -217,13 +220,13 @@ impl Health {
             return;
         }
         let mut state = self.state();
-        if let State::Up = *state {
+        if let Reachability::Up = *state {
             return;
         }
-        let was = std::mem::replace(&mut *state, State::Up);
+        let was = std::mem::replace(&mut *state, Reachability::Up);
         self.inner.up.store(true, Ordering::Release);
         drop(state);
-        if let State::Down { since, .. } = was
+        if let Reachability::Down { since, .. } = was
             && !self.is_retired()
         {
             tracing::info!(
@@ -242,19 +245,19 @@ impl Health {
         let now = Instant::now();
         let mut state = self.state();
         let since = match &mut *state {
-            State::Down { .. }
-            | State::Failing {
+            Reachability::Down { .. }
+            | Reachability::Failing {
                 confirming: true, ..
             } => return,
-            State::Up => {
-                *state = State::Failing {
+            Reachability::Up => {
+                *state = Reachability::Failing {
                     since: now,
                     confirming: false,
                 };
                 self.inner.up.store(false, Ordering::Release);
                 return;
             }
-            State::Failing { since, confirming } => {
+            Reachability::Failing { since, confirming } => {
                 if now.saturating_duration_since(*since) < self.inner.grace {
                     return;
                 }
@@ -286,10 +289,10 @@ impl Health {
     fn declare_down(&self, since: Instant, last_error: String) {
         {
             let mut state = self.state();
-            if !matches!(*state, State::Failing { .. }) {
+            if !matches!(*state, Reachability::Failing { .. }) {
                 return; // it answered meanwhile
             }
-            *state = State::Down {
+            *state = Reachability::Down {
                 since,
                 last_error: last_error.clone(),
             };
@@ -319,7 +322,7 @@ impl Health {
         if self.inner.up.load(Ordering::Acquire) {
             return None;
         }
-        let State::Down {
+        let Reachability::Down {
             since, last_error, ..
         } = &*self.state()
         else {
@@ -354,7 +357,7 @@ async fn probe_until_back(health: std::sync::Weak<HealthInner>, probe: Probe) {
                     return;
                 };
                 let health = Health { inner };
-                if !matches!(*health.state(), State::Down { .. }) || health.is_retired() {
+                if !matches!(*health.state(), Reachability::Down { .. }) || health.is_retired() {
                     return;
                 }
                 let probe = probe();

@@ -54,7 +54,7 @@ pub struct LockGuard {
 }
 
 /// How a [`LockGuard`]'s lease came to it.
-pub(crate) enum Came {
+pub(crate) enum LeaseOrigin {
     /// Taken in Redis with the command sent at `.0` and answered at `.1` (the hold begins
     /// then): the lease goes on the watchdog.
     Taken(Instant, Instant),
@@ -81,19 +81,19 @@ impl LockGuard {
         token: Token,
         fence: Option<u64>,
         options: &LockOptions,
-        came: Came,
+        came: LeaseOrigin,
         mut local: Option<Holding>,
     ) -> Self {
         let turn = local.as_mut().and_then(Holding::take_turn);
         let watchdog = client.watchdog();
         let (lease, valid_until, acquired_at) = match came {
-            Came::Taken(sent, answered) => {
+            LeaseOrigin::Taken(sent, answered) => {
                 // The turn goes on the schedule with the lease (one visit of the watchdog).
                 let renewal = (options.ttl, options.watchdog);
                 let lease = watchdog.register(&names, &token, renewal, sent, turn);
                 (lease, validity(sent, options.ttl), answered)
             }
-            Came::Passed(lease) => {
+            LeaseOrigin::Passed(lease) => {
                 let valid_until = (watchdog.lease_state(lease.id))
                     .map_or_else(Instant::now, |(valid_until, _)| valid_until);
                 let acquired_at = Instant::now();

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::context;
 use crate::lease::{Taken, Token, new_token};
 use crate::options::Explicit;
-use crate::primitives::guard::{Came, LockGuard};
+use crate::primitives::guard::{LeaseOrigin, LockGuard};
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::{self, Alone, release::give_back};
@@ -195,7 +195,7 @@ impl Lock {
                     tenure.token,
                     fence,
                     &self.options,
-                    Came::Passed(lease),
+                    LeaseOrigin::Passed(lease),
                     Some(local),
                 ));
             }
@@ -281,7 +281,7 @@ impl Lock {
             token,
             taken.fence,
             &self.options,
-            Came::Taken(taken.sent, taken.answered),
+            LeaseOrigin::Taken(taken.sent, taken.answered),
             local,
         );
         if let Some(watchdog) = watchdog {

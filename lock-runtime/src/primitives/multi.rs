@@ -199,13 +199,13 @@ async fn release_all(guards: Vec<LockGuard>) {
 impl crate::primitives::run_path::Held for MultiGuard {
     /// Every key's hold (as the body sees them), and those this call owns (a re-entered
     /// key's loss is its outer holder's to report).
-    type Watch = (Vec<CurrentLock>, Vec<CurrentLock>);
+    type LossWatch = (Vec<CurrentLock>, Vec<CurrentLock>);
 
     fn is_reentrant(&self) -> bool {
         false
     }
 
-    fn watch(&self) -> Self::Watch {
+    fn watch(&self) -> Self::LossWatch {
         let owned = self
             .guards
             .iter()
@@ -215,7 +215,7 @@ impl crate::primitives::run_path::Held for MultiGuard {
         (self.guards.iter().map(LockGuard::current).collect(), owned)
     }
 
-    fn hold<F: Future>(watch: &Self::Watch, body: F) -> impl Future<Output = F::Output> {
+    fn hold<F: Future>(watch: &Self::LossWatch, body: F) -> impl Future<Output = F::Output> {
         context::hold_all(watch.0.clone(), body)
     }
 

@@ -11,17 +11,17 @@ use crate::primitives::held_lease::HeldLease;
 /// What the run path needs of a hold: a lock's, a reader's, a permit's, or several locks'.
 pub(crate) trait Held: Sized {
     /// What tells of the hold's loss, kept past its release.
-    type Watch: Watch;
+    type LossWatch: LossWatch;
 
     /// An outer holder in this task owns the lock: the body runs as it is, and the loss
     /// is the outer holder's to report.
     fn is_reentrant(&self) -> bool;
 
     /// The watch over this hold's loss.
-    fn watch(&self) -> Self::Watch;
+    fn watch(&self) -> Self::LossWatch;
 
     /// `body`, with [`crate::current_lock`] describing the hold `watch` watches inside it.
-    fn hold<F: Future>(watch: &Self::Watch, body: F) -> impl Future<Output = F::Output>;
+    fn hold<F: Future>(watch: &Self::LossWatch, body: F) -> impl Future<Output = F::Output>;
 
     /// Resolves when the hold is lost, with the error that says so.
     fn lost(&self) -> impl Future<Output = LockError>;
@@ -34,7 +34,7 @@ pub(crate) trait Held: Sized {
 }
 
 /// Tells whether a hold is lost now (told, or past its validity point by the clock).
-pub(crate) trait Watch {
+pub(crate) trait LossWatch {
     /// The loss as the error a stopped body returns, if the hold is lost.
     fn lost_now(&self) -> Option<LockError>;
 }
@@ -50,7 +50,7 @@ pub(crate) trait Watch {
 /// name the key themselves: once per line.
 macro_rules! run_held {
     ($acquire:expr, $on_lost:expr, $body:expr, $span:expr) => {{
-        use $crate::primitives::run_path::{Held, Watch as _};
+        use $crate::primitives::run_path::{Held, LossWatch as _};
         let body = tracing::Instrument::instrument($body, $span);
         let on_lost: $crate::options::OnLost = $on_lost;
         match $acquire.await {
@@ -102,13 +102,13 @@ pub(crate) use run_held;
 /// The body of `held` with [`crate::current_lock`] describing it (for [`run_held!`]).
 pub(crate) fn hold<'w, H: Held, F: Future>(
     _held: &H,
-    watch: &'w H::Watch,
+    watch: &'w H::LossWatch,
     body: F,
 ) -> impl Future<Output = F::Output> + use<'w, H, F> {
     H::hold(watch, body)
 }
 
-impl Watch for crate::context::CurrentLock {
+impl LossWatch for crate::context::CurrentLock {
     fn lost_now(&self) -> Option<LockError> {
         let cause = self.lost_cause()?;
         Some(LockError::Lost {
@@ -119,14 +119,14 @@ impl Watch for crate::context::CurrentLock {
 }
 
 /// Several holds (a multi-lock's): every one, and those whose loss is this call's to report.
-impl Watch
+impl LossWatch
     for (
         Vec<crate::context::CurrentLock>,
         Vec<crate::context::CurrentLock>,
     )
 {
     fn lost_now(&self) -> Option<LockError> {
-        self.1.iter().find_map(Watch::lost_now)
+        self.1.iter().find_map(LossWatch::lost_now)
     }
 }
 
@@ -145,17 +145,17 @@ pub(crate) trait OneLease: Sized {
 }
 
 impl<G: OneLease> Held for G {
-    type Watch = crate::context::CurrentLock;
+    type LossWatch = crate::context::CurrentLock;
 
     fn is_reentrant(&self) -> bool {
         self.held_lease().reentrant
     }
 
-    fn watch(&self) -> Self::Watch {
+    fn watch(&self) -> Self::LossWatch {
         self.current_lock()
     }
 
-    fn hold<F: Future>(watch: &Self::Watch, body: F) -> impl Future<Output = F::Output> {
+    fn hold<F: Future>(watch: &Self::LossWatch, body: F) -> impl Future<Output = F::Output> {
         crate::context::hold_all([watch.clone()], body)
     }
 

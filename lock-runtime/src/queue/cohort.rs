@@ -122,11 +122,11 @@ struct Cohort {
     /// The local queue: a fair (first-come-first-served) semaphore of one permit. Its
     /// holder holds the lock, or leads the process's wait in Redis.
     turn: Semaphore,
-    state: Mutex<State>,
+    state: Mutex<CohortState>,
 }
 
 #[derive(Default)]
-struct State {
+struct CohortState {
     /// Tasks that acquire or hold the key through this client.
     members: usize,
     /// Of those, the ones still acquiring.
@@ -149,7 +149,7 @@ struct Parked {
     ticket: Option<WaitTicket>,
 }
 
-impl State {
+impl CohortState {
     /// What is parked, made on first use.
     fn parked(&mut self) -> &mut Parked {
         self.parked.get_or_insert_with(Box::default)
@@ -271,23 +271,23 @@ pub(crate) struct Member {
 }
 
 /// Counts a task queued for the turn while it is.
-struct Queued<'a>(&'a Cohort);
+struct TaskInQueue<'a>(&'a Cohort);
 
-impl<'a> Queued<'a> {
+impl<'a> TaskInQueue<'a> {
     fn new(cohort: &'a Cohort) -> Self {
         locked(&cohort.state).queued += 1;
-        Queued(cohort)
+        TaskInQueue(cohort)
     }
 }
 
-impl Drop for Queued<'_> {
+impl Drop for TaskInQueue<'_> {
     fn drop(&mut self) {
         locked(&self.0.state).queued -= 1;
     }
 }
 
 impl Member {
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, CohortState> {
         locked(&self.cohort.state)
     }
 
@@ -304,7 +304,7 @@ impl Member {
         if let Some(turn) = self.try_turn() {
             return Some(turn);
         }
-        let _queued = Queued::new(&self.cohort);
+        let _queued = TaskInQueue::new(&self.cohort);
         // The semaphore is never closed; a permit taken is handed to the turn.
         let permit = tokio::time::timeout_at(deadline, self.cohort.turn.acquire())
             .await

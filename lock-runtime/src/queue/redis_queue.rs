@@ -16,7 +16,7 @@ use crate::lease::{Taken, jitter, millis, validity};
 use crate::options::fence_lifetime;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::scripts::{
-    Call, GRANT_CONFIRM_WINDOW, Kept, KeyNames, QUEUE_LEASE, RETAKE, Requeue, acquire_call,
+    Call, GRANT_CONFIRM_WINDOW, KeptAlive, KeyNames, QUEUE_LEASE, RETAKE, Requeue, acquire_call,
     invoke_granting, invoke_noting_repeat, release_call,
 };
 #[cfg(feature = "redlock")]
@@ -511,7 +511,7 @@ async fn try_acquire(
         return Ok(attempt);
     }
     let alive = client.liveness_key(names.lock());
-    let kept = alive.as_deref().map(|alive| Kept {
+    let kept = alive.as_deref().map(|alive| KeptAlive {
         alive,
         publish: client.publish_command(),
         renews: options.watchdog,

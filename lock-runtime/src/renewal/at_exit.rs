@@ -1,7 +1,7 @@
 //! What the process holds in Redis is given back when it exits normally (`main` returns,
 //! `std::process::exit`), not left to run out its ttl.
 //!
-//! A client's background work runs on its own thread (see `home.rs`), which the process's
+//! A client's background work runs on its own thread (see `client_thread.rs`), which the process's
 //! exit stops wherever it is: a release that a guard dropped by the ending runtime sent a
 //! moment before would be cut off. So the first client registers an exit hook, and at
 //! exit every client still alive gives back, synchronously and within

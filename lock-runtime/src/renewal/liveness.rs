@@ -72,13 +72,13 @@ struct Watched {
 }
 
 /// A waiter's watch on another process's liveness key, until dropped.
-pub(crate) struct Watch {
+pub(crate) struct LivenessWatch {
     liveness: Arc<Liveness>,
     key: String,
     gone: Arc<Notify>,
 }
 
-impl Watch {
+impl LivenessWatch {
     /// Resolves when the watched process's key is found gone (or, for a future enabled
     /// before, at the next refresh that finds it gone).
     pub(crate) fn gone(&self) -> &Notify {
@@ -86,7 +86,7 @@ impl Watch {
     }
 }
 
-impl Drop for Watch {
+impl Drop for LivenessWatch {
     fn drop(&mut self) {
         let mut watched = self.liveness.watched();
         if let Some(entry) = watched.get_mut(&self.key) {
@@ -104,7 +104,7 @@ impl Liveness {
         Arc::new(Liveness::fresh())
     }
 
-    /// Fresh liveness keys for a new cluster client: one per master of `nodes`.
+    /// OwnConnection liveness keys for a new cluster client: one per master of `nodes`.
     #[cfg(feature = "cluster")]
     pub(crate) fn cluster(nodes: ClusterNodes) -> Arc<Self> {
         Arc::new(Liveness {
@@ -161,7 +161,7 @@ impl Liveness {
     }
 
     /// Watches another process's liveness key `key` until the returned watch is dropped.
-    pub(crate) fn watch(self: &Arc<Self>, key: &str) -> Watch {
+    pub(crate) fn watch(self: &Arc<Self>, key: &str) -> LivenessWatch {
         let gone = {
             let mut watched = self.watched();
             let entry = watched.entry(key.to_owned()).or_insert_with(|| Watched {
@@ -171,7 +171,7 @@ impl Liveness {
             entry.watchers += 1;
             entry.gone.clone()
         };
-        Watch {
+        LivenessWatch {
             liveness: self.clone(),
             key: key.to_owned(),
             gone,

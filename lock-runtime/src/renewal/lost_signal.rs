@@ -24,10 +24,10 @@ use crate::error::LostCause;
 /// One holder's view of a lease's loss; clones share it. The watchdog keeps one clone with
 /// the lease and [`set`](LostSignal::set)s it; a pass gives the next holder a new one.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct LostSignal(Arc<Shared>);
+pub(crate) struct LostSignal(Arc<SignalState>);
 
 #[derive(Debug, Default)]
-struct Shared {
+struct SignalState {
     cause: OnceLock<LostCause>,
     notify: Notify,
     /// The validity point, as nanoseconds after [`base`] shifted left by one, the lowest

@@ -12,7 +12,7 @@
 //!   all on its own connections, one pipeline per server.
 //! - **When the process exits** (`main` returns) or the client is dropped: a guard that an
 //!   ending runtime dropped has sent its release to the client's own runtime (see
-//!   `home.rs`), which the exit would cut off. At exit (see `at_exit.rs`), and when the
+//!   `client_thread.rs`), which the exit would cut off. At exit (see `at_exit.rs`), and when the
 //!   client's runtime drops a background give-back or the watchdog's scheduler unfinished
 //!   (the client was dropped), the same as the explicit shutdown runs synchronously, on a
 //!   thread of its own with its own connections, and waits for it at most
@@ -36,7 +36,7 @@ use redis::aio::ConnectionLike;
 
 use tokio::sync::Notify;
 
-use crate::connection::{Connection, Fresh};
+use crate::connection::{Connection, OwnConnection};
 use crate::error::LockError;
 use crate::lease::{Token, millis};
 use crate::renewal::tries_in_flight::{TriesInFlight, TryInFlight};
@@ -122,21 +122,21 @@ impl Leftover {
 /// A client's shutdown: the background give-backs in flight, whether it still takes locks,
 /// and what it needs to give everything back (its watchdog and its connections).
 pub(crate) struct Shutdown {
-    state: Mutex<State>,
+    state: Mutex<ShutdownState>,
     watchdog: Watchdog,
     /// The one server's (or the cluster's) connection, or every Redlock master's.
     nodes: Vec<Connection>,
     mode: Mode,
     /// Wakes the client's parked waiters (to find the client closed).
     interrupt: Arc<Notify>,
-    /// Where background give-backs run: the client's own runtime (see `home.rs`).
+    /// Where background give-backs run: the client's own runtime (see `client_thread.rs`).
     runtime: Option<tokio::runtime::Handle>,
     /// The acquisition tries whose replies are not read yet: the shutdown waits for them.
     tries: TriesInFlight,
 }
 
 #[derive(Default)]
-struct State {
+struct ShutdownState {
     next_id: u64,
     /// Background releases and leaves spawned and not finished, by id.
     pending: HashMap<u64, Leftover>,
@@ -195,12 +195,12 @@ impl Shutdown {
             nodes,
             mode,
             interrupt,
-            runtime: crate::home::captured(),
+            runtime: crate::client_thread::captured(),
             tries: TriesInFlight::default(),
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, ShutdownState> {
         // Every update is a single insert, remove or store: nothing to repair after a panic.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -234,7 +234,7 @@ impl Shutdown {
             shutdown: self.clone(),
             id,
         };
-        match self.runtime.clone().or_else(crate::home::captured) {
+        match self.runtime.clone().or_else(crate::client_thread::captured) {
             Some(runtime) => {
                 runtime.spawn(async move {
                     give_back.await;
@@ -322,7 +322,7 @@ impl Shutdown {
             return;
         }
         let started = Instant::now();
-        let fresh: Vec<Fresh> = self.nodes.iter().map(Connection::fresh).collect();
+        let fresh: Vec<OwnConnection> = self.nodes.iter().map(Connection::fresh).collect();
         match give_back_blocking(fresh, self.mode, batch) {
             Some(report) => log_report(
                 "the process exited or the lock client was dropped with locks held",
@@ -376,7 +376,7 @@ struct Mode {
 /// it at most [`SHUTDOWN_BUDGET`] (plus a little for the thread): for a runtime that is
 /// shutting down, which can run nothing any more. `None` when it did not finish in time.
 fn give_back_blocking(
-    nodes: Vec<Fresh>,
+    nodes: Vec<OwnConnection>,
     mode: Mode,
     batch: Vec<Leftover>,
 ) -> Option<ShutdownReport> {
@@ -407,13 +407,17 @@ fn give_back_blocking(
 }
 
 /// Opens a connection to each node and gives `batch` back over them.
-async fn give_back_fresh(nodes: Vec<Fresh>, mode: Mode, batch: &[Leftover]) -> ShutdownReport {
+async fn give_back_fresh(
+    nodes: Vec<OwnConnection>,
+    mode: Mode,
+    batch: &[Leftover],
+) -> ShutdownReport {
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(SHUTDOWN_BUDGET))
         .set_response_timeout(Some(SHUTDOWN_BUDGET));
     #[cfg(feature = "cluster")]
     if mode.cluster {
-        let Some(Fresh::Cluster(cluster)) = nodes.into_iter().next() else {
+        let Some(OwnConnection::Cluster(cluster)) = nodes.into_iter().next() else {
             return failed(batch);
         };
         let connection = cluster.get_async_connection().await.ok();
@@ -423,12 +427,12 @@ async fn give_back_fresh(nodes: Vec<Fresh>, mode: Mode, batch: &[Leftover]) -> S
         let config = config.clone();
         async move {
             match node {
-                Fresh::Server(client) => client
+                OwnConnection::Server(client) => client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
                     .ok(),
                 #[cfg(feature = "cluster")]
-                Fresh::Cluster(_) => None,
+                OwnConnection::Cluster(_) => None,
             }
         }
     }))

@@ -43,7 +43,7 @@ const RETRY_DIVISOR: u32 = 10;
 
 #[derive(Clone)]
 pub(crate) struct Watchdog {
-    shared: Arc<Shared>,
+    shared: Arc<WatchdogShared>,
     wake: Arc<Notify>,
 }
 
@@ -61,8 +61,8 @@ struct Nodes {
     alive: Option<Arc<Liveness>>,
 }
 
-struct Shared {
-    state: Mutex<State>,
+struct WatchdogShared {
+    state: Mutex<WatchdogState>,
     stopped: AtomicBool,
 }
 
@@ -92,7 +92,7 @@ impl Hasher for IdHasher {
 type Leases = HashMap<u64, Lease, BuildHasherDefault<IdHasher>>;
 
 #[derive(Default)]
-struct State {
+struct WatchdogState {
     next_id: u64,
     leases: Leases,
     /// When each lease must be looked at next (see `timeline.rs`).
@@ -100,7 +100,7 @@ struct State {
     /// How many leases on the schedule are [`Lease::contended`].
     contended: usize,
     /// Queue places this process keeps alive (its waiters), by id.
-    queued: HashMap<u64, Queued>,
+    queued: HashMap<u64, QueuePlace>,
     /// When the queue places are kept alive next (`None`: no place is kept).
     next_keepalive: Option<Instant>,
     /// Where lost leases and failed renewals are reported.
@@ -144,7 +144,7 @@ struct Lease {
 pub(crate) type Attachment = crate::turn::Turn;
 
 /// A waiter's place in a key's queue, kept alive while the waiter waits.
-struct Queued {
+struct QueuePlace {
     names: Arc<KeyNames>,
     token: Token,
     /// Kept by a keep-alive of its key even where the client has a liveness key: its entry
@@ -187,8 +187,8 @@ struct Renewal {
     ttl: Duration,
 }
 
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
+impl WatchdogShared {
+    fn state(&self) -> MutexGuard<'_, WatchdogState> {
         // A panic while holding this lock cannot leave the map half-updated in a way that
         // matters (every update is a single insert, remove or field store), so poisoning
         // is ignored rather than turned into a panic of our own.
@@ -198,7 +198,7 @@ impl Shared {
 
 impl Watchdog {
     /// Starts the scheduler task on the current Tokio runtime (the client's own, see
-    /// `home.rs`). Renewals go to every one of
+    /// `client_thread.rs`). Renewals go to every one of
     /// `connections`; a lease stays valid when `quorum` of them confirm it (and, with
     /// `replicas`, when that many replicas confirm the renewal).
     ///
@@ -215,11 +215,11 @@ impl Watchdog {
         telemetry: Telemetry,
         on_dropped: OnDropped,
     ) -> Self {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
+        let shared = Arc::new(WatchdogShared {
+            state: Mutex::new(WatchdogState {
                 telemetry,
                 liveness: liveness.clone(),
-                ..State::default()
+                ..WatchdogState::default()
             }),
             stopped: AtomicBool::new(false),
         });
@@ -391,7 +391,7 @@ impl Watchdog {
         let id = state.next_id;
         state.queued.insert(
             id,
-            Queued {
+            QueuePlace {
                 names: names.clone(),
                 token: token.clone(),
                 per_key,
@@ -445,7 +445,7 @@ impl Watchdog {
 
     /// Lets go of the state, then wakes the scheduler when it must look at `at` sooner
     /// than it planned: a change that needs it no sooner costs no wake-up (a thread switch).
-    fn wake_for(&self, state: MutexGuard<'_, State>, at: Instant) {
+    fn wake_for(&self, state: MutexGuard<'_, WatchdogState>, at: Instant) {
         let sooner = state.scheduled_wake.is_none_or(|scheduled| at < scheduled);
         drop(state);
         if sooner {
@@ -491,8 +491,8 @@ mod tests {
     }
 
     /// A queue place of `token` in the queue of `names` (`per_key` false).
-    fn place(names: &Arc<KeyNames>, token: &str) -> Queued {
-        Queued {
+    fn place(names: &Arc<KeyNames>, token: &str) -> QueuePlace {
+        QueuePlace {
             names: names.clone(),
             token: Token::from(token),
             per_key: false,
@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn an_idle_scheduler_looks_again_after_the_recent_renewal_interval_then_backs_off() {
         let now = Instant::now();
-        let mut state = State::default();
+        let mut state = WatchdogState::default();
         // Never used: the long idle sleep.
         assert_eq!(collect_due(&mut state, now).next_wake, now + IDLE);
         // A 3 s lease came and went before the scheduler looked: it looks again after 1 s,
@@ -526,7 +526,7 @@ mod tests {
     #[test]
     fn queue_places_are_kept_alive_a_third_of_a_queue_lease_apart() {
         let now = Instant::now();
-        let mut state = State::default();
+        let mut state = WatchdogState::default();
         let names = Arc::new(KeyNames::prefixed("", "k").unwrap());
         for token in ["a", "b"] {
             state.next_id += 1;
@@ -561,9 +561,9 @@ mod tests {
     fn with_a_liveness_key_places_cost_one_refresh_per_period_and_uncontended_leases_none() {
         let now = Instant::now();
         let liveness = Liveness::new();
-        let mut state = State {
+        let mut state = WatchdogState {
             liveness: Some(liveness.clone()),
-            ..State::default()
+            ..WatchdogState::default()
         };
         // An uncontended lease renewed by the watchdog: nothing to refresh.
         state.insert_lease(1, lease(Duration::from_secs(3), now));
@@ -625,7 +625,7 @@ mod tests {
     #[test]
     fn a_held_lease_sets_the_next_look_at_its_renewal() {
         let now = Instant::now();
-        let mut state = State::default();
+        let mut state = WatchdogState::default();
         state.insert_lease(1, lease(Duration::from_secs(3), now));
         let due = collect_due(&mut state, now);
         let (batch, next) = (due.batch, due.next_wake);

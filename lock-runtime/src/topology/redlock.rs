@@ -48,8 +48,8 @@ use crate::scripts::{
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{error::LockError, options::LockOptions};
 
-mod ask;
-use ask::{Patience, ask_all};
+mod every_master;
+use every_master::{AskUntil, ask_all};
 
 /// The Redlock settings of a client in that mode.
 pub(crate) struct Redlock {
@@ -337,7 +337,7 @@ async fn acquire_round(
     let (replies, decided) = ask_all::<(i64, i64)>(
         nodes,
         redlock.majority(),
-        Patience::NodeTimeout,
+        AskUntil::NodeTimeout,
         call,
         |replies| round_decided(replies, redlock),
     )
@@ -420,7 +420,7 @@ async fn raise_fences(
     let (replies, _) = ask_all(
         nodes,
         redlock.majority(),
-        Patience::Quorum,
+        AskUntil::Quorum,
         call,
         |replies| ones(replies) >= redlock.quorum,
     )
@@ -466,7 +466,7 @@ pub(crate) async fn retake(
     let (replies, _) = ask_all(
         nodes,
         redlock.majority(),
-        Patience::Quorum,
+        AskUntil::Quorum,
         call,
         |replies| taken(replies) >= redlock.quorum,
     )
@@ -530,7 +530,7 @@ pub(crate) async fn release_all(
     let (replies, _) = ask_all(
         nodes,
         redlock.majority(),
-        Patience::Quorum,
+        AskUntil::Quorum,
         call,
         |replies| ones(replies) >= redlock.quorum,
     )
@@ -578,7 +578,7 @@ async fn give_back(
     let (replies, _) = ask_all::<i64>(
         nodes,
         redlock.majority(),
-        Patience::Quorum,
+        AskUntil::Quorum,
         call,
         |replies| {
             (replies.iter().zip(answered)).all(|(reply, answered)| reply.is_some() || !answered)

@@ -27,7 +27,7 @@ use redis::RedisResult;
 use tokio::sync::Notify;
 
 use super::single::{Command, SingleSubscriber};
-use super::{Registry, Shared, Subscription};
+use super::{Registry, Subscription, WakeupsShared};
 #[cfg(feature = "cluster")]
 use crate::connection::lazy_cluster::LazyCluster;
 
@@ -63,7 +63,11 @@ struct Outcome {
 
 /// The reconciler's loop; it ends when the client is dropped (the registry is closed or
 /// gone), which drops the subscription connection and with it every subscription.
-pub(super) async fn run(shared: Weak<Shared>, wake: Arc<Notify>, mut subscriber: Subscriber) {
+pub(super) async fn run(
+    shared: Weak<WakeupsShared>,
+    wake: Arc<Notify>,
+    mut subscriber: Subscriber,
+) {
     let mut on_server = HashSet::new();
     let mut retry = FIRST_RETRY;
     loop {

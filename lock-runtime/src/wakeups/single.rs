@@ -16,7 +16,7 @@ use futures_util::StreamExt as _;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
 use redis::{RedisError, RedisResult};
 
-use super::{Shared, handler};
+use super::{WakeupsShared, handler};
 
 /// How long the subscription connection may take to open, and to answer a command.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +34,7 @@ pub(super) enum Command {
 
 /// The subscription connection to one server.
 pub(super) struct SingleSubscriber {
-    shared: Weak<Shared>,
+    shared: Weak<WakeupsShared>,
     /// The server, as the application configured it.
     client: redis::Client,
     /// The connection manager's settings, with the registry as push handler.
@@ -69,7 +69,7 @@ impl Drop for Resp2 {
 impl SingleSubscriber {
     /// A lazily connected subscriber that tries RESP3 first.
     pub(super) fn new(
-        shared: &Arc<Shared>,
+        shared: &Arc<WakeupsShared>,
         client: redis::Client,
         config: ConnectionManagerConfig,
         timeouts: Timeouts,
@@ -200,7 +200,7 @@ impl SingleSubscriber {
 /// Reads the RESP2 connection's messages into the registry until the server ends it, and
 /// then reports a disconnection (messages may have been missed; every channel with waiters
 /// is subscribed again).
-async fn read(shared: Weak<Shared>, mut stream: PubSubStream, ended: Arc<AtomicBool>) {
+async fn read(shared: Weak<WakeupsShared>, mut stream: PubSubStream, ended: Arc<AtomicBool>) {
     while let Some(message) = stream.next().await {
         let Some(shared) = shared.upgrade() else {
             return;

@@ -23,7 +23,7 @@ pub(super) enum Verdict {
 /// when a quorum confirmed it, lost when so many found the token gone that no quorum is
 /// left, and retried soon otherwise.
 pub(super) async fn renew_batch(
-    shared: Weak<Shared>,
+    shared: Weak<WatchdogShared>,
     wake: Arc<Notify>,
     nodes: Nodes,
     batch: Vec<Renewal>,

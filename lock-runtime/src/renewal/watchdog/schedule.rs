@@ -6,7 +6,7 @@ use super::renewals::renew_batch;
 use super::*;
 
 /// The scheduler loop: renew what is due, expire what ran out, sleep until the next event.
-pub(super) async fn schedule(shared: Weak<Shared>, wake: Arc<Notify>, nodes: Nodes) {
+pub(super) async fn schedule(shared: Weak<WatchdogShared>, wake: Arc<Notify>, nodes: Nodes) {
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -65,7 +65,7 @@ pub(super) struct Due {
 /// Takes leases past their validity off the schedule (to be ended by the caller, outside
 /// the state's lock) and takes out the renewals that are due, and the queue places to keep
 /// alive when their time has come.
-pub(super) fn collect_due(state: &mut State, now: Instant) -> Due {
+pub(super) fn collect_due(state: &mut WatchdogState, now: Instant) -> Due {
     let (batch, lapsed, mut next_wake) = due_leases(state, now);
     let (places, refresh) = due_keepalives(state, now);
     if let Some(keepalive) = state.next_keepalive {
@@ -105,7 +105,10 @@ pub(super) fn collect_due(state: &mut State, now: Instant) -> Due {
 /// [`Lease::early`]), the leases past their validity taken off the schedule with the cause
 /// of their loss, and when the next lease must be looked at. Only the leases whose time has
 /// come are visited (see `timeline.rs`).
-fn due_leases(state: &mut State, now: Instant) -> (Vec<Renewal>, Vec<(Lease, LostCause)>, Instant) {
+fn due_leases(
+    state: &mut WatchdogState,
+    now: Instant,
+) -> (Vec<Renewal>, Vec<(Lease, LostCause)>, Instant) {
     let mut batch = Vec::new();
     let mut lapsed = Vec::new();
     for id in state.take_due(now) {
@@ -137,7 +140,10 @@ fn due_leases(state: &mut State, now: Instant) -> (Vec<Renewal>, Vec<(Lease, Los
 }
 
 /// The queue places to keep alive and the liveness key to refresh, when their time has come.
-fn due_keepalives(state: &mut State, now: Instant) -> (Vec<KeepAlive>, Option<Arc<Liveness>>) {
+fn due_keepalives(
+    state: &mut WatchdogState,
+    now: Instant,
+) -> (Vec<KeepAlive>, Option<Arc<Liveness>>) {
     let Some(liveness) = state.liveness.clone() else {
         return (due_places(state, now), None);
     };
@@ -191,7 +197,7 @@ impl Lease {
 }
 
 /// The queue places to keep alive now, one call per key, when their time has come.
-pub(super) fn due_places(state: &mut State, now: Instant) -> Vec<KeepAlive> {
+pub(super) fn due_places(state: &mut WatchdogState, now: Instant) -> Vec<KeepAlive> {
     if state.queued.is_empty() {
         state.next_keepalive = None;
         return Vec::new();
@@ -204,7 +210,7 @@ pub(super) fn due_places(state: &mut State, now: Instant) -> Vec<KeepAlive> {
 }
 
 /// The places, one keep-alive call per key.
-pub(super) fn group_places<'a>(places: impl Iterator<Item = &'a Queued>) -> Vec<KeepAlive> {
+pub(super) fn group_places<'a>(places: impl Iterator<Item = &'a QueuePlace>) -> Vec<KeepAlive> {
     let mut by_key: HashMap<&str, KeepAlive> = HashMap::new();
     for place in places {
         by_key
@@ -224,7 +230,7 @@ pub(super) fn group_places<'a>(places: impl Iterator<Item = &'a Queued>) -> Vec<
 /// behind (a renewal notes its holder's liveness key for them; a lease without renewal
 /// never does). A client that only takes uncontended locks never writes it.
 pub(super) fn due_refresh(
-    state: &mut State,
+    state: &mut WatchdogState,
     liveness: Arc<Liveness>,
     now: Instant,
 ) -> Option<Arc<Liveness>> {

@@ -52,7 +52,7 @@ impl Lease {
     }
 }
 
-impl State {
+impl WatchdogState {
     /// Puts a lease on the schedule.
     pub(super) fn insert_lease(&mut self, id: u64, lease: Lease) {
         self.leases.insert(id, lease);
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn a_look_takes_only_the_leases_due_and_no_stale_entry() {
         let now = Instant::now();
-        let mut state = State::default();
+        let mut state = WatchdogState::default();
         for id in 0..10_000 {
             state.insert_lease(id, lease(Duration::from_secs(30), now));
         }
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn stale_entries_stay_bounded() {
         let now = Instant::now();
-        let mut state = State::default();
+        let mut state = WatchdogState::default();
         state.insert_lease(0, lease(Duration::from_secs(3), now));
         for id in 1..100_000 {
             state.insert_lease(id, lease(Duration::from_secs(3), now));

@@ -12,7 +12,7 @@ use crate::scripts::{Call, invoke};
 
 /// How long [`ask_all`] waits for the masters.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Patience {
+pub(super) enum AskUntil {
     /// Until the node timeout, whatever answered (an acquire round: a silent majority
     /// fails the call then, not after the connections' response timeout).
     NodeTimeout,
@@ -80,14 +80,14 @@ pub(super) fn is_passing(err: &RedisError) -> bool {
 
 /// Sends `call()` to every master at once and gathers the answers, in the
 /// order of the masters, until `decided` says the outcome is known, every master answered,
-/// or the node timeout ends the wait (see [`Patience`]); once `decided` holds, the others
+/// or the node timeout ends the wait (see [`AskUntil`]); once `decided` holds, the others
 /// get a short grace only. A master that had not answered
 /// then is `None`; the flag says whether `decided` held (the outcome is known without
 /// those masters).
 pub(super) async fn ask_all<T>(
     nodes: &[Connection],
     (node_timeout, quorum): (Duration, usize),
-    patience: Patience,
+    patience: AskUntil,
     call: impl Fn() -> Call<'static>,
     decided: impl Fn(&[Option<RedisResult<T>>]) -> bool,
 ) -> (Vec<Option<RedisResult<T>>>, bool)
@@ -119,7 +119,7 @@ where
                 Ok(next) => next,
                 Err(_) => return (replies, true),
             },
-            None if patience == Patience::NodeTimeout || answered >= quorum => {
+            None if patience == AskUntil::NodeTimeout || answered >= quorum => {
                 match tokio::time::timeout_at(limit, pending.next()).await {
                     Ok(next) => next,
                     Err(_) => return (replies, false),
@@ -140,9 +140,9 @@ where
 fn ask_node<T: FromRedisValue + Send + 'static>(
     connection: &Connection,
     call: Call<'static>,
-    patience: Patience,
+    patience: AskUntil,
 ) -> futures_util::future::BoxFuture<'static, RedisResult<T>> {
-    if patience == Patience::NodeTimeout {
+    if patience == AskUntil::NodeTimeout {
         let connection = connection.clone();
         return Box::pin(async move { ask_one::<T>(connection, &call).await });
     }

@@ -20,15 +20,15 @@ use std::future::Future;
 use tokio::runtime::Handle;
 
 /// A client's own runtime, running on a thread of its own until dropped.
-pub(crate) struct Home {
+pub(crate) struct ClientThread {
     handle: Handle,
     /// Ends the thread's `block_on` when sent to or dropped.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
-impl Home {
+impl ClientThread {
     /// Starts the runtime on a thread named `lock-runtime`.
-    pub(crate) fn start() -> std::io::Result<Home> {
+    pub(crate) fn start() -> std::io::Result<ClientThread> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -48,7 +48,7 @@ impl Home {
                 // (a pending release then gives back synchronously, see `shutdown.rs`).
                 drop(runtime);
             })?;
-        Ok(Home {
+        Ok(ClientThread {
             handle,
             stop: Some(stop),
         })
@@ -60,7 +60,7 @@ impl Home {
     }
 }
 
-impl Drop for Home {
+impl Drop for ClientThread {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -69,7 +69,7 @@ impl Drop for Home {
 }
 
 /// The runtime to spawn background work on: the one that was current when a part of the
-/// client was built (the client's own, see [`Home`]), else the caller's.
+/// client was built (the client's own, see [`ClientThread`]), else the caller's.
 pub(crate) fn captured() -> Option<Handle> {
     Handle::try_current().ok()
 }
