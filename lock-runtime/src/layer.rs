@@ -46,10 +46,11 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{
-    client::LockClient, error::LockError, options::Explicit, options::LockOptions,
-    primitives::lock::Lock,
-};
+use std::time::Duration;
+
+use crate::options::{LockOptions, OnLost};
+use crate::primitives::builder::{Builder, LockSpec};
+use crate::{client::LockClient, error::LockError, primitives::lock::Lock};
 
 /// A [`Layer`] that runs each request under the lock named by `key(&request)`.
 ///
@@ -57,9 +58,8 @@ use crate::{
 /// for an HTTP route, set `wait` to what the route's latency budget allows.
 pub struct LockLayer<K> {
     key: Arc<K>,
-    options: LockOptions,
-    explicit: Explicit,
-    client: Option<LockClient>,
+    /// The options, which of them were given, and the client.
+    spec: LockSpec,
 }
 
 impl<K> LockLayer<K> {
@@ -67,18 +67,39 @@ impl<K> LockLayer<K> {
     pub fn new(key: K) -> Self {
         LockLayer {
             key: Arc::new(key),
-            options: LockOptions::default(),
-            explicit: Explicit::default(),
-            client: None,
+            spec: LockSpec::default(),
         }
     }
 
-    crate::primitives::builder::shared_setters! {
-        ttl: " Sets the lease (see [`Lock::ttl`]).",
-        wait: " Sets how long a request waits for a held lock (see [`Lock::wait`]); zero answers a\n concurrent request with 429 at once.",
-        on_lost: " Sets what happens when the lease is lost while the inner service runs.",
-        with_options: " Sets every option at once.",
-        client: " Takes the locks through `client` instead of the global one.",
+    /// Sets the lease (see [`Lock::ttl`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.spec.ttl(ttl);
+        self
+    }
+
+    /// Sets how long a request waits for a held lock (see [`Lock::wait`]); zero answers a
+    /// concurrent request with 429 at once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.spec.wait(wait);
+        self
+    }
+
+    /// Sets what happens when the lease is lost while the inner service runs.
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.spec.on_lost(on_lost);
+        self
+    }
+
+    /// Sets every option at once.
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.spec.options(options);
+        self
+    }
+
+    /// Takes the locks through `client` instead of the global one.
+    pub fn client(mut self, client: &LockClient) -> Self {
+        self.spec.client(client);
+        self
     }
 }
 
@@ -86,9 +107,7 @@ impl<K> Clone for LockLayer<K> {
     fn clone(&self) -> Self {
         LockLayer {
             key: Arc::clone(&self.key),
-            options: self.options.clone(),
-            explicit: self.explicit,
-            client: self.client.clone(),
+            spec: self.spec.clone(),
         }
     }
 }
@@ -96,8 +115,8 @@ impl<K> Clone for LockLayer<K> {
 impl<K> fmt::Debug for LockLayer<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockLayer")
-            .field("options", &self.options)
-            .field("client", &self.client)
+            .field("options", &self.spec.options)
+            .field("client", &self.spec.client)
             .finish_non_exhaustive()
     }
 }
@@ -173,9 +192,9 @@ where
             let call = inner.call(request);
             return Box::pin(async move { call.await.map(IntoResponse::into_response) });
         };
-        let mut lock =
-            Lock::new(key).with_explicit_options(self.layer.options.clone(), self.layer.explicit);
-        if let Some(client) = &self.layer.client {
+        let spec = &self.layer.spec;
+        let mut lock = Lock::new(key).with_explicit_options(spec.options.clone(), spec.explicit);
+        if let Some(client) = &spec.client {
             lock = lock.client(client);
         }
         Box::pin(async move {
@@ -191,5 +210,15 @@ where
                 }
             }
         })
+    }
+}
+
+impl<K> Builder for LockLayer<K> {
+    fn spec(&self) -> &LockSpec {
+        &self.spec
+    }
+
+    fn spec_mut(&mut self) -> &mut LockSpec {
+        &mut self.spec
     }
 }

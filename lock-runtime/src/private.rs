@@ -13,10 +13,10 @@ use crate::error::LockError;
 pub use crate::key::KeyBuilder;
 pub use crate::options::OnLost;
 use crate::options::{Explicit, LockOptions, MAX_TTL};
-use crate::primitives::lock::Lock;
 use crate::primitives::multi::MultiLock;
 use crate::primitives::rwlock::RwLock;
 use crate::primitives::semaphore::Semaphore;
+use crate::primitives::{builder::Builder as _, lock::Lock};
 
 /// [`MAX_TTL`] in milliseconds: the expansion asserts a written `ttl` against it in a
 /// constant, so the attribute's compile-time check and the runtime's share one limit.

@@ -516,3 +516,42 @@ async fn run_reports_a_key_found_taken_over_at_release() {
     assert_eq!(server.get("failover:a").as_deref(), Some("other-owner"));
     assert_eq!(server.get("failover:b"), None);
 }
+
+/// A multi-lock takes `fencing` and `watchdog` for each of its keys: every key's guard has
+/// a fence, and without the watchdog each key's lease simply runs out at its ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_fences_each_key_and_can_go_without_renewal() {
+    let server = RedisServer::start();
+    let client = LockClient::new(Config::single(server.url())).unwrap();
+    let fenced = MultiLock::new(["fenced:a", "fenced:b"])
+        .client(&client)
+        .fencing(true)
+        .acquire()
+        .await
+        .unwrap();
+    let fences: Vec<Option<u64>> = fenced.guards().iter().map(|g| g.fence()).collect();
+    assert!(fences.iter().all(Option::is_some), "{fences:?}");
+    fenced.release().await.unwrap();
+
+    let ttl = Duration::from_millis(300);
+    let unrenewed = MultiLock::new(["unrenewed:a", "unrenewed:b"])
+        .client(&client)
+        .ttl(ttl)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let expired = lock_tests::until(Duration::from_secs(5), Duration::from_millis(10), || {
+        server.get("unrenewed:a").is_none() && server.get("unrenewed:b").is_none()
+    })
+    .await;
+    assert!(expired.is_some(), "the keys were renewed past their ttl");
+    for guard in unrenewed.guards() {
+        assert_eq!(
+            guard.lost_cause(),
+            Some(LostCause::Expired),
+            "{}",
+            guard.key()
+        );
+    }
+}

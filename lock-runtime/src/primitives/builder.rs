@@ -1,125 +1,103 @@
-//! The setters every builder shares (a [`Lock`](crate::Lock), an
-//! [`RwLock`](crate::RwLock), a [`Semaphore`](crate::Semaphore), a
-//! [`MultiLock`](crate::MultiLock), a [`LockLayer`](crate::layer::LockLayer)): written once,
-//! each with the docs of its primitive.
-//!
-//! A builder that takes them has the fields `options: LockOptions`, `explicit: Explicit`
-//! (which of `ttl` and `wait` were given, so that the client's defaults fill in the rest)
-//! and `client: Option<LockClient>`, and is `Clone`.
+//! What every builder carries (a [`Lock`](crate::Lock), an [`RwLock`](crate::RwLock), a
+//! [`Semaphore`](crate::Semaphore), a [`MultiLock`](crate::MultiLock), a
+//! [`LockLayer`](crate::layer::LockLayer)): its options, which of them were given, and its
+//! client. The setters are written here once; each builder's public setters are one-line
+//! fronts with the docs of its primitive, and [`with_client`] resolves any builder's client
+//! and defaults.
 
-/// Writes the shared setters into an `impl` block; each takes its doc text. `watchdog`
-/// and `fencing` are for the builders that have them.
-macro_rules! shared_setters {
-    (
-        ttl: $ttl:expr,
-        wait: $wait:expr,
-        $(watchdog: $watchdog:expr,)?
-        on_lost: $on_lost:expr,
-        $(fencing: $fencing:expr,)?
-        with_options: $with_options:expr,
-        client: $client:expr $(,)?
-    ) => {
-        #[doc = $ttl]
-        pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
-            self.options.ttl = ttl;
-            self.explicit.ttl = true;
-            self
-        }
+use std::borrow::Cow;
+use std::time::Duration;
 
-        #[doc = $wait]
-        pub fn wait(mut self, wait: std::time::Duration) -> Self {
-            self.options.wait = wait;
-            self.explicit.wait = true;
-            self
-        }
+use crate::client::{LockClient, client};
+use crate::error::LockError;
+use crate::options::{Explicit, LockOptions, OnLost};
 
-        $(
-            #[doc = $watchdog]
-            pub fn watchdog(mut self, watchdog: bool) -> Self {
-                self.options.watchdog = watchdog;
-                self
-            }
-        )?
-
-        #[doc = $on_lost]
-        pub fn on_lost(mut self, on_lost: $crate::options::OnLost) -> Self {
-            self.options.on_lost = on_lost;
-            self
-        }
-
-        $(
-            #[doc = $fencing]
-            pub fn fencing(mut self, fencing: bool) -> Self {
-                self.options.fencing = fencing;
-                self
-            }
-        )?
-
-        #[doc = $with_options]
-        pub fn with_options(mut self, options: $crate::options::LockOptions) -> Self {
-            self.explicit = $crate::options::Explicit::of(&options);
-            self.options = options;
-            self
-        }
-
-        /// Replaces all options, with which of `ttl` and `wait` count as given.
-        #[allow(dead_code)]
-        pub(crate) fn with_explicit_options(
-            mut self,
-            options: $crate::options::LockOptions,
-            explicit: $crate::options::Explicit,
-        ) -> Self {
-            self.options = options;
-            self.explicit = explicit;
-            self
-        }
-
-        #[doc = $client]
-        pub fn client(mut self, client: &$crate::client::LockClient) -> Self {
-            self.client = Some(client.clone());
-            self
-        }
-
-        /// The client the locks go through (this builder's, or the global one), and this
-        /// builder with the client's default ttl and wait in place of those not given.
-        #[allow(dead_code)]
-        fn with_client(
-            &self,
-        ) -> Result<
-            ($crate::client::LockClient, std::borrow::Cow<'_, Self>),
-            $crate::error::LockError,
-        > {
-            let client = match &self.client {
-                Some(client) => client.clone(),
-                None => $crate::client::client()?.clone(),
-            };
-            let this = match self.explicit.resolve(&self.options, client.lock_defaults()) {
-                Some(options) => std::borrow::Cow::Owned(
-                    self.clone()
-                        .with_explicit_options(options, $crate::options::Explicit::ALL),
-                ),
-                None => std::borrow::Cow::Borrowed(self),
-            };
-            Ok((client, this))
-        }
-    };
+/// A builder's options, which of `ttl` and `wait` were given (the client's defaults fill
+/// in the rest), and the client it names (none: the global one).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LockSpec {
+    pub(crate) options: LockOptions,
+    pub(crate) explicit: Explicit,
+    pub(crate) client: Option<LockClient>,
 }
 
-/// The getters of a builder on one key (with the field `key: String`).
-macro_rules! key_getters {
-    () => {
-        /// The key as given (without the client's prefix).
-        pub fn key(&self) -> &str {
-            &self.key
-        }
+impl LockSpec {
+    /// Sets the lease.
+    pub(crate) fn ttl(&mut self, ttl: Duration) {
+        self.options.ttl = ttl;
+        self.explicit.ttl = true;
+    }
 
-        /// The options in force.
-        pub fn options(&self) -> &$crate::options::LockOptions {
-            &self.options
-        }
-    };
+    /// Sets how long to wait for a held lock.
+    pub(crate) fn wait(&mut self, wait: Duration) {
+        self.options.wait = wait;
+        self.explicit.wait = true;
+    }
+
+    /// Turns renewal on or off.
+    pub(crate) fn watchdog(&mut self, watchdog: bool) {
+        self.options.watchdog = watchdog;
+    }
+
+    /// Sets what a guarded body does when the lease is lost.
+    pub(crate) fn on_lost(&mut self, on_lost: OnLost) {
+        self.options.on_lost = on_lost;
+    }
+
+    /// Issues a fencing token on every acquisition, or not.
+    pub(crate) fn fencing(&mut self, fencing: bool) {
+        self.options.fencing = fencing;
+    }
+
+    /// Replaces all options; a `ttl` or `wait` equal to the default's counts as not given.
+    pub(crate) fn options(&mut self, options: LockOptions) {
+        self.explicit = Explicit::of(&options);
+        self.options = options;
+    }
+
+    /// Replaces all options, with which of `ttl` and `wait` count as given.
+    pub(crate) fn explicit_options(&mut self, options: LockOptions, explicit: Explicit) {
+        self.options = options;
+        self.explicit = explicit;
+    }
+
+    /// Names the client the locks go through.
+    pub(crate) fn client(&mut self, client: &LockClient) {
+        self.client = Some(client.clone());
+    }
 }
 
-pub(crate) use key_getters;
+/// A builder that carries a [`LockSpec`].
+pub(crate) trait Builder: Clone {
+    /// Its options and client.
+    fn spec(&self) -> &LockSpec;
 
-pub(crate) use shared_setters;
+    /// Its options and client, to change.
+    fn spec_mut(&mut self) -> &mut LockSpec;
+
+    /// This builder with all options replaced, and which of `ttl` and `wait` count as
+    /// given.
+    fn with_explicit_options(mut self, options: LockOptions, explicit: Explicit) -> Self {
+        self.spec_mut().explicit_options(options, explicit);
+        self
+    }
+}
+
+/// The client `builder`'s locks go through (its own, or the global one), and `builder`
+/// with the client's default ttl and wait in place of those not given.
+pub(crate) fn with_client<B: Builder>(builder: &B) -> Result<(LockClient, Cow<'_, B>), LockError> {
+    let spec = builder.spec();
+    let client = match &spec.client {
+        Some(client) => client.clone(),
+        None => client()?.clone(),
+    };
+    let resolved = match spec.explicit.resolve(&spec.options, client.lock_defaults()) {
+        Some(options) => {
+            let mut owned = builder.clone();
+            owned.spec_mut().explicit_options(options, Explicit::ALL);
+            Cow::Owned(owned)
+        }
+        None => Cow::Borrowed(builder),
+    };
+    Ok((client, resolved))
+}

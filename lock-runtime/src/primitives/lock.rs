@@ -8,7 +8,8 @@ use tokio::time::Instant;
 
 use crate::context;
 use crate::lease::{Taken, Token, new_token};
-use crate::options::Explicit;
+use crate::options::OnLost;
+use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::queue::redis_queue::place::Place;
@@ -54,10 +55,8 @@ impl LockClient {
 #[derive(Debug, Clone)]
 pub struct Lock {
     key: String,
-    options: LockOptions,
-    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
-    explicit: Explicit,
-    client: Option<LockClient>,
+    /// The options, which of them were given, and the client.
+    spec: LockSpec,
 }
 
 /// What the first step of an acquisition came to (see [`Lock::enter`]).
@@ -73,20 +72,61 @@ impl Lock {
     pub fn new(key: impl Into<String>) -> Self {
         Lock {
             key: key.into(),
-            options: LockOptions::default(),
-            explicit: Explicit::default(),
-            client: None,
+            spec: LockSpec::default(),
         }
     }
 
-    crate::primitives::builder::shared_setters! {
-        ttl: " Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most\n [`MAX_TTL`]).\n\n [`Config::default_ttl`]: crate::Config::default_ttl",
-        wait: " Sets how long to wait for a held lock (default 10 s, or the client's\n [`Config::default_wait`]; zero tries once).\n\n [`Config::default_wait`]: crate::Config::default_wait",
-        watchdog: " Turns renewal on or off (default on).",
-        on_lost: " Sets what [`run`](Lock::run) does when the lease is lost (default cancel).",
-        fencing: " Issues a fencing token on every acquisition (default off).",
-        with_options: " Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given: the client's [`Config::default_ttl`] and\n [`Config::default_wait`] apply to it.\n\n [`Config::default_ttl`]: crate::Config::default_ttl\n [`Config::default_wait`]: crate::Config::default_wait",
-        client: " Takes the lock through `client` instead of the global one.",
+    /// Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most
+    /// [`MAX_TTL`]).
+    ///
+    /// [`Config::default_ttl`]: crate::Config::default_ttl
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.spec.ttl(ttl);
+        self
+    }
+
+    /// Sets how long to wait for a held lock (default 10 s, or the client's
+    /// [`Config::default_wait`]; zero tries once).
+    ///
+    /// [`Config::default_wait`]: crate::Config::default_wait
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.spec.wait(wait);
+        self
+    }
+
+    /// Turns renewal on or off (default on).
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.spec.watchdog(watchdog);
+        self
+    }
+
+    /// Sets what [`run`](Lock::run) does when the lease is lost (default cancel).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.spec.on_lost(on_lost);
+        self
+    }
+
+    /// Issues a fencing token on every acquisition (default off).
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.spec.fencing(fencing);
+        self
+    }
+
+    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given: the client's [`Config::default_ttl`] and
+    /// [`Config::default_wait`] apply to it.
+    ///
+    /// [`Config::default_ttl`]: crate::Config::default_ttl
+    /// [`Config::default_wait`]: crate::Config::default_wait
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.spec.options(options);
+        self
+    }
+
+    /// Takes the lock through `client` instead of the global one.
+    pub fn client(mut self, client: &LockClient) -> Self {
+        self.spec.client(client);
+        self
     }
 
     /// Keeps the key at least `hold` after acquiring it (default zero: released at once).
@@ -121,11 +161,19 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn hold_at_least(mut self, hold: Duration) -> Self {
-        self.options.hold_at_least = hold;
+        self.spec.options.hold_at_least = hold;
         self
     }
 
-    crate::primitives::builder::key_getters!();
+    /// The key as given (without the client's prefix).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &LockOptions {
+        &self.spec.options
+    }
 
     /// Acquires the lock, waiting up to `wait` while another owner holds it.
     ///
@@ -140,7 +188,7 @@ impl Lock {
     /// when still held after `wait`, [`LockError::InvalidKey`] before any Redis traffic,
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
-        let (client, lock) = self.with_client()?;
+        let (client, lock) = with_client(self)?;
         lock.acquire_through(client).await
     }
 
@@ -174,7 +222,7 @@ impl Lock {
     ) -> Result<LockGuard, LockError> {
         self.check_ttl(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
-        let deadline = started + self.options.wait.min(MAX_WAIT);
+        let deadline = started + self.spec.options.wait.min(MAX_WAIT);
         let window = (started, deadline);
         let (member, tried_alone) = match self.enter(&client, &names, window).await? {
             Entered::Alone(guard) => return Ok(guard),
@@ -194,7 +242,7 @@ impl Lock {
                     names,
                     tenure.token,
                     fence,
-                    &self.options,
+                    &self.spec.options,
                     LeaseOrigin::Passed(lease),
                     Some(local),
                 ));
@@ -210,7 +258,8 @@ impl Lock {
                 shutdown: client.shutdown_state(),
                 interrupt: client.interrupt(),
             };
-            let taken = redlock::acquire(masters, redlock, &names, &self.options, window).await?;
+            let taken =
+                redlock::acquire(masters, redlock, &names, &self.spec.options, window).await?;
             return Ok(self.new_guard(client, names, Some((member, turn)), taken));
         }
         let taken = self
@@ -227,7 +276,7 @@ impl Lock {
         key: &str,
         (started, deadline): (Instant, Instant),
     ) -> Result<Turn, LockError> {
-        if self.options.wait.is_zero() {
+        if self.spec.options.wait.is_zero() {
             return member.try_turn().ok_or_else(|| LockError::Busy {
                 key: key.to_owned(),
             });
@@ -253,9 +302,9 @@ impl Lock {
         }
         let shutdown = client.shutdown_state();
         // A shutdown meanwhile waits until the lease is registered, then gives it back.
-        let _in_flight = (!self.options.wait.is_zero()).then(|| shutdown.try_in_flight());
+        let _in_flight = (!self.spec.options.wait.is_zero()).then(|| shutdown.try_in_flight());
         let token = new_token();
-        let alone = redis_queue::try_alone(client, names, &token, &self.options, window);
+        let alone = redis_queue::try_alone(client, names, &token, &self.spec.options, window);
         if let Alone::Taken(taken) = alone.await? {
             let guard = self.new_guard(client.clone(), names.clone(), None, (token, taken));
             return Ok(Entered::Alone(guard));
@@ -280,7 +329,7 @@ impl Lock {
             names,
             token,
             taken.fence,
-            &self.options,
+            &self.spec.options,
             LeaseOrigin::Taken(taken.sent, taken.answered),
             local,
         );
@@ -296,13 +345,13 @@ impl Lock {
     /// server (a cluster's node, a Sentinel's primary; not Redlock), grants that wait for
     /// no replica.
     fn may_try_alone(&self, client: &LockClient) -> bool {
-        !self.options.fencing && !client.is_redlock() && client.replicas().is_none()
+        !self.spec.options.fencing && !client.is_redlock() && client.replicas().is_none()
     }
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
     pub(crate) fn check_ttl(&self, key: &str) -> Result<(), LockError> {
         let refuse = |why: String| Err(LockError::config(format!("lock `{key}` {why}")));
-        let (ttl, hold) = (self.options.ttl, self.options.hold_at_least);
+        let (ttl, hold) = (self.spec.options.ttl, self.spec.options.hold_at_least);
         if ttl < Duration::from_millis(1) {
             return refuse("has a ttl under 1 ms; give it a lease of at least 1ms".into());
         }
@@ -333,7 +382,7 @@ impl Lock {
         names: &KeyNames,
         tenure: &Tenure,
     ) -> Option<(LeaseHandle, Option<u64>)> {
-        let options = &self.options;
+        let options = &self.spec.options;
         let as_is =
             tenure.renew && options.watchdog && tenure.ttl == options.ttl && !options.fencing;
         let (retake, fence) = if as_is {
@@ -392,7 +441,7 @@ impl Lock {
         let taken = redis_queue::acquire(
             client,
             names,
-            &self.options,
+            &self.spec.options,
             &mut place,
             &mut ticket,
             window,
@@ -452,6 +501,21 @@ impl Lock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key);
-        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body, span)
+        crate::primitives::run_path::run_held!(
+            self.acquire(),
+            self.spec.options.on_lost,
+            body,
+            span
+        )
+    }
+}
+
+impl Builder for Lock {
+    fn spec(&self) -> &LockSpec {
+        &self.spec
+    }
+
+    fn spec_mut(&mut self) -> &mut LockSpec {
+        &mut self.spec
     }
 }

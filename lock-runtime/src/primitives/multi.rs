@@ -1,11 +1,13 @@
 //! Several keys at once, all or none: a transfer between two accounts locks both.
 
 use std::future::Future;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::context::{self, CurrentLock};
-use crate::options::Explicit;
+use crate::options::{Explicit, OnLost};
+use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::{
     client::LockClient, error::LockError, error::ReleaseOutcome, options::LockOptions,
     primitives::guard::LockGuard, primitives::lock::Lock,
@@ -51,10 +53,8 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct MultiLock {
     keys: Vec<String>,
-    options: LockOptions,
-    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
-    explicit: Explicit,
-    client: Option<LockClient>,
+    /// The options, which of them were given, and the client.
+    spec: LockSpec,
 }
 
 /// The guards of a [`MultiLock`]: releasing (or dropping) it releases every key.
@@ -76,18 +76,53 @@ impl MultiLock {
         keys.dedup();
         MultiLock {
             keys,
-            options: LockOptions::default(),
-            explicit: Explicit::default(),
-            client: None,
+            spec: LockSpec::default(),
         }
     }
 
-    crate::primitives::builder::shared_setters! {
-        ttl: " Sets each lock's lease (default 30 s).",
-        wait: " Sets how long the whole acquisition may wait (default 10 s; zero tries each once).",
-        on_lost: " Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default\n cancel).",
-        with_options: " Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given, as with [`Lock::with_options`].",
-        client: " Takes the locks through `client` instead of the global one.",
+    /// Sets each lock's lease (default 30 s).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.spec.ttl(ttl);
+        self
+    }
+
+    /// Sets how long the whole acquisition may wait (default 10 s; zero tries each once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.spec.wait(wait);
+        self
+    }
+
+    /// Turns renewal of each key's lease on or off (default on).
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.spec.watchdog(watchdog);
+        self
+    }
+
+    /// Issues a fencing token for each key on every acquisition (default off): each
+    /// guard of [`MultiGuard::guards`] has its key's [`fence`](LockGuard::fence).
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.spec.fencing(fencing);
+        self
+    }
+
+    /// Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default
+    /// cancel).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.spec.on_lost(on_lost);
+        self
+    }
+
+    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given, as with [`Lock::with_options`].
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.spec.options(options);
+        self
+    }
+
+    /// Takes the locks through `client` instead of the global one.
+    pub fn client(mut self, client: &LockClient) -> Self {
+        self.spec.client(client);
+        self
     }
 
     /// The keys, in the order they are taken.
@@ -98,15 +133,15 @@ impl MultiLock {
     /// Takes every key, in order, within `wait` in all. On an error the keys already
     /// taken are released first; the error names the key that could not be had.
     pub async fn acquire(&self) -> Result<MultiGuard, LockError> {
-        if !self.options.hold_at_least.is_zero() {
+        if !self.spec.options.hold_at_least.is_zero() {
             return Err(LockError::config(format!(
                 "hold_at_least is not supported for several keys ({}); keep a scheduled \
                  job's key on one `Lock`",
                 self.keys.join(", ")
             )));
         }
-        let (client, this) = self.with_client()?;
-        let options = &this.options;
+        let (client, this) = with_client(self)?;
+        let options = &this.spec.options;
         let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
@@ -160,7 +195,12 @@ impl MultiLock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
-        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body, span)
+        crate::primitives::run_path::run_held!(
+            self.acquire(),
+            self.spec.options.on_lost,
+            body,
+            span
+        )
     }
 }
 
@@ -239,5 +279,15 @@ impl crate::primitives::run_path::Held for MultiGuard {
 
     fn release(self) -> impl Future<Output = Result<Vec<ReleaseOutcome>, LockError>> {
         MultiGuard::release(self)
+    }
+}
+
+impl Builder for MultiLock {
+    fn spec(&self) -> &LockSpec {
+        &self.spec
+    }
+
+    fn spec_mut(&mut self) -> &mut LockSpec {
+        &mut self.spec
     }
 }

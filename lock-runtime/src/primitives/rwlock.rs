@@ -25,7 +25,8 @@ use tokio::time::Instant;
 
 use crate::context::{self};
 use crate::lease::new_token;
-use crate::options::Explicit;
+use crate::options::OnLost;
+use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::queue::wait::{self, Backoff, ride_out};
 use crate::scripts::KeyNames;
 use crate::{
@@ -125,10 +126,8 @@ impl LockClient {
 #[derive(Debug, Clone)]
 pub struct RwLock {
     key: String,
-    options: LockOptions,
-    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
-    explicit: Explicit,
-    client: Option<LockClient>,
+    /// The options, which of them were given, and the client.
+    spec: LockSpec,
 }
 
 impl RwLock {
@@ -136,29 +135,70 @@ impl RwLock {
     pub fn new(key: impl Into<String>) -> Self {
         RwLock {
             key: key.into(),
-            options: LockOptions::default(),
-            explicit: Explicit::default(),
-            client: None,
+            spec: LockSpec::default(),
         }
     }
 
-    crate::primitives::builder::shared_setters! {
-        ttl: " Sets the lease of each holder, reader or writer (default 30 s or the client's\n `Config::default_ttl`).",
-        wait: " Sets how long to wait (default 10 s; zero tries once). A writer's wait covers its\n turn in the queue and the readers' leaving.",
-        watchdog: " Turns renewal on or off (default on).",
-        on_lost: " Sets what the `run_*` helpers do when the lease is lost (default cancel).",
-        fencing: " Issues a fencing token on every write acquisition (default off; readers get none).",
-        with_options: " Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given, as with [`Lock::with_options`].",
-        client: " Takes the lock through `client` instead of the global one.",
+    /// Sets the lease of each holder, reader or writer (default 30 s or the client's
+    /// `Config::default_ttl`).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.spec.ttl(ttl);
+        self
     }
 
-    crate::primitives::builder::key_getters!();
+    /// Sets how long to wait (default 10 s; zero tries once). A writer's wait covers its
+    /// turn in the queue and the readers' leaving.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.spec.wait(wait);
+        self
+    }
+
+    /// Turns renewal on or off (default on).
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.spec.watchdog(watchdog);
+        self
+    }
+
+    /// Sets what the `run_*` helpers do when the lease is lost (default cancel).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.spec.on_lost(on_lost);
+        self
+    }
+
+    /// Issues a fencing token on every write acquisition (default off; readers get none).
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.spec.fencing(fencing);
+        self
+    }
+
+    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given, as with [`Lock::with_options`].
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.spec.options(options);
+        self
+    }
+
+    /// Takes the lock through `client` instead of the global one.
+    pub fn client(mut self, client: &LockClient) -> Self {
+        self.spec.client(client);
+        self
+    }
+
+    /// The key as given (without the client's prefix).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &LockOptions {
+        &self.spec.options
+    }
 
     /// The mutex on the same key, with these options (the writer's lock, and the gate a
     /// reader passes behind a queue).
     fn mutex(&self, client: &LockClient) -> Lock {
         Lock::new(self.key.clone())
-            .with_explicit_options(self.options.clone(), self.explicit)
+            .with_explicit_options(self.spec.options.clone(), self.spec.explicit)
             .client(client)
     }
 
@@ -167,7 +207,7 @@ impl RwLock {
         let why = if client.is_redlock() {
             "not available in Redlock mode (a reader's share lives on one server); use a \
              single server, Sentinel or a cluster, or a `Lock` on the key"
-        } else if !self.options.hold_at_least.is_zero() {
+        } else if !self.spec.options.hold_at_least.is_zero() {
             "hold_at_least is for a scheduled job's `Lock`; remove it from the read-write lock"
         } else {
             return Ok(());
@@ -177,7 +217,7 @@ impl RwLock {
 
     /// What is left of the wait until `deadline`, or zero for a caller that tries once.
     fn wait_left(&self, deadline: Instant) -> Duration {
-        if self.options.wait.is_zero() {
+        if self.spec.options.wait.is_zero() {
             return Duration::ZERO;
         }
         deadline.saturating_duration_since(Instant::now())
@@ -195,7 +235,7 @@ impl RwLock {
     ///
     /// Errors as [`Lock::acquire`]'s: `Busy`, `Timeout`, `InvalidKey`, `Backend`, `Config`.
     pub async fn read(&self) -> Result<ReadGuard, LockError> {
-        let (client, rwlock) = self.with_client()?;
+        let (client, rwlock) = with_client(self)?;
         rwlock.read_through(client).await
     }
 
@@ -228,7 +268,12 @@ impl RwLock {
         let shares = Shares::of(names);
         let token = new_token();
         let share = Arc::new(shares.share(&token));
-        let deadline = started + self.options.wait.min(crate::primitives::lock::MAX_WAIT);
+        let deadline = started
+            + self
+                .spec
+                .options
+                .wait
+                .min(crate::primitives::lock::MAX_WAIT);
         let unsure = AtomicBool::new(false);
         let entered = self
             .enter(
@@ -245,7 +290,7 @@ impl RwLock {
                 names,
                 share,
                 token,
-                &self.options,
+                &self.spec.options,
                 sent,
             )),
             Err(err) => {
@@ -272,7 +317,16 @@ impl RwLock {
         (deadline, unsure): (Instant, &AtomicBool),
     ) -> Result<Instant, LockError> {
         let take = |gate: String| async move {
-            let taken = take_share(client, names, shares, share, token, &self.options, &gate).await;
+            let taken = take_share(
+                client,
+                names,
+                shares,
+                share,
+                token,
+                &self.spec.options,
+                &gate,
+            )
+            .await;
             if taken.is_err() {
                 unsure.store(true, Ordering::Relaxed);
             }
@@ -287,7 +341,7 @@ impl RwLock {
             // Our turn in the key's queue, behind whoever came first: the gate.
             let gate = mutex
                 .clone()
-                .ttl(self.options.ttl.min(GATE_TTL))
+                .ttl(self.spec.options.ttl.min(GATE_TTL))
                 .watchdog(true)
                 .fencing(false)
                 .wait(self.wait_left(deadline))
@@ -309,7 +363,7 @@ impl RwLock {
                 break;
             }
         }
-        Err(LockError::timeout(names.lock(), self.options.wait))
+        Err(LockError::timeout(names.lock(), self.spec.options.wait))
     }
 
     /// Takes the key for writing: waits its turn in the key's queue (as [`Lock::acquire`]
@@ -328,7 +382,7 @@ impl RwLock {
     /// Errors: [`LockError::Config`] inside a body of this task that holds the key for
     /// reading (an upgrade would wait for itself), else as [`Lock::acquire`]'s.
     pub async fn write(&self) -> Result<LockGuard, LockError> {
-        let (client, rwlock) = self.with_client()?;
+        let (client, rwlock) = with_client(self)?;
         rwlock.write_through(client).await
     }
 
@@ -342,8 +396,13 @@ impl RwLock {
         self.check(&client, names.lock())?;
         mutex.check_ttl(names.lock())?;
         let started = Instant::now();
-        let deadline = started + self.options.wait.min(crate::primitives::lock::MAX_WAIT);
-        let waiting_lease = self.options.ttl.min(DRAIN_LEASE);
+        let deadline = started
+            + self
+                .spec
+                .options
+                .wait
+                .min(crate::primitives::lock::MAX_WAIT);
+        let waiting_lease = self.spec.options.ttl.min(DRAIN_LEASE);
         for _ in 0..MAX_ROUNDS {
             let mut guard = mutex
                 .clone()
@@ -388,12 +447,12 @@ impl RwLock {
         deadline: Instant,
     ) -> Result<bool, LockError> {
         let mut drain = Drain {
-            options: &self.options,
+            options: &self.spec.options,
             client,
             names,
             guard,
             shares: Shares::of(names),
-            waiting_lease: self.options.ttl.min(DRAIN_LEASE),
+            waiting_lease: self.spec.options.ttl.min(DRAIN_LEASE),
             ticket: None,
             started,
             deadline,
@@ -437,7 +496,7 @@ impl RwLock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "read");
-        run_held!(self.read(), self.options.on_lost, body, span)
+        run_held!(self.read(), self.spec.options.on_lost, body, span)
     }
 
     /// Takes the key for writing, runs `body`, and releases it, also when `body` returns an
@@ -461,6 +520,16 @@ impl RwLock {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "write");
-        run_held!(self.write(), self.options.on_lost, body, span)
+        run_held!(self.write(), self.spec.options.on_lost, body, span)
+    }
+}
+
+impl Builder for RwLock {
+    fn spec(&self) -> &LockSpec {
+        &self.spec
+    }
+
+    fn spec_mut(&mut self) -> &mut LockSpec {
+        &mut self.spec
     }
 }

@@ -19,7 +19,8 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, millis, new_token, validity};
-use crate::options::Explicit;
+use crate::options::OnLost;
+use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::held_lease::HeldLease;
 use crate::primitives::lock::MAX_WAIT;
 use crate::primitives::run_path::OneLease;
@@ -87,10 +88,8 @@ impl LockClient {
 pub struct Semaphore {
     key: String,
     permits: u32,
-    options: LockOptions,
-    /// Which of `ttl` and `wait` were given; the others take the client's defaults.
-    explicit: Explicit,
-    client: Option<LockClient>,
+    /// The options, which of them were given, and the client.
+    spec: LockSpec,
 }
 
 impl Semaphore {
@@ -100,22 +99,59 @@ impl Semaphore {
         Semaphore {
             key: key.into(),
             permits,
-            options: LockOptions::default(),
-            explicit: Explicit::default(),
-            client: None,
+            spec: LockSpec::default(),
         }
     }
 
-    crate::primitives::builder::shared_setters! {
-        ttl: " Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at\n most [`MAX_TTL`]).",
-        wait: " Sets how long to wait for a free permit (default 10 s or the client's\n `Config::default_wait`; zero tries once).",
-        watchdog: " Turns renewal on or off (default on); off, a permit ends `ttl` after it was taken.",
-        on_lost: " Sets what [`run`](Semaphore::run) does when the permit's lease is lost (default cancel).",
-        with_options: " Replaces all options at once (fencing and `hold_at_least` are refused at acquire:\n a semaphore has neither). A `ttl` or `wait` equal to [`LockOptions::default`]'s\n counts as not given, as with [`Lock::with_options`](crate::Lock::with_options).",
-        client: " Takes the permits through `client` instead of the global one.",
+    /// Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at
+    /// most [`MAX_TTL`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.spec.ttl(ttl);
+        self
     }
 
-    crate::primitives::builder::key_getters!();
+    /// Sets how long to wait for a free permit (default 10 s or the client's
+    /// `Config::default_wait`; zero tries once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.spec.wait(wait);
+        self
+    }
+
+    /// Turns renewal on or off (default on); off, a permit ends `ttl` after it was taken.
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.spec.watchdog(watchdog);
+        self
+    }
+
+    /// Sets what [`run`](Semaphore::run) does when the permit's lease is lost (default cancel).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.spec.on_lost(on_lost);
+        self
+    }
+
+    /// Replaces all options at once (fencing and `hold_at_least` are refused at acquire:
+    /// a semaphore has neither). A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// counts as not given, as with [`Lock::with_options`](crate::Lock::with_options).
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.spec.options(options);
+        self
+    }
+
+    /// Takes the permits through `client` instead of the global one.
+    pub fn client(mut self, client: &LockClient) -> Self {
+        self.spec.client(client);
+        self
+    }
+
+    /// The key as given (without the client's prefix).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &LockOptions {
+        &self.spec.options
+    }
 
     /// How many holders the key admits at once.
     pub fn permits(&self) -> u32 {
@@ -137,7 +173,7 @@ impl Semaphore {
     /// [`LockError::InvalidKey`] for a bad key or one that holds a lock (not a
     /// semaphore), [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<SemaphoreGuard, LockError> {
-        let (client, semaphore) = self.with_client()?;
+        let (client, semaphore) = with_client(self)?;
         semaphore.acquire_through(client).await
     }
 
@@ -156,7 +192,7 @@ impl Semaphore {
     /// Refuses what a semaphore cannot do, before any traffic.
     fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
         let refuse = |why: String| Err(LockError::config(format!("semaphore `{key}` {why}")));
-        let (permits, ttl) = (self.permits, self.options.ttl);
+        let (permits, ttl) = (self.permits, self.spec.options.ttl);
         if permits == 0 || permits > MAX_PERMITS {
             return refuse(format!(
                 "has {permits} permits; give it from 1 to {MAX_PERMITS} (1 is a mutex)"
@@ -167,7 +203,7 @@ impl Semaphore {
                 "has a ttl of {ttl:?}; give each permit a lease from 1 ms to 365 days"
             ));
         }
-        if self.options.fencing || !self.options.hold_at_least.is_zero() {
+        if self.spec.options.fencing || !self.spec.options.hold_at_least.is_zero() {
             return refuse(
                 "asks for fencing or hold_at_least, which only locks have; turn them off".into(),
             );
@@ -190,7 +226,7 @@ impl Semaphore {
         self.check(&client, names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
         let started = Instant::now();
-        let deadline = started + self.options.wait.min(MAX_WAIT);
+        let deadline = started + self.spec.options.wait.min(MAX_WAIT);
         let overrun = deadline + client.response_timeout();
         let mut wait = PermitWait {
             semaphore: self,
@@ -217,9 +253,9 @@ impl Semaphore {
         let names = &place.names;
         let mut call = Call::new(&SEMAPHORE_ACQUIRE, &names.queue_keys());
         call.arg(&*place.token)
-            .arg(millis(self.options.ttl))
+            .arg(millis(self.spec.options.ttl))
             .arg(self.permits)
-            .arg(u8::from(!self.options.wait.is_zero()))
+            .arg(u8::from(!self.spec.options.wait.is_zero()))
             .arg(millis(QUEUE_LEASE))
             .arg(names.channel())
             .arg(client.publish_command());
@@ -256,7 +292,12 @@ impl Semaphore {
         E: From<LockError>,
     {
         let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
-        crate::primitives::run_path::run_held!(self.acquire(), self.options.on_lost, body, span)
+        crate::primitives::run_path::run_held!(
+            self.acquire(),
+            self.spec.options.on_lost,
+            body,
+            span
+        )
     }
 
     /// The error for a key whose holders use `held` permits, not this semaphore's count.
@@ -301,9 +342,9 @@ impl PermitWait<'_> {
         shortfall: LockError,
         sent: Instant,
     ) -> Result<Step<SemaphoreGuard>, LockError> {
-        let undo_by = validity(sent, self.semaphore.options.ttl).min(self.overrun);
+        let undo_by = validity(sent, self.semaphore.spec.options.ttl).min(self.overrun);
         self.place.undo_unconfirmed(undo_by).await;
-        let once = self.semaphore.options.wait.is_zero();
+        let once = self.semaphore.spec.options.wait.is_zero();
         wait::after_shortfall(shortfall, &self.backoff, once, self.deadline).await
     }
 }
@@ -346,7 +387,7 @@ impl Waiting for PermitWait<'_> {
             return self.undo(shortfall, sent).await;
         }
         match code {
-            1 if Instant::now() < validity(sent, self.semaphore.options.ttl) => {
+            1 if Instant::now() < validity(sent, self.semaphore.spec.options.ttl) => {
                 self.place.settle();
                 let token = std::mem::take(&mut self.place.token);
                 let guard = SemaphoreGuard::new(client, names, token, self.semaphore, sent);
@@ -363,7 +404,7 @@ impl Waiting for PermitWait<'_> {
             _ => {}
         }
         self.place
-            .not_taken(self.semaphore.options.wait.is_zero(), per_key);
+            .not_taken(self.semaphore.spec.options.wait.is_zero(), per_key);
         self.heads = heads == 1;
         Ok(Step::Park(Duration::from_millis(
             u64::try_from(value).unwrap_or(0),
@@ -371,7 +412,7 @@ impl Waiting for PermitWait<'_> {
     }
 
     fn bounds(&self) -> (&str, bool, Instant, Instant) {
-        let once = self.semaphore.options.wait.is_zero();
+        let once = self.semaphore.spec.options.wait.is_zero();
         (self.place.names.lock(), once, self.started, self.deadline)
     }
 
@@ -437,7 +478,7 @@ impl SemaphoreGuard {
         semaphore: &Semaphore,
         sent: Instant,
     ) -> Self {
-        let options = &semaphore.options;
+        let options = &semaphore.spec.options;
         let renewal = (options.ttl, options.watchdog);
         SemaphoreGuard {
             lease: HeldLease::registered(&client, (&names, &names), token, renewal, sent),
@@ -572,5 +613,15 @@ impl OneLease for SemaphoreGuard {
 
     fn give_back(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
         self.release()
+    }
+}
+
+impl Builder for Semaphore {
+    fn spec(&self) -> &LockSpec {
+        &self.spec
+    }
+
+    fn spec_mut(&mut self) -> &mut LockSpec {
+        &mut self.spec
     }
 }
