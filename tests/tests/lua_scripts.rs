@@ -978,3 +978,67 @@ fn the_short_release_releases_an_uncontended_key_and_asks_for_the_full_form_othe
     // A semaphore permit's token goes to the full form, which knows permits.
     assert_eq!(short(&mut conn, "permit:x"), -2);
 }
+
+/// force_release.lua as the runtime sends it (no read-write lock's readers here).
+fn force_release(conn: &mut redis::Connection) -> (Option<String>, i64, Option<String>, i64) {
+    let (removed, pttl, woken, granted, _others): (
+        Option<String>,
+        i64,
+        Option<String>,
+        i64,
+        Vec<redis::Value>,
+    ) = script(include_str!("../../lock-runtime/src/lua/force_release.lua"))
+        .key(LOCK)
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .key("~lock/readers{k}")
+        .arg(CHANNEL)
+        .arg("PUBLISH")
+        .arg(1000)
+        .arg("~lock/read{k}:")
+        .arg("")
+        .invoke(conn)
+        .unwrap();
+    (removed, pttl, woken, granted)
+}
+
+/// An operator's forced release hands the key to a fenced head as a release does: for a
+/// kept entry (its process's liveness key keeps its place, for up to an hour) the
+/// hand-over lasts the short kept bound, not the entry's hour-long deadline, so a head
+/// whose process died meanwhile blocks the key about a second, not an hour.
+#[test]
+fn a_forced_release_hands_a_kept_fenced_head_the_key_for_the_short_bound() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    hold(&mut conn, "holder");
+    let fenced = acquire()
+        .key(LOCK)
+        .key(FENCE)
+        .key(QUEUE)
+        .key(DEADLINES)
+        .key(TTLS)
+        .arg("fenced")
+        .arg(30_000)
+        .arg(60_000)
+        .arg(1)
+        .arg(1000)
+        .arg(25)
+        .arg(CHANNEL)
+        .arg("PUBLISH")
+        .arg(1)
+        .arg("~lock/alive/p1")
+        .invoke::<(i64, i64, String)>(&mut conn)
+        .unwrap();
+    assert_eq!(fenced.0, 0, "queued behind the holder");
+    assert_eq!(queued(&mut conn), ["fenced"]);
+    let (removed, _, woken, granted) = force_release(&mut conn);
+    assert_eq!(removed.as_deref(), Some("holder"));
+    assert_eq!((woken.as_deref(), granted), (Some("fenced"), 0));
+    assert_eq!(server.get(LOCK).as_deref(), Some("~handover"));
+    let pttl = server.pttl(LOCK);
+    assert!(
+        (1..=1000).contains(&pttl),
+        "the hand-over holds the key {pttl} ms for a kept head"
+    );
+}

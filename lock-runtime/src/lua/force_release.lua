@@ -64,23 +64,7 @@ if not head then
   end
   return {removed, pttl, false, 0, others}
 end
--- As release.lua grants the head: outright (a waiter that left its ttl) for the
--- confirmation window, or by a hand-over (a fenced waiter) until its queue deadline.
-local ttl = redis.call('HGET', KEYS[4], head)
-if ttl then
-  redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[3])))
-  forget(KEYS[2], KEYS[3], KEYS[4], head)
-  redis.call(ARGV[2], ARGV[1], '=' .. head .. ' ' .. KEYS[1])
-  -- As release.lua: the waiter now next may be parked watching the holder just removed;
-  -- it looks again later (the grantee's confirmation does not wake it).
-  local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if next and alive_key(KEYS[4], next) then
-    redis.call(ARGV[2], ARGV[1], '=' .. next)
-  end
-  return {removed, pttl, head, 1, others}
-end
+-- As a release grants the head: outright, or by a hand-over.
 local now_ms = server_time()
-local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
-redis.call('SET', KEYS[1], '~handover', 'PX', math.max(1, until_ms - now_ms))
-redis.call(ARGV[2], ARGV[1], head)
-return {removed, pttl, head, 0, others}
+local granted = grant_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4], head, ARGV[1], ARGV[2], tonumber(ARGV[3]), now_ms)
+return {removed, pttl, head, granted, others}

@@ -189,6 +189,38 @@ local function handover_ms(ttls, head, until_ms, now_ms)
   return math.max(1, until_ms - now_ms)
 end
 
+-- Gives the lock `lock` to the head waiter `head` of its queue, as a release (and an
+-- operator's forced release) does: a head that left its ttl is granted the lock outright,
+-- the key holding its token for the confirmation window `window_ms` (the grantee extends
+-- it to its ttl; one whose process died holds it no longer), and the message is
+-- '=' .. head .. ' ' .. lock; a fenced head is handed the key over ('~handover' until its
+-- queue deadline, or a kept place's short bound) and the message is its token. Then the
+-- waiter next in line, which may be parked watching the holder just gone, gets
+-- '=' .. its token (no key: look again later). Returns 1 granted outright, 0 handed over.
+local function grant_head(lock, queue, deadlines, ttls, head, channel, publish, window_ms, now_ms)
+  local granted = 0
+  local ttl = redis.call('HGET', ttls, head)
+  if ttl then
+    redis.call('SET', lock, head, 'PX', math.min(tonumber(ttl), window_ms))
+    forget(queue, deadlines, ttls, head)
+    redis.call(publish, channel, '=' .. head .. ' ' .. lock)
+    granted = 1
+  else
+    local until_ms = tonumber(redis.call('ZSCORE', deadlines, head)) or now_ms
+    redis.call('SET', lock, '~handover', 'PX', handover_ms(ttls, head, until_ms, now_ms))
+    redis.call(publish, channel, head)
+  end
+  for _, waiter in ipairs(redis.call('ZRANGE', queue, 0, 1)) do
+    if waiter ~= head then
+      if alive_key(ttls, waiter) then
+        redis.call(publish, channel, '=' .. waiter)
+      end
+      break
+    end
+  end
+  return granted
+end
+
 -- The next fence of a lock (the key just granted): strictly above every earlier fence for
 -- this key, also after a restart that lost the counter, as it is seeded from the server
 -- clock in microseconds. The counter lives `lifetime` ms after its last use.

@@ -113,31 +113,7 @@ if not head then
   -- Only the releasing process waits: it keeps the key.
   return 2
 end
-local ttl = redis.call('HGET', KEYS[4], head)
-if ttl then
-  -- Until the grantee confirms (extending the key to its ttl), the grant lasts only the
-  -- confirmation window: a grantee whose process died or stopped holds it no longer.
-  redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ttl), tonumber(ARGV[4])))
-  forget(KEYS[2], KEYS[3], KEYS[4], head)
-  redis.call(ARGV[3], ARGV[2], '=' .. head .. ' ' .. KEYS[1])
-else
-  local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], head)) or now_ms
-  redis.call('SET', KEYS[1], '~handover', 'PX', handover_ms(KEYS[4], head, until_ms, now_ms))
-  redis.call(ARGV[3], ARGV[2], head)
-end
--- The waiter now next in line may be parked watching this holder's process, which is
--- done with the key: '=' .. its token, with no key (never a grant), tells it to stop
--- watching and look again once the grant's confirmation window could have ended, unless a
--- release reaches it first (clients that do not know this message look again at once).
-local after = redis.call('ZRANGE', KEYS[2], 0, 1)
-for _, waiter in ipairs(after) do
-  if waiter ~= head then
-    if alive_key(KEYS[4], waiter) then
-      redis.call(ARGV[3], ARGV[2], '=' .. waiter)
-    end
-    break
-  end
-end
+grant_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4], head, ARGV[2], ARGV[3], tonumber(ARGV[4]), now_ms)
 if requeue ~= '' then
   join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us, alive)
 end
