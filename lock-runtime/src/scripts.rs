@@ -5,17 +5,20 @@
 use crate::error::LockError;
 
 mod call;
+mod calls;
 mod catalog;
 pub(crate) mod library;
 
 pub(crate) use call::{Call, invoke, invoke_granting, invoke_noting_repeat};
-use catalog::LuaScript;
 #[cfg(feature = "redlock")]
-pub(crate) use catalog::RAISE_FENCE;
-pub(crate) use catalog::{
-    ACQUIRE, ALIVE, FORCE_RELEASE, INSPECT, KEEPALIVE, LEAVE, READ, READ_RELEASE, RELEASE, RENEW,
-    RENEW_MANY, RETAKE, SEMAPHORE_ACQUIRE, WRITE_READY,
+pub(crate) use calls::raise_fence_call;
+pub(crate) use calls::{
+    ASK_FULL_RELEASE, KeptAlive, PermitTry, Requeue, acquire_call, alive_call,
+    announced_release_call, force_release_call, inspect_call, keepalive_call, queue_call,
+    read_call, read_release_call, release_call, renew_call, retake_call, semaphore_acquire_call,
+    short_release_call, write_ready_call,
 };
+pub(crate) use catalog::{LEAVE, RELEASE, RENEW, RENEW_MANY};
 
 /// `RENEW`'s fourth argument for a renewal or an extension: the key's expiry only grows
 /// (see renew.lua), whichever of two in flight the server runs last.
@@ -34,133 +37,30 @@ pub(crate) const GRANT_CONFIRM_WINDOW: std::time::Duration = std::time::Duration
 /// token: tokens are hex). The scripts spell it out too.
 pub(crate) const HANDOVER: &str = "~handover";
 
-/// A caller whose queue places its process's liveness key keeps (see
-/// [`crate::renewal::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
-/// The key is an argument, not a declared key: in cluster mode it is in another slot.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KeptAlive<'a> {
-    /// The process's liveness key.
-    pub(crate) alive: &'a str,
-    /// `PUBLISH`, to wake the head waiter.
-    pub(crate) publish: &'a str,
-    /// Whether the caller's watchdog renews its lease (its waiters may then wait for it).
-    pub(crate) renews: bool,
+/// The names around a read-write lock key: its set of readers, and each share key's name
+/// around its token.
+pub(crate) struct ShareNames {
+    pub(crate) readers: String,
+    pub(crate) head: String,
+    pub(crate) tail: String,
 }
 
-/// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
-/// counter's lifetime (0: no fence), whether to join the queue when the lock cannot be taken
-/// now, the queue lease, and the foreign windows' period while foreign clients use them;
-/// with `kept`, the process's liveness key (the reply then has a third element).
-pub(crate) fn acquire_call(
-    names: &KeyNames,
-    token: &str,
-    ttl: std::time::Duration,
-    fence_lifetime: u64,
-    may_wait: bool,
-    (foreign_every, kept): (std::time::Duration, Option<KeptAlive<'_>>),
-) -> Call<'static> {
-    let keys = [
-        names.lock(),
-        names.fence(),
-        names.queue(),
-        names.deadlines(),
-        names.ttls(),
-    ];
-    let mut invocation = Call::new(&ACQUIRE, &keys);
-    invocation
-        .arg(token)
-        .arg(crate::lease::millis(ttl))
-        .arg(fence_lifetime)
-        .arg(u8::from(may_wait))
-        .arg(crate::lease::millis(QUEUE_LEASE))
-        .arg(crate::lease::millis(foreign_every));
-    if let Some(kept) = kept {
-        invocation
-            .arg(names.channel())
-            .arg(kept.publish)
-            .arg(u8::from(kept.renews))
-            .arg(kept.alive);
+impl ShareNames {
+    /// The names around the read-write lock key `names`.
+    pub(crate) fn of(names: &KeyNames) -> Self {
+        let (readers_head, readers_tail) = names.aux_parts("readers");
+        let (head, tail) = names.aux_parts("share/");
+        ShareNames {
+            readers: readers_head + &readers_tail,
+            head,
+            tail,
+        }
     }
-    invocation
-}
 
-/// A call of release.lua or leave.lua, which take the same keys and arguments: the lock
-/// and its queue, the caller's token, the channel to wake the next waiter on, and how long
-/// a direct grant waits for its confirmation.
-pub(crate) fn queue_call<'a>(
-    script: &'a LuaScript,
-    names: &KeyNames,
-    token: &str,
-    publish: &str,
-) -> Call<'a> {
-    let mut invocation = Call::new(script, &names.queue_keys());
-    invocation
-        .arg(token)
-        .arg(names.channel())
-        .arg(publish)
-        .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
-    invocation
-}
-
-/// The reply of a short release ([`short_release_call`]) that did not release: the full form
-/// must follow.
-pub(crate) const ASK_FULL_RELEASE: i64 = -2;
-
-/// The release's short form, for a hold that knew of no waiter: the lock key, the queue and
-/// the token. It releases an uncontended key (1) and answers [`ASK_FULL_RELEASE`] to
-/// everything else (see `release_uncontended.lua`).
-pub(crate) fn short_release_call<'a>(names: &KeyNames, token: &str) -> Call<'a> {
-    let mut call = Call::new(&RELEASE, &[names.lock(), names.queue()]);
-    call.arg(token);
-    call
-}
-
-/// The process's next place in the queue, given with a release when more of its tasks wait
-/// for the key: it joins the tail in the same call (or, when no other process is queued,
-/// the holder keeps the key).
-#[derive(Debug, Clone)]
-pub(crate) struct Requeue {
-    /// The process's next token, and its entry in the queue.
-    pub(crate) token: crate::lease::Token,
-    /// The lease a direct grant to that entry would be confirmed with.
-    pub(crate) ttl: std::time::Duration,
-    /// A foreign window to leave the key free for, instead of passing it on or keeping it
-    /// (zero: none).
-    pub(crate) window: std::time::Duration,
-}
-
-/// A release by `token` that announces itself even when nobody is queued (Redlock mode,
-/// whose waiters subscribe without queueing).
-pub(crate) fn announced_release_call(
-    names: &KeyNames,
-    token: &str,
-    publish: &str,
-) -> Call<'static> {
-    let mut invocation = queue_call(&RELEASE, names, token, publish);
-    invocation.arg("").arg(1).arg(1).arg(0).arg(1);
-    invocation
-}
-
-/// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or
-/// leaves it free for a foreign window.
-/// With `alive` (the process's liveness key), the requeued entry is a kept one.
-pub(crate) fn release_call(
-    names: &KeyNames,
-    token: &str,
-    publish: &str,
-    requeue: &Requeue,
-    alive: Option<&str>,
-) -> Call<'static> {
-    let mut invocation = queue_call(&RELEASE, names, token, publish);
-    invocation
-        .arg(&*requeue.token)
-        .arg(crate::lease::millis(requeue.ttl))
-        .arg(crate::lease::millis(QUEUE_LEASE))
-        .arg(requeue.window.as_millis() as u64);
-    if let Some(alive) = alive {
-        invocation.arg(0).arg(alive);
+    /// The names of the share key of the reader `token`.
+    pub(crate) fn share(&self, token: &str) -> KeyNames {
+        KeyNames::owned(&format!("{}{token}{}", self.head, self.tail))
     }
-    invocation
 }
 
 /// The names that travel with one lock key: its auxiliary keys and its release channel,

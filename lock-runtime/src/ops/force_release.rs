@@ -6,8 +6,9 @@ use std::fmt;
 
 use crate::connection::Connection;
 use crate::ops::inspect::{Holder, Seconds, holders, not_a_lock};
-use crate::primitives::rwlock::shares::Shares;
-use crate::scripts::{FORCE_RELEASE, GRANT_CONFIRM_WINDOW, KeyNames, invoke};
+use crate::scripts::ShareNames;
+use crate::scripts::force_release_call;
+use crate::scripts::{KeyNames, invoke};
 use crate::{client::LockClient, error::LockError};
 
 /// What [`LockClient::force_release`] removed, and whom it woke.
@@ -49,22 +50,8 @@ pub(crate) async fn force_release_on(
     names: &KeyNames,
     mut connection: Connection,
 ) -> Result<ForcedRelease, LockError> {
-    let shares = Shares::of(names);
-    let mut call = crate::scripts::Call::new(
-        &FORCE_RELEASE,
-        &[
-            names.lock(),
-            names.queue(),
-            names.deadlines(),
-            names.ttls(),
-            &shares.readers,
-        ],
-    );
-    call.arg(names.channel())
-        .arg(client.publish_command())
-        .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64)
-        .arg(&shares.head)
-        .arg(&shares.tail);
+    let shares = ShareNames::of(names);
+    let call = force_release_call(names, &shares, client.publish_command());
     let (removed, pttl, woken, granted, others): ForceReply = invoke(&call, &mut connection)
         .await
         .map_err(|err| LockError::backend(names.lock(), err))?;

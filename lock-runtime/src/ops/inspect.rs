@@ -9,8 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::connection::Connection;
 use crate::error::LockError;
-use crate::primitives::rwlock::shares::Shares;
-use crate::scripts::{Call, HANDOVER, INSPECT, KeyNames, invoke};
+use crate::scripts::ShareNames;
+use crate::scripts::inspect_call;
+use crate::scripts::{HANDOVER, KeyNames, invoke};
 
 /// The most waiters [`LockState::waiters`] lists ([`LockState::queued`] counts them all).
 pub const MAX_LISTED_WAITERS: usize = 100;
@@ -146,21 +147,8 @@ pub(crate) async fn inspect_on(
     names: &KeyNames,
     mut connection: Connection,
 ) -> Result<LockState, LockError> {
-    let shares = Shares::of(names);
-    let mut call = Call::new(
-        &INSPECT,
-        &[
-            names.lock(),
-            names.fence(),
-            names.queue(),
-            names.deadlines(),
-            names.ttls(),
-            &shares.readers,
-        ],
-    );
-    call.arg(MAX_LISTED_WAITERS)
-        .arg(&shares.head)
-        .arg(&shares.tail);
+    let shares = ShareNames::of(names);
+    let call = inspect_call(names, &shares, MAX_LISTED_WAITERS);
     let reply: InspectReply = invoke(&call, &mut connection)
         .await
         .map_err(|err| LockError::backend(names.lock(), err))?;

@@ -29,6 +29,7 @@ use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::queue::wait::{self, Backoff, ride_out};
 use crate::scripts::KeyNames;
+use crate::scripts::ShareNames;
 use crate::{
     client::LockClient, error::LockError, options::LockOptions, primitives::guard::LockGuard,
     primitives::lock::Lock,
@@ -265,7 +266,7 @@ impl RwLock {
         mutex.check_ttl(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
         client.may_try(names.lock())?;
-        let shares = Shares::of(names);
+        let shares = ShareNames::of(names);
         let token = new_token();
         let share = Arc::new(shares.share(&token));
         let deadline = started
@@ -313,7 +314,7 @@ impl RwLock {
         client: &LockClient,
         names: &KeyNames,
         mutex: &Lock,
-        (shares, share, token): (&Shares, &KeyNames, &str),
+        (shares, share, token): (&ShareNames, &KeyNames, &str),
         (deadline, unsure): (Instant, &AtomicBool),
     ) -> Result<Instant, LockError> {
         let take = |gate: String| async move {
@@ -451,7 +452,7 @@ impl RwLock {
             client,
             names,
             guard,
-            shares: Shares::of(names),
+            shares: ShareNames::of(names),
             waiting_lease: self.spec.options.ttl.min(DRAIN_LEASE),
             ticket: None,
             started,

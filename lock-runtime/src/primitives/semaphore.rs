@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context::CurrentLock;
-use crate::lease::{Token, jitter, millis, new_token, validity};
+use crate::lease::{Token, jitter, new_token, validity};
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::held_lease::HeldLease;
@@ -29,7 +29,8 @@ use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
-use crate::scripts::{Call, KeyNames, QUEUE_LEASE, SEMAPHORE_ACQUIRE, invoke_granting};
+use crate::scripts::{KeyNames, QUEUE_LEASE, invoke_granting};
+use crate::scripts::{PermitTry, semaphore_acquire_call};
 use crate::wakeups::WaitTicket;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
@@ -251,18 +252,16 @@ impl Semaphore {
         place: &Place,
     ) -> Result<(TryReply, bool), LockError> {
         let names = &place.names;
-        let mut call = Call::new(&SEMAPHORE_ACQUIRE, &names.queue_keys());
-        call.arg(&*place.token)
-            .arg(millis(self.spec.options.ttl))
-            .arg(self.permits)
-            .arg(u8::from(!self.spec.options.wait.is_zero()))
-            .arg(millis(QUEUE_LEASE))
-            .arg(names.channel())
-            .arg(client.publish_command());
         let alive = client.liveness_key(names.lock());
-        if let Some(alive) = &alive {
-            call.arg(&**alive);
-        }
+        let permit = PermitTry {
+            token: &place.token,
+            ttl: self.spec.options.ttl,
+            permits: self.permits,
+            may_wait: !self.spec.options.wait.is_zero(),
+            publish: client.publish_command(),
+            alive: alive.as_deref(),
+        };
+        let call = semaphore_acquire_call(names, &permit);
         let replicas = (client.replicas(), names.lock());
         let reply = invoke_granting(&call, replicas, &mut client.connection()).await?;
         Ok((reply, alive.is_none()))

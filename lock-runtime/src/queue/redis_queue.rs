@@ -15,9 +15,10 @@ use crate::connection::Query;
 use crate::lease::{Taken, jitter, millis, validity};
 use crate::options::fence_lifetime;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
+use crate::scripts::retake_call;
 use crate::scripts::{
-    Call, GRANT_CONFIRM_WINDOW, KeptAlive, KeyNames, QUEUE_LEASE, RETAKE, Requeue, acquire_call,
-    invoke_granting, invoke_noting_repeat, release_call,
+    GRANT_CONFIRM_WINDOW, KeptAlive, KeyNames, QUEUE_LEASE, Requeue, acquire_call, invoke_granting,
+    invoke_noting_repeat, release_call,
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
@@ -429,10 +430,7 @@ pub(crate) async fn retake(
     if let Some(redlock) = client.redlock() {
         return redlock::retake(client.nodes(), redlock, names, token, options).await;
     }
-    let mut call = Call::new(&RETAKE, &[names.lock(), names.fence()]);
-    call.arg(token)
-        .arg(millis(options.ttl))
-        .arg(fence_lifetime(options));
+    let call = retake_call(names, token, options.ttl, fence_lifetime(options));
     let replicas = (client.replicas(), names.lock());
     let ((taken, fence), shortfall): ((i64, i64), _) =
         invoke_granting(&call, replicas, &mut client.connection()).await?;

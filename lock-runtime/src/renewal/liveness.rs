@@ -40,7 +40,8 @@ use crate::connection::Connection;
 #[cfg(feature = "cluster")]
 use crate::connection::cluster_nodes::ClusterNodes;
 use crate::lease::{millis, new_token};
-use crate::scripts::{ALIVE, AUX_PREFIX, Call, QUEUE_LEASE, invoke};
+use crate::scripts::alive_call;
+use crate::scripts::{AUX_PREFIX, QUEUE_LEASE, invoke};
 
 /// How long a process's liveness key lives unless the process refreshes it: a waiting
 /// process that dies or stops loses its places within this long.
@@ -261,11 +262,7 @@ impl Liveness {
                 .await
                 .map(|kept| (i64::from(kept.is_some()), Vec::new()))
         } else {
-            let mut call = Call::new(&ALIVE, &[own]);
-            call.arg(millis(LIVENESS_LEASE));
-            for key in watched {
-                call.arg(*key);
-            }
+            let call = alive_call(own, LIVENESS_LEASE, watched.iter().copied());
             invoke::<(i64, Vec<String>)>(&call, &mut connection).await
         };
         let (kept, gone) = match reply {

@@ -38,9 +38,10 @@ use tokio::sync::Notify;
 
 use crate::connection::{Connection, OwnConnection};
 use crate::error::LockError;
-use crate::lease::{Token, millis};
+use crate::lease::Token;
 use crate::renewal::tries_in_flight::{TriesInFlight, TryInFlight};
 use crate::renewal::watchdog::Watchdog;
+use crate::scripts::renew_call;
 use crate::scripts::{
     Call, KeyNames, LEAVE, RELEASE, RENEW, announced_release_call, invoke, queue_call,
 };
@@ -466,9 +467,7 @@ where
         .map(|leftover| {
             let (names, token) = (&leftover.names, &*leftover.token);
             if let Some(left) = kept(leftover) {
-                let mut call = Call::new(&RENEW, &[names.lock()]);
-                call.arg(token).arg(millis(left));
-                call
+                renew_call(names, token, left, false)
             } else if leftover.place {
                 queue_call(&LEAVE, names, token, mode.publish)
             } else if mode.redlock {

@@ -37,13 +37,14 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::lease::{Taken, Token, jitter, lateness, millis, new_token, validity};
+use crate::lease::{Taken, Token, jitter, lateness, new_token, validity};
 use redis::{RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
 use crate::renewal::shutdown::Shutdown;
 use crate::scripts::{
-    Call, KeyNames, RAISE_FENCE, RELEASE, RETAKE, acquire_call, announced_release_call, queue_call,
+    KeyNames, RELEASE, acquire_call, announced_release_call, queue_call, raise_fence_call,
+    retake_call,
 };
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{error::LockError, options::LockOptions};
@@ -412,11 +413,7 @@ async fn raise_fences(
     options: &LockOptions,
 ) -> bool {
     let lifetime = fence_lifetime(options);
-    let call = || {
-        let mut call = Call::new(&RAISE_FENCE, &[names.lock(), names.fence()]);
-        call.arg(token).arg(fence).arg(lifetime);
-        call
-    };
+    let call = || raise_fence_call(names, token, fence, lifetime);
     let (replies, _) = ask_all(
         nodes,
         redlock.majority(),
@@ -452,11 +449,7 @@ pub(crate) async fn retake(
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
     let lifetime = fence_lifetime(options);
-    let call = || {
-        let mut call = Call::new(&RETAKE, &[names.lock(), names.fence()]);
-        call.arg(token).arg(millis(options.ttl)).arg(lifetime);
-        call
-    };
+    let call = || retake_call(names, token, options.ttl, lifetime);
     let taken = |replies: &[Option<RedisResult<(i64, i64)>>]| {
         replies
             .iter()

@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::shares::Shares;
 use crate::client::LockClient;
 use crate::error::LockError;
-use crate::lease::{jitter, millis};
+use crate::lease::jitter;
 use crate::options::LockOptions;
 use crate::primitives::guard::LockGuard;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
-use crate::scripts::{Call, KeyNames, WRITE_READY, invoke};
+use crate::scripts::ShareNames;
+use crate::scripts::write_ready_call;
+use crate::scripts::{KeyNames, invoke};
 use crate::wakeups::WaitTicket;
 
 /// What the last reader's release adds to the waiting writer's token in its message (the
@@ -25,7 +26,7 @@ pub(super) struct Drain<'a> {
     pub(super) client: &'a LockClient,
     pub(super) names: &'a KeyNames,
     pub(super) guard: &'a mut LockGuard,
-    pub(super) shares: Shares,
+    pub(super) shares: ShareNames,
     /// The writer's lease on the lock key while it waits, renewed by each look.
     pub(super) waiting_lease: Duration,
     pub(super) ticket: Option<WaitTicket>,
@@ -40,12 +41,12 @@ impl Waiting for Drain<'_> {
 
     async fn attempt(&mut self) -> Result<Step<bool>, LockError> {
         let (names, options) = (self.names, self.options);
-        let mut call = Call::new(&WRITE_READY, &[names.lock(), &self.shares.readers]);
-        call.arg(self.guard.token())
-            .arg(&self.shares.head)
-            .arg(&self.shares.tail)
-            .arg(millis(self.waiting_lease))
-            .arg(millis(options.ttl));
+        let call = write_ready_call(
+            (names, &self.shares),
+            self.guard.token(),
+            self.waiting_lease,
+            options.ttl,
+        );
         let sent = Instant::now();
         let reply = invoke(&call, &mut self.client.connection())
             .await

@@ -8,36 +8,12 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::{LockError, ReleaseOutcome};
-use crate::lease::{Token, millis};
+use crate::lease::Token;
 use crate::options::LockOptions;
 use crate::primitives::guard::outcome_of;
 use crate::queue::redis_queue::release::{RELEASE_BUDGET, RELEASE_TRIES};
-use crate::scripts::{Call, KeyNames, READ, READ_RELEASE, invoke, invoke_granting};
-
-/// The names around a read-write lock key: its set of readers, and each share key's name
-/// around its token.
-pub(crate) struct Shares {
-    pub(crate) readers: String,
-    pub(crate) head: String,
-    pub(crate) tail: String,
-}
-
-impl Shares {
-    pub(crate) fn of(names: &KeyNames) -> Self {
-        let (readers_head, readers_tail) = names.aux_parts("readers");
-        let (head, tail) = names.aux_parts("share/");
-        Shares {
-            readers: readers_head + &readers_tail,
-            head,
-            tail,
-        }
-    }
-
-    /// The names of the share key of the reader `token`.
-    pub(super) fn share(&self, token: &str) -> KeyNames {
-        KeyNames::owned(&format!("{}{token}{}", self.head, self.tail))
-    }
-}
+use crate::scripts::{KeyNames, invoke, invoke_granting};
+use crate::scripts::{ShareNames, read_call, read_release_call};
 
 /// One call of rw_read.lua: 1 taken, 0 the quick path is closed, -1 `gate` no longer holds
 /// the key; `NotReplicated` (the share given back) when grants wait for replicas and too
@@ -45,21 +21,13 @@ impl Shares {
 pub(super) async fn take_share(
     client: &LockClient,
     names: &KeyNames,
-    shares: &Shares,
+    shares: &ShareNames,
     share: &KeyNames,
     token: &str,
     options: &LockOptions,
     gate: &str,
 ) -> Result<i64, LockError> {
-    let mut call = Call::new(
-        &READ,
-        &[names.lock(), names.queue(), &shares.readers, share.lock()],
-    );
-    call.arg(token)
-        .arg(millis(options.ttl))
-        .arg(gate)
-        .arg(&shares.head)
-        .arg(&shares.tail);
+    let call = read_call((names, shares, share), token, options.ttl, gate);
     let replicas = (client.replicas(), names.lock());
     let (taken, shortfall) = invoke_granting(&call, replicas, &mut client.connection()).await?;
     client.mark_answered();
@@ -80,16 +48,8 @@ pub(super) async fn give_share_back(
     share: &KeyNames,
     token: &str,
 ) -> Result<i64, LockError> {
-    let shares = Shares::of(names);
-    let mut call = Call::new(
-        &READ_RELEASE,
-        &[names.lock(), &shares.readers, share.lock()],
-    );
-    call.arg(token)
-        .arg(names.channel())
-        .arg(client.publish_command())
-        .arg(&shares.head)
-        .arg(&shares.tail);
+    let shares = ShareNames::of(names);
+    let call = read_release_call((names, &shares, share), token, client.publish_command());
     invoke(&call, &mut client.connection())
         .await
         .map_err(|err| LockError::backend(names.lock(), err))

@@ -9,10 +9,11 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::LockError;
-use crate::lease::{Token, millis};
+use crate::lease::Token;
+use crate::scripts::renew_call;
 use crate::scripts::{
-    ASK_FULL_RELEASE, Call, GROW_ONLY, KeyNames, LEAVE, RELEASE, RENEW, Requeue, invoke,
-    invoke_granting, invoke_noting_repeat, queue_call, release_call, short_release_call,
+    ASK_FULL_RELEASE, KeyNames, LEAVE, RELEASE, Requeue, invoke, invoke_granting,
+    invoke_noting_repeat, queue_call, release_call, short_release_call,
 };
 #[cfg(feature = "redlock")]
 use crate::topology::redlock;
@@ -245,12 +246,7 @@ pub(crate) async fn extend_lease(
     token: &str,
     (ttl, expiry): (Duration, Expiry),
 ) -> Result<bool, LockError> {
-    let grow = match expiry {
-        Expiry::Grow => GROW_ONLY,
-        Expiry::Set => "",
-    };
-    let mut call = Call::new(&RENEW, &[names.lock()]);
-    call.arg(token).arg(millis(ttl)).arg("").arg(grow);
+    let call = renew_call(names, token, ttl, expiry == Expiry::Grow);
     if client.replicas().is_some() {
         // Never with Redlock (refused when the client is built): one primary.
         let replicas = (client.replicas(), names.lock());

@@ -4,6 +4,7 @@
 
 use super::renewals::renew_batch;
 use super::*;
+use crate::scripts::keepalive_call;
 
 /// The scheduler loop: renew what is due, expire what ran out, sleep until the next event.
 pub(super) async fn schedule(shared: Weak<WatchdogShared>, wake: Arc<Notify>, nodes: Nodes) {
@@ -260,14 +261,7 @@ pub(super) async fn keep_places(connection: Connection, places: Vec<KeepAlive>) 
         let mut connection = connection.clone();
         async move {
             let names = &place.names;
-            let mut call = Call::new(
-                &KEEPALIVE,
-                &[names.queue(), names.deadlines(), names.ttls()],
-            );
-            call.arg(millis(QUEUE_LEASE));
-            for token in &place.tokens {
-                call.arg(&**token);
-            }
+            let call = keepalive_call(names, place.tokens.iter().map(|token| &**token));
             if let Err(err) = invoke::<i64>(&call, &mut connection).await {
                 tracing::debug!(key = %place.names.lock(), error = %err, "keeping queue places alive failed");
             }

@@ -1,0 +1,338 @@
+//! The typed call of every script: one builder per script names its keys and arguments,
+//! in the order the script reads them, so that no caller writes a positional `.arg()` chain.
+//! (The watchdog's batched renewals and the shutdown's pipeline build `EVALSHA` commands of
+//! their own: see `renewals.rs` and `shutdown.rs`.)
+
+use std::time::Duration;
+
+use super::call::Call;
+#[cfg(feature = "redlock")]
+use super::catalog::RAISE_FENCE;
+use super::catalog::{
+    ACQUIRE, ALIVE, FORCE_RELEASE, INSPECT, KEEPALIVE, LuaScript, READ, READ_RELEASE, RELEASE,
+    RENEW, RETAKE, SEMAPHORE_ACQUIRE, WRITE_READY,
+};
+use super::{GRANT_CONFIRM_WINDOW, GROW_ONLY, KeyNames, QUEUE_LEASE, ShareNames};
+use crate::lease::millis;
+
+/// A caller whose queue places its process's liveness key keeps (see
+/// [`crate::renewal::liveness`]): acquire.lua then makes its entry a kept one and says whom to watch.
+/// The key is an argument, not a declared key: in cluster mode it is in another slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeptAlive<'a> {
+    /// The process's liveness key.
+    pub(crate) alive: &'a str,
+    /// `PUBLISH`, to wake the head waiter.
+    pub(crate) publish: &'a str,
+    /// Whether the caller's watchdog renews its lease (its waiters may then wait for it).
+    pub(crate) renews: bool,
+}
+
+/// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
+/// counter's lifetime (0: no fence), whether to join the queue when the lock cannot be taken
+/// now, the queue lease, and the foreign windows' period while foreign clients use them;
+/// with `kept`, the process's liveness key (the reply then has a third element).
+pub(crate) fn acquire_call(
+    names: &KeyNames,
+    token: &str,
+    ttl: Duration,
+    fence_lifetime: u64,
+    may_wait: bool,
+    (foreign_every, kept): (Duration, Option<KeptAlive<'_>>),
+) -> Call<'static> {
+    let keys = [
+        names.lock(),
+        names.fence(),
+        names.queue(),
+        names.deadlines(),
+        names.ttls(),
+    ];
+    let mut invocation = Call::new(&ACQUIRE, &keys);
+    invocation
+        .arg(token)
+        .arg(millis(ttl))
+        .arg(fence_lifetime)
+        .arg(u8::from(may_wait))
+        .arg(millis(QUEUE_LEASE))
+        .arg(millis(foreign_every));
+    if let Some(kept) = kept {
+        invocation
+            .arg(names.channel())
+            .arg(kept.publish)
+            .arg(u8::from(kept.renews))
+            .arg(kept.alive);
+    }
+    invocation
+}
+
+/// A call of release.lua or leave.lua, which take the same keys and arguments: the lock
+/// and its queue, the caller's token, the channel to wake the next waiter on, and how long
+/// a direct grant waits for its confirmation.
+pub(crate) fn queue_call<'a>(
+    script: &'a LuaScript,
+    names: &KeyNames,
+    token: &str,
+    publish: &str,
+) -> Call<'a> {
+    let mut invocation = Call::new(script, &names.queue_keys());
+    invocation
+        .arg(token)
+        .arg(names.channel())
+        .arg(publish)
+        .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
+    invocation
+}
+
+/// The reply of a short release ([`short_release_call`]) that did not release: the full form
+/// must follow.
+pub(crate) const ASK_FULL_RELEASE: i64 = -2;
+
+/// The release's short form, for a hold that knew of no waiter: the lock key, the queue and
+/// the token. It releases an uncontended key (1) and answers [`ASK_FULL_RELEASE`] to
+/// everything else (see `release_uncontended.lua`).
+pub(crate) fn short_release_call<'a>(names: &KeyNames, token: &str) -> Call<'a> {
+    let mut call = Call::new(&RELEASE, &[names.lock(), names.queue()]);
+    call.arg(token);
+    call
+}
+
+/// The process's next place in the queue, given with a release when more of its tasks wait
+/// for the key: it joins the tail in the same call (or, when no other process is queued,
+/// the holder keeps the key).
+#[derive(Debug, Clone)]
+pub(crate) struct Requeue {
+    /// The process's next token, and its entry in the queue.
+    pub(crate) token: crate::lease::Token,
+    /// The lease a direct grant to that entry would be confirmed with.
+    pub(crate) ttl: Duration,
+    /// A foreign window to leave the key free for, instead of passing it on or keeping it
+    /// (zero: none).
+    pub(crate) window: Duration,
+}
+
+/// A release by `token` that announces itself even when nobody is queued (Redlock mode,
+/// whose waiters subscribe without queueing).
+pub(crate) fn announced_release_call(
+    names: &KeyNames,
+    token: &str,
+    publish: &str,
+) -> Call<'static> {
+    let mut invocation = queue_call(&RELEASE, names, token, publish);
+    invocation.arg("").arg(1).arg(1).arg(0).arg(1);
+    invocation
+}
+
+/// A release by `token` that puts `requeue` at the tail of the queue, or keeps the key, or
+/// leaves it free for a foreign window.
+/// With `alive` (the process's liveness key), the requeued entry is a kept one.
+pub(crate) fn release_call(
+    names: &KeyNames,
+    token: &str,
+    publish: &str,
+    requeue: &Requeue,
+    alive: Option<&str>,
+) -> Call<'static> {
+    let mut invocation = queue_call(&RELEASE, names, token, publish);
+    invocation
+        .arg(&*requeue.token)
+        .arg(millis(requeue.ttl))
+        .arg(millis(QUEUE_LEASE))
+        .arg(requeue.window.as_millis() as u64);
+    if let Some(alive) = alive {
+        invocation.arg(0).arg(alive);
+    }
+    invocation
+}
+
+/// retake.lua: re-dates the key `token` holds to `ttl`, with a fresh fence when
+/// `fence_lifetime` (the counter's lifetime, ms) is not zero. Replies `{taken, fence}`.
+pub(crate) fn retake_call(
+    names: &KeyNames,
+    token: &str,
+    ttl: Duration,
+    fence_lifetime: u64,
+) -> Call<'static> {
+    let mut call = Call::new(&RETAKE, &[names.lock(), names.fence()]);
+    call.arg(token).arg(millis(ttl)).arg(fence_lifetime);
+    call
+}
+
+/// renew.lua: sets the expiry of the key `token` holds to `ttl` (with `grow_only`, only
+/// lengthens it). Replies 1 renewed, 0 the token is gone.
+pub(crate) fn renew_call(
+    names: &KeyNames,
+    token: &str,
+    ttl: Duration,
+    grow_only: bool,
+) -> Call<'static> {
+    let mut call = Call::new(&RENEW, &[names.lock()]);
+    call.arg(token)
+        .arg(millis(ttl))
+        .arg("")
+        .arg(if grow_only { GROW_ONLY } else { "" });
+    call
+}
+
+/// raise_fence.lua: raises the fence counter of the key `token` holds to `fence` (for the
+/// counter's lifetime, ms), owner-checked.
+#[cfg(feature = "redlock")]
+pub(crate) fn raise_fence_call(
+    names: &KeyNames,
+    token: &str,
+    fence: u64,
+    lifetime: u64,
+) -> Call<'static> {
+    let mut call = Call::new(&RAISE_FENCE, &[names.lock(), names.fence()]);
+    call.arg(token).arg(fence).arg(lifetime);
+    call
+}
+
+/// inspect.lua: the holder, the fence, up to `listed` waiters and a read-write lock's
+/// readers of the key.
+pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize) -> Call<'static> {
+    let keys = [
+        names.lock(),
+        names.fence(),
+        names.queue(),
+        names.deadlines(),
+        names.ttls(),
+        &shares.readers,
+    ];
+    let mut call = Call::new(&INSPECT, &keys);
+    call.arg(listed).arg(&shares.head).arg(&shares.tail);
+    call
+}
+
+/// force_release.lua: takes the key from whoever holds it (a lock's holder, a read-write
+/// lock's readers, a semaphore's permits) and wakes the queue as a release does.
+pub(crate) fn force_release_call(
+    names: &KeyNames,
+    shares: &ShareNames,
+    publish: &str,
+) -> Call<'static> {
+    let keys = [
+        names.lock(),
+        names.queue(),
+        names.deadlines(),
+        names.ttls(),
+        &shares.readers,
+    ];
+    let mut call = Call::new(&FORCE_RELEASE, &keys);
+    call.arg(names.channel())
+        .arg(publish)
+        .arg(millis(GRANT_CONFIRM_WINDOW))
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    call
+}
+
+/// What a semaphore's try asks for: the permit's token, its lease, how many permits the
+/// key has, whether to queue when none is free, and (for a kept place) the process's
+/// liveness key.
+pub(crate) struct PermitTry<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+    pub(crate) permits: u32,
+    pub(crate) may_wait: bool,
+    pub(crate) publish: &'a str,
+    pub(crate) alive: Option<&'a str>,
+}
+
+/// semaphore_acquire.lua: a permit of the semaphore `names`, as `permit` asks.
+pub(crate) fn semaphore_acquire_call(names: &KeyNames, permit: &PermitTry<'_>) -> Call<'static> {
+    let mut call = Call::new(&SEMAPHORE_ACQUIRE, &names.queue_keys());
+    call.arg(permit.token)
+        .arg(millis(permit.ttl))
+        .arg(permit.permits)
+        .arg(u8::from(permit.may_wait))
+        .arg(millis(QUEUE_LEASE))
+        .arg(names.channel())
+        .arg(permit.publish);
+    if let Some(alive) = permit.alive {
+        call.arg(alive);
+    }
+    call
+}
+
+/// rw_read.lua: the reader `token`'s share `share` of the read-write lock `names`, with
+/// the lease `ttl`, while `gate` (the reader's turn, or '') holds the lock key.
+pub(crate) fn read_call(
+    (names, shares, share): (&KeyNames, &ShareNames, &KeyNames),
+    token: &str,
+    ttl: Duration,
+    gate: &str,
+) -> Call<'static> {
+    let keys = [names.lock(), names.queue(), &shares.readers, share.lock()];
+    let mut call = Call::new(&READ, &keys);
+    call.arg(token)
+        .arg(millis(ttl))
+        .arg(gate)
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    call
+}
+
+/// rw_read_release.lua: gives the reader `token`'s share `share` back, waking a writer
+/// that waits for the last reader.
+pub(crate) fn read_release_call(
+    (names, shares, share): (&KeyNames, &ShareNames, &KeyNames),
+    token: &str,
+    publish: &str,
+) -> Call<'static> {
+    let keys = [names.lock(), &shares.readers, share.lock()];
+    let mut call = Call::new(&READ_RELEASE, &keys);
+    call.arg(token)
+        .arg(names.channel())
+        .arg(publish)
+        .arg(&shares.head)
+        .arg(&shares.tail);
+    call
+}
+
+/// rw_write_ready.lua: whether the writer `token` holds the key with the readers gone;
+/// meanwhile the key's lease is `waiting_lease`, and `ttl` once they are.
+pub(crate) fn write_ready_call(
+    (names, shares): (&KeyNames, &ShareNames),
+    token: &str,
+    waiting_lease: Duration,
+    ttl: Duration,
+) -> Call<'static> {
+    let mut call = Call::new(&WRITE_READY, &[names.lock(), &shares.readers]);
+    call.arg(token)
+        .arg(&shares.head)
+        .arg(&shares.tail)
+        .arg(millis(waiting_lease))
+        .arg(millis(ttl));
+    call
+}
+
+/// alive.lua: keeps the process's liveness key `own` for `lease`, and says which of the
+/// `watched` processes' keys are gone.
+pub(crate) fn alive_call<'k>(
+    own: &str,
+    lease: Duration,
+    watched: impl IntoIterator<Item = &'k str>,
+) -> Call<'static> {
+    let mut call = Call::new(&ALIVE, &[own]);
+    call.arg(millis(lease));
+    for key in watched {
+        call.arg(key);
+    }
+    call
+}
+
+/// keepalive.lua: a new queue lease for each of `tokens`' places in the queue of `names`.
+pub(crate) fn keepalive_call<'t>(
+    names: &KeyNames,
+    tokens: impl IntoIterator<Item = &'t str>,
+) -> Call<'static> {
+    let mut call = Call::new(
+        &KEEPALIVE,
+        &[names.queue(), names.deadlines(), names.ttls()],
+    );
+    call.arg(millis(QUEUE_LEASE));
+    for token in tokens {
+        call.arg(token);
+    }
+    call
+}
