@@ -15,6 +15,7 @@ use crate::renewal::watchdog::Watchdog;
 use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
+use crate::topology::deployment::Deployment;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::Redlock;
 use crate::topology::{BuiltTopology, Setup};
@@ -127,8 +128,8 @@ struct ClientInner {
     pass_bound: PassBound,
     /// How long a foreign window leaves a contended key free (zero: never).
     foreign_window: Duration,
-    #[cfg(feature = "redlock")]
-    redlock: Option<Redlock>,
+    /// How the client's steps reach Redis (one node, or Redlock's masters).
+    deployment: Deployment,
     /// Whether Redis ever answered an acquire through this client.
     answered: AtomicBool,
     /// How long one request may wait for its reply.
@@ -187,26 +188,14 @@ impl LockClient {
 
     fn build(config: Config, caller: bool, thread: ClientThread) -> Result<Self, LockError> {
         let setup = Setup::new(&config, caller)?;
-        if let Some(replicas) = &config.replicas {
-            replicas.check(config.response_timeout, config.topology.is_redlock())?;
-        }
         let BuiltTopology {
             connections,
             wakeups,
-            #[cfg(feature = "redlock")]
-            redlock,
+            deployment,
         } = setup.build()?;
         let telemetry = Telemetry::new(config.metrics_key_label);
         // Redlock mode: every master renewed, a majority counted.
-        #[cfg(feature = "redlock")]
-        let masters = redlock.as_ref().map(|redlock| {
-            (
-                redlock.quorum,
-                config.node_timeout.max(Duration::from_millis(1)),
-            )
-        });
-        #[cfg(not(feature = "redlock"))]
-        let masters: Option<(usize, Duration)> = None;
+        let masters = deployment.renewal_quorum();
         let (watchdog, liveness, shutdown) =
             start_renewal(&config, &connections, masters, &telemetry, &setup.interrupt);
         let interrupt = setup.interrupt.clone();
@@ -222,8 +211,7 @@ impl LockClient {
                     time: config.local_pass_time,
                 },
                 foreign_window: config.foreign_window,
-                #[cfg(feature = "redlock")]
-                redlock,
+                deployment,
                 answered: AtomicBool::new(false),
                 response_timeout: config.response_timeout,
                 telemetry,
@@ -260,22 +248,8 @@ impl LockClient {
     /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;
-        #[cfg(feature = "redlock")]
-        if let Some(redlock) = &self.inner.redlock {
-            return crate::topology::redlock::is_locked(
-                &self.inner.connections,
-                redlock,
-                &redis_key,
-            )
-            .await;
-        }
-        let value: Option<String> = redis::cmd("GET")
-            .arg(&redis_key)
-            .query_async(&mut self.connection())
-            .await
-            .map_err(|err| LockError::backend(&redis_key, err))?;
-        // A key being handed to the next waiter has no holder yet.
-        Ok(value.is_some_and(|value| value != crate::scripts::HANDOVER))
+        let deployment = &self.inner.deployment;
+        (deployment.is_locked(&self.inner.connections, || self.connection(), &redis_key)).await
     }
 
     /// How many held leases the watchdog is tracking now (renewed, or watched for expiry).
@@ -295,7 +269,7 @@ impl LockClient {
     /// ([`Connection::until`]): a single server's (also behind Sentinel), not a cluster's
     /// nor Redlock's masters.
     pub(crate) fn keeps_deadlines(&self) -> bool {
-        !self.is_redlock() && self.inner.connections[0].keeps_deadlines()
+        (self.inner.deployment).keeps_deadlines(&self.inner.connections[0])
     }
 
     /// Notes that Redis answered an acquire: a later timeout may hide a grant.
@@ -332,10 +306,9 @@ impl LockClient {
     /// of its slot) is declared down: a failed try then ends the acquisition instead of
     /// being tried again.
     pub(crate) fn outage(&self, key: &str) -> Option<LockError> {
-        if self.is_redlock() {
-            return None;
-        }
-        self.inner.connections[0].down(key)
+        self.inner
+            .deployment
+            .outage(&self.inner.connections[0], key)
     }
 
     /// Shuts the client down: no new locks (acquiring fails with
@@ -391,19 +364,15 @@ impl LockClient {
     /// The Redlock settings, in that mode.
     #[cfg(feature = "redlock")]
     pub(crate) fn redlock(&self) -> Option<&Redlock> {
-        self.inner.redlock.as_ref()
+        self.inner.deployment.redlock()
     }
 
-    /// Whether this client is in Redlock mode (a majority of independent masters).
-    pub(crate) fn is_redlock(&self) -> bool {
-        #[cfg(feature = "redlock")]
-        return self.inner.redlock.is_some();
-        #[cfg(not(feature = "redlock"))]
-        false
+    /// How this client's steps reach Redis, and what they may count on there.
+    pub(crate) fn deployment(&self) -> &Deployment {
+        &self.inner.deployment
     }
 
     /// Every connection: the masters in Redlock mode.
-    #[cfg(feature = "redlock")]
     pub(crate) fn nodes(&self) -> &[Connection] {
         &self.inner.connections
     }

@@ -22,9 +22,11 @@ use crate::connection::sentinel::{PrimaryTemplate, check_primary_auth};
 use crate::connection::{Connection, SingleServer};
 use crate::wakeups::{Timeouts, Wakeups};
 use crate::{config::Config, error::LockError};
+use deployment::Deployment;
 #[cfg(feature = "redlock")]
 use redlock::Redlock;
 
+pub(crate) mod deployment;
 #[cfg(feature = "redlock")]
 pub(crate) mod redlock;
 
@@ -33,8 +35,8 @@ pub(crate) mod redlock;
 pub(crate) struct BuiltTopology {
     pub(crate) connections: Vec<Connection>,
     pub(crate) wakeups: Wakeups,
-    #[cfg(feature = "redlock")]
-    pub(crate) redlock: Option<Redlock>,
+    /// How the client's steps reach Redis.
+    pub(crate) deployment: Deployment,
 }
 
 /// What building the connections of any topology needs, checked once.
@@ -66,6 +68,9 @@ impl<'a> Setup<'a> {
                  Config::tls_ca_cert / tls_client_cert",
                 config.urls().join(", ")
             )));
+        }
+        if let Some(replicas) = &config.replicas {
+            replicas.check(config.response_timeout, config.topology.is_redlock())?;
         }
         let urls = config.urls().to_vec();
         if urls.is_empty() {
@@ -194,8 +199,7 @@ impl<'a> Setup<'a> {
         Ok(BuiltTopology {
             connections: pool.into_iter().map(Connection::Single).collect(),
             wakeups,
-            #[cfg(feature = "redlock")]
-            redlock: None,
+            deployment: Deployment::OneNode,
         })
     }
 
@@ -273,7 +277,7 @@ impl<'a> Setup<'a> {
         Ok(BuiltTopology {
             connections: nodes,
             wakeups,
-            redlock: Some(redlock),
+            deployment: Deployment::Quorum(redlock),
         })
     }
 
@@ -318,8 +322,7 @@ impl<'a> Setup<'a> {
                 LazyCluster::new(commands).watched(nodes),
             )],
             wakeups,
-            #[cfg(feature = "redlock")]
-            redlock: None,
+            deployment: Deployment::OneNode,
         })
     }
 

@@ -356,9 +356,10 @@ impl LockGuard {
         let kept_until = Some(self.lease.acquired_at + self.hold_at_least)
             .filter(|until| !self.hold_at_least.is_zero() && *until > Instant::now());
         let ending = match (&self.local, kept_until) {
-            (Some(local), None) => {
-                local.ending(self.lease.handle.id, !self.lease.client.is_redlock())
-            }
+            (Some(local), None) => local.ending(
+                self.lease.handle.id,
+                self.lease.client.deployment().queues(),
+            ),
             _ => Ending::Release,
         };
         if ending == Ending::Pass {

@@ -345,7 +345,7 @@ impl Lock {
     /// server (a cluster's node, a Sentinel's primary; not Redlock), grants that wait for
     /// no replica.
     fn may_try_alone(&self, client: &LockClient) -> bool {
-        !self.spec.options.fencing && !client.is_redlock() && client.replicas().is_none()
+        !self.spec.options.fencing && client.deployment().queues() && client.replicas().is_none()
     }
 
     /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.

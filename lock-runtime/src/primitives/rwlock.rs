@@ -30,6 +30,7 @@ use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::queue::wait::{self, Backoff, ride_out};
 use crate::scripts::KeyNames;
 use crate::scripts::ShareNames;
+use crate::topology::deployment::Primitive;
 use crate::{
     client::LockClient, error::LockError, options::LockOptions, primitives::guard::LockGuard,
     primitives::lock::Lock,
@@ -205,9 +206,9 @@ impl RwLock {
 
     /// Refuses what a read-write lock cannot do, before any traffic.
     fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
-        let why = if client.is_redlock() {
-            "not available in Redlock mode (a reader's share lives on one server); use a \
-             single server, Sentinel or a cluster, or a `Lock` on the key"
+        let refused = client.deployment().refuses(Primitive::ReadWriteLock);
+        let why = if let Some(why) = refused {
+            why
         } else if !self.spec.options.hold_at_least.is_zero() {
             "hold_at_least is for a scheduled job's `Lock`; remove it from the read-write lock"
         } else {

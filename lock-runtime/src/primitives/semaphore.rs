@@ -31,6 +31,7 @@ use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::scripts::{KeyNames, QUEUE_LEASE, invoke_granting};
 use crate::scripts::{PermitTry, semaphore_acquire_call};
+use crate::topology::deployment::Primitive;
 use crate::wakeups::WaitTicket;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
@@ -209,12 +210,8 @@ impl Semaphore {
                 "asks for fencing or hold_at_least, which only locks have; turn them off".into(),
             );
         }
-        if client.is_redlock() {
-            return refuse(
-                "cannot be used in Redlock mode (no single order of holders across the \
-                 masters); use a single server, Sentinel or a cluster"
-                    .into(),
-            );
+        if let Some(why) = client.deployment().refuses(Primitive::Semaphore) {
+            return refuse(why.into());
         }
         Ok(())
     }

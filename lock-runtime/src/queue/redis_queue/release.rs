@@ -257,13 +257,8 @@ pub(crate) async fn extend_lease(
         }
         return Ok(renewed == 1);
     }
-    #[cfg(feature = "redlock")]
-    let (mut nodes, quorum) = match client.redlock() {
-        Some(redlock) => (client.nodes().to_vec(), redlock.quorum),
-        None => (vec![client.connection()], 1),
-    };
-    #[cfg(not(feature = "redlock"))]
-    let (mut nodes, quorum) = (vec![client.connection()], 1);
+    let (mut nodes, quorum) =
+        (client.deployment()).step_nodes(client.nodes(), || client.connection());
     let replies =
         futures_util::future::join_all(nodes.iter_mut().map(|node| invoke::<i64>(&call, node)))
             .await;

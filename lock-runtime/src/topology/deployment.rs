@@ -1,0 +1,140 @@
+//! The deployment a client was built for, as a value the client holds: how a step reaches
+//! Redis (one node, or a majority of independent masters), and what the primitives and the
+//! waits may count on there. The client asks it what it can do, not which deployment it
+//! is.
+
+use std::time::Duration;
+
+use crate::connection::Connection;
+use crate::error::LockError;
+use crate::scripts::HANDOVER;
+#[cfg(feature = "redlock")]
+use crate::topology::redlock::Redlock;
+
+/// How a client's steps reach Redis.
+pub(crate) enum Deployment {
+    /// One node takes each step: a single server, the primary Sentinel names, or the
+    /// cluster node that serves the key's slot. A key has one fair queue there.
+    OneNode,
+    /// A majority of independent masters (Redlock): each step goes to every master, and a
+    /// grant counts once a majority made it within the lease's validity.
+    #[cfg(feature = "redlock")]
+    Quorum(Redlock),
+}
+
+/// A primitive whose steps a deployment may not be able to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Primitive {
+    /// A read-write lock: a reader's share lives beside the lock key.
+    ReadWriteLock,
+    /// A semaphore: its permits are members of one key.
+    Semaphore,
+}
+
+impl Deployment {
+    /// Whether a key has one fair queue in Redis: a task alone on its key may take it
+    /// with a plain `SET NX`, and a holder whose process still has tasks waiting may yield
+    /// the key to the next process and queue again in the same call.
+    pub(crate) fn queues(&self) -> bool {
+        match self {
+            Deployment::OneNode => true,
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(_) => false,
+        }
+    }
+
+    /// Whether a call's requests end by its deadline themselves (`first`, the client's
+    /// first connection, says so for one node; a quorum's rounds keep their own time).
+    pub(crate) fn keeps_deadlines(&self, first: &Connection) -> bool {
+        self.queues() && first.keeps_deadlines()
+    }
+
+    /// The outage error for `key` when the node it needs is declared down (`first`: the
+    /// client's first connection). A quorum counts its masters' answers in each round
+    /// instead: no master's outage alone fails a call.
+    pub(crate) fn outage(&self, first: &Connection, key: &str) -> Option<LockError> {
+        match self {
+            Deployment::OneNode => first.down(key),
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(_) => None,
+        }
+    }
+
+    /// Why `primitive` cannot run here, if it cannot: the one list the primitives'
+    /// refusals come from.
+    pub(crate) fn refuses(&self, primitive: Primitive) -> Option<&'static str> {
+        match (self, primitive) {
+            (Deployment::OneNode, _) => None,
+            #[cfg(feature = "redlock")]
+            (Deployment::Quorum(_), Primitive::ReadWriteLock) => Some(
+                "not available in Redlock mode (a reader's share lives on one server); use a \
+                 single server, Sentinel or a cluster, or a `Lock` on the key",
+            ),
+            #[cfg(feature = "redlock")]
+            (Deployment::Quorum(_), Primitive::Semaphore) => Some(
+                "cannot be used in Redlock mode (no single order of holders across the \
+                 masters); use a single server, Sentinel or a cluster",
+            ),
+        }
+    }
+
+    /// The nodes an owner-checked step goes to and how many of them must take it: the
+    /// connection `next` picks from the pool on one node, every master of `all` (a
+    /// majority) for a quorum.
+    pub(crate) fn step_nodes(
+        &self,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] all: &[Connection],
+        next: impl FnOnce() -> Connection,
+    ) -> (Vec<Connection>, usize) {
+        match self {
+            Deployment::OneNode => (vec![next()], 1),
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => (all.to_vec(), redlock.quorum),
+        }
+    }
+
+    /// How the watchdog counts a renewal: `None` on one node; for a quorum, the majority
+    /// of masters that must renew it, and how long each master may take (the node
+    /// timeout, at least 1 ms).
+    pub(crate) fn renewal_quorum(&self) -> Option<(usize, Duration)> {
+        match self {
+            Deployment::OneNode => None,
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => Some((
+                redlock.quorum,
+                redlock.node_timeout.max(Duration::from_millis(1)),
+            )),
+        }
+    }
+
+    /// Whether anyone holds `key` now (`all`: the client's connections, `next` picks one):
+    /// the one node's key holds a token (not a hand-over), or a majority of the masters
+    /// have the key.
+    pub(crate) async fn is_locked(
+        &self,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] all: &[Connection],
+        next: impl FnOnce() -> Connection,
+        key: &str,
+    ) -> Result<bool, LockError> {
+        #[cfg(feature = "redlock")]
+        if let Deployment::Quorum(redlock) = self {
+            return crate::topology::redlock::is_locked(all, redlock, key).await;
+        }
+        let value: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut next())
+            .await
+            .map_err(|err| LockError::backend(key, err))?;
+        // A key being handed to the next waiter has no holder yet.
+        Ok(value.is_some_and(|value| value != HANDOVER))
+    }
+
+    /// The Redlock settings, for the steps that still take a quorum's path of their own.
+    #[cfg(feature = "redlock")]
+    pub(crate) fn redlock(&self) -> Option<&Redlock> {
+        match self {
+            Deployment::OneNode => None,
+            Deployment::Quorum(redlock) => Some(redlock),
+        }
+    }
+}
