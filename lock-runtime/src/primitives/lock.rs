@@ -12,6 +12,8 @@ use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
+#[cfg(feature = "redlock")]
+use crate::queue::quorum_wait;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::{self, Alone, release::give_back};
 use crate::renewal::watchdog::{LeaseHandle, Retake};
@@ -258,8 +260,8 @@ impl Lock {
                 shutdown: client.shutdown_state(),
                 interrupt: client.interrupt(),
             };
-            let taken =
-                redlock::acquire(masters, redlock, &names, &self.spec.options, window).await?;
+            let options = &self.spec.options;
+            let taken = quorum_wait::acquire(masters, redlock, &names, options, window).await?;
             return Ok(self.new_guard(client, names, Some((member, turn)), taken));
         }
         let taken = self

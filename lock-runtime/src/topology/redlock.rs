@@ -14,8 +14,10 @@
 //! waiting for the rest. A round without a majority of answers fails with `NoQuorum` at the
 //! node timeout, whatever the response timeout.
 //!
-//! Waiting: a waiter subscribes to the key's release channel on every master (one
-//! subscription per key per process per master) and parks until the first release message,
+//! Waiting goes through the one wait loop (`queue/quorum_wait.rs` holds the waiter; this
+//! module its rounds, subscriptions and give-backs): a waiter subscribes to the key's
+//! release channel on every master (one subscription per key per process per master) and
+//! parks until the first release message,
 //! capped by the holder's remaining lease (a crashed holder publishes nothing). A round lost
 //! to a split vote (waiters woken together took a master each) is retried after a random
 //! pause, as in the reference algorithm; a fair queue across independent masters would need
@@ -37,7 +39,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::lease::{Taken, Token, jitter, lateness, new_token, validity};
+use crate::lease::{Taken, lateness, validity};
 use redis::{RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
@@ -76,71 +78,12 @@ pub(crate) struct Masters<'a> {
     pub(crate) interrupt: &'a tokio::sync::Notify,
 }
 
-/// Rounds on every master until a majority grants a valid lease, the wait ends, or
-/// the client shuts down (checked before each round and after a won one: a lease won after
-/// the shutdown gave back what the client held is given back too). The process's leading
-/// task runs them (its other tasks wait in the local queue). Returns the token and when
-/// its round was sent.
-pub(crate) async fn acquire(
-    client: Masters<'_>,
-    redlock: &Redlock,
-    names: &KeyNames,
-    options: &LockOptions,
-    (started, deadline): (Instant, Instant),
-) -> Result<(Token, Taken), LockError> {
-    let nodes = client.nodes;
-    // One subscription per master, made after the first lost round.
-    let mut tickets: Vec<WaitTicket> = Vec::new();
-    let mut unheard_before = false;
-    for _ in 0..MAX_ROUNDS {
-        client.shutdown.check_open(names.lock())?;
-        let token = new_token();
-        let round = acquire_round(nodes, redlock, names, &token, options).await?;
-        // A round that heard no master at all says nothing of the masters: a process
-        // stalled past the node timeout (a busy machine, a starved thread) reads no reply,
-        // and every master seems silent at once. It is tried again at once (after giving
-        // back what the silent masters may have granted); two in a row are a verdict.
-        let unheard = round.answered.iter().all(|answered| !answered);
-        if unheard && !unheard_before && !options.wait.is_zero() && Instant::now() < deadline {
-            unheard_before = true;
-            give_back(nodes, redlock, names, &token, &round.answered).await;
-            continue;
-        }
-        unheard_before = unheard;
-        if won(&round, redlock, options.ttl)
-            && let Some(taken) =
-                take_won(&client, redlock, names, options, (&token, &round)).await?
-        {
-            tracing::debug!(
-                key = %names.lock(),
-                granted = round.granted,
-                waited_ms = started.elapsed().as_millis() as u64,
-                "lock acquired on a quorum"
-            );
-            return Ok((token, taken));
-        }
-        if let Some(err) = give_back_lost(nodes, redlock, names, &token, &round).await {
-            return Err(err);
-        }
-        if let Some(err) = lost_for_good(&round, names.lock(), options, started, deadline) {
-            return Err(err);
-        }
-        if tickets.is_empty() {
-            // Subscribe, then try again at once: a release in between would go unheard.
-            tickets = subscribe(redlock, names, deadline).await;
-            continue;
-        }
-        pause_after(&client, &round, &tickets, names.lock(), deadline).await;
-    }
-    Err(LockError::timeout(names.lock(), started.elapsed()))
-}
-
 /// Gives back what a lost round may have granted: every grant, also on masters that seemed
 /// to fail (their grant may only have been late). Silently: announcing it would wake every
 /// waiter into the next split of the votes. Only the masters that answered the round are
 /// waited for (a silent one would add its response timeout). Returns the error that ends
 /// the call when no majority answered.
-async fn give_back_lost(
+pub(crate) async fn give_back_lost(
     nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,
@@ -158,49 +101,10 @@ async fn give_back_lost(
     no_quorum
 }
 
-/// The pause after a lost round, before the next: a random one after a split vote (waiters
-/// woken by one release took a master each), which breaks the symmetry as the reference
-/// algorithm does, or after a round this process was too late to read; else a park until
-/// the first release message of any master, the holder's lease (a crashed holder publishes
-/// nothing), or the wait's end. A shutdown ends either (the next round's check fails).
-async fn pause_after(
-    client: &Masters<'_>,
-    round: &Round,
-    tickets: &[WaitTicket],
-    key: &str,
-    deadline: Instant,
-) {
-    let interrupted = client.interrupt.notified();
-    tokio::pin!(interrupted);
-    interrupted.as_mut().enable();
-    if client.shutdown.check_open(key).is_err() {
-        return;
-    }
-    let left = deadline.saturating_duration_since(Instant::now());
-    if round.granted > 0 || round.late {
-        tokio::select! {
-            () = tokio::time::sleep(jitter().min(left)) => {}
-            () = &mut interrupted => {}
-        }
-        return;
-    }
-    let park = round
-        .held_for
-        .unwrap_or(MAX_PARK)
-        .clamp(Duration::from_millis(1), MAX_PARK)
-        .saturating_add(jitter())
-        .min(left);
-    let woken = tickets.iter().map(|ticket| Box::pin(ticket.wait(park)));
-    tokio::select! {
-        _ = futures_util::future::select_all(woken) => {}
-        () = &mut interrupted => {}
-    }
-}
-
 /// What a round that a majority granted gives: the lock, unless the client shut down
 /// meanwhile (the grants are given back) or, with fencing, too few masters took the
 /// fence in time (`None`: the next round decides).
-async fn take_won(
+pub(crate) async fn take_won(
     client: &Masters<'_>,
     redlock: &Redlock,
     names: &KeyNames,
@@ -227,33 +131,9 @@ async fn take_won(
     }))
 }
 
-/// The error that ends a wait after a lost round that a majority answered: `Busy` for a
-/// try-once caller, `Timeout` once the wait ran out. (A round without a majority of answers
-/// fails the call at once with `NoQuorum`: only "held by another owner" is worth waiting
-/// for.)
-fn lost_for_good(
-    round: &Round,
-    key: &str,
-    options: &LockOptions,
-    started: Instant,
-    deadline: Instant,
-) -> Option<LockError> {
-    let now = Instant::now();
-    if options.wait.is_zero() && round.held_for.is_some() {
-        return Some(LockError::Busy {
-            key: key.to_owned(),
-        });
-    }
-    (options.wait.is_zero() || now >= deadline).then(|| LockError::timeout(key, now - started))
-}
-
-/// A bound on the rounds of one wait, far above what any wait makes (each round but the
-/// first is preceded by a park or a subscription).
-const MAX_ROUNDS: u32 = 1_000_000;
-
 /// The longest a Redlock waiter parks without trying again, should a release message be
 /// lost (a master's subscription reconnecting, a foreign client releasing).
-const MAX_PARK: Duration = Duration::from_secs(1);
+pub(crate) const MAX_PARK: Duration = Duration::from_secs(1);
 
 /// Registers this process's waiter on every master's release channel for the key and
 /// subscribes, all at once (each master's reconciler on its own connection), and returns
@@ -262,7 +142,11 @@ const MAX_PARK: Duration = Duration::from_secs(1);
 /// whose subscription fails or is slow (a silent master answers nothing until its
 /// connection times out) is not waited for: its subscription goes on in the background,
 /// and the others' messages and the park's cap still wake us.
-async fn subscribe(redlock: &Redlock, names: &KeyNames, deadline: Instant) -> Vec<WaitTicket> {
+pub(crate) async fn subscribe(
+    redlock: &Redlock,
+    names: &KeyNames,
+    deadline: Instant,
+) -> Vec<WaitTicket> {
     use futures_util::StreamExt as _;
     let tickets: Vec<WaitTicket> = redlock
         .wakeups
@@ -313,7 +197,7 @@ pub(crate) struct Round {
 /// known (a majority granted, or so many masters hold the key for another owner that no
 /// majority can grant it) the other masters get a short grace only, so a silent minority
 /// costs next to nothing; the round's requests end with it.
-async fn acquire_round(
+pub(crate) async fn acquire_round(
     nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,
@@ -489,7 +373,7 @@ pub(crate) async fn retake(
 }
 
 /// Whether a round holds the lock: a majority granted it and the lease is still valid.
-fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
+pub(crate) fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
     round.granted >= redlock.quorum && Instant::now() < validity(round.sent, ttl)
 }
 
@@ -558,7 +442,7 @@ pub(crate) async fn release_all(
 
 /// Gives back a lost round's grants on every master, waiting only for the masters that
 /// answered the round (`answered`): a silent one gets the command in the background.
-async fn give_back(
+pub(crate) async fn give_back(
     nodes: &[Connection],
     redlock: &Redlock,
     names: &KeyNames,

@@ -1,0 +1,192 @@
+//! A process's wait for a lock held on a majority of independent masters (Redlock), through
+//! the one wait loop ([`wait::wait`]): each try is a round on every master
+//! (`topology/redlock.rs`), the subscription is one per master, and a park lasts until
+//! the first release message of any master, the holder's lease, or the wait's end. A
+//! round lost to a split vote (waiters woken together took a master each), or read late by
+//! a starved process, is followed by a random pause instead, which breaks the symmetry as
+//! the reference algorithm does: there is no queue across independent masters.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::LockError;
+use crate::lease::{Taken, Token, jitter, new_token};
+use crate::options::LockOptions;
+use crate::queue::wait::{self, Step, Waiting};
+use crate::scripts::KeyNames;
+use crate::topology::redlock::{
+    MAX_PARK, Masters, Redlock, Round, acquire_round, give_back, give_back_lost, subscribe,
+    take_won, won,
+};
+use crate::wakeups::WaitTicket;
+
+/// Takes the lock `names` on a majority of the masters within the wait `window` (its
+/// start and end), as the process's leading task (its other tasks wait in the local
+/// queue). Returns the token and when its round was sent.
+pub(crate) async fn acquire(
+    masters: Masters<'_>,
+    redlock: &Redlock,
+    names: &KeyNames,
+    options: &LockOptions,
+    window: (Instant, Instant),
+) -> Result<(Token, Taken), LockError> {
+    let mut waiter = QuorumWait {
+        masters,
+        redlock,
+        names,
+        options,
+        window,
+        tickets: Vec::new(),
+        unheard_before: false,
+        pause: Pause::Park,
+    };
+    wait::wait(&mut waiter).await
+}
+
+/// How a waiter pauses after a lost round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pause {
+    /// Until a release message of any master (or the park's bound).
+    Park,
+    /// A random pause, deaf to messages: after a split vote, or a round read late.
+    Scatter,
+}
+
+/// One waiter's wait on the masters.
+struct QuorumWait<'a> {
+    masters: Masters<'a>,
+    redlock: &'a Redlock,
+    names: &'a KeyNames,
+    options: &'a LockOptions,
+    /// When the wait started, and when it ends.
+    window: (Instant, Instant),
+    /// One release-message ticket per master, made after the first lost round.
+    tickets: Vec<WaitTicket>,
+    /// The last round heard no master at all.
+    unheard_before: bool,
+    /// How the next pause goes.
+    pause: Pause,
+}
+
+impl QuorumWait<'_> {
+    /// The error that ends a try-once caller's wait after a lost round that a majority
+    /// answered: `Busy` when another owner holds the key, else `Timeout` (a split vote, a
+    /// late round). (A round without a majority of answers failed at once with `NoQuorum`.)
+    fn once_lost(&self, round: &Round) -> LockError {
+        let key = self.names.lock();
+        if round.held_for.is_some() {
+            return LockError::Busy {
+                key: key.to_owned(),
+            };
+        }
+        LockError::timeout(key, self.window.0.elapsed())
+    }
+}
+
+impl Waiting for QuorumWait<'_> {
+    type Taken = (Token, Taken);
+
+    /// One round on every master: the lock when a majority granted it in time; else the
+    /// grants given back, and how long to pause before the next round.
+    async fn attempt(&mut self) -> Result<Step<Self::Taken>, LockError> {
+        let (names, redlock, options) = (self.names, self.redlock, self.options);
+        let (started, deadline) = self.window;
+        let nodes = self.masters.nodes;
+        self.masters.shutdown.check_open(names.lock())?;
+        let token = new_token();
+        let round = acquire_round(nodes, redlock, names, &token, options).await?;
+        // A round that heard no master at all says nothing of the masters: a process
+        // stalled past the node timeout (a busy machine, a starved thread) reads no reply,
+        // and every master seems silent at once. It is tried again at once (after giving
+        // back what the silent masters may have granted); two in a row are a verdict.
+        let unheard = round.answered.iter().all(|answered| !answered);
+        if unheard && !self.unheard_before && !options.wait.is_zero() && Instant::now() < deadline {
+            self.unheard_before = true;
+            give_back(nodes, redlock, names, &token, &round.answered).await;
+            return Ok(Step::Again);
+        }
+        self.unheard_before = unheard;
+        if won(&round, redlock, options.ttl)
+            && let Some(taken) =
+                take_won(&self.masters, redlock, names, options, (&token, &round)).await?
+        {
+            tracing::debug!(
+                key = %names.lock(),
+                granted = round.granted,
+                waited_ms = started.elapsed().as_millis() as u64,
+                "lock acquired on a quorum"
+            );
+            return Ok(Step::Done((token, taken)));
+        }
+        if let Some(err) = give_back_lost(nodes, redlock, names, &token, &round).await {
+            return Err(err);
+        }
+        if options.wait.is_zero() {
+            return Err(self.once_lost(&round));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if round.granted > 0 || round.late {
+            self.pause = Pause::Scatter;
+            return Ok(Step::Park(jitter().min(left)));
+        }
+        self.pause = Pause::Park;
+        let park = (round.held_for.unwrap_or(MAX_PARK))
+            .clamp(Duration::from_millis(1), MAX_PARK)
+            .saturating_add(jitter())
+            .min(left);
+        Ok(Step::Park(park))
+    }
+
+    fn bounds(&self) -> (&str, bool, Instant, Instant) {
+        let (started, deadline) = self.window;
+        (
+            self.names.lock(),
+            self.options.wait.is_zero(),
+            started,
+            deadline,
+        )
+    }
+
+    fn ticket(&self) -> Option<&WaitTicket> {
+        self.tickets.first()
+    }
+
+    /// Registers on every master's release channel, once (a master whose subscription
+    /// failed is not asked again: the others' messages and the park's bound still wake
+    /// us); true the first time, so that the next round follows at once.
+    async fn subscribe(&mut self) -> bool {
+        if !self.tickets.is_empty() {
+            return false;
+        }
+        self.tickets = subscribe(self.redlock, self.names, self.window.1).await;
+        true
+    }
+
+    /// The pause `retry_in` long at most: a random one deaf to messages after a split vote
+    /// or a late round, else a park until the first release message of any master. A
+    /// shutdown ends either (the next round's check fails).
+    async fn park(&mut self, retry_in: Duration) {
+        let interrupted = self.masters.interrupt.notified();
+        tokio::pin!(interrupted);
+        interrupted.as_mut().enable();
+        if self.masters.shutdown.check_open(self.names.lock()).is_err() {
+            return;
+        }
+        if self.pause == Pause::Scatter || self.tickets.is_empty() {
+            tokio::select! {
+                () = tokio::time::sleep(retry_in) => {}
+                () = &mut interrupted => {}
+            }
+            return;
+        }
+        let woken = self
+            .tickets
+            .iter()
+            .map(|ticket| Box::pin(ticket.wait(retry_in)));
+        tokio::select! {
+            _ = futures_util::future::select_all(woken) => {}
+            () = &mut interrupted => {}
+        }
+    }
+}
