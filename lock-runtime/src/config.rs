@@ -9,24 +9,6 @@ use redis::cluster::ClusterClientBuilder;
 
 use tls_files::TlsFiles;
 
-/// Builder methods of [`Config`] that each set one field from their arguments:
-/// `name(args) => field = value;` is `pub fn name(mut self, args) -> Self`, with its docs
-/// and attributes.
-macro_rules! setters {
-    ($(
-        $(#[$attr:meta])*
-        $name:ident($($arg:ident: $ty:ty),*) => $($field:ident).+ = $value:expr;
-    )+) => {
-        impl Config {$(
-            $(#[$attr])*
-            pub fn $name(mut self, $($arg: $ty),*) -> Self {
-                self.$($field).+ = $value;
-                self
-            }
-        )+}
-    };
-}
-
 #[cfg(feature = "sentinel")]
 pub(crate) mod primary_settings;
 mod replicas;
@@ -405,7 +387,7 @@ impl Config {
     }
 }
 
-setters! {
+impl Config {
     /// For `rediss://` URLs: trust the certificate authority in `pem` (PEM bytes, one or
     /// more certificates) for the server's certificate, instead of the system's trust
     /// store. Needs the feature `tls-rustls` or `tls-native-tls`. Bytes that hold no
@@ -420,7 +402,10 @@ setters! {
     ///     .tls_ca_cert(std::fs::read("/etc/redis/ca.crt")?);
     /// # let _ = config; Ok(()) }
     /// ```
-    tls_ca_cert(pem: impl Into<Vec<u8>>) => tls.ca_cert = Some(pem.into());
+    pub fn tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca_cert = Some(pem.into());
+        self
+    }
 
     /// For `rediss://` URLs: present this client certificate (PEM chain) and private key
     /// (PEM, PKCS#8 or RSA/SEC1) to the server, for servers that require mutual TLS
@@ -442,8 +427,14 @@ setters! {
     ///     );
     /// # let _ = config; Ok(()) }
     /// ```
-    tls_client_cert(cert_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>)
-        => tls.client_cert = Some((cert_pem.into(), key_pem.into()));
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_cert = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
 
     /// In Redlock mode, how long one master may take to answer an acquire or a renewal
     /// before it counts as failed (default 100 ms). Keep it small against your ttls: grants
@@ -453,10 +444,16 @@ setters! {
     /// `NoQuorum`, whatever the response timeout.
     #[cfg(feature = "redlock")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redlock")))]
-    node_timeout(timeout: Duration) => node_timeout = timeout;
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
 
     /// Puts `prefix` in front of every lock key in Redis (none by default).
-    key_prefix(prefix: impl Into<String>) => key_prefix = prefix.into();
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
 
     /// Adds a `key` label to every metric (feature `metrics`, see [`crate::telemetry`]):
     /// `label` derives it from the lock's Redis key (with [`key_prefix`](Config::key_prefix)).
@@ -472,16 +469,28 @@ setters! {
     ///     .metrics_key_label(|key| key.split(':').next().unwrap_or_default().to_owned());
     /// # let _ = config;
     /// ```
-    metrics_key_label(label: crate::telemetry::KeyLabel) => metrics_key_label = Some(label);
+    pub fn metrics_key_label(mut self, label: crate::telemetry::KeyLabel) -> Self {
+        self.metrics_key_label = Some(label);
+        self
+    }
 
     /// How many multiplexed connections to spread commands over (at least 1; default 1).
-    pool_size(size: usize) => pool_size = size.max(1);
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
 
     /// How long one connection attempt may take before it fails (default 2 s).
-    connect_timeout(timeout: Duration) => connect_timeout = timeout;
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
 
     /// How long one command may wait for its reply before it fails (default 2 s).
-    response_timeout(timeout: Duration) => response_timeout = timeout;
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
 
     /// How many times in a row a lock passes between tasks of this process without Redis
     /// (default [`DEFAULT_LOCAL_PASSES`]). The tasks of a process that want the same key
@@ -502,12 +511,18 @@ setters! {
     ///     .local_pass_time(Duration::from_millis(10));
     /// # let _ = config;
     /// ```
-    local_passes(passes: u32) => local_passes = passes;
+    pub fn local_passes(mut self, passes: u32) -> Self {
+        self.local_passes = passes;
+        self
+    }
 
     /// How long a process keeps passing a lock between its own tasks, from when it took the
     /// lock in Redis, before the next process gets it (default
     /// [`DEFAULT_LOCAL_PASS_TIME`]; see [`local_passes`](Config::local_passes)).
-    local_pass_time(time: Duration) => local_pass_time = time;
+    pub fn local_pass_time(mut self, time: Duration) -> Self {
+        self.local_pass_time = time;
+        self
+    }
 
     /// How long a contended key is left free, now and then, for clients that do not queue
     /// (default [`DEFAULT_FOREIGN_WINDOW`]; zero: never).
@@ -551,7 +566,10 @@ setters! {
     /// let ours_only = Config::single("redis://127.0.0.1:6379").foreign_window(Duration::ZERO);
     /// # let _ = (config, ours_only);
     /// ```
-    foreign_window(window: Duration) => foreign_window = window;
+    pub fn foreign_window(mut self, window: Duration) -> Self {
+        self.foreign_window = window;
+        self
+    }
 
     /// How long Redis may stay unreachable before acquisitions stop waiting for it
     /// (default [`DEFAULT_OUTAGE_GRACE`], 1 s).
@@ -578,7 +596,10 @@ setters! {
     /// let config = Config::single("redis://127.0.0.1:6379").outage_grace(Duration::from_secs(3));
     /// # let _ = config;
     /// ```
-    outage_grace(grace: Duration) => outage_grace = grace;
+    pub fn outage_grace(mut self, grace: Duration) -> Self {
+        self.outage_grace = grace;
+        self
+    }
 
     /// The lease of every lock taken through this client that sets no `ttl` (attribute or
     /// builder; default 30 s): ShedLock's `defaultLockAtMostFor`. Checked as
@@ -592,9 +613,15 @@ setters! {
     ///     .default_wait(Duration::ZERO);
     /// # let _ = config;
     /// ```
-    default_ttl(ttl: Duration) => lock_defaults.ttl = Some(ttl);
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.lock_defaults.ttl = Some(ttl);
+        self
+    }
 
     /// How long every lock taken through this client that sets no `wait` waits for a held
     /// key (default 10 s; zero tries once). An explicit `wait` wins.
-    default_wait(wait: Duration) => lock_defaults.wait = Some(wait);
+    pub fn default_wait(mut self, wait: Duration) -> Self {
+        self.lock_defaults.wait = Some(wait);
+        self
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::replicas::Replicas;
 
-setters! {
+impl Config {
     /// Grants that wait for replicas: every write that grants or extends a lease counts
     /// only once `replicas` replicas of the primary that took it have it, as `WAIT replicas
     /// timeout` reports (default: off, `replicas` 0).
@@ -62,8 +62,10 @@ setters! {
     ///     .wait_for_replicas(1, Duration::from_millis(50));
     /// # let _ = config;
     /// ```
-    wait_for_replicas(replicas: u32, timeout: Duration)
-        => replicas = Replicas::new(replicas, timeout);
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = Replicas::new(replicas, timeout);
+        self
+    }
 
     /// Durable grants: every write that grants or extends a lease counts only once it is
     /// in the primary's own append-only file (`local`) and in those of `replicas` replicas,
@@ -91,6 +93,8 @@ setters! {
     ///     .wait_for_aof(true, 0, Duration::from_millis(100));
     /// # let _ = config;
     /// ```
-    wait_for_aof(local: bool, replicas: u32, timeout: Duration)
-        => replicas = Replicas::aof(local, replicas, timeout);
+    pub fn wait_for_aof(mut self, local: bool, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = Replicas::aof(local, replicas, timeout);
+        self
+    }
 }

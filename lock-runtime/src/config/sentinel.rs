@@ -82,7 +82,7 @@ impl Config {
     }
 }
 
-setters! {
+impl Config {
     /// Sentinel mode: the data nodes' password (Redis `requirepass`, the default user),
     /// when it is not the sentinels' (their URLs carry theirs). See
     /// [`primary_auth`](Self::primary_auth) for an ACL user.
@@ -98,8 +98,13 @@ setters! {
     /// # let _ = config;
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    primary_password(password: impl Into<String>)
-        => primary.auth = Some(Credentials { username: None, password: password.into() });
+    pub fn primary_password(mut self, password: impl Into<String>) -> Self {
+        self.primary.auth = Some(Credentials {
+            username: None,
+            password: password.into(),
+        });
+        self
+    }
 
     /// Sentinel mode: the ACL user and password for the data nodes, when they are not the
     /// sentinels' (their URLs carry theirs). The sentinels themselves need
@@ -113,14 +118,23 @@ setters! {
     /// # let _ = config;
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    primary_auth(username: impl Into<String>, password: impl Into<String>)
-        => primary.auth = Some(Credentials {
+    pub fn primary_auth(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.primary.auth = Some(Credentials {
             username: Some(username.into()),
             password: password.into(),
         });
+        self
+    }
 
     /// Sentinel mode: reach the primary over plain TCP even though the sentinel URLs are
     /// `rediss://`.
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    primary_without_tls() => primary.tls = Some(PrimaryTls::Off);
+    pub fn primary_without_tls(mut self) -> Self {
+        self.primary.tls = Some(PrimaryTls::Off);
+        self
+    }
 }

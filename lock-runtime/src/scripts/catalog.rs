@@ -77,13 +77,6 @@ pub(crate) const RENEWAL: &[&str] = &[SHARED[0], SHARED[1], SHARED[2]];
 /// The read-write lock's readers.
 pub(crate) const READERS: &[&str] = &[SHARED[3]];
 
-/// A file of `lua/`.
-macro_rules! lua {
-    ($file:literal) => {
-        include_str!(concat!("../lua/", $file))
-    };
-}
-
 // Each script is a function of one library (`library.rs`), called by `FCALL` where the
 // server has Functions, and a text of its own for `EVALSHA` elsewhere: the shared files it
 // turns to (most the prelude: server time, fence counter, queue book-keeping; the scripts
@@ -92,7 +85,8 @@ macro_rules! lua {
 // renewal; the read-write lock's scripts the set of readers), then its own part.
 
 /// Fair `SET NX PX` with a token (and a fence): `{1, fence}` or `{0, wait_ms}`.
-pub(crate) static ACQUIRE: LuaScript = LuaScript::new("acquire", "", PRELUDE, lua!("acquire.lua"));
+pub(crate) static ACQUIRE: LuaScript =
+    LuaScript::new("acquire", "", PRELUDE, include_str!("../lua/acquire.lua"));
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 /// For a permit's token: gives the permit back (1, or 0 when its lease had ended). The
@@ -100,47 +94,69 @@ pub(crate) static ACQUIRE: LuaScript = LuaScript::new("acquire", "", PRELUDE, lu
 /// definitions, which it does not need.
 pub(crate) static RELEASE: LuaScript = LuaScript::new(
     "release",
-    lua!("release_uncontended.lua"),
+    include_str!("../lua/release_uncontended.lua"),
     PERMITS,
-    lua!("release.lua"),
+    include_str!("../lua/release.lua"),
 );
 
 /// Compare-and-PEXPIRE; 1 renewed, 0 token gone. Also confirms a direct grant. For a
 /// permit's token: renews the permit.
-pub(crate) static RENEW: LuaScript = LuaScript::new("renew", "", RENEWAL, lua!("renew.lua"));
+pub(crate) static RENEW: LuaScript =
+    LuaScript::new("renew", "", RENEWAL, include_str!("../lua/renew.lua"));
 
 /// `RENEW` for many leases in one call (the watchdog's batches): one reply per lease.
-pub(crate) static RENEW_MANY: LuaScript =
-    LuaScript::new("renew_many", "", RENEWAL, lua!("renew_many.lua"));
+pub(crate) static RENEW_MANY: LuaScript = LuaScript::new(
+    "renew_many",
+    "",
+    RENEWAL,
+    include_str!("../lua/renew_many.lua"),
+);
 
 /// A task takes over its process's lock with a new expiry and, with fencing, a fresh fence.
-pub(crate) static RETAKE: LuaScript = LuaScript::new("retake", "", PRELUDE, lua!("retake.lua"));
+pub(crate) static RETAKE: LuaScript =
+    LuaScript::new("retake", "", PRELUDE, include_str!("../lua/retake.lua"));
 
 /// Redlock with fencing: raises a master's fence counter to the holder's token, owner-checked;
 /// 1 raised, 0 token gone.
 #[cfg_attr(not(feature = "redlock"), allow(dead_code))]
-pub(crate) static RAISE_FENCE: LuaScript =
-    LuaScript::new("raise_fence", "", &[], lua!("raise_fence.lua"));
+pub(crate) static RAISE_FENCE: LuaScript = LuaScript::new(
+    "raise_fence",
+    "",
+    &[],
+    include_str!("../lua/raise_fence.lua"),
+);
 
 /// A reader takes its share: 1 taken, 0 the quick path is closed, -1 the gate is gone.
-pub(crate) static READ: LuaScript = LuaScript::new("read", "", READERS, lua!("rw_read.lua"));
+pub(crate) static READ: LuaScript =
+    LuaScript::new("read", "", READERS, include_str!("../lua/rw_read.lua"));
 
 /// A reader gives its share back, waking a writer that waits for the last reader.
-pub(crate) static READ_RELEASE: LuaScript =
-    LuaScript::new("read_release", "", READERS, lua!("rw_read_release.lua"));
+pub(crate) static READ_RELEASE: LuaScript = LuaScript::new(
+    "read_release",
+    "",
+    READERS,
+    include_str!("../lua/rw_read_release.lua"),
+);
 
 /// A writer holding the lock key asks whether the readers have left.
-pub(crate) static WRITE_READY: LuaScript =
-    LuaScript::new("write_ready", "", READERS, lua!("rw_write_ready.lua"));
+pub(crate) static WRITE_READY: LuaScript = LuaScript::new(
+    "write_ready",
+    "",
+    READERS,
+    include_str!("../lua/rw_write_ready.lua"),
+);
 
 /// Reads a lock key and its auxiliary keys; writes nothing.
-pub(crate) static INSPECT: LuaScript = LuaScript::new("inspect", "", &[], lua!("inspect.lua"));
+pub(crate) static INSPECT: LuaScript =
+    LuaScript::new("inspect", "", &[], include_str!("../lua/inspect.lua"));
 
 /// Refreshes a process's liveness key and says which watched ones are gone.
-pub(crate) static ALIVE: LuaScript = LuaScript::new("alive", "", &[], lua!("alive.lua"));
+pub(crate) static ALIVE: LuaScript =
+    LuaScript::new("alive", "", &[], include_str!("../lua/alive.lua"));
 
 /// A waiter leaves the queue (of a lock or a semaphore).
-pub(crate) static LEAVE: LuaScript = LuaScript::new("leave", "", PERMITS, lua!("leave.lua"));
+pub(crate) static LEAVE: LuaScript =
+    LuaScript::new("leave", "", PERMITS, include_str!("../lua/leave.lua"));
 
 /// Takes one of a semaphore's permits, fairly: `{1, 0}`, `{0, wait_ms}`, `{-1, recorded
 /// permits}` on a permit count other than the holders', `{-2, 0}` on a key that is not a
@@ -149,16 +165,24 @@ pub(crate) static SEMAPHORE_ACQUIRE: LuaScript = LuaScript::new(
     "semaphore_acquire",
     "",
     PERMITS,
-    lua!("semaphore_acquire.lua"),
+    include_str!("../lua/semaphore_acquire.lua"),
 );
 
 /// An operator takes a lock away from its holder and wakes the queue (`force_release.rs`).
-pub(crate) static FORCE_RELEASE: LuaScript =
-    LuaScript::new("force_release", "", PERMITS, lua!("force_release.lua"));
+pub(crate) static FORCE_RELEASE: LuaScript = LuaScript::new(
+    "force_release",
+    "",
+    PERMITS,
+    include_str!("../lua/force_release.lua"),
+);
 
 /// A process keeps its waiters' places in a queue.
-pub(crate) static KEEPALIVE: LuaScript =
-    LuaScript::new("keepalive", "", PRELUDE, lua!("keepalive.lua"));
+pub(crate) static KEEPALIVE: LuaScript = LuaScript::new(
+    "keepalive",
+    "",
+    PRELUDE,
+    include_str!("../lua/keepalive.lua"),
+);
 
 /// Every script, in the library's order.
 pub(super) static ALL: [&LuaScript; 15] = [
