@@ -10,22 +10,26 @@ use std::time::Duration;
 /// Functions guarded by `#[distributed_lock]` return these through their own error
 /// type (`E: From<LockError>`), and the body does not run.
 ///
-/// `Display` says what failed, for which key, and the fix when there is one; it never
-/// repeats the underlying cause, which [`source()`](std::error::Error::source) returns
-/// instead. Printing the chain (as `anyhow`, `eyre` or `{:#}` reporters do) therefore names
-/// each cause once:
+/// `Display` says what failed, for which key, why, and the fix when there is one: a
+/// variant that wraps an error of the Redis client names that error's text, so `{err}` in a
+/// log line is enough:
 ///
 /// ```text
-/// lock `stock:7`: the request to Redis failed (Redis unreachable or answering with an error)
-/// caused by: Connection refused (os error 111)
+/// lock `stock:7`: the request to Redis failed: Redis server 127.0.0.1:6379: Connection refused (os error 111)
 /// ```
+///
+/// Because `Display` already prints the cause, [`source()`](std::error::Error::source)
+/// returns only what that text does not say (the cause's own cause, if it has one), so
+/// printing the chain (as `anyhow`, `eyre` or `{:#}` reporters do) names each cause once.
+/// The Redis client's error itself stays in the variant's `source` field, for code that
+/// inspects it (`is_connection_refusal()`, `kind()`, ...).
 ///
 /// | variant | when | what to do | with `axum` |
 /// |---|---|---|---|
 /// | [`Busy`](Self::Busy) | another owner holds the key and `wait` is zero | nothing: the duplicate is refused, as a dedup or a run-once job wants | 429 |
 /// | [`Timeout`](Self::Timeout) | the key was still held when `wait` ran out | retry later; raise `wait` or shorten the critical section if it is frequent | 503, `Retry-After: 1` |
 /// | [`Lost`](Self::Lost) | the lease was lost while the body ran (`on_lost = "cancel"`), or the release found another owner; `cause` says how | the body's effects may have happened without the lock: check them, and use fencing where two holders would corrupt data | 503 |
-/// | [`Backend`](Self::Backend) | Redis unreachable or failing (a typed error within the connect timeout, never a hang) | retry later; `source()` is the I/O error or Redis reply | 503, `Retry-After: 1` |
+/// | [`Backend`](Self::Backend) | Redis unreachable or failing (a typed error within the connect timeout, never a hang) | retry later; the message names the cause (the I/O error or the Redis reply) | 503, `Retry-After: 1` |
 /// | [`ReleaseGaveUp`](Self::ReleaseGaveUp) | a release kept failing until its time ran out: the key expires by its ttl | nothing to undo; the others wait at most the rest of the ttl | 503, `Retry-After: 1` |
 /// | [`NoQuorum`](Self::NoQuorum) | Redlock: fewer than N/2+1 masters answered; `failures` says what the others said | bring the failed masters back; retry later | 503, `Retry-After: 1` |
 /// | [`NotReplicated`](Self::NotReplicated) | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas): too few replicas confirmed the grant in time (it was undone) | check the replicas and their lag; retry later | 503, `Retry-After: 1` |
@@ -33,7 +37,7 @@ use std::time::Duration;
 /// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
 /// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer | fix the configuration; `reason` says how | 500 |
 /// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
-/// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; `source()` says why | 500 |
+/// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; the message says why | 500 |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum LockError {
@@ -61,9 +65,9 @@ pub enum LockError {
     },
     /// Redis could not be reached, or answered with an error.
     ///
-    /// [`source()`](std::error::Error::source) is the cause: for a connection failure the
-    /// I/O error itself (redis-rs' error only repeats its text), else the redis-rs error.
-    /// The redis-rs error is in the `source` field for code that inspects it.
+    /// The message names the cause: for a connection failure the I/O error (with the
+    /// server's address), else the Redis reply or the client's error. The redis-rs error
+    /// is in the `source` field for code that inspects it.
     Backend {
         /// The Redis key of the lock (empty when no key was involved).
         key: String,
@@ -74,8 +78,8 @@ pub enum LockError {
     /// or no answer until its time ran out (the lease's validity point, 2 s at most): it
     /// gave up, and the lock ends by itself when its ttl runs out. One outcome, whatever
     /// the last error was (in a cluster under resharding or failover: `TRYAGAIN`, `MOVED`
-    /// to a dead node, `ASK`, or a timeout); [`source()`](std::error::Error::source) is
-    /// that last error.
+    /// to a dead node, `ASK`, or a timeout); the message names that last error, and the
+    /// `source` field holds it.
     ReleaseGaveUp {
         /// The Redis key of the lock.
         key: String,
@@ -152,8 +156,8 @@ pub enum LockError {
         key: String,
     },
     /// The Redis client rejected the configured URL(s): a malformed URL, an unknown
-    /// scheme, TLS asked for but not compiled in. [`source()`](std::error::Error::source)
-    /// is the client's error.
+    /// scheme, TLS asked for but not compiled in. The message names the client's reason;
+    /// the `source` field holds its error.
     InvalidUrl {
         /// The URL (or, for Redlock and cluster, the URLs) as configured.
         url: String,
@@ -181,14 +185,13 @@ impl fmt::Display for LockError {
                 if !key.is_empty() {
                     write!(f, "lock `{key}`: ")?;
                 }
-                f.write_str(
-                    "the request to Redis failed (Redis unreachable or answering with an error)",
-                )
+                fmt::Display::fmt(&self.cause(), f)
             }
-            LockError::ReleaseGaveUp { key, .. } => write!(
+            LockError::ReleaseGaveUp { key, source } => write!(
                 f,
-                "lock `{key}`: the release gave up, Redis did not answer it in time; the key \
-                 expires by its ttl (the last error is the source of this one)"
+                "lock `{key}`: the release gave up, Redis did not answer it in time (last \
+                 error: {}); the key expires by its ttl",
+                redis_cause(source)
             ),
             LockError::NoQuorum { key, .. } => write!(f, "lock `{key}`: {}", self.cause()),
             LockError::NotReplicated { .. } | LockError::NotDurable { .. } => self.fmt_shortfall(f),
@@ -202,10 +205,11 @@ impl fmt::Display for LockError {
                  (lock_runtime::shutdown or LockClient::shutdown was called, or the Tokio \
                  runtime it was created on shut down); take locks before shutting down"
             ),
-            LockError::InvalidUrl { url, .. } => write!(
+            LockError::InvalidUrl { url, source } => write!(
                 f,
-                "lock runtime configuration: the Redis client rejects the URL `{url}`; fix \
-                 REDIS_URL or the URLs given to `Config` (e.g. redis://127.0.0.1:6379)"
+                "lock runtime configuration: the Redis client rejects the URL `{url}`: {}; \
+                 fix REDIS_URL or the URLs given to `Config` (e.g. redis://127.0.0.1:6379)",
+                redis_cause(source)
             ),
         }
     }
@@ -252,12 +256,14 @@ impl LockError {
     }
 }
 
+/// `Display` prints the Redis client's error (see [`redis_cause`]), so the chain goes on
+/// from what that text does not say: its own cause, if it has one.
 impl std::error::Error for LockError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             LockError::Backend { source, .. }
             | LockError::ReleaseGaveUp { source, .. }
-            | LockError::InvalidUrl { source, .. } => Some(redis_cause(source)),
+            | LockError::InvalidUrl { source, .. } => redis_cause(source).source(),
             _ => None,
         }
     }
@@ -289,10 +295,10 @@ impl fmt::Display for Cause<'_> {
     }
 }
 
-/// The cause to report for a redis-rs error. redis-rs' error for an I/O, server or parse
+/// The cause to print for a redis-rs error. redis-rs' error for an I/O, server or parse
 /// failure displays its inner error's text verbatim and returns that error as its own
-/// `source()`: reporting both would print the same text twice, so the inner error stands
-/// for it. Its other kinds (its own descriptions) are reported as they are.
+/// `source()`: the inner error stands for both. Its other kinds (its own descriptions) are
+/// printed as they are.
 fn redis_cause(err: &redis::RedisError) -> &(dyn std::error::Error + 'static) {
     use std::error::Error as _;
     err.source().unwrap_or(err)
