@@ -35,7 +35,7 @@ use std::time::Duration;
 /// | [`NotReplicated`](Self::NotReplicated) | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas): too few replicas confirmed the grant in time (it was undone) | check the replicas and their lag; retry later | 503, `Retry-After: 1` |
 /// | [`NotDurable`](Self::NotDurable) | with [`Config::wait_for_aof`](crate::Config::wait_for_aof): the grant was not in the append-only files asked for in time (it was undone) | check the primary's and replicas' AOF (`appendonly`, disk latency); retry later | 503, `Retry-After: 1` |
 /// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
-/// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer | fix the configuration; `reason` says how | 500 |
+/// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer, a server that refuses the `WAIT`/`WAITAOF` a grant needs | fix the configuration; `reason` says how | 500 |
 /// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
 /// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; the message says why | 500 |
 #[derive(Debug, Clone)]
@@ -143,7 +143,9 @@ pub enum LockError {
         reason: String,
     },
     /// The runtime is misconfigured: `init` twice, an out-of-range
-    /// option. A configuration the Redis client itself rejects (a bad URL) is
+    /// option, or a server that cannot give what the configuration asks for (a grant's
+    /// `WAITAOF` refused under `appendonly no`: `reason` names the key, the server's
+    /// reply and the fix). A configuration the Redis client itself rejects (a bad URL) is
     /// [`LockError::InvalidUrl`], with the client's error as its source.
     Config {
         /// What is wrong, and how to fix it.

@@ -21,9 +21,15 @@
 
 use std::time::Duration;
 
-use redis::{Cmd, FromRedisValue, ParsingError, RedisResult, Value};
+use redis::{Cmd, FromRedisValue, ParsingError, RedisResult, ServerError, Value};
 
 use crate::error::LockError;
+
+/// What the rule's `WAIT` or `WAITAOF` after a write came to: its answer, or the server's
+/// error reply to the command itself (the write went through). A server that refuses the
+/// command cannot meet the rule: `WAITAOF` asking for the primary's own fsync under
+/// `appendonly no`, a command the server lacks or an ACL denies.
+pub(crate) type Waited = Result<Answer, ServerError>;
 
 /// How many replicas must confirm a grant, and how long to wait for them; with `WAITAOF`,
 /// whether the primary's own append-only file must have it too.
@@ -128,9 +134,44 @@ impl Replicas {
         answer.replicas >= i64::from(self.count) && (self.aof != Some(true) || answer.local >= 1)
     }
 
-    /// The error to give for a write on `key` whose `answer` falls short, if it does.
-    pub(crate) fn judge(&self, key: &str, answer: Answer) -> Option<LockError> {
-        (!self.confirmed(answer)).then(|| self.shortfall(key, answer))
+    /// The error to give for a write on `key` whose `WAIT` falls short or was refused, if
+    /// it does.
+    pub(crate) fn judge(&self, key: &str, waited: Waited) -> Option<LockError> {
+        match waited {
+            Ok(answer) => (!self.confirmed(answer)).then(|| self.shortfall(key, answer)),
+            Err(refusal) => Some(self.refusal(key, &refusal)),
+        }
+    }
+
+    /// The error of a write on `key` after which the server refused the rule's command:
+    /// [`LockError::Config`], since every later write would meet the same refusal (and a
+    /// [`LockError::Backend`] would be retried for ever). It names the server's reason and
+    /// the fix.
+    pub(crate) fn refusal(&self, key: &str, refusal: &ServerError) -> LockError {
+        let (option, command) = self.names();
+        let reason = match refusal.details() {
+            Some(details) => format!("{} {details}", refusal.code()),
+            None => refusal.code().to_owned(),
+        };
+        let fix = if reason.contains("appendonly") {
+            "turn appendonly on (appendonly yes in the server's configuration, or CONFIG SET \
+             appendonly yes), or ask for replicas only (Config::wait_for_aof(false, ..))"
+                .to_owned()
+        } else if reason.contains("unknown command") {
+            format!(
+                "the server lacks {command} (WAITAOF needs Redis 7.2 or later, or Valkey): \
+                 upgrade it, or turn {option} off"
+            )
+        } else if refusal.code() == "NOPERM" {
+            format!("allow {command} to this client's user (ACL), or turn {option} off")
+        } else {
+            format!("make the server accept {command}, or turn {option} off")
+        };
+        LockError::config(format!(
+            "lock `{key}`: {option}: the server refused {command} after the write that \
+             granted or extended the lease ({reason}), so the write does not count (a grant \
+             is given back); {fix}"
+        ))
     }
 
     /// The error of a grant whose `answer` falls short.
@@ -158,7 +199,8 @@ impl Replicas {
     /// command (Redis before 7.2), or, when the rule asks for the primary's own fsync, one
     /// with `appendonly no` (`WAITAOF` then answers every write with an error). Asked on a
     /// connection of its own within `limit`; a server that does not answer then, or refuses
-    /// `CONFIG` (a managed service), is not checked (its first grant fails instead).
+    /// `CONFIG` (a managed service), is not checked (its first grant is refused instead,
+    /// see [`refusal`](Self::refusal)).
     pub(crate) fn check_server(
         &self,
         client: &redis::Client,
@@ -186,13 +228,30 @@ impl Replicas {
         }
     }
 
-    /// `write` followed by this rule's `WAIT`, as one pipeline: its reply reads as the
-    /// write's reply and the rule's answer, `(T, Answer)`.
-    pub(crate) fn pipeline(&self, write: &Cmd) -> redis::Pipeline {
+    /// Sends `write` followed by this rule's `WAIT`, as one pipeline: the write's reply
+    /// (an error reply to the write is the call's error, as if sent alone) and what the
+    /// `WAIT` came to, its refusal included (the write went through: the caller undoes it).
+    pub(crate) async fn send<T: FromRedisValue>(
+        &self,
+        write: &Cmd,
+        connection: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<(T, Waited)> {
         let mut pipe = redis::pipe();
-        pipe.add_command(write.clone())
+        pipe.ignore_errors()
+            .add_command(write.clone())
             .add_command(self.wait_command());
-        pipe
+        let replies: Vec<Value> = pipe.query_async(connection).await?;
+        let mut replies = replies.into_iter();
+        let (Some(reply), Some(waited), None) = (replies.next(), replies.next(), replies.next())
+        else {
+            return Err(ParsingError::from("a write and its WAIT: two replies expected").into());
+        };
+        let reply = T::from_redis_value(reply.extract_error()?)?;
+        let waited = match waited {
+            Value::ServerError(refusal) => Err(refusal),
+            answer => Ok(Answer::from_redis_value(answer)?),
+        };
+        Ok((reply, waited))
     }
 }
 

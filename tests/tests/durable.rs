@@ -120,6 +120,101 @@ async fn the_primarys_own_fsync_without_appendonly_is_refused_when_the_client_is
     assert!(LockClient::new(config(false)).is_ok());
 }
 
+/// The refusal of a durable grant the server cannot give (`appendonly no` with the primary's
+/// own fsync asked for) when the check at build time could not ask: a `LockError::Config`
+/// that names the key, the server's reason and the fix, at once (not a `Backend` error to
+/// retry, nor a wait until `wait` runs out), and no key left behind.
+async fn assert_refused_at_the_first_grant(server: &RedisServer, client: &LockClient) {
+    let wait = Duration::from_secs(5);
+    let started = std::time::Instant::now();
+    let err = client
+        .lock("refused")
+        .wait(wait)
+        .acquire()
+        .await
+        .map(drop)
+        .unwrap_err();
+    assert_refusal(&err, "refused");
+    assert!(
+        started.elapsed() < wait / 2,
+        "the refusal waited {:?}: it was tried again",
+        started.elapsed()
+    );
+    assert_eq!(server.get("refused"), None, "the grant was left behind");
+    // The acquire script's path (a fenced lock) and a permit's are refused the same way.
+    let err = client
+        .lock("refused-fenced")
+        .fencing(true)
+        .wait(wait)
+        .acquire()
+        .await;
+    assert_refusal(&err.map(drop).unwrap_err(), "refused-fenced");
+    assert_eq!(
+        server.get("refused-fenced"),
+        None,
+        "the fenced grant was left behind"
+    );
+    let err = client
+        .semaphore("refused-quota", 2)
+        .wait(wait)
+        .acquire()
+        .await;
+    assert_refusal(&err.map(drop).unwrap_err(), "refused-quota");
+    let holders: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg("refused-quota")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(holders.is_empty(), "a permit was left: {holders:?}");
+}
+
+fn assert_refusal(err: &LockError, key: &str) {
+    assert!(matches!(err, LockError::Config { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains(&format!("`{key}`")), "{message}");
+    assert!(
+        message.contains("WAITAOF") && message.contains("appendonly"),
+        "the server's reason is not named: {message}"
+    );
+    assert!(
+        message.contains("appendonly yes"),
+        "the fix is not named: {message}"
+    );
+}
+
+/// A client built while the server was down could not check it: the first grant is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primarys_own_fsync_without_appendonly_is_refused_at_the_first_grant_when_the_server_was_down()
+ {
+    let mut server = tokio::task::block_in_place(|| RedisServer::start_valkey(&[]));
+    tokio::task::block_in_place(|| server.kill9());
+    let client = LockClient::new(
+        Config::single(server.url())
+            .connect_timeout(Duration::from_millis(200))
+            .response_timeout(Duration::from_secs(1))
+            .wait_for_aof(true, 0, Duration::from_millis(100)),
+    )
+    .expect("a server that does not answer is not checked at build time");
+    tokio::task::block_in_place(|| server.restart());
+    assert_refused_at_the_first_grant(&server, &client).await;
+}
+
+/// A server that refuses `CONFIG` (renamed away, as managed services do) cannot be checked
+/// when the client is built: the first grant is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primarys_own_fsync_without_appendonly_is_refused_at_the_first_grant_when_config_is_renamed()
+ {
+    let server = tokio::task::block_in_place(|| {
+        RedisServer::start_valkey(&["--rename-command", "CONFIG", ""])
+    });
+    let client = LockClient::new(
+        Config::single(server.url())
+            .response_timeout(Duration::from_secs(1))
+            .wait_for_aof(true, 0, Duration::from_millis(100)),
+    )
+    .expect("a server that refuses CONFIG is not checked at build time");
+    assert_refused_at_the_first_grant(&server, &client).await;
+}
+
 /// Sets how the server fsyncs its append-only file.
 fn set_fsync(server: &RedisServer, fsync: &str) {
     let _: () = redis::cmd("CONFIG")

@@ -80,7 +80,10 @@ impl Config {
     /// `appendonly yes` for `local`, and the replicas for `replicas`. A server without
     /// `WAITAOF` (Redis before 7.2), or with `appendonly no` when `local` is asked for, is
     /// refused with [`LockError::Config`](crate::LockError::Config) when the client is
-    /// built, if it answers then (and allows `CONFIG GET`), else at the first grant.
+    /// built, if it answers then (and allows `CONFIG GET`), else at the first grant: the
+    /// server's error reply to `WAITAOF` (e.g. `ERR WAITAOF cannot be used when numlocal is
+    /// set but appendonly is disabled`) is that error, naming the key, the reason and the
+    /// fix, at once (not tried again within `wait`), and the grant is given back.
     /// With `replicas > 0` each grant waits about a second (a replica reports its
     /// append-only file's progress about once a second): give it a timeout of 1.5 s or more.
     ///

@@ -609,10 +609,9 @@ async fn try_set_nx(
     let reply: redis::RedisResult<(redis::Value, _)> = match client.replicas() {
         None => connection.query(&set).await.map(|reply| (reply, None)),
         Some(replicas) => replicas
-            .pipeline(&set)
-            .query_async(&mut connection)
+            .send(&set, &mut connection)
             .await
-            .map(|(reply, answer)| (reply, replicas.judge(names.lock(), answer))),
+            .map(|(reply, waited)| (reply, replicas.judge(names.lock(), waited))),
     };
     match reply {
         Ok((redis::Value::Nil, _)) => {

@@ -182,7 +182,7 @@ pub(crate) async fn park_on(
 
 /// After a grant too few replicas confirmed was undone: another try after the back-off's
 /// pause, or `shortfall` when the wait has no room for one (a try-once caller, or a pause
-/// that would pass `deadline`).
+/// that would pass `deadline`) or when the server refused the rule itself.
 pub(crate) async fn after_shortfall<T>(
     shortfall: LockError,
     backoff: &Backoff,
@@ -190,7 +190,9 @@ pub(crate) async fn after_shortfall<T>(
     deadline: Instant,
 ) -> Result<Step<T>, LockError> {
     let pause = backoff.next();
-    if once || Instant::now() + pause >= deadline {
+    // A server that refused the rule's `WAIT` (a configuration error) refuses every try.
+    let refused = matches!(shortfall, LockError::Config { .. });
+    if once || refused || Instant::now() + pause >= deadline {
         return Err(shortfall);
     }
     tokio::time::sleep(pause).await;

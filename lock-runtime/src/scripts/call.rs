@@ -9,7 +9,7 @@ use super::catalog::LuaScript;
 use super::library::{self, LIBRARY};
 use crate::connection::{Connection, Query};
 use crate::error::LockError;
-use crate::replicas::{Answer, Replicas};
+use crate::replicas::{Replicas, Waited};
 
 /// How many times a script call is made when it keeps finding the script (or the library)
 /// missing.
@@ -212,16 +212,14 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
     call: &Call<'_>,
     replicas: &Replicas,
     connection: &mut Connection,
-) -> RedisResult<(T, Answer)> {
-    send_retrying!(call, connection, |cmd| replicas
-        .pipeline(cmd)
-        .query_async(connection))
-    .0
+) -> RedisResult<(T, Waited)> {
+    send_retrying!(call, connection, |cmd| replicas.send(cmd, connection)).0
 }
 
 /// [`invoke`] of a call that may grant a lease: with a replica rule (`replicas`), `WAIT`
 /// rides with it ([`invoke_replicated`]) and the reply comes with the error to give when
-/// too few replicas have it (whether the reply granted anything is the caller's to say).
+/// too few replicas have it, or when the server refused the `WAIT` (a
+/// [`LockError::Config`]; whether the reply granted anything is the caller's to say).
 /// A Redis error is `key`'s [`LockError::Backend`].
 pub(crate) async fn invoke_granting<T: FromRedisValue>(
     call: &Call<'_>,
