@@ -215,6 +215,53 @@ async fn the_primarys_own_fsync_without_appendonly_is_refused_at_the_first_grant
     assert_refused_at_the_first_grant(&server, &client).await;
 }
 
+/// An extension is one write and one `WAITAOF`, as a grant is: on a server whose script
+/// library the client has not loaded yet (the lock was taken by a plain `SET NX`), on one
+/// where it has, and for a client that finds the library another client loaded (it loads
+/// nothing). A grant through the acquire script (a fenced lock) on a fresh server waits
+/// once too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_waits_for_the_disk_once() {
+    let server = tokio::task::block_in_place(|| valkey_with_aof("always"));
+    let waited = |what: &str| {
+        assert_eq!(
+            server.calls("waitaof"),
+            1,
+            "{what}: {}",
+            server.command_calls()
+        );
+    };
+    // The watchdog renews at a third of the ttl: not within this test.
+    let ttl = Duration::from_secs(60);
+    let client = durable_client(&server, 0);
+    let mut guard = client.lock("extended").ttl(ttl).acquire().await.unwrap();
+    for round in ["the first extension", "the second extension"] {
+        server.reset_stats();
+        guard.extend(Duration::from_secs(90)).await.unwrap();
+        waited(round);
+    }
+    guard.release().await.unwrap();
+    let other = durable_client(&server, 0);
+    let mut guard = other.lock("extended").ttl(ttl).acquire().await.unwrap();
+    server.reset_stats();
+    guard.extend(Duration::from_secs(90)).await.unwrap();
+    waited("another client's first extension");
+    assert_eq!(server.calls("function|load"), 0, "{}", server.command_calls());
+    guard.release().await.unwrap();
+
+    let fresh = tokio::task::block_in_place(|| valkey_with_aof("always"));
+    let client = durable_client(&fresh, 0);
+    fresh.reset_stats();
+    let guard = client.lock("fenced").fencing(true).acquire().await.unwrap();
+    assert_eq!(
+        fresh.calls("waitaof"),
+        1,
+        "a fenced grant on a fresh server: {}",
+        fresh.command_calls()
+    );
+    guard.release().await.unwrap();
+}
+
 /// Sets how the server fsyncs its append-only file.
 fn set_fsync(server: &RedisServer, fsync: &str) {
     let _: () = redis::cmd("CONFIG")

@@ -21,6 +21,9 @@ pub(crate) struct ServerFunctions {
 pub(crate) struct LibraryLoads {
     /// Loads finished.
     pub(crate) done: AtomicU64,
+    /// The server was found to have the library (before a call that a `WAIT` rides with,
+    /// see `scripts::call::have_library`).
+    pub(crate) found: AtomicBool,
     /// Held while one loads.
     pub(crate) one_at_a_time: tokio::sync::Mutex<()>,
 }

@@ -213,7 +213,40 @@ pub(crate) async fn invoke_replicated<T: FromRedisValue>(
     replicas: &Replicas,
     connection: &mut Connection,
 ) -> RedisResult<(T, Waited)> {
+    have_library(connection).await?;
     send_retrying!(call, connection, |cmd| replicas.send(cmd, connection)).0
+}
+
+/// Makes sure, once per server, that the library is there before a call that a `WAIT`
+/// rides with: the `WAIT` runs whether the call does or not, so a call that found its
+/// function missing, loaded the library and was sent again would wait twice (and a grant
+/// waits once). Asked with `FUNCTION LIST` (a server that refuses it is not asked: the
+/// call finds out), loaded when missing. Not where scripts go by `EVALSHA` (Redis before
+/// 7), nor after the server lost the library again (a restart): there the first call
+/// after the loss still waits twice.
+async fn have_library(connection: &mut Connection) -> RedisResult<()> {
+    if !connection.has_functions() {
+        return Ok(());
+    }
+    let Some(loads) = connection.library_loads().cloned() else {
+        return Ok(());
+    };
+    if loads.found.load(Ordering::Acquire) || loads.done.load(Ordering::Acquire) > 0 {
+        return Ok(());
+    }
+    let listed: RedisResult<Vec<redis::Value>> = connection.query(&LIBRARY.list_cmd()).await;
+    match listed {
+        Ok(libraries) if libraries.is_empty() => {
+            load_library(connection, Some(0)).await?;
+        }
+        Ok(_) => {}
+        Err(err) => {
+            tracing::debug!(error = %err, "FUNCTION LIST refused; the call finds out whether the library is there");
+            return Ok(());
+        }
+    }
+    loads.found.store(true, Ordering::Release);
+    Ok(())
 }
 
 /// [`invoke`] of a call that may grant a lease: with a replica rule (`replicas`), `WAIT`

@@ -64,6 +64,13 @@ impl Library {
         Library { name, text }
     }
 
+    /// `FUNCTION LIST LIBRARYNAME` of the library: an empty list where the server lacks it.
+    pub(crate) fn list_cmd(&self) -> Cmd {
+        let mut cmd = redis::cmd("FUNCTION");
+        cmd.arg("LIST").arg("LIBRARYNAME").arg(&self.name);
+        cmd
+    }
+
     /// `FUNCTION LOAD REPLACE` of the library: the same text again replaces nothing that
     /// differs, so a load racing another client's is no error. In a cluster it goes to
     /// every primary.
