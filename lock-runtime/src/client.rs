@@ -99,10 +99,14 @@ pub async fn is_locked(key: &str) -> Result<bool, LockError> {
 /// # }
 /// ```
 pub async fn shutdown() -> ShutdownReport {
-    match GLOBAL_CLIENT.get() {
-        Some(client) => client.shutdown().await,
-        None => ShutdownReport::default(),
+    // Every client registers its shutdown when it is built, the global one included.
+    let live = crate::renewal::at_exit::live();
+    let reports = futures_util::future::join_all(live.iter().map(|shutdown| shutdown.run())).await;
+    let mut total = ShutdownReport::default();
+    for report in reports {
+        total.add(report);
     }
+    total
 }
 
 /// A handle on Redis for locks: a small pool of multiplexed, auto-reconnecting
@@ -323,7 +327,8 @@ impl LockClient {
     /// requests): the other replicas get the locks at once instead of after their ttl.
     /// Without it, the locks still held when the process exits (`main` returns) are
     /// released then, synchronously, within the same budget. A second call finds
-    /// nothing left to do.
+    /// nothing left to do. The process-wide [`shutdown`](crate::shutdown) does this for
+    /// every client of the process at once.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_runtime::LockError> {

@@ -246,7 +246,12 @@ async fn an_extension_waits_for_the_disk_once() {
     server.reset_stats();
     guard.extend(Duration::from_secs(90)).await.unwrap();
     waited("another client's first extension");
-    assert_eq!(server.calls("function|load"), 0, "{}", server.command_calls());
+    assert_eq!(
+        server.calls("function|load"),
+        0,
+        "{}",
+        server.command_calls()
+    );
     guard.release().await.unwrap();
 
     let fresh = tokio::task::block_in_place(|| valkey_with_aof("always"));

@@ -33,6 +33,9 @@ async fn hold_forever(name: String, held: tokio::sync::mpsc::Sender<()>) -> Resu
 #[tokio::main]
 async fn child_main(role: &str) {
     let url = std::env::var("LOCK_TESTS_URL").unwrap();
+    if role == "shutdown-injected" {
+        return shut_down_with_an_injected_client(url).await;
+    }
     lock_runtime::init(Config::single(url.clone())).unwrap();
     let (held, mut holding) = tokio::sync::mpsc::channel(1000);
     let spawned = match role {
@@ -79,6 +82,28 @@ async fn exit_holding_with_two_clients(url: String) {
     println!("RETURNING");
     let _held = (global, own, injected);
     std::process::exit(0)
+}
+
+/// A service that injects its client (as through axum's `State`) and never uses the
+/// global one: holds a lock through it, calls the process-wide `lock_runtime::shutdown()`,
+/// prints the report and what acquiring says afterwards, then stays alive (the parent
+/// looks at Redis before the exit hook could give anything back).
+async fn shut_down_with_an_injected_client(url: String) {
+    let injected = lock_runtime::LockClient::new(Config::single(url)).unwrap();
+    let _guard = injected
+        .lock("shutdown:injected")
+        .ttl(TTL)
+        .acquire()
+        .await
+        .unwrap();
+    let report = lock_runtime::shutdown().await;
+    println!(
+        "REPORT released={} failed={}",
+        report.released, report.failed
+    );
+    let after = injected.lock("shutdown:injected-after").acquire().await;
+    println!("AFTER {}", matches!(after, Err(LockError::Shutdown { .. })));
+    tokio::time::sleep(Duration::from_secs(60)).await;
 }
 
 /// How many locks the `many` child holds.
@@ -186,6 +211,31 @@ fn every_live_client_gives_back_at_exit() {
     let keys = ["shutdown:exit-global", "shutdown:exit-injected"].map(str::to_owned);
     let took = released_after_main_returns("exit-two-clients", &keys);
     figure("2 locks of 2 clients at process::exit", took);
+}
+
+/// `lock_runtime::shutdown()` in a process whose only client is injected: it gives back
+/// what that client holds (the key is gone while the process still runs), counts it in its
+/// report, and the client takes no new locks.
+#[test]
+fn the_process_wide_shutdown_gives_back_what_an_injected_client_holds() {
+    if child::role().is_some() {
+        return;
+    }
+    let server = RedisServer::start();
+    let mut worker = child::spawn(
+        "shutdown_worker",
+        "shutdown-injected",
+        &[("LOCK_TESTS_URL", server.url())],
+    );
+    let lines = child::stream_lines(worker.stdout.take().unwrap());
+    let report = child::expect_line(&lines, "REPORT ", Duration::from_secs(30));
+    let after = child::expect_line(&lines, "AFTER ", Duration::from_secs(30));
+    let held = server.get("shutdown:injected");
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    assert_eq!(held, None, "the injected client's lock is still in Redis");
+    assert_eq!(report, "released=1 failed=0");
+    assert_eq!(after, "true", "the injected client still takes locks");
 }
 
 /// The explicit shutdown: renewals stop, every held lock is released, every queue place

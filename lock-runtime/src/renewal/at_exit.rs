@@ -8,6 +8,9 @@
 //! [`SHUTDOWN_BUDGET`](crate::renewal::shutdown::SHUTDOWN_BUDGET), what it holds and what its
 //! background releases had not finished (see `shutdown.rs`). A process killed by a signal
 //! runs no hook: its locks end by their ttl, its queue places within about a second.
+//!
+//! The same registry serves the process-wide [`crate::shutdown`], which shuts down every
+//! live client, the injected ones too ([`live`]).
 
 use std::sync::{Arc, Mutex, Once, Weak};
 
@@ -25,13 +28,15 @@ pub(crate) fn watch(shutdown: &Arc<Shutdown>) {
     live.push(Arc::downgrade(shutdown));
 }
 
+/// The shutdowns of the clients alive now, in the order they were built.
+pub(crate) fn live() -> Vec<Arc<Shutdown>> {
+    let live = LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    live.iter().filter_map(Weak::upgrade).collect()
+}
+
 /// At exit: every client alive gives back what it holds.
 fn give_back_all() {
-    let live: Vec<Arc<Shutdown>> = {
-        let live = LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        live.iter().filter_map(Weak::upgrade).collect()
-    };
-    for shutdown in live {
+    for shutdown in live() {
         shutdown.runtime_gone(None);
     }
 }

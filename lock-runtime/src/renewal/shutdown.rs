@@ -80,6 +80,17 @@ pub struct ShutdownReport {
     pub kept: usize,
 }
 
+impl ShutdownReport {
+    /// Adds what another client's shutdown gave back (the process-wide [`crate::shutdown`]).
+    pub(crate) fn add(&mut self, other: ShutdownReport) {
+        self.released += other.released;
+        self.not_held += other.not_held;
+        self.left += other.left;
+        self.failed += other.failed;
+        self.kept += other.kept;
+    }
+}
+
 /// Something this process holds in Redis: a lock (by its token) or a place in a key's
 /// queue.
 #[derive(Clone)]
