@@ -249,6 +249,30 @@ impl LockClient {
         LockClient::new(Config::from_client(client))
     }
 
+    /// A client for one test: on the server `REDIS_URL` names (else
+    /// [`DEFAULT_REDIS_URL`](crate::DEFAULT_REDIS_URL)), with a key prefix of its own, so
+    /// that tests running in parallel on one Redis never share a key (see
+    /// [`Config::for_tests`]). Pass it to the code under test as the application passes its
+    /// client (`client = state.locks` on the attribute, or axum's `State`).
+    ///
+    /// ```no_run
+    /// use lock_runtime::{LockClient, LockError, distributed_lock};
+    ///
+    /// #[distributed_lock(key = "gift:<user_id>", wait = "0s", client = locks)]
+    /// async fn claim(locks: &LockClient, user_id: u64) -> Result<u64, LockError> {
+    ///     Ok(user_id)
+    /// }
+    ///
+    /// # async fn demo() -> Result<(), LockError> {
+    /// // In a `#[tokio::test]`:
+    /// let locks = LockClient::for_tests()?;
+    /// assert_eq!(claim(&locks, 7).await?, 7);
+    /// # Ok(()) }
+    /// ```
+    pub fn for_tests() -> Result<Self, LockError> {
+        LockClient::new(Config::for_tests(crate::config::env_url()))
+    }
+
     /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;

@@ -151,6 +151,14 @@ impl std::fmt::Debug for DeploymentKind {
     }
 }
 
+/// The URL `REDIS_URL` names (blank counts as unset), else [`DEFAULT_REDIS_URL`].
+pub(crate) fn env_url() -> String {
+    std::env::var(REDIS_URL_ENV)
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_REDIS_URL.to_owned())
+}
+
 impl Config {
     /// One Redis server (or a primary), by URL: `redis://[user:pass@]host:port[/db]`.
     pub fn single(url: impl Into<String>) -> Self {
@@ -177,11 +185,28 @@ impl Config {
 
     /// The server named by `REDIS_URL`, or [`DEFAULT_REDIS_URL`].
     pub fn from_env() -> Self {
-        let url = std::env::var(REDIS_URL_ENV)
-            .ok()
-            .filter(|url| !url.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_REDIS_URL.to_owned());
-        Config::single(url)
+        Config::single(env_url())
+    }
+
+    /// One Redis server for a test: [`single`](Self::single) with a
+    /// [`key_prefix`](Self::key_prefix) of its own (`test-` and a fresh uuid), so that tests
+    /// running in parallel on one server never share a key, in the spirit of
+    /// `#[sqlx::test]`'s database per test. Each call gives a new prefix; the other options
+    /// can be set on it as on any configuration. [`LockClient::for_tests`](crate::LockClient::for_tests)
+    /// builds a client from it on `REDIS_URL`.
+    ///
+    /// ```no_run
+    /// use lock_runtime::{Config, LockClient};
+    ///
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let locks = LockClient::new(Config::for_tests("redis://127.0.0.1:6379"))?;
+    /// // In Redis: `test-<uuid>:gift:7`, a key no other test's client takes.
+    /// let guard = locks.lock("gift:7").acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn for_tests(url: impl Into<String>) -> Self {
+        Config::single(url).key_prefix(format!("test-{}:", uuid::Uuid::new_v4().simple()))
     }
 
     /// Independent Redis masters (Redlock): a lock is held when a majority (N/2 + 1) of
