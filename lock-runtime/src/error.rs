@@ -258,7 +258,7 @@ impl LockError {
     }
 }
 
-/// `Display` prints the Redis client's error (see [`redis_cause`]), so the chain goes on
+/// `Display` prints the Redis client's error (see `redis_cause`), so the chain goes on
 /// from what that text does not say: its own cause, if it has one.
 impl std::error::Error for LockError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

@@ -21,7 +21,10 @@ impl LockClient {
     /// In Redlock mode every master is read at once: [`LockState::masters`] has each
     /// master's own state, and the holder is the token a majority of them hold (its ttl,
     /// how long a majority still holds it); fewer masters answering than a majority is
-    /// [`LockError::NoQuorum`].
+    /// [`LockError::NoQuorum`]. It lists no waiters there: Redlock's waiters do not queue
+    /// in Redis (each subscribes on the masters and tries again when woken), so no master
+    /// knows of them, and a `force_release` wakes them by its message instead of granting
+    /// the key to one.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_runtime::LockError> {

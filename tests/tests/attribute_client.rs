@@ -280,3 +280,85 @@ async fn a_default_ttl_out_of_range_fails_each_call_with_config() {
         .unwrap_err();
     assert!(matches!(err, LockError::Config { .. }), "{err:?}");
 }
+
+#[distributed_lock(key = "claim:<id>", wait = "0s", client = locks)]
+async fn claim_once(locks: &LockClient, id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
+/// What counts for reentrancy: a lock held by an enclosing guarded body of the same task
+/// (an attribute's body, `Lock::run`), not a guard the task keeps from `acquire()`. With such
+/// a guard held, a guarded call on the same key is another acquisition: `Busy` with
+/// `wait = "0s"`; inside `run` on that key it is reentrant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_guard_is_not_reentrant_but_an_enclosing_body_is() {
+    let server = RedisServer::start();
+    let locks = client(&server, |config| config);
+    let guard = locks.lock("claim:7").acquire().await.unwrap();
+    let nested = claim_once(&locks, 7).await;
+    assert!(matches!(nested, Err(LockError::Busy { .. })), "{nested:?}");
+    guard.release().await.unwrap();
+
+    let inside = locks
+        .lock("claim:7")
+        .run(async { claim_once(&locks, 7).await })
+        .await;
+    assert_eq!(inside.unwrap(), 7);
+}
+
+/// A handler's error: a lock failure converts into it, and it is a response.
+#[derive(Debug)]
+pub struct HandlerError(LockError);
+
+impl From<LockError> for HandlerError {
+    fn from(err: LockError) -> Self {
+        HandlerError(err)
+    }
+}
+
+impl axum::response::IntoResponse for HandlerError {
+    fn into_response(self) -> axum::response::Response {
+        (
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            self.0.to_string(),
+        )
+            .into_response()
+    }
+}
+
+/// The attribute directly on an axum handler: the names an extractor pattern binds
+/// (`state`, `user`) can be named in the key and as the client.
+#[derive(Clone)]
+pub struct HandlerState {
+    locks: LockClient,
+}
+
+#[distributed_lock(key = "claim:<user>", wait = "0s", client = state.locks)]
+async fn claim_handler(
+    axum::extract::State(state): axum::extract::State<HandlerState>,
+    axum::extract::Path(user): axum::extract::Path<u64>,
+) -> Result<String, HandlerError> {
+    Ok(format!("claimed {user}"))
+}
+
+/// The attribute on the handler itself compiles as an axum handler and locks the key its
+/// extracted argument names, through the client its extracted state holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_works_directly_on_an_axum_handler() {
+    let server = RedisServer::start();
+    let state = HandlerState {
+        locks: client(&server, |config| config),
+    };
+    let _router: axum::Router = axum::Router::new()
+        .route("/claim/{user}", axum::routing::post(claim_handler))
+        .with_state(state.clone());
+    let held = state.locks.lock("claim:7").acquire().await.unwrap();
+    let busy = claim_handler(axum::extract::State(state.clone()), axum::extract::Path(7)).await;
+    assert!(
+        matches!(busy, Err(HandlerError(LockError::Busy { .. }))),
+        "{busy:?}"
+    );
+    held.release().await.unwrap();
+    let claimed = claim_handler(axum::extract::State(state), axum::extract::Path(7)).await;
+    assert_eq!(claimed.unwrap(), "claimed 7");
+}
