@@ -1,15 +1,10 @@
 //! `LockError` as an HTTP response, for axum handlers (feature `axum`): `LockError`
 //! implements `IntoResponse`.
 //!
-//! | error | status | why |
-//! |---|---|---|
-//! | `Busy` | 429 Too Many Requests | a concurrent request holds the resource (dedup: `wait = "0s"`) |
-//! | `Timeout` | 503 Service Unavailable, `Retry-After: 1` | the resource stayed busy for the whole wait |
-//! | `Backend`, `NoQuorum`, `NotReplicated` | 503 Service Unavailable, `Retry-After: 1` | Redis is down or failing (or its replicas are) |
-//! | `Lost` | 503 Service Unavailable | the lease was lost mid-request; the work was cancelled |
-//! | `Shutdown` | 503 Service Unavailable | the lock client was shut down (the service is stopping) |
-//! | `InvalidKey` | 400 Bad Request | a request value rendered an empty or over-long key |
-//! | `Config`, `InvalidUrl` | 500 Internal Server Error | the service is misconfigured |
+//! Which status each error answers with is the column "with `axum`" of the table on
+//! [`LockError`]: 429 for `Busy`, 503 (most with `Retry-After: 1`) for what a retry may
+//! cure, 400 for a bad key, 500 for a misconfiguration. A test holds that column to
+//! [`LockError::status_code`].
 //!
 //! The body is a short plain-text message that does not reveal the key. To map differently,
 //! wrap `LockError` in your own error type and implement `IntoResponse` for it, calling
@@ -42,7 +37,8 @@ use http::{HeaderValue, StatusCode, header};
 use crate::error::LockError;
 
 impl LockError {
-    /// The HTTP status this error maps to (see the module table).
+    /// The HTTP status this error maps to (the column "with `axum`" of the table on
+    /// [`LockError`]).
     pub fn status_code(&self) -> StatusCode {
         match self {
             LockError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -82,7 +78,7 @@ impl LockError {
 
 impl IntoResponse for LockError {
     fn into_response(self) -> Response {
-        // As the module table says: every 503 but `Lost` and `Shutdown`.
+        // As the table on `LockError` says: every 503 but `Lost` and `Shutdown`.
         let retry_after = self.status_code() == StatusCode::SERVICE_UNAVAILABLE
             && !matches!(self, LockError::Lost { .. } | LockError::Shutdown { .. });
         let mut response = (self.status_code(), self.public_message()).into_response();
@@ -131,5 +127,141 @@ mod tests {
             redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad URL")),
         );
         assert_eq!(url.status_code(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    /// One error of each variant, by name.
+    fn one_of_each() -> Vec<(&'static str, LockError)> {
+        let redis_err = || {
+            std::sync::Arc::new(redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            )))
+        };
+        let key = || "k".to_owned();
+        let second = std::time::Duration::from_secs(1);
+        vec![
+            ("Busy", LockError::Busy { key: key() }),
+            (
+                "Timeout",
+                LockError::Timeout {
+                    key: key(),
+                    waited: second,
+                },
+            ),
+            (
+                "Lost",
+                LockError::Lost {
+                    key: key(),
+                    cause: crate::error::LostCause::TokenGone,
+                },
+            ),
+            (
+                "Backend",
+                LockError::Backend {
+                    key: key(),
+                    source: redis_err(),
+                },
+            ),
+            (
+                "ReleaseGaveUp",
+                LockError::ReleaseGaveUp {
+                    key: key(),
+                    source: redis_err(),
+                },
+            ),
+            (
+                "NoQuorum",
+                LockError::NoQuorum {
+                    key: key(),
+                    answered: 1,
+                    needed: 2,
+                    nodes: 3,
+                    failures: String::new(),
+                },
+            ),
+            (
+                "NotReplicated",
+                LockError::NotReplicated {
+                    key: key(),
+                    confirmed: 0,
+                    needed: 1,
+                    timeout: second,
+                },
+            ),
+            (
+                "NotDurable",
+                LockError::NotDurable {
+                    key: key(),
+                    local: false,
+                    replicas: 0,
+                    needed_local: true,
+                    needed_replicas: 0,
+                    timeout: second,
+                },
+            ),
+            (
+                "InvalidKey",
+                LockError::InvalidKey {
+                    key: key(),
+                    reason: "empty".into(),
+                },
+            ),
+            ("Config", LockError::config("twice")),
+            ("Shutdown", LockError::Shutdown { key: key() }),
+            (
+                "InvalidUrl",
+                LockError::invalid_url(
+                    "redis//nope",
+                    redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad")),
+                ),
+            ),
+        ]
+    }
+
+    /// The column "with `axum`" of the table on `LockError`, by variant.
+    fn documented() -> std::collections::BTreeMap<String, String> {
+        let source = include_str!("error.rs");
+        let header = "| variant | when | what to do | with `axum` |";
+        let lines: Vec<&str> = source
+            .lines()
+            .filter_map(|line| line.trim_start().strip_prefix("///"))
+            .map(str::trim)
+            .collect();
+        let start = lines
+            .iter()
+            .position(|line| *line == header)
+            .expect("the errors table");
+        lines[start + 2..]
+            .iter()
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| {
+                let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+                let name = cells[0].trim().trim_start_matches("[`");
+                let name = &name[..name.find('`').expect("a variant's name")];
+                (name.to_owned(), cells[cells.len() - 1].trim().to_owned())
+            })
+            .collect()
+    }
+
+    /// The one source of the HTTP mapping is the table on `LockError`: every variant's
+    /// status and `Retry-After` are what its row says.
+    #[test]
+    fn every_response_is_what_the_errors_table_says() {
+        let documented = documented();
+        let errors = one_of_each();
+        assert_eq!(documented.len(), errors.len(), "{documented:?}");
+        for (name, err) in errors {
+            let row = documented
+                .get(name)
+                .unwrap_or_else(|| panic!("no row for {name}"));
+            let response = err.into_response();
+            let mut said = response.status().as_u16().to_string();
+            if response.headers().contains_key(header::RETRY_AFTER) {
+                said.push_str(", `Retry-After: 1`");
+            }
+            assert_eq!(
+                &said, row,
+                "{name}: the response and the table's row differ"
+            );
+        }
     }
 }
