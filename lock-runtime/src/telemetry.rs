@@ -7,10 +7,10 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `backend`, `other` |
+//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `backend`, `other` (a lost lease, a bad key, a configuration error, a shut-down client) |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
 //! | [`HOLD_SECONDS`] | histogram | | how long each lock was held: from the acquire's return until the holder released or dropped the guard (the `held_ms` of the "lock released" event is the same measurement) |
-//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals); each lease counted once |
+//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals), `expired` (a lease without renewal reached its ttl), `shutdown` (the client's shutdown released it); each lease counted once |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
 //!
 //! Each metric is described to the recorder (its unit, `Unit::Count` for counters and
@@ -61,6 +61,30 @@ pub const RENEWAL_FAILURES: &str = "lock_renewal_failures_total";
 /// Derives the `key` label from a lock's Redis key (see
 /// [`Config::metrics_key_label`](crate::Config::metrics_key_label)).
 pub type KeyLabel = fn(&str) -> String;
+
+/// The `outcome` label of an acquire that failed with `err`.
+fn outcome_of(err: &LockError) -> &'static str {
+    match err {
+        LockError::Busy { .. } => "busy",
+        LockError::Timeout { .. } => "timeout",
+        LockError::NoQuorum { .. } => "no_quorum",
+        LockError::Backend { .. } => "backend",
+        LockError::NotReplicated { .. } => "not_replicated",
+        LockError::NotDurable { .. } => "not_durable",
+        _ => "other",
+    }
+}
+
+/// The `cause` label of a lost lease.
+fn cause_label(cause: LostCause) -> &'static str {
+    match cause {
+        LostCause::TokenGone => "token_gone",
+        LostCause::RenewalFailed => "renewal_failed",
+        LostCause::FoundAtRelease => "found_at_release",
+        LostCause::Expired => "expired",
+        LostCause::Shutdown => "shutdown",
+    }
+}
 
 /// Where a client reports outcomes: a clone lives in the client and in its watchdog.
 #[derive(Clone, Default)]
@@ -126,10 +150,9 @@ impl Telemetry {
     /// An acquire failed with `err` after `waited`.
     pub(crate) fn refused(&self, err: &LockError, waited: Duration) {
         let key = err.key();
-        let outcome = match err {
+        match err {
             LockError::Busy { .. } => {
                 tracing::debug!(key, "lock busy: another owner holds it (wait = 0s)");
-                "busy"
             }
             LockError::Timeout { waited, .. } => {
                 tracing::info!(
@@ -137,24 +160,19 @@ impl Telemetry {
                     waited_ms = waited.as_millis() as u64,
                     "lock wait timed out: another owner still holds it"
                 );
-                "timeout"
             }
             LockError::NoQuorum { .. } => {
                 tracing::info!(key, error = %err.cause(), "lock not acquired: no Redlock majority");
-                "no_quorum"
             }
-            LockError::Backend { .. } => "backend",
             LockError::NotReplicated { .. } => {
                 tracing::warn!(key, error = %err, "lock not acquired: too few replicas confirmed the grant");
-                "not_replicated"
             }
             LockError::NotDurable { .. } => {
                 tracing::warn!(key, error = %err, "lock not acquired: the grant was not in the append-only files asked for");
-                "not_durable"
             }
-            _ => "other",
-        };
-        self.acquire_outcome(key, outcome, waited);
+            _ => {}
+        }
+        self.acquire_outcome(key, outcome_of(err), waited);
     }
 
     /// A lock was held for `held` (see [`HOLD_SECONDS`]).
@@ -167,12 +185,7 @@ impl Telemetry {
 
     /// A held lease was lost.
     pub(crate) fn lost(&self, key: &str, cause: LostCause) {
-        let cause = match cause {
-            LostCause::TokenGone => "token_gone",
-            LostCause::RenewalFailed => "renewal_failed",
-            LostCause::FoundAtRelease => "found_at_release",
-            _ => "other",
-        };
+        let cause = cause_label(cause);
         #[cfg(feature = "metrics")]
         ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
         #[cfg(not(feature = "metrics"))]
@@ -215,5 +228,79 @@ impl Telemetry {
             labels.push(::metrics::Label::new("key", key_label(key)));
         }
         labels
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::{cause_label, outcome_of};
+    use crate::error::{LockError, LostCause};
+
+    /// Every value of the `outcome` label of `ACQUISITIONS` and `WAIT_SECONDS`, as the
+    /// module's table lists them.
+    const OUTCOMES: [&str; 8] = [
+        "acquired",
+        "busy",
+        "timeout",
+        "no_quorum",
+        "not_replicated",
+        "not_durable",
+        "backend",
+        "other",
+    ];
+
+    /// Every value of the `cause` label of `LOST`, as the module's table lists them.
+    const LOST_CAUSES: [&str; 5] = [
+        "token_gone",
+        "renewal_failed",
+        "found_at_release",
+        "expired",
+        "shutdown",
+    ];
+
+    /// The values listed in the module table's row of `metric`: the code spans after the
+    /// colon of its last cell, outside parentheses.
+    fn listed(metric: &str) -> Vec<String> {
+        let row = include_str!("telemetry.rs")
+            .lines()
+            .find(|line| line.starts_with(&format!("//! | [`{metric}`]")))
+            .unwrap_or_else(|| panic!("no row for {metric}"));
+        let what = row.trim_end().trim_end_matches('|');
+        let what = what.rsplit(" | ").next().unwrap_or("");
+        let what = what.split_once(':').map_or(what, |(_, values)| values);
+        let (mut values, mut depth, mut code) = (Vec::new(), 0, None::<String>);
+        for c in what.chars() {
+            match (c, code.as_mut()) {
+                ('`', Some(_)) => values.extend(code.take().filter(|_| depth == 0)),
+                ('`', None) => code = Some(String::new()),
+                (c, Some(text)) => text.push(c),
+                ('(', None) => depth += 1,
+                (')', None) => depth -= 1,
+                _ => {}
+            }
+        }
+        values
+    }
+
+    #[test]
+    fn the_table_lists_every_label_value_the_code_gives() {
+        assert_eq!(listed("ACQUISITIONS"), OUTCOMES);
+        let causes = [
+            LostCause::TokenGone,
+            LostCause::RenewalFailed,
+            LostCause::FoundAtRelease,
+            LostCause::Expired,
+            LostCause::Shutdown,
+        ];
+        assert_eq!(causes.map(cause_label), LOST_CAUSES);
+        assert_eq!(listed("LOST"), LOST_CAUSES);
+        let errors = [
+            LockError::Busy { key: "k".into() },
+            LockError::config("x"),
+            LockError::Shutdown { key: "k".into() },
+        ];
+        for err in &errors {
+            assert!(OUTCOMES.contains(&outcome_of(err)), "{err:?}");
+        }
     }
 }
