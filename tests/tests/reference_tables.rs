@@ -206,3 +206,60 @@ fn the_readers_see_rows_as_written() {
     assert_eq!(table_rows(&lines, OPTIONS_HEADER), ["key", "mode"]);
     assert_eq!(table_rows(&lines, ERRORS_HEADER), ["Busy"]);
 }
+
+/// The features lock-runtime's manifest declares for applications (not `default`, not
+/// `docs`, which only renders this list).
+fn user_features() -> BTreeSet<String> {
+    let manifest = read("lock-runtime/Cargo.toml");
+    let section = &manifest[manifest.find("[features]").expect("[features]")..];
+    section
+        .lines()
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .filter(|line| !line.starts_with('#') && line.contains('='))
+        .filter_map(|line| line.split('=').next())
+        .map(str::trim)
+        .filter(|name| !matches!(*name, "default" | "docs"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The features list has one source, lock-runtime's `[features]` table (rendered into the
+/// crate's front page from it): the README's table and the front page's plain fallback
+/// name exactly those features.
+#[test]
+fn the_features_lists_name_what_the_manifest_declares() {
+    let declared = user_features();
+    assert!(
+        declared.contains("cluster") && declared.contains("metrics"),
+        "could not read lock-runtime's features: {declared:?}"
+    );
+    let readme = read("README.md");
+    let lines: Vec<&str> = readme.lines().collect();
+    let rows: BTreeSet<String> = table_rows(&lines, "| feature | what it adds |")
+        .into_iter()
+        .map(|row| row.replace('_', "-"))
+        .collect();
+    // Feature names have dashes, which `identifier` stops at: compare the first word.
+    let first = |name: &String| name.split('-').next().unwrap_or("").to_owned();
+    let declared_first: BTreeSet<String> = declared.iter().map(first).collect();
+    assert_eq!(
+        rows, declared_first,
+        "README's features table and lock-runtime/Cargo.toml differ"
+    );
+    let lib = read("lock-runtime/src/lib.rs");
+    let fallback = &lib[lib.find("as docs.rs does:").expect("the features fallback")..];
+    let fallback = &fallback[..fallback.find(')').unwrap_or(fallback.len())];
+    for name in &declared {
+        assert!(
+            fallback.contains(&format!("`{name}`")),
+            "lib.rs's features fallback does not name `{name}`"
+        );
+    }
+    let named = fallback.matches('`').count() / 2;
+    assert_eq!(
+        named,
+        declared.len(),
+        "lib.rs's features fallback names other features: {fallback}"
+    );
+}
