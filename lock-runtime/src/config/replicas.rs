@@ -85,7 +85,9 @@ impl Config {
     /// set but appendonly is disabled`) is that error, naming the key, the reason and the
     /// fix, at once (not tried again within `wait`), and the grant is given back.
     /// With `replicas > 0` each grant waits about a second (a replica reports its
-    /// append-only file's progress about once a second): give it a timeout of 1.5 s or more.
+    /// append-only file's progress about once a second), so a shorter timeout confirms
+    /// almost no grant, and one of 1.5 s confirms about one grant per second on a key
+    /// (BENCHMARKS.md, "Durable grants"): keep it for locks taken rarely and held long.
     ///
     /// ```
     /// use std::time::Duration;

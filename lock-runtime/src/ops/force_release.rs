@@ -16,7 +16,7 @@ use crate::{client::LockClient, error::LockError};
 /// `Display` prints it for a person:
 ///
 /// ```text
-/// released stock:42: removed holder 5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f (ttl 9.874s left); granted to waiter a1b2c3d4e5f60718293a4b5c6d7e8f90
+/// released stock:42: removed holder lr-5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f (ttl 9.874s left); granted to waiter lr-a1b2c3d4e5f60718293a4b5c6d7e8f90
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

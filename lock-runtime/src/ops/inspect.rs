@@ -22,11 +22,11 @@ pub const MAX_LISTED_WAITERS: usize = 100;
 ///
 /// ```text
 /// key      stock:42
-/// holder   5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f  ttl 9.874s
+/// holder   lr-5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f  ttl 9.874s
 /// fence    1795540488551506
 /// waiting  2
-///   1  a1b2c3d4e5f60718293a4b5c6d7e8f90  waited 1.203s  since 2026-11-24T18:30:01.123Z  place 0.795s left
-///   2  0f1e2d3c4b5a69788796a5b4c3d2e1f0  waited 0.412s  since 2026-11-24T18:30:01.914Z  place 0.801s left
+///   1  lr-a1b2c3d4e5f60718293a4b5c6d7e8f90  waited 1.203s  since 2026-11-24T18:30:01.123Z  place 0.795s left
+///   2  lr-0f1e2d3c4b5a69788796a5b4c3d2e1f0  waited 0.412s  since 2026-11-24T18:30:01.914Z  place 0.801s left
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
