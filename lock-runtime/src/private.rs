@@ -13,10 +13,11 @@ use crate::error::LockError;
 pub use crate::key::KeyBuilder;
 pub use crate::options::OnLost;
 use crate::options::{Explicit, LockOptions, MAX_TTL};
+use crate::primitives::builder::Builder;
+use crate::primitives::lock::Lock;
 use crate::primitives::multi::MultiLock;
 use crate::primitives::rwlock::RwLock;
 use crate::primitives::semaphore::Semaphore;
-use crate::primitives::{builder::Builder as _, lock::Lock};
 
 /// [`MAX_TTL`] in milliseconds: the expansion asserts a written `ttl` against it in a
 /// constant, so the attribute's compile-time check and the runtime's share one limit.
@@ -133,18 +134,15 @@ impl Options {
     }
 }
 
-/// One of the programmatic API's builders with [`Options`] applied; a `client = ...` that
-/// gave none returns its error from the calling function (as its `E`).
-macro_rules! build {
-    ($builder:expr, $options:expr, $key:expr) => {{
-        let options = $options;
-        let client = options.named_client($key)?.cloned();
-        let builder = $builder.with_explicit_options(options.options, options.explicit);
-        match client {
-            Some(client) => builder.client(&client),
-            None => builder,
-        }
-    }};
+/// `builder`, one of the programmatic API's builders, with `options` applied; a
+/// `client = ...` that gave none is the error (the calling function returns it as its `E`).
+fn build<B: Builder>(builder: B, options: Options, key: &str) -> Result<B, LockError> {
+    let client = options.named_client(key)?.cloned();
+    let mut builder = builder.with_explicit_options(options.options, options.explicit);
+    if let Some(client) = client {
+        builder.spec_mut().client(&client);
+    }
+    Ok(builder)
 }
 
 mod sealed {
@@ -226,7 +224,7 @@ where
     E: LockFailure,
 {
     let key = key?;
-    let lock = build!(Lock::new(key.as_str()), options, &key);
+    let lock = build(Lock::new(key.as_str()), options, &key)?;
     lock.run(body).await
 }
 
@@ -242,7 +240,7 @@ where
     E: LockFailure,
 {
     let key = key?;
-    let semaphore = build!(Semaphore::new(key.as_str(), permits), options, &key);
+    let semaphore = build(Semaphore::new(key.as_str(), permits), options, &key)?;
     semaphore.run(body).await
 }
 
@@ -255,7 +253,7 @@ where
     E: LockFailure,
 {
     let keys: Vec<String> = keys.into_iter().collect::<Result<_, _>>()?;
-    let locks = build!(MultiLock::new(&keys), options, &keys.join(", "));
+    let locks = build(MultiLock::new(&keys), options, &keys.join(", "))?;
     locks.run(body).await
 }
 
@@ -270,7 +268,7 @@ where
     E: LockFailure,
 {
     let key = key?;
-    let rwlock = build!(RwLock::new(key.as_str()), options, &key);
+    let rwlock = build(RwLock::new(key.as_str()), options, &key)?;
     rwlock.run_read(body).await
 }
 
@@ -285,6 +283,6 @@ where
     E: LockFailure,
 {
     let key = key?;
-    let rwlock = build!(RwLock::new(key.as_str()), options, &key);
+    let rwlock = build(RwLock::new(key.as_str()), options, &key)?;
     rwlock.run_write(body).await
 }
