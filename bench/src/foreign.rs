@@ -375,7 +375,7 @@ fn summaries(records: &[ForeignRecord]) -> Vec<Summary> {
         .map(|id| {
             let mine: Vec<&ForeignRecord> = records.iter().filter(|r| r.foreign == id).collect();
             let median = |f: &dyn Fn(&ForeignRecord) -> f64| {
-                crate::report::median(mine.iter().map(|r| f(r)))
+                crate::figures::median(mine.iter().map(|r| f(r)))
             };
             Summary {
                 foreign: id.to_owned(),

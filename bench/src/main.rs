@@ -8,6 +8,7 @@
 mod admin;
 mod cluster;
 mod contenders;
+mod figures;
 mod foreign;
 mod host;
 mod instructions;

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 
 use crate::BenchResult;
 use crate::contenders::Contender;
-use crate::report::median;
+use crate::figures::median;
 use crate::scenarios::{CycleRecord, HotRecord};
 
 /// The colour of each contender's line.

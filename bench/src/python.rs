@@ -10,7 +10,6 @@ use serde::de::DeserializeOwned;
 use tokio::process::Command;
 
 use crate::BenchResult;
-use crate::scenarios::HotOutcome;
 
 /// The interpreter (with `redis` installed) and the script.
 pub(crate) struct Python {
@@ -30,14 +29,15 @@ pub(crate) struct PyCycles {
     pub(crate) client_cpu_s: f64,
 }
 
+/// The hot-key measurement as the script reports it.
 #[derive(Debug, Deserialize)]
-struct PyHot {
-    waits_us: Vec<u64>,
-    censored_us: Vec<u64>,
-    mean_hold_us: f64,
-    same_task: u64,
-    violations: u64,
-    client_cpu_s: f64,
+pub(crate) struct PyHot {
+    pub(crate) waits_us: Vec<u64>,
+    pub(crate) censored_us: Vec<u64>,
+    pub(crate) mean_hold_us: f64,
+    pub(crate) same_task: u64,
+    pub(crate) violations: u64,
+    pub(crate) client_cpu_s: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,27 +173,14 @@ impl Python {
         window: Duration,
         tasks: u64,
         hold: Duration,
-    ) -> BenchResult<HotOutcome> {
+    ) -> BenchResult<PyHot> {
         let seconds = window.as_secs_f64().to_string();
         let hold_ms = (hold.as_secs_f64() * 1e3).to_string();
         let tasks = tasks.to_string();
-        let out: PyHot = self
-            .call(
-                &["hot", &self.url, key, &seconds, &tasks, &hold_ms],
-                window + Duration::from_secs(60),
-            )
-            .await?;
-        let acquisitions = out.waits_us.len() as u64;
-        Ok(HotOutcome {
-            waits_us: out.waits_us,
-            censored_us: out.censored_us,
-            // The script reports the mean; spread it so the record's mean comes out the same.
-            holds_us: vec![out.mean_hold_us.round() as u64; acquisitions as usize],
-            intervals_us: Vec::new(),
-            same_task: out.same_task,
-            violations: out.violations,
-            client_cpu_s: out.client_cpu_s,
-            tenures: None,
-        })
+        self.call(
+            &["hot", &self.url, key, &seconds, &tasks, &hold_ms],
+            window + Duration::from_secs(60),
+        )
+        .await
     }
 }

@@ -702,7 +702,7 @@ pub(crate) fn goal_rows(records: &[WaitRecord]) -> Vec<GoalRow> {
                     format!(
                         "{} at {}: {:.2} requests per waiter per second",
                         peer.label(),
-                        crate::report::thousands(r.keys as f64),
+                        crate::figures::thousands(r.keys as f64),
                         r.requests_per_s() / r.keys as f64
                     )
                 })
@@ -793,12 +793,12 @@ pub(crate) fn section(out: &mut String, records: &[WaitRecord], window_s: f64) {
         let _ = writeln!(
             out,
             "| {label} | {} | {} | {:.1} | {:.4} | {} | {} | {:.1} % | {:.1} % | {:.1} s | {} |",
-            crate::report::thousands(r.keys as f64),
+            crate::figures::thousands(r.keys as f64),
             r.processes,
             r.requests_per_s(),
             r.requests_per_s() / r.keys as f64,
-            crate::report::thousands(r.commands_per_s()),
-            crate::report::thousands(r.script_calls_per_s()),
+            crate::figures::thousands(r.commands_per_s()),
+            crate::figures::thousands(r.script_calls_per_s()),
             r.server_core() * 100.0,
             r.client_core() * 100.0,
             r.window_s,

@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Goal, median, thousands};
+use super::Goal;
 use crate::cluster::{self, ClusterWatchdogRecord};
+use crate::figures::{median, thousands};
 use crate::report::Results;
 
 /// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=cluster-watchdog` run,

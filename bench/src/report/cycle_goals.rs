@@ -4,8 +4,9 @@
 //! and what would close it.
 
 use super::issues::{InstructionSummary, not_measured};
-use super::{CycleSummary, Goal, find, thousands};
+use super::{CycleSummary, Goal, find};
 use crate::contenders::Contender;
+use crate::figures::thousands;
 
 /// The common path's goals, in the order BENCHMARKS.md lists them.
 pub(super) fn cycle_goals(

@@ -1,8 +1,9 @@
 //! The goals of issue 27 ("cost at scale"), one function per item; item 2's goals are
 //! issue 15's rows (issues.rs).
 
-use super::{Goal, HotSummary, Results, find, median, ms};
+use super::{Goal, HotSummary, Results, find};
 use crate::contenders::Contender;
+use crate::figures::{median, ms};
 use crate::tenures::{Tenures, cohort_worst_wait_us, holds_per_tenure};
 
 /// Every goal row of issue 27 this run measured, in item order.

@@ -4,8 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Goal, HotSummary, Results, Settings, find, median, ms, thousands};
+use super::{Goal, HotSummary, Results, Settings, find};
 use crate::contenders::Contender;
+use crate::figures::{median, ms, thousands};
 use crate::instructions::{self, InstructionRecord};
 use crate::redlock;
 use crate::scaling::WakeRecord;

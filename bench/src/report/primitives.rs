@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::{Results, median, ms, thousands};
+use super::Results;
+use crate::figures::{median, ms, thousands};
 use crate::rwlock::{Kind, RwRecord};
 use crate::semaphore::{self, SemaphoreRecord};
 

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::{median, ms, thousands};
 use crate::contenders::Contender;
+use crate::figures::{median, ms, thousands};
 use crate::replicas::{self, Measured, Rule, Variant};
 use crate::report::{Results, Settings};
 use crate::scenarios::{CycleRecord, HotRecord};
