@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::Goal;
+use super::goal::Goal;
+use super::results::Results;
 use crate::cluster::{self, ClusterWatchdogRecord};
 use crate::figures::{median, thousands};
-use crate::report::Results;
 
 /// The section, for BENCHMARKS.md (and, after a `BENCH_ONLY=cluster-watchdog` run,
 /// `bench/results/cluster-watchdog.md`).
@@ -161,13 +161,13 @@ pub(super) fn goals(results: &Results) -> Vec<Goal> {
 
 #[cfg(test)]
 mod tests {
-    use crate::report::Results;
-    use crate::report::tests::{empty_results, report};
+    use crate::report::document::tests::report;
+    use crate::report::results::Results;
 
     /// A cluster holder's run: 10,000 leases over 3 masters, one pipeline per master and
     /// round, none lost.
     fn cluster_results() -> Results {
-        let mut results = empty_results();
+        let mut results = Results::empty();
         let master = |port: u16, keys: u64| crate::cluster::MasterRecord {
             address: format!("127.0.0.1:{port}"),
             keys,

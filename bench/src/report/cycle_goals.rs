@@ -3,8 +3,8 @@
 //! the server's time and commands per cycle. A missed goal names what the profile showed
 //! and what would close it.
 
-use super::issues::{InstructionSummary, not_measured};
-use super::{CycleSummary, Goal, find};
+use super::goal::{Goal, not_measured};
+use super::summaries::{CycleSummary, InstructionSummary, find};
 use crate::contenders::Contender;
 use crate::figures::thousands;
 

@@ -1,7 +1,9 @@
 //! The goals of issue 27 ("cost at scale"), one function per item; item 2's goals are
 //! issue 15's rows (issues.rs).
 
-use super::{Goal, HotSummary, Results, find};
+use super::goal::{Goal, goal_table};
+use super::results::Results;
+use super::summaries::{HotSummary, find};
 use crate::contenders::Contender;
 use crate::figures::{median, ms};
 use crate::tenures::{Tenures, cohort_worst_wait_us, holds_per_tenure};
@@ -45,7 +47,7 @@ pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
     if goals.is_empty() {
         return;
     }
-    super::goal_table(out, "Goals: cost at scale", goals);
+    goal_table(out, "Goals: cost at scale", goals);
 }
 
 /// The medians over `results`' runs of ours in scenario 3b of what its tenures show.

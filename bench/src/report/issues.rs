@@ -4,43 +4,15 @@
 
 use std::fmt::Write as _;
 
-use super::{Goal, HotSummary, Results, Settings, find};
+use super::goal::{Goal, goal_table, not_measured};
+use super::results::{Results, Settings};
+use super::summaries::{HotSummary, InstructionSummary, find};
 use crate::contenders::Contender;
 use crate::figures::{median, ms, thousands};
-use crate::instructions::{self, InstructionRecord};
+use crate::instructions;
 use crate::redlock;
 use crate::scaling::WakeRecord;
 use crate::scenarios::WatchdogRecord;
-
-/// Medians of one contender's instruction counts.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct InstructionSummary {
-    pub(super) contender: Contender,
-    runs: usize,
-    pub(super) per_cycle: f64,
-    per_cycle_min: f64,
-    per_cycle_max: f64,
-}
-
-pub(super) fn instruction_summaries(records: &[InstructionRecord]) -> Vec<InstructionSummary> {
-    super::contenders_in(records.iter().map(|r| r.contender))
-        .into_iter()
-        .map(|contender| {
-            let mine: Vec<f64> = records
-                .iter()
-                .filter(|r| r.contender == contender)
-                .map(|r| r.per_cycle)
-                .collect();
-            InstructionSummary {
-                contender,
-                runs: mine.len(),
-                per_cycle: median(mine.iter().copied()),
-                per_cycle_min: mine.iter().copied().fold(f64::INFINITY, f64::min),
-                per_cycle_max: mine.iter().copied().fold(0.0, f64::max),
-            }
-        })
-        .collect()
-}
 
 /// The goals of issues 14 (Redlock hot key) and 15 (the attribute's instructions).
 pub(super) fn goals(redlock: &[HotSummary], counted: &[InstructionSummary]) -> Vec<Goal> {
@@ -120,18 +92,9 @@ pub(super) fn goals(redlock: &[HotSummary], counted: &[InstructionSummary]) -> V
     goals
 }
 
-pub(super) fn not_measured(goal: &str) -> Goal {
-    Goal {
-        goal: goal.into(),
-        met: None,
-        inconclusive: false,
-        detail: "not measured in this run".into(),
-    }
-}
-
 /// The goals table of issues 14 and 15.
 pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
-    super::goal_table(
+    goal_table(
         out,
         "Goals: Redlock, the uncontended path and held locks",
         goals,
@@ -269,111 +232,6 @@ pub(super) fn instructions_section(
         );
     }
     let _ = writeln!(out);
-}
-
-/// redlock_hot_key.csv and instructions.csv.
-pub(super) fn write_csv(results: &Results, dir: &std::path::Path) -> crate::BenchResult<()> {
-    let mut hot = String::from(
-        "contender,run,tasks,acquisitions,per_s,utilization,mean_hold_us,p50_us,p99_us,max_us,same_task_share,requests_per_acq,server_cmds_per_acq,open_waits,violations\n",
-    );
-    for r in &results.redlock_hot {
-        let _ = writeln!(
-            hot,
-            "{},{},{},{},{:.1},{:.4},{:.1},{},{},{},{:.4},{},{:.3},{},{}",
-            r.contender.id(),
-            r.run,
-            r.tasks,
-            r.acquisitions,
-            r.per_s,
-            r.utilization,
-            r.mean_hold_us,
-            r.p50_us,
-            r.p99_us,
-            r.max_us,
-            r.same_task_share,
-            r.requests_per_acq
-                .map_or(String::new(), |v| format!("{v:.3}")),
-            r.server_cmds_per_acq,
-            r.censored_us.len(),
-            r.violations
-        );
-    }
-    std::fs::write(dir.join("redlock_hot_key.csv"), hot)?;
-    let mut counted =
-        String::from("contender,run,short_cycles,long_cycles,short_total,long_total,per_cycle\n");
-    for r in &results.instructions {
-        let _ = writeln!(
-            counted,
-            "{},{},{},{},{},{},{:.1}",
-            r.contender.id(),
-            r.run,
-            instructions::SHORT,
-            instructions::LONG,
-            r.short_total,
-            r.long_total,
-            r.per_cycle
-        );
-    }
-    std::fs::write(dir.join("instructions.csv"), counted)?;
-    let mut cycles = String::from(
-        "contender,run,tasks,cycles,per_s,client_cpu_us_per_cycle,server_us_per_cycle,server_cmds_per_cycle\n",
-    );
-    for r in &results.scaling.cycles {
-        let _ = writeln!(
-            cycles,
-            "{},{},{},{},{:.1},{:.2},{:.2},{:.2}",
-            r.contender.id(),
-            r.run,
-            r.tasks,
-            r.cycles,
-            r.per_s,
-            r.client_cpu_us_per_cycle,
-            r.server_us_per_cycle,
-            r.server_cmds_per_cycle
-        );
-    }
-    std::fs::write(dir.join("scaling_cycles.csv"), cycles)?;
-    let mut held = String::from(
-        "contender,locks,acquire_s,heap_per_lock_bytes,rss_per_lock_bytes,renewals_per_period,server_reads_per_period,client_cpu_us_per_renewal,client_cpu_share,lost\n",
-    );
-    for r in &results.scaling.held {
-        let _ = writeln!(
-            held,
-            "{},{},{:.3},{:.0},{:.0},{:.1},{:.1},{:.3},{:.4},{}",
-            r.contender.id(),
-            r.locks,
-            r.acquire_s,
-            r.heap_per_lock_bytes,
-            r.rss_per_lock_bytes,
-            r.renewals_per_period,
-            r.server_reads_per_period,
-            r.client_cpu_us_per_renewal,
-            r.client_cpu_share,
-            r.lost
-        );
-    }
-    std::fs::write(dir.join("scaling_held.csv"), held)?;
-    let mut wake = String::from(
-        "contender,run,keys,woken,missed,early,p50_us,p99_us,max_us,server_cmds_per_key\n",
-    );
-    for r in &results.scaling.wakeups {
-        let _ = writeln!(
-            wake,
-            "{},{},{},{},{},{},{},{},{},{:.2}",
-            r.contender.id(),
-            r.run,
-            r.keys,
-            r.woken,
-            r.missed,
-            r.early,
-            r.p50_us,
-            r.p99_us,
-            r.max_us,
-            r.server_cmds_per_key
-        );
-    }
-    std::fs::write(dir.join("scaling_wakeups.csv"), wake)?;
-    Ok(())
 }
 
 /// The goals of the held-locks sweep: at most 1 KB of heap per held lock at every size,

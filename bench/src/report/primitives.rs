@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::Results;
+use super::results::Results;
 use crate::figures::{median, ms, thousands};
 use crate::rwlock::{Kind, RwRecord};
 use crate::semaphore::{self, SemaphoreRecord};

@@ -4,10 +4,10 @@
 
 use std::fmt::Write as _;
 
+use super::results::{Results, Settings};
 use crate::contenders::Contender;
 use crate::figures::{median, ms, thousands};
 use crate::replicas::{self, Measured, Rule, Variant};
-use crate::report::{Results, Settings};
 use crate::scenarios::{CycleRecord, HotRecord};
 
 /// The median over runs of `of`'s records' `value` divided by the value of the record of
@@ -484,11 +484,12 @@ pub(crate) fn durable_finding(results: &Results) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::{CycleRecord, Variant};
-    use crate::report::tests::{empty_results, report};
+    use crate::report::document::tests::report;
+    use crate::report::results::Results;
 
     #[test]
     fn section_8_says_when_durable_grants_were_not_measured() {
-        let mut results = empty_results();
+        let mut results = Results::empty();
         results
             .skipped
             .push("durable grants: no valkey-server (BENCH_AOF_URLS)".to_owned());
@@ -529,7 +530,7 @@ mod tests {
     #[test]
     fn the_findings_say_when_no_durable_grant_was_confirmed() {
         use crate::contenders::Contender::{Api, Raw};
-        let mut results = empty_results();
+        let mut results = Results::empty();
         results.durable.uncontended = vec![
             cycle(Api, false, 6_000.0, 0),
             cycle(Api, true, 0.0, 30),
