@@ -10,7 +10,7 @@ use super::summaries::{CycleSummary, HotSummary, find};
 use crate::contenders::Contender;
 use crate::figures::ms;
 
-/// One goal of issue 18, judged for every contender of the run, side by side.
+/// One contention goal, judged for every contender of the run, side by side.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct SideBySide {
     /// The scenario it is measured in.
@@ -63,7 +63,7 @@ fn side_by_side<T>(
     })
 }
 
-/// The goals of issue 18 item 5: the uncontended cycle's round trips, the hot key in one
+/// The contention goals: the uncontended cycle's round trips, the hot key in one
 /// process and the hot key across processes, each for every contender of the run.
 pub(super) fn contention_goals(
     s: &Settings,
@@ -168,7 +168,7 @@ pub(super) fn contention_goals(
     rows.into_iter().flatten().collect()
 }
 
-/// The goals of issue 18 with every contender of the run side by side.
+/// The contention goals with every contender of the run side by side.
 pub(super) fn side_by_side_table(out: &mut String, rows: &[SideBySide]) {
     if rows.is_empty() {
         return;

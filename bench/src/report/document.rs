@@ -11,7 +11,9 @@ use super::results::Results;
 use super::summaries::{
     CycleSummary, HotSummary, InstructionSummary, WatchdogSummary, find, hot_summaries,
 };
-use super::{cluster_watchdog, issue27, issues, primitives, replicas};
+use super::{
+    cluster_watchdog, cost_at_scale, instructions, primitives, redlock, replicas, scaling,
+};
 use crate::contenders::Contender;
 use crate::figures::{ms, thousands};
 
@@ -26,8 +28,8 @@ pub(super) struct Tables<'a> {
     pub(super) contention: &'a [SideBySide],
     pub(super) redlock: &'a [HotSummary],
     pub(super) counted: &'a [InstructionSummary],
-    pub(super) issue_goals: &'a [Goal],
-    pub(super) issue27_goals: &'a [Goal],
+    pub(super) redlock_path_goals: &'a [Goal],
+    pub(super) scale_goals: &'a [Goal],
 }
 
 /// The report's sections by topic, for a reader who looks for one question's answer.
@@ -60,8 +62,8 @@ pub(super) fn markdown(
         contention,
         redlock,
         counted,
-        issue_goals,
-        issue27_goals,
+        redlock_path_goals,
+        scale_goals,
     } = tables;
     let s = &results.settings;
     let m = &results.machine;
@@ -113,8 +115,12 @@ pub(super) fn markdown(
         goals,
     );
     side_by_side_table(&mut out, contention);
-    issues::goals_table(&mut out, issue_goals);
-    issue27::goals_table(&mut out, issue27_goals);
+    goal_table(
+        &mut out,
+        "Goals: Redlock, the uncontended path and held locks",
+        redlock_path_goals,
+    );
+    cost_at_scale::scale_goals_table(&mut out, scale_goals);
 
     for (title, note, list) in [
         (
@@ -286,14 +292,14 @@ pub(super) fn markdown(
     }
     let _ = writeln!(out);
     cluster_watchdog::section(&mut out, results);
-    issues::redlock_section(
+    redlock::redlock_section(
         &mut out,
         s,
         redlock,
         &hot_summaries(&results.redlock_silent),
     );
-    issues::instructions_section(&mut out, results, counted);
-    issues::scaling_section(&mut out, results, scaling_link);
+    instructions::instructions_section(&mut out, results, counted);
+    scaling::scaling_section(&mut out, results, scaling_link);
     replicas::section(&mut out, results);
     primitives::semaphore_section(
         &mut out,
@@ -377,8 +383,8 @@ pub(super) mod tests {
                 contention: &[],
                 redlock: &[],
                 counted: &[],
-                issue_goals: &[],
-                issue27_goals: &[],
+                redlock_path_goals: &[],
+                scale_goals: &[],
             },
             (None, None),
         )

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-/// One goal of issue 5 and whether this run meets it.
+/// One goal and whether this run meets it.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Goal {
     pub(super) goal: String,

@@ -1,5 +1,6 @@
-//! The goals of issue 27 ("cost at scale"), one function per item; item 2's goals are
-//! issue 15's rows (issues.rs).
+//! The goals of cost at scale: what waiting costs Redis (section 11), a key shared with
+//! foreign clients (section 12), the hot key across processes against the two-level
+//! queue's bound (section 3b) and, added by the report, the watchdog of a cluster holder.
 
 use super::goal::{Goal, goal_table};
 use super::results::Results;
@@ -8,16 +9,16 @@ use crate::contenders::Contender;
 use crate::figures::{median, ms};
 use crate::tenures::{Tenures, cohort_worst_wait_us, holds_per_tenure};
 
-/// Every goal row of issue 27 this run measured, in item order.
-pub(super) fn goal_rows_issue27(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
-    let mut rows = item1_goals(results);
-    rows.extend(item3_goals(results));
-    rows.extend(item4_goals(results, spread));
+/// Every goal of cost at scale this run measured, in the table's order.
+pub(super) fn scale_goals(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
+    let mut rows = waiting_goals(results);
+    rows.extend(foreign_goals(results));
+    rows.extend(cross_process_goals(results, spread));
     rows
 }
 
-/// Item 3: a key shared with foreign clients (section 12).
-pub(super) fn item3_goals(results: &Results) -> Vec<Goal> {
+/// A key shared with foreign clients (section 12).
+pub(super) fn foreign_goals(results: &Results) -> Vec<Goal> {
     crate::foreign::goal_rows(&results.foreign)
         .into_iter()
         .map(|(goal, met, detail)| Goal {
@@ -29,8 +30,8 @@ pub(super) fn item3_goals(results: &Results) -> Vec<Goal> {
         .collect()
 }
 
-/// Item 1: what waiting costs (section 11).
-pub(super) fn item1_goals(results: &Results) -> Vec<Goal> {
+/// What waiting costs (section 11).
+pub(super) fn waiting_goals(results: &Results) -> Vec<Goal> {
     crate::waiting::goal_rows(&results.waiting)
         .into_iter()
         .map(|row| Goal {
@@ -43,7 +44,7 @@ pub(super) fn item1_goals(results: &Results) -> Vec<Goal> {
 }
 
 /// The table "Goals: cost at scale".
-pub(super) fn goals_table(out: &mut String, goals: &[Goal]) {
+pub(super) fn scale_goals_table(out: &mut String, goals: &[Goal]) {
     if goals.is_empty() {
         return;
     }
@@ -76,7 +77,7 @@ fn tenure_medians(results: &Results) -> Option<Tenures> {
 /// Why the two-level queue's waits are what they are, from the run's tenures: the
 /// model's longest wait for the measured hold, pass and hand-over, against the measured
 /// waits.
-fn item4_model(results: &Results, ours: &HotSummary, t: &Tenures) -> String {
+fn two_level_queue_wait(results: &Results, ours: &HotSummary, t: &Tenures) -> String {
     let s = &results.settings;
     let q = s.hot_processes_queue;
     let (processes, local) = (s.hot_processes, s.hot_tasks_per_process);
@@ -159,10 +160,10 @@ fn item4_model(results: &Results, ours: &HotSummary, t: &Tenures) -> String {
     )
 }
 
-/// Item 4: four processes on a hot key. Issue 18's bound (2 × contenders × mean hold, the
+/// Four processes on a hot key. The first-come bound (2 × contenders × mean hold, the
 /// bound of a queue that serves every task once per turn of all) stays visible; beside it,
 /// the wait the two-level queue promises for the run's shape and settings.
-fn item4_goals(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
+fn cross_process_goals(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
     let s = &results.settings;
     let Some(ours) = find(spread, Contender::Api, |h| h.contender) else {
         return Vec::new();
@@ -202,7 +203,7 @@ fn item4_goals(results: &Results, spread: &[HotSummary]) -> Vec<Goal> {
     );
     if let Some(t) = tenure_medians(results) {
         detail.push(' ');
-        detail.push_str(&item4_model(results, ours, &t));
+        detail.push_str(&two_level_queue_wait(results, ours, &t));
     }
     rows.push(Goal {
         goal: format!(
