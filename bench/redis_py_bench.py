@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""redis-py's Lock as a cross-ecosystem reference for the lock benchmark (issue 5).
+"""redis-py's Lock as a cross-ecosystem reference for the lock benchmark.
 
 Run by the bench driver (bench/src/python.rs), never by hand in the normal flow:
 

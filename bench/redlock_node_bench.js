@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// node-redlock 4 (with ioredis) as a foreign client sharing a key with our tasks (issue 27
-// item 3, bench/src/foreign.rs). Run by the bench driver, never by hand in the normal flow:
+// node-redlock 4 (with ioredis) as a foreign client sharing a key with our tasks (section 12,
+// bench/src/foreign.rs). Run by the bench driver, never by hand in the normal flow:
 //
 //     NODE_PATH=bench/target/node/node_modules node redlock_node_bench.js URL KEY SECONDS TASKS HOLD_MS
 //

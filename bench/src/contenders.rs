@@ -298,7 +298,7 @@ impl Clients {
         })
     }
 
-    /// The clients of section 8 (issue 25) on a primary with one replica: ours through
+    /// The clients of section 8 on a primary with one replica: ours through
     /// `LockClient::new(Config::single(primary))`, with `.wait_for_replicas(n, timeout)` or
     /// `.wait_for_aof(local, n, timeout)` when `wait` is given, and raw, whose `SET` then
     /// goes out with a pipelined `WAIT` or `WAITAOF`. rslock and async-redis-lock point at

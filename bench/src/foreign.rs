@@ -1,4 +1,4 @@
-//! Section 12 (issue 27 item 3): one key shared with foreign clients that do not queue.
+//! Section 12: one key shared with foreign clients that do not queue.
 //!
 //! [`TASKS`] of our tasks (one process, the Lock API with the default
 //! `Config::foreign_window`) and [`TASKS`] tasks of a foreign client contend for one key
@@ -37,7 +37,7 @@ pub(crate) const TASKS: u64 = 8;
 /// How long every holder holds the key.
 pub(crate) const HOLD: Duration = Duration::from_millis(5);
 
-/// The window of one measurement at scale 1 (the issue measured 20 s).
+/// The window of one measurement at scale 1 (the first measurements took 20 s).
 pub(crate) const WINDOW_S: f64 = 8.0;
 
 /// At most this many measurements per foreign client (the section stays under about a
@@ -48,10 +48,10 @@ pub(crate) const MAX_RUNS: usize = 3;
 /// window.
 const CHILD_LIMIT: Duration = Duration::from_secs(60);
 
-/// The goal of issue 27 item 3: each side's least share of the acquisitions.
+/// The goal of a shared key: each side's least share of the acquisitions.
 const SHARE_GOAL: f64 = 1.0 / 3.0;
 
-/// The goal of issue 27 item 3: our p99 wait, in microseconds.
+/// The goal of a shared key: our p99 wait, in microseconds.
 const P99_GOAL_US: u64 = 1_000_000;
 
 /// A foreign client the scenario can run.
@@ -413,7 +413,7 @@ fn ms(us: f64) -> String {
     }
 }
 
-/// The goal rows of issue 27 item 3 (goal, verdict, measured), for the "Goals: cost at scale"
+/// The goal rows of a shared key (goal, verdict, measured), for the "Goals: cost at scale"
 /// table: per foreign client, each side's share and our p99 wait; exclusion over all.
 pub(crate) fn goal_rows(records: &[ForeignRecord]) -> Vec<(String, Option<bool>, String)> {
     let mut rows = Vec::new();

@@ -1,4 +1,4 @@
-//! Section 6 (issue 15): instructions per uncontended cycle, counted by
+//! Section 6: instructions per uncontended cycle, counted by
 //! `valgrind --tool=callgrind`, a figure that other work on the machine cannot move.
 //!
 //! The bench runs this binary under callgrind in its `instructions` mode twice per

@@ -1,4 +1,4 @@
-//! The comparative lock benchmark of issue 5: ours (attribute and API) against the raw
+//! The comparative lock benchmark: ours (attribute and API) against the raw
 //! Redis limit, rslock, async-redis-lock and redis-py, on one server in one run.
 //!
 //! Run it with `bench/run` from the repository root: the script provides the server and
@@ -234,7 +234,7 @@ async fn bench() -> BenchResult<()> {
         }
     }
 
-    // Sections 9 and 10 (issue 26): in a full run, or alone (BENCH_ONLY=semaphore, rwlock).
+    // Sections 9 and 10: in a full run, or alone (BENCH_ONLY=semaphore, rwlock).
     let alone = |name: &str| {
         only.as_deref()
             .is_none_or(|only| only.split('/').next() == Some(name))
@@ -265,7 +265,7 @@ async fn bench() -> BenchResult<()> {
         skipped,
         wall_s: 0.0,
     };
-    // Section 11 (issue 27): what waiting costs. Alone with BENCH_ONLY=waiting (its section
+    // Section 11: what waiting costs. Alone with BENCH_ONLY=waiting (its section
     // is then written to bench/results/waiting.md); in a full run, once, before the runs.
     let (waiting_only, waiting_contender) = match only
         .as_deref()
@@ -651,7 +651,7 @@ async fn bench() -> BenchResult<()> {
             }
         }
     }
-    // Section 11: one key shared with foreign clients (issue 27), each client in turn.
+    // Section 12: one key shared with foreign clients, each client in turn.
     let only_foreign = only
         .as_deref()
         .map(|only| only.split_once('/').unwrap_or((only, "")));

@@ -1,4 +1,4 @@
-//! Scenario 3b (issue 18): one hot key contended by tasks in several processes.
+//! Scenario 3b: one hot key contended by tasks in several processes.
 //!
 //! The bench starts its children (this binary again in worker mode, or redis-py's script in
 //! its `hotworker` mode), waits until each has connected, warmed up and printed `ready`,
@@ -250,7 +250,7 @@ fn own_worker(url: &str, contender: Contender, key: &str, shape: Shape) -> Bench
 }
 
 /// Our two-level queue's settings in scenario 3b: the runtime's defaults, or an experiment's
-/// (issue 27 item 4) from the environment the children inherit:
+/// from the environment the children inherit:
 /// `BENCH_LOCAL_PASSES`, `BENCH_LOCAL_PASS_TIME_MS`, `BENCH_FOREIGN_WINDOW_MS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub(crate) struct QueueSettings {

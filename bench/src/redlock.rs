@@ -1,4 +1,4 @@
-//! Section 5 (issue 14): one hot key in Redlock mode, on three independent throwaway
+//! Section 5: one hot key in Redlock mode, on three independent throwaway
 //! masters started by `bench/run`: ours (`Config::redlock`) against rslock (a Redlock
 //! implementation) over the same masters, in the same run.
 //!

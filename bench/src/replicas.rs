@@ -1,4 +1,4 @@
-//! Section 8 (issue 25): what `Config::wait_for_replicas` costs, on a primary with one
+//! Section 8: what `Config::wait_for_replicas` costs, on a primary with one
 //! replica (both throwaway redis-servers started by `bench/run`, loopback, no persistence).
 //!
 //! Every measurement runs twice in the same run, without and with the option: ours through

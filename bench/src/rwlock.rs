@@ -1,4 +1,4 @@
-//! Read-heavy workload on one key (issue 26): 90 % reads, 10 % writes, each hold 1 ms,
+//! Read-heavy workload on one key (section 10): 90 % reads, 10 % writes, each hold 1 ms,
 //! `tasks` tasks in this process for a fixed window; once with the read-write lock
 //! (`RwLock::read` / `write`), once with the mutex (`Lock`) on the same workload. A full
 //! `bench/run` writes section 10 of BENCHMARKS.md from it; `BENCH_ONLY=rwlock bench/run`

@@ -1,4 +1,4 @@
-//! Section 7 (issue 15 item 3): how cost grows with load. Three sweeps:
+//! Section 7: how cost grows with load. Three sweeps:
 //!
 //! - cycles/s and client CPU per cycle for 1, 16, 256 and 4,096 tasks on distinct keys
 //!   (the cycle of sections 1 and 2, [`scenarios::cycles`]);

@@ -1,4 +1,4 @@
-//! The semaphore's hot key (issue 26): 16 tasks share one key, a semaphore of 4 permits,
+//! The semaphore's hot key (section 9): 16 tasks share one key, a semaphore of 4 permits,
 //! each taking a permit, holding it 1 ms and giving it back, as fast as they can; beside it
 //! in the same run, the mutex's hot key with the same tasks and hold, and raw round trips
 //! (`PING` by the same 16 tasks on one multiplexed connection), so that the row reads as

@@ -1,4 +1,4 @@
-//! How a hot key shared by several processes was held (issue 27 item 4): the *tenures*
+//! How a hot key shared by several processes was held (section 3b): the *tenures*
 //! (runs of consecutive holds by one process, the two-level queue's unit), the hand-overs
 //! between them, and the longest time nobody held the key (a foreign window shows there).
 //!

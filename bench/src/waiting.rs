@@ -1,4 +1,4 @@
-//! Section 11 (issue 27, item 1): what waiting costs Redis.
+//! Section 11: what waiting costs Redis.
 //!
 //! N keys are held by our lock (a client of this process of its own, its watchdog renewing
 //! them), and N waiters wait on the N distinct keys in one child process or spread across
@@ -44,7 +44,7 @@ pub(crate) const WORKER_ARG: &str = "wait-worker";
 /// `BENCH_ONLY=waiting` runs this section alone.
 pub(crate) const NAME: &str = "waiting";
 
-/// The goal of issue 27: 10,000 waiting keys in one process cost at most this many
+/// The goal of waiting at scale: 10,000 waiting keys in one process cost at most this many
 /// requests per second in all ...
 const GOAL_REQUESTS_PER_S: f64 = 10.0;
 
@@ -687,7 +687,7 @@ fn find(
     })
 }
 
-/// Issue 27's goals for waiting: 10,000 waiting keys in one process cost at most 10
+/// The goals of waiting at scale: 10,000 waiting keys in one process cost at most 10
 /// requests per second and at most 5 % of a server core.
 pub(crate) fn goal_rows(records: &[WaitRecord]) -> Vec<GoalRow> {
     let ours = find(records, Contender::Api, GOAL_KEYS, 1);

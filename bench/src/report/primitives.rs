@@ -1,4 +1,4 @@
-//! Sections 9 and 10 (issue 26): the other primitives on a hot key, the semaphore against
+//! Sections 9 and 10: the other primitives on a hot key, the semaphore against
 //! the mutex and raw round trips, the read-write lock against the mutex.
 
 use std::fmt::Write as _;

@@ -1,4 +1,4 @@
-//! Section 8 of BENCHMARKS.md (issue 25): the cost of `Config::wait_for_replicas`, as
+//! Section 8 of BENCHMARKS.md: the cost of `Config::wait_for_replicas`, as
 //! ratios measured in one run: ours over raw with the same option, and each contender with
 //! the option over itself without it.
 

@@ -124,7 +124,7 @@ pub(crate) struct Results {
     pub(crate) rwlock: Vec<crate::rwlock::RwRecord>,
     /// Section 11 (what waiting costs), every measurement.
     pub(crate) waiting: Vec<crate::waiting::WaitRecord>,
-    /// Section 11 (a key shared with foreign clients, issue 27), every measurement.
+    /// Section 12 (a key shared with foreign clients), every measurement.
     pub(crate) foreign: Vec<crate::foreign::ForeignRecord>,
     /// Contenders or scenarios that could not run, and why.
     pub(crate) skipped: Vec<String>,
