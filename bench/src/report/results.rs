@@ -132,12 +132,42 @@ pub(crate) struct Results {
     pub(crate) wall_s: f64,
 }
 
+impl Results {
+    /// A run on `machine` with `settings` that has measured nothing yet; `skipped` notes
+    /// what it will not measure.
+    pub(crate) fn new(machine: Machine, settings: Settings, skipped: Vec<String>) -> Self {
+        Results {
+            machine,
+            settings,
+            uncontended: Vec::new(),
+            many_keys: Vec::new(),
+            hot_key: Vec::new(),
+            hot_key_processes: Vec::new(),
+            watchdog: Vec::new(),
+            cluster_watchdog: Vec::new(),
+            redlock_hot: Vec::new(),
+            redlock_silent: Vec::new(),
+            instructions: Vec::new(),
+            scaling: crate::scaling::Scaling::default(),
+            replicas: crate::replicas::Measured::default(),
+            durable: crate::replicas::Measured::default(),
+            durable_local: crate::replicas::Measured::default(),
+            semaphore: Vec::new(),
+            rwlock: Vec::new(),
+            waiting: Vec::new(),
+            foreign: Vec::new(),
+            skipped,
+            wall_s: 0.0,
+        }
+    }
+}
+
 #[cfg(test)]
 impl Results {
     /// The results of a run that measured nothing, for the report's tests.
     pub(crate) fn empty() -> Self {
-        Results {
-            machine: Machine {
+        Results::new(
+            Machine {
                 nproc: 2,
                 cpu_model: "test".into(),
                 redis_version: "7".into(),
@@ -147,7 +177,7 @@ impl Results {
                 code: "test".into(),
                 load: (String::new(), String::new()),
             },
-            settings: Settings {
+            Settings {
                 runs: 1,
                 uncontended_s: 1.0,
                 many_tasks: 256,
@@ -175,25 +205,7 @@ impl Results {
                 command: "bench/run".into(),
                 worker_threads: 2,
             },
-            uncontended: Vec::new(),
-            many_keys: Vec::new(),
-            hot_key: Vec::new(),
-            hot_key_processes: Vec::new(),
-            watchdog: Vec::new(),
-            cluster_watchdog: Vec::new(),
-            redlock_hot: Vec::new(),
-            redlock_silent: Vec::new(),
-            instructions: Vec::new(),
-            scaling: crate::scaling::Scaling::default(),
-            replicas: crate::replicas::Measured::default(),
-            durable: crate::replicas::Measured::default(),
-            durable_local: crate::replicas::Measured::default(),
-            semaphore: Vec::new(),
-            rwlock: Vec::new(),
-            waiting: Vec::new(),
-            foreign: Vec::new(),
-            skipped: Vec::new(),
-            wall_s: 0.0,
-        }
+            Vec::new(),
+        )
     }
 }
