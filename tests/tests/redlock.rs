@@ -1082,14 +1082,20 @@ async fn inspect_reports_the_fence_a_majority_reached() {
     let servers = masters(3);
     let client = client_for(&servers);
     let fence = fenced_cycle(&client, "majority-fence").await;
-    // Every master's counter reached the fence (the last grant may still be on its way).
+    // A majority's counters reached the fence (a master left out of the round, a slow one
+    // on a busy machine, may have none: the verdict is the majority's either way).
     let reached = lock_tests::until(Duration::from_secs(5), Duration::from_millis(5), || {
-        servers
+        let counted = servers
             .iter()
-            .all(|server| fence_counter(server, "majority-fence").is_some_and(|n| n >= fence))
+            .filter(|server| fence_counter(server, "majority-fence").is_some_and(|n| n >= fence))
+            .count();
+        counted >= 2
     })
     .await;
-    assert!(reached.is_some(), "not every master counted the fence");
+    assert!(
+        reached.is_some(),
+        "no majority of the masters counted the fence"
+    );
     let outlier = fence + 1_000_000_000;
     let _: () = redis::cmd("SET")
         .arg("~lock/fence{majority-fence}")
