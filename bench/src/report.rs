@@ -5,6 +5,7 @@ mod contention_goals;
 mod cost_at_scale;
 mod csv;
 mod cycle_goals;
+mod cycles;
 mod document;
 mod findings;
 mod goal;
@@ -17,6 +18,7 @@ mod results;
 mod scaling;
 mod speed_goals;
 mod summaries;
+mod watchdog;
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -6,16 +6,15 @@ use std::fmt::Write as _;
 use super::contention_goals::{SideBySide, side_by_side_table};
 use super::findings::findings;
 use super::goal::{Goal, goal_table};
-use super::hot_key::hot_processes_section;
 use super::results::Results;
 use super::summaries::{
     CycleSummary, HotSummary, InstructionSummary, WatchdogSummary, find, hot_summaries,
 };
 use super::{
-    cluster_watchdog, cost_at_scale, instructions, primitives, redlock, replicas, scaling,
+    cluster_watchdog, cost_at_scale, cycles, hot_key, instructions, primitives, redlock, replicas,
+    scaling, watchdog,
 };
 use crate::contenders::Contender;
-use crate::figures::{ms, thousands};
 
 /// The summaries BENCHMARKS.md is made of.
 pub(super) struct Tables<'a> {
@@ -46,28 +45,93 @@ this run met each target):
 that do not queue (12).
 ";
 
-#[allow(clippy::too_many_lines)]
+/// BENCHMARKS.md from a run's results and their summaries.
 pub(super) fn markdown(
     results: &Results,
     tables: Tables<'_>,
     (plot_link, scaling_link): (Option<&str>, Option<&str>),
 ) -> String {
-    let Tables {
-        uncontended,
-        many,
-        hot,
-        spread,
-        watchdog,
+    let s = &results.settings;
+    let mut out = String::new();
+    heading_and_machine(&mut out, results);
+    let _ = writeln!(out, "{TOPICS}");
+    goal_tables(
+        &mut out,
+        tables.goals,
+        tables.contention,
+        (tables.redlock_path_goals, tables.scale_goals),
+    );
+
+    cycles::cycle_sections(&mut out, s, tables.uncontended, tables.many);
+    hot_key::hot_key_section(&mut out, s, tables.hot, plot_link);
+    hot_key::hot_processes_section(&mut out, s, tables.spread);
+    watchdog::watchdog_section(&mut out, s, tables.watchdog);
+    cluster_watchdog::section(&mut out, results);
+    redlock::redlock_section(
+        &mut out,
+        s,
+        tables.redlock,
+        &hot_summaries(&results.redlock_silent),
+    );
+    instructions::instructions_section(&mut out, results, tables.counted);
+    scaling::scaling_section(&mut out, results, scaling_link);
+    replicas::section(&mut out, results);
+    primitives::semaphore_section(
+        &mut out,
+        results,
+        find(tables.hot, Contender::Api, |h| h.contender).map(|h| h.mean_hold_us),
+    );
+    primitives::rwlock_section(&mut out, results);
+    crate::waiting::section(&mut out, &results.waiting, s.waiting_window_s);
+    if !results.foreign.is_empty() {
+        crate::foreign::section(&mut out, &results.foreign, &results.skipped);
+    }
+
+    findings(
+        &mut out,
+        (tables.uncontended, tables.hot, tables.watchdog),
+        results,
+        s,
+    );
+    // The measured changes (bench/ab runs) are history, kept in bench/HISTORY.md: the
+    // report says where, and shows only what this run measured.
+    let _ = writeln!(
+        out,
+        "How each change to the runtime moved these figures, measured before and after with \
+         `bench/ab`, is kept in `bench/HISTORY.md`.\n"
+    );
+
+    not_measured_list(&mut out, results);
+    how_it_measures(&mut out, results);
+    out
+}
+
+/// The goal tables, before the sections: speed, contention side by side, Redlock with the
+/// uncontended path and held locks, and cost at scale.
+fn goal_tables(
+    out: &mut String,
+    goals: &[Goal],
+    contention: &[SideBySide],
+    (redlock_path_goals, scale_goals): (&[Goal], &[Goal]),
+) {
+    goal_table(
+        out,
+        "Goals: speed against the raw limit and the peers",
         goals,
-        contention,
-        redlock,
-        counted,
+    );
+    side_by_side_table(out, contention);
+    goal_table(
+        out,
+        "Goals: Redlock, the uncontended path and held locks",
         redlock_path_goals,
-        scale_goals,
-    } = tables;
+    );
+    cost_at_scale::scale_goals_table(out, scale_goals);
+}
+
+/// The title, how the figures were made, and the machine they come from.
+fn heading_and_machine(out: &mut String, results: &Results) {
     let s = &results.settings;
     let m = &results.machine;
-    let mut out = String::new();
     let _ = writeln!(out, "# Benchmarks\n");
     let _ = writeln!(
         out,
@@ -107,220 +171,10 @@ pub(super) fn markdown(
         "\nCommand, from the repository root:\n\n```sh\n{}\n```\n",
         s.command
     );
+}
 
-    let _ = writeln!(out, "{TOPICS}");
-    goal_table(
-        &mut out,
-        "Goals: speed against the raw limit and the peers",
-        goals,
-    );
-    side_by_side_table(&mut out, contention);
-    goal_table(
-        &mut out,
-        "Goals: Redlock, the uncontended path and held locks",
-        redlock_path_goals,
-    );
-    cost_at_scale::scale_goals_table(&mut out, scale_goals);
-
-    for (title, note, list) in [
-        (
-            "1. Uncontended cycle",
-            format!(
-                "One task, one key: acquire (no waiting) + release, for {:.1} s per run.",
-                s.uncontended_s
-            ),
-            uncontended,
-        ),
-        (
-            "2. Many keys",
-            format!(
-                "{} concurrent tasks, each cycling on its own key, for {:.1} s per run.",
-                s.many_tasks, s.many_s
-            ),
-            many,
-        ),
-    ] {
-        let _ = writeln!(out, "## {title}\n\n{note}\n");
-        let _ = writeln!(
-            out,
-            "| contender | cycles/s (median) | range over runs | × raw | × raw, same run (median) | client CPU µs/cycle | client thread switches/cycle | server µs/cycle | server cmds/cycle | requests sent/cycle | busy |"
-        );
-        let _ = writeln!(
-            out,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        );
-        for c in list {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {}–{} | {} | {} | {:.1} | {} | {:.1} | {:.1} | {} | {} |",
-                c.contender.label(),
-                thousands(c.per_s),
-                thousands(c.per_s_min),
-                thousands(c.per_s_max),
-                c.ratio_to_raw
-                    .map_or("–".to_owned(), |r| format!("{r:.2}×")),
-                c.paired_ratio
-                    .map_or("–".to_owned(), |r| format!("{r:.2}×")),
-                c.client_cpu_us_per_cycle,
-                c.client_switches_per_cycle
-                    .map_or("–".to_owned(), |v| format!("{v:.1}")),
-                c.server_us_per_cycle,
-                c.server_cmds_per_cycle,
-                c.requests_per_cycle
-                    .map_or("–".to_owned(), |r| format!("{r:.2}")),
-                c.failures
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\nServer commands count what `INFO commandstats` counts, commands run inside Lua \
-             scripts included. Client CPU is this process's (or the Python process's) user + \
-             system time over the measurement. Requests sent per cycle are counted by a \
-             `MONITOR` tap over a pass of up to 1,000 cycles of its own after the timed one \
-             (the tap slows the server); one task waits for each reply, so every request is \
-             a round trip.\n"
-        );
-    }
-
-    let _ = writeln!(out, "## 3. One hot key\n");
-    let _ = writeln!(
-        out,
-        "{} tasks contend for one key for {:.1} s per run; each holds it for \
-         `tokio::time::sleep({} ms)` (the mean hold below is what that really took). Waits \
-         still open when the window closed count at their length so far. The peers wait with \
-         their defaults: rslock retries 3 times 0–200 ms apart and starts over, \
-         async-redis-lock polls every 100 ms, redis-py polls every 100 ms.\n",
-        s.hot_tasks, s.hot_window_s, s.hot_hold_ms
-    );
-    let _ = writeln!(
-        out,
-        "| contender | acquisitions/s | p50 wait | p99 wait | max wait | mean hold | utilization | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
-    );
-    let _ = writeln!(
-        out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for h in hot {
-        let _ = writeln!(
-            out,
-            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.1}% | {} | {:.1} | {:.0} | {} |",
-            h.contender.label(),
-            h.per_s,
-            ms(h.p50_us),
-            ms(h.p99_us),
-            ms(h.max_us),
-            ms(h.mean_hold_us),
-            h.utilization,
-            h.same_task_share * 100.0,
-            h.requests_per_acq
-                .map_or("–".to_owned(), |r| format!("{r:.2}")),
-            h.server_cmds_per_acq,
-            h.open_waits,
-            h.violations
-        );
-    }
-    let _ = writeln!(
-        out,
-        "\n*Requests sent* are the commands clients sent (counted by a `MONITOR` tap, which \
-         tells them from commands run inside Lua); *server cmds* are `INFO commandstats` \
-         calls, Lua included. *Utilization* is acquisitions/s × mean hold: the share of the \
-         window in which some task held the lock (1 would be a lock never idle between \
-         holders). A fair hand-over bounds the wait by contenders × hold: here \
-         {} × {} = {}.\n",
-        s.hot_tasks,
-        hot.iter()
-            .find(|h| h.contender == Contender::Api)
-            .map_or("–".to_owned(), |h| ms(h.mean_hold_us)),
-        hot.iter()
-            .find(|h| h.contender == Contender::Api)
-            .map_or("–".to_owned(), |h| ms(h.mean_hold_us * s.hot_tasks as f64))
-    );
-    if let Some(link) = plot_link {
-        let _ = writeln!(
-            out,
-            "![Acquire-wait distributions on the hot key (CDF, all runs pooled)]({link})\n"
-        );
-    }
-
-    hot_processes_section(&mut out, s, spread);
-
-    let _ = writeln!(out, "## 4. Watchdog at scale\n");
-    let _ = writeln!(
-        out,
-        "{} locks acquired at once (ttl {:.0} s, renewed every ttl/3 = 1 s), held for \
-         {:.1} s, then released. Renewals are the `PEXPIRE` calls in the window (each \
-         renewal's, run inside its script: ours renews up to 200 leases per script call, a \
-         peer one per call); server reads count \
-         `total_reads_processed` (one per request, or per chunk of a pipeline), so batching \
-         shows as few reads per period. Heap per held lock is the allocator's bytes in use \
-         (`mallinfo2`) after acquiring minus before: what the lock allocates, the guard's own \
-         allocations included; the guard value itself (its `size_of`, in the *guard* column) \
-         sits in storage the caller made before the count. RSS per held \
-         lock is the `/proc/self/statm` difference, which stays low when the heap reuses memory \
-         freed by earlier scenarios. Only contenders with a watchdog take part.\n",
-        s.watchdog_locks,
-        s.watchdog_ttl_ms as f64 / 1e3,
-        s.watchdog_hold_s
-    );
-    let _ = writeln!(
-        out,
-        "| contender | acquire all | renewals/period | server reads/period | client CPU (share of a core) | CPU µs/renewal | heap per held lock | guard | RSS per held lock | DBSIZE before → held → after | lost | leases tracked after |"
-    );
-    let _ = writeln!(
-        out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
-    );
-    for w in watchdog {
-        let _ = writeln!(
-            out,
-            "| {} | {:.2} s | {} | {} | {:.1}% | {:.2} | {:.0} B | {} B | {:.0} B | {} → {} → {} | {} | {} |",
-            w.contender.label(),
-            w.acquire_s,
-            thousands(w.renewals_per_period),
-            thousands(w.server_reads_per_period),
-            w.client_cpu_share * 100.0,
-            w.client_cpu_us_per_renewal,
-            w.heap_per_lock_bytes,
-            w.guard_bytes,
-            w.rss_per_lock_bytes,
-            w.dbsize_before,
-            w.dbsize_held,
-            w.dbsize_after,
-            w.lost,
-            w.tracked_after.map_or("–".to_owned(), |t| t.to_string())
-        );
-    }
-    let _ = writeln!(out);
-    cluster_watchdog::section(&mut out, results);
-    redlock::redlock_section(
-        &mut out,
-        s,
-        redlock,
-        &hot_summaries(&results.redlock_silent),
-    );
-    instructions::instructions_section(&mut out, results, counted);
-    scaling::scaling_section(&mut out, results, scaling_link);
-    replicas::section(&mut out, results);
-    primitives::semaphore_section(
-        &mut out,
-        results,
-        find(hot, Contender::Api, |h| h.contender).map(|h| h.mean_hold_us),
-    );
-    primitives::rwlock_section(&mut out, results);
-    crate::waiting::section(&mut out, &results.waiting, s.waiting_window_s);
-    if !results.foreign.is_empty() {
-        crate::foreign::section(&mut out, &results.foreign, &results.skipped);
-    }
-
-    findings(&mut out, (uncontended, hot, watchdog), results, s);
-    // The measured changes (bench/ab runs) are history, kept in bench/HISTORY.md: the
-    // report says where, and shows only what this run measured.
-    let _ = writeln!(
-        out,
-        "How each change to the runtime moved these figures, measured before and after with \
-         `bench/ab`, is kept in `bench/HISTORY.md`.\n"
-    );
-
+/// What a run could not measure, and why.
+fn not_measured_list(out: &mut String, results: &Results) {
     if !results.skipped.is_empty() {
         let _ = writeln!(out, "## Not measured in this run\n");
         for skipped in &results.skipped {
@@ -328,7 +182,10 @@ pub(super) fn markdown(
         }
         let _ = writeln!(out);
     }
+}
 
+/// How each contender and each kind of server is measured.
+fn how_it_measures(out: &mut String, results: &Results) {
     let _ = writeln!(out, "## How it measures\n");
     let _ = writeln!(
         out,
@@ -361,7 +218,6 @@ pub(super) fn markdown(
          - Wall time of all measurements: {:.0} s.\n",
         results.wall_s
     );
-    out
 }
 
 #[cfg(test)]

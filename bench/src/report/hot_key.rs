@@ -4,7 +4,76 @@ use std::fmt::Write as _;
 
 use super::results::Settings;
 use super::summaries::HotSummary;
+use crate::contenders::Contender;
 use crate::figures::ms;
+
+/// Section 3: tasks of one process contending for one key, with the plot of their waits.
+pub(super) fn hot_key_section(
+    out: &mut String,
+    s: &Settings,
+    hot: &[HotSummary],
+    plot_link: Option<&str>,
+) {
+    let _ = writeln!(out, "## 3. One hot key\n");
+    let _ = writeln!(
+        out,
+        "{} tasks contend for one key for {:.1} s per run; each holds it for \
+         `tokio::time::sleep({} ms)` (the mean hold below is what that really took). Waits \
+         still open when the window closed count at their length so far. The peers wait with \
+         their defaults: rslock retries 3 times 0–200 ms apart and starts over, \
+         async-redis-lock polls every 100 ms, redis-py polls every 100 ms.\n",
+        s.hot_tasks, s.hot_window_s, s.hot_hold_ms
+    );
+    let _ = writeln!(
+        out,
+        "| contender | acquisitions/s | p50 wait | p99 wait | max wait | mean hold | utilization | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for h in hot {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.1}% | {} | {:.1} | {:.0} | {} |",
+            h.contender.label(),
+            h.per_s,
+            ms(h.p50_us),
+            ms(h.p99_us),
+            ms(h.max_us),
+            ms(h.mean_hold_us),
+            h.utilization,
+            h.same_task_share * 100.0,
+            h.requests_per_acq
+                .map_or("–".to_owned(), |r| format!("{r:.2}")),
+            h.server_cmds_per_acq,
+            h.open_waits,
+            h.violations
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n*Requests sent* are the commands clients sent (counted by a `MONITOR` tap, which \
+         tells them from commands run inside Lua); *server cmds* are `INFO commandstats` \
+         calls, Lua included. *Utilization* is acquisitions/s × mean hold: the share of the \
+         window in which some task held the lock (1 would be a lock never idle between \
+         holders). A fair hand-over bounds the wait by contenders × hold: here \
+         {} × {} = {}.\n",
+        s.hot_tasks,
+        hot.iter()
+            .find(|h| h.contender == Contender::Api)
+            .map_or("–".to_owned(), |h| ms(h.mean_hold_us)),
+        hot.iter()
+            .find(|h| h.contender == Contender::Api)
+            .map_or("–".to_owned(), |h| ms(h.mean_hold_us * s.hot_tasks as f64))
+    );
+    if let Some(link) = plot_link {
+        let _ = writeln!(
+            out,
+            "![Acquire-wait distributions on the hot key (CDF, all runs pooled)]({link})\n"
+        );
+    }
+}
 
 /// Section 3b: the hot key contended from several processes.
 pub(super) fn hot_processes_section(out: &mut String, s: &Settings, spread: &[HotSummary]) {
