@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 
 /// A connection of the bench's own, for counters and clean-up.
 #[derive(Clone)]

@@ -17,8 +17,8 @@ use lock_runtime::{Config, LockClient, LockGuard};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::BenchResult;
 use crate::admin::{self, Admin};
+use crate::error::BenchResult;
 
 /// The scenario's name for `BENCH_ONLY`.
 pub(crate) const NAME: &str = "cluster-watchdog";

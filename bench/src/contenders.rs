@@ -10,7 +10,7 @@ use redis::aio::MultiplexedConnection;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 
 /// The lease every cycle takes (long enough never to expire during a measurement).
 pub(crate) const TTL: Duration = Duration::from_secs(10);

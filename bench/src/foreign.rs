@@ -24,7 +24,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::time::Instant;
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 use crate::python::Python;
 use crate::scenarios::percentile;
 

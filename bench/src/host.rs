@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use crate::BenchResult;
 use crate::admin::Admin;
+use crate::error::BenchResult;
 use crate::python::Python;
 use crate::report::Machine;
 

@@ -19,8 +19,8 @@ use lock_runtime::Config;
 use serde::Serialize;
 use tokio::process::Command;
 
-use crate::BenchResult;
 use crate::contenders::{Clients, Contender};
+use crate::error::BenchResult;
 
 /// The first argument that selects this mode.
 pub(crate) const MODE_ARG: &str = "instructions";

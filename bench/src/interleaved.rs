@@ -11,23 +11,23 @@ use crate::setup::Setup;
 use crate::{processes, redlock, replicas, scaling, scenarios};
 
 /// One run of every interleaved scenario, in the order of the report.
-pub(crate) async fn measure_run(setup: &Setup, plan: &Plan, run: usize, results: &mut Results) {
-    uncontended(setup, &plan.uncontended, run, results).await;
-    many_keys(setup, &plan.many, run, results).await;
-    hot_key(setup, &plan.hot, run, results).await;
-    hot_key_processes(setup, &plan.hot_processes, run, results).await;
-    watchdog(setup, &plan.watchdog, run, results).await;
+pub(crate) async fn run_scenarios(setup: &Setup, plan: &Plan, run: usize, results: &mut Results) {
+    uncontended_cycles(setup, &plan.uncontended, run, results).await;
+    many_key_cycles(setup, &plan.many, run, results).await;
+    one_process_hot_key(setup, &plan.hot, run, results).await;
+    many_process_hot_key(setup, &plan.hot_processes, run, results).await;
+    many_held_locks(setup, &plan.watchdog, run, results).await;
     redlock_hot_key(setup, &plan.redlock, run, results).await;
     redlock_silent_master(setup, &plan.redlock_silent, run, results).await;
-    replicated(setup, plan, run, results).await;
+    replica_grants(setup, plan, run, results).await;
     if run < setup.settings.scaling_runs {
-        scaling_cycles(setup, &plan.scaling, run, results).await;
-        wakeups(setup, &plan.wakeup, run, results).await;
+        cycles_by_tasks(setup, &plan.scaling, run, results).await;
+        wakeups_by_keys(setup, &plan.wakeup, run, results).await;
     }
 }
 
 /// Section 1: one task, one key, acquire (no waiting) and release.
-async fn uncontended(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
+async fn uncontended_cycles(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
     for contender in rotated(list, run) {
         let measured = if contender == Contender::RedisPy {
             match &setup.python {
@@ -56,7 +56,7 @@ async fn uncontended(setup: &Setup, list: &[Contender], run: usize, results: &mu
 }
 
 /// Section 2: many tasks, each cycling on its own key.
-async fn many_keys(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
+async fn many_key_cycles(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
     for contender in rotated(list, run) {
         match scenarios::cycles(
             &setup.clients,
@@ -82,7 +82,7 @@ async fn many_keys(setup: &Setup, list: &[Contender], run: usize, results: &mut 
 }
 
 /// Section 3: tasks of this process contending for one key.
-async fn hot_key(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
+async fn one_process_hot_key(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
     for contender in rotated(list, run) {
         match scenarios::hot_key(
             &setup.clients,
@@ -115,7 +115,12 @@ async fn hot_key(setup: &Setup, list: &[Contender], run: usize, results: &mut Re
 }
 
 /// Section 3b: one key contended by tasks in several processes.
-async fn hot_key_processes(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
+async fn many_process_hot_key(
+    setup: &Setup,
+    list: &[Contender],
+    run: usize,
+    results: &mut Results,
+) {
     let s = &setup.settings;
     let shape = processes::Shape {
         processes: s.hot_processes,
@@ -150,7 +155,7 @@ async fn hot_key_processes(setup: &Setup, list: &[Contender], run: usize, result
 }
 
 /// Section 4: many locks held at once, renewed by the watchdog.
-async fn watchdog(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
+async fn many_held_locks(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
     let s = &setup.settings;
     for contender in rotated(list, run) {
         match scenarios::watchdog(
@@ -257,7 +262,7 @@ async fn redlock_silent_master(
 
 /// Section 8: grants that wait for a replica, then durable grants (on the replica's and
 /// the primary's append-only files, then on the primary's own only).
-async fn replicated(setup: &Setup, plan: &Plan, run: usize, results: &mut Results) {
+async fn replica_grants(setup: &Setup, plan: &Plan, run: usize, results: &mut Results) {
     let tasks = setup.settings.many_tasks;
     let durations = (setup.seconds(1.5), setup.seconds(2.0));
     let hot = (Duration::from_millis(1), setup.seconds(5.0));
@@ -296,7 +301,7 @@ async fn replicated(setup: &Setup, plan: &Plan, run: usize, results: &mut Result
 }
 
 /// Section 7: cycles/s and client CPU against tasks on distinct keys.
-async fn scaling_cycles(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
+async fn cycles_by_tasks(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
     let duration = Duration::from_secs_f64(setup.settings.scaling_cycle_s);
     for tasks in scaling::TASKS {
         for contender in rotated(list, run) {
@@ -321,7 +326,7 @@ async fn scaling_cycles(setup: &Setup, list: &[Contender], run: usize, results: 
 }
 
 /// Section 7: how long waiters on many keys take to be woken by their holders' releases.
-async fn wakeups(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
+async fn wakeups_by_keys(setup: &Setup, list: &[Contender], run: usize, results: &mut Results) {
     for keys in scaling::KEYS {
         for contender in rotated(list, run) {
             let (clients, admin, url) = (&setup.clients, &setup.admin, &setup.url);

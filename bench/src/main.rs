@@ -8,6 +8,7 @@
 mod admin;
 mod cluster;
 mod contenders;
+mod error;
 mod failures;
 mod figures;
 mod foreign;
@@ -34,14 +35,12 @@ mod waiting;
 use lock_runtime::Config;
 use tokio::time::Instant;
 
+use crate::error::BenchResult;
 use crate::host::load_average;
 use crate::outputs::Paths;
 use crate::plan::{Only, Plan};
 use crate::report::Results;
 use crate::setup::{Setup, env_number, settings};
-
-/// The bench's error type: anything, with its message.
-pub(crate) type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> BenchResult<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -82,7 +81,7 @@ async fn bench() -> BenchResult<()> {
     let started = Instant::now();
     if only.is_none() || waiting_only.is_some() {
         let contender = waiting_only.map_or("", |only| only.contender.as_str());
-        standalone::waiting(&setup, contender, &mut results).await;
+        standalone::waiting_cost(&setup, contender, &mut results).await;
     }
     if waiting_only.is_some() {
         results.wall_s = started.elapsed().as_secs_f64();
@@ -90,10 +89,10 @@ async fn bench() -> BenchResult<()> {
         return outputs::write_waiting(&results, &paths.results_dir);
     }
     for run in 0..setup.settings.runs {
-        interleaved::measure_run(&setup, &plan, run, &mut results).await;
+        interleaved::run_scenarios(&setup, &plan, run, &mut results).await;
     }
     let once = (plan.held.as_slice(), plan.instructions.as_slice());
-    standalone::measure(&setup, only.as_ref(), once, &mut results).await;
+    standalone::run_once_scenarios(&setup, only.as_ref(), once, &mut results).await;
     results.wall_s = started.elapsed().as_secs_f64();
     results.machine.load.1 = load_average();
     if only.is_some() {

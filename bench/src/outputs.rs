@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 use crate::host::relative_link;
 use crate::report::{self, Results};
 use crate::setup::env_path;

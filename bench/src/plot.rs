@@ -5,8 +5,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::BenchResult;
 use crate::contenders::Contender;
+use crate::error::BenchResult;
 use crate::figures::median;
 use crate::scenarios::{CycleRecord, HotRecord};
 

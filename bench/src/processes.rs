@@ -18,9 +18,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::Instant;
 
-use crate::BenchResult;
 use crate::admin::Admin;
 use crate::contenders::{Clients, Contender};
+use crate::error::BenchResult;
 use crate::python::Python;
 use crate::scenarios::{self, HotOutcome, HotRecord};
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::process::Command;
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 
 /// The interpreter (with `redis` installed) and the script.
 pub(crate) struct Python {

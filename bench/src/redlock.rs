@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::BenchResult;
 use crate::admin::{Admin, CommandStats, Monitored};
 use crate::contenders::{Clients, Contender};
+use crate::error::BenchResult;
 use crate::scenarios::{self, HotRecord};
 
 /// The masters and a connection of the bench's own to each.

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::BenchResult;
 use crate::admin::Admin;
 use crate::contenders::{Clients, Contender, Durability};
+use crate::error::BenchResult;
 use crate::scenarios::{self, CycleRecord, HotRecord};
 
 /// Replicas every grant waits for, with the option on.

@@ -3,29 +3,29 @@
 mod cluster_watchdog;
 mod contention_goals;
 mod cost_at_scale;
+mod cost_growth;
 mod csv;
 mod cycle_goals;
 mod cycles;
 mod document;
 mod findings;
 mod goal;
-mod hot_key;
-mod instructions;
+mod instructions_per_cycle;
+mod one_hot_key;
 mod primitives;
-mod redlock;
+mod redlock_hot_key;
 mod replicas;
 mod results;
-mod scaling;
 mod speed_goals;
 mod summaries;
-mod watchdog;
+mod watchdog_at_scale;
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 use contention_goals::{SideBySide, contention_goals};
 use document::{Tables, markdown};
 use goal::Goal;
@@ -72,10 +72,12 @@ pub(crate) fn write_all(
     let contention = contention_goals(&results.settings, &uncontended, &hot, &spread);
     let redlock = hot_summaries(&results.redlock_hot);
     let counted = instruction_summaries(&results.instructions);
-    let mut redlock_path_goals = Vec::from(redlock::redlock_goals(&redlock));
-    redlock_path_goals.push(instructions::attribute_instructions_goal(&counted));
+    let mut redlock_path_goals = Vec::from(redlock_hot_key::redlock_goals(&redlock));
+    redlock_path_goals.push(instructions_per_cycle::attribute_instructions_goal(
+        &counted,
+    ));
     redlock_path_goals.extend(cycle_goals::cycle_goals(&uncontended, &many, &counted));
-    redlock_path_goals.extend(scaling::held_goals(&results.scaling.held));
+    redlock_path_goals.extend(cost_growth::held_goals(&results.scaling.held));
     let mut scale_goals = cost_at_scale::scale_goals(results, &spread);
     scale_goals.extend(cluster_watchdog::goals(results));
     let summary = Summary {

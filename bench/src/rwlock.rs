@@ -11,7 +11,7 @@ use std::time::Duration;
 use lock_runtime::{Lock, RwLock};
 use tokio::time::Instant;
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 use crate::scenarios::percentile;
 
 /// The scenario's name in `BENCH_ONLY`.

@@ -17,9 +17,9 @@ use lock_runtime::{Config, LockClient};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::BenchResult;
 use crate::admin::Admin;
 use crate::contenders::{Clients, Contender, Held, TTL};
+use crate::error::BenchResult;
 use crate::scenarios::{CycleRecord, WatchdogRecord, percentile};
 
 /// Task counts of the cycle sweep.

@@ -9,9 +9,9 @@ use lock_runtime::{Config, LockClient};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::BenchResult;
 use crate::admin::{self, Admin, CommandStats, Monitored};
 use crate::contenders::{Clients, Contender, Held, key_of};
+use crate::error::BenchResult;
 use crate::python::{PyHot, Python};
 
 /// No loop of the bench runs more often than this, whatever its deadline.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::LockClient;
 
-use crate::BenchResult;
+use crate::error::BenchResult;
 
 /// The scenario's name in `BENCH_ONLY`.
 pub(crate) const NAME: &str = "semaphore";

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::BenchResult;
 use crate::admin::Admin;
 use crate::contenders::Clients;
+use crate::error::BenchResult;
 use crate::host::machine;
 use crate::python::Python;
 use crate::report::{Machine, Settings};

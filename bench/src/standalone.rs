@@ -13,7 +13,7 @@ use crate::setup::Setup;
 use crate::{cluster, foreign, instructions, rwlock, scaling, scenarios, semaphore, waiting};
 
 /// Section 11, what waiting costs: the waiters of `contender` (all when empty).
-pub(crate) async fn waiting(setup: &Setup, contender: &str, results: &mut Results) {
+pub(crate) async fn waiting_cost(setup: &Setup, contender: &str, results: &mut Results) {
     results.waiting = waiting::measure(
         &setup.admin,
         &setup.url,
@@ -26,7 +26,7 @@ pub(crate) async fn waiting(setup: &Setup, contender: &str, results: &mut Result
 }
 
 /// Every scenario that runs once, in the order of a full run.
-pub(crate) async fn measure(
+pub(crate) async fn run_once_scenarios(
     setup: &Setup,
     only: Option<&Only>,
     (held, counted): (&[Contender], &[Contender]),
@@ -46,7 +46,7 @@ pub(crate) async fn measure(
         semaphore_hot_key(setup, results).await;
     }
     if Only::runs(only, rwlock::NAME) {
-        read_heavy(setup, results).await;
+        read_heavy_workload(setup, results).await;
     }
     held_sweep(setup, held, results).await;
     if Only::runs(only, foreign::NAME) {
@@ -67,7 +67,7 @@ async fn semaphore_hot_key(setup: &Setup, results: &mut Results) {
 }
 
 /// Section 10: the read-heavy workload, read-write lock and mutex interleaved.
-async fn read_heavy(setup: &Setup, results: &mut Results) {
+async fn read_heavy_workload(setup: &Setup, results: &mut Results) {
     let s = &setup.settings;
     let window = Duration::from_secs_f64(s.rwlock_window_s);
     match rwlock::measure(s.runs, s.rwlock_tasks, window).await {

@@ -29,9 +29,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::time::Instant;
 
-use crate::BenchResult;
 use crate::admin::{Admin, CommandStats, Monitored};
 use crate::contenders::Contender;
+use crate::error::BenchResult;
 use crate::processes::Worker;
 use crate::python::Python;
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::results::Results;
-use crate::BenchResult;
+use crate::error::BenchResult;
 use crate::instructions;
 
 /// The CSV files of every scenario.

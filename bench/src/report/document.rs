@@ -11,8 +11,8 @@ use super::summaries::{
     CycleSummary, HotSummary, InstructionSummary, WatchdogSummary, find, hot_summaries,
 };
 use super::{
-    cluster_watchdog, cost_at_scale, cycles, hot_key, instructions, primitives, redlock, replicas,
-    scaling, watchdog,
+    cluster_watchdog, cost_at_scale, cost_growth, cycles, instructions_per_cycle, one_hot_key,
+    primitives, redlock_hot_key, replicas, watchdog_at_scale,
 };
 use crate::contenders::Contender;
 
@@ -63,18 +63,18 @@ pub(super) fn markdown(
     );
 
     cycles::cycle_sections(&mut out, s, tables.uncontended, tables.many);
-    hot_key::hot_key_section(&mut out, s, tables.hot, plot_link);
-    hot_key::hot_processes_section(&mut out, s, tables.spread);
-    watchdog::watchdog_section(&mut out, s, tables.watchdog);
+    one_hot_key::hot_key_section(&mut out, s, tables.hot, plot_link);
+    one_hot_key::hot_processes_section(&mut out, s, tables.spread);
+    watchdog_at_scale::watchdog_section(&mut out, s, tables.watchdog);
     cluster_watchdog::section(&mut out, results);
-    redlock::redlock_section(
+    redlock_hot_key::redlock_section(
         &mut out,
         s,
         tables.redlock,
         &hot_summaries(&results.redlock_silent),
     );
-    instructions::instructions_section(&mut out, results, tables.counted);
-    scaling::scaling_section(&mut out, results, scaling_link);
+    instructions_per_cycle::instructions_section(&mut out, results, tables.counted);
+    cost_growth::scaling_section(&mut out, results, scaling_link);
     replicas::section(&mut out, results);
     primitives::semaphore_section(
         &mut out,

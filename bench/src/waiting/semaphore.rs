@@ -9,7 +9,7 @@ use lock_runtime::{Config, LockClient};
 use tokio::time::Instant;
 
 use super::{Case, Failures, READY_LIMIT, serve};
-use crate::BenchResult;
+use crate::error::BenchResult;
 
 /// What the holders hold: a lock on each key, or the one permit of each key's semaphore.
 pub(super) enum Held {
