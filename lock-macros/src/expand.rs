@@ -12,15 +12,18 @@
 //!     #![inner attributes of BODY]
 //!     const _: () = assert!(10000 <= MAX_TTL_MS, "..");
 //!     if false { let fake: Result<Order, ShopError> = loop {}; return fake; }
+//!     let failure = <ShopError as FromLockError<_>>::FAILURE;
 //!     let key = { let mut k = KeyBuilder::new("stock:<id>"); k.literal("stock:");
-//!                 k.value("id", &id); k.finish() };
+//!                 k.value("id", KeyPart::key_part(&id)); k.finish() };
 //!     let options = Options::new().ttl_ms(10000);
-//!     run(key, options, body::<Result<Order, ShopError>, _>(async move { BODY })).await
+//!     run(key, failure, options, body::<Result<Order, ShopError>, _>(async move { BODY }))
+//!         .await
 //! }
 //! ```
 //! With several keys (`key = ["account:<from>", "account:<to>"]`) each template is rendered
 //! the same way, into an array, and the call is
-//! `run_multi([key0, key1], options, body::<..>(async move { BODY }))` (a `MultiLock`).
+//! `run_multi([key0, key1], failure, options, body::<..>(async move { BODY }))` (a
+//! `MultiLock`).
 //! With `mode = "read"` or `"write"` the call is `run_read` or `run_write` (an `RwLock`).
 //!
 //! `Options::new()` is the runtime's `LockOptions::default()`; only the options the user
@@ -30,6 +33,10 @@
 //! The key is rendered from borrows before the body takes the arguments by move. The
 //! body stays a block of its own, so its `return` and `?` leave only that block and the
 //! release in `run` always follows.
+//!
+//! `failure` checks the error type once, at the user's `E` (see `failure_check`); `run`
+//! takes its error type from it, so a missing `From<LockError>` is one error, not one per
+//! use of `run`. `KeyPart::key_part` is the placeholder's `Display` check, at the template.
 
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
@@ -82,9 +89,15 @@ fn check(args: TokenStream, item: TokenStream) -> syn::Result<(Options, Vec<Temp
             errors.push(err);
         }
         let bindings = function.bindings();
+        let arguments = function.argument_types();
         for key in &keys {
             match Template::parse(key, &bindings) {
-                Ok(parsed) => templates.push(parsed),
+                Ok(parsed) => {
+                    if let Err(err) = parsed.check_fields(key, &arguments) {
+                        errors.push(err);
+                    }
+                    templates.push(parsed);
+                }
                 Err(err) => errors.push(err),
             }
         }
@@ -119,6 +132,7 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
     let private = quote!(#krate::__private);
     let key_var = Ident::new("__lock_key", Span::mixed_site());
     let options_var = Ident::new("__lock_options", Span::mixed_site());
+    let failure_var = Ident::new("__lock_failure", Span::mixed_site());
 
     let (render, run_fn) = render_keys(options, templates, &private, &key_var);
     // A semaphore's run takes its permit count after the key.
@@ -132,21 +146,29 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
     block.set_span(brace_span);
     let mut body = quote_spanned!(brace_span=> async move #block);
     let mut fake_return = TokenStream::new();
+    let mut failure_check = TokenStream::new();
     let mut run_span = Span::call_site();
     if let ReturnType::Type(_, ty) = &sig.output {
         run_span = ty.span();
-        let ty = erase_impl_trait(ty);
-        fake_return = self::fake_return(&ty);
-        body = quote!(#private::body::<#ty, _>(#body));
+        let erased = erase_impl_trait(ty);
+        fake_return = self::fake_return(&erased);
+        failure_check = self::failure_check(&private, ty, &failure_var);
+        // At the body: a bound of `run` that the body's future breaks (an error type other
+        // than the function's) is reported where `body` reports it, not at the attribute.
+        // (A `crate = "..."` path keeps its spans: if it does not resolve, that is reported
+        // at the path the user wrote, once.)
+        let private_at_body = match options.krate {
+            Some(_) => private.clone(),
+            None => respan(private.clone(), brace_span),
+        };
+        body = quote_spanned!(brace_span=> #private_at_body::body::<#erased, _>(#body));
     }
-    // The whole call is spanned at the return type, so a missing `From<LockError>` for
-    // the error type is reported there.
+    // The call is spanned at the return type: a body future of another output type is
+    // reported there.
     let private_at_ty = respan(private.clone(), run_span);
     let run_fn = Ident::new(run_fn, run_span);
-    // `.await` too: its obligations are the call's, and rustc reports them once when
-    // both are at the same span.
     let run = quote_spanned! {run_span=>
-        #private_at_ty::#run_fn(#key_var, #permits #options_var, #body).await
+        #private_at_ty::#run_fn(#key_var, #failure_var, #permits #options_var, #body).await
     };
 
     quote! {
@@ -155,10 +177,73 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
             #inner_attrs
             #max_ttl_check
             #fake_return
+            #failure_check
             let #key_var = #render;
             let #options_var = #build_options;
             #run
         }
+    }
+}
+
+/// `let failure = <E as FromLockError<_>>::FAILURE;`: the check that the error type `E`
+/// of the return type holds a lock failure (`E: From<LockError>`), and the zero-sized
+/// proof that `run` takes in its place. Spanned at `E` where the return type spells it
+/// (`Result<T, E>`), else at the whole type, read through `Outcome` (an alias such as
+/// `io::Result<T>`), so rustc reports a missing `From<LockError>` there, once: `run`
+/// needs nothing else of `E` (see `FromLockError` in the runtime's `__private`).
+///
+/// Where the type to check holds an `impl Trait`, which the check cannot name, the proof
+/// is `Failure::inferred()`, and `run`'s own bound checks `E` instead.
+fn failure_check(private: &TokenStream, ty: &Type, failure_var: &Ident) -> TokenStream {
+    // rustc reports the check at the span of the checked type (the `<..>` of the path).
+    let (checked, inferred) = match error_type(ty) {
+        Some(error) => (
+            respan(quote!(#error), error.span()),
+            erase_impl_trait(error) != *error,
+        ),
+        None => (
+            respan(quote!(<#ty as #private::Outcome>::Error), ty.span()),
+            erase_impl_trait(ty) != *ty,
+        ),
+    };
+    let failure = if inferred {
+        quote!(#private::Failure::inferred())
+    } else {
+        quote!(<#checked as #private::FromLockError<_>>::FAILURE)
+    };
+    quote! {
+        let #failure_var = #failure;
+    }
+}
+
+/// `E` of a return type written `Result<T, E>` (a path whose last segment is `Result`
+/// with two type arguments; any other alias is read through `Outcome`).
+fn error_type(ty: &Type) -> Option<&Type> {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => {
+            let segment = path.path.segments.last()?;
+            let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
+                return None;
+            };
+            if segment.ident != "Result" {
+                return None;
+            }
+            let types: Vec<&Type> = args
+                .args
+                .iter()
+                .filter_map(|arg| match arg {
+                    syn::GenericArgument::Type(ty) => Some(ty),
+                    _ => None,
+                })
+                .collect();
+            match types.as_slice() {
+                [_, error] => Some(error),
+                _ => None,
+            }
+        }
+        Type::Paren(inner) => error_type(&inner.elem),
+        Type::Group(inner) => error_type(&inner.elem),
+        _ => None,
     }
 }
 
@@ -294,7 +379,9 @@ fn split_inner_attributes(body: TokenStream) -> (TokenStream, TokenStream) {
 /// `{ let mut k = KeyBuilder::new(..); k.literal(..); k.value(..); k.finish() }`.
 ///
 /// Placeholder expressions carry the key literal's span: they resolve to the user's
-/// arguments, and a missing field or `Display` impl is reported at the template.
+/// arguments, and a missing field or `Display` impl is reported at the template. Each value
+/// goes through `KeyPart::key_part` (the coercion to `&dyn Display`, inlined), whose
+/// `on_unimplemented` says what a placeholder needs.
 fn render_key(
     private: &TokenStream,
     lit: &LitStr,
@@ -302,6 +389,8 @@ fn render_key(
     key_var: &Ident,
 ) -> TokenStream {
     let span = lit.span();
+    // The `KeyPart` check is reported at the path's span: the template, not the attribute.
+    let private_at_lit = respan(private.clone(), span);
     let steps = template.segments.iter().map(|segment| match segment {
         Segment::Literal(text) => quote! { #key_var.literal(#text); },
         Segment::Placeholder(placeholder) => {
@@ -325,7 +414,7 @@ fn render_key(
             });
             let text = &placeholder.text;
             quote_spanned! {span=>
-                #key_var.value(#text, &#root #(#fields)*);
+                #key_var.value(#text, #private_at_lit::KeyPart::key_part(&#root #(#fields)*));
             }
         }
     });

@@ -78,9 +78,11 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// A placeholder reads fields: `<name.len>` names the method `len`, which rustc reports
-/// at the template as "method, not a field" (its suggestion to add `()` to the template
-/// does not apply); pass the method's value as an argument instead.
+/// A placeholder reads fields and calls no methods: `<name.len>` with `name: &str` (an
+/// argument declared as a type without fields) is the attribute's error. Where the macro
+/// cannot see the type (`<user.name.len>`), rustc reports the method at the template as
+/// "method, not a field" (its suggestion to add `()` to the template does not apply);
+/// pass the method's value as an argument instead.
 ///
 /// A `ttl` or `wait` from configuration is an expression of type `Duration` instead of a
 /// string (`ttl = settings.ttl`, `wait = Duration::from_millis(ms)`; it may name the

@@ -7,6 +7,7 @@
 //! error about their code, not as a failure of this attribute.
 
 use proc_macro2::{Ident, TokenStream};
+use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned as _;
 use syn::{Attribute, FnArg, Pat, ReturnType, Signature, Type, Visibility, braced};
@@ -68,6 +69,24 @@ impl LockedFn {
             ReturnType::Type(..) => {}
         }
         errors.finish()
+    }
+
+    /// The declared type of each argument bound by a plain name (`id: u64`, `mut id: u64`),
+    /// by its name as a template writes it, for the placeholder checks that read it.
+    pub(crate) fn argument_types(&self) -> Vec<(String, &Type)> {
+        self.sig
+            .inputs
+            .iter()
+            .filter_map(|input| match input {
+                FnArg::Typed(typed) => match &*typed.pat {
+                    Pat::Ident(ident) if ident.subpat.is_none() => {
+                        Some((ident.ident.unraw().to_string(), &*typed.ty))
+                    }
+                    _ => None,
+                },
+                FnArg::Receiver(_) => None,
+            })
+            .collect()
     }
 
     /// The names a key template may refer to, each with the identifier as the user wrote

@@ -7,8 +7,8 @@
 //! followed by fields (`<user.id>`, `<pair.0>`, `<self.tenant>`).
 
 use proc_macro2::Ident;
-use syn::LitStr;
 use syn::ext::IdentExt as _;
+use syn::{LitStr, PathArguments, Type};
 
 /// One piece of a key template.
 #[derive(Debug, PartialEq, Eq)]
@@ -85,6 +85,95 @@ impl Template {
         }
         errors.finish()?;
         Ok(Template { segments })
+    }
+}
+
+impl Template {
+    /// Checks the placeholders that read a field of an argument whose declared type has
+    /// none (`<name.len>` with `name: &str`): a method named as a field, which rustc would
+    /// report as "method, not a field" with a suggestion to add `()` to the template. Other
+    /// types are the compiler's to check: the macro cannot see their fields.
+    pub(crate) fn check_fields(
+        &self,
+        lit: &LitStr,
+        arguments: &[(String, &Type)],
+    ) -> syn::Result<()> {
+        let mut errors = crate::attr::Errors::default();
+        for segment in &self.segments {
+            let Segment::Placeholder(placeholder) = segment else {
+                continue;
+            };
+            let Some(field) = placeholder.fields.first() else {
+                continue;
+            };
+            let declared = arguments
+                .iter()
+                .find(|(name, _)| *name == placeholder.root)
+                .and_then(|(_, ty)| fieldless(ty));
+            if let Some(ty) = declared {
+                let root = &placeholder.root;
+                errors.push(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "placeholder `<{}>` reads `.{field}` of `{root}`, a `{ty}`, which has no \
+                         fields: a placeholder reads fields and calls no methods; write `<{root}>`, \
+                         or compute the value before the call and pass it as an argument to name \
+                         in the key",
+                        placeholder.text
+                    ),
+                ));
+            }
+        }
+        errors.finish()
+    }
+}
+
+/// Types without fields, named by one identifier: a placeholder can only render them whole.
+const FIELDLESS: [&str; 18] = [
+    "bool", "char", "str", "String", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16",
+    "u32", "u64", "u128", "usize", "f32", "f64",
+];
+
+/// `ty` as the error names it (`&str`) if it is one of [`FIELDLESS`] (or `std::string::String`),
+/// behind any references.
+fn fieldless(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Reference(reference) => {
+            let inner = fieldless(&reference.elem)?;
+            let mutability = if reference.mutability.is_some() {
+                "mut "
+            } else {
+                ""
+            };
+            Some(format!("&{mutability}{inner}"))
+        }
+        Type::Paren(paren) => fieldless(&paren.elem),
+        Type::Group(group) => fieldless(&group.elem),
+        Type::Path(path) if path.qself.is_none() => {
+            let segments: Vec<String> = path
+                .path
+                .segments
+                .iter()
+                .map(|segment| segment.ident.to_string())
+                .collect();
+            let last = path.path.segments.last()?;
+            if !matches!(last.arguments, PathArguments::None) {
+                return None;
+            }
+            let plain = path.path.leading_colon.is_none()
+                && segments.len() == 1
+                && FIELDLESS.contains(&segments[0].as_str());
+            let string = matches!(
+                segments
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .as_slice(),
+                ["std" | "alloc", "string", "String"]
+            );
+            (plain || string).then(|| last.ident.to_string())
+        }
+        _ => None,
     }
 }
 
@@ -395,6 +484,40 @@ mod tests {
         assert!(err.contains("written `<self.field>`"), "{err}");
         let err = parse("d:<tenant>", &["id"]).unwrap_err();
         assert!(!err.contains("self"), "{err}");
+    }
+
+    #[test]
+    fn a_field_of_a_type_without_fields_is_an_error() {
+        let lit = LitStr::new(
+            "job:<name.len>:<n.0>:<user.id>",
+            proc_macro2::Span::call_site(),
+        );
+        let bindings: Vec<Ident> = ["name", "n", "user"]
+            .iter()
+            .map(|a| Ident::new(a, proc_macro2::Span::call_site()))
+            .collect();
+        let template = Template::parse(&lit, &bindings).unwrap();
+        let types: Vec<Type> = ["&str", "&mut u64", "&User"]
+            .iter()
+            .map(|ty| syn::parse_str(ty).unwrap())
+            .collect();
+        let arguments: Vec<(String, &Type)> = ["name", "n", "user"]
+            .iter()
+            .map(|name| name.to_string())
+            .zip(&types)
+            .collect();
+        let err = template.check_fields(&lit, &arguments).unwrap_err();
+        let messages: Vec<String> = err.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0].contains("`<name.len>` reads `.len` of `name`, a `&str`"));
+        assert!(messages[0].contains("write `<name>`"));
+        assert!(messages[1].contains("a `&mut u64`"));
+        for ty in ["String", "std::string::String", "&'a str", "(bool)"] {
+            assert!(fieldless(&syn::parse_str(ty).unwrap()).is_some(), "{ty}");
+        }
+        for ty in ["User", "Vec<u8>", "my::str", "Box<str>", "(u8, u8)"] {
+            assert!(fieldless(&syn::parse_str(ty).unwrap()).is_none(), "{ty}");
+        }
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! The attribute crate is pinned to this crate's exact version (`=` in the dependency), so
 //! an expansion never meets a `__private` of another release.
 
+use std::fmt::Display;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -147,6 +149,9 @@ fn build<B: Builder>(builder: B, options: Options, key: &str) -> Result<B, LockE
 
 mod sealed {
     pub trait Sealed {}
+
+    /// Implemented by no type: the bound of a [`super::FromLockError`] impl that never applies.
+    pub trait Never {}
 }
 
 /// What `client = EXPR` may name: a [`LockClient`], an `Arc` of one, a reference to
@@ -197,7 +202,37 @@ pub fn client_of<C: ClientArg + ?Sized>(client: &C) -> Option<LockClient> {
     client.lock_client()
 }
 
+/// A placeholder's value: what [`KeyBuilder::value`] renders. The expansion passes each
+/// placeholder through [`KeyPart::key_part`], spanned at the key template, so a value that
+/// does not print is reported there with the fix, not as rustc's cast to `&dyn Display`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `Display`: a key placeholder needs a value that prints",
+    label = "a placeholder in this key names a `{Self}`",
+    note = "name a field that prints, e.g. `<item.id>` rather than `<item>`, or implement \
+            `Display` for `{Self}`"
+)]
+pub trait KeyPart {
+    /// The value as [`KeyBuilder::value`] takes it.
+    fn key_part(&self) -> &dyn Display;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: Display> KeyPart for T {
+    #[inline(always)]
+    fn key_part(&self) -> &dyn Display {
+        self
+    }
+}
+
 /// The error type of an annotated function: a lock failure must convert into it.
+///
+/// The expansion checks it once, spanned at the function's error type, as
+/// `<E as FromLockError<_>>::FAILURE`, and hands the value to `run` (which needs nothing else
+/// of `E`). The two impls, told apart by their marker, make rustc weigh `E: From<LockError>`
+/// before it picks one: where `E` has no such impl neither applies, this check is the one
+/// error, and the type `run` receives stays unknown, so `run`'s bounds are not reported
+/// again (at the call and at its `.await`), pointing into this file. With a single impl,
+/// rustc would pick it by its header and report its bound at every use.
 #[diagnostic::on_unimplemented(
     message = "#[distributed_lock] returns lock failures as `Err(..)`, but `{Self}` has no \
                `From<LockError>`",
@@ -205,10 +240,71 @@ pub fn client_of<C: ClientArg + ?Sized>(client: &C) -> Option<LockClient> {
     note = "add `impl From<lock_runtime::LockError> for {Self}` (a variant that wraps it), \
             or return `Result<T, lock_runtime::LockError>`"
 )]
-pub trait LockFailure: From<LockError> {}
+pub trait FromLockError<M> {
+    /// [`Failure<Self>`].
+    type Failure;
+    /// The value the expansion passes to `run`.
+    const FAILURE: Self::Failure;
+}
+
+/// The marker of [`FromLockError`]'s impl for error types with `From<LockError>`.
+#[derive(Debug)]
+pub enum Converts {}
+
+/// The marker of [`FromLockError`]'s impl that never applies (its bound has no impls).
+#[derive(Debug)]
+pub enum Unconvertible {}
 
 #[diagnostic::do_not_recommend]
-impl<E: From<LockError>> LockFailure for E {}
+impl<E: From<LockError>> FromLockError<Converts> for E {
+    type Failure = Failure<E>;
+    const FAILURE: Failure<E> = Failure(PhantomData);
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: sealed::Never> FromLockError<Unconvertible> for E {
+    type Failure = ();
+    const FAILURE: () = ();
+}
+
+/// Proof that `E`, an annotated function's error type, holds a lock failure: the
+/// [`FailureType`] whose `Error` the `run` functions return. Zero-sized.
+#[derive(Debug)]
+pub struct Failure<E>(PhantomData<fn() -> E>);
+
+impl<E> Failure<E> {
+    /// A proof whose `E` rustc infers from the body, checked by `run`'s bound: for an error
+    /// type the expansion cannot name (`impl Trait`).
+    pub const fn inferred() -> Self {
+        Failure(PhantomData)
+    }
+}
+
+/// The error type a `run` function returns, named by its [`Failure`] proof.
+pub trait FailureType {
+    /// The annotated function's error type.
+    type Error: From<LockError>;
+}
+
+impl<E: From<LockError>> FailureType for Failure<E> {
+    type Error = E;
+}
+
+/// Names the error type of an annotated function's return type (`Result<T, E>` or an
+/// alias of one), for the [`FromLockError`] check.
+#[diagnostic::on_unimplemented(
+    message = "#[distributed_lock] needs a function that returns `Result<T, E>`, not `{Self}`",
+    label = "not a `Result`",
+    note = "return `Result<T, E>` with `E: From<LockError>`, e.g. `Result<T, LockError>`"
+)]
+pub trait Outcome {
+    /// `E` of `Result<T, E>`.
+    type Error;
+}
+
+impl<T, E> Outcome for Result<T, E> {
+    type Error = E;
+}
 
 /// Returns `body` unchanged, with its output type fixed to `R` (the function's return type),
 /// so that rustc checks the body's `return`s and tail against it and reports a mismatch
@@ -218,10 +314,15 @@ pub fn body<R, F: Future<Output = R>>(body: F) -> F {
 }
 
 /// Runs `body` under the lock `key`.
-pub async fn run<F, T, E>(key: Result<String, LockError>, options: Options, body: F) -> Result<T, E>
+pub async fn run<C, F, T>(
+    key: Result<String, LockError>,
+    _failure: C,
+    options: Options,
+    body: F,
+) -> Result<T, C::Error>
 where
-    F: Future<Output = Result<T, E>>,
-    E: LockFailure,
+    C: FailureType,
+    F: Future<Output = Result<T, C::Error>>,
 {
     let key = key?;
     let lock = build(Lock::new(key.as_str()), options, &key)?;
@@ -229,15 +330,16 @@ where
 }
 
 /// Runs `body` holding one of the `permits` of the semaphore `key` (`permits = N`).
-pub async fn run_semaphore<F, T, E>(
+pub async fn run_semaphore<C, F, T>(
     key: Result<String, LockError>,
+    _failure: C,
     permits: u32,
     options: Options,
     body: F,
-) -> Result<T, E>
+) -> Result<T, C::Error>
 where
-    F: Future<Output = Result<T, E>>,
-    E: LockFailure,
+    C: FailureType,
+    F: Future<Output = Result<T, C::Error>>,
 {
     let key = key?;
     let semaphore = build(Semaphore::new(key.as_str(), permits), options, &key)?;
@@ -246,11 +348,16 @@ where
 
 /// Runs `body` under the locks on all of `keys` (`key = [..]`): the first key that failed
 /// to render is the error, before any Redis traffic.
-pub async fn run_multi<K, F, T, E>(keys: K, options: Options, body: F) -> Result<T, E>
+pub async fn run_multi<K, C, F, T>(
+    keys: K,
+    _failure: C,
+    options: Options,
+    body: F,
+) -> Result<T, C::Error>
 where
     K: IntoIterator<Item = Result<String, LockError>>,
-    F: Future<Output = Result<T, E>>,
-    E: LockFailure,
+    C: FailureType,
+    F: Future<Output = Result<T, C::Error>>,
 {
     let keys: Vec<String> = keys.into_iter().collect::<Result<_, _>>()?;
     let locks = build(MultiLock::new(&keys), options, &keys.join(", "))?;
@@ -258,14 +365,15 @@ where
 }
 
 /// Runs `body` holding a reader's share of the read-write lock `key` (`mode = "read"`).
-pub async fn run_read<F, T, E>(
+pub async fn run_read<C, F, T>(
     key: Result<String, LockError>,
+    _failure: C,
     options: Options,
     body: F,
-) -> Result<T, E>
+) -> Result<T, C::Error>
 where
-    F: Future<Output = Result<T, E>>,
-    E: LockFailure,
+    C: FailureType,
+    F: Future<Output = Result<T, C::Error>>,
 {
     let key = key?;
     let rwlock = build(RwLock::new(key.as_str()), options, &key)?;
@@ -273,14 +381,15 @@ where
 }
 
 /// Runs `body` holding the read-write lock `key` for writing (`mode = "write"`).
-pub async fn run_write<F, T, E>(
+pub async fn run_write<C, F, T>(
     key: Result<String, LockError>,
+    _failure: C,
     options: Options,
     body: F,
-) -> Result<T, E>
+) -> Result<T, C::Error>
 where
-    F: Future<Output = Result<T, E>>,
-    E: LockFailure,
+    C: FailureType,
+    F: Future<Output = Result<T, C::Error>>,
 {
     let key = key?;
     let rwlock = build(RwLock::new(key.as_str()), options, &key)?;

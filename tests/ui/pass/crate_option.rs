@@ -17,14 +17,15 @@ pub mod facade {
         pub use lock_runtime::__private::*;
 
         /// Stands in for the runtime's `run`: no lock, just the body.
-        pub async fn run<F, T, E>(
+        pub async fn run<C, F, T>(
             key: Result<String, lock_runtime::LockError>,
+            _failure: C,
             options: lock_runtime::__private::Options,
             body: F,
-        ) -> Result<T, E>
+        ) -> Result<T, C::Error>
         where
-            F: std::future::Future<Output = Result<T, E>>,
-            E: From<lock_runtime::LockError>,
+            C: lock_runtime::__private::FailureType,
+            F: std::future::Future<Output = Result<T, C::Error>>,
         {
             assert_eq!(key.ok().as_deref(), Some("facade:7"));
             // Only the written option differs from the runtime's defaults.
