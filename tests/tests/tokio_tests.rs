@@ -6,7 +6,7 @@
 //! locks of the runtimes still running stay held and renewed.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lock_runtime::{Config, LockClient, LockError, ReleaseOutcome, current_lock, distributed_lock};
 use lock_tests::{RedisServer, command_stat_on, shared_server};
@@ -299,6 +299,16 @@ fn new_runtime() -> tokio::runtime::Runtime {
 fn a_new_runtime_never_meets_an_old_runtimes_connection() {
     let server = RedisServer::start();
     let client = LockClient::new(Config::single(server.url())).unwrap();
+    // The client's one-time eviction check (a `CONFIG GET` from its own thread) lands
+    // when it lands: wait for it, so that no round counts it.
+    let checked = Instant::now();
+    while command_stat_on(&mut server.conn(), "config|get", "calls") == 0 {
+        assert!(
+            checked.elapsed() < Duration::from_secs(30),
+            "the client never checked the eviction policy"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let key = "new-runtime:once";
     let mut cycles = Vec::new();
     for round in 0..4 {
