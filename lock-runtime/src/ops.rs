@@ -4,8 +4,7 @@
 
 pub(crate) mod force_release;
 pub(crate) mod inspect;
-#[cfg(feature = "redlock")]
-pub(crate) mod majority;
+mod majority;
 
 use crate::client::LockClient;
 use crate::error::LockError;
@@ -40,11 +39,10 @@ impl LockClient {
     /// ```
     pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
         let names = self.key_names(key)?;
-        #[cfg(feature = "redlock")]
-        if let Some(redlock) = self.redlock() {
-            return majority::inspect(self, redlock, &names).await;
-        }
-        inspect_on(&names, self.connection()).await
+        let ask = |connection| inspect_on(&names, connection);
+        (self.deployment())
+            .ask_each(self.nodes(), || self.connection(), names.lock(), ask)
+            .await
     }
 
     /// Takes the lock `key` away from whoever holds it, for an operator (a holder stuck in
@@ -76,10 +74,9 @@ impl LockClient {
     /// ```
     pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
         let names = self.key_names(key)?;
-        #[cfg(feature = "redlock")]
-        if let Some(redlock) = self.redlock() {
-            return majority::force_release(self, redlock, &names).await;
-        }
-        force_release_on(self, &names, self.connection()).await
+        let ask = |connection| force_release_on(self, &names, connection);
+        (self.deployment())
+            .ask_each(self.nodes(), || self.connection(), names.lock(), ask)
+            .await
     }
 }

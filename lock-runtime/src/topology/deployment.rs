@@ -3,13 +3,14 @@
 //! waits may count on there. The client asks it what it can do, not which deployment it
 //! is.
 
+use std::future::Future;
 use std::time::Duration;
 
 use crate::connection::Connection;
 use crate::error::LockError;
 use crate::scripts::HANDOVER;
 #[cfg(feature = "redlock")]
-use crate::topology::redlock::Redlock;
+use crate::topology::redlock::{Redlock, every_master};
 
 /// How a client's steps reach Redis.
 pub(crate) enum Deployment {
@@ -20,6 +21,15 @@ pub(crate) enum Deployment {
     /// grant counts once a majority made it within the lease's validity.
     #[cfg(feature = "redlock")]
     Quorum(Redlock),
+}
+
+/// What a step's answers come to when a deployment asks several nodes: the verdict a
+/// majority reached.
+pub(crate) trait Majority: Sized {
+    /// The verdict on the lock `key` of `answers` (one per node, in the client's order;
+    /// `None` for a node that failed), where `quorum` of them must agree.
+    #[cfg_attr(not(feature = "redlock"), allow(dead_code))]
+    fn verdict(key: &str, answers: Vec<Option<Self>>, quorum: usize) -> Self;
 }
 
 /// A primitive whose steps a deployment may not be able to take.
@@ -127,6 +137,31 @@ impl Deployment {
             .map_err(|err| LockError::backend(key, err))?;
         // A key being handed to the next waiter has no holder yet.
         Ok(value.is_some_and(|value| value != HANDOVER))
+    }
+
+    /// Asks `ask` of the node that holds `key` (`next` picks it), or of every master of
+    /// `all` at once (each within the node timeout) and takes their [`Majority`] verdict;
+    /// fewer answers than a majority is [`LockError::NoQuorum`].
+    pub(crate) async fn ask_each<T, F, Fut>(
+        &self,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] all: &[Connection],
+        next: impl FnOnce() -> Connection,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] key: &str,
+        ask: F,
+    ) -> Result<T, LockError>
+    where
+        T: Majority,
+        F: Fn(Connection) -> Fut,
+        Fut: Future<Output = Result<T, LockError>>,
+    {
+        match self {
+            Deployment::OneNode => ask(next()).await,
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => {
+                let answers = every_master::ask_each(all, redlock, key, ask).await?;
+                Ok(T::verdict(key, answers, redlock.quorum))
+            }
+        }
     }
 
     /// The Redlock settings, for the steps that still take a quorum's path of their own.

@@ -51,7 +51,7 @@ use crate::scripts::{
 use crate::wakeups::{WaitTicket, Wakeups};
 use crate::{error::LockError, options::LockOptions};
 
-mod every_master;
+pub(crate) mod every_master;
 use every_master::{AskUntil, ask_all};
 
 /// The Redlock settings of a client in that mode.

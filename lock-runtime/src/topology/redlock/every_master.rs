@@ -2,13 +2,16 @@
 //! silent minority given a short grace only, and releases that keep asking a master back
 //! from a passing failure.
 
+use std::future::Future;
 use std::time::Duration;
 
 use redis::{FromRedisValue, RedisError, RedisResult};
 use tokio::time::Instant;
 
 use crate::connection::Connection;
+use crate::error::LockError;
 use crate::scripts::{Call, invoke};
+use crate::topology::redlock::{Redlock, no_quorum};
 
 /// How long [`ask_all`] waits for the masters.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -160,3 +163,47 @@ fn ask_node<T: FromRedisValue + Send + 'static>(
 
 /// How long past the time a decision took [`ask_all`] still waits for the other masters.
 pub(super) const GRACE: Duration = Duration::from_millis(2);
+
+/// Asks every master (`nodes`, in the order of the client's URLs) about the lock `key` with
+/// `ask`, each within the node timeout: per master, its answer (`None` for a master that
+/// failed), once every master answered or timed out. A key that is no lock on some master
+/// is that master's error; fewer answers than a majority is `NoQuorum`, naming what the
+/// others said.
+pub(crate) async fn ask_each<T, F, Fut>(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    key: &str,
+    ask: F,
+) -> Result<Vec<Option<T>>, LockError>
+where
+    F: Fn(Connection) -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    let limit = redlock.node_timeout.max(Duration::from_millis(1));
+    let replies = futures_util::future::join_all(nodes.iter().map(|node| {
+        let asked = ask(node.clone());
+        async move {
+            tokio::time::timeout(limit, asked)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(LockError::config(format!(
+                        "no answer within the node timeout ({limit:?})"
+                    )))
+                })
+        }
+    }))
+    .await;
+    let mut failures = Vec::new();
+    let mut answers = Vec::with_capacity(replies.len());
+    for (url, reply) in redlock.urls.iter().zip(replies) {
+        match reply {
+            Ok(answer) => answers.push(Some(answer)),
+            Err(err @ LockError::InvalidKey { .. }) => return Err(err),
+            Err(err) => {
+                failures.push(format!("{url}: {}", err.cause()));
+                answers.push(None);
+            }
+        }
+    }
+    no_quorum(&failures, redlock, key).map_or(Ok(answers), Err)
+}
