@@ -27,6 +27,7 @@ use deployment::Deployment;
 use redlock::Redlock;
 
 pub(crate) mod deployment;
+pub(crate) mod one_node;
 #[cfg(feature = "redlock")]
 pub(crate) mod redlock;
 

@@ -12,12 +12,13 @@ use crate::primitives::held_lease::HeldLease;
 use crate::primitives::run_path::OneLease;
 use crate::queue::cohort::{Ending, Holding};
 use crate::queue::redis_queue::place::Place;
-use crate::queue::redis_queue::release::{Waiters, keep_until, release_contended};
+use crate::queue::redis_queue::release::{keep_until, release_contended};
 use crate::queue::redis_queue::{Yielded, yield_lock};
 use crate::renewal::lost_signal::LostSignal;
 use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::LeaseHandle;
 use crate::scripts::{KeyNames, Requeue};
+use crate::topology::one_node::Waiters;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
     options::LockOptions,

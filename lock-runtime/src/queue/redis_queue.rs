@@ -15,13 +15,11 @@ use crate::connection::Query;
 use crate::lease::{Taken, jitter, millis, validity};
 use crate::options::fence_lifetime;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
-use crate::scripts::retake_call;
 use crate::scripts::{
     GRANT_CONFIRM_WINDOW, KeptAlive, KeyNames, QUEUE_LEASE, Requeue, acquire_call, invoke_granting,
     invoke_noting_repeat, release_call,
 };
-#[cfg(feature = "redlock")]
-use crate::topology::redlock;
+use crate::topology::one_node::after_lost_reply;
 use crate::wakeups::WaitTicket;
 use crate::{client::LockClient, error::LockError, options::LockOptions};
 
@@ -426,18 +424,10 @@ pub(crate) async fn retake(
     token: &str,
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
-    #[cfg(feature = "redlock")]
-    if let Some(redlock) = client.redlock() {
-        return redlock::retake(client.nodes(), redlock, names, token, options).await;
-    }
-    let call = retake_call(names, token, options.ttl, fence_lifetime(options));
-    let replicas = (client.replicas(), names.lock());
-    let ((taken, fence), shortfall): ((i64, i64), _) =
-        invoke_granting(&call, replicas, &mut client.connection()).await?;
-    if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
-        return Err(shortfall);
-    }
-    Ok((taken == 1).then(|| options.fencing.then(|| u64::try_from(fence).unwrap_or(0))))
+    let nodes = (client.nodes(), || client.connection());
+    (client.deployment())
+        .retake(nodes, client.replicas(), names, token, options)
+        .await
 }
 
 /// What a release that offers to requeue the process found.

@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use crate::connection::Connection;
 use crate::error::LockError;
-use crate::scripts::HANDOVER;
+use crate::options::LockOptions;
+use crate::replicas::Replicas;
+use crate::scripts::{HANDOVER, KeyNames};
+use crate::topology::one_node::{self, Waiters};
 #[cfg(feature = "redlock")]
-use crate::topology::redlock::{Redlock, every_master};
+use crate::topology::redlock::{self, Redlock, every_master};
 
 /// How a client's steps reach Redis.
 pub(crate) enum Deployment {
@@ -137,6 +140,51 @@ impl Deployment {
             .map_err(|err| LockError::backend(key, err))?;
         // A key being handed to the next waiter has no holder yet.
         Ok(value.is_some_and(|value| value != HANDOVER))
+    }
+
+    /// One send of the release of `token`'s lock `names`: on the node `next` picks, in the
+    /// form `waiters` picks (announced with `publish`); or on every master of `all`, where
+    /// a majority must release it. 1 released, 0 gone, -1 another owner's.
+    pub(crate) async fn release(
+        &self,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] all: &[Connection],
+        next: impl FnOnce() -> Connection,
+        names: &KeyNames,
+        (token, waiters): (&str, Waiters),
+        publish: &'static str,
+    ) -> Result<i64, LockError> {
+        match self {
+            Deployment::OneNode => {
+                one_node::release(next(), names, (token, waiters), publish).await
+            }
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => redlock::release_all(all, redlock, names, token).await,
+        }
+    }
+
+    /// Re-dates the lock `token` holds for a task of its process that takes it over: the
+    /// key's expiry becomes `options.ttl` and, with fencing, a fresh fence is issued (on a
+    /// quorum, the largest of the masters', raised on a majority). `Ok(None)` when the
+    /// token no longer holds the key (on a majority). When grants wait for `replicas`, a
+    /// re-dating too few replicas confirmed is [`LockError::NotReplicated`].
+    pub(crate) async fn retake(
+        &self,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] (all, next): (
+            &[Connection],
+            impl FnOnce() -> Connection,
+        ),
+        replicas: Option<&Replicas>,
+        names: &KeyNames,
+        token: &str,
+        options: &LockOptions,
+    ) -> Result<Option<Option<u64>>, LockError> {
+        match self {
+            Deployment::OneNode => one_node::retake(next(), replicas, names, token, options).await,
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => {
+                redlock::retake(all, redlock, names, token, options).await
+            }
+        }
     }
 
     /// Asks `ask` of the node that holds `key` (`next` picks it), or of every master of

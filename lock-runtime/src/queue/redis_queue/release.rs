@@ -11,12 +11,8 @@ use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lease::Token;
 use crate::scripts::renew_call;
-use crate::scripts::{
-    ASK_FULL_RELEASE, KeyNames, LEAVE, RELEASE, Requeue, invoke, invoke_granting,
-    invoke_noting_repeat, queue_call, release_call, short_release_call,
-};
-#[cfg(feature = "redlock")]
-use crate::topology::redlock;
+use crate::scripts::{KeyNames, LEAVE, invoke, invoke_granting, queue_call};
+use crate::topology::one_node::{Waiters, after_lost_reply};
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 ///
@@ -31,22 +27,6 @@ pub(crate) async fn release_script(
     valid_until: Instant,
 ) -> Result<i64, LockError> {
     release_contended(client, names, token, valid_until, Waiters::Unknown).await
-}
-
-/// What a release knows of the key's waiters, which picks the form of its script call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waiters {
-    /// None: a lock's holder that took the key with nobody queued, and no task of its
-    /// process behind it. The short form goes first; the full one follows only when the
-    /// short one asks for it.
-    NoneKnown,
-    /// Perhaps some, or not a lock holder's token (a permit, a grant given back): the
-    /// full form.
-    Unknown,
-    /// The key was contended during the hold: the full form, which may leave the key free
-    /// for this foreign window when the key's schedule says one is due, and ends the
-    /// schedule when nobody waits any more.
-    Contended(Duration),
 }
 
 /// [`release_script`] by a holder that knows what `waiters` says.
@@ -65,19 +45,6 @@ pub(crate) async fn release_contended(
     )
     .await?;
     Ok(after_lost_reply(names, reply, reply_lost))
-}
-
-/// A release's (or a yield's) script reply, judged knowing whether an earlier send of it
-/// lost its reply (`lost`: a dropped connection, a time-out). That send may have released
-/// the key itself: a later one that finds it gone (0), or taken by the next holder already
-/// (-1), cannot tell that release from a loss, and counts it as the release it most likely
-/// was (1). A loss during the hold is the renewals' to find.
-pub(super) fn after_lost_reply(names: &KeyNames, reply: i64, lost: bool) -> i64 {
-    if lost && reply <= 0 {
-        tracing::debug!(key = %names.lock(), reply, "release sent again after a lost reply; counted as released");
-        return 1;
-    }
-    reply
 }
 
 /// Makes `call` again after a transient or connection error, for the calls whose repeat is
@@ -165,43 +132,11 @@ pub(super) async fn release_once(
     waiters: Waiters,
     (until, now): (Instant, Instant),
 ) -> Result<i64, LockError> {
-    #[cfg(feature = "redlock")]
-    if let Some(redlock) = client.redlock() {
-        return redlock::release_all(client.nodes(), redlock, names, token).await;
-    }
-    let mut connection = client.connection().until(until, now);
-    let mut lost = false;
-    let call = match waiters {
-        Waiters::Contended(window) => {
-            let nobody = Requeue {
-                token: Token::from(""),
-                ttl: Duration::ZERO,
-                window,
-            };
-            release_call(names, token, client.publish_command(), &nobody, None)
-        }
-        Waiters::Unknown => queue_call(&RELEASE, names, token, client.publish_command()),
-        Waiters::NoneKnown => {
-            // The short form, which an uncontended key's release needs; the full form
-            // follows only when it asks for it.
-            let (reply, repeated): (i64, bool) =
-                invoke_noting_repeat(&short_release_call(names, token), &mut connection)
-                    .await
-                    .map_err(|err| LockError::backend(names.lock(), err))?;
-            if reply != ASK_FULL_RELEASE {
-                return Ok(after_lost_reply(names, reply, repeated));
-            }
-            lost = repeated;
-            queue_call(&RELEASE, names, token, client.publish_command())
-        }
-    };
-    let (reply, repeated): (i64, bool) = invoke_noting_repeat(&call, &mut connection)
+    let next = || client.connection().until(until, now);
+    let publish = client.publish_command();
+    (client.deployment())
+        .release(client.nodes(), next, names, (token, waiters), publish)
         .await
-        .map_err(|err| LockError::backend(names.lock(), err))?;
-    // Left free for a foreign window: released. (A release without a requeue never keeps
-    // the key: 1, 3, 0 or -1 only.)
-    let reply = if reply == 3 { 1 } else { reply };
-    Ok(after_lost_reply(names, reply, repeated || lost))
 }
 
 pub(crate) async fn leave_queue(
