@@ -16,8 +16,6 @@ use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
 use crate::topology::deployment::Deployment;
-#[cfg(feature = "redlock")]
-use crate::topology::redlock::Redlock;
 use crate::topology::{BuiltTopology, Setup};
 use crate::wakeups::Wakeups;
 use crate::{config::Config, error::LockError};
@@ -388,12 +386,6 @@ impl LockClient {
     /// (a release in the background, a hand-over) is spawned there.
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
         self.inner.thread.handle()
-    }
-
-    /// The Redlock settings, in that mode.
-    #[cfg(feature = "redlock")]
-    pub(crate) fn redlock(&self) -> Option<&Redlock> {
-        self.inner.deployment.redlock()
     }
 
     /// How this client's steps reach Redis, and what they may count on there.

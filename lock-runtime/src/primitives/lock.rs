@@ -18,8 +18,9 @@ use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::{self, Alone, release::give_back};
 use crate::renewal::watchdog::{LeaseHandle, Retake};
 use crate::scripts::KeyNames;
+use crate::topology::deployment::ByDeployment;
 #[cfg(feature = "redlock")]
-use crate::topology::redlock;
+use crate::topology::redlock::{self, Redlock};
 use crate::turn::Turn;
 use crate::{client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL};
 
@@ -251,22 +252,16 @@ impl Lock {
             }
         }
         drop(unclaimed);
-        // Lead the process's wait in Redis: across the Redlock masters, or through the
-        // key's queue on one server (a cluster's node, a Sentinel's primary).
-        #[cfg(feature = "redlock")]
-        if let Some(redlock) = client.redlock() {
-            let masters = redlock::Masters {
-                nodes: client.nodes(),
-                shutdown: client.shutdown_state(),
-                interrupt: client.interrupt(),
-            };
-            let options = &self.spec.options;
-            let taken = quorum_wait::acquire(masters, redlock, &names, options, window).await?;
-            return Ok(self.new_guard(client, names, Some((member, turn)), taken));
-        }
-        let taken = self
-            .acquire_in_redis(&client, &names, (&member, tried_alone), window)
-            .await?;
+        // Lead the process's wait in Redis: through the key's queue on one server (a
+        // cluster's node, a Sentinel's primary), or across the Redlock masters.
+        let lead = LeadWait {
+            lock: self,
+            client: &client,
+            names: &names,
+            member: (&member, tried_alone),
+            window,
+        };
+        let taken = client.deployment().take(lead).await?;
         Ok(self.new_guard(client, names, Some((member, turn)), taken))
     }
 
@@ -519,5 +514,44 @@ impl Builder for Lock {
 
     fn spec_mut(&mut self) -> &mut LockSpec {
         &mut self.spec
+    }
+}
+
+/// A process's wait for the lock in Redis, led by one task of the process (the others
+/// wait in the local queue), in the deployment's form.
+struct LeadWait<'a> {
+    lock: &'a Lock,
+    client: &'a LockClient,
+    names: &'a Arc<KeyNames>,
+    /// The task's place in the local queue, and whether it just found the key held.
+    member: (&'a Member, bool),
+    window: (Instant, Instant),
+}
+
+impl ByDeployment for LeadWait<'_> {
+    type Output = Result<(Token, Taken), LockError>;
+
+    /// Through the key's fair queue.
+    async fn one_node(self) -> Self::Output {
+        let LeadWait {
+            lock,
+            client,
+            names,
+            member,
+            window,
+        } = self;
+        lock.acquire_in_redis(client, names, member, window).await
+    }
+
+    /// In rounds on every master, through the one wait loop.
+    #[cfg(feature = "redlock")]
+    async fn quorum(self, redlock: &Redlock) -> Self::Output {
+        let masters = redlock::Masters {
+            nodes: self.client.nodes(),
+            shutdown: self.client.shutdown_state(),
+            interrupt: self.client.interrupt(),
+        };
+        let options = &self.lock.spec.options;
+        quorum_wait::acquire(masters, redlock, self.names, options, self.window).await
     }
 }

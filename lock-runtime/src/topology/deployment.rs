@@ -35,6 +35,19 @@ pub(crate) trait Majority: Sized {
     fn verdict(key: &str, answers: Vec<Option<Self>>, quorum: usize) -> Self;
 }
 
+/// A step whose form differs by deployment and whose code lives above topology/ (a wait
+/// leads through the key's queue on one node, through rounds on the masters of a quorum):
+/// the deployment picks the form ([`Deployment::take`]).
+pub(crate) trait ByDeployment {
+    /// What the step comes to, in either form.
+    type Output;
+    /// The step where the key lives on one node.
+    async fn one_node(self) -> Self::Output;
+    /// The step across a quorum of independent masters.
+    #[cfg(feature = "redlock")]
+    async fn quorum(self, redlock: &Redlock) -> Self::Output;
+}
+
 /// A primitive whose steps a deployment may not be able to take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Primitive {
@@ -187,6 +200,15 @@ impl Deployment {
         }
     }
 
+    /// Takes `step` in this deployment's form.
+    pub(crate) async fn take<S: ByDeployment>(&self, step: S) -> S::Output {
+        match self {
+            Deployment::OneNode => step.one_node().await,
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => step.quorum(redlock).await,
+        }
+    }
+
     /// Asks `ask` of the node that holds `key` (`next` picks it), or of every master of
     /// `all` at once (each within the node timeout) and takes their [`Majority`] verdict;
     /// fewer answers than a majority is [`LockError::NoQuorum`].
@@ -209,15 +231,6 @@ impl Deployment {
                 let answers = every_master::ask_each(all, redlock, key, ask).await?;
                 Ok(T::verdict(key, answers, redlock.quorum))
             }
-        }
-    }
-
-    /// The Redlock settings, for the steps that still take a quorum's path of their own.
-    #[cfg(feature = "redlock")]
-    pub(crate) fn redlock(&self) -> Option<&Redlock> {
-        match self {
-            Deployment::OneNode => None,
-            Deployment::Quorum(redlock) => Some(redlock),
         }
     }
 }
