@@ -52,7 +52,8 @@ impl Default for LockOptions {
     }
 }
 
-/// How long a fence counter outlives the last acquisition of its key.
+/// How long a fence counter outlives the last acquisition of its key (twice the lock's
+/// ttl instead, when that is longer).
 ///
 /// Long enough that a stale holder's token is always compared against a newer counter;
 /// after it, the counter is re-seeded from the server clock, which keeps tokens increasing.

@@ -10,7 +10,7 @@
 //! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `backend`, `other` (a lost lease, a bad key, a configuration error, a shut-down client) |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
 //! | [`HOLD_SECONDS`] | histogram | | how long each lock was held: from the acquire's return until the holder released or dropped the guard (the `held_ms` of the "lock released" event is the same measurement) |
-//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals), `expired` (a lease without renewal reached its ttl), `shutdown` (the client's shutdown released it); each lease counted once |
+//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
 //!
 //! Each metric is described to the recorder (its unit, `Unit::Count` for counters and
@@ -25,15 +25,40 @@
 //! # Events (`tracing`, targets under `lock_runtime::`)
 //!
 //! Every event about a lock names its Redis key once, in a `key` field (an event about a
-//! batch of renewals lists them in `keys`, the first eight and how many more). The
-//! `distributed_lock` span of a guarded call covers the body only, so the application's
-//! own events in the body say which lock they ran under.
+//! batch of renewals lists them in `keys`, the first eight and how many more, and counts
+//! them in `leases`). An event's target is the module that emits it, under
+//! `lock_runtime::`. The `distributed_lock` span of a guarded call (`semaphore` for a
+//! permit) covers the body only, so the application's own events in the body say which
+//! lock they ran under.
 //!
-//! - INFO: an acquire that timed out (`Timeout`), a Redlock acquire without a majority
-//!   (`NoQuorum`), a guarded body stopped because its lease was lost (`Lost`);
-//! - WARN: a lease lost, renewals failing, a release that failed, an acquire whose grant
-//!   too few replicas confirmed (`NotReplicated`);
-//! - DEBUG: a busy lock (`Busy`), acquisitions, renewals, releases.
+//! An event is named by the start of its message (`…` stands for a part that varies); the
+//! table lists every event the crate emits:
+//!
+//! | level | event | fields | means |
+//! |---|---|---|---|
+//! | INFO | `lock wait timed out` | `key`, `waited_ms` | an acquire returned `Timeout`: another owner held the lock for longer than `wait` |
+//! | INFO | `lock not acquired: no Redlock majority` | `error`, `key` | `NoQuorum`: too few Redlock masters granted the lock |
+//! | INFO | `the lease was lost: the guarded body was stopped` | `cause`, `key` | a guarded body was stopped and returned `Lost` (`on_lost = "cancel"`) |
+//! | INFO | `lock force-released by an operator` | `key`, `token` | [`force_release`](crate::force_release) deleted a holder's key; that holder finds out at its next renewal |
+//! | INFO | `the … answers again` | `server`, `unreachable_ms` | a server that was unreachable past the outage grace answers again: locks are taken on it again |
+//! | INFO | `the Redis Cluster master serves no slot any more` | `server` | a cluster master that was down lost its slots to a failover: its keys are checked on their new master |
+//! | INFO | `the Redis server refuses RESP3` | `error`, `server` | wake-ups come over a RESP2 pub/sub connection instead |
+//! | INFO | `…: released every lock it held and left every queue` | `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown (of the client, or of the process with locks held) gave every lock back |
+//! | WARN | `lock lost`, `read lock lost`, `permit lost` | `cause`, `found`, `key` | a held lease is gone: its key deleted or taken over (a renewal or `extend` found the token gone), renewals failed until its validity ended, or its release found another owner's token or no key (`found`); counted in [`LOST`] |
+//! | WARN | `lease renewal failed`, `reloading the renew script failed` | `error`, `key`, `keys`, `leases` | Redis failed a renewal or a pipeline of them; each is tried again until the lease's validity ends |
+//! | WARN | `lease renewals not confirmed by enough replicas` | `answer`, `keys`, `leases` | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas), renewals too few replicas confirmed do not count |
+//! | WARN | `lock not acquired: too few replicas confirmed the grant`, `lock not acquired: the grant was not in the append-only files asked for` | `error`, `key` | an acquire failed with `NotReplicated` or `NotDurable` |
+//! | WARN | `giving the lock back failed`, `release on drop failed`, `releasing a parked lock failed`, `releasing a late acquisition failed`, `releasing a partial multi-lock failed`, `giving a read share back on drop failed`, `giving the permit back failed`, `undoing a grant the replicas did not confirm failed`, `undoing a share the replicas did not confirm failed` | `error`, `key` | Redis failed a release: the lease ends by its ttl |
+//! | WARN | `acquire reply arrived after the lease validity`, `permit reply arrived after the lease validity` | `key` | a grant answered after its validity had ended: it is given back and tried again within `wait` |
+//! | WARN | `cannot subscribe to release messages` | `error`, `key` | a waiter could not subscribe: it waits for the holder's lease instead of its release message |
+//! | WARN | `the … has been unreachable for …` | `error`, `grace_ms`, `server` | a server unreachable for longer than the outage grace: acquisitions that need it fail at once with `Backend` until it answers |
+//! | WARN | `the Redis primary moved`, `no sentinel named the primary` | `error`, `from`, `master`, `to` | Sentinel: the connections and the wake-ups follow a new primary, or no sentinel could name it |
+//! | WARN | `Redis request timed out`, `cluster request timed out` | `error` | a request had no answer by its deadline: the connection is replaced |
+//! | WARN | `the Redis server may evict lock keys` | `policy`, `server` | the server's `maxmemory-policy` may evict locks (use `noeviction`) |
+//! | WARN | `the process exited or the lock client was dropped with locks held, and Redis did not answer`, `…: … releases or leaves got no answer from Redis` | `budget_ms`, `failed`, `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown could not give every lock back: those end by their ttl |
+//! | DEBUG | `lock busy`, `lock acquired`, `lease renewed`, `lease renewals sent`, `lock released`, `lock passed to the next local waiter`, `lock yielded to the next process`, `lease reached its ttl` | `attempts`, `granted`, `held_ms`, `kept_for_hold_at_least`, `key`, `keys`, `leases`, `outcome`, `waited_ms` | the normal path |
+//! | DEBUG | `transient error; retrying`, `… failed; trying again`, `lease renewal failed; trying again soon`, `lease renewals redirected`, `connection dropped; trying once more`, `release sent again after a lost reply`, `grant not replicated; undoing it`, `the fence reached no majority; trying again`, `giving back a lost round`, `taking a passed lock over failed`, `the lock key was lost while a reader entered`, `the lock key was lost while a writer waited for the readers`, `passing the read-write lock on failed`, `giving back a write lock that could not wait out the readers failed`, `keeping queue places alive failed`, `refreshing the process's liveness key failed` | `error`, `key`, `keys`, `leases`, `reply` | a step that is tried again or given up without a loss |
+//! | DEBUG | `cannot subscribe to release messages`, `subscribe failed`, `unsubscribe failed`, `the primary did not answer the start-up check`, `the server did not answer the WAITAOF check`, `FUNCTION LIST refused`, `request refused by its lock` | `channel`, `error`, `key`, `master`, `server` | connections, subscriptions and start-up checks; a `LockLayer` request answered with its lock's error |
 //!
 //! ```
 //! // With the `metrics` feature, a dashboard refers to the names through the constants:
@@ -115,7 +140,7 @@ impl Telemetry {
                 ACQUISITIONS,
                 Unit::Count,
                 "Acquires that took a new lock or failed, by outcome: acquired, busy, \
-                 timeout, no_quorum, backend, other."
+                 timeout, no_quorum, not_replicated, not_durable, backend, other."
             );
             ::metrics::describe_histogram!(
                 WAIT_SECONDS,
@@ -249,14 +274,9 @@ mod label_tests {
         "other",
     ];
 
-    /// Every value of the `cause` label of `LOST`, as the module's table lists them.
-    const LOST_CAUSES: [&str; 5] = [
-        "token_gone",
-        "renewal_failed",
-        "found_at_release",
-        "expired",
-        "shutdown",
-    ];
+    /// Every value of the `cause` label of `LOST`, as the module's table lists them: the
+    /// causes the code counts (`Telemetry::lost`'s callers).
+    const LOST_CAUSES: [&str; 3] = ["token_gone", "renewal_failed", "found_at_release"];
 
     /// The values listed in the module table's row of `metric`: the code spans after the
     /// colon of its last cell, outside parentheses.
@@ -289,8 +309,6 @@ mod label_tests {
             LostCause::TokenGone,
             LostCause::RenewalFailed,
             LostCause::FoundAtRelease,
-            LostCause::Expired,
-            LostCause::Shutdown,
         ];
         assert_eq!(causes.map(cause_label), LOST_CAUSES);
         assert_eq!(listed("LOST"), LOST_CAUSES);
@@ -302,5 +320,25 @@ mod label_tests {
         for err in &errors {
             assert!(OUTCOMES.contains(&outcome_of(err)), "{err:?}");
         }
+        // The descriptions given to the recorder name the same values.
+        let source = include_str!("telemetry.rs");
+        for (label, values) in [
+            ("by outcome: ", &OUTCOMES[..]),
+            ("by cause: ", &LOST_CAUSES),
+        ] {
+            let text = &source[source.find(label).expect(label) + label.len()..];
+            let text: String = text[..text.find('.').unwrap_or(0)]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .replace("\\ ", "");
+            assert_eq!(text, values.join(", "), "the description {label}");
+        }
     }
 }
+
+/// The events table of the module's docs is the one list of the events the crate emits:
+/// these tests read every `tracing` event out of the crate's sources and hold each against
+/// the table's rows.
+#[cfg(test)]
+mod event_table;

@@ -1,8 +1,10 @@
 //! One source per reference table: the attribute's options are documented in one table, on
-//! `#[distributed_lock]` (lock-macros/src/lib.rs), and the errors in one table, on
-//! `LockError` (lock-runtime/src/error.rs). These tests read the sources: every option the
-//! attribute's parser accepts has a row, every variant of `LockError` has a row, and no
-//! other document copies either table.
+//! `#[distributed_lock]` (lock-macros/src/lib.rs), the errors in one table, on `LockError`
+//! (lock-runtime/src/error.rs), and the events in one table, in the `telemetry` module
+//! (lock-runtime/src/telemetry.rs, whose unit test holds it to the events the crate emits).
+//! These tests read the sources: every option the attribute's parser accepts has a row,
+//! every variant of `LockError` has a row, no other document copies a table, and an event a
+//! document names is one the events table lists, at that level.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::BTreeSet;
@@ -105,6 +107,31 @@ const ERRORS_HEADER: &str = "| variant | when | what to do |";
 const METRICS_HEADERS: [&str; 2] = ["| name | kind | labels |", "| metric | kind | labels |"];
 /// The HTTP mapping is the errors table's "with axum" column; the old copy's header.
 const HTTP_HEADER: &str = "| error | status | why |";
+/// The events table is the `telemetry` module's; its header, and the old copy's.
+const EVENTS_HEADERS: [&str; 2] = [
+    "| level | event | fields | means |",
+    "| level | event | means |",
+];
+/// The levels of `tracing` events, as the events table writes them.
+const LEVELS: [&str; 5] = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"];
+
+/// The documents users read, where a copy of a reference table could sit.
+const DOCUMENTS: [&str; 14] = [
+    "README.md",
+    "lock-runtime/README.md",
+    "lock-macros/README.md",
+    "lock-runtime/src/lib.rs",
+    "lock-runtime/src/guide/mod.rs",
+    "lock-runtime/src/guide/choosing.md",
+    "lock-runtime/src/guide/fencing.md",
+    "lock-runtime/src/guide/web.md",
+    "lock-runtime/src/guide/patterns.md",
+    "lock-runtime/src/guide/deployments.md",
+    "lock-runtime/src/guide/operations.md",
+    "lock-runtime/src/http.rs",
+    "docs/internals.md",
+    "RELIABILITY.md",
+];
 
 #[test]
 fn every_option_the_attribute_accepts_has_a_row_in_its_table() {
@@ -157,29 +184,14 @@ fn every_lock_error_variant_has_a_row_in_its_table() {
 /// The user documents link the two tables instead of copying them.
 #[test]
 fn no_other_document_copies_a_reference_table() {
-    let documents = [
-        "README.md",
-        "lock-runtime/README.md",
-        "lock-macros/README.md",
-        "lock-runtime/src/lib.rs",
-        "lock-runtime/src/guide/mod.rs",
-        "lock-runtime/src/guide/choosing.md",
-        "lock-runtime/src/guide/fencing.md",
-        "lock-runtime/src/guide/web.md",
-        "lock-runtime/src/guide/patterns.md",
-        "lock-runtime/src/guide/deployments.md",
-        "lock-runtime/src/guide/operations.md",
-        "lock-runtime/src/http.rs",
-        "docs/internals.md",
-        "RELIABILITY.md",
-    ];
-    for path in documents {
+    for path in DOCUMENTS {
         let text = read(path);
         for line in text.lines() {
             let line = line.trim_start().trim_start_matches("//!").trim_start();
             for header in [OPTIONS_HEADER, ERRORS_HEADER, HTTP_HEADER]
                 .into_iter()
                 .chain(METRICS_HEADERS)
+                .chain(EVENTS_HEADERS)
             {
                 assert!(
                     !line.starts_with(header),
@@ -187,6 +199,13 @@ fn no_other_document_copies_a_reference_table() {
                      `distributed_lock`, `LockError` or `telemetry` instead"
                 );
             }
+            // A row that starts with a level is a row of the events table, whatever the
+            // table's heading.
+            let first = line.strip_prefix('|').and_then(|row| row.split('|').next());
+            assert!(
+                !first.is_some_and(|cell| LEVELS.contains(&cell.trim())),
+                "{path} copies a row of the events table: {line}\nlink `telemetry` instead"
+            );
         }
     }
 }
@@ -262,4 +281,133 @@ fn the_features_lists_name_what_the_manifest_declares() {
         declared.len(),
         "lib.rs's features fallback names other features: {fallback}"
     );
+}
+
+/// The rows of the events table in the `telemetry` module: each row's level and the names
+/// of its events (a name is the start of an event's message; `…` stands for a part that
+/// varies).
+fn event_names() -> Vec<(String, String)> {
+    let source = read("lock-runtime/src/telemetry.rs");
+    let lines: Vec<&str> = source
+        .lines()
+        .filter_map(|line| line.strip_prefix("//!"))
+        .map(str::trim)
+        .collect();
+    let start = lines
+        .iter()
+        .position(|line| line.starts_with(EVENTS_HEADERS[0]))
+        .expect("the events table in lock-runtime/src/telemetry.rs");
+    let mut names = Vec::new();
+    for line in lines[start + 2..]
+        .iter()
+        .take_while(|line| line.starts_with('|'))
+    {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+        let level = cells[0].trim().to_owned();
+        for name in cells[1].split('`').skip(1).step_by(2) {
+            names.push((level.clone(), name.to_owned()));
+        }
+    }
+    names
+}
+
+/// Whether `phrase` can be the start of a message that `name` names, or the reverse: the
+/// name's parts in order, each `…` of the name standing for any text that the phrase goes
+/// on after.
+fn fits(name: &[&str], phrase: &str) -> bool {
+    let Some((first, rest)) = name.split_first() else {
+        return true;
+    };
+    if phrase.len() <= first.len() {
+        return first.starts_with(phrase);
+    }
+    let Some(phrase) = phrase.strip_prefix(first) else {
+        return false;
+    };
+    // What `…` stands for does not end the phrase: the phrase reaches the name's next part.
+    rest.iter().all(|part| part.is_empty())
+        || (0..phrase.len())
+            .filter(|&at| phrase.is_char_boundary(at))
+            .any(|at| fits(rest, &phrase[at..]))
+}
+
+/// The events the documents name, as a level word followed by a code span (`a WARN
+/// \`lock lost\``, `one INFO (\`the Redis server answers again …\`)`): each level and
+/// phrase, the phrase cut at its first `…`.
+fn named_events(text: &str) -> Vec<(String, String)> {
+    let text = text
+        .lines()
+        .map(|line| line.trim_start().trim_start_matches("//!").trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut named = Vec::new();
+    for level in LEVELS {
+        for (at, _) in text.match_indices(level) {
+            if text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '`') {
+                continue;
+            }
+            let after = text[at + level.len()..]
+                .strip_prefix('s')
+                .unwrap_or(&text[at + level.len()..]);
+            let after = after.trim_start().trim_start_matches('(');
+            let Some(span) = after.strip_prefix('`') else {
+                continue;
+            };
+            let phrase = &span[..span.find('`').unwrap_or(0)];
+            let phrase = phrase.split('…').next().unwrap_or("").trim_end();
+            named.push((level.to_owned(), phrase.to_owned()));
+        }
+    }
+    named
+}
+
+/// An event a document names by its message is one the events table lists at that level.
+#[test]
+fn the_events_the_documents_name_are_in_the_events_table() {
+    let names = event_names();
+    assert!(
+        names.len() > 30 && names.contains(&("WARN".to_owned(), "lock lost".to_owned())),
+        "could not read the events table: {names:?}"
+    );
+    let mut checked = 0;
+    for path in DOCUMENTS {
+        for (level, phrase) in named_events(&read(path)) {
+            let listed = names.iter().any(|(listed_level, name)| {
+                *listed_level == level && fits(&name.split('…').collect::<Vec<_>>(), &phrase)
+            });
+            assert!(
+                listed,
+                "{path} names the {level} event `{phrase}`, which the events table in \
+                 lock-runtime/src/telemetry.rs does not list at {level}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 3,
+        "found too few events named in the documents: {checked}"
+    );
+}
+
+#[test]
+fn the_event_readers_see_mentions_as_written() {
+    let named = named_events(
+        "a WARN\n`lock lost` and one INFO (`the Redis server\nanswers again …`), `INFO x`",
+    );
+    assert_eq!(
+        named,
+        [
+            (
+                "INFO".to_owned(),
+                "the Redis server answers again".to_owned()
+            ),
+            ("WARN".to_owned(), "lock lost".to_owned()),
+        ]
+    );
+    let name: Vec<&str> = "the … answers again".split('…').collect();
+    assert!(fits(&name, "the Redis server answers again"));
+    assert!(fits(&name, "the Redis server answers again after 2 s"));
+    assert!(!fits(&name, "the Redis server is down"));
+    assert!(fits(&["lock lost"], "lock lost: the token is gone"));
+    assert!(!fits(&["lock lost"], "lock busy"));
 }
