@@ -157,6 +157,8 @@ pub use primitives::multi::{MultiGuard, MultiLock};
 pub use primitives::rwlock::RwLock;
 pub use primitives::rwlock::read_guard::ReadGuard;
 pub use primitives::semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
+#[cfg(feature = "redlock")]
+pub use topology::deployment::MAX_REDLOCK_PERMITS;
 
 /// The `redis` crate (redis-rs) this release is built on. [`Config::from_client`] and
 /// [`Config::cluster_builder`] take its types, so an application that builds its own

@@ -116,6 +116,21 @@ impl KeyNames {
         Self::named(name.to_owned(), "", name, true)
     }
 
+    /// The names of this semaphore key's permit slot `index`, where a quorum of
+    /// independent masters holds each permit as a lock of its own
+    /// (`~lock/permit/INDEX{KEY}`): its release is announced on this key's channel, where
+    /// the semaphore's waiters listen.
+    #[cfg(feature = "redlock")]
+    pub(crate) fn slot(&self, index: u32) -> Self {
+        let (kind, around) = self.aux_parts("permit/");
+        let mut slot = Self::owned(&format!("{kind}{index}{around}"));
+        let channel = AUX_KINDS.len();
+        slot.text.truncate(slot.ends[channel - 1]);
+        slot.text.push_str(self.channel());
+        slot.ends[channel] = slot.text.len();
+        slot
+    }
+
     /// The name of another kind of auxiliary key of this lock (a read-write lock's set of
     /// readers), in its slot and spelled as the names above are, split around where a
     /// token goes (`kind` ending in `/`: one key per token) or with nothing between.
@@ -271,6 +286,35 @@ mod tests {
             names.ttls(),
             names.channel(),
         ]
+    }
+
+    /// A semaphore's permit slots are keys of their own, distinct from each other, from
+    /// the semaphore key and its names, and from any lock key a user can name; each
+    /// announces its release on the semaphore's channel.
+    #[cfg(feature = "redlock")]
+    #[test]
+    fn permit_slots_are_keys_of_their_own_announced_on_the_semaphores_channel() {
+        for key in ODD_KEYS {
+            let names = KeyNames::prefixed("", key).unwrap();
+            let slots = [names.slot(0), names.slot(1), names.slot(10)];
+            for (index, slot) in slots.iter().enumerate() {
+                assert_eq!(slot.channel(), names.channel(), "{key}");
+                assert!(
+                    slot.lock().starts_with(AUX_PREFIX),
+                    "{key}: {}",
+                    slot.lock()
+                );
+                assert!(!all(&names).contains(&slot.lock()), "{key}");
+                for other in &slots[index + 1..] {
+                    assert!(
+                        all(slot)[..5].iter().all(|name| !all(other).contains(name)),
+                        "{key}: {} and {}",
+                        slot.lock(),
+                        other.lock()
+                    );
+                }
+            }
+        }
     }
 
     /// Keys a user can write that look like each other's or like auxiliary names.

@@ -1116,3 +1116,129 @@ async fn inspect_reports_the_fence_a_majority_reached() {
         "inspect reported fence {reported} (granted {fence}, one master's outlier {outlier})"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// The semaphore: each permit is a slot, a Redlock lock of its own.
+
+/// The most holders inside at once, and how many entered in all.
+#[derive(Default)]
+struct Occupancy {
+    inside: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    entered: std::sync::atomic::AtomicUsize,
+}
+
+impl Occupancy {
+    fn enter(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.inside.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        self.entered.fetch_add(1, SeqCst);
+    }
+
+    fn leave(&self) {
+        self.inside
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Two permits on three masters, eight tasks of two clients: never more than two holders
+/// at once (a count of holders per master would let three in), and two do hold together;
+/// the releases leave no key behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_on_independent_masters_never_admits_more_than_its_permits() {
+    let servers = masters(3);
+    let clients = [client_for(&servers), client_for(&servers)];
+    let occupancy = std::sync::Arc::new(Occupancy::default());
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (client, occupancy) = (clients[task % 2].clone(), occupancy.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..4 {
+                let permit = client
+                    .semaphore("pool", 2)
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await
+                    .unwrap();
+                occupancy.enter();
+                tokio::time::sleep(Duration::from_millis(15)).await;
+                occupancy.leave();
+                assert_eq!(permit.release().await.unwrap(), ReleaseOutcome::Released);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    use std::sync::atomic::Ordering::SeqCst;
+    assert_eq!(occupancy.entered.load(SeqCst), 32);
+    assert!(
+        occupancy.most.load(SeqCst) <= 2,
+        "{} holders at once with 2 permits",
+        occupancy.most.load(SeqCst)
+    );
+    assert_eq!(
+        occupancy.most.load(SeqCst),
+        2,
+        "the second permit was never used"
+    );
+    for server in &servers {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut server.conn())
+            .unwrap();
+        assert!(
+            keys.iter()
+                .all(|key| !key.starts_with("~lock/permit/") && key != "pool"),
+            "left behind: {keys:?}"
+        );
+    }
+}
+
+/// A full semaphore refuses a try-once caller with `Busy` naming the semaphore's key; a
+/// permit's slot key holds its token on every master (`inspect` of the semaphore's own key
+/// lists nothing there); more permits than a try can ask for in turn is a `Config` error
+/// naming the bound; a released permit's slot is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_semaphore_on_independent_masters_is_busy_and_its_slots_show_the_holders() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    assert!(!client.is_locked("warm-up").await.unwrap());
+    let first = client.semaphore("gate", 2).acquire().await.unwrap();
+    let second = client.semaphore("gate", 2).acquire().await.unwrap();
+    let busy = client.semaphore("gate", 2).try_acquire().await.unwrap_err();
+    assert!(
+        matches!(&busy, LockError::Busy { key } if key == "gate"),
+        "{busy:?}"
+    );
+    let mut slots = Vec::new();
+    for permit in [&first, &second] {
+        assert_eq!(permit.key(), "gate");
+        let slot = (0..2)
+            .map(|index| format!("~lock/permit/{index}{{gate}}"))
+            .find(|slot| servers[0].get(slot).as_deref() == Some(permit.token()))
+            .unwrap_or_else(|| panic!("no slot holds {}", permit.token()));
+        assert_eq!(
+            holders(&servers, &slot),
+            vec![Some(permit.token().to_owned()); 3]
+        );
+        slots.push(slot);
+    }
+    assert_ne!(slots[0], slots[1]);
+    assert!(!client.inspect("gate").await.unwrap().is_held());
+    let too_many = client
+        .semaphore("gate", lock_runtime::MAX_REDLOCK_PERMITS + 1)
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&too_many, LockError::Config { reason }
+            if reason.contains("gate") && reason.contains(&lock_runtime::MAX_REDLOCK_PERMITS.to_string())),
+        "{too_many:?}"
+    );
+    first.release().await.unwrap();
+    let third = client.semaphore("gate", 2).try_acquire().await.unwrap();
+    third.release().await.unwrap();
+    second.release().await.unwrap();
+}

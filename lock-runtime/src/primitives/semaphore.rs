@@ -23,6 +23,7 @@ use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::held_lease::HeldLease;
 use crate::primitives::lock::MAX_WAIT;
+use crate::primitives::permit_slots::TakePermit;
 use crate::primitives::run_path::OneLease;
 use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
@@ -66,8 +67,13 @@ impl LockClient {
 /// while anyone holds it, and an acquisition with another number fails with
 /// [`LockError::Config`] naming the key and both numbers (once nobody holds the key, the
 /// next acquisition records its own). A semaphore is not reentrant: a task that acquires
-/// twice holds two permits. Redlock mode has no semaphores (no single order of holders
-/// across masters): acquiring there is a [`LockError::Config`].
+/// twice holds two permits.
+///
+/// In Redlock mode (independent masters, no single order of holders) each permit is one of
+/// `permits` numbered slots, each a lock of its own on a majority of the masters, so never
+/// more than `permits` hold at once; at most [`MAX_REDLOCK_PERMITS`](crate::MAX_REDLOCK_PERMITS)
+/// permits, waiters are not served in arrival order, and a different count per holder is
+/// not detected there.
 ///
 /// `#[distributed_lock(key = "...", permits = 3)]` expands to [`Semaphore::run`].
 ///
@@ -171,7 +177,8 @@ impl Semaphore {
     /// Errors: [`LockError::Busy`] when none is free and `wait` is zero,
     /// [`LockError::Timeout`] when none came within `wait`, [`LockError::Config`] for a
     /// permit count of zero or over [`MAX_PERMITS`], one other than the key's holders use,
-    /// a ttl out of range, fencing or `hold_at_least`, or Redlock mode;
+    /// a ttl out of range, fencing or `hold_at_least`, or over
+    /// `MAX_REDLOCK_PERMITS` in Redlock mode;
     /// [`LockError::InvalidKey`] for a bad key or one that holds a lock (not a
     /// semaphore), [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<SemaphoreGuard, LockError> {
@@ -213,6 +220,14 @@ impl Semaphore {
         if let Some(why) = client.deployment().refuses(Primitive::Semaphore) {
             return refuse(why.into());
         }
+        if let Some(most) = client.deployment().most_permits()
+            && permits > most
+        {
+            return refuse(format!(
+                "has {permits} permits; on independent masters (Redlock) each permit is a \
+                 lock that a try asks for in turn, so give it from 1 to {most}"
+            ));
+        }
         Ok(())
     }
 
@@ -225,10 +240,26 @@ impl Semaphore {
         client.shutdown_state().check_open(names.lock())?;
         let started = Instant::now();
         let deadline = started + self.spec.options.wait.min(MAX_WAIT);
+        let take = TakePermit {
+            semaphore: self,
+            client: &client,
+            names,
+            window: (started, deadline),
+        };
+        client.deployment().take(take).await
+    }
+
+    /// A permit from the key's permit set, waiting in the key's queue (one node).
+    pub(super) async fn permit_in_queue(
+        &self,
+        client: &LockClient,
+        names: Arc<KeyNames>,
+        (started, deadline): (Instant, Instant),
+    ) -> Result<SemaphoreGuard, LockError> {
         let overrun = deadline + client.response_timeout();
         let mut wait = PermitWait {
             semaphore: self,
-            place: Place::new(&client, &names, permit_token(), false),
+            place: Place::new(client, &names, permit_token(), false),
             ticket: None,
             started,
             deadline,
@@ -386,7 +417,8 @@ impl Waiting for PermitWait<'_> {
             1 if Instant::now() < validity(sent, self.semaphore.spec.options.ttl) => {
                 self.place.settle();
                 let token = std::mem::take(&mut self.place.token);
-                let guard = SemaphoreGuard::new(client, names, token, self.semaphore, sent);
+                let names = (names.clone(), names);
+                let guard = SemaphoreGuard::new(&client, names, token, self.semaphore, sent);
                 return Ok(Step::Done(guard));
             }
             1 => {
@@ -459,17 +491,20 @@ fn not_a_semaphore(key: &str) -> LockError {
 #[derive(Debug)]
 #[must_use = "dropping the guard gives the permit back at once"]
 pub struct SemaphoreGuard {
-    /// What every guard holds: the permit's lease on the semaphore's key.
+    /// What every guard holds: the permit's lease, named by the semaphore's key.
     lease: HeldLease,
+    /// The key the lease keeps: the semaphore's key on one node, the permit's slot on
+    /// independent masters.
+    leased: Arc<KeyNames>,
     permits: u32,
 }
 
 impl SemaphoreGuard {
     /// The guard of a permit just taken with the command sent at `sent`: its lease goes on
     /// the watchdog.
-    fn new(
-        client: LockClient,
-        names: Arc<KeyNames>,
+    pub(super) fn new(
+        client: &LockClient,
+        (names, leased): (Arc<KeyNames>, Arc<KeyNames>),
         token: Token,
         semaphore: &Semaphore,
         sent: Instant,
@@ -477,7 +512,8 @@ impl SemaphoreGuard {
         let options = &semaphore.spec.options;
         let renewal = (options.ttl, options.watchdog);
         SemaphoreGuard {
-            lease: HeldLease::registered(&client, (&names, &names), token, renewal, sent),
+            lease: HeldLease::registered(client, (&names, &leased), token, renewal, sent),
+            leased,
             permits: semaphore.permits,
         }
     }
@@ -487,7 +523,8 @@ impl SemaphoreGuard {
         self.lease.key()
     }
 
-    /// This permit's token (`permit:lr-` and a uuid v4, never reused): its member in the key.
+    /// This permit's token (`permit:lr-` and a uuid v4, never reused): its member in the key
+    /// (in Redlock mode, `lr-` and a uuid v4: the value of the permit's slot key).
     pub fn token(&self) -> &str {
         &self.lease.token
     }
@@ -507,7 +544,7 @@ impl SemaphoreGuard {
     ///
     /// [`LockGuard::extend`]: crate::LockGuard::extend
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        let leased = self.lease.names.clone();
+        let leased = self.leased.clone();
         self.lease.extend(&leased, ttl).await
     }
 
@@ -548,7 +585,7 @@ impl SemaphoreGuard {
             .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
         let reply = release_script(
             &self.lease.client,
-            &self.lease.names,
+            &self.leased,
             &self.lease.token,
             valid_until,
         )
@@ -585,7 +622,7 @@ impl Drop for SemaphoreGuard {
         let valid_until = self.stop_renewing();
         let (client, names, token) = (
             self.lease.client.clone(),
-            self.lease.names.clone(),
+            self.leased.clone(),
             self.lease.token.clone(),
         );
         let leftover = Leftover::lock(&names, &token);

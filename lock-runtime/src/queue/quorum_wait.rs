@@ -5,6 +5,9 @@
 //! round lost to a split vote (waiters woken together took a master each), or read late by
 //! a starved process, is followed by a random pause instead, which breaks the symmetry as
 //! the reference algorithm does: there is no queue across independent masters.
+//!
+//! A semaphore's permit waits the same way over its numbered slots, each a Redlock mutex
+//! announced on the semaphore's channel: a try takes the first slot a majority grants.
 
 use std::time::Duration;
 
@@ -31,10 +34,27 @@ pub(crate) async fn acquire(
     options: &LockOptions,
     window: (Instant, Instant),
 ) -> Result<(Token, Taken), LockError> {
+    let keys = (names, std::slice::from_ref(names));
+    let (_, token, taken) = acquire_any(masters, redlock, keys, options, window).await?;
+    Ok((token, taken))
+}
+
+/// Takes one of the locks `slots` on a majority of the masters within the wait `window`:
+/// each try asks for them in turn, from `first` on, and ends with the first one won.
+/// `home` names the wait (its errors' key, and the channel every slot's release is
+/// announced on). Returns which slot was won, the token and when its round was sent.
+pub(crate) async fn acquire_any(
+    masters: Masters<'_>,
+    redlock: &Redlock,
+    (home, slots): (&KeyNames, &[KeyNames]),
+    options: &LockOptions,
+    window: (Instant, Instant),
+) -> Result<(usize, Token, Taken), LockError> {
     let mut waiter = QuorumWait {
         masters,
         redlock,
-        names,
+        names: home,
+        slots,
         options,
         window,
         tickets: Vec::new(),
@@ -57,7 +77,10 @@ enum Pause {
 struct QuorumWait<'a> {
     masters: Masters<'a>,
     redlock: &'a Redlock,
+    /// What the wait is for: its key in errors, the channel of its release messages.
     names: &'a KeyNames,
+    /// The locks a try asks for, in turn (the one lock, or a semaphore's slots).
+    slots: &'a [KeyNames],
     options: &'a LockOptions,
     /// When the wait started, and when it ends.
     window: (Instant, Instant),
@@ -69,33 +92,39 @@ struct QuorumWait<'a> {
     pause: Pause,
 }
 
+/// What one slot's round came to.
+enum SlotRound {
+    /// Won: the token and the lease.
+    Won(Token, Taken),
+    /// A round that heard no master at all, the first in a row: the try starts again.
+    Unheard,
+    /// Lost, its grants given back.
+    Lost(Round),
+}
+
 impl QuorumWait<'_> {
-    /// The error that ends a try-once caller's wait after a lost round that a majority
-    /// answered: `Busy` when another owner holds the key, else `Timeout` (a split vote, a
-    /// late round). (A round without a majority of answers failed at once with `NoQuorum`.)
-    fn once_lost(&self, round: &Round) -> LockError {
+    /// The error that ends a try-once caller's wait after a lost try that a majority
+    /// answered: `Busy` when another owner holds a slot (`held`), else `Timeout` (a split
+    /// vote, a late round). (A round without a majority of answers failed at once with
+    /// `NoQuorum`.)
+    fn once_lost(&self, held: bool) -> LockError {
         let key = self.names.lock();
-        if round.held_for.is_some() {
+        if held {
             return LockError::Busy {
                 key: key.to_owned(),
             };
         }
         LockError::timeout(key, self.window.0.elapsed())
     }
-}
 
-impl Waiting for QuorumWait<'_> {
-    type Taken = (Token, Taken);
-
-    /// One round on every master: the lock when a majority granted it in time; else the
-    /// grants given back, and how long to pause before the next round.
-    async fn attempt(&mut self) -> Result<Step<Self::Taken>, LockError> {
-        let (names, redlock, options) = (self.names, self.redlock, self.options);
+    /// One round on every master for the lock `slot`: won when a majority granted it in
+    /// time; else its grants given back.
+    async fn round(&mut self, slot: &KeyNames) -> Result<SlotRound, LockError> {
+        let (redlock, options) = (self.redlock, self.options);
         let (started, deadline) = self.window;
         let nodes = self.masters.nodes;
-        self.masters.shutdown.check_open(names.lock())?;
         let token = new_token();
-        let round = acquire_round(nodes, redlock, names, &token, options).await?;
+        let round = acquire_round(nodes, redlock, slot, &token, options).await?;
         // A round that heard no master at all says nothing of the masters: a process
         // stalled past the node timeout (a busy machine, a starved thread) reads no reply,
         // and every master seems silent at once. It is tried again at once (after giving
@@ -103,35 +132,63 @@ impl Waiting for QuorumWait<'_> {
         let unheard = round.answered.iter().all(|answered| !answered);
         if unheard && !self.unheard_before && !options.wait.is_zero() && Instant::now() < deadline {
             self.unheard_before = true;
-            give_back(nodes, redlock, names, &token, &round.answered).await;
-            return Ok(Step::Again);
+            give_back(nodes, redlock, slot, &token, &round.answered).await;
+            return Ok(SlotRound::Unheard);
         }
         self.unheard_before = unheard;
         if won(&round, redlock, options.ttl)
             && let Some(taken) =
-                take_won(&self.masters, redlock, names, options, (&token, &round)).await?
+                take_won(&self.masters, redlock, slot, options, (&token, &round)).await?
         {
             tracing::debug!(
-                key = %names.lock(),
+                key = %slot.lock(),
                 granted = round.granted,
                 waited_ms = started.elapsed().as_millis() as u64,
                 "lock acquired on a quorum"
             );
-            return Ok(Step::Done((token, taken)));
+            return Ok(SlotRound::Won(token, taken));
         }
-        if let Some(err) = give_back_lost(nodes, redlock, names, &token, &round).await {
+        if let Some(err) = give_back_lost(nodes, redlock, slot, &token, &round).await {
             return Err(err);
         }
-        if options.wait.is_zero() {
-            return Err(self.once_lost(&round));
+        Ok(SlotRound::Lost(round))
+    }
+}
+
+impl Waiting for QuorumWait<'_> {
+    type Taken = (usize, Token, Taken);
+
+    /// One round on every master per slot, in turn from a random one: the first slot a
+    /// majority granted in time; else every grant given back, and how long to pause
+    /// before the next try.
+    async fn attempt(&mut self) -> Result<Step<Self::Taken>, LockError> {
+        self.masters.shutdown.check_open(self.names.lock())?;
+        let slots = self.slots;
+        let first = fastrand::usize(0..slots.len().max(1));
+        let (mut held_for, mut scatter) = (None::<Duration>, false);
+        for turn in 0..slots.len() {
+            let index = (first + turn) % slots.len();
+            match self.round(&slots[index]).await? {
+                SlotRound::Won(token, taken) => return Ok(Step::Done((index, token, taken))),
+                SlotRound::Unheard => return Ok(Step::Again),
+                SlotRound::Lost(round) => {
+                    scatter |= round.granted > 0 || round.late;
+                    if let Some(held) = round.held_for {
+                        held_for = Some(held_for.map_or(held, |least| least.min(held)));
+                    }
+                }
+            }
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if round.granted > 0 || round.late {
+        if self.options.wait.is_zero() {
+            return Err(self.once_lost(held_for.is_some()));
+        }
+        let left = self.window.1.saturating_duration_since(Instant::now());
+        if scatter {
             self.pause = Pause::Scatter;
             return Ok(Step::Park(jitter().min(left)));
         }
         self.pause = Pause::Park;
-        let park = (round.held_for.unwrap_or(MAX_PARK))
+        let park = (held_for.unwrap_or(MAX_PARK))
             .clamp(Duration::from_millis(1), MAX_PARK)
             .saturating_add(jitter())
             .min(left);

@@ -26,6 +26,12 @@ pub(crate) enum Deployment {
     Quorum(Redlock),
 }
 
+/// The most permits a [`Semaphore`](crate::Semaphore) may have in Redlock mode: each
+/// permit is a slot there (a lock of its own on a majority of the masters), and a try asks
+/// for the slots in turn, one round on every master each.
+#[cfg(feature = "redlock")]
+pub const MAX_REDLOCK_PERMITS: u32 = 64;
+
 /// What a step's answers come to when a deployment asks several nodes: the verdict a
 /// majority reached.
 pub(crate) trait Majority: Sized {
@@ -97,10 +103,17 @@ impl Deployment {
                  single server, Sentinel or a cluster, or a `Lock` on the key",
             ),
             #[cfg(feature = "redlock")]
-            (Deployment::Quorum(_), Primitive::Semaphore) => Some(
-                "cannot be used in Redlock mode (no single order of holders across the \
-                 masters); use a single server, Sentinel or a cluster",
-            ),
+            (Deployment::Quorum(_), Primitive::Semaphore) => None,
+        }
+    }
+
+    /// The most permits a semaphore may have here, where fewer than it has alone: on a
+    /// quorum each permit is a slot that a try asks for in turn (`MAX_REDLOCK_PERMITS`).
+    pub(crate) fn most_permits(&self) -> Option<u32> {
+        match self {
+            Deployment::OneNode => None,
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(_) => Some(MAX_REDLOCK_PERMITS),
         }
     }
 
