@@ -43,7 +43,7 @@
 //!   validity point is cancelled before its next step;
 //! - fencing tokens of successive tenures on a key increase;
 //! - never more holders of the semaphore `s` (2 permits, taken in 15 % of the iterations,
-//!   not in Redlock mode: `adversary/semaphore.rs`) at once than it has permits, unless a
+//!   `adversary/semaphore.rs`) at once than it has permits, unless a
 //!   holder's lease was lost;
 //! - no acquire fails with `Backend` while more than a second of its wait is left (a fault
 //!   here is always shorter than the wait: a waiter must ride it out);
@@ -577,8 +577,8 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
             tokio::time::sleep(rng.millis(0, 4)).await;
             continue;
         }
-        // Read-write locks, like semaphores, are refused in Redlock mode.
-        if semaphore::enabled() && rng.chance(rwlock::SHARE) {
+        // Read-write locks are refused in Redlock mode.
+        if rwlock::enabled() && rng.chance(rwlock::SHARE) {
             rwlock::iteration(&worker, &mut rng, index, iteration).await;
             continue;
         }

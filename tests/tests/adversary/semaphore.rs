@@ -2,7 +2,7 @@
 //! (acquire/release with cuts, `run`, or the attribute) instead of a lock, under the same
 //! faults; each permit's tenure is recorded as an `ADV-SEM` line, and the parent checks
 //! that no more than [`PERMITS`] tenures whose lease was not lost were ever open at once.
-//! Not in Redlock mode (no semaphores there).
+//! In Redlock mode too, where each permit is a slot: a Redlock lock of its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -21,9 +21,10 @@ pub(super) const PERMITS: u32 = 2;
 /// How often an iteration takes a permit instead of a lock.
 pub(super) const PERCENT: u64 = 15;
 
-/// Whether this worker runs semaphore iterations (not against Redlock masters).
+/// Whether this worker runs semaphore iterations (a worker of the adversary, in either
+/// mode).
 pub(super) fn enabled() -> bool {
-    std::env::var("ADV_MODE").is_ok_and(|mode| mode != "redlock")
+    std::env::var("ADV_MODE").is_ok()
 }
 
 /// One permit's tenure: from the return of acquire to the end (or drop) of the body;
