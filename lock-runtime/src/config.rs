@@ -575,10 +575,10 @@ impl Config {
     /// every 100 ms, node-redlock every 200 ms, redsync every 50 to 250 ms), or they may
     /// miss it.
     ///
-    /// Measured (`BENCH_ONLY=foreign bench/run`, section 11 of BENCHMARKS.md): 8 of our
+    /// Measured (`BENCH_ONLY=foreign bench/run`, section 12 of BENCHMARKS.md): 8 of our
     /// tasks and 8 redis-py threads or node-redlock tasks on one key, 5 ms holds, both
-    /// sides asking again at once: ours 58 % of the acquisitions beside redis-py, 55 %
-    /// beside node-redlock (medians), our p99 wait 315 and 270 ms.
+    /// sides asking again at once: ours 54 % of the acquisitions beside redis-py and 54 %
+    /// beside node-redlock (medians), our p99 wait 363 and 337 ms.
     ///
     /// ```
     /// use std::time::Duration;
