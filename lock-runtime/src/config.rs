@@ -363,10 +363,11 @@ impl Config {
 
     /// A Redis Cluster through the application's own cluster client settings: `builder`
     /// makes a [`ClusterClientBuilder`](redis::cluster::ClusterClientBuilder) the way the
-    /// application makes its own (seeds, credentials, TLS, timeouts). It is called twice,
-    /// once for the command connection and once for the wake-up subscriptions, because a
-    /// builder cannot be cloned and the wake-ups add RESP3 and a push handler to theirs.
-    /// The lock client keeps its own short redirect retries.
+    /// application makes its own (seeds, credentials, TLS, timeouts). It is called three
+    /// times, once each for the command connection, the wake-up subscriptions and the
+    /// connection that reads the slot map and probes the masters, because a builder cannot
+    /// be cloned and each sets its own: the wake-ups add RESP3 and a push handler, the
+    /// probes make no retries. The lock client keeps its own short redirect retries.
     ///
     /// ```no_run
     /// use lock_runtime::{init, Config};
