@@ -363,10 +363,11 @@ impl Config {
 
     /// A Redis Cluster through the application's own cluster client settings: `builder`
     /// makes a [`ClusterClientBuilder`](redis::cluster::ClusterClientBuilder) the way the
-    /// application makes its own (seeds, credentials, TLS, timeouts). It is called twice,
-    /// once for the command connection and once for the wake-up subscriptions, because a
-    /// builder cannot be cloned and the wake-ups add RESP3 and a push handler to theirs.
-    /// The lock client keeps its own short redirect retries.
+    /// application makes its own (seeds, credentials, TLS, timeouts). It is called three
+    /// times, once each for the command connection, the wake-up subscriptions and the
+    /// connection that reads the slot map and probes the masters, because a builder cannot
+    /// be cloned and each sets its own: the wake-ups add RESP3 and a push handler, the
+    /// probes make no retries. The lock client keeps its own short redirect retries.
     ///
     /// ```no_run
     /// use lock_runtime::{init, Config};
@@ -575,10 +576,10 @@ impl Config {
     /// every 100 ms, node-redlock every 200 ms, redsync every 50 to 250 ms), or they may
     /// miss it.
     ///
-    /// Measured (`BENCH_ONLY=foreign bench/run`, section 11 of BENCHMARKS.md): 8 of our
+    /// Measured (`BENCH_ONLY=foreign bench/run`, section 12 of BENCHMARKS.md): 8 of our
     /// tasks and 8 redis-py threads or node-redlock tasks on one key, 5 ms holds, both
-    /// sides asking again at once: ours 58 % of the acquisitions beside redis-py, 55 %
-    /// beside node-redlock (medians), our p99 wait 315 and 270 ms.
+    /// sides asking again at once: ours 54 % of the acquisitions beside redis-py and 54 %
+    /// beside node-redlock (medians), our p99 wait 363 and 337 ms.
     ///
     /// ```
     /// use std::time::Duration;

@@ -285,8 +285,11 @@ impl<'a> Setup<'a> {
     /// A cluster: one connection for commands, one for the sharded wake-ups.
     #[cfg(feature = "cluster")]
     fn cluster(&self) -> Result<BuiltTopology, LockError> {
+        // The application's builder keeps its seeds to itself: its servers are not checked
+        // here, and a server that cannot answer `WAITAOF` refuses the first grant instead.
         if let Some(replicas) = &self.config.replicas
-            && let Some(seed) = self.urls.first()
+            && let DeploymentKind::Cluster(seeds) = &self.config.topology
+            && let Some(seed) = seeds.first()
         {
             let seed = self.open(seed)?;
             blocking(self.caller, || replicas.check_server(&seed, self.limit))?;
@@ -524,4 +527,24 @@ pub(crate) fn warn_if_evicting(client: &redis::Client, limit: Duration) {
             );
         }
     });
+}
+
+#[cfg(all(test, feature = "cluster"))]
+mod tests {
+    use std::time::Duration;
+
+    use redis::cluster::ClusterClientBuilder;
+
+    use crate::{Config, LockClient};
+
+    /// The application's builder names its seeds itself: the client is built without
+    /// reading one from the configuration (whose only "URL" is a description).
+    #[test]
+    fn an_applications_cluster_builder_takes_the_replicas_option() {
+        let builder = || ClusterClientBuilder::new(["redis://127.0.0.1:1"]);
+        let replicas =
+            Config::cluster_builder(builder).wait_for_replicas(1, Duration::from_millis(50));
+        let built = LockClient::new(replicas).map(drop);
+        assert!(built.is_ok(), "{built:?}");
+    }
 }
