@@ -127,7 +127,6 @@ use Expect::{Limited, NoApi, NoEffect, NotHere, Works as W};
 /// key of its own there, which holds its holder's token (redlock.rs shows the slots).
 const SLOT_KEYS: &str = "each Redlock permit is a slot key of its own";
 
-const R_REDLOCK: Expect = Expect::Refused(&["Redlock"]);
 const R_HOLD: Expect = Expect::Refused(&["hold_at_least"]);
 const R_FENCING: Expect = Expect::Refused(&["fencing"]);
 const R_REPLICAS: Expect = Expect::Refused(&["Redlock", "wait_for_replicas"]);
@@ -150,29 +149,29 @@ const MATRIX: &[(Prim, Opt, [Expect; 4])] = &[
     (Prim::Lock, Opt::WaitForAof, [W, NotHere, NotHere, R_AOF]),
     (Prim::Lock, Opt::Inspect, [W, W, W, W]),
     //
-    (Prim::Reader, Opt::Ttl, [W, W, W, R_REDLOCK]),
-    (Prim::Reader, Opt::Wait, [W, W, W, R_REDLOCK]),
-    (Prim::Reader, Opt::WatchdogOff, [W, W, W, R_REDLOCK]),
-    (Prim::Reader, Opt::OnLostContinue, [W, W, W, R_REDLOCK]),
-    (Prim::Reader, Opt::OnLostCancel, [W, W, W, R_REDLOCK]),
-    (Prim::Reader, Opt::Fencing, [NoEffect, NoEffect, NoEffect, R_REDLOCK]),
-    (Prim::Reader, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_REDLOCK]),
-    (Prim::Reader, Opt::Extend, [W, W, W, R_REDLOCK]),
+    (Prim::Reader, Opt::Ttl, [W, W, W, W]),
+    (Prim::Reader, Opt::Wait, [W, W, W, W]),
+    (Prim::Reader, Opt::WatchdogOff, [W, W, W, W]),
+    (Prim::Reader, Opt::OnLostContinue, [W, W, W, W]),
+    (Prim::Reader, Opt::OnLostCancel, [W, W, W, W]),
+    (Prim::Reader, Opt::Fencing, [NoEffect, NoEffect, NoEffect, NoEffect]),
+    (Prim::Reader, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_HOLD]),
+    (Prim::Reader, Opt::Extend, [W, W, W, W]),
     (Prim::Reader, Opt::WaitForReplicas, [NotHere, W, NotHere, R_REPLICAS]),
     (Prim::Reader, Opt::WaitForAof, [W, NotHere, NotHere, R_AOF]),
-    (Prim::Reader, Opt::Inspect, [W, W, W, R_REDLOCK]),
+    (Prim::Reader, Opt::Inspect, [W, W, W, W]),
     //
-    (Prim::Writer, Opt::Ttl, [W, W, W, R_REDLOCK]),
-    (Prim::Writer, Opt::Wait, [W, W, W, R_REDLOCK]),
-    (Prim::Writer, Opt::WatchdogOff, [W, W, W, R_REDLOCK]),
-    (Prim::Writer, Opt::OnLostContinue, [W, W, W, R_REDLOCK]),
-    (Prim::Writer, Opt::OnLostCancel, [W, W, W, R_REDLOCK]),
-    (Prim::Writer, Opt::Fencing, [W, W, W, R_REDLOCK]),
-    (Prim::Writer, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_REDLOCK]),
-    (Prim::Writer, Opt::Extend, [W, W, W, R_REDLOCK]),
+    (Prim::Writer, Opt::Ttl, [W, W, W, W]),
+    (Prim::Writer, Opt::Wait, [W, W, W, W]),
+    (Prim::Writer, Opt::WatchdogOff, [W, W, W, W]),
+    (Prim::Writer, Opt::OnLostContinue, [W, W, W, W]),
+    (Prim::Writer, Opt::OnLostCancel, [W, W, W, W]),
+    (Prim::Writer, Opt::Fencing, [W, W, W, W]),
+    (Prim::Writer, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_HOLD]),
+    (Prim::Writer, Opt::Extend, [W, W, W, W]),
     (Prim::Writer, Opt::WaitForReplicas, [NotHere, W, NotHere, R_REPLICAS]),
     (Prim::Writer, Opt::WaitForAof, [W, NotHere, NotHere, R_AOF]),
-    (Prim::Writer, Opt::Inspect, [W, W, W, R_REDLOCK]),
+    (Prim::Writer, Opt::Inspect, [W, W, W, W]),
     //
     (Prim::Semaphore, Opt::Ttl, [W, W, W, W]),
     (Prim::Semaphore, Opt::Wait, [W, W, W, W]),

@@ -1242,3 +1242,164 @@ async fn a_full_semaphore_on_independent_masters_is_busy_and_its_slots_show_the_
     third.release().await.unwrap();
     second.release().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// The read-write lock: each step on every master.
+
+/// Readers and writers of two clients on three masters: a writer is never inside beside
+/// anyone, readers are inside together; the key and every share are gone at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_on_independent_masters_excludes_every_reader_and_writer() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    #[derive(Default)]
+    struct Room {
+        readers: AtomicUsize,
+        writers: AtomicUsize,
+        violations: AtomicUsize,
+        readers_together: AtomicUsize,
+    }
+    let servers = masters(3);
+    let clients = [client_for(&servers), client_for(&servers)];
+    let room = std::sync::Arc::new(Room::default());
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (client, room) = (clients[task % 2].clone(), room.clone());
+        tasks.push(tokio::spawn(async move {
+            let rw = client.rw_lock("doc").wait(Duration::from_secs(20));
+            for round in 0..4 {
+                if (task + round) % 3 == 0 {
+                    let guard = rw.write().await.unwrap();
+                    if room.writers.fetch_add(1, SeqCst) > 0 || room.readers.load(SeqCst) > 0 {
+                        room.violations.fetch_add(1, SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    room.writers.fetch_sub(1, SeqCst);
+                    guard.release().await.unwrap();
+                } else {
+                    let guard = rw.read().await.unwrap();
+                    if room.readers.fetch_add(1, SeqCst) > 0 {
+                        room.readers_together.fetch_add(1, SeqCst);
+                    }
+                    if room.writers.load(SeqCst) > 0 {
+                        room.violations.fetch_add(1, SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    room.readers.fetch_sub(1, SeqCst);
+                    guard.release().await.unwrap();
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(room.violations.load(SeqCst), 0, "a writer beside someone");
+    assert!(
+        room.readers_together.load(SeqCst) > 0,
+        "readers never shared the key"
+    );
+    for server in &servers {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut server.conn())
+            .unwrap();
+        assert!(
+            keys.iter()
+                .all(|key| key != "doc" && !key.starts_with("~lock/share/")),
+            "left behind: {keys:?}"
+        );
+    }
+}
+
+/// A reader's share is on every master; a writer that tries once meanwhile is `Busy` and
+/// leaves the key to the reader; a writer that waits gets the key once the reader left,
+/// and a reader that tries once while it writes is `Busy`. `inspect` lists the reader a
+/// majority holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_and_a_writer_on_independent_masters_take_turns() {
+    let servers = masters(3);
+    let client = client_for(&servers);
+    assert!(!client.is_locked("warm-up").await.unwrap());
+    let rw = client.rw_lock("page");
+    let reader = rw.read().await.unwrap();
+    for server in &servers {
+        let shares: Vec<String> = redis::cmd("KEYS")
+            .arg("~lock/share/*")
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(shares.len(), 1, "{shares:?}");
+    }
+    let state = client.inspect("page").await.unwrap();
+    assert_eq!(state.holders.len(), 1, "{state:?}");
+    assert_eq!(state.holders[0].kind, lock_runtime::HolderKind::Reader);
+    let busy = client.rw_lock("page").try_write().await.unwrap_err();
+    assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
+    assert_eq!(holders(&servers, "page"), vec![None; 3]);
+    let writer = tokio::spawn({
+        let rw = client.rw_lock("page").wait(Duration::from_secs(10));
+        async move { rw.write().await }
+    });
+    // The writer holds the key on the masters while it waits for the reader.
+    let mut waiting = false;
+    for _ in 0..500 {
+        if holders(&servers, "page")
+            .iter()
+            .filter(|held| held.is_some())
+            .count()
+            >= 2
+        {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(waiting, "the writer never took the key");
+    assert_eq!(reader.release().await.unwrap(), ReleaseOutcome::Released);
+    let writer = writer.await.unwrap().unwrap();
+    let refused = client.rw_lock("page").try_read().await.unwrap_err();
+    assert!(matches!(refused, LockError::Busy { .. }), "{refused:?}");
+    assert_eq!(writer.release().await.unwrap(), ReleaseOutcome::Released);
+    let again = client.rw_lock("page").try_read().await.unwrap();
+    again.release().await.unwrap();
+}
+
+/// Shares held on just a majority (the third master unreachable when the reader took
+/// them) keep a writer out: the one master without a reader is no majority. A writer's
+/// key held on just a majority keeps a reader out: the one master that would grant a
+/// share is no majority either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_of_shares_or_of_the_writers_key_keeps_the_other_side_out() {
+    let servers = masters(3);
+    let proxy = FaultProxy::start(servers[2].port());
+    let urls = [servers[0].url(), servers[1].url(), proxy.url()];
+    let (readers, writers) = (redlock_client(urls.clone()), redlock_client(urls));
+    assert!(!readers.is_locked("warm-up").await.unwrap());
+    assert!(!writers.is_locked("warm-up").await.unwrap());
+    let shares_on = |server: &RedisServer| {
+        redis::cmd("KEYS")
+            .arg("~lock/share/*")
+            .query::<Vec<String>>(&mut server.conn())
+            .unwrap()
+            .len()
+    };
+
+    proxy.set_blackhole(Direction::Up, true);
+    let reader = readers.rw_lock("doc").read().await.unwrap();
+    proxy.set_blackhole(Direction::Up, false);
+    proxy.reset_all();
+    assert_eq!(servers.iter().map(shares_on).collect::<Vec<_>>(), [1, 1, 0]);
+    let busy = writers.rw_lock("doc").try_write().await.unwrap_err();
+    assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
+    assert_eq!(reader.release().await.unwrap(), ReleaseOutcome::Released);
+
+    proxy.set_blackhole(Direction::Up, true);
+    let writer = writers.rw_lock("doc").write().await.unwrap();
+    proxy.set_blackhole(Direction::Up, false);
+    proxy.reset_all();
+    let token = Some(writer.token().to_owned());
+    assert_eq!(holders(&servers, "doc"), [token.clone(), token, None]);
+    let refused = readers.rw_lock("doc").try_read().await.unwrap_err();
+    assert!(matches!(refused, LockError::Busy { .. }), "{refused:?}");
+    assert_eq!(servers.iter().map(shares_on).collect::<Vec<_>>(), [0, 0, 0]);
+    assert_eq!(writer.release().await.unwrap(), ReleaseOutcome::Released);
+}

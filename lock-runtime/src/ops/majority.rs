@@ -4,7 +4,6 @@
 //! [`LockClient::force_release`](crate::LockClient::force_release) on every master lists
 //! the holders it removed anywhere, once each.
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use crate::ops::force_release::ForcedRelease;
@@ -39,25 +38,37 @@ impl Majority for LockState {
     }
 }
 
-/// The majority's view of the masters' states: the token at least `quorum` masters hold
-/// (its ttl, how long that many still hold it), and the fence that many counters reached.
-/// Redlock has no queue across masters: no waiters.
+/// The majority's view of the masters' states: every holder (the writer or lock holder, a
+/// reader's share, a permit) that at least `quorum` masters list (its ttl, how long that
+/// many still list it), and the fence that many counters reached. Redlock has no queue
+/// across masters: no waiters.
 fn verdict(key: &str, masters: Vec<Option<LockState>>, quorum: usize) -> LockState {
     let answered: Vec<&LockState> = masters.iter().flatten().collect();
-    let mut ttls: HashMap<&str, Vec<Duration>> = HashMap::new();
-    for holder in answered.iter().filter_map(|state| state.holder()) {
-        if let Some(ttl) = holder.ttl {
-            ttls.entry(&holder.token).or_default().push(ttl);
+    let mut ttls: Vec<(&Holder, Vec<Duration>)> = Vec::new();
+    for holder in answered.iter().flat_map(|state| &state.holders) {
+        let Some(ttl) = holder.ttl else { continue };
+        let same = |(seen, _): &&mut (&Holder, Vec<Duration>)| {
+            seen.token == holder.token && seen.kind == holder.kind
+        };
+        match ttls.iter_mut().find(same) {
+            Some((_, seen)) => seen.push(ttl),
+            None => ttls.push((holder, vec![ttl])),
         }
     }
-    let holder = ttls
+    let holders = ttls
         .into_iter()
-        .find_map(|(token, ttls)| Some((token, nth_largest(ttls, quorum)?)))
-        .map(|(token, ttl)| Holder::exclusive(token.to_owned(), Some(ttl)));
+        .filter_map(|(holder, ttls)| {
+            let ttl = nth_largest(ttls, quorum)?;
+            Some(Holder {
+                ttl: Some(ttl),
+                ..holder.clone()
+            })
+        })
+        .collect();
     let fences = answered.iter().filter_map(|state| state.fence).collect();
     LockState {
         key: key.to_owned(),
-        holders: holder.into_iter().collect(),
+        holders,
         permits: None,
         handover: None,
         fence: nth_largest(fences, quorum),

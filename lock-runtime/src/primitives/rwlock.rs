@@ -30,7 +30,6 @@ use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::queue::wait::{self, Backoff, ride_out};
 use crate::scripts::KeyNames;
 use crate::scripts::ShareNames;
-use crate::topology::deployment::Primitive;
 use crate::{
     client::LockClient, error::LockError, options::LockOptions, primitives::guard::LockGuard,
     primitives::lock::Lock,
@@ -107,8 +106,12 @@ impl LockClient {
 /// it for reading, a read is reentrant, and a write (or a [`Lock`] on the key) is refused
 /// with [`LockError::Config`]: an upgrade would wait for its own share to leave.
 ///
-/// Not available in Redlock mode ([`crate::Config::redlock`]): the shares live on one
-/// server (or cluster slot).
+/// In Redlock mode ([`crate::Config::redlock`]) each step goes to every master: a reader
+/// holds its share on a majority (a master refuses a share while a writer holds the key
+/// there), and a writer holds the key on a majority and writes once a majority has no
+/// reader left. A writer's majority and a reader's share a master, which refuses one of
+/// them. There is no queue across masters: a reader may pass a writer that waits for the
+/// key, though not one that holds it.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -205,16 +208,14 @@ impl RwLock {
     }
 
     /// Refuses what a read-write lock cannot do, before any traffic.
-    fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
-        let refused = client.deployment().refuses(Primitive::ReadWriteLock);
-        let why = if let Some(why) = refused {
-            why
-        } else if !self.spec.options.hold_at_least.is_zero() {
-            "hold_at_least is for a scheduled job's `Lock`; remove it from the read-write lock"
-        } else {
+    fn check(&self, key: &str) -> Result<(), LockError> {
+        if self.spec.options.hold_at_least.is_zero() {
             return Ok(());
-        };
-        Err(LockError::config(format!("read-write lock `{key}`: {why}")))
+        }
+        Err(LockError::config(format!(
+            "read-write lock `{key}`: hold_at_least is for a scheduled job's `Lock`; remove \
+             it from the read-write lock"
+        )))
     }
 
     /// What is left of the wait until `deadline`, or zero for a caller that tries once.
@@ -262,7 +263,7 @@ impl RwLock {
         names: &Arc<KeyNames>,
         started: Instant,
     ) -> Result<ReadGuard, LockError> {
-        self.check(client, names.lock())?;
+        self.check(names.lock())?;
         let mutex = self.mutex(client);
         mutex.check_ttl(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
@@ -395,7 +396,7 @@ impl RwLock {
             // Reentrant when the task writes; refused when it reads.
             return mutex.acquire().await;
         }
-        self.check(&client, names.lock())?;
+        self.check(names.lock())?;
         mutex.check_ttl(names.lock())?;
         let started = Instant::now();
         let deadline = started

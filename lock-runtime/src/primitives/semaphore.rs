@@ -32,7 +32,6 @@ use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::scripts::{KeyNames, QUEUE_LEASE, invoke_granting};
 use crate::scripts::{PermitTry, semaphore_acquire_call};
-use crate::topology::deployment::Primitive;
 use crate::wakeups::WaitTicket;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
@@ -216,9 +215,6 @@ impl Semaphore {
             return refuse(
                 "asks for fencing or hold_at_least, which only locks have; turn them off".into(),
             );
-        }
-        if let Some(why) = client.deployment().refuses(Primitive::Semaphore) {
-            return refuse(why.into());
         }
         if let Some(most) = client.deployment().most_permits()
             && permits > most

@@ -54,15 +54,6 @@ pub(crate) trait ByDeployment {
     async fn quorum(self, redlock: &Redlock) -> Self::Output;
 }
 
-/// A primitive whose steps a deployment may not be able to take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Primitive {
-    /// A read-write lock: a reader's share lives beside the lock key.
-    ReadWriteLock,
-    /// A semaphore: its permits are members of one key.
-    Semaphore,
-}
-
 impl Deployment {
     /// Whether a key has one fair queue in Redis: a task alone on its key may take it
     /// with a plain `SET NX`, and a holder whose process still has tasks waiting may yield
@@ -89,21 +80,6 @@ impl Deployment {
             Deployment::OneNode => first.down(key),
             #[cfg(feature = "redlock")]
             Deployment::Quorum(_) => None,
-        }
-    }
-
-    /// Why `primitive` cannot run here, if it cannot: the one list the primitives'
-    /// refusals come from.
-    pub(crate) fn refuses(&self, primitive: Primitive) -> Option<&'static str> {
-        match (self, primitive) {
-            (Deployment::OneNode, _) => None,
-            #[cfg(feature = "redlock")]
-            (Deployment::Quorum(_), Primitive::ReadWriteLock) => Some(
-                "not available in Redlock mode (a reader's share lives on one server); use a \
-                 single server, Sentinel or a cluster, or a `Lock` on the key",
-            ),
-            #[cfg(feature = "redlock")]
-            (Deployment::Quorum(_), Primitive::Semaphore) => None,
         }
     }
 
@@ -219,6 +195,32 @@ impl Deployment {
             Deployment::OneNode => step.one_node().await,
             #[cfg(feature = "redlock")]
             Deployment::Quorum(redlock) => step.quorum(redlock).await,
+        }
+    }
+
+    /// Asks `ask` of the node that holds `key` (`next` picks it), or of every master of
+    /// `all` at once (each within the node timeout): each node's answer (`None` for a
+    /// master that failed) and how many of them make a majority, for the caller to count.
+    /// The one node's failure is its error; fewer masters answering than a majority is
+    /// [`LockError::NoQuorum`].
+    pub(crate) async fn answers<T, F, Fut>(
+        &self,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] all: &[Connection],
+        next: impl FnOnce() -> Connection,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] key: &str,
+        ask: F,
+    ) -> Result<(Vec<Option<T>>, usize), LockError>
+    where
+        F: Fn(Connection) -> Fut,
+        Fut: Future<Output = Result<T, LockError>>,
+    {
+        match self {
+            Deployment::OneNode => Ok((vec![Some(ask(next()).await?)], 1)),
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => Ok((
+                every_master::ask_each(all, redlock, key, ask).await?,
+                redlock.quorum,
+            )),
         }
     }
 

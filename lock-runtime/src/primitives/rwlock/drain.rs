@@ -48,9 +48,19 @@ impl Waiting for Drain<'_> {
             options.ttl,
         );
         let sent = Instant::now();
-        let reply = invoke(&call, &mut self.client.connection())
+        let client = self.client;
+        let ask = |mut connection| {
+            let call = &call;
+            async move {
+                invoke::<(i64, u64)>(call, &mut connection)
+                    .await
+                    .map_err(|err| LockError::backend(names.lock(), err))
+            }
+        };
+        let reply = (client.deployment())
+            .answers(client.nodes(), || client.connection(), names.lock(), ask)
             .await
-            .map_err(|err| LockError::backend(names.lock(), err));
+            .map(|(answers, quorum)| readers_left(&answers, quorum));
         let (ready, wait_ms): (i64, u64) = match reply {
             Ok(reply) => reply,
             Err(err) => {
@@ -100,4 +110,33 @@ impl Waiting for Drain<'_> {
             .min(self.deadline.saturating_duration_since(Instant::now()));
         wait::park_on(self.client, self.names.lock(), self.ticket.as_ref(), park).await;
     }
+}
+
+/// What the nodes' answers to write_ready.lua (`{1, 0}` ready, `{0, ms}` readers left,
+/// `{-1, 0}` the key not ours) come to where `quorum` of them must agree: ready when a
+/// majority is; the key lost when no majority can still hold it; else the readers' soonest
+/// end among the nodes that wait.
+fn readers_left(answers: &[Option<(i64, u64)>], quorum: usize) -> (i64, u64) {
+    let count = |ready: i64| {
+        answers
+            .iter()
+            .filter(|answer| matches!(answer, Some((reply, _)) if *reply == ready))
+            .count()
+    };
+    if count(1) >= quorum {
+        return (1, 0);
+    }
+    let holding = count(1) + count(0);
+    if holding < quorum {
+        return (-1, 0);
+    }
+    let soonest = answers
+        .iter()
+        .filter_map(|answer| match answer {
+            Some((0, ms)) => Some(*ms),
+            _ => None,
+        })
+        .min()
+        .unwrap_or(0);
+    (0, soonest)
 }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::{LockError, ReleaseOutcome};
-use crate::lease::Token;
+use crate::lease::{Token, validity};
 use crate::options::LockOptions;
 use crate::primitives::guard::outcome_of;
 use crate::queue::redis_queue::release::{RELEASE_BUDGET, RELEASE_TRIES};
@@ -17,7 +17,9 @@ use crate::scripts::{ShareNames, read_call, read_release_call};
 
 /// One call of rw_read.lua: 1 taken, 0 the quick path is closed, -1 `gate` no longer holds
 /// the key; `NotReplicated` (the share given back) when grants wait for replicas and too
-/// few confirmed it.
+/// few confirmed it. On independent masters (Redlock) the call goes to every master, and
+/// the share is taken when a majority took it within its lease's validity; else what some
+/// took is given back, and the quick path counts as closed (or the gate as lost).
 pub(super) async fn take_share(
     client: &LockClient,
     names: &KeyNames,
@@ -29,19 +31,44 @@ pub(super) async fn take_share(
 ) -> Result<i64, LockError> {
     let call = read_call((names, shares, share), token, options.ttl, gate);
     let replicas = (client.replicas(), names.lock());
-    let (taken, shortfall) = invoke_granting(&call, replicas, &mut client.connection()).await?;
+    let sent = Instant::now();
+    let ask = |mut connection| {
+        let call = &call;
+        async move { invoke_granting::<i64>(call, replicas, &mut connection).await }
+    };
+    let (answers, quorum) = (client.deployment())
+        .answers(client.nodes(), || client.connection(), names.lock(), ask)
+        .await?;
     client.mark_answered();
-    if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
-        // Not counted: given back (the wait tries again), or left to expire by its ttl.
-        if let Err(err) = give_share_back(client, names, share, token).await {
-            tracing::warn!(key = %names.lock(), error = %err, "undoing a share the replicas did not confirm failed; it expires by its ttl");
+    if let [Some((taken, shortfall))] = answers.as_slice()
+        && quorum == 1
+    {
+        if let Some(shortfall) = shortfall.clone().filter(|_| *taken == 1) {
+            // Not counted: given back (the wait tries again), or left to expire by its ttl.
+            if let Err(err) = give_share_back(client, names, share, token).await {
+                tracing::warn!(key = %names.lock(), error = %err, "undoing a share the replicas did not confirm failed; it expires by its ttl");
+            }
+            return Err(shortfall);
         }
-        return Err(shortfall);
+        return Ok(*taken);
     }
-    Ok(taken)
+    let granted = answers
+        .iter()
+        .filter(|answer| matches!(answer, Some((1, _))))
+        .count();
+    if granted >= quorum && Instant::now() < validity(sent, options.ttl) {
+        return Ok(1);
+    }
+    if granted > 0 || answers.iter().any(Option::is_none) {
+        if let Err(err) = give_share_back(client, names, share, token).await {
+            tracing::debug!(key = %names.lock(), error = %err, "giving back a share no majority took failed; it expires by its ttl");
+        }
+    }
+    Ok(if gate.is_empty() { 0 } else { -1 })
 }
 
 /// One call of rw_read_release.lua: 1 released, 0 the share was gone, -1 another token's.
+/// On independent masters, on every master: released when a majority released it.
 pub(super) async fn give_share_back(
     client: &LockClient,
     names: &KeyNames,
@@ -50,9 +77,30 @@ pub(super) async fn give_share_back(
 ) -> Result<i64, LockError> {
     let shares = ShareNames::of(names);
     let call = read_release_call((names, &shares, share), token, client.publish_command());
-    invoke(&call, &mut client.connection())
-        .await
-        .map_err(|err| LockError::backend(names.lock(), err))
+    let ask = |mut connection| {
+        let call = &call;
+        async move {
+            invoke::<i64>(call, &mut connection)
+                .await
+                .map_err(|err| LockError::backend(names.lock(), err))
+        }
+    };
+    let (answers, quorum) = (client.deployment())
+        .answers(client.nodes(), || client.connection(), names.lock(), ask)
+        .await?;
+    let count = |reply: i64| {
+        answers
+            .iter()
+            .filter(|answer| **answer == Some(reply))
+            .count()
+    };
+    Ok(if count(1) >= quorum {
+        1
+    } else if count(-1) > 0 {
+        -1
+    } else {
+        0
+    })
 }
 
 /// Gives a share back, trying again after transient errors like a release does, for at
