@@ -262,7 +262,9 @@ impl<'a> Setup<'a> {
             warn_if_evicting(client, self.limit);
         }
         // Redlock waiters subscribe on every master (one subscription per key per
-        // master); the client-wide registry stays empty.
+        // master). The client-wide registry, on the first master, serves a read-write
+        // lock's writer waiting for its readers (the last reader's release wakes it there;
+        // its waiting lease bounds each look otherwise).
         let single = |client: &redis::Client| {
             Wakeups::single(client.clone(), self.manager.clone(), self.timeouts)
                 .map_err(|err| self.setup_failed(err))

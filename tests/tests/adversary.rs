@@ -9,7 +9,8 @@
 //!
 //! `adversary_redlock` runs the same against three Redlock masters (each behind its own
 //! fault proxy; each fault hits one master, a minority), without the redis-py client (its
-//! `Lock` takes one server, not a majority); the invariants are the same, fences included.
+//! `Lock` takes one server, not a majority); the invariants are the same, fences, readers
+//! and writers, and the semaphore's permits (slots there) included.
 //!
 //! The seed is printed first (random unless `ADVERSARY_SEED` is set); the summary line
 //! `ADVERSARY-SUMMARY` last. The seed fixes every choice (keys, options, cut points, faults),
@@ -571,14 +572,13 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
     let mut iteration = 0;
     while Instant::now() < worker.stop && iteration < ITERATIONS_PER_TASK {
         iteration += 1;
-        if semaphore::enabled() && rng.chance(semaphore::PERCENT) {
+        if rng.chance(semaphore::PERCENT) {
             let holder = format!("{}-{index}-{iteration}", worker.name);
             semaphore::iteration(&worker, &mut rng, holder).await;
             tokio::time::sleep(rng.millis(0, 4)).await;
             continue;
         }
-        // Read-write locks are refused in Redlock mode.
-        if rwlock::enabled() && rng.chance(rwlock::SHARE) {
+        if rng.chance(rwlock::SHARE) {
             rwlock::iteration(&worker, &mut rng, index, iteration).await;
             continue;
         }

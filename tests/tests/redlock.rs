@@ -1363,18 +1363,22 @@ async fn readers_and_a_writer_on_independent_masters_take_turns() {
     again.release().await.unwrap();
 }
 
-/// Shares held on just a majority (the third master unreachable when the reader took
-/// them) keep a writer out: the one master without a reader is no majority. A writer's
-/// key held on just a majority keeps a reader out: the one master that would grant a
-/// share is no majority either.
+/// Shares held on just a majority (the first master lost the reader's share, as one that
+/// restarted empty would) keep a writer out: the one master without a reader is no
+/// majority. A writer's key held on just a majority (the third master unreachable when it
+/// took it) keeps a reader out: the one master that would grant a share is no majority
+/// either. (Each side's client is built after the fault, so that it reaches all three
+/// masters.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_majority_of_shares_or_of_the_writers_key_keeps_the_other_side_out() {
     let servers = masters(3);
     let proxy = FaultProxy::start(servers[2].port());
     let urls = [servers[0].url(), servers[1].url(), proxy.url()];
-    let (readers, writers) = (redlock_client(urls.clone()), redlock_client(urls));
-    assert!(!readers.is_locked("warm-up").await.unwrap());
-    assert!(!writers.is_locked("warm-up").await.unwrap());
+    let warm_client = || async {
+        let client = redlock_client(urls.clone());
+        assert!(!client.is_locked("warm-up").await.unwrap());
+        client
+    };
     let shares_on = |server: &RedisServer| {
         redis::cmd("KEYS")
             .arg("~lock/share/*")
@@ -1383,21 +1387,30 @@ async fn a_majority_of_shares_or_of_the_writers_key_keeps_the_other_side_out() {
             .len()
     };
 
-    proxy.set_blackhole(Direction::Up, true);
+    let readers = warm_client().await;
     let reader = readers.rw_lock("doc").read().await.unwrap();
-    proxy.set_blackhole(Direction::Up, false);
-    proxy.reset_all();
-    assert_eq!(servers.iter().map(shares_on).collect::<Vec<_>>(), [1, 1, 0]);
+    let share: Vec<String> = redis::cmd("KEYS")
+        .arg("~lock/share/*")
+        .query(&mut servers[0].conn())
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&share)
+        .query(&mut servers[0].conn())
+        .unwrap();
+    assert_eq!(servers.iter().map(shares_on).collect::<Vec<_>>(), [0, 1, 1]);
+    let writers = warm_client().await;
     let busy = writers.rw_lock("doc").try_write().await.unwrap_err();
     assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
     assert_eq!(reader.release().await.unwrap(), ReleaseOutcome::Released);
 
+    let writers = warm_client().await;
     proxy.set_blackhole(Direction::Up, true);
     let writer = writers.rw_lock("doc").write().await.unwrap();
     proxy.set_blackhole(Direction::Up, false);
     proxy.reset_all();
     let token = Some(writer.token().to_owned());
     assert_eq!(holders(&servers, "doc"), [token.clone(), token, None]);
+    let readers = warm_client().await;
     let refused = readers.rw_lock("doc").try_read().await.unwrap_err();
     assert!(matches!(refused, LockError::Busy { .. }), "{refused:?}");
     assert_eq!(servers.iter().map(shares_on).collect::<Vec<_>>(), [0, 0, 0]);

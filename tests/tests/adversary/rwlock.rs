@@ -33,12 +33,6 @@ const TARGETS: [(Target, u64); 3] = [
 /// How often (percent) an iteration uses the read-write lock.
 pub(super) const SHARE: u64 = 20;
 
-/// Whether this worker runs read-write iterations (not against Redlock masters, where
-/// read-write locks are refused).
-pub(super) fn enabled() -> bool {
-    std::env::var("ADV_MODE").is_ok_and(|mode| mode != "redlock")
-}
-
 /// Whether two tenures of one key may overlap: both readers' (of a read-write lock).
 pub(super) fn may_overlap(first_holder: &str, second_holder: &str) -> bool {
     first_holder.ends_with(READER) && second_holder.ends_with(READER)

@@ -21,12 +21,6 @@ pub(super) const PERMITS: u32 = 2;
 /// How often an iteration takes a permit instead of a lock.
 pub(super) const PERCENT: u64 = 15;
 
-/// Whether this worker runs semaphore iterations (a worker of the adversary, in either
-/// mode).
-pub(super) fn enabled() -> bool {
-    std::env::var("ADV_MODE").is_ok()
-}
-
 /// One permit's tenure: from the return of acquire to the end (or drop) of the body;
 /// recorded as `ADV-SEM <key> <holder> <start_us> <end_us> <lost>` when dropped.
 struct Tenure {
