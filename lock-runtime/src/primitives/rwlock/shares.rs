@@ -59,10 +59,10 @@ pub(super) async fn take_share(
     if granted >= quorum && Instant::now() < validity(sent, options.ttl) {
         return Ok(1);
     }
-    if granted > 0 || answers.iter().any(Option::is_none) {
-        if let Err(err) = give_share_back(client, names, share, token).await {
-            tracing::debug!(key = %names.lock(), error = %err, "giving back a share no majority took failed; it expires by its ttl");
-        }
+    if (granted > 0 || answers.iter().any(Option::is_none))
+        && let Err(err) = give_share_back(client, names, share, token).await
+    {
+        tracing::debug!(key = %names.lock(), error = %err, "giving back a share no majority took failed; it expires by its ttl");
     }
     Ok(if gate.is_empty() { 0 } else { -1 })
 }
