@@ -6,6 +6,7 @@ pub(crate) mod guard;
 pub(crate) mod held_lease;
 pub(crate) mod lock;
 pub(crate) mod multi;
+#[cfg(feature = "redlock")]
 pub(crate) mod permit_slots;
 pub(crate) mod run_path;
 pub(crate) mod rwlock;

@@ -530,23 +530,3 @@ pub(crate) fn warn_if_evicting(client: &redis::Client, limit: Duration) {
         }
     });
 }
-
-#[cfg(all(test, feature = "cluster"))]
-mod tests {
-    use std::time::Duration;
-
-    use redis::cluster::ClusterClientBuilder;
-
-    use crate::{Config, LockClient};
-
-    /// The application's builder names its seeds itself: the client is built without
-    /// reading one from the configuration (whose only "URL" is a description).
-    #[test]
-    fn an_applications_cluster_builder_takes_the_replicas_option() {
-        let builder = || ClusterClientBuilder::new(["redis://127.0.0.1:1"]);
-        let replicas =
-            Config::cluster_builder(builder).wait_for_replicas(1, Duration::from_millis(50));
-        let built = LockClient::new(replicas).map(drop);
-        assert!(built.is_ok(), "{built:?}");
-    }
-}

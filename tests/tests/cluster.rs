@@ -282,3 +282,14 @@ async fn a_slot_migration_during_a_run_grants_no_lock_twice() {
         .unwrap();
     after.release().await.unwrap();
 }
+
+/// The application's builder names its seeds itself: a client with `wait_for_replicas` is
+/// built without reading a seed from the configuration (whose only "URL" is a description
+/// of the builder).
+#[test]
+fn an_applications_cluster_builder_takes_the_replicas_option() {
+    let builder = || redis::cluster::ClusterClientBuilder::new(["redis://127.0.0.1:1"]);
+    let replicas = Config::cluster_builder(builder).wait_for_replicas(1, Duration::from_millis(50));
+    let built = LockClient::new(replicas).map(drop);
+    assert!(built.is_ok(), "{built:?}");
+}

@@ -34,7 +34,7 @@ impl Majority for ForcedRelease {
 
 impl Majority for LockState {
     fn verdict(key: &str, masters: Vec<Option<Self>>, quorum: usize) -> Self {
-        verdict(key, masters, quorum)
+        majority_state(key, masters, quorum)
     }
 }
 
@@ -42,7 +42,7 @@ impl Majority for LockState {
 /// reader's share, a permit) that at least `quorum` masters list (its ttl, how long that
 /// many still list it), and the fence that many counters reached. Redlock has no queue
 /// across masters: no waiters.
-fn verdict(key: &str, masters: Vec<Option<LockState>>, quorum: usize) -> LockState {
+fn majority_state(key: &str, masters: Vec<Option<LockState>>, quorum: usize) -> LockState {
     let answered: Vec<&LockState> = masters.iter().flatten().collect();
     let mut ttls: Vec<(&Holder, Vec<Duration>)> = Vec::new();
     for holder in answered.iter().flat_map(|state| &state.holders) {

@@ -23,7 +23,8 @@ use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::held_lease::HeldLease;
 use crate::primitives::lock::MAX_WAIT;
-use crate::primitives::permit_slots::TakePermit;
+#[cfg(feature = "redlock")]
+use crate::primitives::permit_slots::take_slot;
 use crate::primitives::run_path::OneLease;
 use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
@@ -32,6 +33,9 @@ use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
 use crate::renewal::shutdown::Leftover;
 use crate::scripts::{KeyNames, QUEUE_LEASE, invoke_granting};
 use crate::scripts::{PermitTry, semaphore_acquire_call};
+use crate::topology::deployment::ByDeployment;
+#[cfg(feature = "redlock")]
+use crate::topology::redlock::Redlock;
 use crate::wakeups::WaitTicket;
 use crate::{
     client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
@@ -246,7 +250,7 @@ impl Semaphore {
     }
 
     /// A permit from the key's permit set, waiting in the key's queue (one node).
-    pub(super) async fn permit_in_queue(
+    async fn permit_in_queue(
         &self,
         client: &LockClient,
         names: Arc<KeyNames>,
@@ -329,6 +333,49 @@ impl Semaphore {
             "semaphore `{key}` is held with {held} permits, this caller asks for {}; \
              every holder of a key must use the same number of permits",
             self.permits
+        ))
+    }
+}
+
+/// One task's acquisition of a permit of `semaphore` (`names`: its key), within `window`,
+/// in its deployment's form.
+struct TakePermit<'a> {
+    semaphore: &'a Semaphore,
+    client: &'a LockClient,
+    names: Arc<KeyNames>,
+    /// When the wait started, and when it ends.
+    window: (Instant, Instant),
+}
+
+impl ByDeployment for TakePermit<'_> {
+    type Output = Result<SemaphoreGuard, LockError>;
+
+    /// A member of the key's permit set, in the key's queue.
+    async fn one_node(self) -> Self::Output {
+        let TakePermit {
+            semaphore,
+            client,
+            names,
+            window,
+        } = self;
+        semaphore.permit_in_queue(client, names, window).await
+    }
+
+    /// A slot on a majority of the masters ([`take_slot`]).
+    #[cfg(feature = "redlock")]
+    async fn quorum(self, redlock: &Redlock) -> Self::Output {
+        let semaphore = self.semaphore;
+        let key = (&*self.names, semaphore.permits);
+        let options = &semaphore.spec.options;
+        let (slot, token, sent) =
+            take_slot(self.client, key, options, redlock, self.window).await?;
+        let names = (self.names, slot);
+        Ok(SemaphoreGuard::new(
+            self.client,
+            names,
+            token,
+            semaphore,
+            sent,
         ))
     }
 }
@@ -498,7 +545,7 @@ pub struct SemaphoreGuard {
 impl SemaphoreGuard {
     /// The guard of a permit just taken with the command sent at `sent`: its lease goes on
     /// the watchdog.
-    pub(super) fn new(
+    fn new(
         client: &LockClient,
         (names, leased): (Arc<KeyNames>, Arc<KeyNames>),
         token: Token,
