@@ -1120,6 +1120,22 @@ async fn inspect_reports_the_fence_a_majority_reached() {
 // ---------------------------------------------------------------------------------------
 // The semaphore: each permit is a slot, a Redlock lock of its own.
 
+/// The keys matching `pattern` on `server`.
+fn keys_on(server: &RedisServer, pattern: &str) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg(pattern)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// Fails when a master still has a key that `held` says a holder left.
+fn none_left(servers: &[RedisServer], held: impl Fn(&str) -> bool) {
+    for server in servers {
+        let keys = keys_on(server, "*");
+        assert!(!keys.iter().any(|key| held(key)), "left behind: {keys:?}");
+    }
+}
+
 /// The most holders inside at once, and how many entered in all.
 #[derive(Default)]
 struct Occupancy {
@@ -1183,17 +1199,9 @@ async fn a_semaphore_on_independent_masters_never_admits_more_than_its_permits()
         2,
         "the second permit was never used"
     );
-    for server in &servers {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("*")
-            .query(&mut server.conn())
-            .unwrap();
-        assert!(
-            keys.iter()
-                .all(|key| !key.starts_with("~lock/permit/") && key != "pool"),
-            "left behind: {keys:?}"
-        );
-    }
+    none_left(&servers, |key| {
+        key.starts_with("~lock/permit/") || key == "pool"
+    });
 }
 
 /// A full semaphore refuses a try-once caller with `Busy` naming the semaphore's key; a
@@ -1298,17 +1306,9 @@ async fn a_writer_on_independent_masters_excludes_every_reader_and_writer() {
         room.readers_together.load(SeqCst) > 0,
         "readers never shared the key"
     );
-    for server in &servers {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("*")
-            .query(&mut server.conn())
-            .unwrap();
-        assert!(
-            keys.iter()
-                .all(|key| key != "doc" && !key.starts_with("~lock/share/")),
-            "left behind: {keys:?}"
-        );
-    }
+    none_left(&servers, |key| {
+        key == "doc" || key.starts_with("~lock/share/")
+    });
 }
 
 /// A reader's share is on every master; a writer that tries once meanwhile is `Busy` and
@@ -1323,10 +1323,7 @@ async fn readers_and_a_writer_on_independent_masters_take_turns() {
     let rw = client.rw_lock("page");
     let reader = rw.read().await.unwrap();
     for server in &servers {
-        let shares: Vec<String> = redis::cmd("KEYS")
-            .arg("~lock/share/*")
-            .query(&mut server.conn())
-            .unwrap();
+        let shares = keys_on(server, "~lock/share/*");
         assert_eq!(shares.len(), 1, "{shares:?}");
     }
     let state = client.inspect("page").await.unwrap();
@@ -1379,20 +1376,11 @@ async fn a_majority_of_shares_or_of_the_writers_key_keeps_the_other_side_out() {
         assert!(!client.is_locked("warm-up").await.unwrap());
         client
     };
-    let shares_on = |server: &RedisServer| {
-        redis::cmd("KEYS")
-            .arg("~lock/share/*")
-            .query::<Vec<String>>(&mut server.conn())
-            .unwrap()
-            .len()
-    };
+    let shares_on = |server: &RedisServer| keys_on(server, "~lock/share/*").len();
 
     let readers = warm_client().await;
     let reader = readers.rw_lock("doc").read().await.unwrap();
-    let share: Vec<String> = redis::cmd("KEYS")
-        .arg("~lock/share/*")
-        .query(&mut servers[0].conn())
-        .unwrap();
+    let share = keys_on(&servers[0], "~lock/share/*");
     let _: () = redis::cmd("DEL")
         .arg(&share)
         .query(&mut servers[0].conn())
