@@ -36,21 +36,22 @@ pub(super) async fn take_share(
         let call = &call;
         async move { invoke_granting::<i64>(call, replicas, &mut connection).await }
     };
-    let (answers, quorum) = (client.deployment())
+    let (mut answers, quorum) = (client.deployment())
         .answers(client.nodes(), || client.connection(), names.lock(), ask)
         .await?;
     client.mark_answered();
-    if let [Some((taken, shortfall))] = answers.as_slice()
-        && quorum == 1
+    if quorum == 1
+        && answers.len() == 1
+        && let Some(Some((taken, shortfall))) = answers.pop()
     {
-        if let Some(shortfall) = shortfall.clone().filter(|_| *taken == 1) {
+        if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
             // Not counted: given back (the wait tries again), or left to expire by its ttl.
             if let Err(err) = give_share_back(client, names, share, token).await {
                 tracing::warn!(key = %names.lock(), error = %err, "undoing a share the replicas did not confirm failed; it expires by its ttl");
             }
             return Err(shortfall);
         }
-        return Ok(*taken);
+        return Ok(taken);
     }
     let granted = answers
         .iter()
