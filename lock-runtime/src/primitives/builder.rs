@@ -10,15 +10,19 @@ use std::time::Duration;
 
 use crate::client::{LockClient, client};
 use crate::error::LockError;
+use crate::lock_order::OrderSpec;
 use crate::options::{Explicit, LockOptions, OnLost};
 
 /// A builder's options, which of `ttl` and `wait` were given (the client's defaults fill
-/// in the rest), and the client it names (none: the global one).
+/// in the rest), the client it names (none: the global one), and how the lock-order check
+/// names its locks.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LockSpec {
     pub(crate) options: LockOptions,
     pub(crate) explicit: Explicit,
     pub(crate) client: Option<LockClient>,
+    /// How the lock-order check names its locks.
+    pub(crate) order: OrderSpec,
 }
 
 impl LockSpec {
