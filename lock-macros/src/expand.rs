@@ -15,7 +15,8 @@
 //!     let failure = <ShopError as FromLockError<_>>::FAILURE;
 //!     let key = { let mut k = KeyBuilder::new("stock:<id>"); k.literal("stock:");
 //!                 k.value("id", KeyPart::key_part(&id)); k.finish() };
-//!     let options = Options::new().ttl_ms(10000);
+//!     let options = Options::new().ttl_ms(10000)
+//!         .order(&["stock:<id>"], concat!(module_path!(), "::buy"), file!(), line!());
 //!     run(key, failure, options, body::<Result<Order, ShopError>, _>(async move { BODY }))
 //!         .await
 //! }
@@ -40,6 +41,7 @@
 
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
+use syn::ext::IdentExt as _;
 use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{LitStr, ReturnType, Type};
@@ -140,6 +142,7 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
         .permits
         .map(|(permits, span)| quote_spanned!(span=> #permits,));
     let (max_ttl_check, build_options) = options_expr(&private, options);
+    let order = order_setter(options, &sig.ident);
 
     let (inner_attrs, body) = split_inner_attributes(body);
     let mut block = Group::new(Delimiter::Brace, body);
@@ -179,7 +182,7 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
             #fake_return
             #failure_check
             let #key_var = #render;
-            let #options_var = #build_options;
+            let #options_var = #build_options #order;
             #run
         }
     }
@@ -322,6 +325,21 @@ fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, Token
     }
     let build = quote!(#private::Options::new() #setters);
     (max_ttl_check, build)
+}
+
+/// `.order(&["stock:<id>"], concat!(module_path!(), "::buy"), file!(), line!())`: the
+/// templates as written and the function, which the lock-order check reports.
+fn order_setter(options: &Options, function: &Ident) -> TokenStream {
+    let templates = options.keys.templates();
+    let function = format!("::{}", function.unraw());
+    quote! {
+        .order(
+            &[#(#templates),*],
+            ::core::concat!(::core::module_path!(), #function),
+            ::core::file!(),
+            ::core::line!(),
+        )
+    }
 }
 
 /// `.ttl_ms(10000)` for a literal; `.ttl({ let d: Duration = EXPR; d })` for an
