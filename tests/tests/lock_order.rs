@@ -261,3 +261,39 @@ async fn stock_then_off(locks: &LockClient, id: u64) -> Result<(), LockError> {
 async fn user_then_off(locks: &LockClient, id: u64) -> Result<(), LockError> {
     stock_alone(locks, id).await
 }
+
+#[distributed_lock(key = "report:<day>", mode = "read", client = locks)]
+async fn read_then_permit(locks: &LockClient, day: u64) -> Result<(), LockError> {
+    export_permit(locks, day).await
+}
+
+#[distributed_lock(key = "export:<day>", permits = 2, client = locks)]
+async fn export_permit(locks: &LockClient, day: u64) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(key = "export:<day>", permits = 2, client = locks)]
+async fn permit_then_write(locks: &LockClient, day: u64) -> Result<(), LockError> {
+    write_report(locks, day).await
+}
+
+#[distributed_lock(key = "report:<day>", mode = "write", client = locks)]
+async fn write_report(locks: &LockClient, day: u64) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_and_semaphores_are_classes_too() {
+    let locks = client(LockOrderCheck::Fail);
+    read_then_permit(&locks, 1).await.unwrap();
+    let err = permit_then_write(&locks, 1).await.unwrap_err();
+    let report = err.to_string();
+    for text in [
+        "`report:<day>` taken at lock_order::write_report",
+        "`export:<day>` was held (taken at lock_order::permit_then_write",
+        "`export:<day>` taken at lock_order::export_permit",
+        "`report:<day>` was held (taken at lock_order::read_then_permit",
+    ] {
+        assert!(report.contains(text), "{text:?} missing from {report}");
+    }
+}

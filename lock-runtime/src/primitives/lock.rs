@@ -232,14 +232,7 @@ impl Lock {
             }
             return Ok(LockGuard::reentrant(client, names, &held));
         }
-        let order = match client.lock_order() {
-            None => None,
-            Some(check) => {
-                let held = context::held_orders(client.id());
-                let class = self.spec.order.class_of(&self.key);
-                Some(check.check(&held, names.lock(), class, self.spec.order.site)?)
-            }
-        };
+        let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
         let acquired = (self.acquire_new(client, names, started).await)
