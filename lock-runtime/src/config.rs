@@ -9,9 +9,9 @@ use redis::cluster::ClusterClientBuilder;
 
 use tls_files::TlsFiles;
 
+mod lock_order;
 #[cfg(feature = "sentinel")]
 pub(crate) mod primary_settings;
-mod lock_order;
 mod replicas;
 #[cfg(feature = "sentinel")]
 mod sentinel;

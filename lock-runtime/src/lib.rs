@@ -57,8 +57,8 @@
 //!    for a moment would corrupt data, use fencing tokens.
 //! 2. [Fencing with a store](guide::fencing).
 //! 3. [Web services: axum, the tower layer, shutdown, metrics, testing](guide::web).
-//! 4. [Patterns: a scheduled job, a semaphore, read-write locks, several
-//!    keys](guide::patterns).
+//! 4. [Patterns: a scheduled job, a semaphore, read-write locks, several keys, nested
+//!    locks and their order](guide::patterns).
 //! 5. [Deployments: a single server, TLS, Sentinel, Cluster, Redlock](guide::deployments).
 //!    Every mode, Redlock included, issues fencing tokens.
 //! 6. [Operations: events, alerts, inspecting and force-releasing locks](guide::operations).

@@ -235,8 +235,9 @@ async fn off_by_default_reports_nothing_and_sends_the_same_commands() {
     events::capture(tracing::Level::WARN);
     let server = RedisServer::start();
     let off = LockClient::new(Config::for_tests(server.url())).unwrap();
-    let on = LockClient::new(Config::for_tests(server.url()).lock_order_check(LockOrderCheck::Warn))
-        .unwrap();
+    let on =
+        LockClient::new(Config::for_tests(server.url()).lock_order_check(LockOrderCheck::Warn))
+            .unwrap();
     let mut commands = Vec::new();
     for locks in [&off, &on] {
         // Warmed up (script loads, server checks), then counted.

@@ -111,7 +111,10 @@ mod tests {
         let mut graph = Graph::default();
         assert!(graph.add(edge("a", "b")).is_none());
         let cycle = graph.add(edge("b", "a")).expect("an inversion");
-        assert_eq!(classes(&cycle), [("b".into(), "a".into()), ("a".into(), "b".into())]);
+        assert_eq!(
+            classes(&cycle),
+            [("b".into(), "a".into()), ("a".into(), "b".into())]
+        );
         assert!(graph.add(edge("b", "a")).is_none(), "reported once");
     }
 

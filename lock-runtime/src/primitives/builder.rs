@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{LockClient, client};
-use crate::error::LockError;
 use crate::context;
+use crate::error::LockError;
 use crate::lock_order::{OrderHold, OrderSpec};
 use crate::options::{Explicit, LockOptions, OnLost};
 
@@ -86,7 +86,9 @@ impl LockSpec {
         };
         let held = context::held_orders(client.id());
         let class = self.order.class_of(key);
-        check.check(&held, redis_key, class, self.order.site).map(Some)
+        check
+            .check(&held, redis_key, class, self.order.site)
+            .map(Some)
     }
 }
 

@@ -65,7 +65,9 @@ pub struct Lock {
     spec: LockSpec,
 }
 
-/// What the first step of an acquisition came to (see [`Lock::enter`]).
+/// What the first step of an acquisition came to (see [`Lock::enter`]). It lives for one
+/// step, on the stack: boxing the guard would add an allocation to the uncontended path.
+#[allow(clippy::large_enum_variant)]
 enum Entered {
     /// The key, taken by a task alone on it.
     Alone(LockGuard),
@@ -235,8 +237,8 @@ impl Lock {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquired = (self.acquire_new(client, names, started).await)
-            .map(|guard| guard.ordered(order));
+        let acquired =
+            (self.acquire_new(client, names, started).await).map(|guard| guard.ordered(order));
         match &acquired {
             // Read off the guard: its hold began when the lock was taken.
             Ok(guard) => telemetry.acquired(
