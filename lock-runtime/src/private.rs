@@ -388,9 +388,13 @@ where
     let keys: Vec<(String, &'static str)> = (keys.into_iter().zip(templates))
         .map(|(key, template)| key.map(|key| (key, template)))
         .collect::<Result<_, _>>()?;
-    let names = (keys.iter().map(|(key, _)| key.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut names = String::new();
+    for (at, (key, _)) in keys.iter().enumerate() {
+        if at > 0 {
+            names.push_str(", ");
+        }
+        names.push_str(key);
+    }
     let locks = build(MultiLock::classed(keys), options, &names)?;
     locks.run(body).await
 }
