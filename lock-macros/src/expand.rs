@@ -15,7 +15,9 @@
 //!     let failure = <ShopError as FromLockError<_>>::FAILURE;
 //!     let key = { let mut k = KeyBuilder::new("stock:<id>"); k.literal("stock:");
 //!                 k.value("id", KeyPart::key_part(&id)); k.finish() };
-//!     let options = Options::new().ttl_ms(10000);
+//!     let options = Options::new()
+//!         .order(&["stock:<id>"], concat!(module_path!(), "::buy"), file!(), line!())
+//!         .ttl_ms(10000);
 //!     run(key, failure, options, body::<Result<Order, ShopError>, _>(async move { BODY }))
 //!         .await
 //! }
@@ -40,6 +42,7 @@
 
 use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
+use syn::ext::IdentExt as _;
 use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{LitStr, ReturnType, Type};
@@ -139,7 +142,7 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
     let permits = options
         .permits
         .map(|(permits, span)| quote_spanned!(span=> #permits,));
-    let (max_ttl_check, build_options) = options_expr(&private, options);
+    let (max_ttl_check, build_options) = options_expr(&private, options, &sig.ident);
 
     let (inner_attrs, body) = split_inner_attributes(body);
     let mut block = Group::new(Delimiter::Brace, body);
@@ -275,12 +278,16 @@ fn render_keys(
     }
 }
 
-/// The options expression, `Options::new().ttl_ms(10000)`, with a setter for each
-/// option the user wrote; and, for a `ttl` literal, a constant that asserts it against the
-/// runtime's maximum (spanned at the `ttl` literal, so rustc reports it there). A `ttl`
+/// The options expression, `Options::new().order(..).ttl_ms(10000)`: the templates and
+/// `function` for the lock-order check, and a setter for each option the user wrote; and,
+/// for a `ttl` literal, a constant that asserts it against the runtime's maximum (spanned at the `ttl` literal, so rustc reports it there). A `ttl`
 /// expression is checked by the runtime on each call, as `Lock::ttl` is.
-fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, TokenStream) {
-    let mut setters = TokenStream::new();
+fn options_expr(
+    private: &TokenStream,
+    options: &Options,
+    function: &Ident,
+) -> (TokenStream, TokenStream) {
+    let mut setters = order_setter(options, function);
     let mut max_ttl_check = TokenStream::new();
     if let Some(ttl) = &options.ttl {
         if let DurationValue::Millis(ttl_ms, span) = *ttl {
@@ -322,6 +329,21 @@ fn options_expr(private: &TokenStream, options: &Options) -> (TokenStream, Token
     }
     let build = quote!(#private::Options::new() #setters);
     (max_ttl_check, build)
+}
+
+/// `.order(&["stock:<id>"], concat!(module_path!(), "::buy"), file!(), line!())`: the
+/// templates as written and the function, which the lock-order check reports.
+fn order_setter(options: &Options, function: &Ident) -> TokenStream {
+    let templates = options.keys.templates();
+    let function = format!("::{}", function.unraw());
+    quote! {
+        .order(
+            &[#(#templates),*],
+            ::core::concat!(::core::module_path!(), #function),
+            ::core::file!(),
+            ::core::line!(),
+        )
+    }
 }
 
 /// `.ttl_ms(10000)` for a literal; `.ttl({ let d: Duration = EXPR; d })` for an

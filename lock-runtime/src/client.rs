@@ -151,6 +151,8 @@ struct ClientInner {
     thread: ClientThread,
     /// The ttl and wait of the locks that set none ([`Config::default_ttl`]).
     lock_defaults: crate::options::LockDefaults,
+    /// The lock-order check ([`Config::lock_order_check`]; none: off).
+    lock_order: Option<crate::lock_order::LockOrder>,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -223,6 +225,7 @@ impl LockClient {
                 liveness,
                 thread,
                 lock_defaults: config.lock_defaults,
+                lock_order: crate::lock_order::LockOrder::new(config.lock_order),
             }),
         })
     }
@@ -376,6 +379,11 @@ impl LockClient {
 
     pub(crate) fn telemetry(&self) -> &Telemetry {
         &self.inner.telemetry
+    }
+
+    /// The lock-order check, when [`Config::lock_order_check`] turned it on.
+    pub(crate) fn lock_order(&self) -> Option<&crate::lock_order::LockOrder> {
+        self.inner.lock_order.as_ref()
     }
 
     pub(crate) fn watchdog(&self) -> &Watchdog {

@@ -9,6 +9,7 @@ use redis::cluster::ClusterClientBuilder;
 
 use tls_files::TlsFiles;
 
+mod lock_order;
 #[cfg(feature = "sentinel")]
 pub(crate) mod primary_settings;
 mod replicas;
@@ -54,6 +55,7 @@ pub struct Config {
     pub(crate) replicas: Option<crate::replicas::Replicas>,
     pub(crate) outage_grace: Duration,
     pub(crate) lock_defaults: crate::options::LockDefaults,
+    pub(crate) lock_order: crate::lock_order::LockOrderCheck,
 }
 
 /// How long a server may fail to answer before acquisitions that need it fail at once,
@@ -180,6 +182,7 @@ impl Config {
             replicas: None,
             outage_grace: DEFAULT_OUTAGE_GRACE,
             lock_defaults: crate::options::LockDefaults::default(),
+            lock_order: crate::lock_order::LockOrderCheck::Off,
         }
     }
 
@@ -193,7 +196,9 @@ impl Config {
     /// running in parallel on one server never share a key, in the spirit of
     /// `#[sqlx::test]`'s database per test. Each call gives a new prefix; the other options
     /// can be set on it as on any configuration. [`LockClient::for_tests`](crate::LockClient::for_tests)
-    /// builds a client from it on `REDIS_URL`.
+    /// builds a client from it on `REDIS_URL`. Tests are where
+    /// [`lock_order_check`](Self::lock_order_check) belongs: it reports nested locks taken
+    /// in an order that could deadlock, before they do (it stays off unless set).
     ///
     /// ```no_run
     /// use lock_runtime::{Config, LockClient};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::error::LostCause;
 use crate::lease::Token;
+use crate::lock_order::OrderHold;
 use crate::renewal::lost_signal::LostSignal;
 use crate::scripts::KeyNames;
 
@@ -34,6 +35,8 @@ struct HeldLock {
     read: bool,
     /// The lock held around this one in the same task, if any.
     outer: Option<CurrentLock>,
+    /// Its class and call site, for the lock-order check (none: the check is off).
+    order: Option<Arc<OrderHold>>,
 }
 
 impl CurrentLock {
@@ -43,6 +46,7 @@ impl CurrentLock {
         token: Token,
         fence: Option<u64>,
         lost: LostSignal,
+        order: Option<Arc<OrderHold>>,
     ) -> Self {
         CurrentLock {
             inner: Arc::new(HeldLock {
@@ -53,6 +57,7 @@ impl CurrentLock {
                 lost,
                 read: false,
                 outer: None,
+                order,
             }),
         }
     }
@@ -85,6 +90,7 @@ impl CurrentLock {
                 lost: inner.lost.clone(),
                 read: inner.read,
                 outer,
+                order: inner.order.clone(),
             }),
         }
     }
@@ -190,6 +196,18 @@ pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock>
     })
     .ok()
     .flatten()
+}
+
+/// The classes and call sites of the locks this task holds through `client`, for the
+/// lock-order check (holds taken while the check was off have none).
+pub(crate) fn held_orders(client: usize) -> Vec<Arc<OrderHold>> {
+    HELD.try_with(|held| {
+        std::iter::successors(held.as_ref(), |lock| lock.inner.outer.as_ref())
+            .filter(|lock| lock.inner.client == client)
+            .filter_map(|lock| lock.inner.order.clone())
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// Runs `body` with `locks` added, in order (the last innermost), to this task's held

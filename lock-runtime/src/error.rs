@@ -36,6 +36,7 @@ use std::time::Duration;
 /// | [`NotDurable`](Self::NotDurable) | with [`Config::wait_for_aof`](crate::Config::wait_for_aof): the grant was not in the append-only files asked for in time (it was undone) | check the primary's and replicas' AOF (`appendonly`, disk latency); retry later | 503, `Retry-After: 1` |
 /// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
 /// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer, a server that refuses the `WAIT`/`WAITAOF` a grant needs | fix the configuration; `reason` says how | 500 |
+/// | [`OrderInversion`](Self::OrderInversion) | with [`Config::lock_order_check`](crate::Config::lock_order_check) set to `Fail`: this nested acquisition takes two classes of locks in the reverse of an order seen before (a deadlock waiting to happen), before any Redis traffic | take nested locks in one order everywhere; `inversion` names both orders and their call sites | 500 |
 /// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
 /// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; the message says why | 500 |
 #[derive(Debug, Clone)]
@@ -151,6 +152,17 @@ pub enum LockError {
         /// What is wrong, and how to fix it.
         reason: String,
     },
+    /// With [`Config::lock_order_check`](crate::Config::lock_order_check) set to
+    /// [`Fail`](crate::LockOrderCheck::Fail): a task that holds one class of locks takes
+    /// another in the reverse of an order seen before (or closes a longer cycle), which
+    /// can deadlock. Reported once per inversion, before any Redis traffic; the body does
+    /// not run.
+    OrderInversion {
+        /// The Redis key this acquisition was for.
+        key: String,
+        /// The classes and call sites of this order and of the earlier ones it inverts.
+        inversion: String,
+    },
     /// The lock client was shut down ([`crate::shutdown`], [`crate::LockClient::shutdown`]),
     /// or the process is exiting: it takes no new locks.
     Shutdown {
@@ -201,6 +213,9 @@ impl fmt::Display for LockError {
                 write!(f, "invalid lock key `{key}`: {reason}")
             }
             LockError::Config { reason } => write!(f, "lock runtime configuration: {reason}"),
+            LockError::OrderInversion { key, inversion } => {
+                write!(f, "lock `{key}` was not taken: {inversion}")
+            }
             LockError::Shutdown { key } => write!(
                 f,
                 "lock `{key}` was not acquired: the lock client has been shut down \
@@ -329,6 +344,7 @@ impl LockError {
             | LockError::NotReplicated { key, .. }
             | LockError::NotDurable { key, .. }
             | LockError::InvalidKey { key, .. }
+            | LockError::OrderInversion { key, .. }
             | LockError::Shutdown { key } => key,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => "",
         }

@@ -51,9 +51,9 @@ impl LockError {
             | LockError::Lost { .. }
             | LockError::Shutdown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
-            LockError::Config { .. } | LockError::InvalidUrl { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            LockError::Config { .. }
+            | LockError::InvalidUrl { .. }
+            | LockError::OrderInversion { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -72,6 +72,7 @@ impl LockError {
             LockError::Config { .. } | LockError::InvalidUrl { .. } => {
                 "the lock service is misconfigured"
             }
+            LockError::OrderInversion { .. } => "the request takes its locks in a wrong order",
         }
     }
 }
@@ -206,6 +207,13 @@ mod tests {
                 },
             ),
             ("Config", LockError::config("twice")),
+            (
+                "OrderInversion",
+                LockError::OrderInversion {
+                    key: key(),
+                    inversion: "b while holding a, after a while holding b".into(),
+                },
+            ),
             ("Shutdown", LockError::Shutdown { key: key() }),
             (
                 "InvalidUrl",

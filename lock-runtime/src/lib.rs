@@ -57,8 +57,8 @@
 //!    for a moment would corrupt data, use fencing tokens.
 //! 2. [Fencing with a store](guide::fencing).
 //! 3. [Web services: axum, the tower layer, shutdown, metrics, testing](guide::web).
-//! 4. [Patterns: a scheduled job, a semaphore, read-write locks, several
-//!    keys](guide::patterns).
+//! 4. [Patterns: a scheduled job, a semaphore, read-write locks, several keys, nested
+//!    locks and their order](guide::patterns).
 //! 5. [Deployments: a single server, TLS, Sentinel, Cluster, Redlock](guide::deployments).
 //!    Every mode, Redlock included, issues fencing tokens.
 //! 6. [Operations: events, alerts, inspecting and force-releasing locks](guide::operations).
@@ -117,6 +117,7 @@ pub mod guide;
 pub mod http;
 mod key;
 mod lease;
+mod lock_order;
 mod ops;
 mod options;
 mod primitives;
@@ -148,6 +149,7 @@ pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
 pub use lock_macros::distributed_lock;
+pub use lock_order::LockOrderCheck;
 pub use ops::force_release::{ForcedRelease, force_release};
 pub use ops::inspect::{Holder, HolderKind, LockState, MAX_LISTED_WAITERS, Waiter, inspect};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};

@@ -4,6 +4,7 @@
 //! The attribute crate is pinned to this crate's exact version (`=` in the dependency), so
 //! an expansion never meets a `__private` of another release.
 
+use std::borrow::Cow;
 use std::fmt::Display;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::LockError;
 pub use crate::key::KeyBuilder;
+use crate::lock_order::{CallSite, OrderSpec};
 pub use crate::options::OnLost;
 use crate::options::{Explicit, LockOptions, MAX_TTL};
 use crate::primitives::builder::Builder;
@@ -39,6 +41,8 @@ pub struct Options {
     options: LockOptions,
     explicit: Explicit,
     client: Choice,
+    /// The key templates as written (the lock-order check's classes), and the function.
+    order: (&'static [&'static str], CallSite),
 }
 
 /// The client a call goes through.
@@ -60,7 +64,21 @@ impl Options {
             options: LockOptions::default(),
             explicit: Explicit::default(),
             client: Choice::Global,
+            order: (&[], CallSite::UNKNOWN),
         }
+    }
+
+    /// The function's key templates as written and where it is (its path, `file!()`,
+    /// `line!()`): the classes and the call site the lock-order check reports.
+    pub fn order(
+        mut self,
+        templates: &'static [&'static str],
+        function: &'static str,
+        file: &'static str,
+        line: u32,
+    ) -> Self {
+        self.order = (templates, CallSite::function(function, file, line));
+        self
     }
 
     /// `ttl = "..."`.
@@ -140,10 +158,16 @@ impl Options {
 /// `client = ...` that gave none is the error (the calling function returns it as its `E`).
 fn build<B: Builder>(builder: B, options: Options, key: &str) -> Result<B, LockError> {
     let client = options.named_client(key)?.cloned();
+    let (templates, site) = options.order;
     let mut builder = builder.with_explicit_options(options.options, options.explicit);
+    let spec = builder.spec_mut();
     if let Some(client) = client {
-        builder.spec_mut().client(&client);
+        spec.client(&client);
     }
+    spec.order = OrderSpec {
+        class: templates.first().map(|template| Cow::Borrowed(*template)),
+        site,
+    };
     Ok(builder)
 }
 
@@ -359,8 +383,19 @@ where
     C: FailureType,
     F: Future<Output = Result<T, C::Error>>,
 {
-    let keys: Vec<String> = keys.into_iter().collect::<Result<_, _>>()?;
-    let locks = build(MultiLock::new(&keys), options, &keys.join(", "))?;
+    // Each key with its template, the class the lock-order check knows it by.
+    let templates = options.order.0.iter().copied().chain(std::iter::repeat(""));
+    let keys: Vec<(String, &'static str)> = (keys.into_iter().zip(templates))
+        .map(|(key, template)| key.map(|key| (key, template)))
+        .collect::<Result<_, _>>()?;
+    let mut names = String::new();
+    for (at, (key, _)) in keys.iter().enumerate() {
+        if at > 0 {
+            names.push_str(", ");
+        }
+        names.push_str(key);
+    }
+    let locks = build(MultiLock::classed(keys), options, &names)?;
     locks.run(body).await
 }
 

@@ -8,8 +8,8 @@
 //!    is promised.
 //! 2. [`fencing`]: fencing tokens, and how a store checks them.
 //! 3. [`web`]: web services: axum handlers, the tower layer, shutdown, metrics, testing.
-//! 4. [`patterns`]: a scheduled job, a semaphore, read-write locks, several keys, the
-//!    programmatic API.
+//! 4. [`patterns`]: a scheduled job, a semaphore, read-write locks, several keys, nested
+//!    locks and their order (the lock-order check), the programmatic API.
 //! 5. [`deployments`]: a single server, TLS, Sentinel, Cluster, Redlock, your own client.
 //! 6. [`operations`]: events, metrics and alerts, inspecting and force-releasing locks,
 //!    `lockctl`.

@@ -6,19 +6,25 @@
 //! and defaults.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{LockClient, client};
+use crate::context;
 use crate::error::LockError;
+use crate::lock_order::{OrderHold, OrderSpec};
 use crate::options::{Explicit, LockOptions, OnLost};
 
 /// A builder's options, which of `ttl` and `wait` were given (the client's defaults fill
-/// in the rest), and the client it names (none: the global one).
+/// in the rest), the client it names (none: the global one), and how the lock-order check
+/// names its locks.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LockSpec {
     pub(crate) options: LockOptions,
     pub(crate) explicit: Explicit,
     pub(crate) client: Option<LockClient>,
+    /// How the lock-order check names its locks.
+    pub(crate) order: OrderSpec,
 }
 
 impl LockSpec {
@@ -64,6 +70,25 @@ impl LockSpec {
     /// Names the client the locks go through.
     pub(crate) fn client(&mut self, client: &LockClient) {
         self.client = Some(client.clone());
+    }
+
+    /// The lock-order check of this task's acquisition of `key` (as given; `redis_key`
+    /// with the client's prefix), when `client` has the check on: the hold as the check
+    /// knows it, or the inversion's error ([`crate::lock_order`]).
+    pub(crate) fn check_order(
+        &self,
+        client: &LockClient,
+        key: &str,
+        redis_key: &str,
+    ) -> Result<Option<Arc<OrderHold>>, LockError> {
+        let Some(check) = client.lock_order() else {
+            return Ok(None);
+        };
+        let held = context::held_orders(client.id());
+        let class = self.order.class_of(key);
+        check
+            .check(&held, redis_key, class, self.order.site)
+            .map(Some)
     }
 }
 

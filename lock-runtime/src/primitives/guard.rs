@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
+use crate::lock_order::OrderHold;
 use crate::primitives::held_lease::HeldLease;
 use crate::primitives::run_path::OneLease;
 use crate::queue::cohort::{Ending, Holding};
@@ -64,6 +65,12 @@ pub(crate) enum LeaseOrigin {
 }
 
 impl LockGuard {
+    /// This guard, with its class and call site for the lock-order check.
+    pub(crate) fn ordered(mut self, order: Option<Arc<OrderHold>>) -> Self {
+        self.lease.order = order;
+        self
+    }
+
     /// When the hold began (the acquire's reply came).
     pub(crate) fn acquired_at(&self) -> Instant {
         self.lease.acquired_at

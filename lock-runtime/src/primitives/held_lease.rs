@@ -15,6 +15,7 @@ use crate::client::LockClient;
 use crate::context::CurrentLock;
 use crate::error::{LockError, LostCause};
 use crate::lease::{Token, validity};
+use crate::lock_order::OrderHold;
 use crate::options::MAX_TTL;
 use crate::queue::redis_queue::release::{Expiry, extend_lease};
 use crate::renewal::watchdog::LeaseHandle;
@@ -37,6 +38,8 @@ pub(crate) struct HeldLease {
     pub(crate) released: bool,
     /// Re-entered: an outer guard of this task owns the lease (no Redis traffic here).
     pub(crate) reentrant: bool,
+    /// Its class and call site, for the lock-order check (none: the check is off).
+    pub(crate) order: Option<Arc<OrderHold>>,
 }
 
 impl HeldLease {
@@ -58,6 +61,7 @@ impl HeldLease {
             valid_until,
             released: false,
             reentrant: false,
+            order: None,
         }
     }
 
@@ -121,6 +125,7 @@ impl HeldLease {
             self.token.clone(),
             fence,
             self.handle.lost.clone(),
+            self.order.clone(),
         )
     }
 

@@ -1,5 +1,6 @@
 //! The programmatic API: a lock built from a key and options, acquired into a guard.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::context;
 use crate::lease::{Taken, Token, new_token};
+use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};
@@ -30,6 +32,7 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600)
 
 impl LockClient {
     /// A lock on `key` taken through this client (options default; see [`Lock`]).
+    #[track_caller]
     pub fn lock(&self, key: impl Into<String>) -> Lock {
         Lock::new(key).client(self)
     }
@@ -62,7 +65,9 @@ pub struct Lock {
     spec: LockSpec,
 }
 
-/// What the first step of an acquisition came to (see [`Lock::enter`]).
+/// What the first step of an acquisition came to (see [`Lock::enter`]). It lives for one
+/// step, on the stack: boxing the guard would add an allocation to the uncontended path.
+#[allow(clippy::large_enum_variant)]
 enum Entered {
     /// The key, taken by a task alone on it.
     Alone(LockGuard),
@@ -72,11 +77,37 @@ enum Entered {
 
 impl Lock {
     /// A lock on `key` with default options, on the global client.
+    ///
+    /// The line that calls this is the lock's call site in the reports of the lock-order
+    /// check ([`Config::lock_order_check`](crate::Config::lock_order_check)).
+    #[track_caller]
     pub fn new(key: impl Into<String>) -> Self {
+        let mut spec = LockSpec::default();
+        spec.order.site = CallSite::caller();
         Lock {
             key: key.into(),
-            spec: LockSpec::default(),
+            spec,
         }
+    }
+
+    /// Names the class of this lock for the lock-order check
+    /// ([`Config::lock_order_check`](crate::Config::lock_order_check)); by default the key
+    /// is its class. Give the template the key is made from, so that the orders of all its
+    /// keys count as one, as the attribute does for its `key`:
+    ///
+    /// ```no_run
+    /// use lock_runtime::{Lock, LockError};
+    ///
+    /// # async fn demo(id: u64) -> Result<(), LockError> {
+    /// Lock::new(format!("stock:{id}"))
+    ///     .order_class("stock:<id>")
+    ///     .run(async { Ok::<(), LockError>(()) })
+    ///     .await
+    /// # }
+    /// ```
+    pub fn order_class(mut self, class: impl Into<Cow<'static, str>>) -> Self {
+        self.spec.order.class = Some(class.into());
+        self
     }
 
     /// Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most
@@ -203,9 +234,11 @@ impl Lock {
             }
             return Ok(LockGuard::reentrant(client, names, &held));
         }
+        let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquired = self.acquire_new(client, names, started).await;
+        let acquired =
+            (self.acquire_new(client, names, started).await).map(|guard| guard.ordered(order));
         match &acquired {
             // Read off the guard: its hold began when the lock was taken.
             Ok(guard) => telemetry.acquired(

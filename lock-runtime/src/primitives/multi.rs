@@ -1,11 +1,13 @@
 //! Several keys at once, all or none: a transfer between two accounts locks both.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::context::{self, CurrentLock};
+use crate::lock_order::{CallSite, OrderSpec};
 use crate::options::{Explicit, OnLost};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::{
@@ -53,7 +55,10 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct MultiLock {
     keys: Vec<String>,
-    /// The options, which of them were given, and the client.
+    /// The class of each key for the lock-order check, in the order of `keys` (none: each
+    /// key is its class).
+    classes: Vec<&'static str>,
+    /// The options, which of them were given, the client and the call site.
     spec: LockSpec,
 }
 
@@ -66,6 +71,11 @@ pub struct MultiGuard {
 
 impl MultiLock {
     /// Locks on `keys` with default options, on the global client.
+    ///
+    /// The line that calls this is the locks' call site in the reports of the lock-order
+    /// check ([`Config::lock_order_check`](crate::Config::lock_order_check)), where each
+    /// key is its own class.
+    #[track_caller]
     pub fn new<I, S>(keys: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -74,8 +84,25 @@ impl MultiLock {
         let mut keys: Vec<String> = keys.into_iter().map(Into::into).collect();
         keys.sort();
         keys.dedup();
+        let mut spec = LockSpec::default();
+        spec.order.site = CallSite::caller();
         MultiLock {
             keys,
+            classes: Vec::new(),
+            spec,
+        }
+    }
+
+    /// Locks on each key of `keys`, known to the lock-order check by the class beside it
+    /// (the attribute's template); a key named twice is locked once, with its first class.
+    pub(crate) fn classed(mut keys: Vec<(String, &'static str)>) -> Self {
+        // Stable: of two equal keys the first named stays.
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        keys.dedup_by(|later, first| later.0 == first.0);
+        let (keys, classes) = keys.into_iter().unzip();
+        MultiLock {
+            keys,
+            classes,
             spec: LockSpec::default(),
         }
     }
@@ -144,12 +171,19 @@ impl MultiLock {
         let options = &this.spec.options;
         let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
-        for key in &self.keys {
+        for (at, key) in self.keys.iter().enumerate() {
             let left = deadline.saturating_duration_since(Instant::now());
-            let lock = Lock::new(key.clone())
+            let mut lock = Lock::new(key.clone())
                 .with_explicit_options(options.clone(), Explicit::ALL)
                 .wait(left)
                 .client(&client);
+            // The keys are not held in the task while they are taken: no order among them.
+            lock.spec_mut().order = OrderSpec {
+                class: (self.classes.get(at))
+                    .filter(|class| !class.is_empty())
+                    .map(|class| Cow::Borrowed(*class)),
+                site: self.spec.order.site,
+            };
             match lock.acquire().await {
                 Ok(guard) => guards.push(guard),
                 Err(err) => {

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::context::{self};
 use crate::lease::new_token;
+use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::queue::wait::{self, Backoff, ride_out};
@@ -136,11 +137,16 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    /// A read-write lock on `key` with default options, on the global client.
+    /// A read-write lock on `key` with default options, on the global client (the line
+    /// that calls this is its call site for the lock-order check, where the key is its
+    /// class).
+    #[track_caller]
     pub fn new(key: impl Into<String>) -> Self {
+        let mut spec = LockSpec::default();
+        spec.order.site = CallSite::caller();
         RwLock {
             key: key.into(),
-            spec: LockSpec::default(),
+            spec,
         }
     }
 
@@ -202,9 +208,11 @@ impl RwLock {
     /// The mutex on the same key, with these options (the writer's lock, and the gate a
     /// reader passes behind a queue).
     fn mutex(&self, client: &LockClient) -> Lock {
-        Lock::new(self.key.clone())
+        let mut lock = Lock::new(self.key.clone())
             .with_explicit_options(self.spec.options.clone(), self.spec.explicit)
-            .client(client)
+            .client(client);
+        lock.spec_mut().order = self.spec.order.clone();
+        lock
     }
 
     /// Refuses what a read-write lock cannot do, before any traffic.
@@ -247,9 +255,13 @@ impl RwLock {
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             return Ok(ReadGuard::reentrant(client, names, &held));
         }
+        let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let taken = self.read_new(&client, &names, started).await;
+        let taken = (self.read_new(&client, &names, started).await).map(|mut guard| {
+            guard.lease.order = order;
+            guard
+        });
         match &taken {
             Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
             Err(err) => telemetry.refused(err, started.elapsed()),

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, new_token, validity};
+use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::held_lease::HeldLease;
@@ -106,11 +107,17 @@ pub struct Semaphore {
 impl Semaphore {
     /// A semaphore of `permits` on `key` with default options (ttl 30 s, wait 10 s,
     /// watchdog on, [`OnLost::Cancel`](crate::OnLost::Cancel)), on the global client.
+    ///
+    /// The line that calls this is its call site for the lock-order check, where the key
+    /// is its class.
+    #[track_caller]
     pub fn new(key: impl Into<String>, permits: u32) -> Self {
+        let mut spec = LockSpec::default();
+        spec.order.site = CallSite::caller();
         Semaphore {
             key: key.into(),
             permits,
-            spec: LockSpec::default(),
+            spec,
         }
     }
 
@@ -191,9 +198,13 @@ impl Semaphore {
 
     async fn acquire_through(&self, client: LockClient) -> Result<SemaphoreGuard, LockError> {
         let names = Arc::new(client.key_names(&self.key)?);
+        let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquired = self.acquire_permit(client, names).await;
+        let acquired = (self.acquire_permit(client, names).await).map(|mut guard| {
+            guard.lease.order = order;
+            guard
+        });
         match &acquired {
             Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
             Err(err) => telemetry.refused(err, started.elapsed()),
