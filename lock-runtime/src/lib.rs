@@ -158,7 +158,8 @@ pub use primitives::lock::Lock;
 pub use primitives::multi::{MultiGuard, MultiLock};
 pub use primitives::rwlock::RwLock;
 pub use primitives::rwlock::read_guard::ReadGuard;
-pub use primitives::semaphore::{MAX_PERMITS, Semaphore, SemaphoreGuard};
+pub use primitives::semaphore::{MAX_PERMITS, Semaphore};
+pub use primitives::semaphore_guard::SemaphoreGuard;
 #[cfg(feature = "redlock")]
 pub use topology::deployment::MAX_REDLOCK_PERMITS;
 

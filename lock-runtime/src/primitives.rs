@@ -11,3 +11,4 @@ pub(crate) mod permit_slots;
 pub(crate) mod run_path;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
+pub(crate) mod semaphore_guard;

@@ -17,31 +17,25 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::context::CurrentLock;
 use crate::lease::{Token, jitter, new_token, validity};
 use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
-use crate::primitives::held_lease::HeldLease;
 use crate::primitives::lock::MAX_WAIT;
 #[cfg(feature = "redlock")]
 use crate::primitives::permit_slots::take_slot;
-use crate::primitives::run_path::OneLease;
+use crate::primitives::semaphore_guard::SemaphoreGuard;
 use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
-use crate::renewal::shutdown::Leftover;
 use crate::scripts::{KeyNames, QUEUE_LEASE, invoke_granting};
 use crate::scripts::{PermitTry, semaphore_acquire_call};
 use crate::topology::deployment::ByDeployment;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::Redlock;
 use crate::wakeups::WaitTicket;
-use crate::{
-    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    options::LockOptions, options::MAX_TTL,
-};
+use crate::{client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL};
 
 /// The most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 1_000_000;
@@ -201,10 +195,7 @@ impl Semaphore {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquired = (self.acquire_permit(client, names).await).map(|mut guard| {
-            guard.lease.order = order;
-            guard
-        });
+        let acquired = (self.acquire_permit(client, names).await).map(|guard| guard.ordered(order));
         match &acquired {
             Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
             Err(err) => telemetry.refused(err, started.elapsed()),
@@ -381,13 +372,8 @@ impl ByDeployment for TakePermit<'_> {
         let (slot, token, sent) =
             take_slot(self.client, key, options, redlock, self.window).await?;
         let names = (self.names, slot);
-        Ok(SemaphoreGuard::new(
-            self.client,
-            names,
-            token,
-            semaphore,
-            sent,
-        ))
+        let held = (&semaphore.spec.options, semaphore.permits);
+        Ok(SemaphoreGuard::new(self.client, names, token, held, sent))
     }
 }
 
@@ -472,7 +458,8 @@ impl Waiting for PermitWait<'_> {
                 self.place.settle();
                 let token = std::mem::take(&mut self.place.token);
                 let names = (names.clone(), names);
-                let guard = SemaphoreGuard::new(&client, names, token, self.semaphore, sent);
+                let held = (&self.semaphore.spec.options, self.semaphore.permits);
+                let guard = SemaphoreGuard::new(&client, names, token, held, sent);
                 return Ok(Step::Done(guard));
             }
             1 => {
@@ -536,170 +523,6 @@ fn not_a_semaphore(key: &str) -> LockError {
         reason: "the key holds a lock or another value, not a semaphore's permits; give the \
                  semaphore a key of its own"
             .into(),
-    }
-}
-
-/// A held permit of a [`Semaphore`]. Release it with [`release`](SemaphoreGuard::release);
-/// dropping it (cancellation, panic, early return) stops renewal at once and gives the
-/// permit back in the background.
-#[derive(Debug)]
-#[must_use = "dropping the guard gives the permit back at once"]
-pub struct SemaphoreGuard {
-    /// What every guard holds: the permit's lease, named by the semaphore's key.
-    lease: HeldLease,
-    /// The key the lease keeps: the semaphore's key on one node, the permit's slot on
-    /// independent masters.
-    leased: Arc<KeyNames>,
-    permits: u32,
-}
-
-impl SemaphoreGuard {
-    /// The guard of a permit just taken with the command sent at `sent`: its lease goes on
-    /// the watchdog.
-    fn new(
-        client: &LockClient,
-        (names, leased): (Arc<KeyNames>, Arc<KeyNames>),
-        token: Token,
-        semaphore: &Semaphore,
-        sent: Instant,
-    ) -> Self {
-        let options = &semaphore.spec.options;
-        let renewal = (options.ttl, options.watchdog);
-        SemaphoreGuard {
-            lease: HeldLease::registered(client, (&names, &leased), token, renewal, sent),
-            leased,
-            permits: semaphore.permits,
-        }
-    }
-
-    /// The Redis key of the semaphore (with the client's prefix, if any).
-    pub fn key(&self) -> &str {
-        self.lease.key()
-    }
-
-    /// This permit's token (`permit:lr-` and a uuid v4, never reused): its member in the key
-    /// (in Redlock mode, `lr-` and a uuid v4: the value of the permit's slot key).
-    pub fn token(&self) -> &str {
-        &self.lease.token
-    }
-
-    /// How many holders the key admits at once.
-    pub fn permits(&self) -> u32 {
-        self.permits
-    }
-
-    /// How long the permit has been held.
-    pub fn held_for(&self) -> Duration {
-        self.lease.held_for()
-    }
-
-    /// Extends the permit's lease to `ttl` from now, as [`LockGuard::extend`] does a
-    /// lock's (the same errors): the permit stays taken until it ends.
-    ///
-    /// [`LockGuard::extend`]: crate::LockGuard::extend
-    pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
-        let leased = self.leased.clone();
-        self.lease.extend(&leased, ttl).await
-    }
-
-    /// Whether the permit's lease has been lost, and why: told (by the watchdog, `extend`,
-    /// the release or a shutdown), or past its validity point by the local clock, whenever
-    /// the watchdog gets its turn.
-    pub fn lost_cause(&self) -> Option<LostCause> {
-        self.lease.lost_cause()
-    }
-
-    /// Whether the permit's lease has been lost (see [`lost_cause`](Self::lost_cause)).
-    pub fn is_lost(&self) -> bool {
-        self.lost_cause().is_some()
-    }
-
-    /// Resolves when the permit's lease is lost; never, while it is held.
-    pub async fn lost(&self) -> LostCause {
-        self.lease.lost().await
-    }
-
-    /// What a guarded body sees of this permit through [`crate::current_lock`].
-    fn current(&self) -> CurrentLock {
-        self.lease.current(None)
-    }
-
-    /// Gives the permit back and wakes the waiter it is for: `Released`, or
-    /// `AlreadyExpired` when its lease had ended (it was lost: a WARN and a counted loss,
-    /// [`LostCause::FoundAtRelease`], unless the watchdog reported it already).
-    ///
-    /// Survives the cancellation of this future: dropped before Redis answered, the guard
-    /// gives the permit back in the background. Gives up when the lease's validity point
-    /// passes, and after 2 s at most: the permit then ends by its ttl.
-    pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
-        let valid_until = self.stop_renewing();
-        self.lease
-            .client
-            .telemetry()
-            .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
-        let reply = release_script(
-            &self.lease.client,
-            &self.leased,
-            &self.lease.token,
-            valid_until,
-        )
-        .await;
-        // Only now: until Redis answered, a drop of this future must still give it back.
-        self.lease.released = true;
-        if reply? == 1 {
-            return Ok(ReleaseOutcome::Released);
-        }
-        if self.lease.handle.lost.reported().is_none() {
-            let cause = LostCause::FoundAtRelease;
-            tracing::warn!(key = %self.lease.names.lock(), %cause, "permit lost");
-            self.lease
-                .client
-                .telemetry()
-                .lost(self.lease.names.lock(), cause);
-            self.lease.handle.lost.set(cause);
-        }
-        Ok(ReleaseOutcome::AlreadyExpired)
-    }
-
-    /// Takes the lease off the watchdog and returns its validity point.
-    fn stop_renewing(&mut self) -> Instant {
-        self.lease.stop_renewing()
-    }
-}
-
-impl Drop for SemaphoreGuard {
-    fn drop(&mut self) {
-        if self.lease.released {
-            return;
-        }
-        self.lease.released = true;
-        let valid_until = self.stop_renewing();
-        let (client, names, token) = (
-            self.lease.client.clone(),
-            self.leased.clone(),
-            self.lease.token.clone(),
-        );
-        let leftover = Leftover::lock(&names, &token);
-        let shutdown = client.shutdown_state().clone();
-        shutdown.give_back_in_background(leftover, async move {
-            if let Err(err) = release_script(&client, &names, &token, valid_until).await {
-                tracing::warn!(key = %names.lock(), error = %err.cause(), "giving the permit back failed; it ends by its ttl");
-            }
-        });
-    }
-}
-
-impl OneLease for SemaphoreGuard {
-    fn held_lease(&self) -> &HeldLease {
-        &self.lease
-    }
-
-    fn current_lock(&self) -> CurrentLock {
-        self.current()
-    }
-
-    fn give_back(self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> {
-        self.release()
     }
 }
 
