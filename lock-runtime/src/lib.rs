@@ -148,7 +148,7 @@ pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
 pub use lock_macros::distributed_lock;
-pub use ops::force_release::{ForcedRelease, force_release};
+pub use ops::force_release::{CheckedRelease, ForcedRelease, ReleaseCheck, force_release};
 pub use ops::inspect::{Holder, HolderKind, LockState, MAX_LISTED_WAITERS, Waiter, inspect};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
 pub use primitives::guard::LockGuard;
