@@ -1,7 +1,8 @@
 //! The operator's command line, run as the binary `cargo install --path lockctl` installs,
-//! against a real redis-server: `inspect`, `list` and `release` print what the README shows,
-//! and `list` shows lock keys only (not the queues' and fence counters' keys, not other
-//! keys).
+//! against a real redis-server: `inspect`, `list`, `watch` and `release` print what the
+//! guide shows, `list` shows our locks only (not the queues' and fence counters' keys, not
+//! other keys), `release` takes only what its checks allow, an unknown key and a refused
+//! `--if-holder` have exit codes of their own, and `--json` prints objects.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::process::Command;
@@ -161,10 +162,14 @@ async fn lockctl_inspects_lists_and_releases_locks() {
         .unwrap()
         .unwrap();
     assert_eq!(taken.token(), waiter_id);
+    // A key with nothing of a lock at it (a mistyped one) is unknown: exit 3.
     let run = lockctl(&url, &["release", "shop:nothing"]).await;
-    assert_eq!(
-        run.stdout.trim_end(),
-        "released shop:nothing: nobody held it; no waiter"
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("shop:nothing  unknown: no lock, no waiter"),
+        "{}",
+        run.stdout
     );
 
     // Errors: a key of another type (exit 1, the message names it), a usage error (2).
@@ -259,11 +264,33 @@ async fn lockctl_usage_errors_exit_with_2_and_show_the_usage() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("Usage: lockctl "), "{}", run.stderr);
 
-    for command in ["inspect", "list", "release"] {
+    // The URL has a default: the usage line shows it as optional.
+    let run = lockctl(url, &["--help"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("Usage: lockctl [--url URL] "),
+        "{}",
+        run.stdout
+    );
+    for code in [
+        "0 done",
+        "1 Redis failed",
+        "2 a usage",
+        "3 the key is unknown",
+        "4 --if-holder",
+    ] {
+        assert!(run.stdout.contains(code), "{code}: {}", run.stdout);
+    }
+    let run = lockctl(url, &["watch", "k", "--interval", "0s"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--interval"), "{}", run.stderr);
+
+    for command in ["inspect", "list", "release", "watch"] {
         let run = lockctl(url, &[command, "--help"]).await;
         assert_eq!(run.code, 0, "{command}: {}", run.stderr);
         assert!(
-            run.stdout.contains(&format!("Usage: lockctl {command} ")),
+            run.stdout
+                .contains(&format!("Usage: lockctl {command} [--url URL] ")),
             "{command}: {}",
             run.stdout
         );
@@ -308,4 +335,214 @@ async fn lockctl_lists_the_locks_of_every_master_of_a_cluster() {
             run.stdout
         );
     }
+}
+
+/// Each line of `run`'s stdout as a JSON object.
+fn objects(run: &Run) -> Vec<serde_json::Value> {
+    run.lines()
+        .into_iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}")))
+        .collect()
+}
+
+/// `release --if-holder` takes the lock only from the holder named (a stale token: exit 4,
+/// nothing changed; the holder's: released, the waiter gets it); `--dry-run` says what
+/// it would take and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_release_checks_the_holder_and_a_dry_run_changes_nothing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = server.lock_client();
+    let held = holder.lock("safe:1").acquire().await.unwrap();
+    let other = server.lock_client();
+    let waiter = {
+        let lock = other.lock("safe:1").wait(Duration::from_secs(60));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    server.until_queued("safe:1", 1).await;
+    let waiter_id = holder.inspect("safe:1").await.unwrap().waiters[0]
+        .id
+        .clone();
+
+    let stale = "lr-00000000000000000000000000000000";
+    let run = lockctl(&url, &["release", "safe:1", "--if-holder", stale]).await;
+    assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with(&format!(
+            "not released safe:1: {stale} holds no part of it; now holder {} (ttl ",
+            held.token()
+        )),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(server.get("safe:1").as_deref(), Some(held.token()));
+
+    let run = lockctl(&url, &["release", "safe:1", "--dry-run"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let line = run.stdout.trim_end();
+    assert!(
+        line.starts_with(&format!(
+            "dry run: would release safe:1: remove holder {} (ttl ",
+            held.token()
+        )),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!("; wake waiter {waiter_id}")),
+        "{line}"
+    );
+    let run = lockctl(&url, &["--json", "release", "safe:1", "--dry-run"]).await;
+    let [object] = &objects(&run)[..] else {
+        panic!("one object: {}", run.stdout)
+    };
+    assert_eq!(object["dry_run"], true);
+    assert_eq!(object["removed"][0]["token"], held.token());
+    assert_eq!(object["woken"], waiter_id.as_str());
+    assert_eq!(server.get("safe:1").as_deref(), Some(held.token()));
+    assert_eq!(server.queued("safe:1"), 1);
+
+    let run = lockctl(&url, &["release", "safe:1", "--if-holder", held.token()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.starts_with("released safe:1: removed holder "),
+        "{}",
+        run.stdout
+    );
+    let taken = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.token(), waiter_id);
+    let _ = held.release().await;
+    taken.release().await.unwrap();
+}
+
+/// A string key that is not one of our locks (the incident's `session:abc`, a ttl and a
+/// JSON value) is not listed, is said to be no lock of ours by `inspect`, and is refused
+/// by `release` (also a dry run) unless `--force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_refuses_a_key_that_is_not_one_of_our_locks_unless_forced() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let guard = server.lock_client().lock("ours").acquire().await.unwrap();
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("session:abc")
+        .arg(r#"{"user":7}"#)
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+
+    let run = lockctl(&url, &["list", "*"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.lines();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(lines[0].starts_with("ours  held by "), "{}", run.stdout);
+    assert!(lines[1].starts_with("1 lock ("), "{}", run.stdout);
+
+    let run = lockctl(&url, &["inspect", "session:abc"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("note     not one of lock-runtime's locks"),
+        "{}",
+        run.stdout
+    );
+    for args in [
+        &["release", "session:abc"][..],
+        &["release", "session:abc", "--dry-run"],
+    ] {
+        let run = lockctl(&url, args).await;
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stdout);
+        assert!(
+            run.stderr.contains("`session:abc`")
+                && run.stderr.contains("not a token of this crate's")
+                && run.stderr.contains("--force"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(server.get("session:abc").as_deref(), Some(r#"{"user":7}"#));
+    }
+    let run = lockctl(&url, &["release", "session:abc", "--force"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(server.get("session:abc"), None);
+    guard.release().await.unwrap();
+}
+
+/// A key with nothing of a lock at it is "unknown" with exit 3, in text and JSON; `--json`
+/// prints LockState's fields; `watch --count 2` prints two rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_says_unknown_prints_json_and_watches() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let guard = server.lock_client().lock("job:a").acquire().await.unwrap();
+
+    let run = lockctl(&url, &["inspect", "job:typo"]).await;
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stdout.starts_with("job:typo  unknown: "),
+        "{}",
+        run.stdout
+    );
+    let run = lockctl(&url, &["inspect", "job:typo", "--json"]).await;
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert_eq!(objects(&run)[0]["unknown"], true);
+
+    let run = lockctl(&url, &["--json", "inspect", "job:a"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let [state] = &objects(&run)[..] else {
+        panic!("one object: {}", run.stdout)
+    };
+    assert_eq!(state["key"], "job:a");
+    assert_eq!(state["unknown"], false);
+    assert_eq!(state["holders"][0]["token"], guard.token());
+    assert_eq!(state["holders"][0]["kind"], "exclusive");
+    assert!(state["holders"][0]["ttl"].as_u64().unwrap() > 0);
+    assert_eq!(state["queued"], 0);
+    let run = lockctl(&url, &["list", "job:*", "--json"]).await;
+    let listed = objects(&run);
+    assert_eq!(listed.len(), 2, "{}", run.stdout);
+    assert_eq!(listed[0]["holders"][0]["token"], guard.token());
+    assert_eq!(listed[1]["locks"], 1);
+
+    let run = lockctl(
+        &url,
+        &["watch", "job:a", "--count", "2", "--interval", "50ms"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let headers: Vec<&str> = run
+        .lines()
+        .into_iter()
+        .filter(|line| line.starts_with("--- "))
+        .collect();
+    assert_eq!(
+        headers,
+        ["--- job:a  round 1 of 2", "--- job:a  round 2 of 2"],
+        "{}",
+        run.stdout
+    );
+    let holders = format!("holder   {}  ttl ", guard.token());
+    assert_eq!(run.stdout.matches(&holders).count(), 2, "{}", run.stdout);
+    let run = lockctl(
+        &url,
+        &[
+            "watch",
+            "job:a",
+            "--count",
+            "2",
+            "--interval",
+            "50ms",
+            "--json",
+        ],
+    )
+    .await;
+    let rounds: Vec<u64> = objects(&run)
+        .iter()
+        .map(|object| object["round"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rounds, [1, 2], "{}", run.stdout);
+    guard.release().await.unwrap();
 }
