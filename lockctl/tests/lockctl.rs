@@ -546,3 +546,90 @@ async fn lockctl_says_unknown_prints_json_and_watches() {
     assert_eq!(rounds, [1, 2], "{}", run.stdout);
     guard.release().await.unwrap();
 }
+
+/// TLS as the applications configure it: a `rediss://` URL, the authority's and the
+/// client's PEM files (here from the environment, as a deployment would set them) on a
+/// server that requires mutual TLS; `inspect` and `list` (lockctl's own SCAN connection)
+/// both reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_reaches_a_server_over_mutual_tls() {
+    use lock_tests::tls::{Certificates, TlsServer};
+    let certificates = Certificates::generate();
+    let server = tokio::task::block_in_place(|| TlsServer::start(&certificates, true));
+    let holder = lock_runtime::LockClient::new(
+        lock_runtime::Config::single(server.url())
+            .tls_ca_cert(certificates.read("ca.crt"))
+            .tls_client_cert(
+                certificates.read("client.crt"),
+                certificates.read("client.key"),
+            )
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2)),
+    )
+    .unwrap();
+    let guard = holder.lock("tls:job").acquire().await.unwrap();
+    let path = |name: &str| certificates.path(name).to_str().unwrap().to_owned();
+    let (ca, cert, key) = (path("ca.crt"), path("client.crt"), path("client.key"));
+    let flags = [
+        "--tls-ca-cert",
+        &ca,
+        "--tls-client-cert",
+        &cert,
+        "--tls-client-key",
+        &key,
+    ];
+    let run = lockctl(
+        &server.url(),
+        &[&flags[..], &["inspect", "tls:job"]].concat(),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.lines()[1].starts_with(&format!("holder   {}  ttl ", guard.token())),
+        "{}",
+        run.stdout
+    );
+    let run = lockctl(&server.url(), &[&flags[..], &["list", "tls:*"]].concat()).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.lines()[0].starts_with(&format!("tls:job  held by {}", guard.token())),
+        "{}",
+        run.stdout
+    );
+    // Without the client certificate the server refuses: exit 1, the cause named.
+    let run = lockctl(&server.url(), &["--tls-ca-cert", &ca, "inspect", "tls:job"]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    guard.release().await.unwrap();
+}
+
+/// Sentinel as `Config::sentinel` takes it: the sentinels' URLs and the master's name;
+/// `inspect` and `list` reach the primary the sentinels name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_finds_the_primary_through_sentinel() {
+    use lock_tests::sentinel::{MASTER, SentinelDeployment};
+    let deployment = tokio::task::block_in_place(SentinelDeployment::start);
+    let urls = deployment.sentinel_urls();
+    let holder = tokio::task::block_in_place(|| {
+        lock_runtime::LockClient::new(lock_runtime::Config::sentinel(MASTER, urls.clone()))
+    })
+    .unwrap();
+    let guard = holder.lock("sentinel:job").acquire().await.unwrap();
+    let urls = urls.join(",");
+    let run = lockctl(&urls, &["--sentinel", MASTER, "inspect", "sentinel:job"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.lines()[1].starts_with(&format!("holder   {}  ttl ", guard.token())),
+        "{}",
+        run.stdout
+    );
+    let run = lockctl(&urls, &["--sentinel", MASTER, "list", "sentinel:*"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.lines()[0].starts_with(&format!("sentinel:job  held by {}", guard.token())),
+        "{}",
+        run.stdout
+    );
+    let run = lockctl(&urls, &["--sentinel", "nosuch", "list", "*"]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    guard.release().await.unwrap();
+}
