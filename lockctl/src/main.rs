@@ -43,11 +43,11 @@
 //! durations in milliseconds, times in milliseconds since the Unix epoch). For Redlock,
 //! run it against each master.
 //!
-//! Exit status: 0 done (or `--help`, `--version`); 1 Redis failed, or the key was
-//! refused (another type, or not one of our locks without `--force`: the message says
-//! why); 2 a usage error (the message says what is wrong, then the usage line); 3 the key
-//! is unknown (no lock, no hand-over, nobody queued, no reader's share, no permit, no
-//! fence counter); 4 `--if-holder TOKEN` holds no part of the key (nothing changed).
+//! Exit status: 0 done (or `--help`, `--version`); 1 Redis failed or the key was refused
+//! (another type, or not one of our locks without `--force`: the message says why); 2 a
+//! usage error (the message says what is wrong, then the usage line); 3 the key is unknown
+//! (no lock, no hand-over, nobody queued, no reader's share, no permit, no fence counter);
+//! 4 `--if-holder TOKEN` holds no part of the key (nothing changed).
 
 mod json;
 mod list;
@@ -237,6 +237,30 @@ e5 :0@0 master,noaddr - 0 0 4 disconnected
             master_urls("redis://127.0.0.1:7000", nodes),
             ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]
         );
+    }
+
+    /// The exit statuses have one list (`output::EXIT_STATUSES`); the help, the crate
+    /// docs and the guide say each the same way.
+    #[test]
+    fn every_exit_status_is_documented_as_listed() {
+        let flat = |text: &str| {
+            let text = text.replace("//!", " ").replace('`', "");
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let documents = [
+            ("--help", flat(super::EXIT_STATUS)),
+            ("main.rs", flat(include_str!("main.rs"))),
+            (
+                "operations.md",
+                flat(include_str!("../../lock-runtime/src/guide/operations.md")),
+            ),
+        ];
+        for (code, meaning) in super::output::EXIT_STATUSES {
+            for (name, text) in &documents {
+                let line = format!("{code} {meaning}");
+                assert!(text.contains(&line), "{name} does not say `{line}`");
+            }
+        }
     }
 
     #[test]

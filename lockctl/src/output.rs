@@ -6,6 +6,16 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+/// Every exit status and, in short, what it means: the one list that `--help`, the crate
+/// docs and the guide's lockctl part are checked against (a test in main.rs).
+pub(crate) const EXIT_STATUSES: [(u8, &str); 5] = [
+    (0, "done"),
+    (1, "Redis failed or the key was refused"),
+    (2, "a usage error"),
+    (3, "the key is unknown"),
+    (4, "--if-holder TOKEN holds no part of the key"),
+];
+
 /// How a command ended: its exit status (listed in `--help` and the crate docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {

@@ -548,7 +548,7 @@ async fn lockctl_says_unknown_prints_json_and_watches() {
 }
 
 /// TLS as the applications configure it: a `rediss://` URL, the authority's and the
-/// client's PEM files (here from the environment, as a deployment would set them) on a
+/// client's PEM files (flags; `LOCKCTL_TLS_CA_CERT` and the like set them too) on a
 /// server that requires mutual TLS; `inspect` and `list` (lockctl's own SCAN connection)
 /// both reach it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
