@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use serde_json::Value;
 
 /// Every exit status and, in short, what it means: the one list that `--help`, the crate
-/// docs and the guide's lockctl part are checked against (a test in main.rs).
+/// docs and the guide's lockctl part are checked against (a test in main.rs), beside
+/// [`Exit`], whose codes it lists.
+#[cfg(test)]
 pub(crate) const EXIT_STATUSES: [(u8, &str); 5] = [
     (0, "done"),
     (1, "Redis failed or the key was refused"),
