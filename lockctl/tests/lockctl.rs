@@ -264,7 +264,24 @@ async fn lockctl_usage_errors_exit_with_2_and_show_the_usage() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("Usage: lockctl "), "{}", run.stderr);
 
-    // The URL has a default: the usage line shows it as optional.
+    for command in ["inspect", "list", "release", "watch"] {
+        let run = lockctl(url, &[command, "--help"]).await;
+        assert_eq!(run.code, 0, "{command}: {}", run.stderr);
+        assert!(
+            run.stdout
+                .contains(&format!("Usage: lockctl {command} [--url URL] ")),
+            "{command}: {}",
+            run.stdout
+        );
+        assert!(run.stdout.contains("--url <URL>"), "{}", run.stdout);
+    }
+}
+
+/// The URL has a default: the usage line shows it as optional; the help lists every exit
+/// status; a bad `--interval` is a usage error.
+#[tokio::test]
+async fn lockctl_help_shows_the_url_as_optional_and_every_exit_status() {
+    let url = "redis://127.0.0.1:1";
     let run = lockctl(url, &["--help"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
@@ -284,18 +301,6 @@ async fn lockctl_usage_errors_exit_with_2_and_show_the_usage() {
     let run = lockctl(url, &["watch", "k", "--interval", "0s"]).await;
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--interval"), "{}", run.stderr);
-
-    for command in ["inspect", "list", "release", "watch"] {
-        let run = lockctl(url, &[command, "--help"]).await;
-        assert_eq!(run.code, 0, "{command}: {}", run.stderr);
-        assert!(
-            run.stdout
-                .contains(&format!("Usage: lockctl {command} [--url URL] ")),
-            "{command}: {}",
-            run.stdout
-        );
-        assert!(run.stdout.contains("--url <URL>"), "{}", run.stdout);
-    }
 }
 
 /// `--cluster`: the URL names a cluster's seeds; `inspect` reads a key where its slot lives,
@@ -377,29 +382,7 @@ async fn lockctl_release_checks_the_holder_and_a_dry_run_changes_nothing() {
     );
     assert_eq!(server.get("safe:1").as_deref(), Some(held.token()));
 
-    let run = lockctl(&url, &["release", "safe:1", "--dry-run"]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let line = run.stdout.trim_end();
-    assert!(
-        line.starts_with(&format!(
-            "dry run: would release safe:1: remove holder {} (ttl ",
-            held.token()
-        )),
-        "{line}"
-    );
-    assert!(
-        line.ends_with(&format!("; wake waiter {waiter_id}")),
-        "{line}"
-    );
-    let run = lockctl(&url, &["--json", "release", "safe:1", "--dry-run"]).await;
-    let [object] = &objects(&run)[..] else {
-        panic!("one object: {}", run.stdout)
-    };
-    assert_eq!(object["dry_run"], true);
-    assert_eq!(object["removed"][0]["token"], held.token());
-    assert_eq!(object["woken"], waiter_id.as_str());
-    assert_eq!(server.get("safe:1").as_deref(), Some(held.token()));
-    assert_eq!(server.queued("safe:1"), 1);
+    dry_run_changes_nothing(&server, held.token(), &waiter_id).await;
 
     let run = lockctl(&url, &["release", "safe:1", "--if-holder", held.token()]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -416,6 +399,35 @@ async fn lockctl_release_checks_the_holder_and_a_dry_run_changes_nothing() {
     assert_eq!(taken.token(), waiter_id);
     let _ = held.release().await;
     taken.release().await.unwrap();
+}
+
+/// `release safe:1 --dry-run` says it would remove `holder` and wake `waiter_id` (in text
+/// and JSON), and changes nothing.
+async fn dry_run_changes_nothing(server: &RedisServer, holder: &str, waiter_id: &str) {
+    let url = server.url();
+    let run = lockctl(&url, &["release", "safe:1", "--dry-run"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let line = run.stdout.trim_end();
+    assert!(
+        line.starts_with(&format!(
+            "dry run: would release safe:1: remove holder {} (ttl ",
+            holder
+        )),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!("; wake waiter {waiter_id}")),
+        "{line}"
+    );
+    let run = lockctl(&url, &["--json", "release", "safe:1", "--dry-run"]).await;
+    let [object] = &objects(&run)[..] else {
+        panic!("one object: {}", run.stdout)
+    };
+    assert_eq!(object["dry_run"], true);
+    assert_eq!(object["removed"][0]["token"], holder);
+    assert_eq!(object["woken"], waiter_id);
+    assert_eq!(server.get("safe:1").as_deref(), Some(holder));
+    assert_eq!(server.queued("safe:1"), 1);
 }
 
 /// A string key that is not one of our locks (the incident's `session:abc`, a ttl and a
@@ -472,9 +484,9 @@ async fn lockctl_refuses_a_key_that_is_not_one_of_our_locks_unless_forced() {
 }
 
 /// A key with nothing of a lock at it is "unknown" with exit 3, in text and JSON; `--json`
-/// prints LockState's fields; `watch --count 2` prints two rounds.
+/// prints LockState's fields.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lockctl_says_unknown_prints_json_and_watches() {
+async fn lockctl_says_unknown_and_prints_json() {
     let server = RedisServer::start();
     let url = server.url();
     let guard = server.lock_client().lock("job:a").acquire().await.unwrap();
@@ -506,7 +518,15 @@ async fn lockctl_says_unknown_prints_json_and_watches() {
     assert_eq!(listed.len(), 2, "{}", run.stdout);
     assert_eq!(listed[0]["holders"][0]["token"], guard.token());
     assert_eq!(listed[1]["locks"], 1);
+    guard.release().await.unwrap();
+}
 
+/// `watch --count 2` prints two rounds, in text and JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_watch_prints_each_round() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let guard = server.lock_client().lock("job:a").acquire().await.unwrap();
     let run = lockctl(
         &url,
         &["watch", "job:a", "--count", "2", "--interval", "50ms"],
