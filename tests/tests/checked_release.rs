@@ -183,3 +183,40 @@ async fn on_redlock_every_master_checks_the_token() {
         assert_eq!(server.get("checked:report"), None);
     }
 }
+
+/// On a cluster the check runs on the node that owns the key's slot: a stale token is
+/// refused there, the holder's releases, a foreign string is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_owning_node_checks_the_token() {
+    let cluster = tokio::task::block_in_place(|| lock_tests::cluster::RedisCluster::start(3));
+    let client = LockClient::new(Config::cluster(cluster.urls())).unwrap();
+    for node in 0..3 {
+        let key = cluster.key_on("checked:", node);
+        let guard = client.lock(key.clone()).acquire().await.unwrap();
+        let outcome = client.force_release_if(&key, "lr-stale").await.unwrap();
+        assert!(outcome.released().is_none(), "{outcome:?}");
+        assert!(client.inspect(&key).await.unwrap().is_held(), "{key}");
+        let outcome = client.force_release_if(&key, guard.token()).await.unwrap();
+        assert_eq!(outcome.released().unwrap().removed[0].token, guard.token());
+        assert!(client.inspect(&key).await.unwrap().is_empty(), "{key}");
+    }
+    let foreign = cluster.key_on("checked:foreign:", 1);
+    let owner = cluster.owner(cluster.slot(&foreign));
+    let mut conn = redis::Client::open(cluster.urls()[owner].as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&foreign)
+        .arg("someone-else")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+    let err = client
+        .force_release_checked(&foreign, &ReleaseCheck::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::InvalidKey { .. }), "{err:?}");
+    assert_eq!(cluster.get(&foreign).as_deref(), Some("someone-else"));
+}
