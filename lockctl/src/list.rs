@@ -7,7 +7,7 @@ use lock_runtime::{Holder, LockClient, LockError, LockState};
 use serde_json::json;
 
 use crate::output::Output;
-use crate::target::{Target, backend};
+use crate::target::{Server, Target, backend};
 
 /// At most this many SCAN calls for one `list`.
 const MAX_SCAN_CALLS: usize = 10_000;
@@ -33,8 +33,8 @@ pub(crate) async fn list(
         skipped: 0,
     };
     let mut stopped = None;
-    for url in &target.servers().await? {
-        stopped = listing.scan(url, &full_pattern).await?;
+    for server in target.servers().await? {
+        stopped = listing.scan(server, &full_pattern).await?;
         if stopped.is_some() {
             break;
         }
@@ -63,10 +63,10 @@ struct Listing<'a> {
 }
 
 impl Listing<'_> {
-    /// Scans the server at `url` for `pattern`, printing each lock; `Some(why)` when a
-    /// bound stopped the listing.
-    async fn scan(&mut self, url: &str, pattern: &str) -> Result<Option<String>, LockError> {
-        let mut connection = self.target.connect(url).await?;
+    /// Scans `server` for `pattern`, printing each lock; `Some(why)` when a bound stopped
+    /// the listing.
+    async fn scan(&mut self, server: Server, pattern: &str) -> Result<Option<String>, LockError> {
+        let mut connection = server.connect().await?;
         let mut cursor = 0u64;
         loop {
             let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")

@@ -36,10 +36,12 @@
 //! `redis://127.0.0.1:6379`; `rediss://` for TLS), `--prefix P` (the applications'
 //! `Config::key_prefix`), `--cluster` (the URLs, comma-separated, are seeds of a Redis
 //! Cluster), `--sentinel MASTER` (the URLs are sentinels watching MASTER, as
-//! `Config::sentinel`), `--tls-ca-cert FILE`, `--tls-client-cert FILE` with
-//! `--tls-client-key FILE` (`Config::tls_ca_cert`, `Config::tls_client_cert`; also from
-//! `LOCKCTL_TLS_CA_CERT`, `LOCKCTL_TLS_CLIENT_CERT`, `LOCKCTL_TLS_CLIENT_KEY`, and
-//! `LOCKCTL_SENTINEL`), `--json` (one JSON object per line, fields named as `LockState`'s,
+//! `Config::sentinel`; `--primary-password PASSWORD` and `--primary-tls-ca-cert FILE` for
+//! data nodes with settings of their own, as `Config::primary_password` and
+//! `Config::primary_tls_ca_cert`), `--tls-ca-cert FILE`, `--tls-client-cert FILE` with
+//! `--tls-client-key FILE` (`Config::tls_ca_cert`, `Config::tls_client_cert`). Each of
+//! these is also read from `LOCKCTL_` and its name (`LOCKCTL_SENTINEL`,
+//! `LOCKCTL_TLS_CA_CERT`, `LOCKCTL_PRIMARY_PASSWORD`, ...); `--json` (one JSON object per line, fields named as `LockState`'s,
 //! durations in milliseconds, times in milliseconds since the Unix epoch). For Redlock,
 //! run it against each master.
 //!

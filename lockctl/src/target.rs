@@ -48,6 +48,27 @@ pub(crate) struct Target {
         requires = "tls_client_cert"
     )]
     tls_client_key: Option<PathBuf>,
+    /// Sentinel: the data nodes' password, when it is not the sentinels'
+    /// (`Config::primary_password`).
+    #[arg(
+        long,
+        global = true,
+        value_name = "PASSWORD",
+        env = "LOCKCTL_PRIMARY_PASSWORD",
+        hide_env_values = true,
+        requires = "sentinel"
+    )]
+    primary_password: Option<String>,
+    /// Sentinel: reach the primary over TLS, trusting the certificate authority in this
+    /// PEM file (`Config::primary_tls_ca_cert`), whatever the sentinels' scheme.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "LOCKCTL_PRIMARY_TLS_CA_CERT",
+        requires = "sentinel"
+    )]
+    primary_tls_ca_cert: Option<PathBuf>,
     /// The applications' key prefix (their `Config::key_prefix`), if they set one: keys
     /// are named and listed without it.
     #[arg(
@@ -80,7 +101,7 @@ impl Target {
         let mut config = if self.cluster {
             Config::cluster(self.urls())
         } else if let Some(master) = &self.sentinel {
-            Config::sentinel(master.clone(), self.urls())
+            self.primary_settings(Config::sentinel(master.clone(), self.urls()))?
         } else {
             Config::single(self.url())
         };
@@ -92,6 +113,17 @@ impl Target {
             config = config.tls_client_cert(client.client_cert, client.client_key);
         }
         Ok(config.key_prefix(self.prefix.clone()))
+    }
+
+    /// `config` with the Sentinel primary's own settings, where given.
+    fn primary_settings(&self, mut config: Config) -> Result<Config, LockError> {
+        if let Some(password) = &self.primary_password {
+            config = config.primary_password(password.clone());
+        }
+        if let Some(path) = &self.primary_tls_ca_cert {
+            config = config.primary_tls_ca_cert(read("--primary-tls-ca-cert", path)?);
+        }
+        Ok(config)
     }
 
     /// The TLS files, read.
@@ -115,36 +147,29 @@ impl Target {
     }
 
     /// The servers whose keys `list` scans: the one server, every master of a cluster,
-    /// or the primary the sentinels name.
-    pub(crate) async fn servers(&self) -> Result<Vec<String>, LockError> {
+    /// or the primary the sentinels name; and the TLS files to reach them with.
+    pub(crate) async fn servers(&self) -> Result<Vec<Server>, LockError> {
+        let server = |url: String| Server {
+            url,
+            tls: self.tls(),
+        };
         if self.cluster {
-            self.masters().await
+            Ok(self.masters().await?.into_iter().map(server).collect())
         } else if let Some(master) = &self.sentinel {
-            Ok(vec![self.primary(master).await?])
+            self.primary(master).await.map(|primary| vec![primary])
         } else {
-            Ok(vec![self.url().to_owned()])
+            Ok(vec![server(self.url().to_owned())])
         }
     }
 
-    /// A connection of lockctl's own to the server at `url` (for SCAN, CLUSTER NODES and
-    /// the sentinels), with the TLS files.
-    pub(crate) async fn connect(
-        &self,
-        url: &str,
-    ) -> Result<redis::aio::MultiplexedConnection, LockError> {
-        let tls = self.tls()?;
-        let client = if tls.root_cert.is_some() || tls.client_tls.is_some() {
-            redis::Client::build_with_tls(url, tls)
-        } else {
-            redis::Client::open(url)
+    /// A connection of lockctl's own to the server at `url` (for CLUSTER NODES and the
+    /// sentinels), with the TLS files.
+    async fn connect(&self, url: &str) -> Result<redis::aio::MultiplexedConnection, LockError> {
+        let server = Server {
+            url: url.to_owned(),
+            tls: self.tls(),
         };
-        let client = client.map_err(|err| LockError::Config {
-            reason: format!("the URL `{url}`: {err}"),
-        })?;
-        client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(backend)
+        server.connect().await
     }
 
     /// The URLs of a cluster's masters, from `CLUSTER NODES` on the first seed that
@@ -164,15 +189,13 @@ impl Target {
 
     /// The URL of the primary the sentinels name for `master`, from the first sentinel
     /// that answers (with its scheme and credentials, as `Config::sentinel` reaches it).
-    async fn primary(&self, master: &str) -> Result<String, LockError> {
+    async fn primary(&self, master: &str) -> Result<Server, LockError> {
         let mut last = None;
         for sentinel in self.urls() {
             let mut ask = redis::cmd("SENTINEL");
             ask.arg("GET-MASTER-ADDR-BY-NAME").arg(master);
             match self.ask::<Option<(String, u16)>>(sentinel, &ask).await {
-                Ok(Some((host, port))) => {
-                    return Ok(with_address(sentinel, &format!("{host}:{port}")));
-                }
+                Ok(Some((host, port))) => return self.primary_at(sentinel, &host, port),
                 Ok(None) => {
                     last = Some(LockError::Config {
                         reason: format!("the sentinel at `{sentinel}` knows no master `{master}`"),
@@ -184,6 +207,28 @@ impl Target {
         Err(last.unwrap_or_else(|| no_url("--sentinel")))
     }
 
+    /// The primary at `host`:`port`, reached as `Config::sentinel` reaches it: with the
+    /// `sentinel` URL's scheme, credentials and TLS files, unless the primary's own
+    /// settings say otherwise.
+    fn primary_at(&self, sentinel: &str, host: &str, port: u16) -> Result<Server, LockError> {
+        let mut url = with_address(sentinel, &format!("{host}:{port}"));
+        let mut tls = self.tls();
+        if let Some(path) = &self.primary_tls_ca_cert {
+            let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+            url = format!("rediss://{rest}");
+            tls = Ok(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(read("--primary-tls-ca-cert", path)?),
+            });
+        }
+        if let Some(password) = &self.primary_password {
+            let (scheme, rest) = url.split_once("://").unwrap_or(("redis", &url));
+            let address = rest.rsplit_once('@').map_or(rest, |(_, address)| address);
+            url = format!("{scheme}://:{}@{address}", percent_encode(password));
+        }
+        Ok(Server { url, tls })
+    }
+
     /// `command`'s reply from the server at `url`.
     async fn ask<T: redis::FromRedisValue>(
         &self,
@@ -193,6 +238,45 @@ impl Target {
         let mut connection = self.connect(url).await?;
         command.query_async(&mut connection).await.map_err(backend)
     }
+}
+
+/// A server lockctl connects to itself (for SCAN): its URL and TLS files.
+pub(crate) struct Server {
+    pub(crate) url: String,
+    tls: Result<redis::TlsCertificates, LockError>,
+}
+
+impl Server {
+    /// A connection of lockctl's own to the server, with its TLS files.
+    pub(crate) async fn connect(self) -> Result<redis::aio::MultiplexedConnection, LockError> {
+        let (url, tls) = (self.url, self.tls?);
+        let client = if tls.root_cert.is_some() || tls.client_tls.is_some() {
+            redis::Client::build_with_tls(url.as_str(), tls)
+        } else {
+            redis::Client::open(url.as_str())
+        };
+        let client = client.map_err(|err| LockError::Config {
+            reason: format!("the URL `{url}`: {err}"),
+        })?;
+        client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(backend)
+    }
+}
+
+/// `text` with every byte but letters, digits and `-._~` percent-encoded, for a URL's
+/// password.
+fn percent_encode(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }
 
 /// The bytes of the file at `path`, given as `flag`.

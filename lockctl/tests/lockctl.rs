@@ -1,49 +1,17 @@
 //! The operator's command line, run as the binary `cargo install --path lockctl` installs,
-//! against a real redis-server: `inspect`, `list`, `watch` and `release` print what the
-//! guide shows, `list` shows our locks only (not the queues' and fence counters' keys, not
-//! other keys), `release` takes only what its checks allow, an unknown key and a refused
-//! `--if-holder` have exit codes of their own, and `--json` prints objects.
+//! against a real redis-server (the deployments are in deployments.rs): `inspect`, `list`,
+//! `watch` and `release` print what the guide shows, `list` shows our locks only (not the
+//! queues' and fence counters' keys, not other keys), `release` takes only what its checks
+//! allow, an unknown key and a refused `--if-holder` have exit codes of their own, and
+//! `--json` prints objects.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::process::Command;
+mod common;
+
 use std::time::Duration;
 
+use common::{lockctl, objects};
 use lock_tests::RedisServer;
-
-/// What one run of `lockctl` printed, and its exit code.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn lines(&self) -> Vec<&str> {
-        self.stdout.lines().collect()
-    }
-}
-
-/// Runs `lockctl ARGS` with `REDIS_URL` set to `url` (off the runtime's threads: the lock
-/// clients of the test keep their places alive meanwhile).
-async fn lockctl(url: &str, args: &[&str]) -> Run {
-    let binary = env!("CARGO_BIN_EXE_lockctl");
-    let url = url.to_owned();
-    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let output = Command::new(binary)
-            .args(&args)
-            .env("REDIS_URL", url)
-            .output()
-            .unwrap();
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
-    })
-    .await
-    .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lockctl_inspects_lists_and_releases_locks() {
@@ -303,53 +271,6 @@ async fn lockctl_help_shows_the_url_as_optional_and_every_exit_status() {
     assert!(run.stderr.contains("--interval"), "{}", run.stderr);
 }
 
-/// `--cluster`: the URL names a cluster's seeds; `inspect` reads a key where its slot lives,
-/// and `list` scans every master (a lock on each of three masters is listed).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lockctl_lists_the_locks_of_every_master_of_a_cluster() {
-    let cluster = tokio::task::block_in_place(|| lock_tests::cluster::RedisCluster::start(3));
-    let urls = cluster.urls().join(",");
-    let holder =
-        lock_runtime::LockClient::new(lock_runtime::Config::cluster(cluster.urls())).unwrap();
-    let mut held = Vec::new();
-    for node in 0..3 {
-        let key = cluster.key_on("shop:", node);
-        held.push(holder.lock(key).acquire().await.unwrap());
-    }
-    let run = lockctl(&urls, &["--cluster", "inspect", held[2].key()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.lines()[1].starts_with(&format!("holder   {}  ttl ", held[2].token())),
-        "{}",
-        run.stdout
-    );
-    let run = lockctl(&urls, &["--cluster", "list", "shop:*"]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let mut lines = run.lines();
-    let last = lines.pop().unwrap();
-    assert!(last.starts_with("3 locks ("), "{}", run.stdout);
-    for guard in &held {
-        assert!(
-            lines.iter().any(|line| line.starts_with(&format!(
-                "{}  held by {}",
-                guard.key(),
-                guard.token()
-            ))),
-            "{} is not listed:\n{}",
-            guard.key(),
-            run.stdout
-        );
-    }
-}
-
-/// Each line of `run`'s stdout as a JSON object.
-fn objects(run: &Run) -> Vec<serde_json::Value> {
-    run.lines()
-        .into_iter()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}")))
-        .collect()
-}
-
 /// `release --if-holder` takes the lock only from the holder named (a stale token: exit 4,
 /// nothing changed; the holder's: released, the waiter gets it); `--dry-run` says what
 /// it would take and changes nothing.
@@ -564,92 +485,5 @@ async fn lockctl_watch_prints_each_round() {
         .map(|object| object["round"].as_u64().unwrap())
         .collect();
     assert_eq!(rounds, [1, 2], "{}", run.stdout);
-    guard.release().await.unwrap();
-}
-
-/// TLS as the applications configure it: a `rediss://` URL, the authority's and the
-/// client's PEM files (flags; `LOCKCTL_TLS_CA_CERT` and the like set them too) on a
-/// server that requires mutual TLS; `inspect` and `list` (lockctl's own SCAN connection)
-/// both reach it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lockctl_reaches_a_server_over_mutual_tls() {
-    use lock_tests::tls::{Certificates, TlsServer};
-    let certificates = Certificates::generate();
-    let server = tokio::task::block_in_place(|| TlsServer::start(&certificates, true));
-    let holder = lock_runtime::LockClient::new(
-        lock_runtime::Config::single(server.url())
-            .tls_ca_cert(certificates.read("ca.crt"))
-            .tls_client_cert(
-                certificates.read("client.crt"),
-                certificates.read("client.key"),
-            )
-            .connect_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(2)),
-    )
-    .unwrap();
-    let guard = holder.lock("tls:job").acquire().await.unwrap();
-    let path = |name: &str| certificates.path(name).to_str().unwrap().to_owned();
-    let (ca, cert, key) = (path("ca.crt"), path("client.crt"), path("client.key"));
-    let flags = [
-        "--tls-ca-cert",
-        &ca,
-        "--tls-client-cert",
-        &cert,
-        "--tls-client-key",
-        &key,
-    ];
-    let run = lockctl(
-        &server.url(),
-        &[&flags[..], &["inspect", "tls:job"]].concat(),
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.lines()[1].starts_with(&format!("holder   {}  ttl ", guard.token())),
-        "{}",
-        run.stdout
-    );
-    let run = lockctl(&server.url(), &[&flags[..], &["list", "tls:*"]].concat()).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.lines()[0].starts_with(&format!("tls:job  held by {}", guard.token())),
-        "{}",
-        run.stdout
-    );
-    // Without the client certificate the server refuses: exit 1, the cause named.
-    let run = lockctl(&server.url(), &["--tls-ca-cert", &ca, "inspect", "tls:job"]).await;
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    guard.release().await.unwrap();
-}
-
-/// Sentinel as `Config::sentinel` takes it: the sentinels' URLs and the master's name;
-/// `inspect` and `list` reach the primary the sentinels name.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lockctl_finds_the_primary_through_sentinel() {
-    use lock_tests::sentinel::{MASTER, SentinelDeployment};
-    let deployment = tokio::task::block_in_place(SentinelDeployment::start);
-    let urls = deployment.sentinel_urls();
-    let holder = tokio::task::block_in_place(|| {
-        lock_runtime::LockClient::new(lock_runtime::Config::sentinel(MASTER, urls.clone()))
-    })
-    .unwrap();
-    let guard = holder.lock("sentinel:job").acquire().await.unwrap();
-    let urls = urls.join(",");
-    let run = lockctl(&urls, &["--sentinel", MASTER, "inspect", "sentinel:job"]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.lines()[1].starts_with(&format!("holder   {}  ttl ", guard.token())),
-        "{}",
-        run.stdout
-    );
-    let run = lockctl(&urls, &["--sentinel", MASTER, "list", "sentinel:*"]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.lines()[0].starts_with(&format!("sentinel:job  held by {}", guard.token())),
-        "{}",
-        run.stdout
-    );
-    let run = lockctl(&urls, &["--sentinel", "nosuch", "list", "*"]).await;
-    assert_eq!(run.code, 1, "{}", run.stdout);
     guard.release().await.unwrap();
 }
