@@ -29,24 +29,16 @@ impl Release<'_> {
             check = check.if_holder(token);
         }
         let outcome = client.force_release_checked(self.key, &check).await?;
-        match &outcome {
-            CheckedRelease::Released(release) if nothing_done(release) => {
-                // Nothing was there to take: say whether anything of a lock is there.
-                if client.inspect(self.key).await?.is_empty() {
-                    return Ok(out.unknown(self.key));
-                }
-                out.say(&outcome, || crate::json::checked(&outcome, false));
-                Ok(Exit::Done)
-            }
-            CheckedRelease::Released(_) => {
-                out.say(&outcome, || crate::json::checked(&outcome, false));
-                Ok(Exit::Done)
-            }
-            _ => {
-                out.say(&outcome, || crate::json::checked(&outcome, false));
-                Ok(Exit::NotHolder)
-            }
+        // Nothing was there to take: say whether anything of a lock is there.
+        let nothing = outcome.released().is_some_and(nothing_done);
+        if nothing && client.inspect(self.key).await?.is_empty() {
+            return Ok(out.unknown(self.key));
         }
+        out.say(&outcome, || crate::json::checked(&outcome, false));
+        Ok(match outcome.released() {
+            Some(_) => Exit::Done,
+            None => Exit::NotHolder,
+        })
     }
 
     /// `--dry-run`: reads the key and says what a release with the same checks would
