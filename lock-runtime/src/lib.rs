@@ -150,7 +150,7 @@ pub use error::{LockError, LostCause, ReleaseOutcome};
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
 pub use lock_macros::distributed_lock;
 pub use lock_order::LockOrderCheck;
-pub use ops::force_release::{ForcedRelease, force_release};
+pub use ops::force_release::{CheckedRelease, ForcedRelease, ReleaseCheck, force_release};
 pub use ops::inspect::{Holder, HolderKind, LockState, MAX_LISTED_WAITERS, Waiter, inspect};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
 pub use primitives::guard::LockGuard;

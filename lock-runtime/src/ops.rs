@@ -8,7 +8,7 @@ mod majority;
 
 use crate::client::LockClient;
 use crate::error::LockError;
-use force_release::{ForcedRelease, force_release_on};
+use force_release::{CheckedRelease, ForcedRelease, ReleaseCheck, force_release_on};
 use inspect::{LockState, inspect_on};
 
 impl LockClient {
@@ -72,9 +72,84 @@ impl LockClient {
     /// println!("{released}");
     /// # Ok(()) }
     /// ```
+    ///
+    /// It takes any string key (another client's lock too); [`force_release_checked`]
+    /// refuses keys that are not this crate's locks unless told otherwise, and
+    /// [`force_release_if`] takes a lock only from the holder an operator looked at.
+    ///
+    /// [`force_release_checked`]: Self::force_release_checked
+    /// [`force_release_if`]: Self::force_release_if
     pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
+        let check = ReleaseCheck::new().foreign(true);
+        match self.force_release_checked(key, &check).await? {
+            CheckedRelease::Released(release) => Ok(release),
+            // Without an expected token every check passes but the key's type.
+            CheckedRelease::NotHolder { key, .. } => Ok(ForcedRelease::nothing(key)),
+        }
+    }
+
+    /// Takes the lock `key` away as [`force_release`](Self::force_release) does, but only
+    /// while `token` holds it (the lock's holder, a reader of a read-write lock or a
+    /// permit of a semaphore: the token [`inspect`](Self::inspect) showed), checked in
+    /// the same script call that takes it, so a lock that changed hands since is left to
+    /// its new holder: [`CheckedRelease::NotHolder`] says who that is. A key that is not
+    /// one of this crate's locks (a string whose value is no token of ours, such as
+    /// another client's lock) is refused with [`LockError::InvalidKey`] and left alone;
+    /// [`force_release_checked`](Self::force_release_checked) with
+    /// [`ReleaseCheck::foreign`] takes it.
+    ///
+    /// In Redlock mode each master checks the token itself: the lock is taken on every
+    /// master where `token` holds it, and the outcome is `Released` when any did.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{CheckedRelease, Config, LockClient};
+    ///
+    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
+    /// let state = client.inspect("report:nightly").await?;
+    /// if let Some(stuck) = state.holder() {
+    ///     match client.force_release_if("report:nightly", &stuck.token).await? {
+    ///         CheckedRelease::Released(released) => println!("{released}"),
+    ///         CheckedRelease::NotHolder { holders, .. } => {
+    ///             println!("it changed hands: {} holder(s) now", holders.len())
+    ///         }
+    ///         _ => {}
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release_if(
+        &self,
+        key: &str,
+        token: &str,
+    ) -> Result<CheckedRelease, LockError> {
+        let check = ReleaseCheck::new().if_holder(token);
+        self.force_release_checked(key, &check).await
+    }
+
+    /// Takes the lock `key` away as [`force_release`](Self::force_release) does, once
+    /// `check` passes (in the same script call): by default the key must be one of this
+    /// crate's locks ([`LockError::InvalidKey`] otherwise, nothing changed); with
+    /// [`ReleaseCheck::if_holder`] a given token must hold it
+    /// ([`CheckedRelease::NotHolder`] otherwise, nothing changed).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{Config, LockClient, ReleaseCheck};
+    ///
+    /// let client = LockClient::new(Config::single("redis://127.0.0.1:6379"))?;
+    /// // A lock a Python service took with redis-py: not one of ours, taken on purpose.
+    /// let check = ReleaseCheck::new().foreign(true);
+    /// println!("{}", client.force_release_checked("billing:run", &check).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release_checked(
+        &self,
+        key: &str,
+        check: &ReleaseCheck,
+    ) -> Result<CheckedRelease, LockError> {
         let names = self.key_names(key)?;
-        let ask = |connection| force_release_on(self, &names, connection);
+        let ask = |connection| force_release_on(self, &names, check, connection);
         (self.deployment())
             .ask_each(self.nodes(), || self.connection(), names.lock(), ask)
             .await

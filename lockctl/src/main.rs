@@ -1,5 +1,5 @@
 //! `lockctl`: an operator's command line for the locks in a Redis: who holds a lock and who
-//! waits for it, which locks exist, and taking a stuck lock away.
+//! waits for it, which locks exist, watching a lock, and taking a stuck lock away safely.
 //!
 //! Install it with `cargo install --locked --path lockctl` (from a checkout of the
 //! repository), then:
@@ -7,79 +7,104 @@
 //! ```text
 //! lockctl inspect stock:42
 //! lockctl list 'stock:*'
-//! lockctl release stock:42
-//! lockctl --help            # and `lockctl inspect --help`, ...
+//! lockctl watch stock:42 --count 10
+//! lockctl release stock:42 --if-holder lr-018e9b94d5914525b89f8fc6d8a28444 --dry-run
+//! lockctl --help            # and `lockctl release --help`, ...
 //! ```
 //!
 //! Commands:
-//! - `inspect KEY`: the holder's token and remaining ttl (or a hand-over in progress), the
-//!   fence counter, and the processes waiting in the key's queue, first come first, with how
-//!   long each has waited ([`LockClient::inspect`]).
-//! - `list PATTERN`: the lock keys that match a Redis glob pattern, one line each, by
-//!   `SCAN MATCH PATTERN COUNT 1000` (on every master of a cluster); bounded by `--limit N`
-//!   locks (100) and by 10 000 SCAN calls. The queues' and fence counters' keys are not listed, nor keys that are no lock
-//!   (another type, or a string without expiry: every lock has one).
-//! - `release KEY`: takes the lock away from whoever holds it and wakes its queue; the old
-//!   holder learns at its next renewal that its lease is lost ([`LockClient::force_release`]).
+//! - `inspect KEY`: the holders (a lock's holder, a read-write lock's readers, a
+//!   semaphore's permits) and their remaining ttls, or a hand-over in progress, the fence
+//!   counter, and the processes waiting in the key's queue, first come first
+//!   ([`LockClient::inspect`]).
+//! - `list PATTERN`: our locks whose keys match a Redis glob pattern, one line each, by
+//!   `SCAN MATCH PATTERN COUNT 1000` (on every master of a cluster, on Sentinel's
+//!   primary); bounded by `--limit N` locks (100) and by 10 000 SCAN calls. Not listed:
+//!   the queues' and fence counters' keys, keys of another type, strings without expiry,
+//!   strings whose value is no token of lock-runtime's (`lr-…`).
+//! - `watch KEY`: `inspect` again every `--interval` (1s; `500ms`, `2m`), for at most
+//!   `--count N` rounds (3600) or until Ctrl-C.
+//! - `release KEY`: takes the lock away from whoever holds it and wakes its queue; the
+//!   old holder learns at its next renewal that its lease is lost
+//!   ([`LockClient::force_release_checked`]). `--if-holder TOKEN`: only while TOKEN (as
+//!   `inspect` showed it: the holder, a reader or a permit) holds it, checked in the same
+//!   script call. `--dry-run`: says what it would remove and whom it would wake, changes
+//!   nothing. A key that is not one of our locks (a string whose value is no token of
+//!   ours: another client's lock, or no lock) is refused unless `--force`.
 //!
-//! Options, before or after the command: `--url URL` (else `REDIS_URL`, else
-//! `redis://127.0.0.1:6379`), `--prefix P` (the applications' `Config::key_prefix`, if
-//! any), `--cluster` (the URLs, comma-separated, are seeds of a Redis Cluster). One server
-//! (or a primary) or a cluster; for Redlock, run it against each master.
+//! Options, before or after the command: `[--url URL]` (else `REDIS_URL`, else
+//! `redis://127.0.0.1:6379`; `rediss://` for TLS), `--prefix P` (the applications'
+//! `Config::key_prefix`), `--cluster` (the URLs, comma-separated, are seeds of a Redis
+//! Cluster), `--sentinel MASTER` (the URLs are sentinels watching MASTER, as
+//! `Config::sentinel`; `--primary-password PASSWORD` and `--primary-tls-ca-cert FILE` for
+//! data nodes with settings of their own, as `Config::primary_password` and
+//! `Config::primary_tls_ca_cert`), `--tls-ca-cert FILE`, `--tls-client-cert FILE` with
+//! `--tls-client-key FILE` (`Config::tls_ca_cert`, `Config::tls_client_cert`). Each of
+//! these is also read from `LOCKCTL_` and its name (`LOCKCTL_SENTINEL`,
+//! `LOCKCTL_TLS_CA_CERT`, `LOCKCTL_PRIMARY_PASSWORD`, ...); `--json` (one JSON object per line, fields named as `LockState`'s,
+//! durations in milliseconds, times in milliseconds since the Unix epoch). For Redlock,
+//! run it against each master.
 //!
-//! Exit status: 0 done (or `--help`, `--version`), 1 Redis or the key refused it (the message
-//! says why), 2 a usage error (the message says what is wrong, then the usage line).
+//! Exit status: 0 done (or `--help`, `--version`); 1 Redis failed or the key was refused
+//! (another type, or not one of our locks without `--force`: the message says why); 2 a
+//! usage error (the message says what is wrong, then the usage line); 3 the key is unknown
+//! (no lock, no hand-over, nobody queued, no reader's share, no permit, no fence counter);
+//! 4 `--if-holder TOKEN` holds no part of the key (nothing changed).
+
+mod json;
+mod list;
+mod output;
+mod release;
+mod target;
+mod watch;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use lock_runtime::{Config, DEFAULT_REDIS_URL, LockClient, LockError, LockState, REDIS_URL_ENV};
+use lock_runtime::{Holder, LockClient, LockError};
 
-/// At most this many SCAN calls for one `list`.
-const MAX_SCAN_CALLS: usize = 10_000;
-/// Keys asked for per SCAN call.
-const SCAN_COUNT: usize = 1000;
+use output::{Exit, Output};
+use release::Release;
+use target::Target;
+
+/// The usage line: every option but the command and its arguments is optional.
+const USAGE: &str =
+    "lockctl [--url URL] [--cluster | --sentinel MASTER] [--prefix P] [--json] <COMMAND>";
+
+/// The exit statuses, under every command's help.
+const EXIT_STATUS: &str = "Exit status: 0 done; 1 Redis failed or the key was refused \
+(another type, or not one of our locks without --force; the message says why); 2 a usage \
+error; 3 the key is unknown (no lock, hand-over, waiter, reader's share, permit or fence \
+counter); 4 --if-holder TOKEN holds no part of the key (nothing changed).";
 
 /// The operator's command line for lock-runtime's locks: who holds a lock and who waits for
-/// it, which locks exist, taking a stuck lock away.
-///
-/// Exit status: 0 done, 1 Redis or the key refused it (the message says why), 2 a usage
-/// error.
-#[derive(Parser)]
-#[command(name = "lockctl", version)]
+/// it, which locks exist, watching a lock, taking a stuck lock away.
+#[derive(Parser, Debug)]
+#[command(name = "lockctl", version, override_usage = USAGE, after_help = EXIT_STATUS)]
 struct Args {
-    /// The Redis server (or the primary) that holds the locks; for Redlock, run lockctl
-    /// against each master in turn. An empty `REDIS_URL` counts as unset.
-    #[arg(long, global = true, value_name = "URL", env = REDIS_URL_ENV, default_value = DEFAULT_REDIS_URL)]
-    url: String,
-    /// The URL names the seeds of a Redis Cluster (comma-separated): keys are read where
-    /// their slots live, and `list` scans every master.
+    #[command(flatten)]
+    target: Target,
+    /// Print one JSON object per line (fields named as `LockState`'s; durations in ms,
+    /// times in ms since the Unix epoch).
     #[arg(long, global = true)]
-    cluster: bool,
-    /// The applications' key prefix (their `Config::key_prefix`), if they set one: keys are
-    /// named and listed without it.
-    #[arg(
-        long,
-        global = true,
-        value_name = "P",
-        default_value = "",
-        hide_default_value = true
-    )]
-    prefix: String,
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
 
-#[derive(Subcommand)]
+#[derive(Subcommand, Debug)]
 enum Command {
-    /// Shows the holder of KEY and its remaining ttl (or a hand-over in progress), the fence
-    /// counter, and the processes waiting in the key's queue, first come first.
+    /// Shows the holders of KEY and their remaining ttls (or a hand-over in progress), the
+    /// fence counter, and the processes waiting in the key's queue, first come first.
+    #[command(override_usage = "lockctl inspect [--url URL] [OPTIONS] <KEY>", after_help = EXIT_STATUS)]
     Inspect {
         /// The lock's key, as the application names it.
         key: String,
     },
-    /// Lists the lock keys that match a Redis glob pattern, one line each (by SCAN; the
-    /// queues' and fence counters' keys and keys that are no lock are not listed).
+    /// Lists our locks whose keys match a Redis glob pattern, one line each (by SCAN; the
+    /// queues' and fence counters' keys and keys that are not our locks are not listed).
+    #[command(override_usage = "lockctl list [--url URL] [OPTIONS] <PATTERN>", after_help = EXIT_STATUS)]
     List {
         /// A Redis glob pattern (`*`, `?`, `[...]`), without the prefix.
         pattern: String,
@@ -87,11 +112,36 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
         limit: u64,
     },
+    /// Shows KEY as `inspect` does, again every interval, for at most N rounds or until
+    /// Ctrl-C.
+    #[command(override_usage = "lockctl watch [--url URL] [OPTIONS] <KEY>", after_help = EXIT_STATUS)]
+    Watch {
+        /// The lock's key, as the application names it.
+        key: String,
+        /// How long between rounds: `500ms`, `1s`, `2m` (10ms to 60m).
+        #[arg(long, value_name = "TIME", default_value = "1s", value_parser = watch::parse_interval)]
+        interval: Duration,
+        /// At most this many rounds.
+        #[arg(long, value_name = "N", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+        count: u64,
+    },
     /// Takes the lock KEY away from whoever holds it and wakes its queue; the old holder
     /// learns at its next renewal that its lease is lost.
+    #[command(override_usage = "lockctl release [--url URL] [OPTIONS] <KEY>", after_help = EXIT_STATUS)]
     Release {
         /// The lock's key, as the application names it.
         key: String,
+        /// Only while TOKEN holds it (the holder, a reader or a permit, as `inspect`
+        /// showed it); else nothing changes and the holders now are shown (exit 4).
+        #[arg(long, value_name = "TOKEN")]
+        if_holder: Option<String>,
+        /// Say what would be removed and who would be woken; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Take the key even if it is not one of our locks (a string whose value is no
+        /// token of lock-runtime's: another client's lock, or no lock at all).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -99,8 +149,8 @@ enum Command {
 async fn main() -> ExitCode {
     // A usage error exits with 2 here, `--help` and `--version` with 0.
     let args = Args::parse();
-    match run(&args).await {
-        Ok(()) => ExitCode::SUCCESS,
+    let exit = match run(&args).await {
+        Ok(exit) => exit,
         Err(err) => {
             eprintln!("lockctl: {err}");
             let mut source = std::error::Error::source(&err);
@@ -108,245 +158,55 @@ async fn main() -> ExitCode {
                 eprintln!("  caused by: {cause}");
                 source = cause.source();
             }
-            ExitCode::FAILURE
+            Exit::Failed
         }
-    }
-}
-
-impl Args {
-    /// `--url`, else `REDIS_URL`, else the default; blank counts as unset, as for
-    /// `Config::from_env`.
-    fn url(&self) -> &str {
-        match self.url.trim() {
-            "" => DEFAULT_REDIS_URL,
-            url => url,
-        }
-    }
-}
-
-async fn run(args: &Args) -> Result<(), LockError> {
-    let config = if args.cluster {
-        Config::cluster(args.url().split(',').map(str::trim))
-    } else {
-        Config::single(args.url())
     };
-    let client = LockClient::new(config.key_prefix(args.prefix.clone()))?;
+    exit.code()
+}
+
+async fn run(args: &Args) -> Result<Exit, LockError> {
+    let client = LockClient::new(args.target.config()?)?;
+    let out = Output { json: args.json };
     match &args.command {
-        Command::Inspect { key } => println!("{}", client.inspect(key).await?),
-        Command::Release { key } => println!("{}", client.force_release(key).await?),
-        Command::List { pattern, limit } => list(&client, args, pattern, *limit).await?,
-    }
-    Ok(())
-}
-
-/// Prints the lock keys that match `pattern`, one line each, then a count: from the one
-/// server, or from every master of a cluster in turn.
-async fn list(
-    client: &LockClient,
-    args: &Args,
-    pattern: &str,
-    limit: u64,
-) -> Result<(), LockError> {
-    let servers = if args.cluster {
-        masters(args.url()).await?
-    } else {
-        vec![args.url().to_owned()]
-    };
-    let full_pattern = format!("{}{pattern}", glob_escape(&args.prefix));
-    let mut listing = Listing {
-        client,
-        prefix: &args.prefix,
-        limit,
-        calls: 0,
-        locks: 0,
-        skipped: 0,
-    };
-    for url in &servers {
-        if let Some(stopped) = listing.scan(url, &full_pattern).await? {
-            println!("{} ({stopped}; more may match)", locks_n(listing.locks));
-            return Ok(());
+        Command::Inspect { key } => inspect(&client, key, out).await,
+        Command::List { pattern, limit } => {
+            list::list(&client, &args.target, (pattern, *limit), out).await?;
+            Ok(Exit::Done)
         }
-    }
-    let skipped = listing.skipped;
-    println!("{} ({skipped} other keys matched)", locks_n(listing.locks));
-    Ok(())
-}
-
-/// A `list` in progress: what it printed and passed over so far, within its bounds.
-struct Listing<'a> {
-    client: &'a LockClient,
-    prefix: &'a str,
-    limit: u64,
-    calls: usize,
-    locks: u64,
-    skipped: u64,
-}
-
-impl Listing<'_> {
-    /// Scans the server at `url` for `pattern`, printing each lock; `Some(why)` when a
-    /// bound stopped the listing.
-    async fn scan(&mut self, url: &str, pattern: &str) -> Result<Option<String>, LockError> {
-        let mut connection = connect(url).await?;
-        let mut cursor = 0u64;
-        loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .query_async(&mut connection)
-                .await
-                .map_err(backend)?;
-            self.calls += 1;
-            for key in keys {
-                if self.show(key).await? && self.locks == self.limit {
-                    return Ok(Some(format!("stopped at --limit {}", self.limit)));
-                }
-            }
-            cursor = next;
-            if cursor == 0 {
-                return Ok(None);
-            }
-            if self.calls == MAX_SCAN_CALLS {
-                return Ok(Some(format!("stopped after {} SCAN calls", self.calls)));
-            }
-        }
-    }
-
-    /// Prints `key` when it is a lock (true), else counts it as passed over.
-    async fn show(&mut self, key: Vec<u8>) -> Result<bool, LockError> {
-        let Some(key) = String::from_utf8(key)
-            .ok()
-            .and_then(|key| key.strip_prefix(self.prefix).map(str::to_owned))
-        else {
-            self.skipped += 1;
-            return Ok(false);
-        };
-        match self.client.inspect(&key).await {
-            Ok(state) if is_lock(&state) => {
-                self.locks += 1;
-                println!("{}", summary(&key, &state));
-                Ok(true)
-            }
-            // Another type, an auxiliary key, a string without expiry: not a lock.
-            Ok(_) | Err(LockError::InvalidKey { .. }) => {
-                self.skipped += 1;
-                Ok(false)
-            }
-            Err(err) => Err(err),
+        Command::Watch {
+            key,
+            interval,
+            count,
+        } => watch::watch(&client, key, (*interval, *count), out).await,
+        Command::Release {
+            key,
+            if_holder,
+            dry_run,
+            force,
+        } => {
+            let release = Release {
+                key,
+                if_holder: if_holder.as_deref(),
+                dry_run: *dry_run,
+                force: *force,
+            };
+            release.run(&client, out).await
         }
     }
 }
 
-/// A connection of its own to the server at `url` (for SCAN and CLUSTER NODES).
-async fn connect(url: &str) -> Result<redis::aio::MultiplexedConnection, LockError> {
-    let redis = redis::Client::open(url).map_err(|err| LockError::Config {
-        reason: format!("the URL `{url}`: {err}"),
-    })?;
-    redis
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(backend)
-}
-
-/// A Redis failure, named for the operator.
-fn backend(err: redis::RedisError) -> LockError {
-    LockError::Backend {
-        key: String::new(),
-        source: std::sync::Arc::new(err),
+/// `inspect KEY`: the state, a note when it is not one of our locks, or "unknown".
+async fn inspect(client: &LockClient, key: &str, out: Output) -> Result<Exit, LockError> {
+    let state = client.inspect(key).await?;
+    if state.is_empty() {
+        return Ok(out.unknown(key));
     }
-}
-
-/// The URLs of a cluster's masters, from `CLUSTER NODES` on the first seed of `seeds`
-/// that answers (each with the seed's scheme and credentials).
-async fn masters(seeds: &str) -> Result<Vec<String>, LockError> {
-    let mut last = None;
-    for seed in seeds.split(',').map(str::trim) {
-        let nodes: Result<String, LockError> = match connect(seed).await {
-            Ok(mut connection) => redis::cmd("CLUSTER")
-                .arg("NODES")
-                .query_async(&mut connection)
-                .await
-                .map_err(backend),
-            Err(err) => Err(err),
-        };
-        match nodes {
-            Ok(nodes) => return Ok(master_urls(seed, &nodes)),
-            Err(err) => last = Some(err),
-        }
+    let mut text = state.to_string();
+    if !state.holders.iter().all(Holder::is_ours) {
+        text.push_str("\nnote     not one of lock-runtime's locks: its value is no token of ours");
     }
-    Err(last.unwrap_or_else(|| LockError::Config {
-        reason: "--cluster needs at least one seed URL".to_owned(),
-    }))
-}
-
-/// The masters `CLUSTER NODES` lists (not failed, with an address), as URLs like `seed`.
-fn master_urls(seed: &str, nodes: &str) -> Vec<String> {
-    let (scheme, rest) = seed.split_once("://").unwrap_or(("redis", seed));
-    let credentials = rest
-        .split_once('/')
-        .map_or(rest, |(authority, _)| authority)
-        .rsplit_once('@')
-        .map_or(String::new(), |(credentials, _)| format!("{credentials}@"));
-    nodes
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let flags = fields.get(2)?;
-            let listed = flags.split(',').any(|flag| flag == "master")
-                && !flags.contains("fail")
-                && !flags.contains("noaddr");
-            let address = fields.get(1)?.split(['@', ',']).next()?;
-            (listed && !address.starts_with(':'))
-                .then(|| format!("{scheme}://{credentials}{address}"))
-        })
-        .collect()
-}
-
-/// `1 lock`, `2 locks`.
-fn locks_n(count: u64) -> String {
-    format!("{count} lock{}", if count == 1 { "" } else { "s" })
-}
-
-/// Whether a key this client read is a lock: held with an expiry, or being handed over.
-fn is_lock(state: &LockState) -> bool {
-    state.handover.is_some() || state.holders.iter().any(|holder| holder.ttl.is_some())
-}
-
-/// One line of `list`: `KEY  held by TOKEN  ttl 9.874s  fence F  waiting N`.
-fn summary(key: &str, state: &LockState) -> String {
-    let mut line = key.to_owned();
-    match state.holder() {
-        Some(holder) => {
-            line.push_str(&format!("  held by {}", holder.token));
-            if let Some(ttl) = holder.ttl {
-                line.push_str(&format!(
-                    "  ttl {}.{:03}s",
-                    ttl.as_secs(),
-                    ttl.subsec_millis()
-                ));
-            }
-        }
-        None => line.push_str("  hand-over"),
-    }
-    if let Some(fence) = state.fence {
-        line.push_str(&format!("  fence {fence}"));
-    }
-    line.push_str(&format!("  waiting {}", state.queued));
-    line
-}
-
-/// `text` as a glob that matches only itself (SCAN MATCH's `*`, `?`, `[`, `]`, `\`).
-fn glob_escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
+    out.say(text, || json::state(&state));
+    Ok(Exit::Done)
 }
 
 #[cfg(test)]
@@ -354,7 +214,10 @@ fn glob_escape(text: &str) -> String {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use super::{Args, Command, DEFAULT_REDIS_URL, master_urls};
+    use lock_runtime::DEFAULT_REDIS_URL;
+
+    use super::target::master_urls;
+    use super::{Args, Command};
 
     #[test]
     fn a_clusters_masters_are_read_from_cluster_nodes_with_the_seeds_scheme_and_credentials() {
@@ -378,6 +241,30 @@ e5 :0@0 master,noaddr - 0 0 4 disconnected
         );
     }
 
+    /// The exit statuses have one list (`output::EXIT_STATUSES`); the help, the crate
+    /// docs and the guide say each the same way.
+    #[test]
+    fn every_exit_status_is_documented_as_listed() {
+        let flat = |text: &str| {
+            let text = text.replace("//!", " ").replace('`', "");
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let documents = [
+            ("--help", flat(super::EXIT_STATUS)),
+            ("main.rs", flat(include_str!("main.rs"))),
+            (
+                "operations.md",
+                flat(include_str!("../../lock-runtime/src/guide/operations.md")),
+            ),
+        ];
+        for (code, meaning) in super::output::EXIT_STATUSES {
+            for (name, text) in &documents {
+                let line = format!("{code} {meaning}");
+                assert!(text.contains(&line), "{name} does not say `{line}`");
+            }
+        }
+    }
+
     #[test]
     fn the_command_line_is_well_formed() {
         Args::command().debug_assert();
@@ -387,12 +274,32 @@ e5 :0@0 master,noaddr - 0 0 4 disconnected
     fn options_go_before_or_after_the_command_and_a_blank_url_is_the_default() {
         let args = Args::try_parse_from(["lockctl", "list", "a*", "--url", " ", "--prefix", "p:"])
             .unwrap();
-        assert_eq!(args.url(), DEFAULT_REDIS_URL);
-        assert_eq!(args.prefix, "p:");
+        assert_eq!(args.target.url(), DEFAULT_REDIS_URL);
+        assert_eq!(args.target.prefix, "p:");
         assert!(matches!(args.command, Command::List { limit: 100, .. }));
         let args =
             Args::try_parse_from(["lockctl", "--url", "redis://h:1", "release", "k"]).unwrap();
-        assert_eq!(args.url(), "redis://h:1");
-        assert!(matches!(args.command, Command::Release { key } if key == "k"));
+        assert_eq!(args.target.url(), "redis://h:1");
+        assert!(
+            matches!(args.command, Command::Release { key, dry_run: false, force: false, if_holder: None } if key == "k")
+        );
+        let args = Args::try_parse_from([
+            "lockctl",
+            "release",
+            "k",
+            "--if-holder",
+            "lr-1",
+            "--dry-run",
+            "--json",
+        ])
+        .unwrap();
+        assert!(args.json);
+        assert!(
+            matches!(args.command, Command::Release { dry_run: true, if_holder: Some(token), .. } if token == "lr-1")
+        );
+        let args = Args::try_parse_from(["lockctl", "watch", "k", "--interval", "250ms"]).unwrap();
+        assert!(
+            matches!(args.command, Command::Watch { interval, count: 3600, .. } if interval == std::time::Duration::from_millis(250))
+        );
     }
 }

@@ -1,48 +1,17 @@
 //! The operator's command line, run as the binary `cargo install --path lockctl` installs,
-//! against a real redis-server: `inspect`, `list` and `release` print what the README shows,
-//! and `list` shows lock keys only (not the queues' and fence counters' keys, not other
-//! keys).
+//! against a real redis-server (the deployments are in deployments.rs): `inspect`, `list`,
+//! `watch` and `release` print what the guide shows, `list` shows our locks only (not the
+//! queues' and fence counters' keys, not other keys), `release` takes only what its checks
+//! allow, an unknown key and a refused `--if-holder` have exit codes of their own, and
+//! `--json` prints objects.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::process::Command;
+mod common;
+
 use std::time::Duration;
 
+use common::{lockctl, objects};
 use lock_tests::RedisServer;
-
-/// What one run of `lockctl` printed, and its exit code.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn lines(&self) -> Vec<&str> {
-        self.stdout.lines().collect()
-    }
-}
-
-/// Runs `lockctl ARGS` with `REDIS_URL` set to `url` (off the runtime's threads: the lock
-/// clients of the test keep their places alive meanwhile).
-async fn lockctl(url: &str, args: &[&str]) -> Run {
-    let binary = env!("CARGO_BIN_EXE_lockctl");
-    let url = url.to_owned();
-    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let output = Command::new(binary)
-            .args(&args)
-            .env("REDIS_URL", url)
-            .output()
-            .unwrap();
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
-    })
-    .await
-    .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lockctl_inspects_lists_and_releases_locks() {
@@ -161,10 +130,14 @@ async fn lockctl_inspects_lists_and_releases_locks() {
         .unwrap()
         .unwrap();
     assert_eq!(taken.token(), waiter_id);
+    // A key with nothing of a lock at it (a mistyped one) is unknown: exit 3.
     let run = lockctl(&url, &["release", "shop:nothing"]).await;
-    assert_eq!(
-        run.stdout.trim_end(),
-        "released shop:nothing: nobody held it; no waiter"
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("shop:nothing  unknown: no lock, no waiter"),
+        "{}",
+        run.stdout
     );
 
     // Errors: a key of another type (exit 1, the message names it), a usage error (2).
@@ -259,11 +232,12 @@ async fn lockctl_usage_errors_exit_with_2_and_show_the_usage() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("Usage: lockctl "), "{}", run.stderr);
 
-    for command in ["inspect", "list", "release"] {
+    for command in ["inspect", "list", "release", "watch"] {
         let run = lockctl(url, &[command, "--help"]).await;
         assert_eq!(run.code, 0, "{command}: {}", run.stderr);
         assert!(
-            run.stdout.contains(&format!("Usage: lockctl {command} ")),
+            run.stdout
+                .contains(&format!("Usage: lockctl {command} [--url URL] ")),
             "{command}: {}",
             run.stdout
         );
@@ -271,41 +245,245 @@ async fn lockctl_usage_errors_exit_with_2_and_show_the_usage() {
     }
 }
 
-/// `--cluster`: the URL names a cluster's seeds; `inspect` reads a key where its slot lives,
-/// and `list` scans every master (a lock on each of three masters is listed).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lockctl_lists_the_locks_of_every_master_of_a_cluster() {
-    let cluster = tokio::task::block_in_place(|| lock_tests::cluster::RedisCluster::start(3));
-    let urls = cluster.urls().join(",");
-    let holder =
-        lock_runtime::LockClient::new(lock_runtime::Config::cluster(cluster.urls())).unwrap();
-    let mut held = Vec::new();
-    for node in 0..3 {
-        let key = cluster.key_on("shop:", node);
-        held.push(holder.lock(key).acquire().await.unwrap());
-    }
-    let run = lockctl(&urls, &["--cluster", "inspect", held[2].key()]).await;
+/// The URL has a default: the usage line shows it as optional; the help lists every exit
+/// status; a bad `--interval` is a usage error.
+#[tokio::test]
+async fn lockctl_help_shows_the_url_as_optional_and_every_exit_status() {
+    let url = "redis://127.0.0.1:1";
+    let run = lockctl(url, &["--help"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.lines()[1].starts_with(&format!("holder   {}  ttl ", held[2].token())),
+        run.stdout.contains("Usage: lockctl [--url URL] "),
         "{}",
         run.stdout
     );
-    let run = lockctl(&urls, &["--cluster", "list", "shop:*"]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let mut lines = run.lines();
-    let last = lines.pop().unwrap();
-    assert!(last.starts_with("3 locks ("), "{}", run.stdout);
-    for guard in &held {
-        assert!(
-            lines.iter().any(|line| line.starts_with(&format!(
-                "{}  held by {}",
-                guard.key(),
-                guard.token()
-            ))),
-            "{} is not listed:\n{}",
-            guard.key(),
-            run.stdout
-        );
+    for code in [
+        "0 done",
+        "1 Redis failed",
+        "2 a usage",
+        "3 the key is unknown",
+        "4 --if-holder",
+    ] {
+        assert!(run.stdout.contains(code), "{code}: {}", run.stdout);
     }
+    let run = lockctl(url, &["watch", "k", "--interval", "0s"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--interval"), "{}", run.stderr);
+}
+
+/// `release --if-holder` takes the lock only from the holder named (a stale token: exit 4,
+/// nothing changed; the holder's: released, the waiter gets it); `--dry-run` says what
+/// it would take and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_release_checks_the_holder_and_a_dry_run_changes_nothing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = server.lock_client();
+    let held = holder.lock("safe:1").acquire().await.unwrap();
+    let other = server.lock_client();
+    let waiter = {
+        let lock = other.lock("safe:1").wait(Duration::from_secs(60));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    server.until_queued("safe:1", 1).await;
+    let waiter_id = holder.inspect("safe:1").await.unwrap().waiters[0]
+        .id
+        .clone();
+
+    let stale = "lr-00000000000000000000000000000000";
+    let run = lockctl(&url, &["release", "safe:1", "--if-holder", stale]).await;
+    assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with(&format!(
+            "not released safe:1: {stale} holds no part of it; now holder {} (ttl ",
+            held.token()
+        )),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(server.get("safe:1").as_deref(), Some(held.token()));
+
+    dry_run_changes_nothing(&server, held.token(), &waiter_id).await;
+
+    let run = lockctl(&url, &["release", "safe:1", "--if-holder", held.token()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.starts_with("released safe:1: removed holder "),
+        "{}",
+        run.stdout
+    );
+    let taken = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.token(), waiter_id);
+    let _ = held.release().await;
+    taken.release().await.unwrap();
+}
+
+/// `release safe:1 --dry-run` says it would remove `holder` and wake `waiter_id` (in text
+/// and JSON), and changes nothing.
+async fn dry_run_changes_nothing(server: &RedisServer, holder: &str, waiter_id: &str) {
+    let url = server.url();
+    let run = lockctl(&url, &["release", "safe:1", "--dry-run"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let line = run.stdout.trim_end();
+    assert!(
+        line.starts_with(&format!(
+            "dry run: would release safe:1: remove holder {} (ttl ",
+            holder
+        )),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!("; wake waiter {waiter_id}")),
+        "{line}"
+    );
+    let run = lockctl(&url, &["--json", "release", "safe:1", "--dry-run"]).await;
+    let [object] = &objects(&run)[..] else {
+        panic!("one object: {}", run.stdout)
+    };
+    assert_eq!(object["dry_run"], true);
+    assert_eq!(object["removed"][0]["token"], holder);
+    assert_eq!(object["woken"], waiter_id);
+    assert_eq!(server.get("safe:1").as_deref(), Some(holder));
+    assert_eq!(server.queued("safe:1"), 1);
+}
+
+/// A string key that is not one of our locks (the incident's `session:abc`, a ttl and a
+/// JSON value) is not listed, is said to be no lock of ours by `inspect`, and is refused
+/// by `release` (also a dry run) unless `--force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_refuses_a_key_that_is_not_one_of_our_locks_unless_forced() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let guard = server.lock_client().lock("ours").acquire().await.unwrap();
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("session:abc")
+        .arg(r#"{"user":7}"#)
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+
+    let run = lockctl(&url, &["list", "*"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.lines();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(lines[0].starts_with("ours  held by "), "{}", run.stdout);
+    assert!(lines[1].starts_with("1 lock ("), "{}", run.stdout);
+
+    let run = lockctl(&url, &["inspect", "session:abc"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("note     not one of lock-runtime's locks"),
+        "{}",
+        run.stdout
+    );
+    for args in [
+        &["release", "session:abc"][..],
+        &["release", "session:abc", "--dry-run"],
+    ] {
+        let run = lockctl(&url, args).await;
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stdout);
+        assert!(
+            run.stderr.contains("`session:abc`")
+                && run.stderr.contains("not a token of this crate's")
+                && run.stderr.contains("--force"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(server.get("session:abc").as_deref(), Some(r#"{"user":7}"#));
+    }
+    let run = lockctl(&url, &["release", "session:abc", "--force"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(server.get("session:abc"), None);
+    guard.release().await.unwrap();
+}
+
+/// A key with nothing of a lock at it is "unknown" with exit 3, in text and JSON; `--json`
+/// prints LockState's fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_says_unknown_and_prints_json() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let guard = server.lock_client().lock("job:a").acquire().await.unwrap();
+
+    let run = lockctl(&url, &["inspect", "job:typo"]).await;
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stdout.starts_with("job:typo  unknown: "),
+        "{}",
+        run.stdout
+    );
+    let run = lockctl(&url, &["inspect", "job:typo", "--json"]).await;
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert_eq!(objects(&run)[0]["unknown"], true);
+
+    let run = lockctl(&url, &["--json", "inspect", "job:a"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let [state] = &objects(&run)[..] else {
+        panic!("one object: {}", run.stdout)
+    };
+    assert_eq!(state["key"], "job:a");
+    assert_eq!(state["unknown"], false);
+    assert_eq!(state["holders"][0]["token"], guard.token());
+    assert_eq!(state["holders"][0]["kind"], "exclusive");
+    assert!(state["holders"][0]["ttl"].as_u64().unwrap() > 0);
+    assert_eq!(state["queued"], 0);
+    let run = lockctl(&url, &["list", "job:*", "--json"]).await;
+    let listed = objects(&run);
+    assert_eq!(listed.len(), 2, "{}", run.stdout);
+    assert_eq!(listed[0]["holders"][0]["token"], guard.token());
+    assert_eq!(listed[1]["locks"], 1);
+    guard.release().await.unwrap();
+}
+
+/// `watch --count 2` prints two rounds, in text and JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_watch_prints_each_round() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let guard = server.lock_client().lock("job:a").acquire().await.unwrap();
+    let run = lockctl(
+        &url,
+        &["watch", "job:a", "--count", "2", "--interval", "50ms"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let headers: Vec<&str> = run
+        .lines()
+        .into_iter()
+        .filter(|line| line.starts_with("--- "))
+        .collect();
+    assert_eq!(
+        headers,
+        ["--- job:a  round 1 of 2", "--- job:a  round 2 of 2"],
+        "{}",
+        run.stdout
+    );
+    let holders = format!("holder   {}  ttl ", guard.token());
+    assert_eq!(run.stdout.matches(&holders).count(), 2, "{}", run.stdout);
+    let run = lockctl(
+        &url,
+        &[
+            "watch",
+            "job:a",
+            "--count",
+            "2",
+            "--interval",
+            "50ms",
+            "--json",
+        ],
+    )
+    .await;
+    let rounds: Vec<u64> = objects(&run)
+        .iter()
+        .map(|object| object["round"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rounds, [1, 2], "{}", run.stdout);
+    guard.release().await.unwrap();
 }

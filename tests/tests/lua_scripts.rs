@@ -981,12 +981,13 @@ fn the_short_release_releases_an_uncontended_key_and_asks_for_the_full_form_othe
 
 /// force_release.lua as the runtime sends it (no read-write lock's readers here).
 fn force_release(conn: &mut redis::Connection) -> (Option<String>, i64, Option<String>, i64) {
-    let (removed, pttl, woken, granted, _others): (
+    let (removed, pttl, woken, granted, _others, _verdict): (
         Option<String>,
         i64,
         Option<String>,
         i64,
         Vec<redis::Value>,
+        i64,
     ) = script(include_str!("../../lock-runtime/src/lua/force_release.lua"))
         .key(LOCK)
         .key(QUEUE)
@@ -998,6 +999,9 @@ fn force_release(conn: &mut redis::Connection) -> (Option<String>, i64, Option<S
         .arg(1000)
         .arg("~lock/read{k}:")
         .arg("")
+        // Whoever holds it, whatever it holds (the test's tokens are not ours).
+        .arg("")
+        .arg(1)
         .invoke(conn)
         .unwrap();
     (removed, pttl, woken, granted)

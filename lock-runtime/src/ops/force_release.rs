@@ -38,41 +38,185 @@ pub struct ForcedRelease {
 }
 
 impl ForcedRelease {
+    /// Nothing was taken from `key`, nobody woken.
+    pub(crate) fn nothing(key: String) -> Self {
+        ForcedRelease {
+            key,
+            removed: Vec::new(),
+            handover_restarted: false,
+            woken: None,
+            granted: false,
+        }
+    }
+
     /// Whether a hold was taken away.
     pub fn removed_any(&self) -> bool {
         !self.removed.is_empty()
     }
 }
 
-/// Takes the lock `names` away on the server behind `connection`.
+/// What an operator's release checks before it takes a lock away
+/// ([`LockClient::force_release_checked`]): by default, that the key is one of this
+/// crate's locks; optionally, that a given token still holds it.
+///
+/// ```
+/// use lock_runtime::ReleaseCheck;
+///
+/// // Only while the holder the operator looked at still holds it.
+/// let check = ReleaseCheck::new().if_holder("lr-5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f");
+/// // Another client's lock (redis-py, redsync): its token is not one of ours.
+/// let foreign = ReleaseCheck::new().foreign(true);
+/// # let _ = (check, foreign);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseCheck {
+    if_holder: Option<String>,
+    foreign: bool,
+}
+
+impl ReleaseCheck {
+    /// Takes the lock away whoever holds it, if it is one of this crate's locks.
+    pub fn new() -> Self {
+        ReleaseCheck::default()
+    }
+
+    /// Takes the lock away only while `token` holds it: the lock's holder, a reader of a
+    /// read-write lock or a permit of a semaphore (the token [`LockClient::inspect`]
+    /// showed). Otherwise nothing changes and [`CheckedRelease::NotHolder`] says who
+    /// holds it now.
+    pub fn if_holder(mut self, token: impl Into<String>) -> Self {
+        self.if_holder = Some(token.into());
+        self
+    }
+
+    /// Takes the key away too when it is not one of this crate's locks: a string whose
+    /// value is not a token of ours (`lr-…`; a permit's `permit:lr-…`), such as another
+    /// client's lock, or a key that is no lock at all. Without it such a key is refused
+    /// with [`LockError::InvalidKey`] and left alone. A key of another Redis type is
+    /// always refused.
+    pub fn foreign(mut self, foreign: bool) -> Self {
+        self.foreign = foreign;
+        self
+    }
+}
+
+/// What [`LockClient::force_release_checked`] and [`LockClient::force_release_if`] did.
+///
+/// `Display` prints it for a person: a [`ForcedRelease`]'s line, or
+///
+/// ```text
+/// not released stock:42: lr-5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f holds no part of it; now holder lr-a1b2c3d4e5f60718293a4b5c6d7e8f90 (ttl 29.874s left)
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckedRelease {
+    /// The checks passed: the lock was taken away, as [`LockClient::force_release`] does.
+    Released(ForcedRelease),
+    /// The token of [`ReleaseCheck::if_holder`] holds no part of the key: nothing changed.
+    NotHolder {
+        /// The Redis key (the client's key prefix included).
+        key: String,
+        /// The token that was expected to hold it.
+        token: String,
+        /// Who holds it now (empty: nobody, or a hand-over is in progress).
+        holders: Vec<Holder>,
+    },
+}
+
+impl CheckedRelease {
+    /// What was taken away, if the checks passed.
+    pub fn released(&self) -> Option<&ForcedRelease> {
+        match self {
+            CheckedRelease::Released(release) => Some(release),
+            CheckedRelease::NotHolder { .. } => None,
+        }
+    }
+}
+
+/// Takes the lock `names` away on the server behind `connection`, as `check` allows.
 pub(crate) async fn force_release_on(
     client: &LockClient,
     names: &KeyNames,
+    check: &ReleaseCheck,
     mut connection: Connection,
-) -> Result<ForcedRelease, LockError> {
+) -> Result<CheckedRelease, LockError> {
     let shares = ShareNames::of(names);
-    let call = force_release_call(names, &shares, client.publish_command());
-    let (removed, pttl, woken, granted, others): ForceReply = invoke(&call, &mut connection)
-        .await
-        .map_err(|err| LockError::backend(names.lock(), err))?;
-    if pttl == -3 {
-        return Err(refuse_other_type(&mut connection, names.lock()).await);
+    let expected = check.if_holder.as_deref().unwrap_or("");
+    let call = force_release_call(
+        names,
+        &shares,
+        client.publish_command(),
+        (expected, check.foreign),
+    );
+    let (removed, pttl, woken, granted, others, verdict): ForceReply =
+        invoke(&call, &mut connection)
+            .await
+            .map_err(|err| LockError::backend(names.lock(), err))?;
+    let key = names.lock();
+    match verdict {
+        OTHER_TYPE => return Err(refuse_other_type(&mut connection, key).await),
+        FOREIGN => return Err(refuse_foreign(key, removed.as_deref(), &others)),
+        NOT_HOLDER => {
+            let (holders, _) = holders(removed, pttl, others);
+            let token = expected.to_owned();
+            let key = key.to_owned();
+            return Ok(CheckedRelease::NotHolder {
+                key,
+                token,
+                holders,
+            });
+        }
+        _ => {}
     }
     let (removed, handover_restarted) = holders(removed, pttl, others);
     for holder in &removed {
         tracing::info!(
-            key = %names.lock(),
+            key = %key,
             token = %holder.token,
             "lock force-released by an operator: its holder loses it at its next renewal"
         );
     }
-    Ok(ForcedRelease {
-        key: names.lock().to_owned(),
+    Ok(CheckedRelease::Released(ForcedRelease {
+        key: key.to_owned(),
         removed,
         handover_restarted,
         woken,
         granted: granted == 1,
-    })
+    }))
+}
+
+/// force_release.lua's verdicts other than "taken away": the key holds another type, the
+/// expected token holds no part of it, it is not one of our locks.
+const OTHER_TYPE: i64 = 3;
+const NOT_HOLDER: i64 = 4;
+const FOREIGN: i64 = 5;
+
+/// The error for `key`, which holds a string that is no token of ours (`value`), or
+/// permits whose tokens are not ours.
+fn refuse_foreign(key: &str, value: Option<&str>, others: &[(String, String, i64)]) -> LockError {
+    let what = match value {
+        Some(value) => format!("the key holds `{}`", shorten(value)),
+        None => {
+            let tokens: Vec<&str> = others.iter().map(|(token, ..)| token.as_str()).collect();
+            format!("the key's holders are {}", tokens.join(", "))
+        }
+    };
+    LockError::InvalidKey {
+        key: key.to_owned(),
+        reason: format!(
+            "{what}, not a token of this crate's (`lr-…`): another client's lock, or no \
+             lock at all; check the key's name and the client's key prefix, or force it \
+             (`ReleaseCheck::foreign`, `lockctl release --force`)"
+        ),
+    }
+}
+
+/// At most 60 characters of a foreign value, for a message.
+fn shorten(value: &str) -> String {
+    match value.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &value[..at]),
+        None => value.to_owned(),
+    }
 }
 
 /// The error for `key`, which a script found holding another type than a lock's: it
@@ -89,13 +233,14 @@ async fn refuse_other_type(connection: &mut Connection, key: &str) -> LockError 
 }
 
 /// The script's reply: what the key held, its PTTL, the waiter woken, whether it was
-/// granted outright, and the readers or permits removed.
+/// granted outright, the readers or permits removed, and the verdict.
 type ForceReply = (
     Option<String>,
     i64,
     Option<String>,
     i64,
     Vec<(String, String, i64)>,
+    i64,
 );
 
 /// Takes the lock `key` away from whoever holds it, on the global client: see
@@ -127,16 +272,50 @@ impl fmt::Display for ForcedRelease {
             if index > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "removed {} {}", holder.kind.role(), holder.token)?;
-            match holder.ttl {
-                Some(ttl) => write!(f, " (ttl {} left)", Seconds(ttl))?,
-                None => f.write_str(" (no expiry)")?,
-            }
+            write!(f, "removed {}", Left(holder))?;
         }
         match (&self.woken, self.granted) {
             (Some(waiter), true) => write!(f, "; granted to waiter {waiter}"),
             (Some(waiter), false) => write!(f, "; handed over to waiter {waiter}"),
             (None, _) => f.write_str("; no waiter"),
+        }
+    }
+}
+
+impl fmt::Display for CheckedRelease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (key, token, holders) = match self {
+            CheckedRelease::Released(release) => return release.fmt(f),
+            CheckedRelease::NotHolder {
+                key,
+                token,
+                holders,
+            } => (key, token, holders),
+        };
+        write!(f, "not released {key}: {token} holds no part of it; now ")?;
+        if holders.is_empty() {
+            f.write_str("nobody holds it")?;
+        }
+        for (index, holder) in holders.iter().enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}", Left(holder))?;
+        }
+        Ok(())
+    }
+}
+
+/// A holder with its lease left: `holder lr-… (ttl 9.874s left)`.
+struct Left<'a>(&'a Holder);
+
+impl fmt::Display for Left<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Left(holder) = self;
+        write!(f, "{} {}", holder.kind.role(), holder.token)?;
+        match holder.ttl {
+            Some(ttl) => write!(f, " (ttl {} left)", Seconds(ttl)),
+            None => f.write_str(" (no expiry)"),
         }
     }
 }

@@ -87,6 +87,25 @@ pub enum HolderKind {
 }
 
 impl Holder {
+    /// Whether the token is one this crate makes (`lr-` and a uuid; a permit's
+    /// `permit:lr-…`): not another client's lock, nor a string key that is no lock.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let state = lock_runtime::inspect("session:abc").await?;
+    /// if state.holders.iter().any(|holder| !holder.is_ours()) {
+    ///     println!("not one of our locks");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_ours(&self) -> bool {
+        let token = match self.kind {
+            HolderKind::Permit => self.token.strip_prefix("permit:").unwrap_or(""),
+            HolderKind::Exclusive | HolderKind::Reader => &self.token,
+        };
+        token.starts_with(crate::lease::OUR_TOKEN)
+    }
+
     /// The holder of the lock itself, alone.
     pub(crate) fn exclusive(token: String, ttl: Option<Duration>) -> Self {
         Holder {
@@ -139,6 +158,16 @@ impl LockState {
     /// Whether anyone holds the lock (a hand-over in progress is not a holder).
     pub fn is_held(&self) -> bool {
         !self.holders.is_empty()
+    }
+
+    /// Whether nothing of a lock is at this key: no holder (nor reader's share, nor
+    /// permit), no hand-over, nobody queued, no fence counter. A key nobody has used as a
+    /// lock lately, or a mistyped one.
+    pub fn is_empty(&self) -> bool {
+        self.holders.is_empty()
+            && self.handover.is_none()
+            && self.queued == 0
+            && self.fence.is_none()
     }
 }
 

@@ -2,24 +2,56 @@
 //! answers come to. [`LockClient::inspect`](crate::LockClient::inspect) keeps every
 //! master's own state beside the majority's verdict; a
 //! [`LockClient::force_release`](crate::LockClient::force_release) on every master lists
-//! the holders it removed anywhere, once each.
+//! the holders it removed anywhere, once each (and says who holds it when an expected
+//! token held it nowhere).
 
 use std::time::{Duration, SystemTime};
 
-use crate::ops::force_release::ForcedRelease;
+use crate::ops::force_release::{CheckedRelease, ForcedRelease};
 use crate::ops::inspect::{Holder, LockState};
 use crate::topology::deployment::Majority;
 
-impl Majority for ForcedRelease {
+impl Majority for CheckedRelease {
+    /// Released where any master released it (the holders removed anywhere, once each);
+    /// else the holders the masters named, once each.
+    fn verdict(key: &str, answers: Vec<Option<Self>>, quorum: usize) -> Self {
+        let mut released = Vec::new();
+        let mut expected = String::new();
+        let mut holders: Vec<Holder> = Vec::new();
+        for answer in answers.into_iter().flatten() {
+            match answer {
+                CheckedRelease::Released(release) => released.push(Some(release)),
+                CheckedRelease::NotHolder {
+                    token,
+                    holders: now,
+                    ..
+                } => {
+                    expected = token;
+                    for holder in now {
+                        if !holders.iter().any(|seen| seen.token == holder.token) {
+                            holders.push(holder);
+                        }
+                    }
+                }
+            }
+        }
+        if released.is_empty() {
+            let key = key.to_owned();
+            CheckedRelease::NotHolder {
+                key,
+                token: expected,
+                holders,
+            }
+        } else {
+            CheckedRelease::Released(ForcedRelease::verdict(key, released, quorum))
+        }
+    }
+}
+
+impl ForcedRelease {
     /// The holders removed anywhere, once each.
     fn verdict(key: &str, answers: Vec<Option<Self>>, _quorum: usize) -> Self {
-        let mut merged = ForcedRelease {
-            key: key.to_owned(),
-            removed: Vec::new(),
-            handover_restarted: false,
-            woken: None,
-            granted: false,
-        };
+        let mut merged = ForcedRelease::nothing(key.to_owned());
         for release in answers.into_iter().flatten() {
             for holder in release.removed {
                 if !merged.removed.iter().any(|seen| seen.token == holder.token) {

@@ -204,11 +204,14 @@ pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize)
 }
 
 /// force_release.lua: takes the key from whoever holds it (a lock's holder, a read-write
-/// lock's readers, a semaphore's permits) and wakes the queue as a release does.
+/// lock's readers, a semaphore's permits) and wakes the queue as a release does; only while
+/// `if_holder` (unless empty) is one of its holders, and only if it is one of our locks
+/// unless `foreign`.
 pub(crate) fn force_release_call(
     names: &KeyNames,
     shares: &ShareNames,
     publish: &str,
+    (if_holder, foreign): (&str, bool),
 ) -> Call<'static> {
     let keys = [
         names.lock(),
@@ -222,7 +225,9 @@ pub(crate) fn force_release_call(
         .arg(publish)
         .arg(millis(GRANT_CONFIRM_WINDOW))
         .arg(&shares.head)
-        .arg(&shares.tail);
+        .arg(&shares.tail)
+        .arg(if_holder)
+        .arg(u8::from(foreign));
     call
 }
 
