@@ -120,16 +120,6 @@ pub(crate) enum DeploymentKind {
     },
 }
 
-impl DeploymentKind {
-    /// Whether locks need a majority of independent masters.
-    pub(crate) fn is_redlock(&self) -> bool {
-        #[cfg(feature = "redlock")]
-        return matches!(self, DeploymentKind::Redlock(_));
-        #[cfg(not(feature = "redlock"))]
-        false
-    }
-}
-
 impl std::fmt::Debug for DeploymentKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

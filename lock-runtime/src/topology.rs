@@ -71,7 +71,11 @@ impl<'a> Setup<'a> {
             )));
         }
         if let Some(replicas) = &config.replicas {
-            replicas.check(config.response_timeout, config.topology.is_redlock())?;
+            #[cfg(feature = "redlock")]
+            let quorum = matches!(config.topology, DeploymentKind::Redlock(_));
+            #[cfg(not(feature = "redlock"))]
+            let quorum = false;
+            replicas.check(config.response_timeout, quorum)?;
         }
         let urls = config.urls().to_vec();
         if urls.is_empty() {
