@@ -197,7 +197,7 @@ impl LockClient {
             wakeups,
             deployment,
         } = setup.build()?;
-        let telemetry = Telemetry::new(config.metrics_key_label);
+        let telemetry = Telemetry::new(config.metrics_key_label, config.long);
         // Redlock mode: every master renewed, a majority counted.
         let masters = deployment.renewal_quorum();
         let (watchdog, liveness, shutdown) =

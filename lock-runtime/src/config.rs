@@ -10,6 +10,8 @@ use redis::cluster::ClusterClientBuilder;
 use tls_files::TlsFiles;
 
 mod lock_order;
+pub(crate) mod long_holds;
+pub use long_holds::DEFAULT_LOG_LONG_WAITS;
 #[cfg(feature = "sentinel")]
 pub(crate) mod primary_settings;
 mod replicas;
@@ -56,6 +58,8 @@ pub struct Config {
     pub(crate) outage_grace: Duration,
     pub(crate) lock_defaults: crate::options::LockDefaults,
     pub(crate) lock_order: crate::lock_order::LockOrderCheck,
+    /// When a hold or a wait is logged as long ([`Config::log_long_holds`]).
+    pub(crate) long: long_holds::LongThresholds,
 }
 
 /// How long a server may fail to answer before acquisitions that need it fail at once,
@@ -173,6 +177,7 @@ impl Config {
             outage_grace: DEFAULT_OUTAGE_GRACE,
             lock_defaults: crate::options::LockDefaults::default(),
             lock_order: crate::lock_order::LockOrderCheck::Off,
+            long: long_holds::LongThresholds::default(),
         }
     }
 

@@ -126,6 +126,30 @@ impl CurrentLock {
         self.inner.lost.lost().await
     }
 
+    /// Reports that the guarded body is making progress: one atomic store, no Redis
+    /// command. The watchdog's next renewal carries the time to Redis, where
+    /// [`inspect`](crate::inspect) shows it ([`Holder::last_progress`](crate::Holder::last_progress)),
+    /// and the `lock held long` event says how long ago it was: a body that reports as it
+    /// goes is told from one that hangs. It does not extend the hold past its `max_hold`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// lock_runtime::Lock::new("import").run(async {
+    ///     for batch in 0..100 {
+    ///         // ... import `batch` ...
+    ///         if let Some(lock) = lock_runtime::current_lock() {
+    ///             lock.progress();
+    ///         }
+    ///     }
+    ///     Ok::<(), lock_runtime::LockError>(())
+    /// })
+    /// .await
+    /// # }
+    /// ```
+    pub fn progress(&self) {
+        self.inner.lost.progress();
+    }
+
     pub(crate) fn token(&self) -> &Token {
         &self.inner.token
     }

@@ -28,7 +28,7 @@ use std::time::Duration;
 /// |---|---|---|---|
 /// | [`Busy`](Self::Busy) | another owner holds the key and `wait` is zero | nothing: the duplicate is refused, as a dedup or a run-once job wants | 429 |
 /// | [`Timeout`](Self::Timeout) | the key was still held when `wait` ran out | retry later; raise `wait` or shorten the critical section if it is frequent | 503, `Retry-After: 1` |
-/// | [`Lost`](Self::Lost) | the lease was lost while the body ran (`on_lost = "cancel"`), or the release found another owner; `cause` says how | the body's effects may have happened without the lock: check them, and use fencing where two holders would corrupt data | 503 |
+/// | [`Lost`](Self::Lost) | the lease was lost while the body ran (`on_lost = "cancel"`), the release found another owner, or the hold reached its `max_hold`; `cause` says how | the body's effects may have happened without the lock: check them, and use fencing where two holders would corrupt data; for `MaxHold`, find why the body hung (the WARN names the key and token) | 503 |
 /// | [`Backend`](Self::Backend) | Redis unreachable or failing (a typed error within the connect timeout, never a hang) | retry later; the message names the cause (the I/O error or the Redis reply) | 503, `Retry-After: 1` |
 /// | [`ReleaseGaveUp`](Self::ReleaseGaveUp) | a release kept failing until its time ran out: the key expires by its ttl | nothing to undo; the others wait at most the rest of the ttl | 503, `Retry-After: 1` |
 /// | [`NoQuorum`](Self::NoQuorum) | Redlock: fewer than N/2+1 masters answered; `failures` says what the others said | bring the failed masters back; retry later | 503, `Retry-After: 1` |
@@ -418,6 +418,14 @@ pub enum LostCause {
     /// [`crate::LockClient::shutdown`], or the process's exit).
     #[error("the lock client shut down and released the lock")]
     Shutdown,
+    /// The hold reached its `max_hold` ([`Lock::max_hold`](crate::Lock::max_hold),
+    /// [`Config::default_max_hold`](crate::Config::default_max_hold)): the watchdog stopped
+    /// renewing it and the guarded body was stopped. The lease itself was still ours: the
+    /// run path releases it at once, and a guard held by hand keeps it until it is released
+    /// or its ttl ends. A hold that outlives its bound is taken as a bug in the holder (a
+    /// hung await), as PostgreSQL's `statement_timeout` takes a runaway statement.
+    #[error("the hold reached its max_hold (the holder ran too long, or hung)")]
+    MaxHold,
 }
 
 /// What releasing a lock found.

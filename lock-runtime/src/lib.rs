@@ -143,7 +143,7 @@ pub mod __private;
 pub use client::{LockClient, client, init, is_locked, shutdown};
 pub use config::{
     Config, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
-    DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
+    DEFAULT_LOG_LONG_WAITS, DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};

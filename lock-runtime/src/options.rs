@@ -15,10 +15,10 @@ pub enum OnLost {
     Continue,
 }
 
-/// How a lock behaves: lease, waiting, renewal, loss, fencing, minimum hold.
+/// How a lock behaves: lease, waiting, renewal, loss, fencing, minimum and maximum hold.
 ///
 /// Defaults: `ttl` 30 s, `wait` 10 s, watchdog on, [`OnLost::Cancel`], no fencing, no
-/// minimum hold.
+/// minimum hold, no maximum hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockOptions {
@@ -37,6 +37,17 @@ pub struct LockOptions {
     /// replica, with `wait` zero: a replica whose schedule fires a little late finds the key
     /// still held and skips that tick too. At most `ttl`.
     pub hold_at_least: Duration,
+    /// The longest a hold may last (`None`: unbounded, the default). When a hold reaches
+    /// it, the watchdog stops renewing the lease and its holder reads it lost with
+    /// [`LostCause::MaxHold`](crate::LostCause::MaxHold): a guarded body is stopped at once
+    /// (it may be hung on an await that never ends) and its lock released at once, since
+    /// the token is still ours and releasing frees the waiters sooner than letting the ttl
+    /// run out; a guard held by hand reads [`is_lost`](crate::LockGuard::is_lost) and keeps
+    /// the key until it is released or the ttl ends. Each hold ends within `max_hold` and a
+    /// look of the watchdog, and a WARN names the key, the token, how long it was held and
+    /// the bound. The clock starts when the acquire returns (for a lock passed between
+    /// tasks of one process: when this task got it).
+    pub max_hold: Option<Duration>,
 }
 
 impl Default for LockOptions {
@@ -48,7 +59,22 @@ impl Default for LockOptions {
             on_lost: OnLost::Cancel,
             fencing: false,
             hold_at_least: Duration::ZERO,
+            max_hold: None,
         }
+    }
+}
+
+/// Refuses a `max_hold` under 1 ms (a hold that would end before its body ran), before
+/// any traffic.
+pub(crate) fn check_max_hold(options: &LockOptions, key: &str) -> Result<(), crate::LockError> {
+    match options.max_hold {
+        Some(max_hold) if max_hold < Duration::from_millis(1) => {
+            Err(crate::LockError::config(format!(
+                "lock `{key}` has a max_hold of {max_hold:?}, which ends the hold before its \
+                 body runs; give at least 1ms, e.g. max_hold = \"5m\", or leave it out"
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -72,8 +98,9 @@ pub(crate) fn fence_lifetime(options: &LockOptions) -> u64 {
 /// [`LockError::Config`](crate::LockError::Config) before any Redis traffic.
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// A client's lease and wait for the locks that set none ([`Config::default_ttl`],
-/// [`Config::default_wait`](crate::Config::default_wait)); `None` keeps
+/// A client's lease, wait and maximum hold for the locks that set none
+/// ([`Config::default_ttl`], [`Config::default_wait`](crate::Config::default_wait),
+/// [`Config::default_max_hold`](crate::Config::default_max_hold)); `None` keeps
 /// [`LockOptions::default`]'s.
 ///
 /// [`Config::default_ttl`]: crate::Config::default_ttl
@@ -81,22 +108,25 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 pub(crate) struct LockDefaults {
     pub(crate) ttl: Option<Duration>,
     pub(crate) wait: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
 }
 
-/// Which of a builder's `ttl` and `wait` were given: by a setter, or by `with_options` with
-/// a value other than [`LockOptions::default`]'s. The others take the client's
-/// [`LockDefaults`] when the lock is taken, so an explicit value always wins.
+/// Which of a builder's `ttl`, `wait` and `max_hold` were given: by a setter, or by
+/// `with_options` with a value other than [`LockOptions::default`]'s. The others take the
+/// client's [`LockDefaults`] when the lock is taken, so an explicit value always wins.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Explicit {
     pub(crate) ttl: bool,
     pub(crate) wait: bool,
+    pub(crate) max_hold: bool,
 }
 
 impl Explicit {
-    /// Both given: the client's defaults do not apply.
+    /// All given: the client's defaults do not apply.
     pub(crate) const ALL: Explicit = Explicit {
         ttl: true,
         wait: true,
+        max_hold: true,
     };
 
     /// What `options`, passed whole to `with_options`, gives: a value other than the
@@ -106,6 +136,7 @@ impl Explicit {
         Explicit {
             ttl: options.ttl != default.ttl,
             wait: options.wait != default.wait,
+            max_hold: options.max_hold != default.max_hold,
         }
     }
 
@@ -118,12 +149,14 @@ impl Explicit {
     ) -> Option<LockOptions> {
         let ttl = defaults.ttl.filter(|_| !self.ttl);
         let wait = defaults.wait.filter(|_| !self.wait);
-        if ttl.is_none() && wait.is_none() {
+        let max_hold = defaults.max_hold.filter(|_| !self.max_hold);
+        if ttl.is_none() && wait.is_none() && max_hold.is_none() {
             return None;
         }
         let mut resolved = options.clone();
         resolved.ttl = ttl.unwrap_or(resolved.ttl);
         resolved.wait = wait.unwrap_or(resolved.wait);
+        resolved.max_hold = max_hold.or(resolved.max_hold);
         Some(resolved)
     }
 }

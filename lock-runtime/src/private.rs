@@ -129,6 +129,18 @@ impl Options {
         self
     }
 
+    /// `max_hold = EXPR` (a `Duration`, checked when the lock is taken).
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.options.max_hold = Some(max_hold);
+        self.explicit.max_hold = true;
+        self
+    }
+
+    /// `max_hold = "..."`, checked at compile time.
+    pub fn max_hold_ms(self, ms: u64) -> Self {
+        self.max_hold(Duration::from_millis(ms))
+    }
+
     /// `client = EXPR`, read by [`client_of`]: `None` fails the call.
     pub fn client(mut self, client: Option<LockClient>) -> Self {
         self.client = client.map_or(Choice::Unset, Choice::Given);

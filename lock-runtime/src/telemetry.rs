@@ -68,6 +68,7 @@
 
 use std::time::Duration;
 
+use crate::config::long_holds::LongThresholds;
 use crate::{error::LockError, error::LostCause};
 
 /// Counter of acquires that took a new lock or failed, by `outcome`.
@@ -109,6 +110,7 @@ fn cause_label(cause: LostCause) -> &'static str {
         LostCause::FoundAtRelease => "found_at_release",
         LostCause::Expired => "expired",
         LostCause::Shutdown => "shutdown",
+        LostCause::MaxHold => "max_hold",
     }
 }
 
@@ -116,18 +118,31 @@ fn cause_label(cause: LostCause) -> &'static str {
 #[derive(Clone, Default)]
 pub(crate) struct Telemetry {
     key_label: Option<KeyLabel>,
+    /// When a hold or a wait is logged as long ([`Config::log_long_holds`](crate::Config::log_long_holds)).
+    long: LongThresholds,
     /// Set once the metrics were described to the recorder (at the client's first metric).
     #[cfg(feature = "metrics")]
     described: std::sync::Arc<std::sync::OnceLock<()>>,
 }
 
 impl Telemetry {
-    pub(crate) fn new(key_label: Option<KeyLabel>) -> Self {
+    pub(crate) fn new(key_label: Option<KeyLabel>, long: LongThresholds) -> Self {
         Telemetry {
             key_label,
+            long,
             #[cfg(feature = "metrics")]
             described: Default::default(),
         }
+    }
+
+    /// How long a hold lasts before one INFO event says so (`None`: never).
+    pub(crate) fn long_hold(&self) -> Option<Duration> {
+        self.long.hold
+    }
+
+    /// How long an acquire waits before one INFO event says so (`None`: never).
+    pub(crate) fn long_wait(&self) -> Option<Duration> {
+        self.long.wait
     }
 
     /// Gives the recorder each metric's unit and description, once per client: when the

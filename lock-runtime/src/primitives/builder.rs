@@ -55,6 +55,12 @@ impl LockSpec {
         self.options.fencing = fencing;
     }
 
+    /// Bounds how long a hold may last ([`LockOptions::max_hold`]).
+    pub(crate) fn max_hold(&mut self, max_hold: Duration) {
+        self.options.max_hold = Some(max_hold);
+        self.explicit.max_hold = true;
+    }
+
     /// Replaces all options; a `ttl` or `wait` equal to the default's counts as not given.
     pub(crate) fn options(&mut self, options: LockOptions) {
         self.explicit = Explicit::of(&options);
@@ -109,8 +115,12 @@ pub(crate) trait Builder: Clone {
 }
 
 /// The client `builder`'s locks go through (its own, or the global one), and `builder`
-/// with the client's default ttl and wait in place of those not given.
-pub(crate) fn with_client<B: Builder>(builder: &B) -> Result<(LockClient, Cow<'_, B>), LockError> {
+/// with the client's default ttl, wait and max_hold in place of those not given; or the
+/// error of a max_hold it cannot keep, naming `key`.
+pub(crate) fn with_client<'b, B: Builder>(
+    builder: &'b B,
+    key: &str,
+) -> Result<(LockClient, Cow<'b, B>), LockError> {
     let spec = builder.spec();
     let client = match &spec.client {
         Some(client) => client.clone(),
@@ -124,5 +134,9 @@ pub(crate) fn with_client<B: Builder>(builder: &B) -> Result<(LockClient, Cow<'_
         }
         None => Cow::Borrowed(builder),
     };
+    let options = &resolved.spec().options;
+    if options.max_hold.is_some() {
+        crate::options::check_max_hold(options, key)?;
+    }
     Ok((client, resolved))
 }

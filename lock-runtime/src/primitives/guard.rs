@@ -17,7 +17,7 @@ use crate::queue::redis_queue::release::{keep_until, release_contended};
 use crate::queue::redis_queue::{Yielded, yield_lock};
 use crate::renewal::lost_signal::LostSignal;
 use crate::renewal::shutdown::Leftover;
-use crate::renewal::watchdog::LeaseHandle;
+use crate::renewal::watchdog::{LeaseHandle, Terms};
 use crate::scripts::{KeyNames, Requeue};
 use crate::topology::one_node::Waiters;
 use crate::{
@@ -53,6 +53,8 @@ pub struct LockGuard {
     /// How long after `acquired_at` the key stays, however soon this hold ends
     /// ([`Lock::hold_at_least`](crate::Lock::hold_at_least); zero: released at once).
     hold_at_least: Duration,
+    /// The longest this hold may last ([`Lock::max_hold`](crate::Lock::max_hold)).
+    max_hold: Option<Duration>,
 }
 
 /// How a [`LockGuard`]'s lease came to it.
@@ -97,8 +99,8 @@ impl LockGuard {
         let (lease, valid_until, acquired_at) = match came {
             LeaseOrigin::Taken(sent, answered) => {
                 // The turn goes on the schedule with the lease (one visit of the watchdog).
-                let renewal = (options.ttl, options.watchdog);
-                let lease = watchdog.register(&names, &token, renewal, sent, turn);
+                let terms = Terms::of(options);
+                let lease = watchdog.register(&names, &token, terms, sent, turn);
                 (lease, validity(sent, options.ttl), answered)
             }
             LeaseOrigin::Passed(lease) => {
@@ -120,6 +122,7 @@ impl LockGuard {
             local,
             took_off_schedule: false,
             hold_at_least: options.hold_at_least,
+            max_hold: options.max_hold,
         }
     }
 
@@ -134,6 +137,7 @@ impl LockGuard {
             local: None,
             took_off_schedule: false,
             hold_at_least: Duration::ZERO,
+            max_hold: None,
         }
     }
 
@@ -144,9 +148,11 @@ impl LockGuard {
     /// that no renewal with the old ttl can land after the command.
     pub(crate) fn redate(&mut self, ttl: Duration, renew: bool, sent: Instant) -> bool {
         let retake = crate::renewal::watchdog::Retake { ttl, renew, sent };
-        let Some(lease) =
-            (self.lease.client.watchdog()).hand_over(self.lease.handle.id, Some(retake))
-        else {
+        let Some(lease) = (self.lease.client.watchdog()).hand_over(
+            self.lease.handle.id,
+            Some(retake),
+            self.max_hold,
+        ) else {
             return false;
         };
         self.lease.handle = lease;
@@ -249,6 +255,13 @@ impl LockGuard {
     /// watchdog gets its turn.
     pub fn lost_cause(&self) -> Option<LostCause> {
         self.lease.lost_cause()
+    }
+
+    /// Reports that the holder is making progress: one atomic store, no Redis command (see
+    /// [`CurrentLock::progress`](crate::CurrentLock::progress): the next renewal carries it
+    /// to Redis, for [`inspect`](crate::inspect) and the `lock held long` event).
+    pub fn progress(&self) {
+        self.lease.progress();
     }
 
     /// Whether the lease has been lost (see [`lost_cause`](Self::lost_cause)).

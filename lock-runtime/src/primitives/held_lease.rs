@@ -18,7 +18,7 @@ use crate::lease::{Token, validity};
 use crate::lock_order::OrderHold;
 use crate::options::MAX_TTL;
 use crate::queue::redis_queue::release::{Expiry, extend_lease};
-use crate::renewal::watchdog::LeaseHandle;
+use crate::renewal::watchdog::{LeaseHandle, Terms};
 use crate::scripts::KeyNames;
 
 /// A held lease, as every guard holds it.
@@ -80,18 +80,18 @@ impl HeldLease {
 
     /// A lease just taken with the command sent at `sent`, put on the watchdog's schedule:
     /// `leased` is the key the lease keeps (the lock's, a reader's share, the semaphore's),
-    /// renewed (or not) with `renewal`'s ttl.
+    /// renewed (or not) and bounded as `terms` say.
     pub(crate) fn registered(
         client: &LockClient,
         (names, leased): (&Arc<KeyNames>, &Arc<KeyNames>),
         token: Token,
-        renewal: (Duration, bool),
+        terms: Terms,
         sent: Instant,
     ) -> Self {
         let handle = client
             .watchdog()
-            .register(leased, &token, renewal, sent, None);
-        let valid_until = validity(sent, renewal.0);
+            .register(leased, &token, terms, sent, None);
+        let valid_until = validity(sent, terms.ttl);
         let times = (Instant::now(), valid_until);
         HeldLease::new(client.clone(), names.clone(), token, handle, times)
     }
@@ -109,6 +109,11 @@ impl HeldLease {
     /// Whether the lease has been lost, and why (see the guards' `lost_cause`).
     pub(crate) fn lost_cause(&self) -> Option<LostCause> {
         self.handle.lost.cause()
+    }
+
+    /// Reports the holder's progress (see [`CurrentLock::progress`]).
+    pub(crate) fn progress(&self) {
+        self.handle.lost.progress();
     }
 
     /// Resolves when the lease is lost.
@@ -155,6 +160,13 @@ impl HeldLease {
                     "give a ttl from 1 ms to 365 days"
                 }
             )));
+        }
+        if self.handle.lost.reported() == Some(LostCause::MaxHold) {
+            // The hold is over: an extension must not keep the key past its bound.
+            return Err(LockError::Lost {
+                key: self.key().to_owned(),
+                cause: LostCause::MaxHold,
+            });
         }
         let sent = Instant::now();
         let watchdog = self.client.watchdog();

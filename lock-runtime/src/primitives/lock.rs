@@ -134,6 +134,29 @@ impl Lock {
         self
     }
 
+    /// Bounds how long a hold may last (default: unbounded, or the client's
+    /// [`Config::default_max_hold`](crate::Config::default_max_hold)). A hold that reaches
+    /// it is ended as lost with [`LostCause::MaxHold`](crate::LostCause::MaxHold): the
+    /// watchdog stops renewing it, [`run`](Lock::run) stops the body and releases the lock
+    /// at once, and a guard reads [`is_lost`](LockGuard::is_lost). See
+    /// [`LockOptions::max_hold`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// let lock = lock_runtime::Lock::new("report:daily").max_hold(Duration::from_secs(300));
+    /// lock.run(async {
+    ///     // ... a step that could hang on a dead peer is stopped after 5 minutes ...
+    ///     Ok::<(), lock_runtime::LockError>(())
+    /// })
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.spec.max_hold(max_hold);
+        self
+    }
+
     /// Sets what [`run`](Lock::run) does when the lease is lost (default cancel).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.spec.on_lost(on_lost);
@@ -222,7 +245,7 @@ impl Lock {
     /// when still held after `wait`, [`LockError::InvalidKey`] before any Redis traffic,
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
-        let (client, lock) = with_client(self)?;
+        let (client, lock) = with_client(self, &self.key)?;
         lock.acquire_through(client).await
     }
 
@@ -440,7 +463,7 @@ impl Lock {
                 }
             }
         };
-        let lease = client.watchdog().hand_over(tenure.lease, retake);
+        let lease = (client.watchdog()).hand_over(tenure.lease, retake, options.max_hold);
         if lease.is_none() {
             // Lost meanwhile: the watchdog gave up on it, and the key may still hold it.
             give_back(client, names, &tenure.token);
@@ -583,6 +606,7 @@ impl ByDeployment for LeadWait<'_> {
             nodes: self.client.nodes(),
             shutdown: self.client.shutdown_state(),
             interrupt: self.client.interrupt(),
+            long_wait: self.client.telemetry().long_wait(),
         };
         let options = &self.lock.spec.options;
         quorum_wait::acquire(masters, redlock, self.names, options, self.window).await

@@ -132,6 +132,14 @@ impl MultiLock {
         self
     }
 
+    /// Bounds how long a hold may last, as [`Lock::max_hold`](crate::Lock::max_hold) does
+    /// (default: unbounded, or the client's
+    /// [`Config::default_max_hold`](crate::Config::default_max_hold)).
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.spec.max_hold(max_hold);
+        self
+    }
+
     /// Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default
     /// cancel).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
@@ -167,7 +175,7 @@ impl MultiLock {
                 self.keys.join(", ")
             )));
         }
-        let (client, this) = with_client(self)?;
+        let (client, this) = with_client(self, &self.keys.join(", "))?;
         let options = &this.spec.options;
         let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);
         let mut guards = Vec::with_capacity(self.keys.len());
@@ -242,6 +250,12 @@ impl MultiGuard {
     /// The guard of each key, in the order they were taken.
     pub fn guards(&self) -> &[LockGuard] {
         &self.guards
+    }
+
+    /// Reports that the holder is making progress, on every key (see
+    /// [`LockGuard::progress`]).
+    pub fn progress(&self) {
+        self.guards.iter().for_each(LockGuard::progress);
     }
 
     /// Releases every key (in reverse order); the first error, if any, after trying all.

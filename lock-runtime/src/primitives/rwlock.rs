@@ -170,6 +170,14 @@ impl RwLock {
         self
     }
 
+    /// Bounds how long a hold may last, as [`Lock::max_hold`](crate::Lock::max_hold) does
+    /// (default: unbounded, or the client's
+    /// [`Config::default_max_hold`](crate::Config::default_max_hold)).
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.spec.max_hold(max_hold);
+        self
+    }
+
     /// Sets what the `run_*` helpers do when the lease is lost (default cancel).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.spec.on_lost(on_lost);
@@ -246,7 +254,7 @@ impl RwLock {
     ///
     /// Errors as [`Lock::acquire`]'s: `Busy`, `Timeout`, `InvalidKey`, `Backend`, `Config`.
     pub async fn read(&self) -> Result<ReadGuard, LockError> {
-        let (client, rwlock) = with_client(self)?;
+        let (client, rwlock) = with_client(self, &self.key)?;
         rwlock.read_through(client).await
     }
 
@@ -397,7 +405,7 @@ impl RwLock {
     /// Errors: [`LockError::Config`] inside a body of this task that holds the key for
     /// reading (an upgrade would wait for itself), else as [`Lock::acquire`]'s.
     pub async fn write(&self) -> Result<LockGuard, LockError> {
-        let (client, rwlock) = with_client(self)?;
+        let (client, rwlock) = with_client(self, &self.key)?;
         rwlock.write_through(client).await
     }
 
@@ -473,7 +481,7 @@ impl RwLock {
             deadline,
             backoff: Backoff::new(),
         };
-        wait::wait(&mut drain).await
+        wait::wait(&mut drain, client.telemetry().long_wait()).await
     }
 
     /// Tries once to read: [`read`](Self::read) with `wait` zero ([`LockError::Busy`] when a

@@ -135,6 +135,14 @@ impl Semaphore {
         self
     }
 
+    /// Bounds how long a hold may last, as [`Lock::max_hold`](crate::Lock::max_hold) does
+    /// (default: unbounded, or the client's
+    /// [`Config::default_max_hold`](crate::Config::default_max_hold)).
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.spec.max_hold(max_hold);
+        self
+    }
+
     /// Sets what [`run`](Semaphore::run) does when the permit's lease is lost (default cancel).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.spec.on_lost(on_lost);
@@ -186,7 +194,7 @@ impl Semaphore {
     /// [`LockError::InvalidKey`] for a bad key or one that holds a lock (not a
     /// semaphore), [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<SemaphoreGuard, LockError> {
-        let (client, semaphore) = with_client(self)?;
+        let (client, semaphore) = with_client(self, &self.key)?;
         semaphore.acquire_through(client).await
     }
 
@@ -270,7 +278,7 @@ impl Semaphore {
             lapses: 0,
             heads: false,
         };
-        wait::wait(&mut wait).await
+        wait::wait(&mut wait, client.telemetry().long_wait()).await
     }
 
     /// One call of the acquire script: `(code, value)` as it returns them, and whether a

@@ -43,9 +43,9 @@ impl SemaphoreGuard {
         (options, permits): (&LockOptions, u32),
         sent: Instant,
     ) -> Self {
-        let renewal = (options.ttl, options.watchdog);
+        let terms = crate::renewal::watchdog::Terms::of(options);
         SemaphoreGuard {
-            lease: HeldLease::registered(client, (&names, &leased), token, renewal, sent),
+            lease: HeldLease::registered(client, (&names, &leased), token, terms, sent),
             leased,
             permits,
         }
@@ -92,6 +92,13 @@ impl SemaphoreGuard {
     /// the watchdog gets its turn.
     pub fn lost_cause(&self) -> Option<LostCause> {
         self.lease.lost_cause()
+    }
+
+    /// Reports that the holder is making progress: one atomic store, no Redis command (see
+    /// [`CurrentLock::progress`](crate::CurrentLock::progress): the next renewal carries it
+    /// to Redis, for [`inspect`](crate::inspect) and the `lock held long` event).
+    pub fn progress(&self) {
+        self.lease.progress();
     }
 
     /// Whether the permit's lease has been lost (see [`lost_cause`](Self::lost_cause)).

@@ -61,7 +61,8 @@ pub(crate) async fn acquire_any(
         unheard_before: false,
         pause: Pause::Park,
     };
-    wait::wait(&mut waiter).await
+    let long_wait = waiter.masters.long_wait;
+    wait::wait(&mut waiter, long_wait).await
 }
 
 /// How a waiter pauses after a lost round.

@@ -234,7 +234,7 @@ pub(crate) async fn acquire(
         wait.check_time()?;
         wait.park(GRANT_CONFIRM_WINDOW).await;
     }
-    wait::wait(&mut wait).await
+    wait::wait(&mut wait, client.telemetry().long_wait()).await
 }
 
 impl Waiting for RedisWait<'_> {

@@ -81,7 +81,14 @@ pub(crate) trait Waiting {
 /// Runs `waiter`'s wait: tries until it takes what it waits for or gives up. A waiter that
 /// has no confirmed subscription subscribes after a try that did not take, then tries
 /// again at once: a release between that try and the subscription would go unheard.
-pub(crate) async fn wait<W: Waiting>(waiter: &mut W) -> Result<W::Taken, LockError> {
+///
+/// A wait still going after `long_wait` ([`Config::log_long_waits`](crate::Config::log_long_waits))
+/// is told once, at INFO, when it passes it (see [`LongWait`]).
+pub(crate) async fn wait<W: Waiting>(
+    waiter: &mut W,
+    long_wait: Option<Duration>,
+) -> Result<W::Taken, LockError> {
+    let mut long = LongWait::new(long_wait, waiter.bounds().2);
     for _ in 0..MAX_TRIES {
         let subscribed_before = waiter.ticket().is_some_and(WaitTicket::is_subscribed);
         let retry_in = match waiter.attempt().await? {
@@ -93,9 +100,52 @@ pub(crate) async fn wait<W: Waiting>(waiter: &mut W) -> Result<W::Taken, LockErr
         if !subscribed_before && waiter.subscribe().await {
             continue;
         }
-        waiter.park(retry_in).await;
+        long.park(waiter, retry_in).await;
     }
     Err(waiter.timeout())
+}
+
+/// The one INFO event of a long wait (PostgreSQL's `log_lock_waits`): due at its start
+/// plus the client's threshold, told once, in the middle of a park if that is when it
+/// falls (the park goes on). A wait that ends sooner, the uncontended path included, makes
+/// no timer and no allocation for it.
+pub(crate) struct LongWait {
+    /// When it is due (`None`: off, or told already).
+    at: Option<Instant>,
+    started: Instant,
+}
+
+impl LongWait {
+    /// The event of a wait that started at `started`, due after `threshold`.
+    fn new(threshold: Option<Duration>, started: Instant) -> Self {
+        LongWait {
+            at: threshold.and_then(|after| started.checked_add(after)),
+            started,
+        }
+    }
+
+    /// Parks `waiter` for `retry_in`, telling the event when it falls due meanwhile.
+    async fn park<W: Waiting>(&mut self, waiter: &mut W, retry_in: Duration) {
+        let Some(at) = self.at.filter(|at| *at <= Instant::now() + retry_in) else {
+            return waiter.park(retry_in).await;
+        };
+        self.at = None;
+        let key = waiter.bounds().0.to_owned();
+        let park = waiter.park(retry_in);
+        tokio::pin!(park);
+        tokio::select! {
+            biased;
+            () = &mut park => return,
+            () = tokio::time::sleep_until(at) => {}
+        }
+        let waited_ms = crate::lease::millis(self.started.elapsed());
+        tracing::info!(
+            key,
+            waited_ms,
+            "lock wait long: past the log_long_waits threshold"
+        );
+        park.await;
+    }
 }
 
 /// Registers a waiter under `token` on `channel` (once: the ticket is kept in `ticket`)

@@ -34,6 +34,10 @@ struct SignalState {
     /// bit telling whether the lease renews (passing the point is then `RenewalFailed`,
     /// else `Expired`); 0 while none is known.
     valid_until: AtomicU64,
+    /// When the holder last reported progress ([`LostSignal::progress`]), as nanoseconds
+    /// after [`base`]; 0 while it has not. It rides here because this is the one state a
+    /// holder and the watchdog share per hold: a report is one atomic store.
+    progress: AtomicU64,
 }
 
 /// The instant validity points are counted from.
@@ -87,6 +91,24 @@ impl LostSignal {
         } else {
             LostCause::Expired
         })
+    }
+
+    /// The holder reports progress now: one atomic store, no Redis command (the next
+    /// renewal carries it, see `renewals.rs`).
+    pub(crate) fn progress(&self) {
+        self.0
+            .progress
+            .store(after_base(Instant::now()), Ordering::Relaxed);
+    }
+
+    /// When the holder last reported progress, if it did.
+    pub(crate) fn last_progress(&self) -> Option<Instant> {
+        match self.0.progress.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Instant::from_std(
+                base() + std::time::Duration::from_nanos(nanos),
+            )),
+        }
     }
 
     /// The cause someone told ([`set`](Self::set)), not what the clock says: whoever finds
@@ -177,6 +199,17 @@ mod tests {
             Some(LostCause::TokenGone),
             "a told cause wins"
         );
+    }
+
+    #[test]
+    fn progress_is_kept_as_the_last_report() {
+        let signal = LostSignal::new();
+        assert_eq!(signal.last_progress(), None);
+        let before = Instant::now();
+        signal.clone().progress();
+        let reported = signal.last_progress().expect("a report");
+        assert!(reported >= before - std::time::Duration::from_millis(1));
+        assert!(reported <= Instant::now());
     }
 
     #[tokio::test]

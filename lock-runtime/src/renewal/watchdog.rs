@@ -26,6 +26,7 @@ use crate::replicas::Replicas;
 use crate::scripts::{GROW_ONLY, KeyNames, QUEUE_LEASE, invoke};
 use crate::telemetry::Telemetry;
 
+mod hold_clock;
 mod renewals;
 mod schedule;
 mod timeline;
@@ -64,6 +65,8 @@ struct Nodes {
 struct WatchdogShared {
     state: Mutex<WatchdogState>,
     stopped: AtomicBool,
+    /// When a hold counts as long ([`Config::log_long_holds`](crate::Config::log_long_holds)).
+    long_hold: Option<Duration>,
 }
 
 /// The schedule's ids are the watchdog's own counter, never a caller's value: a
@@ -138,6 +141,8 @@ struct Lease {
     /// queue): dropped when the lease is lost, before the holder is told, so the next
     /// local waiter (or the holder trying again) goes on.
     attached: Option<Attachment>,
+    /// Its current holder's clock: the end of its `max_hold`, its long-hold event.
+    hold: hold_clock::HoldClock,
 }
 
 /// What is kept with a lease and dropped when the lease is lost: the holder's turn.
@@ -162,6 +167,26 @@ struct KeepAlive {
 /// How often queue places are kept alive: three times per queue lease, so that one lost
 /// or late keep-alive does not cost a live waiter its place.
 const KEEPALIVE_EVERY: Duration = Duration::from_millis(QUEUE_LEASE.as_millis() as u64 / 3);
+
+/// What a lease is taken with: its ttl, whether the watchdog renews it, and the longest
+/// its holder may keep it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Terms {
+    pub(crate) ttl: Duration,
+    pub(crate) renew: bool,
+    pub(crate) max_hold: Option<Duration>,
+}
+
+impl Terms {
+    /// The terms `options` ask for.
+    pub(crate) fn of(options: &crate::options::LockOptions) -> Self {
+        Terms {
+            ttl: options.ttl,
+            renew: options.watchdog,
+            max_hold: options.max_hold,
+        }
+    }
+}
 
 /// A lease re-dated for its next holder in this process: the owner-checked command that
 /// set its new expiry was sent at `sent`.
@@ -216,6 +241,7 @@ impl Watchdog {
         on_dropped: OnDropped,
     ) -> Self {
         let shared = Arc::new(WatchdogShared {
+            long_hold: telemetry.long_hold(),
             state: Mutex::new(WatchdogState {
                 telemetry,
                 liveness: liveness.clone(),
@@ -241,16 +267,21 @@ impl Watchdog {
     }
 
     /// Puts a freshly acquired lease (command sent at `sent`) on the schedule, with what is
-    /// kept with it (see [`attach`](Self::attach)). With `renew` false it is only watched
-    /// for the end of its validity.
+    /// kept with it (see [`attach`](Self::attach)). Without renewal it is only watched
+    /// for the end of its validity (and of its `max_hold`).
     pub(crate) fn register(
         &self,
         names: &Arc<KeyNames>,
         token: &Token,
-        (ttl, renew): (Duration, bool),
+        terms: Terms,
         sent: Instant,
         attached: Option<Attachment>,
     ) -> LeaseHandle {
+        let Terms {
+            ttl,
+            renew,
+            max_hold,
+        } = terms;
         let lost = LostSignal::new();
         let receiver = lost.clone();
         let valid_until = validity(sent, ttl);
@@ -267,6 +298,7 @@ impl Watchdog {
             contended: false,
             lost,
             attached,
+            hold: hold_clock::HoldClock::new(Instant::now(), max_hold, self.shared.long_hold),
         };
         let first_event = lease.first_event();
         let mut state = self.shared.state();
@@ -297,18 +329,29 @@ impl Watchdog {
     }
 
     /// Gives a lease that stays on the schedule to its next holder in this process (a local
-    /// pass): the holder gets a lost signal of its own, and the one before it no longer hears
-    /// of this lease. With `retake`, the lease was just re-dated by an owner-checked round
-    /// trip sent at that instant, with that ttl and renewal (the new holder's options).
-    /// `None` when the lease is no longer on the schedule (lost, or past its validity).
-    pub(crate) fn hand_over(&self, id: u64, retake: Option<Retake>) -> Option<LeaseHandle> {
+    /// pass): the holder gets a lost signal of its own and a hold clock that starts now
+    /// with its `max_hold`, and the one before it no longer hears of this lease. With
+    /// `retake`, the lease was just re-dated by an owner-checked round trip sent at that
+    /// instant, with that ttl and renewal (the new holder's options). `None` when the lease
+    /// is no longer on the schedule (lost, or past its validity).
+    pub(crate) fn hand_over(
+        &self,
+        id: u64,
+        retake: Option<Retake>,
+        max_hold: Option<Duration>,
+    ) -> Option<LeaseHandle> {
         let sender = LostSignal::new();
         let receiver = sender.clone();
+        let hold = hold_clock::HoldClock::new(Instant::now(), max_hold, self.shared.long_hold);
         let mut state = self.shared.state();
         let lease = state.leases.get_mut(&id)?;
         lease.lost = sender;
+        lease.hold = hold;
         let Some(retake) = retake else {
             lease.set_valid_until(lease.valid_until);
+            let first_event = lease.first_event();
+            state.reschedule(id);
+            self.wake_for(state, first_event);
             return Some(LeaseHandle { id, lost: receiver });
         };
         lease.renew = retake.renew;
@@ -487,6 +530,7 @@ mod tests {
             contended: false,
             lost: LostSignal::new(),
             attached: None,
+            hold: hold_clock::HoldClock::new(now, None, None),
         }
     }
 

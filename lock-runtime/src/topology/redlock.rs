@@ -76,6 +76,8 @@ pub(crate) struct Masters<'a> {
     pub(crate) nodes: &'a [Connection],
     pub(crate) shutdown: &'a Shutdown,
     pub(crate) interrupt: &'a tokio::sync::Notify,
+    /// When a wait is told as long ([`Config::log_long_waits`](crate::Config::log_long_waits)).
+    pub(crate) long_wait: Option<Duration>,
 }
 
 /// Gives back what a lost round may have granted: every grant, also on masters that seemed

@@ -40,8 +40,8 @@ impl ReadGuard {
         options: &LockOptions,
         sent: Instant,
     ) -> Self {
-        let renewal = (options.ttl, options.watchdog);
-        let lease = HeldLease::registered(client, (names, &share), token, renewal, sent);
+        let terms = crate::renewal::watchdog::Terms::of(options);
+        let lease = HeldLease::registered(client, (names, &share), token, terms, sent);
         ReadGuard { lease, share }
     }
 
@@ -88,6 +88,13 @@ impl ReadGuard {
     /// the watchdog gets its turn.
     pub fn lost_cause(&self) -> Option<LostCause> {
         self.lease.lost_cause()
+    }
+
+    /// Reports that the holder is making progress: one atomic store, no Redis command (see
+    /// [`CurrentLock::progress`](crate::CurrentLock::progress): the next renewal carries it
+    /// to Redis, for [`inspect`](crate::inspect) and the `lock held long` event).
+    pub fn progress(&self) {
+        self.lease.progress();
     }
 
     /// Whether the share's lease has been lost (see [`lost_cause`](Self::lost_cause)).

@@ -2,6 +2,7 @@
 //! due, then sends what is due (renewals in batches, keep-alives of queue places, the
 //! liveness key) and ends the leases found lost.
 
+use super::hold_clock::LongHold;
 use super::renewals::renew_batch;
 use super::*;
 use crate::scripts::keepalive_call;
@@ -23,6 +24,7 @@ pub(super) async fn schedule(shared: Weak<WatchdogShared>, wake: Arc<Notify>, no
             for (lease, cause) in due.lapsed {
                 lease.end(cause, &due.telemetry);
             }
+            due.long.iter().for_each(LongHold::log);
             if !due.places.is_empty() {
                 tokio::spawn(keep_places(nodes.connections[0].clone(), due.places));
             }
@@ -61,13 +63,20 @@ pub(super) struct Due {
     pub(super) lapsed: Vec<(Lease, LostCause)>,
     /// Where their losses are counted.
     pub(super) telemetry: Telemetry,
+    /// Holds that passed the long-hold threshold, to log.
+    pub(super) long: Vec<LongHold>,
 }
 
 /// Takes leases past their validity off the schedule (to be ended by the caller, outside
 /// the state's lock) and takes out the renewals that are due, and the queue places to keep
 /// alive when their time has come.
 pub(super) fn collect_due(state: &mut WatchdogState, now: Instant) -> Due {
-    let (batch, lapsed, mut next_wake) = due_leases(state, now);
+    let DueLeases {
+        batch,
+        lapsed,
+        long,
+        mut next_wake,
+    } = due_leases(state, now);
     let (places, refresh) = due_keepalives(state, now);
     if let Some(keepalive) = state.next_keepalive {
         next_wake = next_wake.min(keepalive);
@@ -99,23 +108,47 @@ pub(super) fn collect_due(state: &mut WatchdogState, now: Instant) -> Due {
         refresh,
         lapsed,
         telemetry: state.telemetry.clone(),
+        long,
     }
 }
 
+/// What a look found of the leases (see [`due_leases`]).
+struct DueLeases {
+    batch: Vec<Renewal>,
+    lapsed: Vec<(Lease, LostCause)>,
+    long: Vec<LongHold>,
+    next_wake: Instant,
+}
+
 /// The renewals due (sent a little early, so that neighbours share a pipeline, see
-/// [`Lease::early`]), the leases past their validity taken off the schedule with the cause
-/// of their loss, and when the next lease must be looked at. Only the leases whose time has
+/// [`Lease::early`]), the leases past their validity or their `max_hold` taken off the
+/// schedule with the cause of their loss, the holds that just passed the long-hold
+/// threshold, and when the next lease must be looked at. Only the leases whose time has
 /// come are visited (see `timeline.rs`).
-fn due_leases(
-    state: &mut WatchdogState,
-    now: Instant,
-) -> (Vec<Renewal>, Vec<(Lease, LostCause)>, Instant) {
+fn due_leases(state: &mut WatchdogState, now: Instant) -> DueLeases {
     let mut batch = Vec::new();
     let mut lapsed = Vec::new();
+    let mut long = Vec::new();
     for id in state.take_due(now) {
         let Some(lease) = state.leases.get_mut(&id) else {
             continue;
         };
+        if lease
+            .hold
+            .deadline()
+            .is_some_and(|deadline| now >= deadline)
+        {
+            lapsed.extend(
+                state
+                    .take_lease(id)
+                    .map(|lease| (lease, LostCause::MaxHold)),
+            );
+            continue;
+        }
+        if lease.hold.long_at.is_some_and(|at| now >= at) {
+            lease.hold.long_at = None;
+            long.push(LongHold::of(lease, now));
+        }
         if now >= lease.valid_until {
             let cause = if lease.renew {
                 LostCause::RenewalFailed
@@ -137,7 +170,12 @@ fn due_leases(
         state.reschedule(id);
     }
     let next_wake = state.next_look().unwrap_or(now + IDLE);
-    (batch, lapsed, next_wake)
+    DueLeases {
+        batch,
+        lapsed,
+        long,
+        next_wake,
+    }
 }
 
 /// The queue places to keep alive and the liveness key to refresh, when their time has come.
@@ -184,6 +222,10 @@ impl Lease {
         let key = self.names.lock();
         match cause {
             LostCause::Expired => tracing::debug!(key, "lease reached its ttl"),
+            LostCause::MaxHold => {
+                self.warn_max_hold();
+                telemetry.lost(key, cause);
+            }
             LostCause::TokenGone => {
                 tracing::warn!(key, "lock lost: the token is gone from Redis");
                 telemetry.lost(key, cause);

@@ -32,23 +32,27 @@ impl Lease {
     }
 
     /// Its first event once (re)dated: its renewal if it renews, and the end of its
-    /// validity at the latest.
+    /// validity at the latest, or its hold's next event ([`HoldClock`](super::hold_clock::HoldClock))
+    /// when sooner.
     pub(super) fn first_event(&self) -> Instant {
-        if self.renew {
+        let look = if self.renew {
             self.next_renewal.min(self.valid_until)
         } else {
             self.valid_until
-        }
+        };
+        self.hold.sooner(look)
     }
 
     /// When the scheduler must look at this lease next: its renewal, unless one is in
-    /// flight or it is not renewed, and the end of its validity at the latest.
+    /// flight or it is not renewed, and the end of its validity at the latest, or its
+    /// hold's next event when sooner.
     fn next_look(&self) -> Instant {
-        if self.renew && !self.in_flight {
+        let look = if self.renew && !self.in_flight {
             self.next_renewal.min(self.valid_until)
         } else {
             self.valid_until
-        }
+        };
+        self.hold.sooner(look)
     }
 }
 
