@@ -22,8 +22,8 @@ use syn::spanned::Spanned as _;
 use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
-pub(crate) const OPTION_NAMES: &str =
-    "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, permits, mode, client, crate";
+pub(crate) const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, max_hold, permits, mode, client, \
+     crate";
 
 /// The most permits a semaphore may have (`lock_runtime::MAX_PERMITS`).
 const MAX_PERMITS: u64 = 1_000_000;
@@ -88,6 +88,8 @@ pub(crate) struct Options {
     pub(crate) fencing: Option<bool>,
     /// `hold_at_least = "30s"` in milliseconds, with the span of its literal.
     pub(crate) hold_at_least_ms: Option<(u64, Span)>,
+    /// `max_hold = "5m"`: the longest a hold may last; a literal is over zero.
+    pub(crate) max_hold: Option<DurationValue>,
     /// `permits = 3`: a semaphore of that many holders instead of a lock, with the span of
     /// its literal.
     pub(crate) permits: Option<(u32, Span)>,
@@ -146,6 +148,7 @@ struct OptionsBuilder {
     on_lost: Option<OnLost>,
     fencing: Option<bool>,
     hold_at_least: Option<(u64, Span)>,
+    max_hold: Option<DurationValue>,
     permits: Option<(u32, Span)>,
     mode: Option<(Mode, Span)>,
     fencing_span: Option<Span>,
@@ -214,6 +217,7 @@ impl OptionsBuilder {
             "mode" => self.set_mode(&option.value),
             "on_lost" => self.set_on_lost(&option.value),
             "hold_at_least" => self.set_hold_at_least(&option.value),
+            "max_hold" => self.set_max_hold(&option.value),
             "permits" => self.set_permits(&option.value),
             "client" => {
                 self.client = Some(option.value);
@@ -319,6 +323,48 @@ impl OptionsBuilder {
         Ok(())
     }
 
+    /// `max_hold`: a duration over zero. Checked against a written `ttl` without the
+    /// watchdog (the lease ends at its ttl, so a bound at or past it bounds nothing) and a
+    /// written `hold_at_least` (the key is kept that long anyway).
+    fn set_max_hold(&mut self, value: &Expr) -> syn::Result<()> {
+        let max_hold = duration_value(value, "max_hold", "5m")?;
+        if let DurationValue::Millis(0, span) = max_hold {
+            return Err(syn::Error::new(
+                span,
+                "`max_hold` must be greater than zero: it would end the hold before the body \
+                 runs; write e.g. max_hold = \"5m\", or leave it out for no bound",
+            ));
+        }
+        self.max_hold = Some(max_hold);
+        Ok(())
+    }
+
+    /// What `max_hold` cannot go with: a bound at or past the ttl of a lease that is not
+    /// renewed, or under `hold_at_least`.
+    fn check_max_hold(&mut self) {
+        let Some(DurationValue::Millis(max_ms, span)) = self.max_hold else {
+            return;
+        };
+        if let (Some(false), Some(DurationValue::Millis(ttl_ms, _))) = (self.watchdog, &self.ttl)
+            && max_ms >= *ttl_ms
+        {
+            self.errors.push(syn::Error::new(
+                span,
+                "`max_hold` is not under `ttl` with `watchdog = false`: the lease ends at its \
+                 ttl anyway; give a shorter max_hold, or leave it out",
+            ));
+        }
+        if let Some((hold_ms, _)) = self.hold_at_least
+            && max_ms < hold_ms
+        {
+            self.errors.push(syn::Error::new(
+                span,
+                "`max_hold` is under `hold_at_least`: the key is kept at least that long; \
+                 give a max_hold of at least the hold, or leave one out",
+            ));
+        }
+    }
+
     fn set_on_lost(&mut self, value: &Expr) -> syn::Result<()> {
         let message = "`on_lost` takes \"cancel\" or \"continue\"";
         let lit = str_value(value, message)?;
@@ -399,6 +445,7 @@ impl OptionsBuilder {
             ));
         }
         self.check_hold_at_least();
+        self.check_max_hold();
         self.check_permits();
         self.check_mode();
         self.errors.finish()?;
@@ -414,6 +461,7 @@ impl OptionsBuilder {
             on_lost: self.on_lost,
             fencing: self.fencing,
             hold_at_least_ms: self.hold_at_least,
+            max_hold: self.max_hold,
             permits: self.permits,
             mode: self.mode.map(|(mode, _)| mode),
             client: self.client,

@@ -321,6 +321,9 @@ fn options_expr(
         // Without a written `ttl`, checked by the runtime against the ttl in force.
         setters.extend(quote!(.hold_at_least_ms(#hold_ms)));
     }
+    if let Some(max_hold) = &options.max_hold {
+        setters.extend(duration_setter(max_hold, "max_hold"));
+    }
     if let Some(client) = &options.client {
         // Borrowed, so that naming a field (`client = state.locks`) moves nothing; the
         // call is spanned at the expression, where a wrong type is reported.
