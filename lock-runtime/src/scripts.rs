@@ -199,6 +199,18 @@ impl KeyNames {
         self.name(5)
     }
 
+    /// The lock's hold record: what its renewals record of its holder (the token, when it
+    /// was renewed, when it last reported progress) for an operator's inspect.lua; `None`
+    /// for a key this crate names itself (a reader's share, a Redlock permit slot), whose
+    /// holder inspect.lua reads elsewhere.
+    pub(crate) fn hold(&self) -> Option<String> {
+        if self.lock().starts_with(AUX_PREFIX) {
+            return None;
+        }
+        let (kind, around) = self.aux_parts("hold");
+        Some(kind + &around)
+    }
+
     /// The lock and its queue's keys, as release.lua, leave.lua and a semaphore take them.
     pub(crate) fn queue_keys(&self) -> [&str; 4] {
         [self.lock(), self.queue(), self.deadlines(), self.ttls()]

@@ -10,7 +10,7 @@
 //! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `backend`, `other` (a lost lease, a bad key, a configuration error, a shut-down client) |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
 //! | [`HOLD_SECONDS`] | histogram | | how long each lock was held: from the acquire's return until the holder released or dropped the guard (the `held_ms` of the "lock released" event is the same measurement) |
-//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
+//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals), `max_hold` (the hold reached its `max_hold` and was ended); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
 //!
 //! Each metric is described to the recorder (its unit, `Unit::Count` for counters and
@@ -39,12 +39,15 @@
 //! | INFO | `lock wait timed out` | `key`, `waited_ms` | an acquire returned `Timeout`: another owner held the lock for longer than `wait` |
 //! | INFO | `lock not acquired: no Redlock majority` | `error`, `key` | `NoQuorum`: too few Redlock masters granted the lock |
 //! | INFO | `the lease was lost: the guarded body was stopped` | `cause`, `key` | a guarded body was stopped and returned `Lost` (`on_lost = "cancel"`) |
+//! | INFO | `lock wait long` | `key`, `waited_ms` | an acquire has waited past [`Config::log_long_waits`](crate::Config::log_long_waits) (default 10 s) for a held key, and waits on: once per wait (PostgreSQL's `log_lock_waits`) |
+//! | INFO | `lock held long` | `held_ms`, `key`, `progress_ago_ms`, `token` | a hold passed [`Config::log_long_holds`](crate::Config::log_long_holds) (default off): once per hold, with how long ago its holder last reported progress (`progress_ago_ms` absent: never); a hold whose progress stays old is stuck, not slow |
 //! | INFO | `lock force-released by an operator` | `key`, `token` | [`force_release`](crate::force_release) deleted a holder's key; that holder finds out at its next renewal |
 //! | INFO | `the … answers again` | `server`, `unreachable_ms` | a server that was unreachable past the outage grace answers again: locks are taken on it again |
 //! | INFO | `the Redis Cluster master serves no slot any more` | `server` | a cluster master that was down lost its slots to a failover: its keys are checked on their new master |
 //! | INFO | `the Redis server refuses RESP3` | `error`, `server` | wake-ups come over a RESP2 pub/sub connection instead |
 //! | INFO | `…: released every lock it held and left every queue` | `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown (of the client, or of the process with locks held) gave every lock back |
 //! | WARN | `lock lost`, `read lock lost`, `permit lost` | `cause`, `found`, `key` | a held lease is gone: its key deleted or taken over (a renewal or `extend` found the token gone), renewals failed until its validity ended, or its release found another owner's token or no key (`found`); counted in [`LOST`] |
+//! | WARN | `lock held past its max_hold` | `held_ms`, `key`, `max_hold_ms`, `token` | a hold reached its `max_hold`: the watchdog stopped renewing it, its holder reads it lost (`LostCause::MaxHold`), and a guarded body is stopped and its lock released; counted in [`LOST`] as `max_hold`. A hold that outlives its bound is a bug in the holder (a hung await), as a statement past PostgreSQL's `statement_timeout` is |
 //! | WARN | `lease renewal failed`, `reloading the renew script failed` | `error`, `key`, `keys`, `leases` | Redis failed a renewal or a pipeline of them; each is tried again until the lease's validity ends |
 //! | WARN | `lease renewals not confirmed by enough replicas` | `answer`, `keys`, `leases` | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas), renewals too few replicas confirmed do not count |
 //! | WARN | `lock not acquired: too few replicas confirmed the grant`, `lock not acquired: the grant was not in the append-only files asked for` | `error`, `key` | an acquire failed with `NotReplicated` or `NotDurable` |
@@ -173,7 +176,7 @@ impl Telemetry {
                 LOST,
                 Unit::Count,
                 "Leases lost while held, by cause: token_gone, renewal_failed, \
-                 found_at_release."
+                 found_at_release, max_hold."
             );
             ::metrics::describe_counter!(
                 RENEWAL_FAILURES,
@@ -292,7 +295,12 @@ mod label_tests {
 
     /// Every value of the `cause` label of `LOST`, as the module's table lists them: the
     /// causes the code counts (`Telemetry::lost`'s callers).
-    const LOST_CAUSES: [&str; 3] = ["token_gone", "renewal_failed", "found_at_release"];
+    const LOST_CAUSES: [&str; 4] = [
+        "token_gone",
+        "renewal_failed",
+        "found_at_release",
+        "max_hold",
+    ];
 
     /// The values listed in the module table's row of `metric`: the code spans after the
     /// colon of its last cell, outside parentheses.
@@ -325,6 +333,7 @@ mod label_tests {
             LostCause::TokenGone,
             LostCause::RenewalFailed,
             LostCause::FoundAtRelease,
+            LostCause::MaxHold,
         ];
         assert_eq!(causes.map(cause_label), LOST_CAUSES);
         assert_eq!(listed("LOST"), LOST_CAUSES);

@@ -647,32 +647,67 @@ fn renew_many_renews_each_lease_as_renew_does_in_one_call() {
         .unwrap();
     let replies: Vec<i64> = renew_many()
         .key("mine")
+        .key("~lock/hold{mine}")
         .key("theirs")
+        .key("~lock/hold{theirs}")
         .key("gone")
         .key(LOCK)
         .key(QUEUE)
         .key(TTLS)
+        .key("~lock/hold{k}")
         .key("sem")
         .arg("1")
         .arg("~lock/alive/h")
         .arg("t1")
         .arg(60_000)
-        .arg(1)
+        .arg(2)
+        .arg(250)
         .arg("t2")
         .arg(60_000)
-        .arg(1)
+        .arg(2)
+        .arg("")
         .arg("t3")
         .arg(60_000)
         .arg(1)
+        .arg("")
         .arg("holder")
         .arg(60_000)
-        .arg(3)
+        .arg(4)
+        .arg("")
         .arg("permit:p")
         .arg(60_000)
         .arg(1)
+        .arg("")
         .invoke(&mut conn)
         .unwrap();
     assert_eq!(replies, [1, 0, 0, 2, 1]);
+    // A renewed lease that names its hold record records the renewal and the progress
+    // (250 ms before it); a lease not renewed records nothing.
+    let record: String = redis::cmd("GET")
+        .arg("~lock/hold{mine}")
+        .query(&mut conn)
+        .unwrap();
+    let fields: Vec<&str> = record.split(' ').collect();
+    let renewed: i64 = fields[1].parse().unwrap();
+    let progress: i64 = fields[2].parse().unwrap();
+    assert_eq!((fields[0], renewed - progress), ("t1", 250), "{record}");
+    assert!(
+        server.pttl("~lock/hold{mine}") > 30_000,
+        "kept as long as the lease"
+    );
+    let contended: String = redis::cmd("GET")
+        .arg("~lock/hold{k}")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        contended.starts_with("holder ") && contended.ends_with(" -"),
+        "{contended}"
+    );
+    let theirs: Option<String> = redis::cmd("GET")
+        .arg("~lock/hold{theirs}")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(theirs, None, "another owner's lease records nothing");
     assert!(server.pttl("mine") > 30_000, "the owned key renewed");
     assert!(
         server.pttl("theirs") <= 30_000,

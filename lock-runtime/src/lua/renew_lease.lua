@@ -35,3 +35,17 @@ local function renew_lease(lock, queue, ttls, token, ttl_ms, alive, grow_only)
   end
   return 1
 end
+
+-- Records a renewal of `lock` by `token` with a `ttl_ms` lease at the server's `now_ms` in
+-- `hold` (the lock's hold record, in its slot), for an operator's inspect.lua: the token,
+-- when it was renewed, and when its holder last reported progress (`progress_ago` ms
+-- before now; '' when it has not during this hold): one string, '<token> <renewed ms>
+-- <progress ms or ->', kept as long as the lease. Only the renewals write it: acquiring and
+-- releasing cost nothing more, and a stale record (another token's) is not shown.
+local function note_renewal(hold, token, ttl_ms, now_ms, progress_ago)
+  local progress = '-'
+  if progress_ago ~= '' then
+    progress = tostring(now_ms - tonumber(progress_ago))
+  end
+  redis.call('SET', hold, token .. ' ' .. now_ms .. ' ' .. progress, 'PX', ttl_ms)
+end

@@ -70,6 +70,18 @@ pub struct Holder {
     pub ttl: Option<Duration>,
     /// What the holder holds.
     pub kind: HolderKind,
+    /// When the holder's watchdog last renewed the lease (the server's clock; `None`
+    /// before its first renewal, a third of its ttl after the acquire, for a lease the
+    /// watchdog does not renew, and for readers and permits). A holder whose renewals go
+    /// on but whose [`last_progress`](Self::last_progress) stays behind is alive but stuck
+    /// or slow; one whose renewals stopped is gone or paused.
+    pub last_renewal: Option<SystemTime>,
+    /// When the holder last reported progress
+    /// ([`CurrentLock::progress`](crate::CurrentLock::progress),
+    /// [`LockGuard::progress`](crate::LockGuard::progress)), as of its last renewal (the
+    /// server's clock); `None` when it did not during this hold, or before a renewal
+    /// carried it.
+    pub last_progress: Option<SystemTime>,
 }
 
 /// What a [`Holder`] holds.
@@ -112,7 +124,25 @@ impl Holder {
             token,
             ttl,
             kind: HolderKind::Exclusive,
+            last_renewal: None,
+            last_progress: None,
         }
+    }
+
+    /// This holder with what its hold record says (`<token> <renewed ms> <progress ms or
+    /// ->`, written by its renewals), when the record is this holder's.
+    fn with_record(mut self, record: Option<&str>) -> Self {
+        let mut parts = record.unwrap_or_default().split(' ');
+        if parts.next() != Some(self.token.as_str()) {
+            return self;
+        }
+        let time = |ms: Option<&str>| {
+            let ms = ms?.parse::<u64>().ok()?;
+            Some(UNIX_EPOCH + Duration::from_millis(ms))
+        };
+        self.last_renewal = time(parts.next());
+        self.last_progress = time(parts.next());
+        self
     }
 }
 
@@ -213,6 +243,7 @@ type InspectReply = (
     i64,
     Vec<(String, String, i64)>,
     Option<String>,
+    Option<String>,
 );
 
 /// A listed waiter: its id, arrival (µs), place deadline (ms) and grant ttl (ms).
@@ -220,13 +251,19 @@ type ListedWaiter = (String, String, Option<String>, Option<String>);
 
 /// The state the script's reply describes.
 fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
-    let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits) = reply;
+    let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits, record) = reply;
     let permits = permits.as_deref().and_then(|n| n.parse::<u32>().ok());
     // A sorted set is a semaphore's key only with its permit count recorded.
     if kind != "string" && kind != "none" && !(kind == "zset" && permits.is_some()) {
         return Err(not_a_lock(key, &kind));
     }
-    let (holders, handover) = holders(value, pttl, shared);
+    let (mut holders, handover) = holders(value, pttl, shared);
+    if let Some(first) = holders
+        .first_mut()
+        .filter(|h| h.kind == HolderKind::Exclusive)
+    {
+        *first = first.clone().with_record(record.as_deref());
+    }
     let now_us = u64::try_from(now_us).unwrap_or(0);
     let now_ms = u64::try_from(now_ms).unwrap_or(0);
     let waiters = listed
@@ -285,6 +322,8 @@ pub(crate) fn holders(
             } else {
                 HolderKind::Permit
             },
+            last_renewal: None,
+            last_progress: None,
         }));
     (holders.collect(), handover)
 }
@@ -360,9 +399,16 @@ impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let role = self.kind.role();
         match self.ttl {
-            Some(ttl) => write!(f, "{role:<8} {}  ttl {}", self.token, Seconds(ttl)),
-            None => write!(f, "{role:<8} {}  no expiry", self.token),
+            Some(ttl) => write!(f, "{role:<8} {}  ttl {}", self.token, Seconds(ttl))?,
+            None => write!(f, "{role:<8} {}  no expiry", self.token)?,
         }
+        if let Some(renewed) = self.last_renewal {
+            write!(f, "  renewed {}", Utc(renewed))?;
+        }
+        if let Some(progress) = self.last_progress {
+            write!(f, "  progress {}", Utc(progress))?;
+        }
+        Ok(())
     }
 }
 
@@ -474,12 +520,22 @@ mod tests {
              \x20 2  b  waited 1.203s  since 2026-11-24T17:14:48.551Z  place 0.795s left\n\
              \x20 ... and 3 more"
         );
-        let foreign = Holder {
-            token: "t".into(),
-            ttl: None,
-            kind: HolderKind::Exclusive,
-        };
+        let foreign = Holder::exclusive("t".into(), None);
         assert_eq!(foreign.to_string(), "holder   t  no expiry");
+        let record = Some("t 1795540488551 1795540488000");
+        let renewed = foreign.clone().with_record(record);
+        assert_eq!(
+            renewed.to_string(),
+            "holder   t  no expiry  renewed 2026-11-24T17:14:48.551Z  progress 2026-11-24T17:14:48.000Z"
+        );
+        let no_progress = foreign.clone().with_record(Some("t 1795540488551 -"));
+        assert_eq!(no_progress.last_progress, None);
+        assert!(no_progress.last_renewal.is_some());
+        let stale = foreign.clone().with_record(Some("u 1795540488551 -"));
+        assert_eq!(
+            stale, foreign,
+            "another token's record is not this holder's"
+        );
     }
 
     #[test]

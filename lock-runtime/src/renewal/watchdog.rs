@@ -210,6 +210,9 @@ struct Renewal {
     names: Arc<KeyNames>,
     token: Token,
     ttl: Duration,
+    /// How long before the renewal was sent its holder last reported progress (`None`:
+    /// not during this hold), recorded with it in Redis.
+    progress_ago: Option<Duration>,
 }
 
 impl WatchdogShared {
@@ -657,6 +660,7 @@ mod tests {
             names: Arc::new(KeyNames::prefixed("", key).unwrap()),
             token: "t".into(),
             ttl: Duration::from_secs(3),
+            progress_ago: None,
         };
         assert_eq!(Keys(&[renewal("a")]).to_string(), "a");
         let many: Vec<Renewal> = (0..10).map(|i| renewal(&format!("k{i}"))).collect();

@@ -190,6 +190,11 @@ pub(crate) fn raise_fence_call(
 /// inspect.lua: the holder, the fence, up to `listed` waiters and a read-write lock's
 /// readers of the key.
 pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize) -> Call<'static> {
+    // A key this crate names itself has no record: a name in its slot that is never written.
+    let hold = names.hold().unwrap_or_else(|| {
+        let (kind, around) = names.aux_parts("hold");
+        kind + &around
+    });
     let keys = [
         names.lock(),
         names.fence(),
@@ -197,6 +202,7 @@ pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize)
         names.deadlines(),
         names.ttls(),
         &shares.readers,
+        &hold,
     ];
     let mut call = Call::new(&INSPECT, &keys);
     call.arg(listed).arg(&shares.head).arg(&shares.tail);

@@ -300,24 +300,42 @@ impl Renewals<'_> {
 
     /// One call of `RENEW_MANY` for `leases`. With the client's liveness key, each names its
     /// queue keys too: renewing notes this holder for the key's waiters, while there are
-    /// some.
+    /// some. A lock's renewal names its hold record too, where the renewal and the
+    /// holder's last progress are recorded for `inspect` (one `SET` more per renewal, none
+    /// per acquire or release).
     fn renew_call(&self, leases: &[&Renewal]) -> redis::Cmd {
         let alive =
             (self.alive).and_then(|liveness| liveness.key_for(leases.first()?.names.lock()));
         let mut command = redis::cmd("EVALSHA");
         command.arg(RENEW_MANY.script().get_hash());
-        let keys = if alive.is_some() { 3 } else { 1 };
-        command.arg(leases.len() * keys);
-        for lease in leases {
+        let holds: Vec<Option<String>> = leases
+            .iter()
+            .map(|lease| {
+                (!is_permit(&lease.token))
+                    .then(|| lease.names.hold())
+                    .flatten()
+            })
+            .collect();
+        let queue_keys = if alive.is_some() { 3 } else { 1 };
+        let counts: Vec<usize> = (holds.iter())
+            .map(|hold| queue_keys + usize::from(hold.is_some()))
+            .collect();
+        command.arg(counts.iter().sum::<usize>());
+        for (lease, hold) in leases.iter().zip(&holds) {
             let names = &lease.names;
             command.arg(names.lock());
             if alive.is_some() {
                 command.arg(names.queue()).arg(names.ttls());
             }
+            command.arg(hold.as_deref());
         }
         command.arg(GROW_ONLY).arg(alive.as_deref().unwrap_or(""));
-        for lease in leases {
+        for (lease, keys) in leases.iter().zip(counts) {
             command.arg(&*lease.token).arg(millis(lease.ttl)).arg(keys);
+            match lease.progress_ago {
+                Some(ago) => command.arg(u64::try_from(ago.as_millis()).unwrap_or(u64::MAX)),
+                None => command.arg(""),
+            };
         }
         command
     }
@@ -369,6 +387,12 @@ impl Renewals<'_> {
             results[index] = renewal_result(&reply, retry_confirmed);
         }
     }
+}
+
+/// Whether `token` is a semaphore permit's (`semaphore.rs`): its renewal renews the permit,
+/// and records no hold (inspect reads a permit's lease from the semaphore's set).
+fn is_permit(token: &str) -> bool {
+    token.starts_with("permit:")
 }
 
 /// How many leases one renewal call takes at most: the server runs a call as one step, so

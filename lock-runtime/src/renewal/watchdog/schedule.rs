@@ -165,6 +165,8 @@ fn due_leases(state: &mut WatchdogState, now: Instant) -> DueLeases {
                 names: lease.names.clone(),
                 token: lease.token.clone(),
                 ttl: lease.ttl,
+                progress_ago: (lease.lost.last_progress())
+                    .map(|at| now.saturating_duration_since(at)),
             });
         }
         state.reschedule(id);
