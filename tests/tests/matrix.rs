@@ -67,6 +67,7 @@ enum Opt {
     OnLostCancel,
     Fencing,
     HoldAtLeast,
+    MaxHold,
     Extend,
     WaitForReplicas,
     WaitForAof,
@@ -144,6 +145,7 @@ const MATRIX: &[(Prim, Opt, [Expect; 4])] = &[
     (Prim::Lock, Opt::OnLostCancel, [W, W, W, W]),
     (Prim::Lock, Opt::Fencing, [W, W, W, W]),
     (Prim::Lock, Opt::HoldAtLeast, [W, W, W, W]),
+    (Prim::Lock, Opt::MaxHold, [W, W, W, W]),
     (Prim::Lock, Opt::Extend, [W, W, W, W]),
     (Prim::Lock, Opt::WaitForReplicas, [NotHere, W, NotHere, R_REPLICAS]),
     (Prim::Lock, Opt::WaitForAof, [W, NotHere, NotHere, R_AOF]),
@@ -156,6 +158,7 @@ const MATRIX: &[(Prim, Opt, [Expect; 4])] = &[
     (Prim::Reader, Opt::OnLostCancel, [W, W, W, W]),
     (Prim::Reader, Opt::Fencing, [NoEffect, NoEffect, NoEffect, NoEffect]),
     (Prim::Reader, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_HOLD]),
+    (Prim::Reader, Opt::MaxHold, [W, W, W, W]),
     (Prim::Reader, Opt::Extend, [W, W, W, W]),
     (Prim::Reader, Opt::WaitForReplicas, [NotHere, W, NotHere, R_REPLICAS]),
     (Prim::Reader, Opt::WaitForAof, [W, NotHere, NotHere, R_AOF]),
@@ -168,6 +171,7 @@ const MATRIX: &[(Prim, Opt, [Expect; 4])] = &[
     (Prim::Writer, Opt::OnLostCancel, [W, W, W, W]),
     (Prim::Writer, Opt::Fencing, [W, W, W, W]),
     (Prim::Writer, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_HOLD]),
+    (Prim::Writer, Opt::MaxHold, [W, W, W, W]),
     (Prim::Writer, Opt::Extend, [W, W, W, W]),
     (Prim::Writer, Opt::WaitForReplicas, [NotHere, W, NotHere, R_REPLICAS]),
     (Prim::Writer, Opt::WaitForAof, [W, NotHere, NotHere, R_AOF]),
@@ -182,6 +186,7 @@ const MATRIX: &[(Prim, Opt, [Expect; 4])] = &[
     // acquire, before the deployment is looked at.
     (Prim::Semaphore, Opt::Fencing, [R_FENCING, R_FENCING, R_FENCING, R_FENCING]),
     (Prim::Semaphore, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_HOLD]),
+    (Prim::Semaphore, Opt::MaxHold, [W, W, W, W]),
     (Prim::Semaphore, Opt::Extend, [W, W, W, W]),
     (Prim::Semaphore, Opt::WaitForReplicas, [NotHere, W, NotHere, R_REPLICAS]),
     (Prim::Semaphore, Opt::WaitForAof, [W, NotHere, NotHere, R_AOF]),
@@ -194,6 +199,7 @@ const MATRIX: &[(Prim, Opt, [Expect; 4])] = &[
     (Prim::Multi, Opt::OnLostCancel, [W, W, W, W]),
     (Prim::Multi, Opt::Fencing, [W, W, W, W]),
     (Prim::Multi, Opt::HoldAtLeast, [R_HOLD, R_HOLD, R_HOLD, R_HOLD]),
+    (Prim::Multi, Opt::MaxHold, [W, W, W, W]),
     // `MultiGuard` has no `extend` (and `guards()` lends the guards only to read).
     (Prim::Multi, Opt::Extend, [NoApi, NoApi, NoApi, NoApi]),
     (Prim::Multi, Opt::WaitForReplicas, [NotHere, W, NotHere, R_REPLICAS]),
@@ -219,6 +225,9 @@ const SHORT_TTL: Duration = Duration::from_millis(500);
 /// per tick, as replicas running a scheduled job do).
 const HOLD: Duration = Duration::from_millis(400);
 const HOLD_IN_ROUNDS: Duration = Duration::from_millis(30);
+/// `max_hold` in its own check; in the other phases, a bound no hold reaches.
+const MAX_HOLD: Duration = Duration::from_millis(400);
+const MAX_HOLD_UNREACHED: Duration = Duration::from_secs(60);
 /// What `extend` gives.
 const EXTENDED: Duration = Duration::from_secs(6);
 /// A wait that is never expected to run out.
@@ -548,6 +557,7 @@ struct Opts {
     on_lost: OnLost,
     fencing: bool,
     hold: Duration,
+    max_hold: Option<Duration>,
 }
 
 impl Opts {
@@ -559,6 +569,7 @@ impl Opts {
             on_lost: OnLost::Cancel,
             fencing: false,
             hold: Duration::ZERO,
+            max_hold: None,
         }
     }
 
@@ -586,6 +597,10 @@ impl Opts {
                 wait: Duration::ZERO,
                 ..base
             },
+            Opt::MaxHold => Opts {
+                max_hold: Some(MAX_HOLD_UNREACHED),
+                ..base
+            },
             _ => base,
         }
     }
@@ -606,6 +621,7 @@ impl Opts {
         options.on_lost = self.on_lost;
         options.fencing = self.fencing;
         options.hold_at_least = self.hold;
+        options.max_hold = self.max_hold;
         options
     }
 }
@@ -621,6 +637,7 @@ fn lock(key: &str, client: &LockClient, o: &Opts) -> lock_runtime::Lock {
         .on_lost(o.on_lost)
         .fencing(o.fencing)
         .hold_at_least(o.hold)
+        .max_hold(o.max_hold.unwrap_or(Duration::MAX))
 }
 
 fn rw_lock(key: &str, client: &LockClient, o: &Opts) -> lock_runtime::RwLock {
@@ -633,6 +650,7 @@ fn rw_lock(key: &str, client: &LockClient, o: &Opts) -> lock_runtime::RwLock {
         .watchdog(o.watchdog)
         .on_lost(o.on_lost)
         .fencing(o.fencing)
+        .max_hold(o.max_hold.unwrap_or(Duration::MAX))
 }
 
 fn semaphore(key: &str, client: &LockClient, o: &Opts) -> lock_runtime::Semaphore {
@@ -645,6 +663,7 @@ fn semaphore(key: &str, client: &LockClient, o: &Opts) -> lock_runtime::Semaphor
         .wait(o.wait)
         .watchdog(o.watchdog)
         .on_lost(o.on_lost)
+        .max_hold(o.max_hold.unwrap_or(Duration::MAX))
 }
 
 fn multi(keys: &[String], client: &LockClient, o: &Opts) -> MultiLock {
@@ -658,6 +677,7 @@ fn multi(keys: &[String], client: &LockClient, o: &Opts) -> MultiLock {
         .watchdog(o.watchdog)
         .on_lost(o.on_lost)
         .fencing(o.fencing)
+        .max_hold(o.max_hold.unwrap_or(Duration::MAX))
 }
 
 /// A held primitive.
@@ -1448,6 +1468,26 @@ async fn check_hold_at_least(ctx: &Ctx<'_>, t: &Target) -> Result<(), String> {
     Err("the key was never freed after hold_at_least".into())
 }
 
+/// `max_hold`: a hold that reaches it reads lost with `MaxHold`, no sooner; its release
+/// then frees the key for another client at once.
+async fn check_max_hold(ctx: &Ctx<'_>, t: &Target) -> Result<(), String> {
+    let o = Opts {
+        max_hold: Some(MAX_HOLD),
+        ..Opts::base().wait(CALL)
+    };
+    let started = Instant::now();
+    let held = must("acquire", acquire(t, &ctx.a, &o)).await?;
+    let cause = until_lost(&held, MAX_HOLD + LOSS_BOUND).await?;
+    let after = started.elapsed();
+    release("the ended hold's release", held).await?;
+    if cause != LostCause::MaxHold || after < MAX_HOLD {
+        return Err(format!(
+            "ended with {cause:?} after {after:?}, not MaxHold after {MAX_HOLD:?}"
+        ));
+    }
+    other_takes_it(t, &ctx.b, "after the max_hold").await
+}
+
 /// `extend`: the lease in Redis moves to the new ttl; after a loss, `extend` says `Lost`.
 async fn check_extend(ctx: &Ctx<'_>, t: &Target) -> Result<(), String> {
     let mut held = must("acquire", acquire(t, &ctx.a, &Opts::base().wait(CALL))).await?;
@@ -1607,6 +1647,7 @@ async fn works(ctx: &Ctx<'_>, prim: Prim, opt: Opt, expect: Expect) -> Result<()
         Opt::WatchdogOff => check_watchdog_off(ctx, &lost).await,
         Opt::Extend => check_extend(ctx, &lost).await,
         Opt::Inspect => check_inspect(ctx, &lost).await,
+        Opt::MaxHold => check_max_hold(ctx, &lost).await,
         _ => loss_found_by_renewal(ctx, &lost, Opts::of(opt)).await,
     }
     .map_err(|err| format!("(c) {err}"))?;
@@ -1951,6 +1992,7 @@ fn guide_row(opt: Opt) -> &'static str {
         }
         Opt::Fencing => "`fencing`",
         Opt::HoldAtLeast => "`hold_at_least`",
+        Opt::MaxHold => "`max_hold`",
         Opt::Extend => "`extend` on the guard",
         Opt::WaitForReplicas | Opt::WaitForAof => "[`Config::wait_for_replicas`]",
         Opt::Inspect => "[`inspect`]",
@@ -2039,6 +2081,7 @@ fn the_guide_and_the_matrix_agree() {
         Opt::OnLostCancel,
         Opt::Fencing,
         Opt::HoldAtLeast,
+        Opt::MaxHold,
         Opt::Extend,
         Opt::WaitForReplicas,
         Opt::WaitForAof,
@@ -2104,8 +2147,8 @@ fn the_guide_parser_reads_the_wording() {
     let table = guide_table();
     assert_eq!(
         table.rows.len(),
-        8,
-        "the guide's table has 8 rows: {:?}",
+        9,
+        "the guide's table has 9 rows: {:?}",
         table.rows
     );
 }

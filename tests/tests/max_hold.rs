@@ -185,7 +185,11 @@ async fn renewals_and_progress_are_visible_to_inspect() {
         .await
         .unwrap();
     let state = operator.inspect("visible").await.unwrap();
-    assert_eq!(state.holder().unwrap().last_renewal, None, "not renewed yet");
+    assert_eq!(
+        state.holder().unwrap().last_renewal,
+        None,
+        "not renewed yet"
+    );
     let renewed = inspect_until(&operator, "visible", |h| h.last_renewal.is_some()).await;
     assert_eq!(renewed.token, guard.token());
     assert_eq!(renewed.last_progress, None, "no progress reported yet");
