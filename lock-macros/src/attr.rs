@@ -22,8 +22,7 @@ use syn::spanned::Spanned as _;
 use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 /// The option names, in the order the documentation lists them.
-pub(crate) const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, max_hold, permits, mode, client, \
-     crate";
+pub(crate) const OPTION_NAMES: &str = "key, ttl, wait, watchdog, on_lost, fencing, hold_at_least, max_hold, permits, mode, client, crate";
 
 /// The most permits a semaphore may have (`lock_runtime::MAX_PERMITS`).
 const MAX_PERMITS: u64 = 1_000_000;

@@ -45,7 +45,7 @@
 //! # Reference
 //!
 //! - The attribute's options (`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `fencing`,
-//!   `hold_at_least`, `permits`, `mode`, `client`, `crate`): [`distributed_lock`].
+//!   `hold_at_least`, `max_hold`, `permits`, `mode`, `client`, `crate`): [`distributed_lock`].
 //! - The errors, when each happens and what to do: [`LockError`].
 //! - The settings of a client (deployment, timeouts, key prefix, replicas): [`Config`].
 //!

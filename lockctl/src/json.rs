@@ -26,14 +26,21 @@ pub(crate) fn state(state: &LockState) -> Value {
     })
 }
 
-/// A `Holder`: `kind` is `exclusive`, `reader` or `permit`.
+/// A `Holder`: `kind` is `exclusive`, `reader` or `permit`; `last_renewal` and
+/// `last_progress` as `server_time` is (null when unknown).
 pub(crate) fn holder(holder: &Holder) -> Value {
     let kind = match holder.kind {
         HolderKind::Reader => "reader",
         HolderKind::Permit => "permit",
         _ => "exclusive",
     };
-    json!({ "token": holder.token, "ttl": holder.ttl.map(millis), "kind": kind })
+    json!({
+        "token": holder.token,
+        "ttl": holder.ttl.map(millis),
+        "kind": kind,
+        "last_renewal": holder.last_renewal.map(time),
+        "last_progress": holder.last_progress.map(time),
+    })
 }
 
 /// A `Waiter`.
