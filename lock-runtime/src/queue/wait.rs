@@ -129,7 +129,6 @@ impl LongWait {
         let Some(at) = self.at.filter(|at| *at <= Instant::now() + retry_in) else {
             return waiter.park(retry_in).await;
         };
-        self.at = None;
         let key = waiter.bounds().0.to_owned();
         let park = waiter.park(retry_in);
         tokio::pin!(park);
@@ -138,6 +137,8 @@ impl LongWait {
             () = &mut park => return,
             () = tokio::time::sleep_until(at) => {}
         }
+        // Told now, once: a park that ended sooner leaves it due for a later one.
+        self.at = None;
         let waited_ms = crate::lease::millis(self.started.elapsed());
         tracing::info!(
             key,
