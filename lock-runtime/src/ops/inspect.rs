@@ -132,7 +132,9 @@ impl Holder {
     /// This holder with what its hold record says (`<token> <renewed ms> <progress ms or
     /// ->`, written by its renewals), when the record is this holder's.
     fn with_record(mut self, record: Option<&str>) -> Self {
-        let mut parts = record.unwrap_or_default().split(' ');
+        // Read from the end: the two times have no space, whatever the token holds.
+        let mut parts = record.unwrap_or_default().rsplitn(3, ' ');
+        let (progress, renewed) = (parts.next(), parts.next());
         if parts.next() != Some(self.token.as_str()) {
             return self;
         }
@@ -140,8 +142,8 @@ impl Holder {
             let ms = ms?.parse::<u64>().ok()?;
             Some(UNIX_EPOCH + Duration::from_millis(ms))
         };
-        self.last_renewal = time(parts.next());
-        self.last_progress = time(parts.next());
+        self.last_renewal = time(renewed);
+        self.last_progress = time(progress);
         self
     }
 }
@@ -531,6 +533,9 @@ mod tests {
         let no_progress = foreign.clone().with_record(Some("t 1795540488551 -"));
         assert_eq!(no_progress.last_progress, None);
         assert!(no_progress.last_renewal.is_some());
+        let spaced = Holder::exclusive("t with spaces".into(), None);
+        let spaced = spaced.with_record(Some("t with spaces 1795540488551 -"));
+        assert!(spaced.last_renewal.is_some());
         let stale = foreign.clone().with_record(Some("u 1795540488551 -"));
         assert_eq!(
             stale, foreign,
