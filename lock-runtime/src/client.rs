@@ -153,6 +153,8 @@ struct ClientInner {
     lock_defaults: crate::options::LockDefaults,
     /// The lock-order check ([`Config::lock_order_check`]; none: off).
     lock_order: Option<crate::lock_order::LockOrder>,
+    /// Makes its tokens, each naming this process ([`crate::identity`]).
+    tokens: crate::identity::TokenMaker,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -203,6 +205,7 @@ impl LockClient {
         let (watchdog, liveness, shutdown) =
             start_renewal(&config, &connections, masters, &telemetry, &setup.interrupt);
         let interrupt = setup.interrupt.clone();
+        let tokens = crate::identity::TokenMaker::new(config.service_name.as_deref());
         Ok(LockClient {
             inner: Arc::new(ClientInner {
                 connections,
@@ -226,6 +229,7 @@ impl LockClient {
                 thread,
                 lock_defaults: config.lock_defaults,
                 lock_order: crate::lock_order::LockOrder::new(config.lock_order),
+                tokens,
             }),
         })
     }
@@ -379,6 +383,20 @@ impl LockClient {
 
     pub(crate) fn telemetry(&self) -> &Telemetry {
         &self.inner.telemetry
+    }
+
+    /// A fresh token for a lease of `ttl` asked for at `site`, naming this process.
+    pub(crate) fn new_token(
+        &self,
+        ttl: std::time::Duration,
+        site: &crate::lock_order::CallSite,
+    ) -> crate::lease::Token {
+        self.inner.tokens.token(ttl, site)
+    }
+
+    /// What makes its tokens.
+    pub(crate) fn tokens(&self) -> &crate::identity::TokenMaker {
+        &self.inner.tokens
     }
 
     /// The lock-order check, when [`Config::lock_order_check`] turned it on.

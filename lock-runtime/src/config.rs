@@ -9,6 +9,7 @@ use redis::cluster::ClusterClientBuilder;
 
 use tls_files::TlsFiles;
 
+mod identity;
 mod lock_order;
 #[cfg(feature = "sentinel")]
 pub(crate) mod primary_settings;
@@ -56,6 +57,8 @@ pub struct Config {
     pub(crate) outage_grace: Duration,
     pub(crate) lock_defaults: crate::options::LockDefaults,
     pub(crate) lock_order: crate::lock_order::LockOrderCheck,
+    /// The service its tokens name (`None`: the binary's name).
+    pub(crate) service_name: Option<String>,
 }
 
 /// How long a server may fail to answer before acquisitions that need it fail at once,
@@ -173,6 +176,7 @@ impl Config {
             outage_grace: DEFAULT_OUTAGE_GRACE,
             lock_defaults: crate::options::LockDefaults::default(),
             lock_order: crate::lock_order::LockOrderCheck::Off,
+            service_name: None,
         }
     }
 

@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::identity::SeenHolder;
+
 /// Why a lock could not be taken or kept.
 ///
 /// Every variant names the key, so a log line says which lock failed and why.
@@ -27,7 +29,7 @@ use std::time::Duration;
 /// | variant | when | what to do | with `axum` |
 /// |---|---|---|---|
 /// | [`Busy`](Self::Busy) | another owner holds the key and `wait` is zero | nothing: the duplicate is refused, as a dedup or a run-once job wants | 429 |
-/// | [`Timeout`](Self::Timeout) | the key was still held when `wait` ran out | retry later; raise `wait` or shorten the critical section if it is frequent | 503, `Retry-After: 1` |
+/// | [`Timeout`](Self::Timeout) | the key was still held when `wait` ran out; `holder` names who held it (host, pid, service, function) and for how long | a holder that held the key through the whole wait may be stuck: look at it (`lockctl inspect`); otherwise retry later, raise `wait` or shorten the critical section | 503, `Retry-After: 1` |
 /// | [`Lost`](Self::Lost) | the lease was lost while the body ran (`on_lost = "cancel"`), or the release found another owner; `cause` says how | the body's effects may have happened without the lock: check them, and use fencing where two holders would corrupt data | 503 |
 /// | [`Backend`](Self::Backend) | Redis unreachable or failing (a typed error within the connect timeout, never a hang) | retry later; the message names the cause (the I/O error or the Redis reply) | 503, `Retry-After: 1` |
 /// | [`ReleaseGaveUp`](Self::ReleaseGaveUp) | a release kept failing until its time ran out: the key expires by its ttl | nothing to undo; the others wait at most the rest of the ttl | 503, `Retry-After: 1` |
@@ -54,6 +56,10 @@ pub enum LockError {
         key: String,
         /// How long this caller waited.
         waited: Duration,
+        /// Who held the key when the wait ran out, as the waiter saw it then (one look
+        /// at the key, made only when a wait runs out); `None` when the key was free by
+        /// then, or the look failed.
+        holder: Option<Box<SeenHolder>>,
     },
     /// The lease was lost while the guarded body ran, or its release found the key gone or
     /// held by another owner ([`LostCause::FoundAtRelease`]: the body ran to its end, so its
@@ -187,11 +193,24 @@ impl fmt::Display for LockError {
                 f,
                 "lock `{key}` is busy: another owner holds it (wait = 0s, so it was tried once)"
             ),
-            LockError::Timeout { key, waited } => write!(
+            LockError::Timeout {
+                key,
+                waited,
+                holder: None,
+            } => write!(
                 f,
                 "lock `{key}` could not be acquired within {waited:?}: another owner held it \
                  (or Redis answered too late); raise `wait` or shorten the holder's work"
             ),
+            LockError::Timeout {
+                key,
+                waited,
+                holder: Some(holder),
+            } => {
+                let seconds = crate::identity::Seconds(*waited);
+                write!(f, "waited {seconds} for `{key}`, {holder}; ")?;
+                holder.advice(key, *waited, f)
+            }
             LockError::Lost { key, cause } => {
                 write!(f, "lock `{key}` was lost while the body ran: {cause}")
             }
@@ -361,6 +380,7 @@ impl LockError {
         LockError::Timeout {
             key: key.to_owned(),
             waited,
+            holder: None,
         }
     }
 

@@ -107,6 +107,7 @@ mod tests {
         let timeout = LockError::Timeout {
             key: "stock:1".into(),
             waited: std::time::Duration::from_secs(5),
+            holder: None,
         }
         .into_response();
         assert_eq!(timeout.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -146,6 +147,7 @@ mod tests {
                 LockError::Timeout {
                     key: key(),
                     waited: second,
+                    holder: None,
                 },
             ),
             (

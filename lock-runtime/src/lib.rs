@@ -115,6 +115,7 @@ pub mod guide;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+mod identity;
 mod key;
 mod lease;
 mod lock_order;
@@ -147,6 +148,7 @@ pub use config::{
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
+pub use identity::{Identity, ProcessIdentity};
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
 pub use lock_macros::distributed_lock;
 pub use lock_order::LockOrderCheck;

@@ -5,9 +5,11 @@
 pub(crate) mod force_release;
 pub(crate) mod inspect;
 mod majority;
+mod seen_holder;
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::scripts::KeyNames;
 use force_release::{CheckedRelease, ForcedRelease, ReleaseCheck, force_release_on};
 use inspect::{LockState, inspect_on};
 
@@ -38,8 +40,12 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
-        let names = self.key_names(key)?;
-        let ask = |connection| inspect_on(&names, connection);
+        self.inspect_names(&self.key_names(key)?).await
+    }
+
+    /// What the lock `names` holds now (see [`LockClient::inspect`]).
+    pub(crate) async fn inspect_names(&self, names: &KeyNames) -> Result<LockState, LockError> {
+        let ask = |connection| inspect_on(names, connection);
         (self.deployment())
             .ask_each(self.nodes(), || self.connection(), names.lock(), ask)
             .await

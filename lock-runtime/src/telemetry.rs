@@ -36,7 +36,7 @@
 //!
 //! | level | event | fields | means |
 //! |---|---|---|---|
-//! | INFO | `lock wait timed out` | `key`, `waited_ms` | an acquire returned `Timeout`: another owner held the lock for longer than `wait` |
+//! | INFO | `lock wait timed out` | `key`, `waited_ms`, `holder`, `holder_token`, `held_ms` | an acquire returned `Timeout`: another owner held the lock for longer than `wait`; `holder` names it (host, pid, service, function) and `held_ms` how long it had held the key |
 //! | INFO | `lock not acquired: no Redlock majority` | `error`, `key` | `NoQuorum`: too few Redlock masters granted the lock |
 //! | INFO | `the lease was lost: the guarded body was stopped` | `cause`, `key` | a guarded body was stopped and returned `Lost` (`on_lost = "cancel"`) |
 //! | INFO | `lock force-released by an operator` | `key`, `token` | [`force_release`](crate::force_release) deleted a holder's key; that holder finds out at its next renewal |
@@ -180,10 +180,17 @@ impl Telemetry {
             LockError::Busy { .. } => {
                 tracing::debug!(key, "lock busy: another owner holds it (wait = 0s)");
             }
-            LockError::Timeout { waited, .. } => {
+            LockError::Timeout { waited, holder, .. } => {
+                let held_by = holder.as_deref().map(|seen| &seen.identity);
                 tracing::info!(
                     key,
                     waited_ms = waited.as_millis() as u64,
+                    holder = held_by.map(tracing::field::display),
+                    holder_token = holder.as_deref().map(|seen| seen.token.as_str()),
+                    held_ms = holder
+                        .as_deref()
+                        .and_then(|seen| seen.held_for)
+                        .map(|held| held.as_millis() as u64),
                     "lock wait timed out: another owner still holds it"
                 );
             }

@@ -5,7 +5,8 @@
 use std::fmt;
 
 use crate::connection::Connection;
-use crate::ops::inspect::{Holder, Seconds, holders, not_a_lock};
+use crate::identity::Seconds;
+use crate::ops::inspect::{Holder, holders, not_a_lock};
 use crate::scripts::ShareNames;
 use crate::scripts::force_release_call;
 use crate::scripts::{KeyNames, invoke};
