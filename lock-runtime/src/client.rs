@@ -206,6 +206,12 @@ impl LockClient {
             start_renewal(&config, &connections, masters, &telemetry, &setup.interrupt);
         let interrupt = setup.interrupt.clone();
         let tokens = crate::identity::TokenMaker::new(config.service_name.as_deref());
+        // An operator's release of a held lock is heard at once (not in a cluster, whose
+        // sharded channels the release's script cannot reach: see `notices.rs`).
+        if connections[0].cluster_nodes().is_none() {
+            let channel = tokens.notice_channel();
+            crate::renewal::notices::listen(wakeups.registrar(), channel, watchdog.clone());
+        }
         Ok(LockClient {
             inner: Arc::new(ClientInner {
                 connections,

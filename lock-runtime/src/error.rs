@@ -438,6 +438,13 @@ pub enum LostCause {
     /// [`crate::LockClient::shutdown`], or the process's exit).
     #[error("the lock client shut down and released the lock")]
     Shutdown,
+    /// An operator took the lock away ([`force_release`](crate::force_release), `lockctl
+    /// release`), and its release told this holder's process at once (a holder that has
+    /// renewed its lease at least once listens for that; one that has not finds the token
+    /// gone at its first renewal, [`TokenGone`](Self::TokenGone)). The WARN event names
+    /// who released it.
+    #[error("an operator force-released the lock")]
+    ForceReleased,
 }
 
 /// What releasing a lock found.

@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::lease::{OUR_TOKEN, Token, millis};
 use crate::lock_order::CallSite;
+use crate::scripts::AUX_PREFIX;
 
 /// The longest host, service and function names a token carries (longer ones are cut).
 const MAX_PART: usize = 64;
@@ -38,6 +39,8 @@ pub(crate) struct TokenMaker {
     head: String,
     /// `/<pid>@<host>/<service>/`
     process: String,
+    /// `<host> pid <pid> <service>`
+    releaser: String,
     made: AtomicU64,
 }
 
@@ -45,17 +48,31 @@ impl TokenMaker {
     /// The token maker of a client of `service` (none: the binary's name) in this process.
     pub(crate) fn new(service: Option<&str>) -> Self {
         let id = uuid::Uuid::new_v4().as_u64_pair().0;
-        let service = service.map_or_else(binary_name, str::to_owned);
+        let service = clean(&service.map_or_else(binary_name, str::to_owned));
+        let (pid, host) = (std::process::id(), clean(&host_name()));
         TokenMaker {
             head: format!("{OUR_TOKEN}{id:016x}."),
-            process: format!(
-                "/{}@{}/{}/",
-                std::process::id(),
-                clean(&host_name()),
-                clean(&service)
-            ),
+            process: format!("/{pid}@{host}/{service}/"),
+            releaser: format!("{host} pid {pid} {service}"),
             made: AtomicU64::new(0),
         }
+    }
+
+    /// Who this client is, as a releaser names itself to the holder it tells: `host pid
+    /// service`.
+    pub(crate) fn process(&self) -> &str {
+        &self.releaser
+    }
+
+    /// The channel this client hears of its locks taken away by an operator on (see
+    /// `renewal/notices.rs`): `~lock/notice/<id>`.
+    pub(crate) fn notice_channel(&self) -> String {
+        let id = self
+            .head
+            .strip_prefix(OUR_TOKEN)
+            .unwrap_or("")
+            .trim_end_matches('.');
+        format!("{AUX_PREFIX}notice/{id}")
     }
 
     /// A fresh token for a lease of `ttl`, asked for at `site` (the guarded function, or
@@ -63,15 +80,15 @@ impl TokenMaker {
     pub(crate) fn token(&self, ttl: Duration, site: &CallSite) -> Token {
         let mut text = self.start(ttl);
         match site.function_path() {
-            Some(function) => push_clean(&mut text, function),
+            Some(function) => text.push_clean(function),
             None => {
                 let (file, line) = site.file_line();
-                push_clean(&mut text, file.rsplit(['/', '\\']).next().unwrap_or(file));
-                text.push(':');
-                push_number(&mut text, u64::from(line));
+                text.push_clean(file.rsplit(['/', '\\']).next().unwrap_or(file));
+                text.push(b":");
+                text.push_number(u64::from(line));
             }
         }
-        Token::from(text)
+        text.token()
     }
 
     /// A fresh token for a lease of `ttl` that names the function `previous` names: the
@@ -79,43 +96,92 @@ impl TokenMaker {
     pub(crate) fn successor(&self, ttl: Duration, previous: &str) -> Token {
         let mut text = self.start(ttl);
         if let Identity::Process(process) = Identity::of_token(previous) {
-            text.push_str(&process.function);
+            text.push_clean(&process.function);
         }
-        Token::from(text)
+        text.token()
     }
 
     /// A token's fields up to the function's.
-    fn start(&self, ttl: Duration) -> String {
+    fn start(&self, ttl: Duration) -> TokenText {
         let made = self.made.fetch_add(1, Ordering::Relaxed);
         let since = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, millis);
-        let mut text = String::with_capacity(self.head.len() + self.process.len() + MAX_PART + 40);
-        text.push_str(&self.head);
-        push_number(&mut text, made);
-        text.push('/');
-        push_number(&mut text, since);
-        text.push('/');
-        push_number(&mut text, millis(ttl));
-        text.push_str(&self.process);
+        let mut text = TokenText::new();
+        text.push(self.head.as_bytes());
+        text.push_number(made);
+        text.push(b"/");
+        text.push_number(since);
+        text.push(b"/");
+        text.push_number(millis(ttl));
+        text.push(self.process.as_bytes());
         text
     }
 }
 
-/// Appends `n` in decimal.
-fn push_number(text: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// The longest token: the per-client part (its parts cut to [`MAX_PART`]), three numbers
+/// and the function's [`MAX_PART`] fit.
+const MAX_TOKEN: usize = 512;
+
+/// A token being written, on the stack: one allocation when it is done, as the random
+/// token before it took.
+struct TokenText {
+    bytes: [u8; MAX_TOKEN],
+    len: usize,
+}
+
+impl TokenText {
+    fn new() -> Self {
+        TokenText {
+            bytes: [0; MAX_TOKEN],
+            len: 0,
         }
     }
-    for &digit in &digits[at..] {
-        text.push(char::from(digit));
+
+    /// Appends `part` (ASCII), cut where the buffer ends.
+    fn push(&mut self, part: &[u8]) {
+        let take = part.len().min(MAX_TOKEN - self.len);
+        self.bytes[self.len..self.len + take].copy_from_slice(&part[..take]);
+        self.len += take;
+    }
+
+    /// Appends `n` in decimal.
+    fn push_number(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
+
+    /// Appends at most [`MAX_PART`] characters of `part`, each that is not [`plain`] as
+    /// `_`.
+    fn push_clean(&mut self, part: &str) {
+        let head = &part.as_bytes()[..part.len().min(MAX_PART)];
+        if head.iter().all(|&b| plain(char::from(b))) {
+            self.push(head);
+            return;
+        }
+        for c in part.chars().take(MAX_PART) {
+            let c = if plain(c) { c } else { '_' };
+            self.push(c.encode_utf8(&mut [0u8; 4]).as_bytes());
+        }
+    }
+
+    /// The token written.
+    fn token(&self) -> Token {
+        // Only ASCII is written (every other character became `_`); the fallback (never
+        // taken) copies lossily.
+        match std::str::from_utf8(&self.bytes[..self.len]) {
+            Ok(text) => Token::from(text),
+            Err(_) => Token::from(String::from_utf8_lossy(&self.bytes[..self.len]).as_ref()),
+        }
     }
 }
 
@@ -125,17 +191,10 @@ fn plain(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '<' | '>' | '+')
 }
 
-/// Appends `part`, at most [`MAX_PART`] characters, each that is not [`plain`] as `_`.
-fn push_clean(text: &mut String, part: &str) {
-    for c in part.chars().take(MAX_PART) {
-        text.push(if plain(c) { c } else { '_' });
-    }
-}
-
+/// `part`, at most [`MAX_PART`] characters, each that is not [`plain`] as `_`.
 fn clean(part: &str) -> String {
-    let mut text = String::with_capacity(part.len().min(MAX_PART));
-    push_clean(&mut text, part);
-    text
+    let cleaned = part.chars().take(MAX_PART);
+    cleaned.map(|c| if plain(c) { c } else { '_' }).collect()
 }
 
 /// The host's name (the kernel's, else `/etc/hostname`, else `HOSTNAME` or `COMPUTERNAME`),
@@ -381,6 +440,16 @@ mod tests {
         assert!(!odd.contains(' ') && !odd.contains('\n'));
         let process = Identity::of_token(&odd).process().cloned().expect("ours");
         assert_eq!(process.function, "a_b_c_d");
+    }
+
+    #[test]
+    fn the_release_script_tells_the_channel_the_client_listens_on() {
+        let lua = include_str!("lua/force_release.lua");
+        assert!(lua.contains(&format!("'{AUX_PREFIX}notice/'")));
+        let maker = TokenMaker::new(None);
+        let token = maker.token(Duration::from_secs(1), &CallSite::at("a.rs", 1));
+        let id = token[OUR_TOKEN.len()..].split('.').next().unwrap_or("");
+        assert_eq!(maker.notice_channel(), format!("{AUX_PREFIX}notice/{id}"));
     }
 
     #[test]

@@ -57,9 +57,13 @@ impl LockClient {
     /// at its next look. Returns what it removed and whom it woke; a free key is left
     /// free (its queue is still woken).
     ///
-    /// The old holder is not told at once: its watchdog's next renewal (within a third of
-    /// its ttl) finds the token gone, logs a WARN naming the key and counts the loss
-    /// ([`LostCause::TokenGone`](crate::LostCause::TokenGone)); a guarded body with
+    /// The old holder is told at once, once its process has renewed a lease (a hold older
+    /// than a third of its ttl, as a stuck one is): the release publishes to its process,
+    /// which ends the lease with
+    /// [`LostCause::ForceReleased`](crate::LostCause::ForceReleased) and WARNs naming the
+    /// releaser. A younger hold, or one in a cluster (whose sharded channels the release
+    /// cannot reach), finds the token gone at its next renewal (within a third of its ttl:
+    /// [`LostCause::TokenGone`](crate::LostCause::TokenGone)). A guarded body with
     /// `on_lost = "cancel"` then stops at its next await point and returns
     /// [`LockError::Lost`]. Until then it still believes it holds the lock: use
     /// [fencing](crate::Lock::fencing) where that matters. A key that holds another Redis

@@ -39,12 +39,13 @@
 //! | INFO | `lock wait timed out` | `key`, `waited_ms`, `holder`, `holder_token`, `held_ms` | an acquire returned `Timeout`: another owner held the lock for longer than `wait`; `holder` names it (host, pid, service, function) and `held_ms` how long it had held the key |
 //! | INFO | `lock not acquired: no Redlock majority` | `error`, `key` | `NoQuorum`: too few Redlock masters granted the lock |
 //! | INFO | `the lease was lost: the guarded body was stopped` | `cause`, `key` | a guarded body was stopped and returned `Lost` (`on_lost = "cancel"`) |
-//! | INFO | `lock force-released by an operator` | `key`, `token` | [`force_release`](crate::force_release) deleted a holder's key; that holder finds out at its next renewal |
+//! | INFO | `lock force-released by an operator` | `key`, `token` | [`force_release`](crate::force_release) deleted a holder's key; the holder hears of it at once once it has renewed its lease (`lock force-released by an operator: its holder was told`), else at its first renewal |
 //! | INFO | `the … answers again` | `server`, `unreachable_ms` | a server that was unreachable past the outage grace answers again: locks are taken on it again |
 //! | INFO | `the Redis Cluster master serves no slot any more` | `server` | a cluster master that was down lost its slots to a failover: its keys are checked on their new master |
 //! | INFO | `the Redis server refuses RESP3` | `error`, `server` | wake-ups come over a RESP2 pub/sub connection instead |
 //! | INFO | `…: released every lock it held and left every queue` | `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown (of the client, or of the process with locks held) gave every lock back |
 //! | WARN | `lock lost`, `read lock lost`, `permit lost` | `cause`, `found`, `key` | a held lease is gone: its key deleted or taken over (a renewal or `extend` found the token gone), renewals failed until its validity ended, or its release found another owner's token or no key (`found`); counted in [`LOST`] |
+//! | WARN | `lock force-released by an operator: its holder was told` | `by`, `key`, `token` | an operator's [`force_release`](crate::force_release) took a lock this process held, and told it at once: the lease ends with [`LostCause::ForceReleased`](crate::LostCause::ForceReleased); `by` names the releaser (host, pid, service); counted in [`LOST`] |
 //! | WARN | `lease renewal failed`, `reloading the renew script failed` | `error`, `key`, `keys`, `leases` | Redis failed a renewal or a pipeline of them; each is tried again until the lease's validity ends |
 //! | WARN | `lease renewals not confirmed by enough replicas` | `answer`, `keys`, `leases` | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas), renewals too few replicas confirmed do not count |
 //! | WARN | `lock not acquired: too few replicas confirmed the grant`, `lock not acquired: the grant was not in the append-only files asked for` | `error`, `key` | an acquire failed with `NotReplicated` or `NotDurable` |
@@ -58,7 +59,7 @@
 //! | WARN | `the Redis server may evict lock keys` | `policy`, `server` | the server's `maxmemory-policy` may evict locks (use `noeviction`) |
 //! | WARN | `the process exited or the lock client was dropped with locks held, and Redis did not answer`, `…: … releases or leaves got no answer from Redis` | `budget_ms`, `failed`, `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown could not give every lock back: those end by their ttl |
 //! | DEBUG | `lock busy`, `lock acquired`, `lease renewed`, `lease renewals sent`, `lock released`, `lock passed to the next local waiter`, `lock yielded to the next process`, `lease reached its ttl` | `attempts`, `granted`, `held_ms`, `kept_for_hold_at_least`, `key`, `keys`, `leases`, `outcome`, `waited_ms` | the normal path |
-//! | DEBUG | `transient error; retrying`, `… failed; trying again`, `lease renewal failed; trying again soon`, `lease renewals redirected`, `connection dropped; trying once more`, `release sent again after a lost reply`, `grant not replicated; undoing it`, `the fence reached no majority; trying again`, `giving back a lost round`, `taking a passed lock over failed`, `the lock key was lost while a reader entered`, `the lock key was lost while a writer waited for the readers`, `passing the read-write lock on failed`, `giving back a write lock that could not wait out the readers failed`, `giving back a share no majority took failed`, `keeping queue places alive failed`, `refreshing the process's liveness key failed` | `error`, `key`, `keys`, `leases`, `reply` | a step that is tried again or given up without a loss |
+//! | DEBUG | `transient error; retrying`, `… failed; trying again`, `lease renewal failed; trying again soon`, `lease renewals redirected`, `connection dropped; trying once more`, `release sent again after a lost reply`, `grant not replicated; undoing it`, `the fence reached no majority; trying again`, `giving back a lost round`, `taking a passed lock over failed`, `the lock key was lost while a reader entered`, `the lock key was lost while a writer waited for the readers`, `passing the read-write lock on failed`, `giving back a write lock that could not wait out the readers failed`, `giving back a share no majority took failed`, `keeping queue places alive failed`, `refreshing the process's liveness key failed`, `the notice channel could not be subscribed; trying again` | `error`, `key`, `keys`, `leases`, `reply` | a step that is tried again or given up without a loss |
 //! | DEBUG | `cannot subscribe to release messages`, `subscribe failed`, `unsubscribe failed`, `the primary did not answer the start-up check`, `the server did not answer the WAITAOF check`, `FUNCTION LIST refused`, `request refused by its lock` | `channel`, `error`, `key`, `master`, `server` | connections, subscriptions and start-up checks; a `LockLayer` request answered with its lock's error |
 //!
 //! ```
@@ -109,6 +110,7 @@ fn cause_label(cause: LostCause) -> &'static str {
         LostCause::FoundAtRelease => "found_at_release",
         LostCause::Expired => "expired",
         LostCause::Shutdown => "shutdown",
+        LostCause::ForceReleased => "force_released",
     }
 }
 

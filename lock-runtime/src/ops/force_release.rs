@@ -148,6 +148,7 @@ pub(crate) async fn force_release_on(
         &shares,
         client.publish_command(),
         (expected, check.foreign),
+        client.tokens().process(),
     );
     let (removed, pttl, woken, granted, others, verdict): ForceReply =
         invoke(&call, &mut connection)

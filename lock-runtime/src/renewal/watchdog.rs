@@ -28,6 +28,7 @@ use crate::telemetry::Telemetry;
 
 mod renewals;
 mod schedule;
+mod taken_away;
 mod timeline;
 use schedule::schedule;
 
@@ -64,6 +65,9 @@ struct Nodes {
 struct WatchdogShared {
     state: Mutex<WatchdogState>,
     stopped: AtomicBool,
+    /// Set at the first lease renewed (see [`taken_away`]), and its wake-up.
+    renewed: AtomicBool,
+    first_renewal: Notify,
 }
 
 /// The schedule's ids are the watchdog's own counter, never a caller's value: a
@@ -222,6 +226,8 @@ impl Watchdog {
                 ..WatchdogState::default()
             }),
             stopped: AtomicBool::new(false),
+            renewed: AtomicBool::new(false),
+            first_renewal: Notify::new(),
         });
         let wake = Arc::new(Notify::new());
         let nodes = Nodes {
