@@ -155,6 +155,8 @@ struct ClientInner {
     lock_order: Option<crate::lock_order::LockOrder>,
     /// Makes its tokens, each naming this process ([`crate::identity`]).
     tokens: crate::identity::TokenMaker,
+    /// How long a holding task's wait goes before it looks for a deadlock (zero: never).
+    deadlock_delay: std::time::Duration,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -236,6 +238,7 @@ impl LockClient {
                 lock_defaults: config.lock_defaults,
                 lock_order: crate::lock_order::LockOrder::new(config.lock_order),
                 tokens,
+                deadlock_delay: config.deadlock_delay,
             }),
         })
     }
@@ -398,6 +401,11 @@ impl LockClient {
         site: &crate::lock_order::CallSite,
     ) -> crate::lease::Token {
         self.inner.tokens.token(ttl, site)
+    }
+
+    /// How long a holding task's wait goes before it looks for a deadlock (zero: never).
+    pub(crate) fn deadlock_delay(&self) -> std::time::Duration {
+        self.inner.deadlock_delay
     }
 
     /// What makes its tokens.

@@ -9,6 +9,7 @@ use redis::cluster::ClusterClientBuilder;
 
 use tls_files::TlsFiles;
 
+mod deadlock;
 mod identity;
 mod lock_order;
 #[cfg(feature = "sentinel")]
@@ -59,11 +60,18 @@ pub struct Config {
     pub(crate) lock_order: crate::lock_order::LockOrderCheck,
     /// The service its tokens name (`None`: the binary's name).
     pub(crate) service_name: Option<String>,
+    /// How long a wait of a task that holds locks goes before it looks for a deadlock
+    /// (zero: never).
+    pub(crate) deadlock_delay: Duration,
 }
 
 /// How long a server may fail to answer before acquisitions that need it fail at once,
 /// by default (see [`Config::outage_grace`]).
 pub const DEFAULT_OUTAGE_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a wait of a task that holds locks goes, by default, before it looks for a
+/// deadlock (see [`Config::deadlock_detection`]): PostgreSQL's `deadlock_timeout`.
+pub const DEFAULT_DEADLOCK_DELAY: Duration = Duration::from_secs(1);
 
 /// How long a foreign window leaves a contended key free, by default (see
 /// [`Config::foreign_window`]).
@@ -177,6 +185,7 @@ impl Config {
             lock_defaults: crate::options::LockDefaults::default(),
             lock_order: crate::lock_order::LockOrderCheck::Off,
             service_name: None,
+            deadlock_delay: DEFAULT_DEADLOCK_DELAY,
         }
     }
 

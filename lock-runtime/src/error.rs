@@ -39,6 +39,7 @@ use crate::identity::SeenHolder;
 /// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
 /// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer, a server that refuses the `WAIT`/`WAITAOF` a grant needs | fix the configuration; `reason` says how | 500 |
 /// | [`OrderInversion`](Self::OrderInversion) | with [`Config::lock_order_check`](crate::Config::lock_order_check) set to `Fail`: this nested acquisition takes two classes of locks in the reverse of an order seen before (a deadlock waiting to happen), before any Redis traffic | take nested locks in one order everywhere; `inversion` names both orders and their call sites | 500 |
+/// | [`Deadlock`](Self::Deadlock) | this wait closed a cycle of tasks that each hold a lock the next one waits for, and it is the one that gives way (the youngest wait), after the detection delay ([`Config::deadlock_detection`](crate::Config::deadlock_detection)) | retry: the others of the cycle go on and let go; take nested locks in one order everywhere; `cycle` names each key, its holder and what it waits for | 503, `Retry-After: 1` |
 /// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
 /// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; the message says why | 500 |
 #[derive(Debug, Clone)]
@@ -169,6 +170,18 @@ pub enum LockError {
         /// The classes and call sites of this order and of the earlier ones it inverts.
         inversion: String,
     },
+    /// This wait closed a deadlock: a cycle of tasks (in this process or others) that each
+    /// hold a lock the next one waits for. One task of the cycle gives way, the one whose
+    /// wait began last, and fails with this; the others go on as soon as it lets go of
+    /// what it holds. Found by following the wait-for chain in Redis after the detection
+    /// delay ([`Config::deadlock_detection`](crate::Config::deadlock_detection)).
+    Deadlock {
+        /// The Redis key this wait was for.
+        key: String,
+        /// The cycle, one step per key: its holder (host, pid, service, function) and the
+        /// key that holder waits for.
+        cycle: String,
+    },
     /// The lock client was shut down ([`crate::shutdown`], [`crate::LockClient::shutdown`]),
     /// or the process is exiting: it takes no new locks.
     Shutdown {
@@ -235,6 +248,11 @@ impl fmt::Display for LockError {
             LockError::OrderInversion { key, inversion } => {
                 write!(f, "lock `{key}` was not taken: {inversion}")
             }
+            LockError::Deadlock { key, cycle } => write!(
+                f,
+                "lock `{key}` was not taken: this wait closed a deadlock ({cycle}); it gives \
+                 way so the others go on: retry, and take nested locks in one order"
+            ),
             LockError::Shutdown { key } => write!(
                 f,
                 "lock `{key}` was not acquired: the lock client has been shut down \
@@ -364,6 +382,7 @@ impl LockError {
             | LockError::NotDurable { key, .. }
             | LockError::InvalidKey { key, .. }
             | LockError::OrderInversion { key, .. }
+            | LockError::Deadlock { key, .. }
             | LockError::Shutdown { key } => key,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => "",
         }

@@ -6,20 +6,21 @@
 //! It reads, field by field:
 //!
 //! ```text
-//! lr-6f1d0c3e9a7b4c2d.17/1795540488551/60000/4711@host-a/shop/shop::buy
-//! │  │                │  │             │     │    │      │    └ the guarded function, or a builder's file:line
-//! │  │                │  │             │     │    │      └ the service (Config::service_name)
-//! │  │                │  │             │     │    └ the host
-//! │  │                │  │             │     └ the process id
-//! │  │                │  │             └ the lease asked for, in ms
-//! │  │                │  └ when the process asked for the key (ms since the epoch, its clock)
-//! │  │                └ a counter of the client's tokens
+//! lr-6f1d0c3e9a7b4c2d.11/1a2b3c4d5e6/ea60/4711@host-a/shop/shop::buy
+//! │  │                │  │           │    │    │      │    └ the guarded function, or a builder's file:line
+//! │  │                │  │           │    │    │      └ the service (Config::service_name)
+//! │  │                │  │           │    │    └ the host
+//! │  │                │  │           │    └ the process id
+//! │  │                │  │           └ the lease asked for, in ms (hexadecimal)
+//! │  │                │  └ when the process asked for the key (ms since the epoch by its clock, hexadecimal)
+//! │  │                └ a counter of the client's tokens (hexadecimal)
 //! │  └ a random id of the client (64 bits), so tokens are never reused across processes
 //! └ what every token of this crate starts with
 //! ```
 //!
 //! The per-client part is written once, when the client is built; a new token costs the
-//! counter, the clock, and one allocation, as the random token before it did.
+//! counter, the clock, and one allocation, as the random token before it did. Numbers are
+//! hexadecimal, which takes a few instructions per digit where decimal takes a division.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,12 +81,13 @@ impl TokenMaker {
     pub(crate) fn token(&self, ttl: Duration, site: &CallSite) -> Token {
         let mut text = self.start(ttl);
         match site.function_path() {
-            Some(function) => text.push_clean(function),
+            Some(function) => text.push_label(function),
             None => {
                 let (file, line) = site.file_line();
-                text.push_clean(file.rsplit(['/', '\\']).next().unwrap_or(file));
+                let name = file.rfind(['/', '\\']).map_or(file, |at| &file[at + 1..]);
+                text.push_label(name);
                 text.push(b":");
-                text.push_number(u64::from(line));
+                text.push_decimal(line);
             }
         }
         text.token()
@@ -96,7 +98,7 @@ impl TokenMaker {
     pub(crate) fn successor(&self, ttl: Duration, previous: &str) -> Token {
         let mut text = self.start(ttl);
         if let Identity::Process(process) = Identity::of_token(previous) {
-            text.push_clean(&process.function);
+            text.push_label(&process.function);
         }
         text.token()
     }
@@ -121,7 +123,7 @@ impl TokenMaker {
 
 /// The longest token: the per-client part (its parts cut to [`MAX_PART`]), three numbers
 /// and the function's [`MAX_PART`] fit.
-const MAX_TOKEN: usize = 512;
+const MAX_TOKEN: usize = 384;
 
 /// A token being written, on the stack: one allocation when it is done, as the random
 /// token before it took.
@@ -145,9 +147,26 @@ impl TokenText {
         self.len += take;
     }
 
-    /// Appends `n` in decimal.
+    /// Appends `n` in hexadecimal (lower case, no leading zeros): a few instructions per
+    /// digit, where decimal takes a division each.
     fn push_number(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut digits = [0u8; 16];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = HEX[(n & 0xf) as usize];
+            n >>= 4;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
+
+    /// Appends `n` in decimal (a line number: a few digits).
+    fn push_decimal(&mut self, mut n: u32) {
+        let mut digits = [0u8; 10];
         let mut at = digits.len();
         loop {
             at -= 1;
@@ -160,17 +179,18 @@ impl TokenText {
         self.push(&digits[at..]);
     }
 
-    /// Appends at most [`MAX_PART`] characters of `part`, each that is not [`plain`] as
-    /// `_`.
-    fn push_clean(&mut self, part: &str) {
+    /// Appends at most [`MAX_PART`] bytes of the function's name as it is: the last field,
+    /// which may hold any character but a control one (a guarded function's path is
+    /// letters, digits, `_` and `::`; a file name is what `file!()` says), so its check
+    /// stays off the acquire path. A control character becomes `_`.
+    fn push_label(&mut self, part: &str) {
         let head = &part.as_bytes()[..part.len().min(MAX_PART)];
-        if head.iter().all(|&b| plain(char::from(b))) {
+        if !head.iter().any(u8::is_ascii_control) {
             self.push(head);
             return;
         }
-        for c in part.chars().take(MAX_PART) {
-            let c = if plain(c) { c } else { '_' };
-            self.push(c.encode_utf8(&mut [0u8; 4]).as_bytes());
+        for &byte in head {
+            self.push(if byte.is_ascii_control() { b"_" } else { std::slice::from_ref(&byte) });
         }
     }
 
@@ -286,8 +306,8 @@ impl Identity {
 fn parse(rest: &str) -> Option<ProcessIdentity> {
     let mut fields = rest.splitn(6, '/');
     let _id = fields.next()?;
-    let since = fields.next()?.parse::<u64>().ok()?;
-    let ttl = fields.next()?.parse::<u64>().ok()?;
+    let since = u64::from_str_radix(fields.next()?, 16).ok()?;
+    let ttl = u64::from_str_radix(fields.next()?, 16).ok()?;
     let (pid, host) = fields.next()?.split_once('@')?;
     let service = fields.next()?;
     let function = fields.next()?;
@@ -437,9 +457,9 @@ mod tests {
         let named = Identity::of_token(&a).process().cloned().expect("ours");
         assert_eq!(named.function, "shop.rs:42");
         let odd = maker.token(second, &CallSite::function("a/b c\nd", "x.rs", 1));
-        assert!(!odd.contains(' ') && !odd.contains('\n'));
+        assert!(!odd.contains('\n'));
         let process = Identity::of_token(&odd).process().cloned().expect("ours");
-        assert_eq!(process.function, "a_b_c_d");
+        assert_eq!(process.function, "a/b c_d");
     }
 
     #[test]

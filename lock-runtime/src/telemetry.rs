@@ -7,11 +7,12 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `backend`, `other` (a lost lease, a bad key, a configuration error, a shut-down client) |
+//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `deadlock`, `backend`, `other` (a lost lease, a bad key, a configuration error, a shut-down client) |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
 //! | [`HOLD_SECONDS`] | histogram | | how long each lock was held: from the acquire's return until the holder released or dropped the guard (the `held_ms` of the "lock released" event is the same measurement) |
-//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
+//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals), `force_released` (an operator's `force_release` took it and told the holder at once); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
+//! | [`DEADLOCKS`] | counter | | deadlocks broken: waits that closed a cycle and gave way with `LockError::Deadlock` ([`Config::deadlock_detection`](crate::Config::deadlock_detection)); one per cycle |
 //!
 //! Each metric is described to the recorder (its unit, `Unit::Count` for counters and
 //! `Unit::Seconds` for histograms, and a line of text) when a client first records one.
@@ -46,6 +47,7 @@
 //! | INFO | `…: released every lock it held and left every queue` | `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown (of the client, or of the process with locks held) gave every lock back |
 //! | WARN | `lock lost`, `read lock lost`, `permit lost` | `cause`, `found`, `key` | a held lease is gone: its key deleted or taken over (a renewal or `extend` found the token gone), renewals failed until its validity ended, or its release found another owner's token or no key (`found`); counted in [`LOST`] |
 //! | WARN | `lock force-released by an operator: its holder was told` | `by`, `key`, `token` | an operator's [`force_release`](crate::force_release) took a lock this process held, and told it at once: the lease ends with [`LostCause::ForceReleased`](crate::LostCause::ForceReleased); `by` names the releaser (host, pid, service); counted in [`LOST`] |
+//! | WARN | `deadlock detected: this wait gives way` | `cycle`, `key` | this wait closed a cycle of tasks that each hold a lock the next waits for, and is the one that gives way ([`LockError::Deadlock`](crate::LockError::Deadlock)); `cycle` names each key, its holder and what it waits for; counted in [`DEADLOCKS`] |
 //! | WARN | `lease renewal failed`, `reloading the renew script failed` | `error`, `key`, `keys`, `leases` | Redis failed a renewal or a pipeline of them; each is tried again until the lease's validity ends |
 //! | WARN | `lease renewals not confirmed by enough replicas` | `answer`, `keys`, `leases` | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas), renewals too few replicas confirmed do not count |
 //! | WARN | `lock not acquired: too few replicas confirmed the grant`, `lock not acquired: the grant was not in the append-only files asked for` | `error`, `key` | an acquire failed with `NotReplicated` or `NotDurable` |
@@ -59,7 +61,7 @@
 //! | WARN | `the Redis server may evict lock keys` | `policy`, `server` | the server's `maxmemory-policy` may evict locks (use `noeviction`) |
 //! | WARN | `the process exited or the lock client was dropped with locks held, and Redis did not answer`, `…: … releases or leaves got no answer from Redis` | `budget_ms`, `failed`, `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown could not give every lock back: those end by their ttl |
 //! | DEBUG | `lock busy`, `lock acquired`, `lease renewed`, `lease renewals sent`, `lock released`, `lock passed to the next local waiter`, `lock yielded to the next process`, `lease reached its ttl` | `attempts`, `granted`, `held_ms`, `kept_for_hold_at_least`, `key`, `keys`, `leases`, `outcome`, `waited_ms` | the normal path |
-//! | DEBUG | `transient error; retrying`, `… failed; trying again`, `lease renewal failed; trying again soon`, `lease renewals redirected`, `connection dropped; trying once more`, `release sent again after a lost reply`, `grant not replicated; undoing it`, `the fence reached no majority; trying again`, `giving back a lost round`, `taking a passed lock over failed`, `the lock key was lost while a reader entered`, `the lock key was lost while a writer waited for the readers`, `passing the read-write lock on failed`, `giving back a write lock that could not wait out the readers failed`, `giving back a share no majority took failed`, `keeping queue places alive failed`, `refreshing the process's liveness key failed`, `the notice channel could not be subscribed; trying again` | `error`, `key`, `keys`, `leases`, `reply` | a step that is tried again or given up without a loss |
+//! | DEBUG | `transient error; retrying`, `… failed; trying again`, `lease renewal failed; trying again soon`, `lease renewals redirected`, `connection dropped; trying once more`, `release sent again after a lost reply`, `grant not replicated; undoing it`, `the fence reached no majority; trying again`, `giving back a lost round`, `taking a passed lock over failed`, `the lock key was lost while a reader entered`, `the lock key was lost while a writer waited for the readers`, `passing the read-write lock on failed`, `giving back a write lock that could not wait out the readers failed`, `giving back a share no majority took failed`, `keeping queue places alive failed`, `refreshing the process's liveness key failed`, `the notice channel could not be subscribed; trying again`, `deadlock found; another wait of the cycle gives way`, `recording a wait for the deadlock detection failed; trying again`, `removing a wait's deadlock record failed; it expires` | `cycle`, `error`, `key`, `keys`, `leases`, `reply` | a step that is tried again or given up without a loss |
 //! | DEBUG | `cannot subscribe to release messages`, `subscribe failed`, `unsubscribe failed`, `the primary did not answer the start-up check`, `the server did not answer the WAITAOF check`, `FUNCTION LIST refused`, `request refused by its lock` | `channel`, `error`, `key`, `master`, `server` | connections, subscriptions and start-up checks; a `LockLayer` request answered with its lock's error |
 //!
 //! ```
@@ -84,6 +86,8 @@ pub const HOLD_SECONDS: &str = "lock_hold_seconds";
 pub const LOST: &str = "lock_lost_total";
 /// Counter of failed renewals (each lease, each attempt).
 pub const RENEWAL_FAILURES: &str = "lock_renewal_failures_total";
+/// Counter of deadlocks broken (the victim's wait, one per cycle).
+pub const DEADLOCKS: &str = "lock_deadlocks_total";
 
 /// Derives the `key` label from a lock's Redis key (see
 /// [`Config::metrics_key_label`](crate::Config::metrics_key_label)).
@@ -98,6 +102,7 @@ fn outcome_of(err: &LockError) -> &'static str {
         LockError::Backend { .. } => "backend",
         LockError::NotReplicated { .. } => "not_replicated",
         LockError::NotDurable { .. } => "not_durable",
+        LockError::Deadlock { .. } => "deadlock",
         _ => "other",
     }
 }
@@ -163,6 +168,11 @@ impl Telemetry {
                  found_at_release."
             );
             ::metrics::describe_counter!(
+                DEADLOCKS,
+                Unit::Count,
+                "Deadlocks broken: waits that closed a cycle and gave way (one per cycle)."
+            );
+            ::metrics::describe_counter!(
                 RENEWAL_FAILURES,
                 Unit::Count,
                 "Renewals of held leases that failed (each is retried)."
@@ -225,6 +235,14 @@ impl Telemetry {
         ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
         #[cfg(not(feature = "metrics"))]
         let _ = (key, cause, self.key_label);
+    }
+
+    /// A wait closed a deadlock and gave way.
+    pub(crate) fn deadlock(&self, key: &str) {
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!(DEADLOCKS, self.labels(key, None)).increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (key, self.key_label);
     }
 
     /// A renewal of a held lease failed (it is tried again).

@@ -23,13 +23,13 @@ pub const MAX_LISTED_WAITERS: usize = 100;
 ///
 /// ```text
 /// key      stock:42
-/// holder   lr-6f1d0c3e9a7b4c2d.17/1795540441234/60000/4711@host-a/shop/shop::buy  ttl 50.874s
+/// holder   lr-6f1d0c3e9a7b4c2d.11/1a2f3c71e92/ea60/4711@host-a/shop/shop::buy  ttl 50.874s
 ///          by host-a pid 4711 shop `shop::buy`  since 2026-11-24T18:29:20.234Z (41.891s ago)  renewed 9.126s ago
 /// fence    none
 /// waiting  2
-///   1  lr-a1b2c3d4e5f60718.3/1795540442120/60000/5120@host-b/shop/shop::buy  waited 1.203s  since 2026-11-24T18:30:01.123Z  place 0.795s left
+///   1  lr-a1b2c3d4e5f60718.3/1a2f3c72290/ea60/5120@host-b/shop/shop::buy  waited 1.203s  since 2026-11-24T18:30:01.123Z  place 0.795s left
 ///      by host-b pid 5120 shop `shop::buy`
-///   2  lr-0f1e2d3c4b5a6978.9/1795540442914/30000/802@host-c/billing/billing::charge  waited 0.412s  since 2026-11-24T18:30:01.914Z  place 0.801s left
+///   2  lr-0f1e2d3c4b5a6978.9/1a2f3c725a2/7530/802@host-c/billing/billing::charge  waited 0.412s  since 2026-11-24T18:30:01.914Z  place 0.801s left
 ///      by host-c pid 802 billing `billing::charge`
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

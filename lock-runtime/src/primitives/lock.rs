@@ -237,10 +237,8 @@ impl Lock {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        match self
-            .acquire_new(client.clone(), names.clone(), started)
-            .await
-        {
+        let acquire = self.acquire_new(client.clone(), names.clone(), started);
+        match crate::deadlock::watched(&client, &names, acquire).await {
             Ok(guard) => {
                 // Read off the guard: its hold began when the lock was taken.
                 let waited = guard.acquired_at().saturating_duration_since(started);
