@@ -153,6 +153,10 @@ struct ClientInner {
     lock_defaults: crate::options::LockDefaults,
     /// The lock-order check ([`Config::lock_order_check`]; none: off).
     lock_order: Option<crate::lock_order::LockOrder>,
+    /// Makes its tokens, each naming this process ([`crate::identity`]).
+    tokens: crate::identity::TokenMaker,
+    /// How long a holding task's wait goes before it looks for a deadlock (zero: never).
+    deadlock_delay: std::time::Duration,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -203,6 +207,13 @@ impl LockClient {
         let (watchdog, liveness, shutdown) =
             start_renewal(&config, &connections, masters, &telemetry, &setup.interrupt);
         let interrupt = setup.interrupt.clone();
+        let tokens = crate::identity::TokenMaker::new(config.service_name.as_deref());
+        // An operator's release of a held lock is heard at once (not in a cluster, whose
+        // sharded channels the release's script cannot reach: see `notices.rs`).
+        if connections[0].cluster_nodes().is_none() {
+            let channel = tokens.notice_channel();
+            crate::renewal::notices::listen(wakeups.registrar(), channel, watchdog.clone());
+        }
         Ok(LockClient {
             inner: Arc::new(ClientInner {
                 connections,
@@ -226,6 +237,8 @@ impl LockClient {
                 thread,
                 lock_defaults: config.lock_defaults,
                 lock_order: crate::lock_order::LockOrder::new(config.lock_order),
+                tokens,
+                deadlock_delay: config.deadlock_delay,
             }),
         })
     }
@@ -379,6 +392,25 @@ impl LockClient {
 
     pub(crate) fn telemetry(&self) -> &Telemetry {
         &self.inner.telemetry
+    }
+
+    /// A fresh token for a lease of `ttl` asked for at `site`, naming this process.
+    pub(crate) fn new_token(
+        &self,
+        ttl: std::time::Duration,
+        site: &crate::lock_order::CallSite,
+    ) -> crate::lease::Token {
+        self.inner.tokens.token(ttl, site)
+    }
+
+    /// How long a holding task's wait goes before it looks for a deadlock (zero: never).
+    pub(crate) fn deadlock_delay(&self) -> std::time::Duration {
+        self.inner.deadlock_delay
+    }
+
+    /// What makes its tokens.
+    pub(crate) fn tokens(&self) -> &crate::identity::TokenMaker {
+        &self.inner.tokens
     }
 
     /// The lock-order check, when [`Config::lock_order_check`] turned it on.

@@ -9,6 +9,8 @@ use redis::cluster::ClusterClientBuilder;
 
 use tls_files::TlsFiles;
 
+mod deadlock;
+mod identity;
 mod lock_order;
 pub(crate) mod long_holds;
 pub use long_holds::DEFAULT_LOG_LONG_WAITS;
@@ -60,11 +62,20 @@ pub struct Config {
     pub(crate) lock_order: crate::lock_order::LockOrderCheck,
     /// When a hold or a wait is logged as long ([`Config::log_long_holds`]).
     pub(crate) long: long_holds::LongThresholds,
+    /// The service its tokens name (`None`: the binary's name).
+    pub(crate) service_name: Option<String>,
+    /// How long a wait of a task that holds locks goes before it looks for a deadlock
+    /// (zero: never).
+    pub(crate) deadlock_delay: Duration,
 }
 
 /// How long a server may fail to answer before acquisitions that need it fail at once,
 /// by default (see [`Config::outage_grace`]).
 pub const DEFAULT_OUTAGE_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a wait of a task that holds locks goes, by default, before it looks for a
+/// deadlock (see [`Config::deadlock_detection`]): PostgreSQL's `deadlock_timeout`.
+pub const DEFAULT_DEADLOCK_DELAY: Duration = Duration::from_secs(1);
 
 /// How long a foreign window leaves a contended key free, by default (see
 /// [`Config::foreign_window`]).
@@ -178,6 +189,8 @@ impl Config {
             lock_defaults: crate::options::LockDefaults::default(),
             lock_order: crate::lock_order::LockOrderCheck::Off,
             long: long_holds::LongThresholds::default(),
+            service_name: None,
+            deadlock_delay: DEFAULT_DEADLOCK_DELAY,
         }
     }
 

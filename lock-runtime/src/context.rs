@@ -222,6 +222,18 @@ pub(crate) fn held_by_this_task(client: usize, key: &str) -> Option<CurrentLock>
     .flatten()
 }
 
+/// The locks (not readers' shares) this task holds through `client`: each key's names and
+/// the token its value holds, for the deadlock detection. Empty outside a guarded body.
+pub(crate) fn held_keys(client: usize) -> Vec<(Arc<KeyNames>, Token)> {
+    HELD.try_with(|held| {
+        std::iter::successors(held.as_ref(), |lock| lock.inner.outer.as_ref())
+            .filter(|lock| lock.inner.client == client && !lock.inner.read)
+            .map(|lock| (lock.inner.names.clone(), lock.inner.token.clone()))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
 /// The classes and call sites of the locks this task holds through `client`, for the
 /// lock-order check (holds taken while the check was off have none).
 pub(crate) fn held_orders(client: usize) -> Vec<Arc<OrderHold>> {

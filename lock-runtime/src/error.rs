@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::identity::SeenHolder;
+
 /// Why a lock could not be taken or kept.
 ///
 /// Every variant names the key, so a log line says which lock failed and why.
@@ -27,7 +29,7 @@ use std::time::Duration;
 /// | variant | when | what to do | with `axum` |
 /// |---|---|---|---|
 /// | [`Busy`](Self::Busy) | another owner holds the key and `wait` is zero | nothing: the duplicate is refused, as a dedup or a run-once job wants | 429 |
-/// | [`Timeout`](Self::Timeout) | the key was still held when `wait` ran out | retry later; raise `wait` or shorten the critical section if it is frequent | 503, `Retry-After: 1` |
+/// | [`Timeout`](Self::Timeout) | the key was still held when `wait` ran out; `holder` names who held it (host, pid, service, function) and for how long | a holder that held the key through the whole wait may be stuck: look at it (`lockctl inspect`); otherwise retry later, raise `wait` or shorten the critical section | 503, `Retry-After: 1` |
 /// | [`Lost`](Self::Lost) | the lease was lost while the body ran (`on_lost = "cancel"`), the release found another owner, or the hold reached its `max_hold`; `cause` says how | the body's effects may have happened without the lock: check them, and use fencing where two holders would corrupt data; for `MaxHold`, find why the body hung (the WARN names the key and token) | 503 |
 /// | [`Backend`](Self::Backend) | Redis unreachable or failing (a typed error within the connect timeout, never a hang) | retry later; the message names the cause (the I/O error or the Redis reply) | 503, `Retry-After: 1` |
 /// | [`ReleaseGaveUp`](Self::ReleaseGaveUp) | a release kept failing until its time ran out: the key expires by its ttl | nothing to undo; the others wait at most the rest of the ttl | 503, `Retry-After: 1` |
@@ -37,6 +39,7 @@ use std::time::Duration;
 /// | [`InvalidKey`](Self::InvalidKey) | an empty or over-long key, a reserved prefix, or a key of another Redis type, before any Redis traffic | fix the key or the argument that rendered it; `reason` says how | 400 |
 /// | [`Config`](Self::Config) | `init` twice, an out-of-range option, a mode the deployment does not offer, a server that refuses the `WAIT`/`WAITAOF` a grant needs | fix the configuration; `reason` says how | 500 |
 /// | [`OrderInversion`](Self::OrderInversion) | with [`Config::lock_order_check`](crate::Config::lock_order_check) set to `Fail`: this nested acquisition takes two classes of locks in the reverse of an order seen before (a deadlock waiting to happen), before any Redis traffic | take nested locks in one order everywhere; `inversion` names both orders and their call sites | 500 |
+/// | [`Deadlock`](Self::Deadlock) | this wait closed a cycle of tasks that each hold a lock the next one waits for, and it is the one that gives way (the youngest wait), after the detection delay ([`Config::deadlock_detection`](crate::Config::deadlock_detection)) | retry: the others of the cycle go on and let go; take nested locks in one order everywhere; `cycle` names each key, its holder and what it waits for | 503, `Retry-After: 1` |
 /// | [`Shutdown`](Self::Shutdown) | the client was shut down ([`crate::shutdown`]), or the process is exiting | nothing: the process is stopping | 503 |
 /// | [`InvalidUrl`](Self::InvalidUrl) | the Redis client rejects a configured URL (`REDIS_URL` or [`Config`](crate::Config)) | fix the URL, or turn on the TLS feature it needs; the message says why | 500 |
 #[derive(Debug, Clone)]
@@ -54,6 +57,10 @@ pub enum LockError {
         key: String,
         /// How long this caller waited.
         waited: Duration,
+        /// Who held the key when the wait ran out, as the waiter saw it then (one look
+        /// at the key, made only when a wait runs out); `None` when the key was free by
+        /// then, or the look failed.
+        holder: Option<Box<SeenHolder>>,
     },
     /// The lease was lost while the guarded body ran, or its release found the key gone or
     /// held by another owner ([`LostCause::FoundAtRelease`]: the body ran to its end, so its
@@ -163,6 +170,18 @@ pub enum LockError {
         /// The classes and call sites of this order and of the earlier ones it inverts.
         inversion: String,
     },
+    /// This wait closed a deadlock: a cycle of tasks (in this process or others) that each
+    /// hold a lock the next one waits for. One task of the cycle gives way, the one whose
+    /// wait began last, and fails with this; the others go on as soon as it lets go of
+    /// what it holds. Found by following the wait-for chain in Redis after the detection
+    /// delay ([`Config::deadlock_detection`](crate::Config::deadlock_detection)).
+    Deadlock {
+        /// The Redis key this wait was for.
+        key: String,
+        /// The cycle, one step per key: its holder (host, pid, service, function) and the
+        /// key that holder waits for.
+        cycle: String,
+    },
     /// The lock client was shut down ([`crate::shutdown`], [`crate::LockClient::shutdown`]),
     /// or the process is exiting: it takes no new locks.
     Shutdown {
@@ -187,11 +206,24 @@ impl fmt::Display for LockError {
                 f,
                 "lock `{key}` is busy: another owner holds it (wait = 0s, so it was tried once)"
             ),
-            LockError::Timeout { key, waited } => write!(
+            LockError::Timeout {
+                key,
+                waited,
+                holder: None,
+            } => write!(
                 f,
                 "lock `{key}` could not be acquired within {waited:?}: another owner held it \
                  (or Redis answered too late); raise `wait` or shorten the holder's work"
             ),
+            LockError::Timeout {
+                key,
+                waited,
+                holder: Some(holder),
+            } => {
+                let seconds = crate::identity::Seconds(*waited);
+                write!(f, "waited {seconds} for `{key}`, {holder}; ")?;
+                holder.advice(key, *waited, f)
+            }
             LockError::Lost { key, cause } => {
                 write!(f, "lock `{key}` was lost while the body ran: {cause}")
             }
@@ -216,6 +248,11 @@ impl fmt::Display for LockError {
             LockError::OrderInversion { key, inversion } => {
                 write!(f, "lock `{key}` was not taken: {inversion}")
             }
+            LockError::Deadlock { key, cycle } => write!(
+                f,
+                "lock `{key}` was not taken: this wait closed a deadlock ({cycle}); it gives \
+                 way so the others go on: retry, and take nested locks in one order"
+            ),
             LockError::Shutdown { key } => write!(
                 f,
                 "lock `{key}` was not acquired: the lock client has been shut down \
@@ -345,6 +382,7 @@ impl LockError {
             | LockError::NotDurable { key, .. }
             | LockError::InvalidKey { key, .. }
             | LockError::OrderInversion { key, .. }
+            | LockError::Deadlock { key, .. }
             | LockError::Shutdown { key } => key,
             LockError::Config { .. } | LockError::InvalidUrl { .. } => "",
         }
@@ -361,6 +399,7 @@ impl LockError {
         LockError::Timeout {
             key: key.to_owned(),
             waited,
+            holder: None,
         }
     }
 
@@ -426,6 +465,13 @@ pub enum LostCause {
     /// hung await), as PostgreSQL's `statement_timeout` takes a runaway statement.
     #[error("the hold reached its max_hold (the holder ran too long, or hung)")]
     MaxHold,
+    /// An operator took the lock away ([`force_release`](crate::force_release), `lockctl
+    /// release`), and its release told this holder's process at once (a holder that has
+    /// renewed its lease at least once listens for that; one that has not finds the token
+    /// gone at its first renewal, [`TokenGone`](Self::TokenGone)). The WARN event names
+    /// who released it.
+    #[error("an operator force-released the lock")]
+    ForceReleased,
 }
 
 /// What releasing a lock found.

@@ -49,6 +49,7 @@ impl LockError {
             | LockError::NotReplicated { .. }
             | LockError::NotDurable { .. }
             | LockError::Lost { .. }
+            | LockError::Deadlock { .. }
             | LockError::Shutdown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidKey { .. } => StatusCode::BAD_REQUEST,
             LockError::Config { .. }
@@ -73,6 +74,9 @@ impl LockError {
                 "the lock service is misconfigured"
             }
             LockError::OrderInversion { .. } => "the request takes its locks in a wrong order",
+            LockError::Deadlock { .. } => {
+                "the request met another in a deadlock and gave way; retry"
+            }
         }
     }
 }
@@ -107,6 +111,7 @@ mod tests {
         let timeout = LockError::Timeout {
             key: "stock:1".into(),
             waited: std::time::Duration::from_secs(5),
+            holder: None,
         }
         .into_response();
         assert_eq!(timeout.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -146,6 +151,7 @@ mod tests {
                 LockError::Timeout {
                     key: key(),
                     waited: second,
+                    holder: None,
                 },
             ),
             (
@@ -212,6 +218,13 @@ mod tests {
                 LockError::OrderInversion {
                     key: key(),
                     inversion: "b while holding a, after a while holding b".into(),
+                },
+            ),
+            (
+                "Deadlock",
+                LockError::Deadlock {
+                    key: key(),
+                    cycle: "a held by x, waiting for b; b held by y, waiting for a".into(),
                 },
             ),
             ("Shutdown", LockError::Shutdown { key: key() }),

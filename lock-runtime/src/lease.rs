@@ -38,8 +38,9 @@ pub(crate) type Token = std::sync::Arc<str>;
 /// queue.
 pub(crate) const OUR_TOKEN: &str = "lr-";
 
-/// A fresh token: [`OUR_TOKEN`] and a uuid v4 (122 random bits), never reused. A process
-/// keeps one for a whole tenure, while it passes the lock between its own tasks.
+/// A fresh random id in a token's form: [`OUR_TOKEN`] and a uuid v4 (122 random bits),
+/// never reused. Lock tokens name their process instead ([`crate::identity`]); this one
+/// names the client's liveness key.
 pub(crate) fn new_token() -> Token {
     let uuid = uuid::Uuid::new_v4();
     let mut text = [0u8; OUR_TOKEN.len() + uuid::fmt::Simple::LENGTH];

@@ -110,11 +110,13 @@ mod client_thread;
 mod config;
 mod connection;
 mod context;
+mod deadlock;
 mod error;
 pub mod guide;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+mod identity;
 mod key;
 mod lease;
 mod lock_order;
@@ -142,11 +144,13 @@ pub mod __private;
 
 pub use client::{LockClient, client, init, is_locked, shutdown};
 pub use config::{
-    Config, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
-    DEFAULT_LOG_LONG_WAITS, DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
+    Config, DEFAULT_DEADLOCK_DELAY, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME,
+    DEFAULT_LOCAL_PASSES, DEFAULT_LOG_LONG_WAITS, DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL,
+    REDIS_URL_ENV,
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
+pub use identity::{Identity, ProcessIdentity};
 pub use key::{KeyBuilder, MAX_KEY_LEN, escape_into};
 pub use lock_macros::distributed_lock;
 pub use lock_order::LockOrderCheck;

@@ -78,6 +78,18 @@ impl CallSite {
     }
 }
 
+impl CallSite {
+    /// The guarded function's path, when the attribute named it.
+    pub(crate) fn function_path(&self) -> Option<&'static str> {
+        self.function
+    }
+
+    /// The file and line.
+    pub(crate) fn file_line(&self) -> (&'static str, u32) {
+        (self.file, self.line)
+    }
+}
+
 impl fmt::Display for CallSite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.function {

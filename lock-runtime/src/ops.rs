@@ -5,9 +5,11 @@
 pub(crate) mod force_release;
 pub(crate) mod inspect;
 mod majority;
+mod seen_holder;
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::scripts::KeyNames;
 use force_release::{CheckedRelease, ForcedRelease, ReleaseCheck, force_release_on};
 use inspect::{LockState, inspect_on};
 
@@ -38,8 +40,12 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
-        let names = self.key_names(key)?;
-        let ask = |connection| inspect_on(&names, connection);
+        self.inspect_names(&self.key_names(key)?).await
+    }
+
+    /// What the lock `names` holds now (see [`LockClient::inspect`]).
+    pub(crate) async fn inspect_names(&self, names: &KeyNames) -> Result<LockState, LockError> {
+        let ask = |connection| inspect_on(names, connection);
         (self.deployment())
             .ask_each(self.nodes(), || self.connection(), names.lock(), ask)
             .await
@@ -51,9 +57,13 @@ impl LockClient {
     /// at its next look. Returns what it removed and whom it woke; a free key is left
     /// free (its queue is still woken).
     ///
-    /// The old holder is not told at once: its watchdog's next renewal (within a third of
-    /// its ttl) finds the token gone, logs a WARN naming the key and counts the loss
-    /// ([`LostCause::TokenGone`](crate::LostCause::TokenGone)); a guarded body with
+    /// The old holder is told at once, once its process has renewed a lease (a hold older
+    /// than a third of its ttl, as a stuck one is): the release publishes to its process,
+    /// which ends the lease with
+    /// [`LostCause::ForceReleased`](crate::LostCause::ForceReleased) and WARNs naming the
+    /// releaser. A younger hold, or one in a cluster (whose sharded channels the release
+    /// cannot reach), finds the token gone at its next renewal (within a third of its ttl:
+    /// [`LostCause::TokenGone`](crate::LostCause::TokenGone)). A guarded body with
     /// `on_lost = "cancel"` then stops at its next await point and returns
     /// [`LockError::Lost`]. Until then it still believes it holds the lock: use
     /// [fencing](crate::Lock::fencing) where that matters. A key that holds another Redis

@@ -4,6 +4,7 @@
 pub(crate) mod at_exit;
 pub(crate) mod liveness;
 pub(crate) mod lost_signal;
+pub(crate) mod notices;
 pub(crate) mod shutdown;
 pub(crate) mod tries_in_flight;
 pub(crate) mod watchdog;

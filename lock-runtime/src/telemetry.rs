@@ -7,11 +7,12 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `backend`, `other` (a lost lease, a bad key, a configuration error, a shut-down client) |
+//! | [`ACQUISITIONS`] | counter | `outcome` | every acquire that took a new lock or failed: `acquired`, `busy` (held, `wait` zero), `timeout`, `no_quorum`, `not_replicated`, `not_durable`, `deadlock`, `backend`, `other` (a lost lease, a bad key, a configuration error, a shut-down client) |
 //! | [`WAIT_SECONDS`] | histogram | `outcome` | how long those acquires took, waiting included |
 //! | [`HOLD_SECONDS`] | histogram | | how long each lock was held: from the acquire's return until the holder released or dropped the guard (the `held_ms` of the "lock released" event is the same measurement) |
-//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals), `max_hold` (the hold reached its `max_hold` and was ended); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
+//! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals), `force_released` (an operator's `force_release` took it and told the holder at once), `max_hold` (the hold reached its `max_hold` and was ended); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
+//! | [`DEADLOCKS`] | counter | | deadlocks broken: waits that closed a cycle and gave way with `LockError::Deadlock` ([`Config::deadlock_detection`](crate::Config::deadlock_detection)); one per cycle |
 //!
 //! Each metric is described to the recorder (its unit, `Unit::Count` for counters and
 //! `Unit::Seconds` for histograms, and a line of text) when a client first records one.
@@ -36,18 +37,20 @@
 //!
 //! | level | event | fields | means |
 //! |---|---|---|---|
-//! | INFO | `lock wait timed out` | `key`, `waited_ms` | an acquire returned `Timeout`: another owner held the lock for longer than `wait` |
+//! | INFO | `lock wait timed out` | `key`, `waited_ms`, `holder`, `holder_token`, `held_ms` | an acquire returned `Timeout`: another owner held the lock for longer than `wait`; `holder` names it (host, pid, service, function) and `held_ms` how long it had held the key |
 //! | INFO | `lock not acquired: no Redlock majority` | `error`, `key` | `NoQuorum`: too few Redlock masters granted the lock |
 //! | INFO | `the lease was lost: the guarded body was stopped` | `cause`, `key` | a guarded body was stopped and returned `Lost` (`on_lost = "cancel"`) |
 //! | INFO | `lock wait long` | `key`, `waited_ms` | an acquire has waited past [`Config::log_long_waits`](crate::Config::log_long_waits) (default 10 s) for a held key, and waits on: once per wait (PostgreSQL's `log_lock_waits`) |
 //! | INFO | `lock held long` | `held_ms`, `key`, `progress_ago_ms`, `token` | a hold passed [`Config::log_long_holds`](crate::Config::log_long_holds) (default off): once per hold, with how long ago its holder last reported progress (`progress_ago_ms` absent: never); a hold whose progress stays old is stuck, not slow |
-//! | INFO | `lock force-released by an operator` | `key`, `token` | [`force_release`](crate::force_release) deleted a holder's key; that holder finds out at its next renewal |
+//! | INFO | `lock force-released by an operator` | `key`, `token` | [`force_release`](crate::force_release) deleted a holder's key; the holder hears of it at once once it has renewed its lease (`lock force-released by an operator: its holder was told`), else at its first renewal |
 //! | INFO | `the … answers again` | `server`, `unreachable_ms` | a server that was unreachable past the outage grace answers again: locks are taken on it again |
 //! | INFO | `the Redis Cluster master serves no slot any more` | `server` | a cluster master that was down lost its slots to a failover: its keys are checked on their new master |
 //! | INFO | `the Redis server refuses RESP3` | `error`, `server` | wake-ups come over a RESP2 pub/sub connection instead |
 //! | INFO | `…: released every lock it held and left every queue` | `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown (of the client, or of the process with locks held) gave every lock back |
 //! | WARN | `lock lost`, `read lock lost`, `permit lost` | `cause`, `found`, `key` | a held lease is gone: its key deleted or taken over (a renewal or `extend` found the token gone), renewals failed until its validity ended, or its release found another owner's token or no key (`found`); counted in [`LOST`] |
 //! | WARN | `lock held past its max_hold` | `held_ms`, `key`, `max_hold_ms`, `token` | a hold reached its `max_hold`: the watchdog stopped renewing it, its holder reads it lost (`LostCause::MaxHold`), and a guarded body is stopped and its lock released; counted in [`LOST`] as `max_hold`. A hold that outlives its bound is a bug in the holder (a hung await), as a statement past PostgreSQL's `statement_timeout` is |
+//! | WARN | `lock force-released by an operator: its holder was told` | `by`, `key`, `token` | an operator's [`force_release`](crate::force_release) took a lock this process held, and told it at once: the lease ends with [`LostCause::ForceReleased`](crate::LostCause::ForceReleased); `by` names the releaser (host, pid, service); counted in [`LOST`] |
+//! | WARN | `deadlock detected: this wait gives way` | `cycle`, `key` | this wait closed a cycle of tasks that each hold a lock the next waits for, and is the one that gives way ([`LockError::Deadlock`](crate::LockError::Deadlock)); `cycle` names each key, its holder and what it waits for; counted in [`DEADLOCKS`] |
 //! | WARN | `lease renewal failed`, `reloading the renew script failed` | `error`, `key`, `keys`, `leases` | Redis failed a renewal or a pipeline of them; each is tried again until the lease's validity ends |
 //! | WARN | `lease renewals not confirmed by enough replicas` | `answer`, `keys`, `leases` | with [`Config::wait_for_replicas`](crate::Config::wait_for_replicas), renewals too few replicas confirmed do not count |
 //! | WARN | `lock not acquired: too few replicas confirmed the grant`, `lock not acquired: the grant was not in the append-only files asked for` | `error`, `key` | an acquire failed with `NotReplicated` or `NotDurable` |
@@ -61,7 +64,7 @@
 //! | WARN | `the Redis server may evict lock keys` | `policy`, `server` | the server's `maxmemory-policy` may evict locks (use `noeviction`) |
 //! | WARN | `the process exited or the lock client was dropped with locks held, and Redis did not answer`, `…: … releases or leaves got no answer from Redis` | `budget_ms`, `failed`, `kept`, `left`, `not_held`, `released`, `took_ms` | a shutdown could not give every lock back: those end by their ttl |
 //! | DEBUG | `lock busy`, `lock acquired`, `lease renewed`, `lease renewals sent`, `lock released`, `lock passed to the next local waiter`, `lock yielded to the next process`, `lease reached its ttl` | `attempts`, `granted`, `held_ms`, `kept_for_hold_at_least`, `key`, `keys`, `leases`, `outcome`, `waited_ms` | the normal path |
-//! | DEBUG | `transient error; retrying`, `… failed; trying again`, `lease renewal failed; trying again soon`, `lease renewals redirected`, `connection dropped; trying once more`, `release sent again after a lost reply`, `grant not replicated; undoing it`, `the fence reached no majority; trying again`, `giving back a lost round`, `taking a passed lock over failed`, `the lock key was lost while a reader entered`, `the lock key was lost while a writer waited for the readers`, `passing the read-write lock on failed`, `giving back a write lock that could not wait out the readers failed`, `giving back a share no majority took failed`, `keeping queue places alive failed`, `refreshing the process's liveness key failed` | `error`, `key`, `keys`, `leases`, `reply` | a step that is tried again or given up without a loss |
+//! | DEBUG | `transient error; retrying`, `… failed; trying again`, `lease renewal failed; trying again soon`, `lease renewals redirected`, `connection dropped; trying once more`, `release sent again after a lost reply`, `grant not replicated; undoing it`, `the fence reached no majority; trying again`, `giving back a lost round`, `taking a passed lock over failed`, `the lock key was lost while a reader entered`, `the lock key was lost while a writer waited for the readers`, `passing the read-write lock on failed`, `giving back a write lock that could not wait out the readers failed`, `giving back a share no majority took failed`, `keeping queue places alive failed`, `refreshing the process's liveness key failed`, `the notice channel could not be subscribed; trying again`, `deadlock found; another wait of the cycle gives way`, `recording a wait for the deadlock detection failed; trying again`, `removing a wait's deadlock record failed; it expires` | `cycle`, `error`, `key`, `keys`, `leases`, `reply` | a step that is tried again or given up without a loss |
 //! | DEBUG | `cannot subscribe to release messages`, `subscribe failed`, `unsubscribe failed`, `the primary did not answer the start-up check`, `the server did not answer the WAITAOF check`, `FUNCTION LIST refused`, `request refused by its lock` | `channel`, `error`, `key`, `master`, `server` | connections, subscriptions and start-up checks; a `LockLayer` request answered with its lock's error |
 //!
 //! ```
@@ -87,6 +90,8 @@ pub const HOLD_SECONDS: &str = "lock_hold_seconds";
 pub const LOST: &str = "lock_lost_total";
 /// Counter of failed renewals (each lease, each attempt).
 pub const RENEWAL_FAILURES: &str = "lock_renewal_failures_total";
+/// Counter of deadlocks broken (the victim's wait, one per cycle).
+pub const DEADLOCKS: &str = "lock_deadlocks_total";
 
 /// Derives the `key` label from a lock's Redis key (see
 /// [`Config::metrics_key_label`](crate::Config::metrics_key_label)).
@@ -101,6 +106,7 @@ fn outcome_of(err: &LockError) -> &'static str {
         LockError::Backend { .. } => "backend",
         LockError::NotReplicated { .. } => "not_replicated",
         LockError::NotDurable { .. } => "not_durable",
+        LockError::Deadlock { .. } => "deadlock",
         _ => "other",
     }
 }
@@ -114,6 +120,7 @@ fn cause_label(cause: LostCause) -> &'static str {
         LostCause::Expired => "expired",
         LostCause::Shutdown => "shutdown",
         LostCause::MaxHold => "max_hold",
+        LostCause::ForceReleased => "force_released",
     }
 }
 
@@ -176,7 +183,12 @@ impl Telemetry {
                 LOST,
                 Unit::Count,
                 "Leases lost while held, by cause: token_gone, renewal_failed, \
-                 found_at_release, max_hold."
+                 found_at_release, force_released, max_hold."
+            );
+            ::metrics::describe_counter!(
+                DEADLOCKS,
+                Unit::Count,
+                "Deadlocks broken: waits that closed a cycle and gave way (one per cycle)."
             );
             ::metrics::describe_counter!(
                 RENEWAL_FAILURES,
@@ -198,10 +210,17 @@ impl Telemetry {
             LockError::Busy { .. } => {
                 tracing::debug!(key, "lock busy: another owner holds it (wait = 0s)");
             }
-            LockError::Timeout { waited, .. } => {
+            LockError::Timeout { waited, holder, .. } => {
+                let held_by = holder.as_deref().map(|seen| &seen.identity);
                 tracing::info!(
                     key,
                     waited_ms = waited.as_millis() as u64,
+                    holder = held_by.map(tracing::field::display),
+                    holder_token = holder.as_deref().map(|seen| seen.token.as_str()),
+                    held_ms = holder
+                        .as_deref()
+                        .and_then(|seen| seen.held_for)
+                        .map(|held| held.as_millis() as u64),
                     "lock wait timed out: another owner still holds it"
                 );
             }
@@ -234,6 +253,14 @@ impl Telemetry {
         ::metrics::counter!(LOST, self.labels(key, Some(("cause", cause)))).increment(1);
         #[cfg(not(feature = "metrics"))]
         let _ = (key, cause, self.key_label);
+    }
+
+    /// A wait closed a deadlock and gave way.
+    pub(crate) fn deadlock(&self, key: &str) {
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!(DEADLOCKS, self.labels(key, None)).increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (key, self.key_label);
     }
 
     /// A renewal of a held lease failed (it is tried again).
@@ -295,10 +322,11 @@ mod label_tests {
 
     /// Every value of the `cause` label of `LOST`, as the module's table lists them: the
     /// causes the code counts (`Telemetry::lost`'s callers).
-    const LOST_CAUSES: [&str; 4] = [
+    const LOST_CAUSES: [&str; 5] = [
         "token_gone",
         "renewal_failed",
         "found_at_release",
+        "force_released",
         "max_hold",
     ];
 
@@ -333,6 +361,7 @@ mod label_tests {
             LostCause::TokenGone,
             LostCause::RenewalFailed,
             LostCause::FoundAtRelease,
+            LostCause::ForceReleased,
             LostCause::MaxHold,
         ];
         assert_eq!(causes.map(cause_label), LOST_CAUSES);

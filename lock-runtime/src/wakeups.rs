@@ -68,7 +68,15 @@ struct Registry {
     closed: bool,
     /// The server the subscriptions should move to (a new primary), for the reconciler.
     moved: Option<redis::Client>,
+    /// Notices (`!TOKEN WHO`: a lock of this client's taken away by an operator) not yet
+    /// read by the client's notice listener (`renewal/notices.rs`), at most
+    /// [`MAX_NOTICES`].
+    notices: Vec<String>,
 }
+
+/// The most notices kept unread; more are dropped (their holders find out at their next
+/// renewal).
+const MAX_NOTICES: usize = 1024;
 
 struct ChannelWaiters {
     /// In arrival order; the first is the longest-waiting local waiter.
@@ -153,11 +161,19 @@ impl Registry {
         self.last_stamp
     }
 
-    /// Wakes the waiter a release message names (or the longest-waiting one).
-    fn deliver(&self, channel: &str, payload: &str) {
+    /// Wakes the waiter a release message names (or the longest-waiting one); a notice
+    /// (`!…`) is kept for the channel's listener, which it wakes.
+    fn deliver(&mut self, channel: &str, payload: &str) {
         let Some(entry) = self.channels.get(channel) else {
             return;
         };
+        if payload.starts_with('!') {
+            if self.notices.len() < MAX_NOTICES {
+                self.notices.push(payload.to_owned());
+            }
+            entry.wake_all();
+            return;
+        }
         // A grant `=TOKEN KEY` wakes the waiter with that token, like a hand-over's `TOKEN`;
         // `=TOKEN` alone (no key: never a grant) wakes it to look later.
         let (payload, later) = match payload.strip_prefix('=') {
@@ -329,24 +345,13 @@ impl Wakeups {
     /// Registers this process's waiter on `channel` (one per key: the tasks of the process
     /// wait for it in the key's local queue), under the token of its place in the queue.
     pub(crate) fn register(&self, channel: &str, token: &str) -> WaitTicket {
-        let wake = Arc::new(Wake::default());
-        let mut registry = self.shared.registry();
-        let stamp = registry.next_stamp();
-        let entry = registry
-            .channels
-            .entry(channel.to_owned())
-            .or_insert_with(|| ChannelWaiters {
-                waiters: Vec::new(),
-                state: Subscription::Idle,
-                stamp,
-                asking: Vec::new(),
-            });
-        entry.waiters.push((token.to_owned(), wake.clone()));
-        WaitTicket {
-            shared: self.shared.clone(),
-            channel: channel.to_owned(),
-            wake,
-        }
+        register_on(&self.shared, channel, token)
+    }
+
+    /// A handle that registers waiters later, for a task that must not keep the registry
+    /// alive (see `renewal/notices.rs`).
+    pub(crate) fn registrar(&self) -> Registrar {
+        Registrar(Arc::downgrade(&self.shared))
     }
 
     /// A handle that moves the subscriptions to another server (a new primary), for the
@@ -369,6 +374,42 @@ impl Drop for Wakeups {
     fn drop(&mut self) {
         self.shared.registry().close();
         self.shared.wake.notify_one();
+    }
+}
+
+/// Registers a waiter on `channel` under `token` in `shared`'s registry.
+fn register_on(shared: &Arc<WakeupsShared>, channel: &str, token: &str) -> WaitTicket {
+    let wake = Arc::new(Wake::default());
+    let mut registry = shared.registry();
+    let stamp = registry.next_stamp();
+    let entry = registry
+        .channels
+        .entry(channel.to_owned())
+        .or_insert_with(|| ChannelWaiters {
+            waiters: Vec::new(),
+            state: Subscription::Idle,
+            stamp,
+            asking: Vec::new(),
+        });
+    entry.waiters.push((token.to_owned(), wake.clone()));
+    WaitTicket {
+        shared: shared.clone(),
+        channel: channel.to_owned(),
+        wake,
+    }
+}
+
+/// Registers waiters while the registry lives (see [`Wakeups::registrar`]).
+pub(crate) struct Registrar(Weak<WakeupsShared>);
+
+impl Registrar {
+    /// A waiter on `channel` under `token`, or `None` once the client is gone.
+    pub(crate) fn register(&self, channel: &str, token: &str) -> Option<WaitTicket> {
+        let shared = self.0.upgrade()?;
+        if shared.registry().closed {
+            return None;
+        }
+        Some(register_on(&shared, channel, token))
     }
 }
 
@@ -413,6 +454,16 @@ impl WaitTicket {
         {
             token.clone_into(waiting_as);
         }
+    }
+
+    /// Whether the client is gone (no subscription will be made any more).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shared.registry().closed
+    }
+
+    /// The notices delivered since the last call (see [`Registry::notices`]).
+    pub(crate) fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut self.shared.registry().notices)
     }
 
     /// Whether the channel's subscription is confirmed on the current connection.
@@ -509,7 +560,7 @@ mod tests {
     /// `token` or an empty message to try now, also after a look-later one not yet read.
     #[test]
     fn a_message_without_a_key_says_look_later_and_any_other_says_try_now() {
-        let (registry, wake) = registry_with("abc");
+        let (mut registry, wake) = registry_with("abc");
         registry.deliver("released", "=abc");
         assert!(wake.later.load(Ordering::SeqCst));
         registry.deliver("released", "=abc some:key");

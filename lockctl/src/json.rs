@@ -5,7 +5,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_runtime::{CheckedRelease, ForcedRelease, Holder, HolderKind, LockState, Waiter};
+use lock_runtime::{
+    CheckedRelease, ForcedRelease, Holder, HolderKind, Identity, LockState, Waiter,
+};
 use serde_json::{Value, json};
 
 /// A `LockState`, with `unknown` (nothing of a lock at the key, `LockState::is_empty`)
@@ -40,7 +42,27 @@ pub(crate) fn holder(holder: &Holder) -> Value {
         "kind": kind,
         "last_renewal": holder.last_renewal.map(time),
         "last_progress": holder.last_progress.map(time),
+        "identity": identity(&holder.identity()),
+        "since_renewal": holder.since_renewal().map(millis),
     })
+}
+
+/// An `Identity`: the process's fields (`since` in ms since the epoch, `ttl` in ms), or
+/// `{"foreign": true}` for a value that is no token of lock-runtime's, or `null` for a
+/// token that names no process.
+fn identity(identity: &Identity) -> Value {
+    match identity {
+        Identity::Process(process) => json!({
+            "host": process.host,
+            "pid": process.pid,
+            "service": process.service,
+            "function": process.function,
+            "since": time(process.since),
+            "ttl": millis(process.ttl),
+        }),
+        Identity::Foreign => json!({ "foreign": true }),
+        _ => Value::Null,
+    }
 }
 
 /// A `Waiter`.
@@ -52,6 +74,7 @@ fn waiter(waiter: &Waiter) -> Value {
         "place_until": waiter.place_until.map(time),
         "place_left": millis(waiter.place_left),
         "grant_ttl": waiter.grant_ttl.map(millis),
+        "identity": identity(&waiter.identity()),
     })
 }
 

@@ -134,12 +134,24 @@ pub(crate) fn is_our_lock(state: &LockState) -> bool {
             && state.holders.iter().all(Holder::is_ours))
 }
 
-/// One line of `list`: `KEY  held by TOKEN  ttl 9.874s  fence F  waiting N`.
+/// One line of `list`: `KEY  held by host-a pid 4711 shop `shop::buy` for 41.020s  ttl
+/// 9.874s  fence F  waiting N  token TOKEN` (a holder whose token names no process: `held
+/// by TOKEN`).
 fn summary(key: &str, state: &LockState) -> String {
     let mut line = key.to_owned();
     match state.holder() {
         Some(holder) => {
-            line.push_str(&format!("  held by {}", holder.token));
+            match holder.identity().process() {
+                Some(process) => {
+                    let held = process.age(state.server_time);
+                    line.push_str(&format!(
+                        "  held by {process} for {}.{:03}s",
+                        held.as_secs(),
+                        held.subsec_millis()
+                    ));
+                }
+                None => line.push_str(&format!("  held by {}", holder.token)),
+            }
             if let Some(ttl) = holder.ttl {
                 line.push_str(&format!(
                     "  ttl {}.{:03}s",
@@ -157,6 +169,12 @@ fn summary(key: &str, state: &LockState) -> String {
         line.push_str(&format!("  fence {fence}"));
     }
     line.push_str(&format!("  waiting {}", state.queued));
+    if let Some(holder) = state
+        .holder()
+        .filter(|holder| holder.identity().process().is_some())
+    {
+        line.push_str(&format!("  token {}", holder.token));
+    }
     line
 }
 

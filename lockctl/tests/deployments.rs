@@ -36,11 +36,10 @@ async fn lockctl_lists_the_locks_of_every_master_of_a_cluster() {
     assert!(last.starts_with("3 locks ("), "{}", run.stdout);
     for guard in &held {
         assert!(
-            lines.iter().any(|line| line.starts_with(&format!(
-                "{}  held by {}",
-                guard.key(),
-                guard.token()
-            ))),
+            lines.iter().any(
+                |line| line.starts_with(&format!("{}  held by ", guard.key()))
+                    && line.ends_with(&format!("  token {}", guard.token()))
+            ),
             "{} is not listed:\n{}",
             guard.key(),
             run.stdout
@@ -93,7 +92,7 @@ async fn lockctl_reaches_a_server_over_mutual_tls() {
     let run = lockctl(&server.url(), &[&flags[..], &["list", "tls:*"]].concat()).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.lines()[0].starts_with(&format!("tls:job  held by {}", guard.token())),
+        listed(run.lines()[0], "tls:job", guard.token()),
         "{}",
         run.stdout
     );
@@ -126,7 +125,7 @@ async fn lockctl_finds_the_primary_through_sentinel() {
     let run = lockctl(&urls, &["--sentinel", MASTER, "list", "sentinel:*"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.lines()[0].starts_with(&format!("sentinel:job  held by {}", guard.token())),
+        listed(run.lines()[0], "sentinel:job", guard.token()),
         "{}",
         run.stdout
     );
@@ -154,7 +153,7 @@ async fn lockctl_reaches_a_sentinel_primary_with_its_own_password() {
     let run = lockctl(&urls, &[&flags[..], &["list", "pw:*"]].concat()).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.lines()[0].starts_with(&format!("pw:job  held by {}", guard.token())),
+        listed(run.lines()[0], "pw:job", guard.token()),
         "{}",
         run.stdout
     );
@@ -186,4 +185,12 @@ async fn lockctl_reaches_a_sentinel_primary_behind_tls() {
         assert!(run.stdout.contains(guard.token()), "{}", run.stdout);
     }
     guard.release().await.unwrap();
+}
+
+/// Whether a `list` line names `key` and its holder, whose token is `token`, as held by
+/// this process.
+fn listed(line: &str, key: &str, token: &str) -> bool {
+    line.starts_with(&format!("{key}  held by "))
+        && line.contains(&format!(" pid {} ", std::process::id()))
+        && line.ends_with(&format!("  token {token}"))
 }

@@ -57,15 +57,31 @@ async fn lockctl_inspects_lists_and_releases_locks() {
         "{}",
         run.stdout
     );
-    assert_eq!(lines[2], "fence    none", "{}", run.stdout);
-    assert_eq!(lines[3], "waiting  1", "{}", run.stdout);
+    // Who holds it: this process, the builder's line, since when, its last renewal.
+    let pid = std::process::id();
+    let by = format!("         by {} pid {pid} ", hostname());
+    assert!(lines[2].starts_with(&by), "{}", run.stdout);
+    assert!(lines[2].contains("`lockctl.rs:"), "{}", run.stdout);
     assert!(
-        lines[4].starts_with(&format!("  1  {waiter_id}  waited ")),
+        lines[2].contains("  since 20") && lines[2].contains("renewed "),
         "{}",
         run.stdout
     );
-    assert!(lines[4].contains("  since 20"), "{}", run.stdout);
-    assert_eq!(lines.len(), 5, "{}", run.stdout);
+    assert_eq!(lines[3], "fence    none", "{}", run.stdout);
+    assert_eq!(lines[4], "waiting  1", "{}", run.stdout);
+    assert!(
+        lines[5].starts_with(&format!("  1  {waiter_id}  waited ")),
+        "{}",
+        run.stdout
+    );
+    assert!(lines[5].contains("  since 20"), "{}", run.stdout);
+    // And who waits: this process too.
+    assert!(
+        lines[6].starts_with(&format!("     by {} pid {pid} ", hostname())),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(lines.len(), 7, "{}", run.stdout);
 
     let run = lockctl(&url, &["inspect", "shop:{eu} 1"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -84,19 +100,18 @@ async fn lockctl_inspects_lists_and_releases_locks() {
     let last = lines.pop().unwrap();
     lines.sort_unstable();
     assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(listed(lines[0], "shop:2", held.token()), "{}", run.stdout);
+    assert!(lines[0].contains("  waiting 1  token "), "{}", run.stdout);
     assert!(
-        lines[0].starts_with(&format!("shop:2  held by {}  ttl ", held.token())),
-        "{}",
-        run.stdout
-    );
-    assert!(lines[0].ends_with("  waiting 1"), "{}", run.stdout);
-    assert!(
-        lines[1].starts_with(&format!("shop:{{eu}} 1  held by {}  ttl ", fenced.token())),
+        listed(lines[1], "shop:{eu} 1", fenced.token()),
         "{}",
         run.stdout
     );
     assert!(
-        lines[1].ends_with(&format!("  fence {}  waiting 0", fenced.fence().unwrap())),
+        lines[1].contains(&format!(
+            "  fence {}  waiting 0  token ",
+            fenced.fence().unwrap()
+        )),
         "{}",
         run.stdout
     );
@@ -187,11 +202,7 @@ async fn lockctl_takes_the_key_prefix() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines = run.lines();
     assert_eq!(lines.len(), 2, "{}", run.stdout);
-    assert!(
-        lines[0].starts_with(&format!("job:a  held by {}  ttl ", guard.token())),
-        "{}",
-        run.stdout
-    );
+    assert!(listed(lines[0], "job:a", guard.token()), "{}", run.stdout);
     assert_eq!(lines[1], "1 lock (0 other keys matched)");
     let run = lockctl(&url, &["--prefix", "app*1/", "release", "job:a"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -433,6 +444,24 @@ async fn lockctl_says_unknown_and_prints_json() {
     assert_eq!(state["holders"][0]["token"], guard.token());
     assert_eq!(state["holders"][0]["kind"], "exclusive");
     assert!(state["holders"][0]["ttl"].as_u64().unwrap() > 0);
+    let identity = &state["holders"][0]["identity"];
+    assert_eq!(identity["pid"], std::process::id(), "{identity}");
+    assert_eq!(identity["host"], hostname(), "{identity}");
+    assert!(
+        identity["function"]
+            .as_str()
+            .unwrap()
+            .starts_with("lockctl.rs:"),
+        "{identity}"
+    );
+    assert!(
+        identity["since"].as_u64().unwrap() > 1_700_000_000_000,
+        "{identity}"
+    );
+    assert!(
+        state["holders"][0]["since_renewal"].as_u64().is_some(),
+        "{state}"
+    );
     assert_eq!(state["queued"], 0);
     let run = lockctl(&url, &["list", "job:*", "--json"]).await;
     let listed = objects(&run);
@@ -486,4 +515,21 @@ async fn lockctl_watch_prints_each_round() {
         .collect();
     assert_eq!(rounds, [1, 2], "{}", run.stdout);
     guard.release().await.unwrap();
+}
+
+/// Whether a `list` line names `key` and its holder, whose token is `token`: the holder's
+/// process (this one), its age and ttl, and the token last.
+fn listed(line: &str, key: &str, token: &str) -> bool {
+    line.starts_with(&format!("{key}  held by "))
+        && line.contains(&format!(" pid {} ", std::process::id()))
+        && line.contains("  ttl ")
+        && line.ends_with(&format!("  token {token}"))
+}
+
+/// This host's name, as tokens name it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned()
 }

@@ -1585,10 +1585,12 @@ async fn check_inspect(ctx: &Ctx<'_>, t: &Target) -> Result<(), String> {
     if !forced.removed_any() {
         return Err(format!("force_release removed nothing: {forced:?}"));
     }
+    // Told at once when the holder's client has renewed a lease (it listens then; not in
+    // a cluster), else found at its next renewal.
     let cause = until_lost(&held, LOSS_BOUND).await?;
-    if cause != LostCause::TokenGone {
+    if !matches!(cause, LostCause::ForceReleased | LostCause::TokenGone) {
         return Err(format!(
-            "force-released: lost with {cause:?}, not TokenGone"
+            "force-released: lost with {cause:?}, not ForceReleased or TokenGone"
         ));
     }
     let key = Target {

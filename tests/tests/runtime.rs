@@ -90,10 +90,14 @@ async fn the_key_holds_a_fresh_token_of_ours_with_a_px_expiry() {
     assert_eq!(server.get("layout").as_deref(), Some(first.token()));
     let pttl = server.pttl("layout");
     assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
-    // `lr-` and a uuid v4: the scripts tell our holders from foreign ones by the prefix.
-    let uuid = first.token().strip_prefix("lr-").expect("a token of ours");
-    let token = uuid::Uuid::parse_str(uuid).unwrap();
-    assert_eq!(token.get_version_num(), 4);
+    // `lr-` and the process that holds it: the scripts tell our holders from foreign
+    // ones by the prefix; anyone who reads the key reads who holds it.
+    assert!(first.token().starts_with("lr-"), "{}", first.token());
+    let holder = lock_runtime::Identity::of_token(first.token());
+    let process = holder.process().expect("a token that names its process");
+    assert_eq!(process.pid, std::process::id());
+    assert_eq!(process.ttl, ttl);
+    assert!(process.function.starts_with("runtime.rs:"), "{process:?}");
     let first_token = first.token().to_owned();
     first.release().await.unwrap();
     let second = client.lock("layout").acquire().await.unwrap();
@@ -305,9 +309,30 @@ async fn an_exhausted_wait_times_out_and_leaves_no_key_behind() {
         .await
         .unwrap_err();
     match &err {
-        LockError::Timeout { key, waited } => {
+        LockError::Timeout {
+            key,
+            waited,
+            holder,
+        } => {
             assert_eq!(key, "slow");
             assert!(*waited >= Duration::from_millis(300), "{waited:?}");
+            // The waiter names who held the key: this process, at the builder's line.
+            let holder = holder.as_deref().expect("the holder named");
+            assert_eq!(holder.token, guard.token());
+            let process = holder.identity.process().expect("a process of ours");
+            assert_eq!(process.pid, std::process::id());
+            assert!(process.function.starts_with("runtime.rs:"), "{process:?}");
+            assert!(
+                holder.held_for >= Some(Duration::from_millis(300)),
+                "{holder:?}"
+            );
+            let message = err.to_string();
+            assert!(message.contains("held for"), "{message}");
+            assert!(
+                message.contains(&format!("pid {}", process.pid)),
+                "{message}"
+            );
+            assert!(message.contains("through the whole wait"), "{message}");
         }
         other => panic!("expected Timeout, got {other:?}"),
     }

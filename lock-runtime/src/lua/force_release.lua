@@ -10,6 +10,7 @@
 -- ARGV[6] the token that must hold the key ('': whoever holds it): the lock's holder, a
 -- reader's or a permit's token; ARGV[7] '1' to take a key that is not one of our locks too
 -- (a string whose value is no token of ours: another client's lock, or no lock at all)
+-- ARGV[8] who releases it (`host pid service`), for the holders it tells
 -- Returns {removed, pttl, woken, granted, others, verdict}: what the key held (false:
 -- nothing), the PTTL it had, the waiter woken (false: none), 1 when that waiter was
 -- granted the lock outright (0: handed over, or none), the other holders
@@ -18,6 +19,21 @@
 -- woken for the permits freed); and the verdict: 0 taken away, 3 the key holds another
 -- type, 4 ARGV[6] holds no part of it, 5 it is not one of our locks. Nothing changes
 -- unless the verdict is 0; with 4 and 5 the first and fifth elements say what holds it.
+-- Tells the process of a holder whose lock was taken away, at once: a token of ours names
+-- its client's id (identity.rs), and the client listens on its notice channel once it
+-- has renewed a lease (renewal/notices.rs). The message is `!TOKEN WHO`.
+local function tell_holder(token)
+  local bare = token
+  if is_permit(bare) then
+    bare = string.sub(bare, #PERMIT_TOKEN + 1)
+  end
+  local id = string.match(bare, '^lr%-(%x+)%.')
+  -- In a cluster (SPUBLISH) the holder does not listen: see notices.rs.
+  if id and ARGV[2] == 'PUBLISH' then
+    redis.call('PUBLISH', '~lock/notice/' .. id, '!' .. token .. ' ' .. ARGV[8])
+  end
+end
+
 local others = {}
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local permits = kind == 'zset' and recorded_permits(KEYS[1])
@@ -72,6 +88,13 @@ if ARGV[6] ~= '' then
   if not holds then
     return {value, pttl, false, 0, others, 4}
   end
+end
+
+for _, other in ipairs(others) do
+  tell_holder(other[1])
+end
+if value and value ~= '~handover' then
+  tell_holder(value)
 end
 
 if permits then

@@ -5,7 +5,8 @@
 use std::fmt;
 
 use crate::connection::Connection;
-use crate::ops::inspect::{Holder, Seconds, holders, not_a_lock};
+use crate::identity::Seconds;
+use crate::ops::inspect::{Holder, holders, not_a_lock};
 use crate::scripts::ShareNames;
 use crate::scripts::force_release_call;
 use crate::scripts::{KeyNames, invoke};
@@ -147,6 +148,7 @@ pub(crate) async fn force_release_on(
         &shares,
         client.publish_command(),
         (expected, check.foreign),
+        client.tokens().process(),
     );
     let (removed, pttl, woken, granted, others, verdict): ForceReply =
         invoke(&call, &mut connection)

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::connection::Connection;
 use crate::error::LockError;
+use crate::identity::{Identity, Seconds};
 use crate::scripts::ShareNames;
 use crate::scripts::inspect_call;
 use crate::scripts::{HANDOVER, KeyNames, invoke};
@@ -22,11 +23,14 @@ pub const MAX_LISTED_WAITERS: usize = 100;
 ///
 /// ```text
 /// key      stock:42
-/// holder   lr-5f1d0c3e9a7b4c2d8e6f0a1b2c3d4e5f  ttl 9.874s
-/// fence    1795540488551506
+/// holder   lr-6f1d0c3e9a7b4c2d.11/1a2f3c71e92/ea60/4711@host-a/shop/shop::buy  ttl 50.874s
+///          by host-a pid 4711 shop `shop::buy`  since 2026-11-24T18:29:20.234Z (41.891s ago)  renewed 9.126s ago
+/// fence    none
 /// waiting  2
-///   1  lr-a1b2c3d4e5f60718293a4b5c6d7e8f90  waited 1.203s  since 2026-11-24T18:30:01.123Z  place 0.795s left
-///   2  lr-0f1e2d3c4b5a69788796a5b4c3d2e1f0  waited 0.412s  since 2026-11-24T18:30:01.914Z  place 0.801s left
+///   1  lr-a1b2c3d4e5f60718.3/1a2f3c72290/ea60/5120@host-b/shop/shop::buy  waited 1.203s  since 2026-11-24T18:30:01.123Z  place 0.795s left
+///      by host-b pid 5120 shop `shop::buy`
+///   2  lr-0f1e2d3c4b5a6978.9/1a2f3c725a2/7530/802@host-c/billing/billing::charge  waited 0.412s  since 2026-11-24T18:30:01.914Z  place 0.801s left
+///      by host-c pid 802 billing `billing::charge`
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -99,7 +103,7 @@ pub enum HolderKind {
 }
 
 impl Holder {
-    /// Whether the token is one this crate makes (`lr-` and a uuid; a permit's
+    /// Whether the token is one this crate makes (`lr-` and its process's identity; a permit's
     /// `permit:lr-…`): not another client's lock, nor a string key that is no lock.
     ///
     /// ```no_run
@@ -116,6 +120,30 @@ impl Holder {
             HolderKind::Exclusive | HolderKind::Reader => &self.token,
         };
         token.starts_with(crate::lease::OUR_TOKEN)
+    }
+
+    /// Who holds it, as its token names it: host, process id, service, the function that
+    /// asked for the key and since when; or a foreign client.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let state = lock_runtime::inspect("stock:42").await?;
+    /// if let Some(process) = state.holder().and_then(|h| h.identity().process().cloned()) {
+    ///     println!("held by {process} for {:?}", process.age(state.server_time));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn identity(&self) -> Identity {
+        Identity::of_token(&self.token)
+    }
+
+    /// How long ago the holder last renewed its lease (or took it): the lease its token
+    /// asked for less what is left of it. `None` for a token that names no lease (a foreign
+    /// holder's) or a key without expiry. A holder whose watchdog runs renews every third
+    /// of its lease; a longer time since says its process stopped (or lost Redis).
+    pub fn since_renewal(&self) -> Option<Duration> {
+        let asked = self.identity().process()?.ttl;
+        Some(asked.saturating_sub(self.ttl?))
     }
 
     /// The holder of the lock itself, alone.
@@ -179,6 +207,13 @@ pub struct Waiter {
     /// The lease a release grants it outright (`None`: it takes the lock through a
     /// hand-over instead, as a waiter that wants a fencing token does).
     pub grant_ttl: Option<Duration>,
+}
+
+impl Waiter {
+    /// Who waits, as its id (the token it will hold the lock with) names it.
+    pub fn identity(&self) -> Identity {
+        Identity::of_token(&self.id)
+    }
 }
 
 impl LockState {
@@ -373,6 +408,19 @@ impl fmt::Display for LockState {
         }
         for holder in &self.holders {
             writeln!(f, "{holder}")?;
+            if let Some(process) = holder.identity().process() {
+                write!(f, "         by {process}  since {}", Utc(process.since))?;
+                write!(f, " ({} ago)", Seconds(process.age(self.server_time)))?;
+                if let Some(renewed) = holder.since_renewal() {
+                    write!(f, "  renewed {} ago", Seconds(renewed))?;
+                }
+                writeln!(f)?;
+            } else if holder.identity() == Identity::Foreign {
+                writeln!(
+                    f,
+                    "         by a foreign client (not a token of this crate)"
+                )?;
+            }
         }
         match self.fence {
             Some(fence) => writeln!(f, "fence    {fence}")?,
@@ -424,19 +472,14 @@ impl fmt::Display for Waiter {
             Utc(self.arrived)
         )?;
         match self.place_until {
-            Some(_) if self.place_left.is_zero() => write!(f, "  place lapsed"),
-            Some(_) => write!(f, "  place {} left", Seconds(self.place_left)),
-            None => write!(f, "  no place deadline"),
+            Some(_) if self.place_left.is_zero() => write!(f, "  place lapsed")?,
+            Some(_) => write!(f, "  place {} left", Seconds(self.place_left))?,
+            None => write!(f, "  no place deadline")?,
         }
-    }
-}
-
-/// A duration as seconds with milliseconds: `1.203s`.
-pub(crate) struct Seconds(pub(crate) Duration);
-
-impl fmt::Display for Seconds {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:03}s", self.0.as_secs(), self.0.subsec_millis())
+        match self.identity() {
+            Identity::Process(process) => write!(f, "\n     by {process}"),
+            _ => Ok(()),
+        }
     }
 }
 

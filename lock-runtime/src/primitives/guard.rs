@@ -178,7 +178,9 @@ impl LockGuard {
         self.lease.key()
     }
 
-    /// The random token stored under the key (`lr-` and a uuid v4, never reused).
+    /// The token stored under the key: `lr-`, a random id of the client and a counter (never
+    /// reused), and who asked for the key: when, the lease, the host, the process id, the
+    /// service and the function ([`Identity`](crate::Identity) reads them back).
     pub fn token(&self) -> &str {
         &self.lease.token
     }
@@ -476,7 +478,7 @@ impl LockGuard {
         let mut witness = self.witness(valid_until);
         async move {
             let requeue = Requeue {
-                token: crate::lease::new_token(),
+                token: client.tokens().successor(ttl, &token),
                 ttl,
                 window: client.foreign_window(),
             };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context;
-use crate::lease::{Taken, Token, new_token};
+use crate::lease::{Taken, Token};
 use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
@@ -260,17 +260,20 @@ impl Lock {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquired =
-            (self.acquire_new(client, names, started).await).map(|guard| guard.ordered(order));
-        match &acquired {
-            // Read off the guard: its hold began when the lock was taken.
-            Ok(guard) => telemetry.acquired(
-                guard.key(),
-                guard.acquired_at().saturating_duration_since(started),
-            ),
-            Err(err) => telemetry.refused(err, started.elapsed()),
+        let acquire = self.acquire_new(client.clone(), names.clone(), started);
+        match crate::deadlock::watched(&client, &names, acquire).await {
+            Ok(guard) => {
+                // Read off the guard: its hold began when the lock was taken.
+                let waited = guard.acquired_at().saturating_duration_since(started);
+                telemetry.acquired(guard.key(), waited);
+                Ok(guard.ordered(order))
+            }
+            Err(err) => {
+                let err = client.with_holder(&names, err).await;
+                telemetry.refused(&err, started.elapsed());
+                Err(err)
+            }
         }
-        acquired
     }
 
     async fn acquire_new(
@@ -356,7 +359,7 @@ impl Lock {
         let shutdown = client.shutdown_state();
         // A shutdown meanwhile waits until the lease is registered, then gives it back.
         let _in_flight = (!self.spec.options.wait.is_zero()).then(|| shutdown.try_in_flight());
-        let token = new_token();
+        let token = client.new_token(self.spec.options.ttl, &self.spec.order.site);
         let alone = redis_queue::try_alone(client, names, &token, &self.spec.options, window);
         if let Alone::Taken(taken) = alone.await? {
             let guard = self.new_guard(client.clone(), names.clone(), None, (token, taken));
@@ -482,7 +485,8 @@ impl Lock {
         window: (Instant, Instant),
     ) -> Result<(Token, Taken), LockError> {
         let mut place = member.take_place().unwrap_or_else(|| {
-            let place = Place::new(client, names, new_token(), false);
+            let token = client.new_token(self.spec.options.ttl, &self.spec.order.site);
+            let place = Place::new(client, names, token, false);
             // Found held just now: the wait starts with the script.
             if tried_alone {
                 place.after_try_alone()
@@ -607,6 +611,7 @@ impl ByDeployment for LeadWait<'_> {
             shutdown: self.client.shutdown_state(),
             interrupt: self.client.interrupt(),
             long_wait: self.client.telemetry().long_wait(),
+            tokens: (self.client.tokens(), &self.lock.spec.order.site),
         };
         let options = &self.lock.spec.options;
         quorum_wait::acquire(masters, redlock, self.names, options, self.window).await

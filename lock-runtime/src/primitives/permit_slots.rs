@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lease::Token;
-use crate::options::LockOptions;
+use crate::primitives::builder::LockSpec;
 use crate::queue::quorum_wait;
 use crate::scripts::KeyNames;
 use crate::topology::redlock::{Masters, Redlock};
@@ -26,16 +26,18 @@ use crate::topology::redlock::{Masters, Redlock};
 pub(crate) async fn take_slot(
     client: &LockClient,
     (names, permits): (&KeyNames, u32),
-    options: &LockOptions,
+    spec: &LockSpec,
     redlock: &Redlock,
     window: (Instant, Instant),
 ) -> Result<(Arc<KeyNames>, Token, Instant), LockError> {
+    let options = &spec.options;
     let mut slots: Vec<KeyNames> = (0..permits).map(|index| names.slot(index)).collect();
     let masters = Masters {
         nodes: client.nodes(),
         shutdown: client.shutdown_state(),
         interrupt: client.interrupt(),
         long_wait: client.telemetry().long_wait(),
+        tokens: (client.tokens(), &spec.order.site),
     };
     let keys = (names, &slots[..]);
     let (index, token, taken) =

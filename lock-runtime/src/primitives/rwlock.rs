@@ -24,7 +24,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context::{self};
-use crate::lease::new_token;
 use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
@@ -266,15 +265,18 @@ impl RwLock {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let taken = (self.read_new(&client, &names, started).await).map(|mut guard| {
-            guard.lease.order = order;
-            guard
-        });
-        match &taken {
-            Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
-            Err(err) => telemetry.refused(err, started.elapsed()),
+        match self.read_new(&client, &names, started).await {
+            Ok(mut guard) => {
+                telemetry.acquired(guard.key(), started.elapsed());
+                guard.lease.order = order;
+                Ok(guard)
+            }
+            Err(err) => {
+                let err = client.with_holder(&names, err).await;
+                telemetry.refused(&err, started.elapsed());
+                Err(err)
+            }
         }
-        taken
     }
 
     async fn read_new(
@@ -289,7 +291,7 @@ impl RwLock {
         client.shutdown_state().check_open(names.lock())?;
         client.may_try(names.lock())?;
         let shares = ShareNames::of(names);
-        let token = new_token();
+        let token = client.new_token(self.spec.options.ttl, &self.spec.order.site);
         let share = Arc::new(shares.share(&token));
         let deadline = started
             + self

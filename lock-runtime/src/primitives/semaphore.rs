@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lease::{Token, jitter, new_token, validity};
+use crate::lease::{Token, jitter, validity};
 use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
@@ -203,12 +203,17 @@ impl Semaphore {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquired = (self.acquire_permit(client, names).await).map(|guard| guard.ordered(order));
-        match &acquired {
-            Ok(guard) => telemetry.acquired(guard.key(), started.elapsed()),
-            Err(err) => telemetry.refused(err, started.elapsed()),
+        match self.acquire_permit(client.clone(), names.clone()).await {
+            Ok(guard) => {
+                telemetry.acquired(guard.key(), started.elapsed());
+                Ok(guard.ordered(order))
+            }
+            Err(err) => {
+                let err = client.with_holder(&names, err).await;
+                telemetry.refused(&err, started.elapsed());
+                Err(err)
+            }
         }
-        acquired
     }
 
     /// Refuses what a semaphore cannot do, before any traffic.
@@ -269,7 +274,7 @@ impl Semaphore {
         let overrun = deadline + client.response_timeout();
         let mut wait = PermitWait {
             semaphore: self,
-            place: Place::new(client, &names, permit_token(), false),
+            place: Place::new(client, &names, permit_token(client, &self.spec), false),
             ticket: None,
             started,
             deadline,
@@ -376,20 +381,21 @@ impl ByDeployment for TakePermit<'_> {
     async fn quorum(self, redlock: &Redlock) -> Self::Output {
         let semaphore = self.semaphore;
         let key = (&*self.names, semaphore.permits);
-        let options = &semaphore.spec.options;
         let (slot, token, sent) =
-            take_slot(self.client, key, options, redlock, self.window).await?;
+            take_slot(self.client, key, &semaphore.spec, redlock, self.window).await?;
         let names = (self.names, slot);
         let held = (&semaphore.spec.options, semaphore.permits);
         Ok(SemaphoreGuard::new(self.client, names, token, held, sent))
     }
 }
 
-/// A new permit's token: a token of ours (`lr-` and a uuid v4) behind `permit:`, by which
+/// A new permit's token: a token of ours (naming its process, see [`crate::identity`])
+/// behind `permit:`, by which
 /// the scripts shared with locks (renewal, release, leaving the queue: also the watchdog's
 /// and the shutdown's) know to serve a permit (`is_permit` in `semaphore_permits.lua`).
-fn permit_token() -> Token {
-    Token::from(format!("permit:{}", new_token()))
+fn permit_token(client: &LockClient, spec: &LockSpec) -> Token {
+    let token = client.new_token(spec.options.ttl, &spec.order.site);
+    Token::from(format!("permit:{token}"))
 }
 
 /// One task's wait for a permit (see [`wait::wait`]): its try is one call of the acquire

@@ -62,8 +62,9 @@ impl SemaphoreGuard {
         self.lease.key()
     }
 
-    /// This permit's token (`permit:lr-` and a uuid v4, never reused): its member in the key
-    /// (in Redlock mode, `lr-` and a uuid v4: the value of the permit's slot key).
+    /// This permit's token (`permit:` and a token as a lock's, never reused): its member in
+    /// the key (in Redlock mode, the lock token alone: the value of the permit's slot key).
+    /// It names the process that holds the permit ([`Identity`](crate::Identity)).
     pub fn token(&self) -> &str {
         &self.lease.token
     }

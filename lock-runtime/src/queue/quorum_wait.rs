@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::LockError;
-use crate::lease::{Taken, Token, jitter, new_token};
+use crate::lease::{Taken, Token, jitter};
 use crate::options::LockOptions;
 use crate::queue::wait::{self, Step, Waiting};
 use crate::scripts::KeyNames;
@@ -124,7 +124,8 @@ impl QuorumWait<'_> {
         let (redlock, options) = (self.redlock, self.options);
         let (started, deadline) = self.window;
         let nodes = self.masters.nodes;
-        let token = new_token();
+        let (maker, site) = self.masters.tokens;
+        let token = maker.token(options.ttl, site);
         let round = acquire_round(nodes, redlock, slot, &token, options).await?;
         // A round that heard no master at all says nothing of the masters: a process
         // stalled past the node timeout (a busy machine, a starved thread) reads no reply,

@@ -29,6 +29,7 @@ use crate::telemetry::Telemetry;
 mod hold_clock;
 mod renewals;
 mod schedule;
+mod taken_away;
 mod timeline;
 use schedule::schedule;
 
@@ -67,6 +68,9 @@ struct WatchdogShared {
     stopped: AtomicBool,
     /// When a hold counts as long ([`Config::log_long_holds`](crate::Config::log_long_holds)).
     long_hold: Option<Duration>,
+    /// Set at the first lease renewed (see [`taken_away`]), and its wake-up.
+    renewed: AtomicBool,
+    first_renewal: Notify,
 }
 
 /// The schedule's ids are the watchdog's own counter, never a caller's value: a
@@ -251,6 +255,8 @@ impl Watchdog {
                 ..WatchdogState::default()
             }),
             stopped: AtomicBool::new(false),
+            renewed: AtomicBool::new(false),
+            first_renewal: Notify::new(),
         });
         let wake = Arc::new(Notify::new());
         let nodes = Nodes {

@@ -218,6 +218,7 @@ pub(crate) fn force_release_call(
     shares: &ShareNames,
     publish: &str,
     (if_holder, foreign): (&str, bool),
+    releaser: &str,
 ) -> Call<'static> {
     let keys = [
         names.lock(),
@@ -233,7 +234,8 @@ pub(crate) fn force_release_call(
         .arg(&shares.head)
         .arg(&shares.tail)
         .arg(if_holder)
-        .arg(u8::from(foreign));
+        .arg(u8::from(foreign))
+        .arg(releaser.to_owned());
     call
 }
 

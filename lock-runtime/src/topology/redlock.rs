@@ -39,7 +39,9 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
+use crate::identity::TokenMaker;
 use crate::lease::{Taken, lateness, validity};
+use crate::lock_order::CallSite;
 use redis::{RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
@@ -78,6 +80,8 @@ pub(crate) struct Masters<'a> {
     pub(crate) interrupt: &'a tokio::sync::Notify,
     /// When a wait is told as long ([`Config::log_long_waits`](crate::Config::log_long_waits)).
     pub(crate) long_wait: Option<Duration>,
+    /// Makes the tokens of the rounds, and where the lock was asked for (the tokens name it).
+    pub(crate) tokens: (&'a TokenMaker, &'a CallSite),
 }
 
 /// Gives back what a lost round may have granted: every grant, also on masters that seemed

@@ -58,7 +58,8 @@ impl ReadGuard {
         self.lease.key()
     }
 
-    /// The random token of this reader's share (`lr-` and a uuid v4, never reused).
+    /// The token of this reader's share (never reused; it names the process that holds the
+    /// share, see [`Identity`](crate::Identity)).
     pub fn token(&self) -> &str {
         &self.lease.token
     }

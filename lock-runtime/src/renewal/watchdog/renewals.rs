@@ -37,6 +37,7 @@ pub(super) async fn renew_batch(
     let mut state = shared.state();
     let telemetry = state.telemetry.clone();
     let mut gone = Vec::new();
+    let mut renewed = false;
     for (index, renewal) in batch.iter().enumerate() {
         let Some(lease) = state.leases.get_mut(&renewal.id) else {
             continue; // released while the renewal was in flight
@@ -44,6 +45,7 @@ pub(super) async fn renew_batch(
         lease.in_flight = false;
         match nodes.verdict(&per_node, index) {
             Verdict::Renewed { noted } => {
+                renewed = true;
                 lease.set_valid_until(lease.valid_until.max(validity(sent, renewal.ttl)));
                 lease.next_renewal = sent + renewal.ttl / 3;
                 tracing::debug!(key = %renewal.names.lock(), "lease renewed");
@@ -66,6 +68,9 @@ pub(super) async fn renew_batch(
         state.reschedule(renewal.id);
     }
     drop(state);
+    if renewed {
+        shared.note_renewal();
+    }
     for lease in gone {
         lease.end(LostCause::TokenGone, &telemetry);
     }

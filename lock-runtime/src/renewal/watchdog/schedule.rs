@@ -232,6 +232,8 @@ impl Lease {
                 tracing::warn!(key, "lock lost: the token is gone from Redis");
                 telemetry.lost(key, cause);
             }
+            // Its WARN, naming who released it, went out already (`taken_away.rs`).
+            LostCause::ForceReleased => telemetry.lost(key, cause),
             _ => {
                 tracing::warn!(key, %cause, "lock lost");
                 telemetry.lost(key, cause);

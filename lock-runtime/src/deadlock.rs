@@ -1,0 +1,145 @@
+//! Distributed deadlock detection, as PostgreSQL's: a wait-for graph looked at only after
+//! a delay, and one victim.
+//!
+//! Only a task that holds locks and waits for another can close a cycle, so only its wait
+//! is watched ([`watched`]); a task that holds nothing pays one look at its task-local
+//! holds. Once the wait has gone on for the client's delay
+//! ([`Config::deadlock_detection`](crate::Config::deadlock_detection)), the task records,
+//! beside each key it holds, what it waits for ([`chain::Record`]: the key, when the wait
+//! began, an id of the wait), and follows the chain: the key it waits for → the token
+//! that holds it → the key that holder's task waits for → ... ([`chain::walk`], one
+//! command per step, in the step's key's slot). When the chain comes back to a token this
+//! task holds, the cycle is closed. Every task of the cycle finds the same cycle, and the
+//! same victim by one rule: the wait that began last (its id breaks a tie). The victim
+//! fails with [`LockError::Deadlock`], which names the cycle; its body ends and lets go of
+//! what it holds, and the others go on. A cycle is followed twice before the victim gives
+//! way, so a step read while another task was changing does not make one.
+
+pub(crate) mod chain;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::client::LockClient;
+use crate::context;
+use crate::error::LockError;
+use crate::lease::{Token, millis};
+use crate::scripts::KeyNames;
+use chain::{Cycle, Record, Records};
+
+/// At most this many looks per wait (one per delay; the wait's own end comes first).
+const MAX_LOOKS: u32 = 100_000;
+
+/// `wait` (a task's wait for the lock `names`), watched for a deadlock when the task holds
+/// locks through `client` and the client's detection is on; the wait's own outcome
+/// otherwise, or [`LockError::Deadlock`] when this wait is the cycle's victim.
+pub(crate) async fn watched<T>(
+    client: &LockClient,
+    names: &KeyNames,
+    wait: impl Future<Output = Result<T, LockError>>,
+) -> Result<T, LockError> {
+    let delay = client.deadlock_delay();
+    if delay.is_zero() {
+        return wait.await;
+    }
+    let held = context::held_keys(client.id());
+    if held.is_empty() || !client.deployment().queues() {
+        return wait.await;
+    }
+    tokio::pin!(wait);
+    tokio::select! {
+        biased;
+        taken = &mut wait => taken,
+        deadlock = watch(client, names, held, delay) => Err(deadlock),
+    }
+}
+
+/// Waits out the delay (a wait that ends sooner costs nothing more), then watches the
+/// wait: resolves only with the deadlock this wait gives way in.
+async fn watch(
+    client: &LockClient,
+    names: &KeyNames,
+    held: Vec<(Arc<KeyNames>, Token)>,
+    delay: Duration,
+) -> LockError {
+    tokio::time::sleep(delay).await;
+    Watch::new(client, names, held, delay).run(delay).await
+}
+
+/// One holding task's watched wait.
+struct Watch {
+    client: LockClient,
+    /// The key it waits for (the client's prefix included).
+    key: String,
+    /// What it holds: each key and the token there.
+    held: Vec<(Arc<KeyNames>, Token)>,
+    /// Its record beside each held key.
+    record: Record,
+}
+
+impl Watch {
+    /// The watch of a wait for `names` that began `waited` ago.
+    fn new(
+        client: &LockClient,
+        names: &KeyNames,
+        held: Vec<(Arc<KeyNames>, Token)>,
+        waited: Duration,
+    ) -> Self {
+        let began = SystemTime::now()
+            .checked_sub(waited)
+            .and_then(|began| began.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, millis);
+        Watch {
+            client: client.clone(),
+            key: names.lock().to_owned(),
+            held,
+            record: Record {
+                waits_for: names.lock().to_owned(),
+                began,
+                id: fastrand::u64(..),
+            },
+        }
+    }
+
+    /// Records the wait, then follows the chain once per delay; resolves only with the
+    /// deadlock this wait gives way in (its records are removed when it is dropped).
+    async fn run(&self, delay: Duration) -> LockError {
+        let records = Records::write(&self.client, &self.held, &self.record, delay).await;
+        for _ in 0..MAX_LOOKS {
+            if let Some(err) = self.look().await {
+                return err;
+            }
+            tokio::time::sleep(delay).await;
+            records.refresh().await;
+        }
+        std::future::pending().await
+    }
+
+    /// One look along the chain: the error when this wait closes a cycle and is its victim.
+    async fn look(&self) -> Option<LockError> {
+        let tokens: Vec<&str> = self.held.iter().map(|(_, token)| &**token).collect();
+        let cycle = chain::walk(&self.client, &self.key, &tokens).await?;
+        if !cycle.victim_is(&self.record) {
+            tracing::debug!(key = %self.key, cycle = %cycle, "deadlock found; another wait of the cycle gives way");
+            return None;
+        }
+        // Followed again: a step read while its task was changing makes no cycle twice.
+        let again = chain::walk(&self.client, &self.key, &tokens).await?;
+        if !again.same_as(&cycle) {
+            return None;
+        }
+        Some(self.give_way(&cycle))
+    }
+
+    /// The victim's error, reported.
+    fn give_way(&self, cycle: &Cycle) -> LockError {
+        let cycle = cycle.to_string();
+        tracing::warn!(key = %self.key, cycle = %cycle, "deadlock detected: this wait gives way");
+        self.client.telemetry().deadlock(&self.key);
+        LockError::Deadlock {
+            key: self.key.clone(),
+            cycle,
+        }
+    }
+}

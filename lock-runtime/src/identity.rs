@@ -1,0 +1,487 @@
+//! Who holds a key: the identity every token of this crate carries.
+//!
+//! A token is the lock key's value (and a waiter's id in the key's queue), so whoever can
+//! read the key can read who holds it, with no lookup and no extra command: another
+//! process's [`inspect`](crate::inspect), `lockctl`, a waiter whose wait ran out, `MONITOR`.
+//! It reads, field by field:
+//!
+//! ```text
+//! lr-6f1d0c3e9a7b4c2d.11/1a2b3c4d5e6/ea60/4711@host-a/shop/shop::buy
+//! │  │                │  │           │    │    │      │    └ the guarded function, or a builder's file:line
+//! │  │                │  │           │    │    │      └ the service (Config::service_name)
+//! │  │                │  │           │    │    └ the host
+//! │  │                │  │           │    └ the process id
+//! │  │                │  │           └ the lease asked for, in ms (hexadecimal)
+//! │  │                │  └ when the process asked for the key (ms since the epoch by its clock, hexadecimal)
+//! │  │                └ a counter of the client's tokens (hexadecimal)
+//! │  └ a random id of the client (64 bits), so tokens are never reused across processes
+//! └ what every token of this crate starts with
+//! ```
+//!
+//! The per-client part is written once, when the client is built; a new token costs the
+//! counter, the clock, and one allocation, as the random token before it did. Numbers are
+//! hexadecimal, which takes a few instructions per digit where decimal takes a division.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::lease::{OUR_TOKEN, Token, millis};
+use crate::lock_order::CallSite;
+use crate::scripts::AUX_PREFIX;
+
+/// The longest host, service and function names a token carries (longer ones are cut).
+const MAX_PART: usize = 64;
+
+/// Makes a client's tokens: its random id, process, host and service written once.
+#[derive(Debug)]
+pub(crate) struct TokenMaker {
+    /// `lr-<random id>.`
+    head: String,
+    /// `/<pid>@<host>/<service>/`
+    process: String,
+    /// `<host> pid <pid> <service>`
+    releaser: String,
+    made: AtomicU64,
+}
+
+impl TokenMaker {
+    /// The token maker of a client of `service` (none: the binary's name) in this process.
+    pub(crate) fn new(service: Option<&str>) -> Self {
+        let id = uuid::Uuid::new_v4().as_u64_pair().0;
+        let service = clean(&service.map_or_else(binary_name, str::to_owned));
+        let (pid, host) = (std::process::id(), clean(&host_name()));
+        TokenMaker {
+            head: format!("{OUR_TOKEN}{id:016x}."),
+            process: format!("/{pid}@{host}/{service}/"),
+            releaser: format!("{host} pid {pid} {service}"),
+            made: AtomicU64::new(0),
+        }
+    }
+
+    /// Who this client is, as a releaser names itself to the holder it tells: `host pid
+    /// service`.
+    pub(crate) fn process(&self) -> &str {
+        &self.releaser
+    }
+
+    /// The channel this client hears of its locks taken away by an operator on (see
+    /// `renewal/notices.rs`): `~lock/notice/<id>`.
+    pub(crate) fn notice_channel(&self) -> String {
+        let id = self
+            .head
+            .strip_prefix(OUR_TOKEN)
+            .unwrap_or("")
+            .trim_end_matches('.');
+        format!("{AUX_PREFIX}notice/{id}")
+    }
+
+    /// A fresh token for a lease of `ttl`, asked for at `site` (the guarded function, or
+    /// a builder's call), never made before.
+    pub(crate) fn token(&self, ttl: Duration, site: &CallSite) -> Token {
+        let mut text = self.start(ttl);
+        match site.function_path() {
+            Some(function) => text.push_label(function),
+            None => {
+                let (file, line) = site.file_line();
+                let name = file.rfind(['/', '\\']).map_or(file, |at| &file[at + 1..]);
+                text.push_label(name);
+                text.push(b":");
+                text.push_decimal(line);
+            }
+        }
+        text.token()
+    }
+
+    /// A fresh token for a lease of `ttl` that names the function `previous` names: the
+    /// process's next tenure of the same lock.
+    pub(crate) fn successor(&self, ttl: Duration, previous: &str) -> Token {
+        let mut text = self.start(ttl);
+        if let Identity::Process(process) = Identity::of_token(previous) {
+            text.push_label(&process.function);
+        }
+        text.token()
+    }
+
+    /// A token's fields up to the function's.
+    fn start(&self, ttl: Duration) -> TokenText {
+        let made = self.made.fetch_add(1, Ordering::Relaxed);
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, millis);
+        let mut text = TokenText::new();
+        text.push(self.head.as_bytes());
+        text.push_number(made);
+        text.push(b"/");
+        text.push_number(since);
+        text.push(b"/");
+        text.push_number(millis(ttl));
+        text.push(self.process.as_bytes());
+        text
+    }
+}
+
+/// The longest token: the per-client part (its parts cut to [`MAX_PART`]), three numbers
+/// and the function's [`MAX_PART`] fit.
+const MAX_TOKEN: usize = 384;
+
+/// A token being written, on the stack: one allocation when it is done, as the random
+/// token before it took.
+struct TokenText {
+    bytes: [u8; MAX_TOKEN],
+    len: usize,
+}
+
+impl TokenText {
+    fn new() -> Self {
+        TokenText {
+            bytes: [0; MAX_TOKEN],
+            len: 0,
+        }
+    }
+
+    /// Appends `part` (ASCII), cut where the buffer ends.
+    fn push(&mut self, part: &[u8]) {
+        let take = part.len().min(MAX_TOKEN - self.len);
+        self.bytes[self.len..self.len + take].copy_from_slice(&part[..take]);
+        self.len += take;
+    }
+
+    /// Appends `n` in hexadecimal (lower case, no leading zeros): a few instructions per
+    /// digit, where decimal takes a division each.
+    fn push_number(&mut self, mut n: u64) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut digits = [0u8; 16];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = HEX[(n & 0xf) as usize];
+            n >>= 4;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
+
+    /// Appends `n` in decimal (a line number: a few digits).
+    fn push_decimal(&mut self, mut n: u32) {
+        let mut digits = [0u8; 10];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
+
+    /// Appends at most [`MAX_PART`] bytes of the function's name as it is: the last field,
+    /// which may hold any character but a control one (a guarded function's path is
+    /// letters, digits, `_` and `::`; a file name is what `file!()` says), so its check
+    /// stays off the acquire path. A control character becomes `_`.
+    fn push_label(&mut self, part: &str) {
+        let head = &part.as_bytes()[..part.len().min(MAX_PART)];
+        if !head.iter().any(u8::is_ascii_control) {
+            self.push(head);
+            return;
+        }
+        for &byte in head {
+            self.push(if byte.is_ascii_control() {
+                b"_"
+            } else {
+                std::slice::from_ref(&byte)
+            });
+        }
+    }
+
+    /// The token written.
+    fn token(&self) -> Token {
+        // Only ASCII is written (every other character became `_`); the fallback (never
+        // taken) copies lossily.
+        match std::str::from_utf8(&self.bytes[..self.len]) {
+            Ok(text) => Token::from(text),
+            Err(_) => Token::from(String::from_utf8_lossy(&self.bytes[..self.len]).as_ref()),
+        }
+    }
+}
+
+/// Whether a token may carry `c` as it is: what a host, a Rust path and a file name use,
+/// and never the `/` that parts the fields, a space or a control character.
+fn plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '<' | '>' | '+')
+}
+
+/// `part`, at most [`MAX_PART`] characters, each that is not [`plain`] as `_`.
+fn clean(part: &str) -> String {
+    let cleaned = part.chars().take(MAX_PART);
+    cleaned.map(|c| if plain(c) { c } else { '_' }).collect()
+}
+
+/// The host's name (the kernel's, else `/etc/hostname`, else `HOSTNAME` or `COMPUTERNAME`),
+/// or `unknown`.
+fn host_name() -> String {
+    let from_file = |path: &str| std::fs::read_to_string(path).ok();
+    let from_env = |name: &str| std::env::var(name).ok();
+    [
+        from_file("/proc/sys/kernel/hostname"),
+        from_file("/etc/hostname"),
+        from_env("HOSTNAME"),
+        from_env("COMPUTERNAME"),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|name| name.trim().to_owned())
+    .find(|name| !name.is_empty())
+    .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The running binary's name, or `unknown`.
+fn binary_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|path| Some(path.file_stem()?.to_string_lossy().into_owned()))
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Who holds (or waits for) a key, read off its token: what [`Holder::identity`] and
+/// [`Waiter::identity`] give, and what a [`LockError::Timeout`] names.
+///
+/// [`Holder::identity`]: crate::Holder::identity
+/// [`Waiter::identity`]: crate::Waiter::identity
+/// [`LockError::Timeout`]: crate::LockError::Timeout
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Identity {
+    /// A process of this crate.
+    Process(ProcessIdentity),
+    /// A token of this crate made by a version that wrote no identity into it.
+    Unnamed,
+    /// Not a token of this crate: another client's lock, or a string that is no lock.
+    Foreign,
+}
+
+/// A process of this crate that holds or waits for a key, as its token names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessIdentity {
+    /// The host the process runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its service ([`Config::service_name`](crate::Config::service_name), by default the
+    /// binary's name).
+    pub service: String,
+    /// The guarded function that asked for the key (`shop::buy`), or the `file:line` of
+    /// the builder's call.
+    pub function: String,
+    /// When the process asked for the key, by its own clock: the start of the hold, or of
+    /// the wait that ended in it. A process that passes the lock between its own tasks
+    /// keeps the token, and this, for the whole tenure.
+    pub since: SystemTime,
+    /// The lease it asked for (the watchdog renews to this).
+    pub ttl: Duration,
+}
+
+impl Identity {
+    /// Reads the identity off `token` (a permit's `permit:` prefix is skipped).
+    pub fn of_token(token: &str) -> Identity {
+        let token = token.strip_prefix("permit:").unwrap_or(token);
+        let Some(rest) = token.strip_prefix(OUR_TOKEN) else {
+            return Identity::Foreign;
+        };
+        parse(rest).map_or(Identity::Unnamed, Identity::Process)
+    }
+
+    /// The process, when this names one.
+    pub fn process(&self) -> Option<&ProcessIdentity> {
+        match self {
+            Identity::Process(process) => Some(process),
+            Identity::Unnamed | Identity::Foreign => None,
+        }
+    }
+}
+
+/// The fields after `lr-`: `<id>.<n>/<since>/<ttl>/<pid>@<host>/<service>/<function>`.
+fn parse(rest: &str) -> Option<ProcessIdentity> {
+    let mut fields = rest.splitn(6, '/');
+    let _id = fields.next()?;
+    let since = u64::from_str_radix(fields.next()?, 16).ok()?;
+    let ttl = u64::from_str_radix(fields.next()?, 16).ok()?;
+    let (pid, host) = fields.next()?.split_once('@')?;
+    let service = fields.next()?;
+    let function = fields.next()?;
+    Some(ProcessIdentity {
+        host: host.to_owned(),
+        pid: pid.parse().ok()?,
+        service: service.to_owned(),
+        function: function.to_owned(),
+        since: UNIX_EPOCH + Duration::from_millis(since),
+        ttl: Duration::from_millis(ttl),
+    })
+}
+
+impl fmt::Display for ProcessIdentity {
+    /// `host-a pid 4711 shop `shop::buy``.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} pid {} {} `{}`",
+            self.host, self.pid, self.service, self.function
+        )
+    }
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Identity::Process(process) => process.fmt(f),
+            Identity::Unnamed => f.write_str("a process of this crate (unnamed)"),
+            Identity::Foreign => f.write_str("a foreign client"),
+        }
+    }
+}
+
+/// The holder a waiter saw when its wait ran out ([`LockError::Timeout`]).
+///
+/// `Display` says who and how long: `held for 41.020s by host-a pid 4711 shop `shop::buy``.
+///
+/// [`LockError::Timeout`]: crate::LockError::Timeout
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SeenHolder {
+    /// Its token (the key's value; a permit's or a reader's for a semaphore or a read lock).
+    pub token: String,
+    /// Who it is, as the token names it.
+    pub identity: Identity,
+    /// How long it had held the key (asked for it, see [`ProcessIdentity::since`]), by the
+    /// server's clock; `None` for a holder whose token says nothing of it.
+    pub held_for: Option<Duration>,
+    /// How long ago it last renewed its lease (see
+    /// [`Holder::since_renewal`](crate::Holder::since_renewal)).
+    pub since_renewal: Option<Duration>,
+}
+
+impl SeenHolder {
+    /// What to do about a wait for `key` of `waited` that ran out behind this holder: a
+    /// holder that held the key through the whole wait may be stuck (more `wait` would not
+    /// help); one that took it during the wait is contention.
+    pub(crate) fn advice(
+        &self,
+        key: &str,
+        waited: Duration,
+        f: &mut fmt::Formatter<'_>,
+    ) -> fmt::Result {
+        match (&self.identity, self.held_for) {
+            (Identity::Foreign, _) => write!(
+                f,
+                "it is not a lock of this crate: check which client writes `{key}`"
+            ),
+            (_, Some(held)) if held >= waited => write!(
+                f,
+                "it held the key through the whole wait: check whether it is stuck or slow \
+                 (`lockctl inspect {key}`) before raising `wait`"
+            ),
+            _ => f.write_str(
+                "the key changed hands meanwhile: raise `wait` or shorten the work under the lock",
+            ),
+        }
+    }
+}
+
+impl fmt::Display for SeenHolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.held_for {
+            Some(held) => write!(f, "held for {} by {}", Seconds(held), self.identity)?,
+            None => write!(f, "held by {}", self.identity)?,
+        }
+        if let Identity::Foreign = self.identity {
+            write!(f, " (`{}`)", self.token)?;
+        }
+        match self.since_renewal {
+            Some(renewed) => write!(f, ", renewed {} ago", Seconds(renewed)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A duration as seconds with milliseconds: `1.203s`.
+pub(crate) struct Seconds(pub(crate) Duration);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:03}s", self.0.as_secs(), self.0.subsec_millis())
+    }
+}
+
+impl ProcessIdentity {
+    /// How long ago the process asked for the key, by `now` (zero if its clock is ahead).
+    pub fn age(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.since).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_names_its_process_and_function() {
+        let maker = TokenMaker::new(Some("shop api"));
+        let token = maker.token(
+            Duration::from_secs(60),
+            &CallSite::function("shop::buy", "src/lib.rs", 1),
+        );
+        assert!(token.starts_with(OUR_TOKEN));
+        let Identity::Process(process) = Identity::of_token(&token) else {
+            panic!("not ours: {token}");
+        };
+        assert_eq!(process.pid, std::process::id());
+        assert_eq!(process.service, "shop_api");
+        assert_eq!(process.function, "shop::buy");
+        assert_eq!(process.ttl, Duration::from_secs(60));
+        assert!(process.age(SystemTime::now()) < Duration::from_secs(60));
+        assert!(!process.host.is_empty());
+        let permit = format!("permit:{token}");
+        assert_eq!(Identity::of_token(&permit), Identity::Process(process));
+    }
+
+    #[test]
+    fn tokens_are_never_reused_and_odd_names_are_cleaned() {
+        let maker = TokenMaker::new(None);
+        let site = CallSite::at("src/bin/shop.rs", 42);
+        let second = Duration::from_secs(1);
+        let (a, b) = (maker.token(second, &site), maker.token(second, &site));
+        assert_ne!(a, b);
+        assert_ne!(TokenMaker::new(None).token(second, &site), a);
+        let named = Identity::of_token(&a).process().cloned().expect("ours");
+        assert_eq!(named.function, "shop.rs:42");
+        let odd = maker.token(second, &CallSite::function("a/b c\nd", "x.rs", 1));
+        assert!(!odd.contains('\n'));
+        let process = Identity::of_token(&odd).process().cloned().expect("ours");
+        assert_eq!(process.function, "a/b c_d");
+    }
+
+    #[test]
+    fn the_release_script_tells_the_channel_the_client_listens_on() {
+        let lua = include_str!("lua/force_release.lua");
+        assert!(lua.contains(&format!("'{AUX_PREFIX}notice/'")));
+        let maker = TokenMaker::new(None);
+        let token = maker.token(Duration::from_secs(1), &CallSite::at("a.rs", 1));
+        let id = token[OUR_TOKEN.len()..].split('.').next().unwrap_or("");
+        assert_eq!(maker.notice_channel(), format!("{AUX_PREFIX}notice/{id}"));
+    }
+
+    #[test]
+    fn other_values_are_foreign_or_unnamed() {
+        assert_eq!(Identity::of_token("{\"user\":7}"), Identity::Foreign);
+        assert_eq!(
+            Identity::of_token("lr-018e9b94d5914525b89f8fc6d8a28444"),
+            Identity::Unnamed
+        );
+    }
+}

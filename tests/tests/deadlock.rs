@@ -1,0 +1,200 @@
+//! Distributed deadlock detection against real servers: tasks that each hold a lock the
+//! next one waits for (two clients in opposite orders, three in a ring, two tasks of one
+//! client; one server and a cluster with the keys in different slots) are found after the
+//! detection delay; exactly one of them fails with `Deadlock`, naming the cycle, and the
+//! others complete. A wait behind a holder that waits for nothing is no deadlock. Redlock
+//! has no detection (a documented limit): its waits end at their `wait`.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_runtime::{Config, LockClient, LockError};
+use lock_tests::RedisServer;
+use lock_tests::cluster::RedisCluster;
+use tokio::sync::Barrier;
+
+/// The detection delay of these tests' clients.
+const DELAY: Duration = Duration::from_millis(50);
+
+/// A wait far longer than any detection: a wait that runs out means none happened.
+const LONG_WAIT: Duration = Duration::from_secs(20);
+
+fn client(config: Config) -> LockClient {
+    LockClient::new(config.deadlock_detection(DELAY)).unwrap()
+}
+
+/// Takes `first`, then (once every task of the ring holds its first key) `second`, inside
+/// the first's guarded body: the outcome of the inner acquisition.
+async fn nested(
+    client: LockClient,
+    (first, second): (String, String),
+    ring: Arc<Barrier>,
+) -> Result<(), LockError> {
+    let outer = client.lock(&first).wait(LONG_WAIT);
+    outer
+        .run(async {
+            ring.wait().await;
+            let inner = client.lock(&second).wait(LONG_WAIT);
+            inner.run(async { Ok::<_, LockError>(()) }).await
+        })
+        .await
+}
+
+/// Runs a ring: task `i` holds `keys[i]` and then takes `keys[i + 1]` (the last the
+/// first), each through its own client of `clients` (repeated as given). Returns each
+/// task's outcome.
+async fn ring(clients: &[LockClient], keys: &[String]) -> Vec<Result<(), LockError>> {
+    let barrier = Arc::new(Barrier::new(keys.len()));
+    let tasks: Vec<_> = (0..keys.len())
+        .map(|i| {
+            let pair = (keys[i].clone(), keys[(i + 1) % keys.len()].clone());
+            let client = clients[i % clients.len()].clone();
+            tokio::spawn(nested(client, pair, barrier.clone()))
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(
+            tokio::time::timeout(LONG_WAIT * 2, task)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    outcomes
+}
+
+/// Exactly one task gave way with `Deadlock` naming every key of the ring; the others
+/// completed.
+fn exactly_one_gave_way(outcomes: &[Result<(), LockError>], keys: &[String], trial: usize) {
+    let deadlocks: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    assert_eq!(deadlocks.len(), 1, "trial {trial}: {outcomes:?}");
+    let LockError::Deadlock { cycle, .. } = deadlocks[0] else {
+        panic!("trial {trial}: not a deadlock: {:?}", deadlocks[0]);
+    };
+    for key in keys {
+        assert!(
+            cycle.contains(&format!("`{key}` held by")),
+            "trial {trial}: {cycle}"
+        );
+    }
+    assert!(
+        deadlocks[0].to_string().contains("deadlock"),
+        "{}",
+        deadlocks[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_clients_in_opposite_orders_one_gives_way_in_every_trial() {
+    let server = RedisServer::start();
+    let clients = [
+        client(Config::single(server.url())),
+        client(Config::single(server.url())),
+    ];
+    for trial in 0..100 {
+        let keys = [format!("stock:{trial}"), format!("user:{trial}")];
+        let outcomes = ring(&clients, &keys).await;
+        exactly_one_gave_way(&outcomes, &keys, trial);
+    }
+    // Nothing is left behind: no lock, no record of a wait.
+    assert!(
+        server.until_empty(Duration::from_secs(5)).await,
+        "keys left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_ring_of_three_clients_and_two_tasks_of_one_client() {
+    let server = RedisServer::start();
+    let three: Vec<_> = (0..3)
+        .map(|_| client(Config::single(server.url())))
+        .collect();
+    for trial in 0..10 {
+        let keys: Vec<String> = (0..3).map(|i| format!("ring3:{trial}:{i}")).collect();
+        exactly_one_gave_way(&ring(&three, &keys).await, &keys, trial);
+    }
+    let one = [client(Config::single(server.url()))];
+    for trial in 0..10 {
+        let keys = [format!("local:{trial}:a"), format!("local:{trial}:b")];
+        exactly_one_gave_way(&ring(&one, &keys).await, &keys, trial);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wait_behind_a_holder_that_waits_for_nothing_is_no_deadlock() {
+    let server = RedisServer::start();
+    let (x, y) = (
+        client(Config::single(server.url())),
+        client(Config::single(server.url())),
+    );
+    // Y holds `b` and waits for nothing; X holds `a` and waits for `b` past many delays.
+    let held = y.lock("plain:b").acquire().await.unwrap();
+    let waiter = {
+        let x = x.clone();
+        tokio::spawn(async move {
+            let outer = x.lock("plain:a");
+            outer
+                .run(async {
+                    let inner = x.lock("plain:b").wait(LONG_WAIT);
+                    inner.run(async { Ok::<_, LockError>(()) }).await
+                })
+                .await
+        })
+    };
+    server.until_queued("plain:b", 1).await;
+    tokio::time::sleep(DELAY * 10).await;
+    held.release().await.unwrap();
+    let outcome = tokio::time::timeout(LONG_WAIT, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(outcome.is_ok(), "{outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cycle_across_cluster_slots_is_found() {
+    let cluster = RedisCluster::start(3);
+    let clients = [
+        client(Config::cluster(cluster.urls())),
+        client(Config::cluster(cluster.urls())),
+    ];
+    for trial in 0..5 {
+        let keys = [
+            cluster.key_on(&format!("c{trial}:a:"), 0),
+            cluster.key_on(&format!("c{trial}:b:"), 1),
+        ];
+        assert_ne!(cluster.slot(&keys[0]), cluster.slot(&keys[1]));
+        exactly_one_gave_way(&ring(&clients, &keys).await, &keys, trial);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redlock_waits_end_at_their_wait_without_detection() {
+    let servers: Vec<_> = (0..3).map(|_| RedisServer::start()).collect();
+    let config = || Config::redlock(servers.iter().map(RedisServer::url));
+    let (x, y) = (client(config()), client(config()));
+    let barrier = Arc::new(Barrier::new(2));
+    let short = |client: LockClient, first: &str, second: &str| {
+        let (first, second, barrier) = (first.to_owned(), second.to_owned(), barrier.clone());
+        tokio::spawn(async move {
+            let outer = client.lock(&first);
+            outer
+                .run(async {
+                    barrier.wait().await;
+                    let inner = client.lock(&second).wait(DELAY * 6);
+                    inner.run(async { Ok::<_, LockError>(()) }).await
+                })
+                .await
+        })
+    };
+    let (one, two) = (short(x, "rl:a", "rl:b"), short(y, "rl:b", "rl:a"));
+    let outcomes = [one.await.unwrap(), two.await.unwrap()];
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, Err(LockError::Timeout { .. }))),
+        "{outcomes:?}"
+    );
+}
