@@ -74,7 +74,9 @@ impl LockError {
                 "the lock service is misconfigured"
             }
             LockError::OrderInversion { .. } => "the request takes its locks in a wrong order",
-            LockError::Deadlock { .. } => "the request met another in a deadlock and gave way; retry",
+            LockError::Deadlock { .. } => {
+                "the request met another in a deadlock and gave way; retry"
+            }
         }
     }
 }

@@ -144,8 +144,8 @@ pub mod __private;
 
 pub use client::{LockClient, client, init, is_locked, shutdown};
 pub use config::{
-    Config, DEFAULT_DEADLOCK_DELAY, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME, DEFAULT_LOCAL_PASSES,
-    DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
+    Config, DEFAULT_DEADLOCK_DELAY, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME,
+    DEFAULT_LOCAL_PASSES, DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};

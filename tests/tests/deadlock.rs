@@ -55,7 +55,12 @@ async fn ring(clients: &[LockClient], keys: &[String]) -> Vec<Result<(), LockErr
         .collect();
     let mut outcomes = Vec::new();
     for task in tasks {
-        outcomes.push(tokio::time::timeout(LONG_WAIT * 2, task).await.unwrap().unwrap());
+        outcomes.push(
+            tokio::time::timeout(LONG_WAIT * 2, task)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
     }
     outcomes
 }
@@ -69,9 +74,16 @@ fn exactly_one_gave_way(outcomes: &[Result<(), LockError>], keys: &[String], tri
         panic!("trial {trial}: not a deadlock: {:?}", deadlocks[0]);
     };
     for key in keys {
-        assert!(cycle.contains(&format!("`{key}` held by")), "trial {trial}: {cycle}");
+        assert!(
+            cycle.contains(&format!("`{key}` held by")),
+            "trial {trial}: {cycle}"
+        );
     }
-    assert!(deadlocks[0].to_string().contains("deadlock"), "{}", deadlocks[0]);
+    assert!(
+        deadlocks[0].to_string().contains("deadlock"),
+        "{}",
+        deadlocks[0]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -87,7 +99,10 @@ async fn two_clients_in_opposite_orders_one_gives_way_in_every_trial() {
         exactly_one_gave_way(&outcomes, &keys, trial);
     }
     // Nothing is left behind: no lock, no record of a wait.
-    assert!(server.until_empty(Duration::from_secs(5)).await, "keys left behind");
+    assert!(
+        server.until_empty(Duration::from_secs(5)).await,
+        "keys left behind"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -131,7 +146,10 @@ async fn a_wait_behind_a_holder_that_waits_for_nothing_is_no_deadlock() {
     server.until_queued("plain:b", 1).await;
     tokio::time::sleep(DELAY * 10).await;
     held.release().await.unwrap();
-    let outcome = tokio::time::timeout(LONG_WAIT, waiter).await.unwrap().unwrap();
+    let outcome = tokio::time::timeout(LONG_WAIT, waiter)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(outcome.is_ok(), "{outcome:?}");
 }
 
