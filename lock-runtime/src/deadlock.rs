@@ -31,27 +31,41 @@ use chain::{Cycle, Record, Records};
 /// At most this many looks per wait (one per delay; the wait's own end comes first).
 const MAX_LOOKS: u32 = 100_000;
 
-/// `wait` (a task's wait for the lock `names`), watched for a deadlock when the task holds
-/// locks through `client` and the client's detection is on; the wait's own outcome
-/// otherwise, or [`LockError::Deadlock`] when this wait is the cycle's victim.
-pub(crate) async fn watched<T>(
-    client: &LockClient,
-    names: &KeyNames,
-    wait: impl Future<Output = Result<T, LockError>>,
-) -> Result<T, LockError> {
-    let delay = client.deadlock_delay();
-    if delay.is_zero() {
-        return wait.await;
+/// What a holding task's wait is watched with: the locks it holds and the delay.
+pub(crate) struct Watcher {
+    held: Vec<(Arc<KeyNames>, Token)>,
+    delay: Duration,
+}
+
+impl Watcher {
+    /// The watcher of the current task's next wait through `client`: `None` when the task
+    /// holds no lock through it (its wait cannot close a cycle), detection is off, or the
+    /// deployment has no single node that knows a key's holder (Redlock). Asked before
+    /// the wait's future is made, so that a wait that is not watched is not moved into
+    /// another future.
+    pub(crate) fn for_task(client: &LockClient) -> Option<Watcher> {
+        let delay = client.deadlock_delay();
+        if delay.is_zero() || !client.deployment().queues() {
+            return None;
+        }
+        let held = context::held_keys(client.id());
+        (!held.is_empty()).then_some(Watcher { held, delay })
     }
-    let held = context::held_keys(client.id());
-    if held.is_empty() || !client.deployment().queues() {
-        return wait.await;
-    }
-    tokio::pin!(wait);
-    tokio::select! {
-        biased;
-        taken = &mut wait => taken,
-        deadlock = watch(client, names, held, delay) => Err(deadlock),
+
+    /// `wait` (the task's wait for the lock `names`), watched: its own outcome, or
+    /// [`LockError::Deadlock`] when this wait closes a cycle and is its victim.
+    pub(crate) async fn watch<T>(
+        self,
+        client: &LockClient,
+        names: &KeyNames,
+        wait: impl Future<Output = Result<T, LockError>>,
+    ) -> Result<T, LockError> {
+        tokio::pin!(wait);
+        tokio::select! {
+            biased;
+            taken = &mut wait => taken,
+            deadlock = watch(client, names, self.held, self.delay) => Err(deadlock),
+        }
     }
 }
 

@@ -140,11 +140,14 @@ impl TokenText {
         }
     }
 
-    /// Appends `part` (ASCII), cut where the buffer ends.
+    /// Appends `part`, or nothing when it does not fit (never: [`MAX_TOKEN`] holds the
+    /// longest token).
     fn push(&mut self, part: &[u8]) {
-        let take = part.len().min(MAX_TOKEN - self.len);
-        self.bytes[self.len..self.len + take].copy_from_slice(&part[..take]);
-        self.len += take;
+        let end = self.len + part.len();
+        if let Some(room) = self.bytes.get_mut(self.len..end) {
+            room.copy_from_slice(part);
+            self.len = end;
+        }
     }
 
     /// Appends `n` in hexadecimal (lower case, no leading zeros): a few instructions per

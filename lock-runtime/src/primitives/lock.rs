@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context;
+use crate::deadlock::Watcher;
 use crate::lease::{Taken, Token};
 use crate::lock_order::CallSite;
 use crate::options::OnLost;
@@ -260,8 +261,18 @@ impl Lock {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        let acquire = self.acquire_new(client.clone(), names.clone(), started);
-        match crate::deadlock::watched(&client, &names, acquire).await {
+        // The wait's future is made in each arm: one that is not watched is not moved.
+        let acquired = match Watcher::for_task(&client) {
+            Some(watcher) => {
+                let acquire = self.acquire_new(client.clone(), names.clone(), started);
+                watcher.watch(&client, &names, acquire).await
+            }
+            None => {
+                self.acquire_new(client.clone(), names.clone(), started)
+                    .await
+            }
+        };
+        match acquired {
             Ok(guard) => {
                 // Read off the guard: its hold began when the lock was taken.
                 let waited = guard.acquired_at().saturating_duration_since(started);
