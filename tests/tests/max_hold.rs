@@ -169,10 +169,11 @@ async fn inspect_until(
     panic!("inspect never showed the holder of {key} as expected");
 }
 
-/// A holder's renewals and progress are visible to another client's `inspect`: after a
-/// renewal, `last_renewal` is set and `last_progress` stays `None` until the body reports
-/// progress; once it does, the next renewal carries the time (between the report and the
-/// renewal). A guard's `progress` is the same report.
+/// A holder's renewals and progress are visible to another client's `inspect`:
+/// `last_renewal` moves on with each renewal, `last_progress` stays `None` (and no record is
+/// written beside the key) until the holder reports progress; once it does, the next
+/// renewal carries the time (between the report and the renewal). A guard's `progress` is
+/// the same report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_and_progress_are_visible_to_inspect() {
     let server = RedisServer::start();
@@ -185,21 +186,27 @@ async fn renewals_and_progress_are_visible_to_inspect() {
         .await
         .unwrap();
     let state = operator.inspect("visible").await.unwrap();
-    assert_eq!(
-        state.holder().unwrap().last_renewal,
-        None,
-        "not renewed yet"
-    );
-    let renewed = inspect_until(&operator, "visible", |h| h.last_renewal.is_some()).await;
+    let taken = state
+        .holder()
+        .unwrap()
+        .last_renewal
+        .expect("known from the lease");
+    let later = taken + Duration::from_millis(100);
+    let renewed = inspect_until(&operator, "visible", |h| {
+        h.last_renewal.is_some_and(|at| at >= later)
+    })
+    .await;
     assert_eq!(renewed.token, guard.token());
     assert_eq!(renewed.last_progress, None, "no progress reported yet");
+    assert_eq!(server.get("~lock/hold{visible}"), None, "nothing written");
     let before = SystemTime::now() - Duration::from_millis(50);
     guard.progress();
     let reported = inspect_until(&operator, "visible", |h| h.last_progress.is_some()).await;
     let progress = reported.last_progress.unwrap();
     assert!(progress >= before, "{progress:?} before the report");
     assert!(progress <= reported.last_renewal.unwrap(), "{reported:?}");
-    assert!(reported.to_string().contains("progress"), "{reported}");
+    let shown = operator.inspect("visible").await.unwrap().to_string();
+    assert!(shown.contains("s ago  progress "), "{shown}");
     // The body's own report, through `current_lock()`.
     guard.release().await.unwrap();
     let lock = holder.lock("visible").ttl(Duration::from_millis(600));

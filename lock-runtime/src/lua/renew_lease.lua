@@ -40,8 +40,9 @@ end
 -- `hold` (the lock's hold record, in its slot), for an operator's inspect.lua: the token,
 -- when it was renewed, and when its holder last reported progress (`progress_ago` ms
 -- before now; '' when it has not during this hold): one string, '<token> <renewed ms>
--- <progress ms or ->', kept as long as the lease. Only the renewals write it: acquiring and
--- releasing cost nothing more, and a stale record (another token's) is not shown.
+-- <progress ms or ->', kept as long as the lease. Only the renewals of a holder that
+-- reported progress write it (the watchdog names the record then): acquiring and releasing
+-- cost nothing more, and a stale record (another token's) is not shown.
 local function note_renewal(hold, token, ttl_ms, now_ms, progress_ago)
   local progress = '-'
   if progress_ago ~= '' then

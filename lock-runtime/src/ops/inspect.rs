@@ -74,17 +74,19 @@ pub struct Holder {
     pub ttl: Option<Duration>,
     /// What the holder holds.
     pub kind: HolderKind,
-    /// When the holder's watchdog last renewed the lease (the server's clock; `None`
-    /// before its first renewal, a third of its ttl after the acquire, for a lease the
-    /// watchdog does not renew, and for readers and permits). A holder whose renewals go
-    /// on but whose [`last_progress`](Self::last_progress) stays behind is alive but stuck
-    /// or slow; one whose renewals stopped is gone or paused.
+    /// When the holder last renewed its lease, or took it (the server's clock): from its
+    /// hold record when it reported progress, else the server's time less
+    /// [`since_renewal`](Self::since_renewal); `None` for a foreign holder, and for readers
+    /// and permits. A holder whose renewals go on but whose
+    /// [`last_progress`](Self::last_progress) stays behind is alive but stuck or slow; one
+    /// whose renewals stopped is gone or paused.
     pub last_renewal: Option<SystemTime>,
     /// When the holder last reported progress
     /// ([`CurrentLock::progress`](crate::CurrentLock::progress),
     /// [`LockGuard::progress`](crate::LockGuard::progress)), as of its last renewal (the
     /// server's clock); `None` when it did not during this hold, or before a renewal
-    /// carried it.
+    /// carried it (the renewal after a report writes a small record beside the key, read
+    /// here; a holder that never reports costs nothing more).
     pub last_progress: Option<SystemTime>,
 }
 
@@ -155,6 +157,17 @@ impl Holder {
             last_renewal: None,
             last_progress: None,
         }
+    }
+
+    /// This holder with its last renewal, when no hold record gave it: `now` less
+    /// [`since_renewal`](Self::since_renewal).
+    fn renewed_by(mut self, now: SystemTime) -> Self {
+        if self.last_renewal.is_none() {
+            self.last_renewal = self
+                .since_renewal()
+                .and_then(|since| now.checked_sub(since));
+        }
+        self
     }
 
     /// This holder with what its hold record says (`<token> <renewed ms> <progress ms or
@@ -294,14 +307,18 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
     if kind != "string" && kind != "none" && !(kind == "zset" && permits.is_some()) {
         return Err(not_a_lock(key, &kind));
     }
+    let now_us = u64::try_from(now_us).unwrap_or(0);
+    let server_time = UNIX_EPOCH + Duration::from_micros(now_us);
     let (mut holders, handover) = holders(value, pttl, shared);
     if let Some(first) = holders
         .first_mut()
         .filter(|h| h.kind == HolderKind::Exclusive)
     {
-        *first = first.clone().with_record(record.as_deref());
+        *first = first
+            .clone()
+            .with_record(record.as_deref())
+            .renewed_by(server_time);
     }
-    let now_us = u64::try_from(now_us).unwrap_or(0);
     let now_ms = u64::try_from(now_ms).unwrap_or(0);
     let waiters = listed
         .into_iter()
@@ -315,7 +332,7 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
         fence: fence.as_deref().and_then(parse_number),
         waiters,
         queued: usize::try_from(queued).unwrap_or(0),
-        server_time: UNIX_EPOCH + Duration::from_micros(now_us),
+        server_time,
         masters: Vec::new(),
     })
 }
@@ -414,6 +431,13 @@ impl fmt::Display for LockState {
                 if let Some(renewed) = holder.since_renewal() {
                     write!(f, "  renewed {} ago", Seconds(renewed))?;
                 }
+                if let Some(progress) = holder.last_progress {
+                    let ago = self
+                        .server_time
+                        .duration_since(progress)
+                        .unwrap_or_default();
+                    write!(f, "  progress {} ago", Seconds(ago))?;
+                }
                 writeln!(f)?;
             } else if holder.identity() == Identity::Foreign {
                 writeln!(
@@ -451,12 +475,6 @@ impl fmt::Display for Holder {
         match self.ttl {
             Some(ttl) => write!(f, "{role:<8} {}  ttl {}", self.token, Seconds(ttl))?,
             None => write!(f, "{role:<8} {}  no expiry", self.token)?,
-        }
-        if let Some(renewed) = self.last_renewal {
-            write!(f, "  renewed {}", Utc(renewed))?;
-        }
-        if let Some(progress) = self.last_progress {
-            write!(f, "  progress {}", Utc(progress))?;
         }
         Ok(())
     }
@@ -569,10 +587,9 @@ mod tests {
         assert_eq!(foreign.to_string(), "holder   t  no expiry");
         let record = Some("t 1795540488551 1795540488000");
         let renewed = foreign.clone().with_record(record);
-        assert_eq!(
-            renewed.to_string(),
-            "holder   t  no expiry  renewed 2026-11-24T17:14:48.551Z  progress 2026-11-24T17:14:48.000Z"
-        );
+        let at = |ms| Some(UNIX_EPOCH + Duration::from_millis(ms));
+        assert_eq!(renewed.last_renewal, at(1_795_540_488_551));
+        assert_eq!(renewed.last_progress, at(1_795_540_488_000));
         let no_progress = foreign.clone().with_record(Some("t 1795540488551 -"));
         assert_eq!(no_progress.last_progress, None);
         assert!(no_progress.last_renewal.is_some());

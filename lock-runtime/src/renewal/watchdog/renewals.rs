@@ -305,9 +305,10 @@ impl Renewals<'_> {
 
     /// One call of `RENEW_MANY` for `leases`. With the client's liveness key, each names its
     /// queue keys too: renewing notes this holder for the key's waiters, while there are
-    /// some. A lock's renewal names its hold record too, where the renewal and the
-    /// holder's last progress are recorded for `inspect` (one `SET` more per renewal, none
-    /// per acquire or release).
+    /// some. The renewal of a lock whose holder reported progress names its hold record
+    /// too, where the renewal and that progress are recorded for `inspect` (one `SET` more
+    /// in such a renewal; none for a holder that never reports, none per acquire or
+    /// release).
     fn renew_call(&self, leases: &[&Renewal]) -> redis::Cmd {
         let alive =
             (self.alive).and_then(|liveness| liveness.key_for(leases.first()?.names.lock()));
@@ -316,9 +317,8 @@ impl Renewals<'_> {
         let holds: Vec<Option<String>> = leases
             .iter()
             .map(|lease| {
-                (!is_permit(&lease.token))
-                    .then(|| lease.names.hold())
-                    .flatten()
+                let record = lease.progress_ago.is_some() && !is_permit(&lease.token);
+                record.then(|| lease.names.hold()).flatten()
             })
             .collect();
         let queue_keys = if alive.is_some() { 3 } else { 1 };
