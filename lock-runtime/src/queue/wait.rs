@@ -100,7 +100,12 @@ pub(crate) async fn wait<W: Waiting>(
         if !subscribed_before && waiter.subscribe().await {
             continue;
         }
-        long.park(waiter, retry_in).await;
+        match long.due_within(retry_in) {
+            None => waiter.park(retry_in).await,
+            // Boxed: the one park that tells the event does not grow every wait's future
+            // (nested guarded bodies hold several).
+            Some(at) => Box::pin(long.park_telling(waiter, retry_in, at)).await,
+        }
     }
     Err(waiter.timeout())
 }
@@ -124,11 +129,13 @@ impl LongWait {
         }
     }
 
-    /// Parks `waiter` for `retry_in`, telling the event when it falls due meanwhile.
-    async fn park<W: Waiting>(&mut self, waiter: &mut W, retry_in: Duration) {
-        let Some(at) = self.at.filter(|at| *at <= Instant::now() + retry_in) else {
-            return waiter.park(retry_in).await;
-        };
+    /// When the event falls due, if that is within a park of `retry_in` from now.
+    fn due_within(&self, retry_in: Duration) -> Option<Instant> {
+        self.at.filter(|at| *at <= Instant::now() + retry_in)
+    }
+
+    /// Parks `waiter` for `retry_in`, telling the event at `at` if the park lasts that long.
+    async fn park_telling<W: Waiting>(&mut self, waiter: &mut W, retry_in: Duration, at: Instant) {
         let key = waiter.bounds().0.to_owned();
         let park = waiter.park(retry_in);
         tokio::pin!(park);
