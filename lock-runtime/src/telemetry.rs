@@ -148,7 +148,7 @@ impl Telemetry {
                 ACQUISITIONS,
                 Unit::Count,
                 "Acquires that took a new lock or failed, by outcome: acquired, busy, \
-                 timeout, no_quorum, not_replicated, not_durable, backend, other."
+                 timeout, no_quorum, not_replicated, not_durable, deadlock, backend, other."
             );
             ::metrics::describe_histogram!(
                 WAIT_SECONDS,
@@ -165,7 +165,7 @@ impl Telemetry {
                 LOST,
                 Unit::Count,
                 "Leases lost while held, by cause: token_gone, renewal_failed, \
-                 found_at_release."
+                 found_at_release, force_released."
             );
             ::metrics::describe_counter!(
                 DEADLOCKS,
@@ -291,20 +291,26 @@ mod label_tests {
 
     /// Every value of the `outcome` label of `ACQUISITIONS` and `WAIT_SECONDS`, as the
     /// module's table lists them.
-    const OUTCOMES: [&str; 8] = [
+    const OUTCOMES: [&str; 9] = [
         "acquired",
         "busy",
         "timeout",
         "no_quorum",
         "not_replicated",
         "not_durable",
+        "deadlock",
         "backend",
         "other",
     ];
 
     /// Every value of the `cause` label of `LOST`, as the module's table lists them: the
     /// causes the code counts (`Telemetry::lost`'s callers).
-    const LOST_CAUSES: [&str; 3] = ["token_gone", "renewal_failed", "found_at_release"];
+    const LOST_CAUSES: [&str; 4] = [
+        "token_gone",
+        "renewal_failed",
+        "found_at_release",
+        "force_released",
+    ];
 
     /// The values listed in the module table's row of `metric`: the code spans after the
     /// colon of its last cell, outside parentheses.
@@ -337,6 +343,7 @@ mod label_tests {
             LostCause::TokenGone,
             LostCause::RenewalFailed,
             LostCause::FoundAtRelease,
+            LostCause::ForceReleased,
         ];
         assert_eq!(causes.map(cause_label), LOST_CAUSES);
         assert_eq!(listed("LOST"), LOST_CAUSES);

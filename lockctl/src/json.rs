@@ -41,6 +41,7 @@ pub(crate) fn holder(holder: &Holder) -> Value {
         "kind": kind,
         "identity": identity(&holder.identity()),
         "since_renewal": holder.since_renewal().map(millis),
+        "waits_for": holder.waits_for,
     })
 }
 

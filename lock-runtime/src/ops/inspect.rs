@@ -8,6 +8,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::connection::Connection;
+use crate::deadlock::chain::Record;
 use crate::error::LockError;
 use crate::identity::{Identity, Seconds};
 use crate::scripts::ShareNames;
@@ -74,6 +75,12 @@ pub struct Holder {
     pub ttl: Option<Duration>,
     /// What the holder holds.
     pub kind: HolderKind,
+    /// The key the holder's task waits for while it holds this one, when that wait has
+    /// gone on past the deadlock detection's delay
+    /// ([`Config::deadlock_detection`](crate::Config::deadlock_detection)): an edge of the
+    /// wait-for graph (`lockctl graph` follows them). `None`: it waits for nothing, or not
+    /// that long.
+    pub waits_for: Option<String>,
 }
 
 /// What a [`Holder`] holds.
@@ -140,6 +147,7 @@ impl Holder {
             token,
             ttl,
             kind: HolderKind::Exclusive,
+            waits_for: None,
         }
     }
 }
@@ -236,7 +244,7 @@ pub async fn inspect(key: &str) -> Result<LockState, LockError> {
 
 /// The script's reply: the key's type, value and PTTL, the fence counter, the server's
 /// time (ms, µs), the listed waiters and how many are queued, the readers or permits, and
-/// a semaphore's permit count.
+/// a semaphore's permit count, and what the holder waits for (its deadlock record).
 type InspectReply = (
     String,
     Option<String>,
@@ -248,6 +256,7 @@ type InspectReply = (
     i64,
     Vec<(String, String, i64)>,
     Option<String>,
+    Option<String>,
 );
 
 /// A listed waiter: its id, arrival (µs), place deadline (ms) and grant ttl (ms).
@@ -255,13 +264,22 @@ type ListedWaiter = (String, String, Option<String>, Option<String>);
 
 /// The state the script's reply describes.
 fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
-    let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits) = reply;
+    let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits, waits) = reply;
     let permits = permits.as_deref().and_then(|n| n.parse::<u32>().ok());
     // A sorted set is a semaphore's key only with its permit count recorded.
     if kind != "string" && kind != "none" && !(kind == "zset" && permits.is_some()) {
         return Err(not_a_lock(key, &kind));
     }
-    let (holders, handover) = holders(value, pttl, shared);
+    let (mut holders, handover) = holders(value, pttl, shared);
+    if let Some(holder) = holders
+        .first_mut()
+        .filter(|h| h.kind == HolderKind::Exclusive)
+    {
+        holder.waits_for = waits
+            .as_deref()
+            .and_then(Record::decode)
+            .map(|r| r.waits_for);
+    }
     let now_us = u64::try_from(now_us).unwrap_or(0);
     let now_ms = u64::try_from(now_ms).unwrap_or(0);
     let waiters = listed
@@ -314,6 +332,7 @@ pub(crate) fn holders(
         .into_iter()
         .chain(shared.into_iter().map(|(token, kind, left_ms)| Holder {
             token,
+            waits_for: None,
             ttl: pttl_to_ttl(left_ms),
             kind: if kind == "reader" {
                 HolderKind::Reader
@@ -374,6 +393,9 @@ impl fmt::Display for LockState {
                     write!(f, "  renewed {} ago", Seconds(renewed))?;
                 }
                 writeln!(f)?;
+                if let Some(waits_for) = &holder.waits_for {
+                    writeln!(f, "         waits for {waits_for} meanwhile")?;
+                }
             } else if holder.identity() == Identity::Foreign {
                 writeln!(
                     f,
@@ -521,6 +543,7 @@ mod tests {
             token: "t".into(),
             ttl: None,
             kind: HolderKind::Exclusive,
+            waits_for: None,
         };
         assert_eq!(foreign.to_string(), "holder   t  no expiry");
     }

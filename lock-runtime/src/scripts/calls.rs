@@ -190,6 +190,7 @@ pub(crate) fn raise_fence_call(
 /// inspect.lua: the holder, the fence, up to `listed` waiters and a read-write lock's
 /// readers of the key.
 pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize) -> Call<'static> {
+    let waits = names.waits();
     let keys = [
         names.lock(),
         names.fence(),
@@ -197,6 +198,7 @@ pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize)
         names.deadlines(),
         names.ttls(),
         &shares.readers,
+        &waits,
     ];
     let mut call = Call::new(&INSPECT, &keys);
     call.arg(listed).arg(&shares.head).arg(&shares.tail);
