@@ -61,7 +61,7 @@ impl TokenMaker {
 
     /// Who this client is, as a releaser names itself to the holder it tells: `host pid
     /// service`.
-    pub(crate) fn process(&self) -> &str {
+    pub(crate) fn releaser(&self) -> &str {
         &self.releaser
     }
 

@@ -109,6 +109,13 @@ impl KeyNames {
         Ok(Self::named(text, prefix, key, tagged))
     }
 
+    /// The hash of what the holders of this lock wait for, by holder token, in its slot
+    /// (`~lock/waits{LOCK}`): the deadlock detection's records (`deadlock/chain.rs`).
+    pub(crate) fn waits(&self) -> String {
+        let (kind, around) = self.aux_parts("waits");
+        format!("{kind}{around}")
+    }
+
     /// The names of a key this crate names itself in another lock key's slot (a reader's
     /// share of a read-write lock, [`KeyNames::aux_parts`]): it carries a hash tag, and is
     /// not refused for starting with [`AUX_PREFIX`].

@@ -166,7 +166,7 @@ impl Telemetry {
                 ACQUISITIONS,
                 Unit::Count,
                 "Acquires that took a new lock or failed, by outcome: acquired, busy, \
-                 timeout, no_quorum, not_replicated, not_durable, backend, other."
+                 timeout, no_quorum, not_replicated, not_durable, deadlock, backend, other."
             );
             ::metrics::describe_histogram!(
                 WAIT_SECONDS,
@@ -309,13 +309,14 @@ mod label_tests {
 
     /// Every value of the `outcome` label of `ACQUISITIONS` and `WAIT_SECONDS`, as the
     /// module's table lists them.
-    const OUTCOMES: [&str; 8] = [
+    const OUTCOMES: [&str; 9] = [
         "acquired",
         "busy",
         "timeout",
         "no_quorum",
         "not_replicated",
         "not_durable",
+        "deadlock",
         "backend",
         "other",
     ];

@@ -44,6 +44,7 @@ pub(crate) fn holder(holder: &Holder) -> Value {
         "last_progress": holder.last_progress.map(time),
         "identity": identity(&holder.identity()),
         "since_renewal": holder.since_renewal().map(millis),
+        "waits_for": holder.waits_for,
     })
 }
 

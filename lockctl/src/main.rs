@@ -8,7 +8,8 @@
 //! lockctl inspect stock:42
 //! lockctl list 'stock:*'
 //! lockctl watch stock:42 --count 10
-//! lockctl release stock:42 --if-holder lr-018e9b94d5914525b89f8fc6d8a28444 --dry-run
+//! lockctl graph stock:42 user:7
+//! lockctl release stock:42 --if-holder lr-6f1d0c3e9a7b4c2d.11/1a2b3c4d5e6/ea60/4711@host-a/shop/shop::buy --dry-run
 //! lockctl --help            # and `lockctl release --help`, ...
 //! ```
 //!
@@ -24,8 +25,13 @@
 //!   strings whose value is no token of lock-runtime's (`lr-…`).
 //! - `watch KEY`: `inspect` again every `--interval` (1s; `500ms`, `2m`), for at most
 //!   `--count N` rounds (3600) or until Ctrl-C.
+//! - `graph KEY...`: the wait-for graph from the given keys: each key's holder and the
+//!   key that holder's task waits for meanwhile (recorded by the deadlock detection once
+//!   that wait has gone on past its delay), followed key by key; `cycle: A -> B -> A` for
+//!   a chain that closes (a deadlock).
 //! - `release KEY`: takes the lock away from whoever holds it and wakes its queue; the
-//!   old holder learns at its next renewal that its lease is lost
+//!   old holder is told at once once it has renewed its lease, else it learns at its next
+//!   renewal that its lease is lost
 //!   ([`LockClient::force_release_checked`]). `--if-holder TOKEN`: only while TOKEN (as
 //!   `inspect` showed it: the holder, a reader or a permit) holds it, checked in the same
 //!   script call. `--dry-run`: says what it would remove and whom it would wake, changes
@@ -51,6 +57,7 @@
 //! (no lock, no hand-over, nobody queued, no reader's share, no permit, no fence counter);
 //! 4 `--if-holder TOKEN` holds no part of the key (nothing changed).
 
+mod graph;
 mod json;
 mod list;
 mod output;
@@ -125,8 +132,16 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
         count: u64,
     },
+    /// Shows the wait-for graph from the given keys: each key's holder and the key that
+    /// holder waits for meanwhile, followed key by key; a chain that closes is a deadlock.
+    #[command(override_usage = "lockctl graph [--url URL] [OPTIONS] <KEY>...", after_help = EXIT_STATUS)]
+    Graph {
+        /// The locks' keys, as the application names them.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
     /// Takes the lock KEY away from whoever holds it and wakes its queue; the old holder
-    /// learns at its next renewal that its lease is lost.
+    /// is told at once (once it has renewed its lease), else at its next renewal.
     #[command(override_usage = "lockctl release [--url URL] [OPTIONS] <KEY>", after_help = EXIT_STATUS)]
     Release {
         /// The lock's key, as the application names it.
@@ -178,6 +193,7 @@ async fn run(args: &Args) -> Result<Exit, LockError> {
             interval,
             count,
         } => watch::watch(&client, key, (*interval, *count), out).await,
+        Command::Graph { keys } => graph::graph(&client, (keys, &args.target.prefix), out).await,
         Command::Release {
             key,
             if_holder,

@@ -14,6 +14,44 @@ use common::{lockctl, objects};
 use lock_tests::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_graph_follows_what_each_holder_waits_for() {
+    use lock_runtime::{Config, LockClient, LockError};
+    let server = RedisServer::start();
+    let url = server.url();
+    let fast = Config::single(&url).deadlock_detection(Duration::from_millis(20));
+    let x = LockClient::new(fast).unwrap();
+    let y = server.lock_client();
+    let held = y.lock("g:b").acquire().await.unwrap();
+    // X holds `g:a` in a guarded body and waits there for `g:b`, which Y holds.
+    let task = tokio::spawn(async move {
+        let outer = x.lock("g:a");
+        outer
+            .run(async {
+                let inner = x.lock("g:b").wait(Duration::from_secs(30));
+                inner.run(async { Ok::<_, LockError>(()) }).await
+            })
+            .await
+    });
+    for _ in 0..500 {
+        let state = y.inspect("g:a").await.unwrap();
+        if state.holder().is_some_and(|h| h.waits_for.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let run = lockctl(&url, &["graph", "g:a"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.lines();
+    assert!(lines[0].starts_with("g:a  held by "), "{}", run.stdout);
+    assert!(lines[0].ends_with("  waits for g:b"), "{}", run.stdout);
+    assert!(lines[1].starts_with("g:b  held by "), "{}", run.stdout);
+    assert!(lines[1].ends_with("  waits for nothing"), "{}", run.stdout);
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    held.release().await.unwrap();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lockctl_inspects_lists_and_releases_locks() {
     let server = RedisServer::start();
     let url = server.url();

@@ -30,13 +30,19 @@ fn service_of(token: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tools_name_the_holder_and_the_waiters_and_free_the_key_safely() {
     let server = RedisServer::start();
-    let (a, b, c, d, e) = (
+    let (a, b, c, e) = (
         service(&server, "shop-a"),
         service(&server, "shop-b"),
         service(&server, "shop-c"),
-        service(&server, "shop-d"),
         service(&server, "shop-e"),
     );
+    // D's waits are recorded for the wait-for graph after 50 ms (the default is a second).
+    let d = LockClient::new(
+        Config::single(server.url())
+            .service_name("shop-d")
+            .deadlock_detection(Duration::from_millis(50)),
+    )
+    .unwrap();
     let started = SystemTime::now();
     // A's body hangs while the watchdog renews its lease (every third of its ttl).
     let held = a
@@ -45,13 +51,25 @@ async fn the_tools_name_the_holder_and_the_waiters_and_free_the_key_safely() {
         .acquire()
         .await
         .unwrap();
-    let user = d.lock("user:7").acquire().await.unwrap();
     let mut waiters = Vec::new();
-    for client in [&b, &c, &d] {
+    for client in [&b, &c] {
         let lock = client.lock("stock:42").wait(Duration::from_secs(30));
         waiters.push(tokio::spawn(async move { lock.acquire().await }));
         server.until_queued("stock:42", waiters.len()).await;
     }
+    // D holds `user:7` in a guarded body and waits for `stock:42` in it.
+    let d_task = {
+        let d = d.clone();
+        tokio::spawn(async move {
+            let user = d.lock("user:7");
+            user.run(async {
+                let stock = d.lock("stock:42").wait(Duration::from_secs(30));
+                stock.run(async { Ok::<_, LockError>(()) }).await
+            })
+            .await
+        })
+    };
+    server.until_queued("stock:42", 3).await;
 
     // Who holds it, since when, and whether it still renews.
     let state = e.inspect("stock:42").await.unwrap();
@@ -74,12 +92,32 @@ async fn the_tools_name_the_holder_and_the_waiters_and_free_the_key_safely() {
     // Who waits: B, C, and D, which holds `user:7` meanwhile.
     let waiting: Vec<String> = state.waiters.iter().map(|w| service_of(&w.id)).collect();
     assert_eq!(waiting, ["shop-b", "shop-c", "shop-d"], "{state}");
+    let d_waits = state.waiters[2].identity().process().cloned().unwrap();
+    assert!(d_waits.function.starts_with("incident.rs:"), "{d_waits:?}");
     let text = state.to_string();
     assert!(text.contains("by "), "{text}");
     assert!(text.contains(" shop-a `incident.rs:"), "{text}");
     assert!(text.contains(" shop-d `incident.rs:"), "{text}");
-    let user_state = e.inspect("user:7").await.unwrap();
-    assert_eq!(service_of(&user_state.holder().unwrap().token), "shop-d");
+    // D holds `user:7` while it waits for `stock:42`: the holder of `user:7` says so.
+    let mut user_state = e.inspect("user:7").await.unwrap();
+    for _ in 0..500 {
+        if user_state.holder().is_some_and(|h| h.waits_for.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        user_state = e.inspect("user:7").await.unwrap();
+    }
+    let user_holder = user_state.holder().unwrap();
+    assert_eq!(service_of(&user_holder.token), "shop-d");
+    assert_eq!(
+        user_holder.waits_for.as_deref(),
+        Some("stock:42"),
+        "{user_state}"
+    );
+    assert!(
+        user_state.to_string().contains("waits for stock:42"),
+        "{user_state}"
+    );
 
     // E's wait runs out: its error names A and how long A has held the key.
     let err = e
@@ -132,7 +170,11 @@ async fn the_tools_name_the_holder_and_the_waiters_and_free_the_key_safely() {
             .unwrap();
         guard.release().await.unwrap();
     }
-    user.release().await.unwrap();
+    tokio::time::timeout(BOUND, d_task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

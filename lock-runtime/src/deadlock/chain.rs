@@ -33,7 +33,8 @@ impl Record {
         format!("{}\t{}\t{:x}", self.waits_for, self.began, self.id)
     }
 
-    fn decode(text: &str) -> Option<Record> {
+    /// A record as the hash holds it.
+    pub(crate) fn decode(text: &str) -> Option<Record> {
         let mut fields = text.rsplitn(3, '\t');
         let id = u64::from_str_radix(fields.next()?, 16).ok()?;
         let began = fields.next()?.parse().ok()?;
@@ -49,12 +50,6 @@ impl Record {
     fn order(&self) -> (u64, u64) {
         (self.began, self.id)
     }
-}
-
-/// The name of the hash of records beside the lock `names`.
-fn waits_name(names: &KeyNames) -> String {
-    let (kind, around) = names.aux_parts("waits");
-    format!("{kind}{around}")
 }
 
 /// A wait's records, written beside each key its task holds; removed when dropped.
@@ -83,7 +78,7 @@ impl Records {
             client: client.clone(),
             written: held
                 .iter()
-                .map(|(names, token)| (waits_name(names), token.clone()))
+                .map(|(names, token)| (names.waits(), token.clone()))
                 .collect(),
             value: record.encode(),
             lives: delay * 3,
@@ -210,7 +205,7 @@ pub(crate) async fn walk(client: &LockClient, key: &str, mine: &[&str]) -> Optio
 async fn step_on(client: &LockClient, key: &str) -> Option<(String, HashMap<String, String>)> {
     let names = KeyNames::prefixed("", key).ok()?;
     let mut pipe = redis::pipe();
-    pipe.get(names.lock()).hgetall(waits_name(&names));
+    pipe.get(names.lock()).hgetall(names.waits());
     let (holder, records): (Option<String>, HashMap<String, String>) =
         pipe.query_async(&mut client.connection()).await.ok()?;
     Some((holder?, records))

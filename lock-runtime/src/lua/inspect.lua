@@ -2,8 +2,10 @@
 -- changes no lease, no queue and no fence).
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] wait queue, KEYS[4] queue deadlines,
 -- KEYS[5] queue ttls
--- KEYS[6] the read-write lock's set of readers, KEYS[7] the lock's hold record (what its
--- renewals record, renew_many.lua)
+-- KEYS[6] the read-write lock's set of readers, KEYS[7] what the lock's holders wait for
+-- (deadlock/chain.rs: a record by holder token)
+-- KEYS[8] the lock's hold record (what the renewals of a holder that reports progress
+-- record, renew_many.lua)
 -- ARGV[1] how many waiters to list at most, ARGV[2] and ARGV[3] a reader's share key's name
 -- around its token (rwlock.rs; the shares are in the lock key's slot)
 -- Returns {type, value, pttl, fence, now_ms, now_us, waiters, queued}: the lock key's type
@@ -13,8 +15,9 @@
 -- deadline in ms (false when none; for a kept entry, when its process's liveness key ends), ttl for a direct grant in ms (false: a fenced waiter,
 -- handed the key over)}, how many are queued in all, then the holders that share the key
 -- ({token, 'permit' or 'reader', ms of lease left}: a semaphore's permits, a read-write
--- lock's readers), a semaphore's permit count (false when none is recorded), and the hold
--- record (false when none).
+-- lock's readers), a semaphore's permit count (false when none is recorded), and what the
+-- holder's task waits for, as the deadlock detection recorded it (false: nothing), and the
+-- hold record (false when none).
 local now = redis.call('TIME')
 local now_s, now_micros = tonumber(now[1]), tonumber(now[2])
 local now_ms = now_s * 1000 + math.floor(now_micros / 1000)
@@ -80,8 +83,12 @@ if redis.call('TYPE', KEYS[3])['ok'] == 'zset' then
     table.insert(waiters, {token, entries[i + 1], deadline, ttl})
   end
 end
-local hold = false
-if redis.call('TYPE', KEYS[7])['ok'] == 'string' then
-  hold = redis.call('GET', KEYS[7])
+local waits = false
+if value and redis.call('TYPE', KEYS[7])['ok'] == 'hash' then
+  waits = redis.call('HGET', KEYS[7], value) or false
 end
-return {kind, value, pttl, fence, now_ms, now_us, waiters, queued, shared, permits, hold}
+local hold = false
+if redis.call('TYPE', KEYS[8])['ok'] == 'string' then
+  hold = redis.call('GET', KEYS[8])
+end
+return {kind, value, pttl, fence, now_ms, now_us, waiters, queued, shared, permits, waits, hold}

@@ -8,6 +8,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::connection::Connection;
+use crate::deadlock::chain::Record;
 use crate::error::LockError;
 use crate::identity::{Identity, Seconds};
 use crate::scripts::ShareNames;
@@ -74,6 +75,12 @@ pub struct Holder {
     pub ttl: Option<Duration>,
     /// What the holder holds.
     pub kind: HolderKind,
+    /// The key the holder's task waits for while it holds this one, when that wait has
+    /// gone on past the deadlock detection's delay
+    /// ([`Config::deadlock_detection`](crate::Config::deadlock_detection)): an edge of the
+    /// wait-for graph (`lockctl graph` follows them). `None`: it waits for nothing, or not
+    /// that long.
+    pub waits_for: Option<String>,
     /// When the holder last renewed its lease, or took it (the server's clock): from its
     /// hold record when it reported progress, else the server's time less
     /// [`since_renewal`](Self::since_renewal); `None` for a foreign holder, and for readers
@@ -156,6 +163,7 @@ impl Holder {
             kind: HolderKind::Exclusive,
             last_renewal: None,
             last_progress: None,
+            waits_for: None,
         }
     }
 
@@ -281,7 +289,8 @@ pub async fn inspect(key: &str) -> Result<LockState, LockError> {
 
 /// The script's reply: the key's type, value and PTTL, the fence counter, the server's
 /// time (ms, µs), the listed waiters and how many are queued, the readers or permits, and
-/// a semaphore's permit count.
+/// a semaphore's permit count, what the holder waits for (its deadlock record), and its
+/// hold record.
 type InspectReply = (
     String,
     Option<String>,
@@ -294,6 +303,7 @@ type InspectReply = (
     Vec<(String, String, i64)>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 /// A listed waiter: its id, arrival (µs), place deadline (ms) and grant ttl (ms).
@@ -301,7 +311,8 @@ type ListedWaiter = (String, String, Option<String>, Option<String>);
 
 /// The state the script's reply describes.
 fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
-    let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits, record) = reply;
+    let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits, waits, record) =
+        reply;
     let permits = permits.as_deref().and_then(|n| n.parse::<u32>().ok());
     // A sorted set is a semaphore's key only with its permit count recorded.
     if kind != "string" && kind != "none" && !(kind == "zset" && permits.is_some()) {
@@ -314,6 +325,10 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
         .first_mut()
         .filter(|h| h.kind == HolderKind::Exclusive)
     {
+        first.waits_for = waits
+            .as_deref()
+            .and_then(Record::decode)
+            .map(|r| r.waits_for);
         *first = first
             .clone()
             .with_record(record.as_deref())
@@ -370,6 +385,7 @@ pub(crate) fn holders(
         .into_iter()
         .chain(shared.into_iter().map(|(token, kind, left_ms)| Holder {
             token,
+            waits_for: None,
             ttl: pttl_to_ttl(left_ms),
             kind: if kind == "reader" {
                 HolderKind::Reader
@@ -439,6 +455,9 @@ impl fmt::Display for LockState {
                     write!(f, "  progress {} ago", Seconds(ago))?;
                 }
                 writeln!(f)?;
+                if let Some(waits_for) = &holder.waits_for {
+                    writeln!(f, "         waits for {waits_for} meanwhile")?;
+                }
             } else if holder.identity() == Identity::Foreign {
                 writeln!(
                     f,

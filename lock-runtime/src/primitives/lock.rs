@@ -261,11 +261,13 @@ impl Lock {
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
-        // The wait's future is made in each arm: one that is not watched is not moved.
+        // The wait's future is made in each arm: one that is not watched is not moved. A
+        // watched one (a nested lock's) is boxed, so that this future does not grow by it
+        // (nested guarded bodies hold one each).
         let acquired = match Watcher::for_task(&client) {
             Some(watcher) => {
                 let acquire = self.acquire_new(client.clone(), names.clone(), started);
-                watcher.watch(&client, &names, acquire).await
+                Box::pin(watcher.watch(&client, &names, acquire)).await
             }
             None => {
                 self.acquire_new(client.clone(), names.clone(), started)

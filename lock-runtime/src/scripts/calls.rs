@@ -195,6 +195,7 @@ pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize)
         let (kind, around) = names.aux_parts("hold");
         kind + &around
     });
+    let waits = names.waits();
     let keys = [
         names.lock(),
         names.fence(),
@@ -202,6 +203,7 @@ pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize)
         names.deadlines(),
         names.ttls(),
         &shares.readers,
+        &waits,
         &hold,
     ];
     let mut call = Call::new(&INSPECT, &keys);
