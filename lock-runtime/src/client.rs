@@ -198,6 +198,8 @@ impl LockClient {
             deployment,
         } = setup.build()?;
         let telemetry = Telemetry::new(config.metrics_key_label);
+        // On the client's own runtime (entered by the caller), as the watchdog.
+        telemetry.start_publishing();
         // Redlock mode: every master renewed, a majority counted.
         let masters = deployment.renewal_quorum();
         let (watchdog, liveness, shutdown) =

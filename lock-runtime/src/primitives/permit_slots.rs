@@ -35,6 +35,7 @@ pub(crate) async fn take_slot(
         nodes: client.nodes(),
         shutdown: client.shutdown_state(),
         interrupt: client.interrupt(),
+        telemetry: client.telemetry(),
     };
     let keys = (names, &slots[..]);
     let (index, token, taken) =

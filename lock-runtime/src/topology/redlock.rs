@@ -76,6 +76,8 @@ pub(crate) struct Masters<'a> {
     pub(crate) nodes: &'a [Connection],
     pub(crate) shutdown: &'a Shutdown,
     pub(crate) interrupt: &'a tokio::sync::Notify,
+    /// Where the wait is counted while it lasts.
+    pub(crate) telemetry: &'a crate::telemetry::Telemetry,
 }
 
 /// Gives back what a lost round may have granted: every grant, also on masters that seemed
