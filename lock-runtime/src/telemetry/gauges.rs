@@ -102,45 +102,66 @@ fn locked(table: &'static Mutex<Entries>) -> MutexGuard<'static, Entries> {
 }
 
 /// One hold or wait on the live gauges, counted until this is dropped.
-pub(crate) struct Live {
-    /// The entry's table and slot.
-    entry: Option<(&'static Mutex<Entries>, usize)>,
-}
+///
+/// Four bytes: its slot, with the top bit set for a wait. It sits in every guard, and a
+/// guard that grows makes each move of the futures that hold it copy more.
+pub(crate) struct Live(u32);
+
+/// The bit of a [`Live`] that says its entry is a wait.
+const WAIT_BIT: u32 = 1 << 31;
 
 impl Live {
     /// Counts nothing (a reentrant guard's hold: its outer guard's counts).
     pub(crate) const fn none() -> Self {
-        Live { entry: None }
+        Live(u32::MAX)
     }
 
     fn start(table: &'static Mutex<Entries>, series: Series, since: Instant) -> Self {
         let slot = locked(table).insert(Entry { series, since });
-        Live {
-            entry: Some((table, slot)),
+        let wait = if std::ptr::eq(table, &WAITS) {
+            WAIT_BIT
+        } else {
+            0
+        };
+        match u32::try_from(slot) {
+            Ok(slot) if slot < WAIT_BIT - 1 => Live(slot | wait),
+            // Two billion at once: the rest are not counted.
+            _ => {
+                let entry = locked(table).remove(slot);
+                drop(entry);
+                Live::none()
+            }
         }
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
-        if let Some((table, slot)) = self.entry.take() {
-            // Dropped after the table's lock: the last `Arc<KeyNames>` may go with it.
-            let entry = locked(table).remove(slot);
-            drop(entry);
+        if self.0 == u32::MAX {
+            return;
         }
+        let table = if self.0 & WAIT_BIT == 0 {
+            &HOLDS
+        } else {
+            &WAITS
+        };
+        // Dropped after the table's lock: the last `Arc<KeyNames>` may go with it.
+        let entry = locked(table).remove((self.0 & !WAIT_BIT) as usize);
+        drop(entry);
     }
 }
 
 impl std::fmt::Debug for Live {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Live")
-            .field("counted", &self.entry.is_some())
+            .field("counted", &(self.0 != u32::MAX))
             .finish()
     }
 }
 
 impl Telemetry {
     /// A hold of `names` that began at `since`, counted until the returned value drops.
+    #[inline]
     pub(crate) fn hold_started(&self, names: &Arc<KeyNames>, since: Instant) -> Live {
         let series = match self.key_label {
             None => Series::Unlabeled,
