@@ -279,15 +279,24 @@ impl Publisher {
 
 impl Drop for Publisher {
     /// The client is gone (its runtime dropped this task), and with it its holds and
-    /// waits: what it published last is set to zero (another client's publisher sets
-    /// what the others still hold within a tick).
+    /// waits: the series it published that no hold or wait of the process is in any more
+    /// are set to zero. The others are left to the other clients' publishers: a zero here
+    /// would be a false one until their next tick.
     fn drop(&mut self) {
         let unlabeled = self.unlabeled.then_some(None);
-        for (index, (_, count_name, oldest_name)) in TABLES.into_iter().enumerate() {
+        for (index, (table, count_name, oldest_name)) in TABLES.into_iter().enumerate() {
+            let present = sample(table);
             let labels = self.seen.iter().filter(|(table, _)| *table == index);
-            let labels = labels.map(|(_, label)| Some(label.as_str()));
-            for label in labels.chain(unlabeled) {
-                set((count_name, oldest_name), label, 0, Duration::ZERO);
+            let labels = labels.map(|(_, label)| Some(label.clone()));
+            for label in labels.chain(unlabeled.clone()) {
+                if !present.contains_key(&label) {
+                    set(
+                        (count_name, oldest_name),
+                        label.as_deref(),
+                        0,
+                        Duration::ZERO,
+                    );
+                }
             }
         }
     }
