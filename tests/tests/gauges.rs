@@ -221,3 +221,27 @@ async fn without_a_key_label_the_gauges_are_one_series_without_labels() {
     until_equal("lock_held", None, 0.0).await;
     until_equal("lock_waiting", None, 0.0).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_and_a_task_waiting_for_one_are_counted() {
+    recorder();
+    let server = RedisServer::start();
+    let client = labelled_client(&server);
+    let permit = client.semaphore("permits:1", 1).acquire().await.unwrap();
+    until_equal("lock_held", Some("permits"), 1.0).await;
+    let waiting = client.clone();
+    let waiter = tokio::spawn(async move {
+        let semaphore = waiting.semaphore("permits:1", 1);
+        let taken = semaphore.wait(Duration::from_secs(60)).acquire().await;
+        drop(taken);
+    });
+    until_equal("lock_waiting", Some("permits"), 1.0).await;
+    until_older("lock_oldest_wait_seconds", "permits", 0.5).await;
+
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    until_equal("lock_waiting", Some("permits"), 0.0).await;
+    permit.release().await.unwrap();
+    until_equal("lock_held", Some("permits"), 0.0).await;
+    until_equal("lock_oldest_hold_seconds", Some("permits"), 0.0).await;
+}
