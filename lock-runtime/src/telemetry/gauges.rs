@@ -73,16 +73,14 @@ impl Entries {
 
     /// Puts `entry` in a free slot, and returns the slot.
     fn insert(&mut self, entry: Entry) -> usize {
-        match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot] = Some(entry);
-                slot
-            }
-            None => {
-                self.slots.push(Some(entry));
-                self.slots.len() - 1
-            }
+        if let Some(slot) = self.free.pop()
+            && let Some(free @ None) = self.slots.get_mut(slot)
+        {
+            *free = Some(entry);
+            return slot;
         }
+        self.slots.push(Some(entry));
+        self.slots.len() - 1
     }
 
     /// Takes the entry out of `slot`, which is free from now on.
