@@ -202,6 +202,8 @@ impl LockClient {
             deployment,
         } = setup.build()?;
         let telemetry = Telemetry::new(config.metrics_key_label, config.long);
+        // On the client's own runtime (entered by the caller), as the watchdog.
+        telemetry.start_publishing();
         // Redlock mode: every master renewed, a majority counted.
         let masters = deployment.renewal_quorum();
         let (watchdog, liveness, shutdown) =

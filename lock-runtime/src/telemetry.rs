@@ -1,5 +1,5 @@
 //! What the runtime tells operators: `tracing` events for the outcomes that need
-//! attention, and, with the `metrics` feature, counters and histograms through the
+//! attention, and, with the `metrics` feature, counters, histograms and gauges through the
 //! [`metrics`](https://docs.rs/metrics) facade (install any recorder: Prometheus,
 //! StatsD, OpenTelemetry; without one they cost a branch each).
 //!
@@ -13,9 +13,19 @@
 //! | [`LOST`] | counter | `cause` | leases lost while held: `token_gone` (the key was deleted or taken over: a renewal or [`LockGuard::extend`](crate::LockGuard::extend) found it gone), `renewal_failed` (Redis did not answer renewals until the lease's validity ended), `found_at_release` (only the release found the key gone or another owner's: a failover, an eviction or a `DEL` between renewals), `force_released` (an operator's `force_release` took it and told the holder at once), `max_hold` (the hold reached its `max_hold` and was ended); each lease counted once. A lease that reaches its ttl with the watchdog off, and one the client's shutdown gives back, are not losses here (their holders are told, as `LostCause::Expired` and `LostCause::Shutdown`) |
 //! | [`RENEWAL_FAILURES`] | counter | | renewals of one lease that failed (retried; a lease is lost only when they fail until its validity ends) |
 //! | [`DEADLOCKS`] | counter | | deadlocks broken: waits that closed a cycle and gave way with `LockError::Deadlock` ([`Config::deadlock_detection`](crate::Config::deadlock_detection)); one per cycle |
+//! | [`HELD`] | gauge | | locks, read shares and permits this process's guards hold now: from the acquire's return until the guard is released or dropped (a reentrant guard is not counted) |
+//! | [`OLDEST_HOLD_SECONDS`] | gauge | | how long the oldest of those holds has lasted so far; zero when none. A stuck holder (a body that hangs while the watchdog renews its lease) shows here long before any waiter times out |
+//! | [`WAITING`] | gauge | | tasks of this process waiting now for a lock, a read share or a permit that another owner holds: in the local queue behind this process's own holder, or in Redis (an acquire that takes at once is not counted) |
+//! | [`OLDEST_WAIT_SECONDS`] | gauge | | how long the oldest of those waits has lasted so far (since its acquire began); zero when none |
 //!
 //! Each metric is described to the recorder (its unit, `Unit::Count` for counters and
-//! `Unit::Seconds` for histograms, and a line of text) when a client first records one.
+//! gauges of how many, `Unit::Seconds` for histograms and ages, and a line of text) when a
+//! client first records one.
+//!
+//! The four gauges are live: every hold and every wait of the process is counted while it
+//! lasts (a guard dropped without a release and a waiting future dropped mid-way end it
+//! too), and each client publishes them once a second from its own runtime. They are the
+//! process's: two clients in one process publish the same values.
 //!
 //! Reentrant acquires (a task that holds the key already) are not counted. No metric is
 //! labelled by the key itself: keys hold user data and are unbounded. With
@@ -70,6 +80,7 @@
 //! ```
 //! // With the `metrics` feature, a dashboard refers to the names through the constants:
 //! assert_eq!(lock_runtime::telemetry::ACQUISITIONS, "lock_acquisitions_total");
+//! assert_eq!(lock_runtime::telemetry::OLDEST_HOLD_SECONDS, "lock_oldest_hold_seconds");
 //! ```
 
 use std::time::Duration;
@@ -92,6 +103,14 @@ pub const LOST: &str = "lock_lost_total";
 pub const RENEWAL_FAILURES: &str = "lock_renewal_failures_total";
 /// Counter of deadlocks broken (the victim's wait, one per cycle).
 pub const DEADLOCKS: &str = "lock_deadlocks_total";
+/// Gauge of the locks, read shares and permits this process's guards hold now.
+pub const HELD: &str = "lock_held";
+/// Gauge of the age, in seconds, of the oldest hold this process's guards still hold.
+pub const OLDEST_HOLD_SECONDS: &str = "lock_oldest_hold_seconds";
+/// Gauge of the tasks of this process waiting now for a lock, a share or a permit.
+pub const WAITING: &str = "lock_waiting";
+/// Gauge of the age, in seconds, of the oldest wait of this process still waiting.
+pub const OLDEST_WAIT_SECONDS: &str = "lock_oldest_wait_seconds";
 
 /// Derives the `key` label from a lock's Redis key (see
 /// [`Config::metrics_key_label`](crate::Config::metrics_key_label)).
@@ -194,6 +213,26 @@ impl Telemetry {
                 RENEWAL_FAILURES,
                 Unit::Count,
                 "Renewals of held leases that failed (each is retried)."
+            );
+            ::metrics::describe_gauge!(
+                HELD,
+                Unit::Count,
+                "Locks, read shares and permits this process's guards hold now."
+            );
+            ::metrics::describe_gauge!(
+                OLDEST_HOLD_SECONDS,
+                Unit::Seconds,
+                "How long the oldest hold still held has lasted so far (zero when none)."
+            );
+            ::metrics::describe_gauge!(
+                WAITING,
+                Unit::Count,
+                "Tasks of this process waiting now for a lock, a share or a permit."
+            );
+            ::metrics::describe_gauge!(
+                OLDEST_WAIT_SECONDS,
+                Unit::Seconds,
+                "How long the oldest wait still waiting has lasted so far (zero when none)."
             );
         });
     }
@@ -391,6 +430,43 @@ mod label_tests {
         }
     }
 }
+
+/// Without the `metrics` feature, a hold or a wait counts nothing and costs nothing.
+#[cfg(not(feature = "metrics"))]
+#[derive(Debug)]
+pub(crate) struct Live;
+
+#[cfg(not(feature = "metrics"))]
+impl Live {
+    pub(crate) const fn none() -> Self {
+        Live
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+impl Telemetry {
+    #[inline]
+    pub(crate) fn hold_started(
+        &self,
+        _: &std::sync::Arc<crate::scripts::KeyNames>,
+        _: std::time::Instant,
+    ) -> Live {
+        Live
+    }
+
+    #[inline]
+    pub(crate) fn wait_started(&self, _: &str, _: std::time::Instant) -> Live {
+        Live
+    }
+
+    pub(crate) fn start_publishing(&self) {}
+}
+
+/// The live gauges: what the process holds and waits for now.
+#[cfg(feature = "metrics")]
+mod gauges;
+#[cfg(feature = "metrics")]
+pub(crate) use gauges::Live;
 
 /// The events table of the module's docs is the one list of the events the crate emits:
 /// these tests read every `tracing` event out of the crate's sources and hold each against

@@ -303,7 +303,7 @@ impl Lock {
             Entered::Alone(guard) => return Ok(guard),
             Entered::Joined(member, tried_alone) => (member, tried_alone),
         };
-        let turn = self.turn(&member, names.lock(), window).await?;
+        let turn = self.turn(&member, (&client, names.lock()), window).await?;
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);
         if let Some(tenure) = unclaimed.tenure() {
@@ -338,18 +338,21 @@ impl Lock {
     }
 
     /// The turn in the key's local queue: at once (or `Busy`) with `wait` zero, else by the
-    /// deadline (or `Timeout`).
+    /// deadline (or `Timeout`). A task behind another of this process is counted as
+    /// waiting while it waits here.
     async fn turn(
         &self,
         member: &Member,
-        key: &str,
+        (client, key): (&LockClient, &str),
         (started, deadline): (Instant, Instant),
     ) -> Result<Turn, LockError> {
-        if self.spec.options.wait.is_zero() {
-            return member.try_turn().ok_or_else(|| LockError::Busy {
+        let now = member.try_turn();
+        if self.spec.options.wait.is_zero() || now.is_some() {
+            return now.ok_or_else(|| LockError::Busy {
                 key: key.to_owned(),
             });
         }
+        let _waiting = client.telemetry().wait_started(key, started.into_std());
         (member.turn(deadline).await).ok_or_else(|| LockError::timeout(key, started.elapsed()))
     }
 
@@ -625,6 +628,7 @@ impl ByDeployment for LeadWait<'_> {
             interrupt: self.client.interrupt(),
             long_wait: self.client.telemetry().long_wait(),
             tokens: (self.client.tokens(), &self.lock.spec.order.site),
+            telemetry: self.client.telemetry(),
         };
         let options = &self.lock.spec.options;
         quorum_wait::acquire(masters, redlock, self.names, options, self.window).await

@@ -38,6 +38,7 @@ pub(crate) async fn take_slot(
         interrupt: client.interrupt(),
         long_wait: client.telemetry().long_wait(),
         tokens: (client.tokens(), &spec.order.site),
+        telemetry: client.telemetry(),
     };
     let keys = (names, &slots[..]);
     let (index, token, taken) =

@@ -503,6 +503,10 @@ impl Waiting for PermitWait<'_> {
         self.ticket.as_ref()
     }
 
+    fn telemetry(&self) -> &crate::telemetry::Telemetry {
+        self.place.client.telemetry()
+    }
+
     async fn subscribe(&mut self) -> bool {
         let names = &self.place.names;
         let channel = (names.lock(), names.channel(), &*self.place.token);

@@ -211,6 +211,10 @@ impl Waiting for QuorumWait<'_> {
         self.tickets.first()
     }
 
+    fn telemetry(&self) -> &crate::telemetry::Telemetry {
+        self.masters.telemetry
+    }
+
     /// Registers on every master's release channel, once (a master whose subscription
     /// failed is not asked again: the others' messages and the park's bound still wake
     /// us); true the first time, so that the next round follows at once.

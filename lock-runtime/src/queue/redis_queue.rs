@@ -283,6 +283,10 @@ impl Waiting for RedisWait<'_> {
         self.ticket.as_ref()
     }
 
+    fn telemetry(&self) -> &crate::telemetry::Telemetry {
+        self.client.telemetry()
+    }
+
     async fn subscribe(&mut self) -> bool {
         let names = (self.names.lock(), self.names.channel(), &*self.place.token);
         wait::subscribe(self.client, names, self.ticket, self.deadline).await

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lease::jitter;
+use crate::telemetry::Telemetry;
 use crate::wakeups::{WaitTicket, Woken};
 
 /// The first pause after a transient error; it doubles up to [`MAX_TRANSIENT_PAUSE`] while
@@ -64,6 +65,9 @@ pub(crate) trait Waiting {
     /// The waiter's release-message ticket, once registered.
     fn ticket(&self) -> Option<&WaitTicket>;
 
+    /// Where the wait is counted while it lasts (its client's live gauges).
+    fn telemetry(&self) -> &Telemetry;
+
     /// Registers the waiter on the key's release channel and subscribes it (see
     /// [`subscribe`]); true when the caller should try again at once.
     async fn subscribe(&mut self) -> bool;
@@ -82,6 +86,8 @@ pub(crate) trait Waiting {
 /// has no confirmed subscription subscribes after a try that did not take, then tries
 /// again at once: a release between that try and the subscription would go unheard.
 ///
+/// From the first try that did not take until the wait ends (also when its future is
+/// dropped), the wait is counted on the live gauges, as begun when the waiter started.
 /// A wait still going after `long_wait` ([`Config::log_long_waits`](crate::Config::log_long_waits))
 /// is told once, at INFO, when it passes it (see [`LongWait`]).
 pub(crate) async fn wait<W: Waiting>(
@@ -89,6 +95,7 @@ pub(crate) async fn wait<W: Waiting>(
     long_wait: Option<Duration>,
 ) -> Result<W::Taken, LockError> {
     let mut long = LongWait::new(long_wait, waiter.bounds().2);
+    let mut waiting = None;
     for _ in 0..MAX_TRIES {
         let subscribed_before = waiter.ticket().is_some_and(WaitTicket::is_subscribed);
         let retry_in = match waiter.attempt().await? {
@@ -97,6 +104,10 @@ pub(crate) async fn wait<W: Waiting>(
             Step::Park(retry_in) => retry_in,
         };
         waiter.check_time()?;
+        waiting.get_or_insert_with(|| {
+            let (key, _, started, _) = waiter.bounds();
+            waiter.telemetry().wait_started(key, started.into_std())
+        });
         if !subscribed_before && waiter.subscribe().await {
             continue;
         }

@@ -82,6 +82,8 @@ pub(crate) struct Masters<'a> {
     pub(crate) long_wait: Option<Duration>,
     /// Makes the tokens of the rounds, and where the lock was asked for (the tokens name it).
     pub(crate) tokens: (&'a TokenMaker, &'a CallSite),
+    /// Where the wait is counted while it lasts.
+    pub(crate) telemetry: &'a crate::telemetry::Telemetry,
 }
 
 /// Gives back what a lost round may have granted: every grant, also on masters that seemed

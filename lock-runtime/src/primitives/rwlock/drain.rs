@@ -94,6 +94,10 @@ impl Waiting for Drain<'_> {
         self.ticket.as_ref()
     }
 
+    fn telemetry(&self) -> &crate::telemetry::Telemetry {
+        self.client.telemetry()
+    }
+
     async fn subscribe(&mut self) -> bool {
         // The last reader's release names our token, marked, on the key's channel: the
         // process's waiter in the key's queue may still be registered under the bare
