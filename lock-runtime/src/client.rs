@@ -213,7 +213,7 @@ impl LockClient {
         // An operator's release of a held lock is heard at once (not in a cluster, whose
         // sharded channels the release's script cannot reach: see `notices.rs`).
         if connections[0].cluster_nodes().is_none() {
-            let channel = tokens.notice_channel();
+            let channel = crate::renewal::notices::channel(&tokens);
             crate::renewal::notices::listen(wakeups.registrar(), channel, watchdog.clone());
         }
         Ok(LockClient {
@@ -400,7 +400,7 @@ impl LockClient {
     pub(crate) fn new_token(
         &self,
         ttl: std::time::Duration,
-        site: &crate::lock_order::CallSite,
+        site: &crate::call_site::CallSite,
     ) -> crate::lease::Token {
         self.inner.tokens.token(ttl, site)
     }

@@ -13,7 +13,6 @@ mod deadlock;
 mod identity;
 mod lock_order;
 pub(crate) mod long_holds;
-pub use long_holds::DEFAULT_LOG_LONG_WAITS;
 #[cfg(feature = "sentinel")]
 pub(crate) mod primary_settings;
 mod replicas;
@@ -61,7 +60,7 @@ pub struct Config {
     pub(crate) lock_defaults: crate::options::LockDefaults,
     pub(crate) lock_order: crate::lock_order::LockOrderCheck,
     /// When a hold or a wait is logged as long ([`Config::log_long_holds`]).
-    pub(crate) long: long_holds::LongThresholds,
+    pub(crate) long: crate::telemetry::LongThresholds,
     /// The service its tokens name (`None`: the binary's name).
     pub(crate) service_name: Option<String>,
     /// How long a wait of a task that holds locks goes before it looks for a deadlock
@@ -188,7 +187,7 @@ impl Config {
             outage_grace: DEFAULT_OUTAGE_GRACE,
             lock_defaults: crate::options::LockDefaults::default(),
             lock_order: crate::lock_order::LockOrderCheck::Off,
-            long: long_holds::LongThresholds::default(),
+            long: crate::telemetry::LongThresholds::default(),
             service_name: None,
             deadlock_delay: DEFAULT_DEADLOCK_DELAY,
         }

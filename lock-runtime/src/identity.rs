@@ -26,9 +26,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::call_site::CallSite;
 use crate::lease::{OUR_TOKEN, Token, millis};
-use crate::lock_order::CallSite;
-use crate::scripts::AUX_PREFIX;
 
 /// The longest host, service and function names a token carries (longer ones are cut).
 const MAX_PART: usize = 64;
@@ -65,15 +64,12 @@ impl TokenMaker {
         &self.releaser
     }
 
-    /// The channel this client hears of its locks taken away by an operator on (see
-    /// `renewal/notices.rs`): `~lock/notice/<id>`.
-    pub(crate) fn notice_channel(&self) -> String {
-        let id = self
-            .head
+    /// The client's id, as its tokens carry it (hexadecimal, after `lr-`).
+    pub(crate) fn client_id(&self) -> &str {
+        self.head
             .strip_prefix(OUR_TOKEN)
             .unwrap_or("")
-            .trim_end_matches('.');
-        format!("{AUX_PREFIX}notice/{id}")
+            .trim_end_matches('.')
     }
 
     /// A fresh token for a lease of `ttl`, asked for at `site` (the guarded function, or
@@ -467,16 +463,6 @@ mod tests {
         assert!(!odd.contains('\n'));
         let process = Identity::of_token(&odd).process().cloned().expect("ours");
         assert_eq!(process.function, "a/b c_d");
-    }
-
-    #[test]
-    fn the_release_script_tells_the_channel_the_client_listens_on() {
-        let lua = include_str!("lua/force_release.lua");
-        assert!(lua.contains(&format!("'{AUX_PREFIX}notice/'")));
-        let maker = TokenMaker::new(None);
-        let token = maker.token(Duration::from_secs(1), &CallSite::at("a.rs", 1));
-        let id = token[OUR_TOKEN.len()..].split('.').next().unwrap_or("");
-        assert_eq!(maker.notice_channel(), format!("{AUX_PREFIX}notice/{id}"));
     }
 
     #[test]

@@ -105,6 +105,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod call_site;
 mod client;
 mod client_thread;
 mod config;
@@ -145,8 +146,7 @@ pub mod __private;
 pub use client::{LockClient, client, init, is_locked, shutdown};
 pub use config::{
     Config, DEFAULT_DEADLOCK_DELAY, DEFAULT_FOREIGN_WINDOW, DEFAULT_LOCAL_PASS_TIME,
-    DEFAULT_LOCAL_PASSES, DEFAULT_LOG_LONG_WAITS, DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL,
-    REDIS_URL_ENV,
+    DEFAULT_LOCAL_PASSES, DEFAULT_OUTAGE_GRACE, DEFAULT_REDIS_URL, REDIS_URL_ENV,
 };
 pub use context::{CurrentLock, current_lock, current_locks};
 pub use error::{LockError, LostCause, ReleaseOutcome};
@@ -164,6 +164,7 @@ pub use primitives::rwlock::RwLock;
 pub use primitives::rwlock::read_guard::ReadGuard;
 pub use primitives::semaphore::{MAX_PERMITS, Semaphore};
 pub use primitives::semaphore_guard::SemaphoreGuard;
+pub use telemetry::DEFAULT_LOG_LONG_WAITS;
 #[cfg(feature = "redlock")]
 pub use topology::deployment::MAX_REDLOCK_PERMITS;
 

@@ -14,9 +14,9 @@
 mod graph;
 
 use std::borrow::Cow;
-use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use crate::call_site::CallSite;
 use crate::error::LockError;
 use graph::{Edge, Graph};
 
@@ -37,66 +37,6 @@ pub enum LockOrderCheck {
     /// The event, and the acquisition that shows the inversion panics with the same
     /// message: for tests.
     Panic,
-}
-
-/// Where a lock is taken in the application's code: a guarded function, or the line that
-/// built a lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CallSite {
-    function: Option<&'static str>,
-    file: &'static str,
-    line: u32,
-}
-
-impl CallSite {
-    /// A place not known (a builder made without [`CallSite::caller`]).
-    pub(crate) const UNKNOWN: CallSite = CallSite::at("<unknown>", 0);
-
-    /// The line that called the `#[track_caller]` function this is called in.
-    #[track_caller]
-    pub(crate) fn caller() -> Self {
-        let location = std::panic::Location::caller();
-        CallSite::at(location.file(), location.line())
-    }
-
-    /// A line of a file.
-    pub(crate) const fn at(file: &'static str, line: u32) -> Self {
-        CallSite {
-            function: None,
-            file,
-            line,
-        }
-    }
-
-    /// A guarded function, by its path, at a line of a file.
-    pub(crate) const fn function(function: &'static str, file: &'static str, line: u32) -> Self {
-        CallSite {
-            function: Some(function),
-            file,
-            line,
-        }
-    }
-}
-
-impl CallSite {
-    /// The guarded function's path, when the attribute named it.
-    pub(crate) fn function_path(&self) -> Option<&'static str> {
-        self.function
-    }
-
-    /// The file and line.
-    pub(crate) fn file_line(&self) -> (&'static str, u32) {
-        (self.file, self.line)
-    }
-}
-
-impl fmt::Display for CallSite {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.function {
-            Some(function) => write!(f, "{function} ({}:{})", self.file, self.line),
-            None => write!(f, "{}:{}", self.file, self.line),
-        }
-    }
 }
 
 /// How a builder's locks are named to the check: their class (none: the key is the

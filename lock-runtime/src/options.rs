@@ -66,10 +66,13 @@ impl Default for LockOptions {
 
 /// Refuses a `max_hold` under 1 ms (a hold that would end before its body ran), before
 /// any traffic.
-pub(crate) fn check_max_hold(options: &LockOptions, key: &str) -> Result<(), crate::LockError> {
+pub(crate) fn check_max_hold(
+    options: &LockOptions,
+    key: &str,
+) -> Result<(), crate::error::LockError> {
     match options.max_hold {
         Some(max_hold) if max_hold < Duration::from_millis(1) => {
-            Err(crate::LockError::config(format!(
+            Err(crate::error::LockError::config(format!(
                 "lock `{key}` has a max_hold of {max_hold:?}, which ends the hold before its \
                  body runs; give at least 1ms, e.g. max_hold = \"5m\", or leave it out"
             )))

@@ -11,10 +11,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::call_site::CallSite;
 use crate::client::LockClient;
 use crate::error::LockError;
 pub use crate::key::KeyBuilder;
-use crate::lock_order::{CallSite, OrderSpec};
+use crate::lock_order::OrderSpec;
 pub use crate::options::OnLost;
 use crate::options::{Explicit, LockOptions, MAX_TTL};
 use crate::primitives::builder::Builder;

@@ -34,7 +34,7 @@ pub(crate) const QUEUE_LEASE: std::time::Duration = std::time::Duration::from_mi
 pub(crate) const GRANT_CONFIRM_WINDOW: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What a released lock key holds while it is handed to the head of its queue (never a
-/// token: tokens are hex). The scripts spell it out too.
+/// token: tokens start with `lr-`). The scripts spell it out too.
 pub(crate) const HANDOVER: &str = "~handover";
 
 /// The names around a read-write lock key: its set of readers, and each share key's name
@@ -266,6 +266,12 @@ fn has_hash_tag(key: &str) -> bool {
     key.find('{')
         .and_then(|open| key[open + 1..].find('}'))
         .is_some_and(|len| len > 0)
+}
+
+impl crate::telemetry::LockKey for KeyNames {
+    fn lock_key(&self) -> &str {
+        self.lock()
+    }
 }
 
 #[cfg(test)]

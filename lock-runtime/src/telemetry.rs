@@ -85,8 +85,27 @@
 
 use std::time::Duration;
 
-use crate::config::long_holds::LongThresholds;
 use crate::{error::LockError, error::LostCause};
+
+/// How long an acquire waits before one INFO event says so, by default (see
+/// [`Config::log_long_waits`](crate::Config::log_long_waits)).
+pub const DEFAULT_LOG_LONG_WAITS: Duration = Duration::from_secs(10);
+
+/// The thresholds past which a hold or a wait is logged at INFO (`None`: never).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LongThresholds {
+    pub(crate) hold: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+}
+
+impl Default for LongThresholds {
+    fn default() -> Self {
+        LongThresholds {
+            hold: None,
+            wait: Some(DEFAULT_LOG_LONG_WAITS),
+        }
+    }
+}
 
 /// Counter of acquires that took a new lock or failed, by `outcome`.
 pub const ACQUISITIONS: &str = "lock_acquisitions_total";
@@ -431,6 +450,14 @@ mod label_tests {
     }
 }
 
+/// A lock's key as the live gauges read it (the lock's names, from `scripts.rs`), so that
+/// a hold keeps its names, not a copy of its key.
+pub(crate) trait LockKey: Send + Sync {
+    /// The lock key (the client's prefix included).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn lock_key(&self) -> &str;
+}
+
 /// Without the `metrics` feature, a hold or a wait counts nothing and costs nothing.
 #[cfg(not(feature = "metrics"))]
 #[derive(Debug)]
@@ -446,9 +473,9 @@ impl Live {
 #[cfg(not(feature = "metrics"))]
 impl Telemetry {
     #[inline]
-    pub(crate) fn hold_started(
+    pub(crate) fn hold_started<K: LockKey + 'static>(
         &self,
-        _: &std::sync::Arc<crate::scripts::KeyNames>,
+        _: &std::sync::Arc<K>,
         _: std::time::Instant,
     ) -> Live {
         Live

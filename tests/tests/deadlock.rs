@@ -48,11 +48,7 @@ async fn nested(
 /// Runs a ring: task `i` holds `keys[i]` and then takes `keys[i + 1]` (the last the
 /// first), each through its own client of `clients` (repeated as given). Returns each
 /// task's outcome.
-async fn ring(clients: &[LockClient], keys: &[String]) -> Vec<Result<(), LockError>> {
-    ring_timed(clients, keys).await.0
-}
-
-/// [`ring`], and how long after the ring closed its victim's error came.
+/// Also returns how long after the ring closed its victim's error came.
 async fn ring_timed(
     clients: &[LockClient],
     keys: &[String],

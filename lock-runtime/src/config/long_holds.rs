@@ -7,10 +7,6 @@ use std::time::Duration;
 
 use crate::config::Config;
 
-/// How long an acquire waits before one INFO event says so, by default (see
-/// [`Config::log_long_waits`]).
-pub const DEFAULT_LOG_LONG_WAITS: Duration = Duration::from_secs(10);
-
 impl Config {
     /// The longest a hold may last, for every lock taken through this client that sets no
     /// `max_hold` (attribute or builder); default `None`: unbounded. A hold that reaches
@@ -45,26 +41,10 @@ impl Config {
 
     /// Logs one INFO event, `lock wait long`, when an acquire has waited `threshold` for a
     /// held key (with its key and how long it has waited), as PostgreSQL's
-    /// `log_lock_waits` does; default [`DEFAULT_LOG_LONG_WAITS`] (10 s), zero turns it off.
+    /// `log_lock_waits` does; default [`DEFAULT_LOG_LONG_WAITS`](crate::DEFAULT_LOG_LONG_WAITS) (10 s), zero turns it off.
     /// A wait that ends sooner logs nothing here (a `Timeout` has its own event).
     pub fn log_long_waits(mut self, threshold: Duration) -> Self {
         self.long.wait = (!threshold.is_zero()).then_some(threshold);
         self
-    }
-}
-
-/// The thresholds past which a hold or a wait is logged at INFO (`None`: never).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LongThresholds {
-    pub(crate) hold: Option<Duration>,
-    pub(crate) wait: Option<Duration>,
-}
-
-impl Default for LongThresholds {
-    fn default() -> Self {
-        LongThresholds {
-            hold: None,
-            wait: Some(DEFAULT_LOG_LONG_WAITS),
-        }
     }
 }

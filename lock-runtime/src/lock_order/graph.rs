@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::lock_order::CallSite;
+use crate::call_site::CallSite;
 
 /// One order seen: `from` held (taken at `held_at`) while `to` was taken (at `taken_at`).
 #[derive(Debug, Clone)]

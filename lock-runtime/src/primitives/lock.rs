@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::call_site::CallSite;
 use crate::context;
 use crate::deadlock::Watcher;
 use crate::lease::{Taken, Token};
-use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};

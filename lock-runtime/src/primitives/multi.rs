@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::call_site::CallSite;
 use crate::context::{self, CurrentLock};
-use crate::lock_order::{CallSite, OrderSpec};
+use crate::lock_order::OrderSpec;
 use crate::options::{Explicit, OnLost};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::{

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::call_site::CallSite;
 use crate::context::{self};
-use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::queue::wait::{self, Backoff, ride_out};

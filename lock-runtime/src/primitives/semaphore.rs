@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::call_site::CallSite;
 use crate::lease::{Token, jitter, validity};
-use crate::lock_order::CallSite;
 use crate::options::OnLost;
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::lock::MAX_WAIT;

@@ -14,7 +14,9 @@
 
 use std::time::Duration;
 
+use crate::identity::TokenMaker;
 use crate::renewal::watchdog::Watchdog;
+use crate::scripts::AUX_PREFIX;
 use crate::wakeups::{Registrar, WaitTicket};
 
 /// The listener's name among the channel's waiters.
@@ -25,6 +27,12 @@ const PARK: Duration = Duration::from_secs(60);
 
 /// How long the listener waits before it asks for the subscription again after a failure.
 const RETRY: Duration = Duration::from_secs(1);
+
+/// The channel the client whose tokens `tokens` makes hears of its locks taken away on:
+/// `~lock/notice/<client id>`.
+pub(crate) fn channel(tokens: &TokenMaker) -> String {
+    format!("{AUX_PREFIX}notice/{}", tokens.client_id())
+}
 
 /// Starts the listener of `channel` on the current runtime (the client's own, which ends
 /// with the client): it subscribes once `watchdog` has renewed a lease.
@@ -66,6 +74,17 @@ fn parse(notice: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_release_script_tells_the_channel_the_client_listens_on() {
+        let lua = include_str!("../lua/force_release.lua");
+        assert!(lua.contains(&format!("'{AUX_PREFIX}notice/'")));
+        let tokens = TokenMaker::new(None);
+        let site = crate::call_site::CallSite::at("a.rs", 1);
+        let token = tokens.token(std::time::Duration::from_secs(1), &site);
+        let id = token["lr-".len()..].split('.').next().unwrap_or("");
+        assert_eq!(channel(&tokens), format!("{AUX_PREFIX}notice/{id}"));
+    }
 
     #[test]
     fn a_notice_names_the_token_and_who_released_it() {

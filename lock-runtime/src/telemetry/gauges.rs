@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{HELD, KeyLabel, OLDEST_HOLD_SECONDS, OLDEST_WAIT_SECONDS, Telemetry, WAITING};
-use crate::scripts::KeyNames;
+use crate::telemetry::LockKey;
 
 /// How often each client publishes the gauges.
 pub(crate) const PUBLISH_EVERY: Duration = Duration::from_secs(1);
@@ -35,7 +35,7 @@ enum Series {
     Unlabeled,
     /// The label a hold's key gets, derived when the gauges are published (so that a hold
     /// costs no allocation when it starts).
-    Derived(KeyLabel, Arc<KeyNames>),
+    Derived(KeyLabel, Arc<dyn LockKey>),
     /// The label of a wait's key, derived when the wait began.
     Given(String),
 }
@@ -45,7 +45,7 @@ impl Series {
     fn label(&self) -> Option<String> {
         match self {
             Series::Unlabeled => None,
-            Series::Derived(key_label, names) => Some(key_label(names.lock())),
+            Series::Derived(key_label, names) => Some(key_label(names.lock_key())),
             Series::Given(label) => Some(label.clone()),
         }
     }
@@ -143,7 +143,7 @@ impl Drop for Live {
         } else {
             &WAITS
         };
-        // Dropped after the table's lock: the last `Arc<KeyNames>` may go with it.
+        // Dropped after the table's lock: the last `Arc` of the key's names may go with it.
         let entry = locked(table).remove((self.0 & !WAIT_BIT) as usize);
         drop(entry);
     }
@@ -160,10 +160,14 @@ impl std::fmt::Debug for Live {
 impl Telemetry {
     /// A hold of `names` that began at `since`, counted until the returned value drops.
     #[inline]
-    pub(crate) fn hold_started(&self, names: &Arc<KeyNames>, since: Instant) -> Live {
+    pub(crate) fn hold_started<K: LockKey + 'static>(
+        &self,
+        names: &Arc<K>,
+        since: Instant,
+    ) -> Live {
         let series = match self.key_label {
             None => Series::Unlabeled,
-            Some(key_label) => Series::Derived(key_label, names.clone()),
+            Some(key_label) => Series::Derived(key_label, names.clone() as Arc<dyn LockKey>),
         };
         Live::start(&HOLDS, series, since)
     }

@@ -38,10 +38,10 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
+use crate::call_site::CallSite;
 use crate::connection::Connection;
 use crate::identity::TokenMaker;
 use crate::lease::{Taken, lateness, validity};
-use crate::lock_order::CallSite;
 use redis::{RedisError, RedisResult};
 
 use crate::options::fence_lifetime;
