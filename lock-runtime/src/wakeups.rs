@@ -89,6 +89,9 @@ struct ChannelWaiters {
     /// The waiters blocked in [`WaitTicket::subscribe`], answered with the outcome of the
     /// next `SUBSCRIBE`.
     asking: Vec<oneshot::Sender<RedisResult<()>>>,
+    /// A channel the client keeps while it lives (its notice channel, see
+    /// [`Wakeups::registrar`]), not one a wait asked for.
+    standing: bool,
 }
 
 /// A channel's subscription as this process knows it.
@@ -345,11 +348,12 @@ impl Wakeups {
     /// Registers this process's waiter on `channel` (one per key: the tasks of the process
     /// wait for it in the key's local queue), under the token of its place in the queue.
     pub(crate) fn register(&self, channel: &str, token: &str) -> WaitTicket {
-        register_on(&self.shared, channel, token)
+        register_on(&self.shared, channel, token, false)
     }
 
-    /// A handle that registers waiters later, for a task that must not keep the registry
-    /// alive (see `renewal/notices.rs`).
+    /// A handle that registers a standing waiter later (a channel the client keeps while it
+    /// lives, not counted among the waits' channels), for a task that must not keep the
+    /// registry alive (see `renewal/notices.rs`).
     pub(crate) fn registrar(&self) -> Registrar {
         Registrar(Arc::downgrade(&self.shared))
     }
@@ -362,9 +366,14 @@ impl Wakeups {
     }
 
     /// How many channels have local waiters (each subscribed, or being subscribed, once
-    /// one of its waiters asked).
+    /// one of its waiters asked); the client's standing notice channel is not one.
     pub(crate) fn channels(&self) -> usize {
-        self.shared.registry().channels.len()
+        let registry = self.shared.registry();
+        registry
+            .channels
+            .values()
+            .filter(|entry| !entry.standing)
+            .count()
     }
 }
 
@@ -377,8 +386,14 @@ impl Drop for Wakeups {
     }
 }
 
-/// Registers a waiter on `channel` under `token` in `shared`'s registry.
-fn register_on(shared: &Arc<WakeupsShared>, channel: &str, token: &str) -> WaitTicket {
+/// Registers a waiter on `channel` under `token` in `shared`'s registry (`standing`: a
+/// channel the client keeps while it lives, not a wait's).
+fn register_on(
+    shared: &Arc<WakeupsShared>,
+    channel: &str,
+    token: &str,
+    standing: bool,
+) -> WaitTicket {
     let wake = Arc::new(Wake::default());
     let mut registry = shared.registry();
     let stamp = registry.next_stamp();
@@ -390,6 +405,7 @@ fn register_on(shared: &Arc<WakeupsShared>, channel: &str, token: &str) -> WaitT
             state: Subscription::Idle,
             stamp,
             asking: Vec::new(),
+            standing,
         });
     entry.waiters.push((token.to_owned(), wake.clone()));
     WaitTicket {
@@ -409,7 +425,7 @@ impl Registrar {
         if shared.registry().closed {
             return None;
         }
-        Some(register_on(&shared, channel, token))
+        Some(register_on(&shared, channel, token, true))
     }
 }
 
@@ -551,6 +567,7 @@ mod tests {
                 state: Subscription::Confirmed,
                 stamp: 1,
                 asking: Vec::new(),
+                standing: false,
             },
         );
         (registry, wake)

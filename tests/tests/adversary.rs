@@ -1194,12 +1194,16 @@ fn parent(redlock: bool) {
             let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut admin).unwrap_or(-3);
             format!("{key} (pttl {pttl})")
         }));
+        // A client's notice channel (a forced release tells its holders there) lives as
+        // long as the client, which the workers still hold here: not a leftover.
         channels.extend(
             redis::cmd("PUBSUB")
                 .arg("CHANNELS")
                 .arg("*")
                 .query::<Vec<String>>(&mut admin)
-                .unwrap(),
+                .unwrap()
+                .into_iter()
+                .filter(|channel| !channel.starts_with("~lock/notice/")),
         );
         shard_channels.extend(
             redis::cmd("PUBSUB")

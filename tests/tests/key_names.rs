@@ -15,13 +15,17 @@ fn client(server: &RedisServer, prefix: &str) -> LockClient {
     LockClient::new(Config::single(server.url()).key_prefix(prefix)).unwrap()
 }
 
-/// Channels the server has subscribers on.
+/// Channels the server has subscribers on (a client's notice channel, which lives as long
+/// as the client, not counted).
 fn channels(server: &RedisServer) -> Vec<String> {
-    redis::cmd("PUBSUB")
+    let all: Vec<String> = redis::cmd("PUBSUB")
         .arg("CHANNELS")
         .arg("*")
         .query(&mut server.conn())
-        .unwrap()
+        .unwrap();
+    all.into_iter()
+        .filter(|channel| !channel.starts_with("~lock/notice/"))
+        .collect()
 }
 
 /// Polls a server- or client-side state with no event to wait on, every 5 ms for at most

@@ -49,13 +49,16 @@ fn key_of(channel: &str) -> &str {
         .map_or(channel, |(key, _)| key)
 }
 
-/// `PUBSUB CHANNELS *`.
+/// `PUBSUB CHANNELS *`, but a client's notice channel (it lives as long as the client).
 fn server_channels(admin: &mut redis::Connection) -> BTreeSet<String> {
-    redis::cmd("PUBSUB")
+    let all: BTreeSet<String> = redis::cmd("PUBSUB")
         .arg("CHANNELS")
         .arg("*")
         .query(admin)
-        .unwrap()
+        .unwrap();
+    all.into_iter()
+        .filter(|channel| !channel.starts_with("~lock/notice/"))
+        .collect()
 }
 
 /// `PUBSUB NUMSUB` of `channels`.

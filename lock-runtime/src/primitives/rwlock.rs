@@ -83,6 +83,7 @@ where
 
 impl LockClient {
     /// A read-write lock on `key` taken through this client (see [`RwLock`]).
+    #[track_caller]
     pub fn rw_lock(&self, key: impl Into<String>) -> RwLock {
         RwLock::new(key).client(self)
     }

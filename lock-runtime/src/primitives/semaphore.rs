@@ -49,6 +49,7 @@ impl LockClient {
     /// permit.release().await?;
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn semaphore(&self, key: impl Into<String>, permits: u32) -> Semaphore {
         Semaphore::new(key, permits).client(self)
     }
