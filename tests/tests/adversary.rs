@@ -53,7 +53,8 @@
 //! - no phase hangs (an uncut acquire past wait + 10 s, an uncut release past 10 s), every
 //!   task finishes;
 //! - after the last fault and the longest ttl: the lock server holds no key (fence counters
-//!   excepted), no pub/sub channel and no shard channel is subscribed, and no client holds a
+//!   excepted), no pub/sub channel and no shard channel is subscribed (but a client's notice
+//!   channel, which it keeps for its life once it renewed a lease), and no client holds a
 //!   lease or a waiter.
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -1049,6 +1050,24 @@ fn parse_hold(line: &str) -> Option<(String, HoldRecord)> {
     ))
 }
 
+/// A worker's clients at the end (`held=0 waiting=[(TASKS, CHANNELS), ...]`): how many
+/// listen on their notice channel (one channel, no waiting task), or `None` when one
+/// still holds a lease, has a waiting task or more channels.
+fn notice_listeners(client: &str) -> Option<usize> {
+    let waiting = client
+        .strip_prefix("held=0 waiting=[(")?
+        .strip_suffix(")]")?;
+    let mut listeners = 0;
+    for pair in waiting.split("), (") {
+        match pair.split_once(", ")? {
+            ("0", "0") => {}
+            ("0", "1") => listeners += 1,
+            _ => return None,
+        }
+    }
+    Some(listeners)
+}
+
 /// Adds `name=value` pairs after `prefix` on `line` into `totals`.
 fn add_counters(line: &str, prefix: &str, totals: &mut BTreeMap<String, u64>) {
     let Some(at) = line.find(prefix) else { return };
@@ -1393,21 +1412,29 @@ fn parent(redlock: bool) {
             .or_default()
             .push(format!("{leftover_keys:?}"));
     }
-    if !channels.is_empty() || !shard_channels.is_empty() {
+    // A client that renewed a lease (held one past a third of its ttl) listens on its
+    // notice channel for its life: one channel each, and no other.
+    let (notices, channels): (Vec<String>, Vec<String>) = channels
+        .into_iter()
+        .partition(|channel| channel.starts_with("~lock/notice/"));
+    let mut listeners = 0;
+    for client in &clients {
+        match notice_listeners(client) {
+            Some(count) => listeners += count,
+            None => findings
+                .entry("client state left")
+                .or_default()
+                .push(client.clone()),
+        }
+    }
+    if !channels.is_empty() || !shard_channels.is_empty() || notices.len() != listeners {
         findings
             .entry("subscriptions left on the lock server")
             .or_default()
             .push(format!(
-                "channels {channels:?}, shard channels {shard_channels:?}"
+                "channels {channels:?}, shard channels {shard_channels:?}, notice channels \
+                 {notices:?} for {listeners} listening clients"
             ));
-    }
-    for client in &clients {
-        if !client.starts_with("held=0 ") || !client.ends_with("[(0, 0), (0, 0), (0, 0)]") {
-            findings
-                .entry("client state left")
-                .or_default()
-                .push(client.clone());
-        }
     }
     if idle < WORKERS || !python_done || exits.iter().any(|exit| !exit.success()) {
         findings
@@ -1434,7 +1461,7 @@ fn parent(redlock: bool) {
          keys {overlapping_keys:?}; excused after a lost lease {excused}); \
          fence-regressions={fence_regressions}; early-backend={} (by fault {early_by_fault:?}); leaked-releases={} \
          (near faults {}); hung={}; unfinished={}; leftovers: keys={leftover_keys:?} \
-         fence-counters={} stale-reader-sets={stale_readers} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}; \
+         fence-counters={} stale-reader-sets={stale_readers} channels={channels:?} notice-channels={} shard-channels={shard_channels:?}; clients={clients:?}; \
          semaphore: tenures {:?}, most at once {most_permits} of {}",
         count("acquisitions") + count("python_acquisitions"),
         count("python_acquisitions"),
@@ -1454,6 +1481,7 @@ fn parent(redlock: bool) {
         count("hung"),
         count("unfinished"),
         fence_counters.len(),
+        notices.len(),
         semaphore::per_key(&permit_holds),
         semaphore::PERMITS,
     );
