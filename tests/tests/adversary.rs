@@ -25,6 +25,11 @@
 //!   Each iteration picks a key shape ([`TARGETS`]), an API (acquire/release, `run`, the
 //!   attribute), a ttl, a wait, `on_lost`, and may cut the acquire, the body or the release
 //!   (a `timeout` of zero — one poll — or a few milliseconds).
+//! - One task in four of each child sometimes takes two or three of the keys `n0`, `n1`,
+//!   `n2` in a random order, each inside the guarded body of the one before, with an inner
+//!   wait far longer than the deadlock detection's delay (100 ms here): real deadlock
+//!   cycles form, within a process and across processes (`adversary/nested.rs`; single
+//!   server only, Redlock has no detection).
 //! - A python3 process holds redis-py `Lock`s on the key `f`, which the children lock too.
 //! - Each body records its tenure: the wall-clock interval from the return of acquire to the
 //!   end of the body (recorded in a destructor, so a dropped body ends when it is dropped,
@@ -46,6 +51,11 @@
 //! - never more holders of the semaphore `s` (2 permits, taken in 15 % of the iterations,
 //!   `adversary/semaphore.rs`) at once than it has permits, unless a
 //!   holder's lease was lost;
+//! - no false deadlock: every `LockError::Deadlock` names a cycle that the workers' records
+//!   show standing at the error's time (each key held by a task of the named process that
+//!   waited for the next key named, the last one held by the victim);
+//! - no nested wait runs out its 20 s wait while its window held a fault-free second (a
+//!   standing cycle must be found by then);
 //! - no acquire fails with `Backend` while more than a second of its wait is left (a fault
 //!   here is always shorter than the wait: a waiter must ride it out);
 //! - no lock stays held by a token whose release future was dropped for 700 ms or more,
@@ -53,7 +63,8 @@
 //! - no phase hangs (an uncut acquire past wait + 10 s, an uncut release past 10 s), every
 //!   task finishes;
 //! - after the last fault and the longest ttl: the lock server holds no key (fence counters
-//!   excepted), no pub/sub channel and no shard channel is subscribed, and no client holds a
+//!   excepted), no pub/sub channel and no shard channel is subscribed (but a client's notice
+//!   channel, which it keeps for its life once it renewed a lease), and no client holds a
 //!   lease or a waiter.
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -75,6 +86,9 @@ use lock_tests::{RedisServer, child};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
+/// Nested locks in random orders, and the deadlock detection's checker.
+#[path = "adversary/nested.rs"]
+mod nested;
 /// The read-write lock's part of the schedule and of the checker.
 #[path = "adversary/rwlock.rs"]
 mod rwlock;
@@ -129,7 +143,7 @@ fn lock_config(url: &str, redlock: bool) -> Config {
         // Generous against a loaded machine, and still far below the smallest ttl.
         Config::redlock(url.split(',')).node_timeout(REDLOCK_NODE_TIMEOUT)
     } else {
-        Config::single(url)
+        Config::single(url).deadlock_detection(nested::DELAY)
     }
     .connect_timeout(CONNECT_TIMEOUT)
 }
@@ -232,6 +246,8 @@ struct Worker {
     stop: Instant,
     /// Lines for the parent (holds, findings), printed at the end.
     lines: Mutex<Vec<String>>,
+    /// Redlock mode: no nested locks (Redlock has no deadlock detection).
+    redlock: bool,
     counters: Mutex<BTreeMap<&'static str, u64>>,
     /// Tenures open now in this process, per Redis key (a lock passed between local tasks
     /// may keep its token: the leak check does not judge a key held locally).
@@ -578,6 +594,12 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
             tokio::time::sleep(rng.millis(0, 4)).await;
             continue;
         }
+        if !worker.redlock && nested::takes_part(index) && rng.chance(nested::PERCENT) {
+            let holder = format!("{}-{index}-{iteration}", worker.name);
+            nested::iteration(&worker, &mut rng, holder).await;
+            tokio::time::sleep(rng.millis(0, 4)).await;
+            continue;
+        }
         if rng.chance(rwlock::SHARE) {
             rwlock::iteration(&worker, &mut rng, index, iteration).await;
             continue;
@@ -745,6 +767,7 @@ fn worker_process(role: &str) {
             direct: redis::Client::open(direct).unwrap(),
             stop: Instant::now() + Duration::from_secs(secs),
             lines: Mutex::new(Vec::new()),
+            redlock,
             counters: Mutex::new(BTreeMap::new()),
             local: Mutex::new(HashMap::new()),
             checks: Mutex::new(Vec::new()),
@@ -959,7 +982,12 @@ fn fault_at(faults: &[Fault], at_us: u64) -> &'static str {
 /// Whether `[from_us, to_us]` holds a stretch of [`LEAK`] without a fault (a fault lasts
 /// until [`FAULT_SHADOW_US`] after its end: the clients reconnect meanwhile).
 fn quiet_stretch(faults: &[Fault], from_us: u64, to_us: u64) -> bool {
-    let leak = LEAK.as_micros() as u64;
+    quiet_for(faults, from_us, to_us, LEAK)
+}
+
+/// Whether `[from_us, to_us]` holds a stretch of `span` without a fault (nor its shadow).
+fn quiet_for(faults: &[Fault], from_us: u64, to_us: u64, span: Duration) -> bool {
+    let leak = span.as_micros() as u64;
     let mut quiet_from = from_us;
     let mut shadows: Vec<(u64, u64)> = faults
         .iter()
@@ -1047,6 +1075,24 @@ fn parse_hold(line: &str) -> Option<(String, HoldRecord)> {
             },
         },
     ))
+}
+
+/// A worker's clients at the end (`held=0 waiting=[(TASKS, CHANNELS), ...]`): how many
+/// listen on their notice channel (one channel, no waiting task), or `None` when one
+/// still holds a lease, has a waiting task or more channels.
+fn notice_listeners(client: &str) -> Option<usize> {
+    let waiting = client
+        .strip_prefix("held=0 waiting=[(")?
+        .strip_suffix(")]")?;
+    let mut listeners = 0;
+    for pair in waiting.split("), (") {
+        match pair.split_once(", ")? {
+            ("0", "0") => {}
+            ("0", "1") => listeners += 1,
+            _ => return None,
+        }
+    }
+    Some(listeners)
 }
 
 /// Adds `name=value` pairs after `prefix` on `line` into `totals`.
@@ -1228,12 +1274,15 @@ fn parent(redlock: bool) {
     let mut totals = BTreeMap::new();
     let mut holds: HashMap<String, Vec<HoldRecord>> = HashMap::new();
     let mut permit_holds: HashMap<String, Vec<semaphore::SemHold>> = HashMap::new();
+    let mut nest_waits = Vec::new();
     let mut clients = Vec::new();
     let mut findings: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut early_by_fault: BTreeMap<&str, u64> = BTreeMap::new();
     for line in &lines {
         if let Some((key, hold)) = semaphore::parse_line(line) {
             permit_holds.entry(key).or_default().push(hold);
+        } else if let Some(wait) = nested::parse_line(line) {
+            nest_waits.push(wait);
         } else if let Some((key, hold)) = parse_hold(line) {
             holds.entry(key).or_default().push(hold);
         } else if line.contains("ADV-STATS ") {
@@ -1384,6 +1433,7 @@ fn parent(redlock: bool) {
             }
         }
     }
+    let nests = nested::check(&nest_waits, &holds, &faults, &mut findings);
     let (most_permits, too_many) = semaphore::check(&mut permit_holds);
     if !too_many.is_empty() {
         findings
@@ -1397,21 +1447,29 @@ fn parent(redlock: bool) {
             .or_default()
             .push(format!("{leftover_keys:?}"));
     }
-    if !channels.is_empty() || !shard_channels.is_empty() {
+    // A client that renewed a lease (held one past a third of its ttl) listens on its
+    // notice channel for its life: one channel each, and no other.
+    let (notices, channels): (Vec<String>, Vec<String>) = channels
+        .into_iter()
+        .partition(|channel| channel.starts_with("~lock/notice/"));
+    let mut listeners = 0;
+    for client in &clients {
+        match notice_listeners(client) {
+            Some(count) => listeners += count,
+            None => findings
+                .entry("client state left")
+                .or_default()
+                .push(client.clone()),
+        }
+    }
+    if !channels.is_empty() || !shard_channels.is_empty() || notices.len() != listeners {
         findings
             .entry("subscriptions left on the lock server")
             .or_default()
             .push(format!(
-                "channels {channels:?}, shard channels {shard_channels:?}"
+                "channels {channels:?}, shard channels {shard_channels:?}, notice channels \
+                 {notices:?} for {listeners} listening clients"
             ));
-    }
-    for client in &clients {
-        if !client.starts_with("held=0 ") || !client.ends_with("[(0, 0), (0, 0), (0, 0)]") {
-            findings
-                .entry("client state left")
-                .or_default()
-                .push(client.clone());
-        }
     }
     if idle < WORKERS || !python_done || exits.iter().any(|exit| !exit.success()) {
         findings
@@ -1438,8 +1496,8 @@ fn parent(redlock: bool) {
          keys {overlapping_keys:?}; excused after a lost lease {excused}); \
          fence-regressions={fence_regressions}; early-backend={} (by fault {early_by_fault:?}); leaked-releases={} \
          (near faults {}); hung={}; unfinished={}; leftovers: keys={leftover_keys:?} \
-         fence-counters={} stale-reader-sets={stale_readers} channels={channels:?} shard-channels={shard_channels:?}; clients={clients:?}; \
-         semaphore: tenures {:?}, most at once {most_permits} of {}",
+         fence-counters={} stale-reader-sets={stale_readers} channels={channels:?} notice-channels={} shard-channels={shard_channels:?}; clients={clients:?}; \
+         semaphore: tenures {:?}, most at once {most_permits} of {}; {nests}",
         count("acquisitions") + count("python_acquisitions"),
         count("python_acquisitions"),
         count("drop_acquire"),
@@ -1458,6 +1516,7 @@ fn parent(redlock: bool) {
         count("hung"),
         count("unfinished"),
         fence_counters.len(),
+        notices.len(),
         semaphore::per_key(&permit_holds),
         semaphore::PERMITS,
     );
@@ -1483,6 +1542,10 @@ fn parent(redlock: bool) {
     assert!(
         redlock || count("sem_acquisitions") > 0,
         "seed {seed}: no semaphore permit was taken: {summary}"
+    );
+    assert!(
+        redlock || nests.deadlocks() > 0,
+        "seed {seed}: no nested wait gave way in a deadlock: {summary}"
     );
 }
 
