@@ -84,12 +84,12 @@ async fn watch(
 /// One holding task's watched wait.
 struct Watch {
     client: LockClient,
-    /// The key it waits for (the client's prefix included).
-    key: String,
     /// What it holds: each key and the token there.
     held: Vec<(Arc<KeyNames>, Token)>,
     /// Its record beside each held key.
     record: Record,
+    /// The names of the key it waits for (the client's prefix included).
+    names: KeyNames,
 }
 
 impl Watch {
@@ -106,8 +106,8 @@ impl Watch {
             .map_or(0, millis);
         Watch {
             client: client.clone(),
-            key: names.lock().to_owned(),
             held,
+            names: names.clone(),
             record: Record {
                 waits_for: names.lock().to_owned(),
                 began,
@@ -119,7 +119,8 @@ impl Watch {
     /// Records the wait, then follows the chain once per delay; resolves only with the
     /// deadlock this wait gives way in (its records are removed when it is dropped).
     async fn run(&self, delay: Duration) -> LockError {
-        let records = Records::write(&self.client, &self.held, &self.record, delay).await;
+        let records =
+            Records::write(&self.client, &self.names, &self.held, &self.record, delay).await;
         for _ in 0..MAX_LOOKS {
             if let Some(err) = self.look().await {
                 return err;
@@ -133,13 +134,13 @@ impl Watch {
     /// One look along the chain: the error when this wait closes a cycle and is its victim.
     async fn look(&self) -> Option<LockError> {
         let tokens: Vec<&str> = self.held.iter().map(|(_, token)| &**token).collect();
-        let cycle = chain::walk(&self.client, &self.key, &tokens).await?;
+        let cycle = chain::walk(&self.client, self.names.lock(), &tokens).await?;
         if !cycle.victim_is(&self.record) {
-            tracing::debug!(key = %self.key, cycle = %cycle, "deadlock found; another wait of the cycle gives way");
+            tracing::debug!(key = %self.names.lock(), cycle = %cycle, "deadlock found; another wait of the cycle gives way");
             return None;
         }
         // Followed again: a step read while its task was changing makes no cycle twice.
-        let again = chain::walk(&self.client, &self.key, &tokens).await?;
+        let again = chain::walk(&self.client, self.names.lock(), &tokens).await?;
         if !again.same_as(&cycle) {
             return None;
         }
@@ -149,10 +150,10 @@ impl Watch {
     /// The victim's error, reported.
     fn give_way(&self, cycle: &Cycle) -> LockError {
         let cycle = cycle.to_string();
-        tracing::warn!(key = %self.key, cycle = %cycle, "deadlock detected: this wait gives way");
-        self.client.telemetry().deadlock(&self.key);
+        tracing::warn!(key = %self.names.lock(), cycle = %cycle, "deadlock detected: this wait gives way");
+        self.client.telemetry().deadlock(self.names.lock());
         LockError::Deadlock {
-            key: self.key.clone(),
+            key: self.names.lock().to_owned(),
             cycle,
         }
     }

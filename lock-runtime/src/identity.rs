@@ -305,6 +305,13 @@ impl Identity {
     }
 }
 
+/// The id of the client that made `token` (hexadecimal, as its tokens carry it after
+/// `lr-`; what [`TokenMaker::client_id`] gives), or `None` for a token not of this crate.
+pub(crate) fn client_id_of(token: &str) -> Option<&str> {
+    let rest = token.strip_prefix(OUR_TOKEN)?;
+    rest.split_once('.').map(|(id, _)| id)
+}
+
 /// The fields after `lr-`: `<id>.<n>/<since>/<ttl>/<pid>@<host>/<service>/<function>`.
 fn parse(rest: &str) -> Option<ProcessIdentity> {
     let mut fields = rest.splitn(6, '/');

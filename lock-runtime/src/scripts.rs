@@ -116,6 +116,14 @@ impl KeyNames {
         format!("{kind}{around}")
     }
 
+    /// The hash of what this lock's holding waiters hold, in its slot
+    /// (`~lock/waiters-hold{LOCK}`): a field per key a waiting task holds, by its client's
+    /// id, written beside the deadlock detection's records (`deadlock/chain.rs`).
+    pub(crate) fn waiters_hold(&self) -> String {
+        let (kind, around) = self.aux_parts("waiters-hold");
+        format!("{kind}{around}")
+    }
+
     /// The names of a key this crate names itself in another lock key's slot (a reader's
     /// share of a read-write lock, [`KeyNames::aux_parts`]): it carries a hash tag, and is
     /// not refused for starting with [`AUX_PREFIX`].

@@ -1,7 +1,8 @@
 //! `lockctl graph KEY...`: the wait-for graph from the given keys: each key's holder, and
 //! the key that holder's task waits for meanwhile (as the deadlock detection recorded it,
 //! once that wait has gone on past its delay), followed key by key; a chain that comes back
-//! to a key already shown is a deadlock.
+//! to a key already shown is a deadlock. Under each key, its waiters that hold other keys
+//! meanwhile, and what they hold.
 
 use std::collections::HashSet;
 
@@ -14,7 +15,8 @@ use crate::output::{Exit, Output};
 const MAX_KEYS: usize = 64;
 
 /// Prints one line per key, `KEY  held by WHO  waits for NEXT` (or `waits for nothing`),
-/// following each holder's wait; then `cycle: A -> B -> A` for each chain that closes.
+/// following each holder's wait, and `KEY  waited for by WHO  who holds OTHER` for each
+/// waiter that holds other keys; then `cycle: A -> B -> A` for each chain that closes.
 pub(crate) async fn graph(
     client: &LockClient,
     (keys, prefix): (&[String], &str),
@@ -36,6 +38,16 @@ pub(crate) async fn graph(
             }
             let state = client.inspect(&current).await?;
             out.say(line(&current, &state), || edge(&current, &state));
+            for waiter in state.waiters.iter().filter(|w| !w.holds.is_empty()) {
+                let holds = waiter.holds.join(", ");
+                out.say(
+                    format!(
+                        "{current}  waited for by {}  who holds {holds}",
+                        waiter.identity()
+                    ),
+                    || json!({ "key": &current, "waiter": &waiter.id, "holds": &waiter.holds }),
+                );
+            }
             key = waits_for(&state, prefix);
             chain.push(current);
         }

@@ -76,6 +76,7 @@ fn waiter(waiter: &Waiter) -> Value {
         "place_left": millis(waiter.place_left),
         "grant_ttl": waiter.grant_ttl.map(millis),
         "identity": identity(&waiter.identity()),
+        "holds": waiter.holds,
     })
 }
 

@@ -34,7 +34,11 @@ async fn lockctl_graph_follows_what_each_holder_waits_for() {
     });
     for _ in 0..500 {
         let state = y.inspect("g:a").await.unwrap();
-        if state.holder().is_some_and(|h| h.waits_for.is_some()) {
+        let waited = y.inspect("g:b").await.unwrap();
+        let holds = waited.waiters.first().map(|w| w.holds.clone());
+        if state.holder().is_some_and(|h| h.waits_for.is_some())
+            && holds == Some(vec!["g:a".into()])
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -46,7 +50,20 @@ async fn lockctl_graph_follows_what_each_holder_waits_for() {
     assert!(lines[0].ends_with("  waits for g:b"), "{}", run.stdout);
     assert!(lines[1].starts_with("g:b  held by "), "{}", run.stdout);
     assert!(lines[1].ends_with("  waits for nothing"), "{}", run.stdout);
-    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    // X's wait for `g:b` shows what X holds meanwhile.
+    assert!(
+        lines[2].starts_with("g:b  waited for by "),
+        "{}",
+        run.stdout
+    );
+    assert!(lines[2].ends_with("  who holds g:a"), "{}", run.stdout);
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    let inspected = lockctl(&url, &["inspect", "g:b"]).await;
+    assert!(
+        inspected.stdout.contains("holds g:a meanwhile"),
+        "{}",
+        inspected.stdout
+    );
     held.release().await.unwrap();
     task.await.unwrap().unwrap();
 }

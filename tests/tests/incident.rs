@@ -118,6 +118,22 @@ async fn the_tools_name_the_holder_and_the_waiters_and_free_the_key_safely() {
         user_state.to_string().contains("waits for stock:42"),
         "{user_state}"
     );
+    // ... and D's place in the queue of `stock:42` says what D holds meanwhile.
+    let mut d_holds = Vec::new();
+    for _ in 0..500 {
+        let state = e.inspect("stock:42").await.unwrap();
+        let d = state.waiters.iter().find(|w| service_of(&w.id) == "shop-d");
+        d_holds = d.map(|w| w.holds.clone()).unwrap_or_default();
+        if !d_holds.is_empty() {
+            assert!(
+                state.to_string().contains("holds user:7 meanwhile"),
+                "{state}"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(d_holds, ["user:7"]);
 
     // E's wait runs out: its error names A and how long A has held the key.
     let err = e

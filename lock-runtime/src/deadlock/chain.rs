@@ -4,7 +4,10 @@
 //! A record lives in the hash `~lock/waits{KEY}` (in the key's slot), under the token
 //! that holds `KEY`: `WAITED-FOR KEY`, a tab, when the wait began (ms since the epoch,
 //! the waiter's clock), a tab, the wait's id (hexadecimal). A step of the walk reads a
-//! key's holder and that hash in one pipeline on the key's node.
+//! key's holder and that hash in one pipeline on the key's node. Beside the key the task
+//! waits for, the hash `~lock/waiters-hold{KEY}` says what it holds (a field
+//! `<client id>.<wait id>.<n>` per held key, the key as its value), so that `inspect`
+//! shows it under the waiter of that client.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -52,47 +55,56 @@ impl Record {
     }
 }
 
-/// A wait's records, written beside each key its task holds; removed when dropped.
+/// A wait's records, written beside each key its task holds, and beside the key it waits
+/// for (what it holds, for `inspect`); removed when dropped.
 pub(crate) struct Records {
     client: LockClient,
-    /// Each hash and the field written there.
-    written: Vec<(String, Token)>,
-    /// The record.
-    value: String,
+    /// Each hash and the fields written there, with their values.
+    written: Vec<(String, Vec<(String, String)>)>,
     /// How long a write lives.
     lives: Duration,
 }
 
 impl Records {
-    /// Writes `record` beside each of `held` (its key's names and the token there), to
-    /// live three delays ([`refresh`](Self::refresh) writes it again after each look). A
+    /// Writes `record` beside each of `held` (its key's names and the token there), and
+    /// the held keys beside `waited` (the key the wait is for) under the client's id, to
+    /// live three delays ([`refresh`](Self::refresh) writes them again after each look). A
     /// failed write is skipped: a walk then stops at that key, and the wait ends at its
     /// `wait` unless a later write succeeds.
     pub(crate) async fn write(
         client: &LockClient,
+        waited: &KeyNames,
         held: &[(Arc<KeyNames>, Token)],
         record: &Record,
         delay: Duration,
     ) -> Records {
+        let value = record.encode();
+        let mut written: Vec<_> = held
+            .iter()
+            .map(|(names, token)| (names.waits(), vec![(token.to_string(), value.clone())]))
+            .collect();
+        let client_id = client.tokens().client_id();
+        let holds = held.iter().enumerate().map(|(index, (names, _))| {
+            let field = format!("{client_id}.{:x}.{index}", record.id);
+            (field, names.lock().to_owned())
+        });
+        written.push((waited.waiters_hold(), holds.collect()));
         let records = Records {
             client: client.clone(),
-            written: held
-                .iter()
-                .map(|(names, token)| (names.waits(), token.clone()))
-                .collect(),
-            value: record.encode(),
+            written,
             lives: delay * 3,
         };
         records.refresh().await;
         records
     }
 
-    /// Writes the records again, each to live three delays from now.
+    /// Writes the records again, each to live three delays from now: one pipeline per
+    /// hash (each in its own key's slot).
     pub(crate) async fn refresh(&self) {
         let lives = i64::try_from(millis(self.lives)).unwrap_or(i64::MAX);
-        for (name, token) in &self.written {
+        for (name, fields) in &self.written {
             let mut pipe = redis::pipe();
-            pipe.hset(name, &**token, &self.value).ignore();
+            pipe.hset_multiple(name, fields).ignore();
             pipe.pexpire(name, lives).ignore();
             if let Err(err) = pipe.query_async::<()>(&mut self.client.connection()).await {
                 tracing::debug!(key = %name, error = %err, "recording a wait for the deadlock detection failed; trying again");
@@ -110,15 +122,43 @@ impl Drop for Records {
         }
         let mut connection = self.client.connection();
         self.client.runtime().spawn(async move {
-            for (name, token) in written {
+            for (name, fields) in written {
                 let mut remove = redis::cmd("HDEL");
-                remove.arg(&name).arg(&*token);
+                remove.arg(&name);
+                for (field, _) in &fields {
+                    remove.arg(field);
+                }
                 if let Err(err) = remove.query_async::<()>(&mut connection).await {
                     tracing::debug!(key = %name, error = %err, "removing a wait's deadlock record failed; it expires");
                 }
             }
         });
     }
+}
+
+/// What the waiters of a key hold, read off its `waiters-hold` hash (a flat list of
+/// fields and values, as `HGETALL` gives it): the held keys by client id, in the order
+/// their tasks wrote them.
+pub(crate) fn holds_by_client(fields: &[String]) -> HashMap<&str, Vec<String>> {
+    let mut holds: HashMap<&str, Vec<(&str, String)>> = HashMap::new();
+    for pair in fields.chunks_exact(2) {
+        let Some((client, rest)) = pair[0].split_once('.') else {
+            continue;
+        };
+        holds
+            .entry(client)
+            .or_default()
+            .push((rest, pair[1].clone()));
+    }
+    holds
+        .into_iter()
+        .map(|(client, mut keys)| {
+            keys.sort();
+            let mut keys: Vec<String> = keys.into_iter().map(|(_, key)| key).collect();
+            keys.dedup();
+            (client, keys)
+        })
+        .collect()
 }
 
 /// One step of a cycle: a key, the token that holds it, and what that holder's task waits
@@ -228,6 +268,18 @@ mod tests {
         let written = record("a\tkey", 1_795_000_000_000, 0xfeed);
         assert_eq!(Record::decode(&written.encode()), Some(written));
         assert_eq!(Record::decode("no tabs"), None);
+    }
+
+    #[test]
+    fn what_waiters_hold_reads_back_by_client() {
+        let fields: Vec<String> = ["c1.ff.1", "b", "c1.ff.0", "a", "c2.1.0", "x", "odd", "y"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let holds = holds_by_client(&fields);
+        assert_eq!(holds["c1"], ["a", "b"]);
+        assert_eq!(holds["c2"], ["x"]);
+        assert_eq!(holds.len(), 2, "a field without a client id is skipped");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 -- (deadlock/chain.rs: a record by holder token)
 -- KEYS[8] the lock's hold record (what the renewals of a holder that reports progress
 -- record, renew_many.lua)
+-- KEYS[9] what the lock's holding waiters hold (deadlock/chain.rs: a held key by client id)
 -- ARGV[1] how many waiters to list at most, ARGV[2] and ARGV[3] a reader's share key's name
 -- around its token (rwlock.rs; the shares are in the lock key's slot)
 -- Returns {type, value, pttl, fence, now_ms, now_us, waiters, queued}: the lock key's type
@@ -16,8 +17,9 @@
 -- handed the key over)}, how many are queued in all, then the holders that share the key
 -- ({token, 'permit' or 'reader', ms of lease left}: a semaphore's permits, a read-write
 -- lock's readers), a semaphore's permit count (false when none is recorded), and what the
--- holder's task waits for, as the deadlock detection recorded it (false: nothing), and the
--- hold record (false when none).
+-- holder's task waits for, as the deadlock detection recorded it (false: nothing), with
+-- what the waiters that hold other keys hold (HGETALL of KEYS[9]), and the hold record
+-- (false when none).
 local now = redis.call('TIME')
 local now_s, now_micros = tonumber(now[1]), tonumber(now[2])
 local now_ms = now_s * 1000 + math.floor(now_micros / 1000)
@@ -87,8 +89,12 @@ local waits = false
 if value and redis.call('TYPE', KEYS[7])['ok'] == 'hash' then
   waits = redis.call('HGET', KEYS[7], value) or false
 end
+local waiters_hold = {}
+if redis.call('TYPE', KEYS[9])['ok'] == 'hash' then
+  waiters_hold = redis.call('HGETALL', KEYS[9])
+end
 local hold = false
 if redis.call('TYPE', KEYS[8])['ok'] == 'string' then
   hold = redis.call('GET', KEYS[8])
 end
-return {kind, value, pttl, fence, now_ms, now_us, waiters, queued, shared, permits, waits, hold}
+return {kind, value, pttl, fence, now_ms, now_us, waiters, queued, shared, permits, {waits, waiters_hold}, hold}

@@ -9,9 +9,9 @@ mod text;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::connection::Connection;
-use crate::deadlock::chain::Record;
+use crate::deadlock::chain::{Record, holds_by_client};
 use crate::error::LockError;
-use crate::identity::Identity;
+use crate::identity::{Identity, client_id_of};
 use crate::scripts::ShareNames;
 use crate::scripts::inspect_call;
 use crate::scripts::{HANDOVER, KeyNames, invoke};
@@ -229,6 +229,13 @@ pub struct Waiter {
     /// The lease a release grants it outright (`None`: it takes the lock through a
     /// hand-over instead, as a waiter that wants a fencing token does).
     pub grant_ttl: Option<Duration>,
+    /// The keys its process's waiting tasks hold while they wait for this one, once such a
+    /// wait has gone on past the deadlock detection's delay
+    /// ([`Config::deadlock_detection`](crate::Config::deadlock_detection)); empty when
+    /// none does. With [`Holder::waits_for`] these are the wait-for graph's edges that
+    /// `lockctl graph` follows. (A task that waits behind another task of its own process
+    /// is not in the queue: the key's holder is its process.)
+    pub holds: Vec<String>,
 }
 
 impl Waiter {
@@ -303,7 +310,7 @@ type InspectReply = (
     i64,
     Vec<(String, String, i64)>,
     Option<String>,
-    Option<String>,
+    (Option<String>, Vec<String>),
     Option<String>,
 );
 
@@ -314,6 +321,8 @@ type ListedWaiter = (String, String, Option<String>, Option<String>);
 fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
     let (kind, value, pttl, fence, now_ms, now_us, listed, queued, shared, permits, waits, record) =
         reply;
+    let (waits, waiters_hold) = waits;
+    let holds = holds_by_client(&waiters_hold);
     let permits = permits.as_deref().and_then(|n| n.parse::<u32>().ok());
     // A sorted set is a semaphore's key only with its permit count recorded.
     if kind != "string" && kind != "none" && !(kind == "zset" && permits.is_some()) {
@@ -339,6 +348,14 @@ fn into_state(reply: InspectReply, key: &str) -> Result<LockState, LockError> {
     let waiters = listed
         .into_iter()
         .map(|listed| waiter(listed, now_us, now_ms))
+        .map(|mut waiter| {
+            let client = client_id_of(&waiter.id);
+            waiter.holds = client
+                .and_then(|id| holds.get(id))
+                .cloned()
+                .unwrap_or_default();
+            waiter
+        })
         .collect();
     Ok(LockState {
         key: key.to_owned(),
@@ -369,6 +386,7 @@ fn waiter(listed: ListedWaiter, now_us: u64, now_ms: u64) -> Waiter {
             .as_deref()
             .and_then(parse_number)
             .map(Duration::from_millis),
+        holds: Vec::new(),
     }
 }
 
@@ -446,6 +464,7 @@ mod tests {
             place_until: Some(UNIX_EPOCH),
             place_left: Duration::from_millis(left_ms),
             grant_ttl: None,
+            holds: Vec::new(),
         }
     }
 
@@ -457,7 +476,11 @@ mod tests {
             permits: None,
             handover: Some(Duration::from_millis(640)),
             fence: Some(7),
-            waiters: vec![waiter("a", 0), waiter("b", 795)],
+            waiters: vec![waiter("a", 0), {
+                let mut b = waiter("b", 795);
+                b.holds = vec!["user:7".into(), "cart:7".into()];
+                b
+            }],
             queued: 5,
             server_time: UNIX_EPOCH,
             masters: Vec::new(),
@@ -470,6 +493,7 @@ mod tests {
              waiting  5\n\
              \x20 1  a  waited 1.203s  since 2026-11-24T17:14:48.551Z  place lapsed\n\
              \x20 2  b  waited 1.203s  since 2026-11-24T17:14:48.551Z  place 0.795s left\n\
+             \x20    holds user:7, cart:7 meanwhile\n\
              \x20 ... and 3 more"
         );
         let foreign = Holder::exclusive("t".into(), None);

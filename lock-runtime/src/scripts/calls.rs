@@ -195,7 +195,7 @@ pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize)
         let (kind, around) = names.aux_parts("hold");
         kind + &around
     });
-    let waits = names.waits();
+    let (waits, waiters_hold) = (names.waits(), names.waiters_hold());
     let keys = [
         names.lock(),
         names.fence(),
@@ -205,6 +205,7 @@ pub(crate) fn inspect_call(names: &KeyNames, shares: &ShareNames, listed: usize)
         &shares.readers,
         &waits,
         &hold,
+        &waiters_hold,
     ];
     let mut call = Call::new(&INSPECT, &keys);
     call.arg(listed).arg(&shares.head).arg(&shares.tail);

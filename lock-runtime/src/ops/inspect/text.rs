@@ -97,10 +97,18 @@ impl fmt::Display for Waiter {
             Some(_) => write!(f, "  place {} left", Seconds(self.place_left))?,
             None => write!(f, "  no place deadline")?,
         }
-        match self.identity() {
-            Identity::Process(process) => write!(f, "\n     by {process}"),
-            _ => Ok(()),
+        if let Identity::Process(process) = self.identity() {
+            write!(f, "\n     by {process}")?;
         }
+        if !self.holds.is_empty() {
+            f.write_str("\n     holds ")?;
+            for (index, key) in self.holds.iter().enumerate() {
+                let comma = if index > 0 { ", " } else { "" };
+                write!(f, "{comma}{key}")?;
+            }
+            f.write_str(" meanwhile")?;
+        }
+        Ok(())
     }
 }
 
