@@ -8,7 +8,8 @@
 //! beside each key it holds, what it waits for ([`chain::Record`]: the key, when the wait
 //! began, an id of the wait), and follows the chain: the key it waits for → the token
 //! that holds it → the key that holder's task waits for → ... ([`chain::walk`], one
-//! command per step, in the step's key's slot). When the chain comes back to a token this
+//! command per step, in the step's key's slot; under Redlock, on every master, what a
+//! majority of them says). When the chain comes back to a token this
 //! task holds, the cycle is closed. Every task of the cycle finds the same cycle, and the
 //! same victim by one rule: the wait that began last (its id breaks a tie). The victim
 //! fails with [`LockError::Deadlock`], which names the cycle; its body ends and lets go of
@@ -39,13 +40,12 @@ pub(crate) struct Watcher {
 
 impl Watcher {
     /// The watcher of the current task's next wait through `client`: `None` when the task
-    /// holds no lock through it (its wait cannot close a cycle), detection is off, or the
-    /// deployment has no single node that knows a key's holder (Redlock). Asked before
+    /// holds no lock through it (its wait cannot close a cycle), or detection is off. Asked before
     /// the wait's future is made, so that a wait that is not watched is not moved into
     /// another future.
     pub(crate) fn for_task(client: &LockClient) -> Option<Watcher> {
         let delay = client.deadlock_delay();
-        if delay.is_zero() || !client.deployment().queues() {
+        if delay.is_zero() {
             return None;
         }
         let held = context::held_keys(client.id());
@@ -116,17 +116,20 @@ impl Watch {
         }
     }
 
-    /// Records the wait, then follows the chain once per delay; resolves only with the
+    /// Records the wait, then follows the chain once per delay (and writes the records
+    /// again every few delays, before they expire); resolves only with the
     /// deadlock this wait gives way in (its records are removed when it is dropped).
     async fn run(&self, delay: Duration) -> LockError {
         let records =
             Records::write(&self.client, &self.names, &self.held, &self.record, delay).await;
-        for _ in 0..MAX_LOOKS {
+        for look in 1..=MAX_LOOKS {
             if let Some(err) = self.look().await {
                 return err;
             }
             tokio::time::sleep(delay).await;
-            records.refresh().await;
+            if look % (chain::LIVES - 2) == 0 {
+                records.refresh().await;
+            }
         }
         std::future::pending().await
     }

@@ -28,8 +28,8 @@
 //! - One task in four of each child sometimes takes two or three of the keys `n0`, `n1`,
 //!   `n2` in a random order, each inside the guarded body of the one before, with an inner
 //!   wait far longer than the deadlock detection's delay (100 ms here): real deadlock
-//!   cycles form, within a process and across processes (`adversary/nested.rs`; single
-//!   server only, Redlock has no detection).
+//!   cycles form, within a process and across processes (`adversary/nested.rs`; on the
+//!   single server: deadlock.rs finds cycles over Redlock masters).
 //! - A python3 process holds redis-py `Lock`s on the key `f`, which the children lock too.
 //! - Each body records its tenure: the wall-clock interval from the return of acquire to the
 //!   end of the body (recorded in a destructor, so a dropped body ends when it is dropped,

@@ -1,9 +1,10 @@
 //! Distributed deadlock detection against real servers: tasks that each hold a lock the
 //! next one waits for (two clients in opposite orders, three in a ring, two tasks of one
-//! client; one server and a cluster with the keys in different slots) are found after the
+//! client; one server, a cluster with the keys in different slots, and three Redlock
+//! masters) are found after the
 //! detection delay; exactly one of them fails with `Deadlock`, naming the cycle, and the
-//! others complete. A wait behind a holder that waits for nothing is no deadlock. Redlock
-//! has no detection (a documented limit): its waits end at their `wait`.
+//! others complete. A wait behind a holder that waits for nothing is no deadlock. Under
+//! Redlock the walk reads every master and follows what a majority says.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::Arc;
@@ -204,30 +205,21 @@ async fn a_cycle_across_cluster_slots_is_found() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn redlock_waits_end_at_their_wait_without_detection() {
-    let servers: Vec<_> = (0..3).map(|_| RedisServer::start()).collect();
+async fn a_cycle_across_redlock_masters_is_found_by_their_majority() {
+    let mut servers: Vec<_> = (0..3).map(|_| RedisServer::start()).collect();
     let config = || Config::redlock(servers.iter().map(RedisServer::url));
-    let (x, y) = (client(config()), client(config()));
-    let barrier = Arc::new(Barrier::new(2));
-    let short = |client: LockClient, first: &str, second: &str| {
-        let (first, second, barrier) = (first.to_owned(), second.to_owned(), barrier.clone());
-        tokio::spawn(async move {
-            let outer = client.lock(&first);
-            outer
-                .run(async {
-                    barrier.wait().await;
-                    let inner = client.lock(&second).wait(DELAY * 6);
-                    inner.run(async { Ok::<_, LockError>(()) }).await
-                })
-                .await
-        })
-    };
-    let (one, two) = (short(x, "rl:a", "rl:b"), short(y, "rl:b", "rl:a"));
-    let outcomes = [one.await.unwrap(), two.await.unwrap()];
-    assert!(
-        outcomes
-            .iter()
-            .all(|o| matches!(o, Err(LockError::Timeout { .. }))),
-        "{outcomes:?}"
-    );
+    let clients = [client(config()), client(config())];
+    let mut slowest = Duration::ZERO;
+    for trial in 0..100 {
+        let keys = [format!("rl:{trial}:a"), format!("rl:{trial}:b")];
+        let (outcomes, detected) = ring_timed(&clients, &keys).await;
+        exactly_one_gave_way(&outcomes, &keys, trial);
+        slowest = slowest.max(detected);
+    }
+    report("Redlock, three masters, 100 trials", slowest);
+    // With one master gone, the other two still make a majority that sees the cycle.
+    drop(servers.remove(0));
+    let keys = ["rl:down:a".to_owned(), "rl:down:b".to_owned()];
+    let (outcomes, _) = ring_timed(&clients, &keys).await;
+    exactly_one_gave_way(&outcomes, &keys, 100);
 }

@@ -11,17 +11,18 @@ impl Config {
     ///
     /// Only a task that holds locks (inside a guarded body: the attribute, or a `run`) and
     /// waits for another can close a cycle, so only such a wait pays: past the delay it
-    /// records, beside each key it holds, what it waits for (one command per held key),
-    /// then follows the chain once per delay (one command per step: key → its holder →
-    /// what that holder waits for → ...). When the chain comes back to a key it holds, the
+    /// records, beside each key it holds and beside the key it waits for, what it waits
+    /// for and what it holds (one pipeline per key, written again every eight delays),
+    /// then follows the chain once per delay (one pipeline per step: key → its holder →
+    /// what that holder waits for → ...; in Redlock mode each step reads every master and
+    /// follows what a majority of them says). When the chain comes back to a key it holds, the
     /// task of the cycle whose wait began last fails with
     /// [`LockError::Deadlock`](crate::LockError::Deadlock), naming the cycle; the others
     /// go on as soon as it lets go. A wait of a task that holds nothing costs nothing.
     ///
     /// Limits: the chain goes through mutexes (a [`Lock`](crate::Lock), the attribute, a
     /// multi-key lock's keys, a read-write lock's writer key); a read-write lock's readers
-    /// and a semaphore's permits are not followed. In Redlock mode there is no detection
-    /// (no single node knows a key's holder); waits there end at their `wait`.
+    /// and a semaphore's permits are not followed.
     ///
     /// ```
     /// use std::time::Duration;

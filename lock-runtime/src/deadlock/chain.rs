@@ -15,12 +15,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::LockClient;
+use crate::connection::Connection;
+use crate::error::LockError;
 use crate::identity::Identity;
 use crate::lease::{Token, millis};
 use crate::scripts::KeyNames;
+use crate::topology::deployment::Majority;
 
 /// At most this many steps along a chain (a longer one is not followed to its end).
 const MAX_STEPS: usize = 32;
+
+/// How many detection delays a wait's records live unless written again: the watch writes
+/// them again every `LIVES - 2` looks, so a wait costs one walk per delay and a write of
+/// its records every few; a process that dies leaves them this long at most.
+pub(crate) const LIVES: u32 = 10;
 
 /// What a holding task's wait records: the key it waits for, when the wait began, and an
 /// id that tells two waits begun in the same millisecond apart.
@@ -68,7 +76,7 @@ pub(crate) struct Records {
 impl Records {
     /// Writes `record` beside each of `held` (its key's names and the token there), and
     /// the held keys beside `waited` (the key the wait is for) under the client's id, to
-    /// live three delays ([`refresh`](Self::refresh) writes them again after each look). A
+    /// live [`LIVES`] delays ([`refresh`](Self::refresh) writes them again before that). A
     /// failed write is skipped: a walk then stops at that key, and the wait ends at its
     /// `wait` unless a later write succeeds.
     pub(crate) async fn write(
@@ -92,23 +100,23 @@ impl Records {
         let records = Records {
             client: client.clone(),
             written,
-            lives: delay * 3,
+            lives: delay * LIVES,
         };
         records.refresh().await;
         records
     }
 
-    /// Writes the records again, each to live three delays from now: one pipeline per
-    /// hash (each in its own key's slot).
+    /// Writes the records again, each to live [`LIVES`] delays from now (a hash another
+    /// wait keeps longer keeps its expiry): one pipeline per hash, each on its key's node
+    /// (on every master under Redlock).
     pub(crate) async fn refresh(&self) {
         let lives = i64::try_from(millis(self.lives)).unwrap_or(i64::MAX);
         for (name, fields) in &self.written {
             let mut pipe = redis::pipe();
             pipe.hset_multiple(name, fields).ignore();
-            pipe.pexpire(name, lives).ignore();
-            if let Err(err) = pipe.query_async::<()>(&mut self.client.connection()).await {
-                tracing::debug!(key = %name, error = %err, "recording a wait for the deadlock detection failed; trying again");
-            }
+            pipe.cmd("PEXPIRE").arg(name).arg(lives).arg("NX").ignore();
+            pipe.cmd("PEXPIRE").arg(name).arg(lives).arg("GT").ignore();
+            send(&self.client, name, &pipe).await;
         }
     }
 }
@@ -120,19 +128,31 @@ impl Drop for Records {
         if written.is_empty() {
             return;
         }
-        let mut connection = self.client.connection();
+        let client = self.client.clone();
         self.client.runtime().spawn(async move {
             for (name, fields) in written {
-                let mut remove = redis::cmd("HDEL");
-                remove.arg(&name);
+                let mut pipe = redis::pipe();
+                let remove = pipe.cmd("HDEL").arg(&name);
                 for (field, _) in &fields {
                     remove.arg(field);
                 }
-                if let Err(err) = remove.query_async::<()>(&mut connection).await {
-                    tracing::debug!(key = %name, error = %err, "removing a wait's deadlock record failed; it expires");
-                }
+                send(&client, &name, pipe.ignore()).await;
             }
         });
+    }
+}
+
+/// Sends `pipe` (writes to the hash `name`) to the node of `name`'s slot, or to every
+/// master under Redlock; a failure is logged and left (the records expire).
+async fn send(client: &LockClient, name: &str, pipe: &redis::Pipeline) {
+    let ask = |mut connection: Connection| async move {
+        let sent = pipe.query_async::<()>(&mut connection).await;
+        sent.map_err(|err| LockError::backend(name, err))
+    };
+    let deployment = client.deployment();
+    let sent = deployment.answers(client.nodes(), || client.connection(), name, ask);
+    if let Err(err) = sent.await {
+        tracing::debug!(key = %name, error = %err, "writing or removing a wait's deadlock record failed; it expires");
     }
 }
 
@@ -241,14 +261,68 @@ pub(crate) async fn walk(client: &LockClient, key: &str, mine: &[&str]) -> Optio
     None
 }
 
-/// The holder of `key` and the records beside it, in one pipeline on its node.
+/// The holder of `key` and the records beside it, in one pipeline on its node (under
+/// Redlock, on every master: the holder a majority has, and its record where a majority
+/// has it).
 async fn step_on(client: &LockClient, key: &str) -> Option<(String, HashMap<String, String>)> {
     let names = KeyNames::prefixed("", key).ok()?;
-    let mut pipe = redis::pipe();
-    pipe.get(names.lock()).hgetall(names.waits());
-    let (holder, records): (Option<String>, HashMap<String, String>) =
-        pipe.query_async(&mut client.connection()).await.ok()?;
+    let ask = |mut connection: Connection| {
+        let names = &names;
+        async move {
+            let mut pipe = redis::pipe();
+            pipe.get(names.lock()).hgetall(names.waits());
+            let read = pipe.query_async(&mut connection).await;
+            let (holder, records) = read.map_err(|err| LockError::backend(names.lock(), err))?;
+            Ok(StepAnswer { holder, records })
+        }
+    };
+    let deployment = client.deployment();
+    let answer = deployment.ask_each(client.nodes(), || client.connection(), key, ask);
+    let StepAnswer { holder, records } = answer.await.ok()?;
     Some((holder?, records))
+}
+
+/// A node's answer to a step: the key's holder, and the records beside the key.
+struct StepAnswer {
+    holder: Option<String>,
+    records: HashMap<String, String>,
+}
+
+impl Majority for StepAnswer {
+    /// The holder `quorum` masters name, with its record where `quorum` of them have it.
+    fn verdict(_key: &str, answers: Vec<Option<Self>>, quorum: usize) -> Self {
+        let answers: Vec<StepAnswer> = answers.into_iter().flatten().collect();
+        let holders = answers.iter().filter_map(|answer| answer.holder.as_deref());
+        let Some(holder) = most_named(holders, quorum) else {
+            return StepAnswer {
+                holder: None,
+                records: HashMap::new(),
+            };
+        };
+        let records = answers
+            .iter()
+            .filter_map(|answer| answer.records.get(holder));
+        let record = most_named(records.map(String::as_str), quorum);
+        StepAnswer {
+            records: record
+                .map(|record| (holder.to_owned(), record.to_owned()))
+                .into_iter()
+                .collect(),
+            holder: Some(holder.to_owned()),
+        }
+    }
+}
+
+/// The value at least `quorum` of `values` are, if any.
+fn most_named<'a>(values: impl Iterator<Item = &'a str>, quorum: usize) -> Option<&'a str> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for value in values {
+        *counts.entry(value).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .find(|&(_, count)| count >= quorum)
+        .map(|(value, _)| value)
 }
 
 #[cfg(test)]
@@ -268,6 +342,40 @@ mod tests {
         let written = record("a\tkey", 1_795_000_000_000, 0xfeed);
         assert_eq!(Record::decode(&written.encode()), Some(written));
         assert_eq!(Record::decode("no tabs"), None);
+    }
+
+    #[test]
+    fn a_step_under_redlock_follows_what_a_majority_of_masters_says() {
+        let answer = |holder: Option<&str>, record: Option<&str>| {
+            Some(StepAnswer {
+                holder: holder.map(String::from),
+                records: (holder.zip(record))
+                    .map(|(h, r)| (h.to_owned(), r.to_owned()))
+                    .into_iter()
+                    .collect(),
+            })
+        };
+        let two_of_three = vec![
+            answer(Some("t"), Some("r")),
+            answer(Some("u"), None),
+            answer(Some("t"), Some("r")),
+        ];
+        let verdict = StepAnswer::verdict("k", two_of_three, 2);
+        assert_eq!(verdict.holder.as_deref(), Some("t"));
+        assert_eq!(verdict.records.get("t").map(String::as_str), Some("r"));
+        let one_record = vec![answer(Some("t"), Some("r")), answer(Some("t"), None), None];
+        let verdict = StepAnswer::verdict("k", one_record, 2);
+        assert_eq!(verdict.holder.as_deref(), Some("t"));
+        assert!(
+            verdict.records.is_empty(),
+            "a record one master has is no step"
+        );
+        let split = vec![
+            answer(Some("t"), None),
+            answer(Some("u"), None),
+            answer(None, None),
+        ];
+        assert_eq!(StepAnswer::verdict("k", split, 2).holder, None);
     }
 
     #[test]
