@@ -195,7 +195,8 @@ impl LockClient {
     }
 
     fn build(config: Config, caller: bool, thread: ClientThread) -> Result<Self, LockError> {
-        let setup = Setup::new(&config, caller)?;
+        let tokens = crate::identity::TokenMaker::new(config.service_name.as_deref());
+        let setup = Setup::new(&config, caller, tokens.connection_name())?;
         let BuiltTopology {
             connections,
             wakeups,
@@ -209,7 +210,6 @@ impl LockClient {
         let (watchdog, liveness, shutdown) =
             start_renewal(&config, &connections, masters, &telemetry, &setup.interrupt);
         let interrupt = setup.interrupt.clone();
-        let tokens = crate::identity::TokenMaker::new(config.service_name.as_deref());
         // An operator's release of a held lock is heard at once (not in a cluster, whose
         // sharded channels the release's script cannot reach: see `notices.rs`).
         if connections[0].cluster_nodes().is_none() {

@@ -84,6 +84,8 @@ struct SingleInner {
     sentinel: Option<Arc<Sentinel>>,
     /// Where its requests' outcomes go (see `outage.rs`), once the client set it.
     health: std::sync::OnceLock<Health>,
+    /// The name each connection opened gives itself (`CLIENT SETNAME`), once set.
+    name: std::sync::OnceLock<Arc<str>>,
     /// Whether the server runs Functions.
     functions: server_functions::ServerFunctions,
 }
@@ -128,9 +130,17 @@ impl SingleServer {
                 current: std::sync::RwLock::new(Arc::new(Current::new(0, client))),
                 sentinel,
                 health: std::sync::OnceLock::new(),
+                name: std::sync::OnceLock::new(),
                 functions: Default::default(),
             }),
         })
+    }
+
+    /// Names every connection it opens `name` (`CLIENT SETNAME`: the client's identity,
+    /// for an operator's `CLIENT LIST`).
+    pub(crate) fn named(self, name: Arc<str>) -> Self {
+        let _ = self.inner.name.set(name);
+        self
     }
 
     /// Reports this connection's requests to `health` (shared by the connections to one
@@ -259,7 +269,9 @@ impl SingleServer {
             Some(connection) => (connection.clone(), now),
             None => {
                 // Bounded by the connect timeout, and by the caller's deadline.
-                let open = used.connection.open(&used.client, &self.inner.config);
+                let limit = self.inner.response_timeout.unwrap_or(NAME_LIMIT);
+                let name = self.inner.name.get().map(|name| (&**name, limit));
+                let open = used.connection.open(&used.client, &self.inner.config, name);
                 match self.by_deadline(open).await? {
                     Ok(connection) => (connection, tokio::time::Instant::now()),
                     Err(err) => return Ok(Err(err)),
@@ -425,6 +437,10 @@ struct Overdue;
 /// How much sooner than the response timeout a caller's deadline must end a request for
 /// the request to count as cut short by the caller rather than unanswered by the server.
 const TIMER_SLACK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// How long a new connection's `CLIENT SETNAME` may take when requests have no response
+/// timeout.
+const NAME_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Connection {
     /// This connection with every request sent through it bounded by `deadline` (one

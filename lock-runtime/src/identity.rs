@@ -39,6 +39,8 @@ pub(crate) struct TokenMaker {
     head: String,
     /// `/<pid>@<host>/<service>/`
     process: String,
+    /// `lr-<random id>/<pid>@<host>/<service>`: the name of the client's connections.
+    connection_name: std::sync::Arc<str>,
     /// `<host> pid <pid> <service>`
     releaser: String,
     made: AtomicU64,
@@ -53,6 +55,7 @@ impl TokenMaker {
         TokenMaker {
             head: format!("{OUR_TOKEN}{id:016x}."),
             process: format!("/{pid}@{host}/{service}/"),
+            connection_name: format!("{OUR_TOKEN}{id:016x}/{pid}@{host}/{service}").into(),
             releaser: format!("{host} pid {pid} {service}"),
             made: AtomicU64::new(0),
         }
@@ -62,6 +65,13 @@ impl TokenMaker {
     /// service`.
     pub(crate) fn releaser(&self) -> &str {
         &self.releaser
+    }
+
+    /// The name the client's connections give themselves (`CLIENT SETNAME`), as `CLIENT
+    /// LIST` shows it: `lr-<client id>/<pid>@<host>/<service>`, the start of its tokens
+    /// (no space: every part is cleaned as the token's are).
+    pub(crate) fn connection_name(&self) -> std::sync::Arc<str> {
+        self.connection_name.clone()
     }
 
     /// The client's id, as its tokens carry it (hexadecimal, after `lr-`).

@@ -54,12 +54,15 @@ pub(crate) struct Setup<'a> {
     /// Whether the client is created on a multi-thread runtime, whose worker the start-up
     /// checks (the Sentinel lookup, WAITAOF's) hand its other tasks away from while they block.
     pub(crate) caller: bool,
+    /// The name the command connections give themselves (the client's identity).
+    pub(crate) name: Arc<str>,
 }
 
 impl<'a> Setup<'a> {
     /// Checks what every topology needs: at least one URL. `caller` is the runtime the
-    /// client is created on, if any (the start-up checks block it).
-    pub(crate) fn new(config: &'a Config, caller: bool) -> Result<Self, LockError> {
+    /// client is created on, if any (the start-up checks block it); `name` is what its
+    /// connections to a server call themselves.
+    pub(crate) fn new(config: &'a Config, caller: bool, name: Arc<str>) -> Result<Self, LockError> {
         #[cfg(feature = "sentinel")]
         if config.primary.is_set() && !matches!(config.topology, DeploymentKind::Sentinel { .. }) {
             return Err(LockError::config(format!(
@@ -109,6 +112,7 @@ impl<'a> Setup<'a> {
             },
             interrupt: Arc::default(),
             caller,
+            name,
         })
     }
 
@@ -185,7 +189,7 @@ impl<'a> Setup<'a> {
         let pool = (0..self.config.pool_size.max(1))
             .map(|_| {
                 SingleServer::with_sentinel(client.clone(), self.manager.clone(), sentinel.clone())
-                    .map(|server| server.watched(health.clone()))
+                    .map(|server| server.watched(health.clone()).named(self.name.clone()))
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| self.setup_failed(err))?;
@@ -257,8 +261,9 @@ impl<'a> Setup<'a> {
                     client.get_connection_info().addr().to_string(),
                     ping_server(client, self.limit),
                 );
-                SingleServer::with_sentinel(client.clone(), self.manager.clone(), None)
-                    .map(|server| Connection::Single(server.watched(health)))
+                SingleServer::with_sentinel(client.clone(), self.manager.clone(), None).map(
+                    |server| Connection::Single(server.watched(health).named(self.name.clone())),
+                )
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| self.setup_failed(err))?;

@@ -247,3 +247,64 @@ async fn until_renewed(server: &RedisServer, token: &str) {
     }
     panic!("the holder's client never listened on {channel}");
 }
+
+/// The names of the connections `CLIENT LIST` shows on `server`.
+fn connection_names(server: &RedisServer) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .unwrap();
+    list.lines()
+        .filter_map(|line| {
+            line.split(' ')
+                .find_map(|field| field.strip_prefix("name="))
+        })
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connections_carry_the_holders_name_on_one_server_and_on_every_master() {
+    let server = RedisServer::start();
+    let client = service(&server, "shop-a");
+    let guard = client.lock("named:1").acquire().await.unwrap();
+    let token = guard.token().to_owned();
+    let process = Identity::of_token(&token).process().cloned().unwrap();
+    let id = token
+        .strip_prefix("lr-")
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap();
+    let name = format!("lr-{id}/{}@{}/shop-a", process.pid, process.host);
+    assert!(
+        connection_names(&server).contains(&name),
+        "{name} not in {:?}",
+        connection_names(&server)
+    );
+    guard.release().await.unwrap();
+
+    let masters: Vec<_> = (0..3).map(|_| RedisServer::start()).collect();
+    let config = Config::redlock(masters.iter().map(RedisServer::url)).service_name("shop-r");
+    let redlock = LockClient::new(config).unwrap();
+    let guard = redlock.lock("named:2").acquire().await.unwrap();
+    let id = guard
+        .token()
+        .strip_prefix("lr-")
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap()
+        .to_owned();
+    for master in &masters {
+        let names = connection_names(master);
+        assert!(
+            names
+                .iter()
+                .any(|name| name.starts_with(&format!("lr-{id}/")) && name.ends_with("/shop-r")),
+            "{names:?}"
+        );
+    }
+    guard.release().await.unwrap();
+}

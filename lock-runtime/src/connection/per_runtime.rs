@@ -10,6 +10,7 @@
 //! send on it while its runtime lives.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
@@ -27,15 +28,28 @@ pub(super) struct RuntimeConnection {
 impl RuntimeConnection {
     /// The connection, opened on the caller's runtime if it is not yet. Boxed: opening a
     /// connection is a large future, and rare.
+    ///
+    /// With `name` (and how long its reply may take), the connection names itself (`CLIENT
+    /// SETNAME`) before its first request: an operator's `CLIENT LIST` shows whose it is.
+    /// A server that refuses or does not answer in time leaves it unnamed.
     pub(super) async fn open(
         &self,
         client: &redis::Client,
         config: &AsyncConnectionConfig,
+        name: Option<(&str, Duration)>,
     ) -> redis::RedisResult<MultiplexedConnection> {
         Box::pin(self.connection.get_or_try_init(|| async {
-            let connection = client
+            let mut connection = client
                 .get_multiplexed_async_connection_with_config(config)
                 .await?;
+            if let Some((name, limit)) = name {
+                let mut set_name = redis::cmd("CLIENT");
+                set_name.arg("SETNAME").arg(name);
+                let named = set_name.query_async::<()>(&mut connection);
+                if let Ok(Err(err)) = tokio::time::timeout(limit, named).await {
+                    tracing::debug!(name, error = %err, "the server did not take the connection's name");
+                }
+            }
             let _ = self.runtime.set(runtime_mark());
             Ok(connection)
         }))
