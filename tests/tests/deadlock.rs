@@ -1,7 +1,7 @@
 //! Distributed deadlock detection against real servers: tasks that each hold a lock the
 //! next one waits for (two clients in opposite orders, three in a ring, two tasks of one
-//! client; one server, a cluster with the keys in different slots, and three Redlock
-//! masters) are found after the
+//! client; on one server, on a cluster with the keys in different slots, and on three
+//! Redlock masters) are found after the
 //! detection delay; exactly one of them fails with `Deadlock`, naming the cycle, and the
 //! others complete. A wait behind a holder that waits for nothing is no deadlock. Under
 //! Redlock the walk reads every master and follows what a majority says.
@@ -105,6 +105,19 @@ fn exactly_one_gave_way(outcomes: &[Result<(), LockError>], keys: &[String], tri
     );
 }
 
+/// 100 trials of rings through `clients` (task `i` through `clients[i % len]`), each on the
+/// keys `keys` makes for the trial: exactly one task gives way in every trial.
+async fn hundred_rings(label: &str, clients: &[LockClient], keys: impl Fn(usize) -> Vec<String>) {
+    let mut slowest = Duration::ZERO;
+    for trial in 0..100 {
+        let keys = keys(trial);
+        let (outcomes, detected) = ring_timed(clients, &keys).await;
+        exactly_one_gave_way(&outcomes, &keys, trial);
+        slowest = slowest.max(detected);
+    }
+    report(&format!("{label}, 100 trials"), slowest);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_clients_in_opposite_orders_one_gives_way_in_every_trial() {
     let server = RedisServer::start();
@@ -112,14 +125,10 @@ async fn two_clients_in_opposite_orders_one_gives_way_in_every_trial() {
         client(Config::single(server.url())),
         client(Config::single(server.url())),
     ];
-    let mut slowest = Duration::ZERO;
-    for trial in 0..100 {
-        let keys = [format!("stock:{trial}"), format!("user:{trial}")];
-        let (outcomes, detected) = ring_timed(&clients, &keys).await;
-        exactly_one_gave_way(&outcomes, &keys, trial);
-        slowest = slowest.max(detected);
-    }
-    report("two clients, 100 trials", slowest);
+    hundred_rings("two clients", &clients, |trial| {
+        vec![format!("stock:{trial}"), format!("user:{trial}")]
+    })
+    .await;
     // Nothing is left behind: no lock, no record of a wait.
     assert!(
         server.until_empty(Duration::from_secs(5)).await,
@@ -133,23 +142,14 @@ async fn a_ring_of_three_clients_and_two_tasks_of_one_client() {
     let three: Vec<_> = (0..3)
         .map(|_| client(Config::single(server.url())))
         .collect();
-    let mut slowest = Duration::ZERO;
-    for trial in 0..100 {
-        let keys: Vec<String> = (0..3).map(|i| format!("ring3:{trial}:{i}")).collect();
-        let (outcomes, detected) = ring_timed(&three, &keys).await;
-        exactly_one_gave_way(&outcomes, &keys, trial);
-        slowest = slowest.max(detected);
-    }
-    report("three clients, 100 trials", slowest);
-    let one = [client(Config::single(server.url()))];
-    let mut slowest = Duration::ZERO;
-    for trial in 0..100 {
-        let keys = [format!("local:{trial}:a"), format!("local:{trial}:b")];
-        let (outcomes, detected) = ring_timed(&one, &keys).await;
-        exactly_one_gave_way(&outcomes, &keys, trial);
-        slowest = slowest.max(detected);
-    }
-    report("two tasks of one client, 100 trials", slowest);
+    hundred_rings("three clients", &three, |trial| {
+        (0..3).map(|i| format!("ring3:{trial}:{i}")).collect()
+    })
+    .await;
+    hundred_rings("two tasks of one client", &three[..1], |trial| {
+        vec![format!("local:{trial}:a"), format!("local:{trial}:b")]
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -184,39 +184,118 @@ async fn a_wait_behind_a_holder_that_waits_for_nothing_is_no_deadlock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_cycle_across_cluster_slots_is_found() {
-    let cluster = RedisCluster::start(3);
-    let clients = [
-        client(Config::cluster(cluster.urls())),
-        client(Config::cluster(cluster.urls())),
-    ];
-    let mut slowest = Duration::ZERO;
-    for trial in 0..100 {
-        let keys = [
-            cluster.key_on(&format!("c{trial}:a:"), 0),
-            cluster.key_on(&format!("c{trial}:b:"), 1),
-        ];
-        assert_ne!(cluster.slot(&keys[0]), cluster.slot(&keys[1]));
-        let (outcomes, detected) = ring_timed(&clients, &keys).await;
-        exactly_one_gave_way(&outcomes, &keys, trial);
-        slowest = slowest.max(detected);
+async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pays_nothing() {
+    let server = RedisServer::start();
+    let (x, y) = (
+        client(Config::single(server.url())),
+        client(Config::single(server.url())),
+    );
+    let held = y.lock("cost:b").acquire().await.unwrap();
+    // A wait of a task that holds nothing: no record, no walk, however long it waits.
+    let plain = {
+        let lock = x.lock("cost:b").wait(LONG_WAIT);
+        tokio::spawn(async move { lock.acquire().await.map(drop) })
+    };
+    server.until_queued("cost:b", 1).await;
+    server.reset_stats();
+    tokio::time::sleep(DELAY * 20).await;
+    assert_eq!(server.calls("hgetall"), 0, "{}", server.command_calls());
+    let records: Vec<String> = redis::cmd("KEYS")
+        .arg("~lock/wait*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(records.is_empty(), "{records:?}");
+    // A wait of a task that holds `cost:a`: one walk (one step here: `cost:b`'s holder
+    // waits for nothing) per delay, and its two records written again every eight delays
+    // (redis-rs sends them as HMSET, which no script of ours runs).
+    let holding = {
+        let x = x.clone();
+        tokio::spawn(async move {
+            let outer = x.lock("cost:a");
+            outer
+                .run(async {
+                    let inner = x.lock("cost:b").wait(LONG_WAIT);
+                    inner.run(async { Ok::<_, LockError>(()) }).await
+                })
+                .await
+        })
+    };
+    for _ in 0..500 {
+        let state = y.inspect("cost:a").await.unwrap();
+        if state.holder().is_some_and(|h| h.waits_for.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    report("cluster, keys on two masters, 100 trials", slowest);
+    server.reset_stats();
+    let started = Instant::now();
+    tokio::time::sleep(DELAY * 40).await;
+    let (walked, recorded) = (server.calls("hgetall"), server.calls("hmset"));
+    let delays = started.elapsed().as_secs_f64() / DELAY.as_secs_f64();
+    println!(
+        "deadlock detection cost: {walked} walk steps and {recorded} record writes over {delays:.1} delays ({})",
+        server.command_calls()
+    );
+    // A look sleeps a delay after it: no more looks than delays, plus the one under way.
+    assert!(
+        walked as f64 <= delays + 2.0,
+        "{walked} walks in {delays:.1} delays"
+    );
+    assert!(walked > 0, "{}", server.command_calls());
+    assert!(
+        recorded as f64 <= 2.0 * (delays / 8.0 + 2.0),
+        "{recorded} record writes in {delays:.1} delays"
+    );
+    held.release().await.unwrap();
+    plain.await.unwrap().unwrap();
+    holding.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cycles_across_cluster_slots_are_found() {
+    let cluster = RedisCluster::start(3);
+    let clients: Vec<_> = (0..3)
+        .map(|_| client(Config::cluster(cluster.urls())))
+        .collect();
+    let on_masters = |trial: usize, n: usize| -> Vec<String> {
+        let keys: Vec<String> = (0..n)
+            .map(|i| cluster.key_on(&format!("c{trial}:{i}:"), i))
+            .collect();
+        assert_ne!(cluster.slot(&keys[0]), cluster.slot(&keys[1]));
+        keys
+    };
+    hundred_rings(
+        "cluster, two clients, keys on two masters",
+        &clients[..2],
+        |t| on_masters(t, 2),
+    )
+    .await;
+    hundred_rings("cluster, a ring of three on three masters", &clients, |t| {
+        on_masters(t + 100, 3)
+    })
+    .await;
+    hundred_rings("cluster, two tasks of one client", &clients[..1], |t| {
+        on_masters(t + 200, 2)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cycle_across_redlock_masters_is_found_by_their_majority() {
     let mut servers: Vec<_> = (0..3).map(|_| RedisServer::start()).collect();
     let config = || Config::redlock(servers.iter().map(RedisServer::url));
-    let clients = [client(config()), client(config())];
-    let mut slowest = Duration::ZERO;
-    for trial in 0..100 {
-        let keys = [format!("rl:{trial}:a"), format!("rl:{trial}:b")];
-        let (outcomes, detected) = ring_timed(&clients, &keys).await;
-        exactly_one_gave_way(&outcomes, &keys, trial);
-        slowest = slowest.max(detected);
-    }
-    report("Redlock, three masters, 100 trials", slowest);
+    let clients = [client(config()), client(config()), client(config())];
+    let keys = |label: &'static str, n: usize| {
+        move |trial: usize| (0..n).map(|i| format!("rl:{label}:{trial}:{i}")).collect()
+    };
+    hundred_rings("Redlock, two clients", &clients[..2], keys("two", 2)).await;
+    hundred_rings("Redlock, a ring of three", &clients, keys("three", 3)).await;
+    hundred_rings(
+        "Redlock, two tasks of one client",
+        &clients[..1],
+        keys("one", 2),
+    )
+    .await;
     // With one master gone, the other two still make a majority that sees the cycle.
     drop(servers.remove(0));
     let keys = ["rl:down:a".to_owned(), "rl:down:b".to_owned()];
