@@ -231,6 +231,7 @@ async fn a_small_scenario_is_counted() {
         .acquire()
         .await
         .unwrap();
+    let deleted_token = deleted.token().to_owned();
     let _: () = redis::cmd("DEL")
         .arg("stock:2")
         .query(&mut server.conn())
@@ -347,6 +348,10 @@ async fn a_small_scenario_is_counted() {
     assert_eq!(seconds.len(), 1, "{seconds:?}");
     let released = events.matching("DEBUG", &["lock released", "key=held:7"]);
     assert_eq!(released.len(), 1, "{released:?}");
+    // The events of a hold carry its token, which names the holder.
+    assert!(released[0].contains("token=lr-"), "{released:?}");
+    let lost = events.matching("WARN", &["lock lost", &format!("token={deleted_token}")]);
+    assert_eq!(lost.len(), 1, "{lost:?}");
     let held_ms: f64 = released[0]
         .split("held_ms=")
         .nth(1)

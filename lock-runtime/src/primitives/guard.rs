@@ -338,10 +338,14 @@ impl LockGuard {
         self.lease.released = true;
         drop(turn);
         let outcome = outcome_of(reply?);
-        self.witness(valid_until)
-            .judge(&self.lease.client, &self.lease.names, outcome);
+        self.witness(valid_until).judge(
+            &self.lease.client,
+            (&self.lease.names, &self.lease.token),
+            outcome,
+        );
         tracing::debug!(
             key = %self.lease.names.lock(),
+            token = %self.lease.token,
             held_ms = held.as_millis() as u64,
             kept_for_hold_at_least = kept_until.is_some(),
             ?outcome,
@@ -448,7 +452,7 @@ impl LockGuard {
                 self.ttl,
                 self.renew,
             );
-            tracing::debug!(key = %self.lease.names.lock(), "lock passed to the next local waiter");
+            tracing::debug!(key = %self.lease.names.lock(), token = %self.lease.token, "lock passed to the next local waiter");
         }
         drop(turn);
     }
@@ -509,8 +513,8 @@ impl LockGuard {
                 Yielded::NotOwner => ReleaseOutcome::NotOwner,
                 Yielded::Passed | Yielded::Kept | Yielded::Gapped => ReleaseOutcome::Released,
             };
-            witness.judge(&client, &names, outcome);
-            tracing::debug!(key = %names.lock(), ?outcome, "lock yielded to the next process");
+            witness.judge(&client, (&names, &token), outcome);
+            tracing::debug!(key = %names.lock(), token = %token, ?outcome, "lock yielded to the next process");
             Ok(outcome)
         }
     }
@@ -538,13 +542,18 @@ impl Witness {
     /// found the token, when the loss was reported already (by the watchdog or `extend`),
     /// or when the lease, not renewed, had simply reached its ttl. Called after the turn
     /// was given up, so that whoever hears of the loss finds the key's turn free.
-    fn judge(&self, client: &LockClient, names: &KeyNames, outcome: ReleaseOutcome) {
+    fn judge(
+        &self,
+        client: &LockClient,
+        (names, token): (&KeyNames, &str),
+        outcome: ReleaseOutcome,
+    ) {
         if outcome == ReleaseOutcome::Released || !self.ours || self.lost.reported().is_some() {
             return;
         }
         let key = names.lock();
         if !self.renew && Instant::now() >= self.valid_until {
-            tracing::debug!(key, "lease reached its ttl");
+            tracing::debug!(key, token = %token, "lease reached its ttl");
             self.lost.set(LostCause::Expired);
             return;
         }
@@ -554,6 +563,7 @@ impl Witness {
         };
         tracing::warn!(
             key,
+            token = %token,
             found,
             "lock lost: its release found it taken away (a failover, an eviction or a DEL \
              during the hold); the guarded work ran without the lock for a while"
@@ -612,9 +622,10 @@ impl Drop for LockGuard {
             match reply {
                 Ok(reply) => {
                     let outcome = outcome_of(reply);
-                    witness.judge(&client, &names, outcome);
+                    witness.judge(&client, (&names, &token), outcome);
                     tracing::debug!(
                         key = %names.lock(),
+                        token = %token,
                         held_ms = held.as_millis() as u64,
                         ?outcome,
                         "lock released on drop"

@@ -220,7 +220,7 @@ impl HeldLease {
             Some(LostCause::TokenGone | LostCause::RenewalFailed)
         );
         if on_schedule || !reported {
-            tracing::warn!(key = %self.key(), "lock lost: extending found the token gone");
+            tracing::warn!(key = %self.key(), token = %self.token, "lock lost: extending found the token gone");
             let cause = LostCause::TokenGone;
             self.client.telemetry().lost(self.key(), cause);
             self.handle.lost.set(cause);

@@ -144,7 +144,7 @@ impl SemaphoreGuard {
         }
         if self.lease.handle.lost.reported().is_none() {
             let cause = LostCause::FoundAtRelease;
-            tracing::warn!(key = %self.lease.names.lock(), %cause, "permit lost");
+            tracing::warn!(key = %self.lease.names.lock(), token = %self.lease.token, %cause, "permit lost");
             self.lease
                 .client
                 .telemetry()

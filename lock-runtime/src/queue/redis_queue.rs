@@ -97,6 +97,7 @@ pub(crate) async fn try_alone(
             if let Some(taken) = Taken::if_in_time(sent, options.ttl, fence, false) {
                 tracing::debug!(
                     key = %names.lock(),
+                    token = %token,
                     waited_ms = started.elapsed().as_millis() as u64,
                     attempts = 1,
                     "lock acquired"
@@ -328,6 +329,7 @@ impl RedisWait<'_> {
                 self.place.settle();
                 tracing::debug!(
                     key = %self.names.lock(),
+                    token = %self.place.token,
                     waited_ms = self.started.elapsed().as_millis() as u64,
                     attempts = self.attempts,
                     "lock acquired"

@@ -155,7 +155,7 @@ impl ReadGuard {
             self.lease.handle.lost.set(LostCause::Expired);
             return;
         }
-        tracing::warn!(key = %self.lease.names.lock(), "read lock lost: its release found the share gone (a failover, an eviction or a DEL during the hold)");
+        tracing::warn!(key = %self.lease.names.lock(), token = %self.lease.token, "read lock lost: its release found the share gone (a failover, an eviction or a DEL during the hold)");
         let cause = LostCause::FoundAtRelease;
         self.lease
             .client

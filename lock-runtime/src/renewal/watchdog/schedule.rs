@@ -221,21 +221,21 @@ impl Lease {
     /// woken holder never waits on it.
     pub(super) fn end(mut self, cause: LostCause, telemetry: &Telemetry) {
         drop(self.attached.take());
-        let key = self.names.lock();
+        let (key, token) = (self.names.lock(), &*self.token);
         match cause {
-            LostCause::Expired => tracing::debug!(key, "lease reached its ttl"),
+            LostCause::Expired => tracing::debug!(key, token = %token, "lease reached its ttl"),
             LostCause::MaxHold => {
                 self.warn_max_hold();
                 telemetry.lost(key, cause);
             }
             LostCause::TokenGone => {
-                tracing::warn!(key, "lock lost: the token is gone from Redis");
+                tracing::warn!(key, token = %token, "lock lost: the token is gone from Redis");
                 telemetry.lost(key, cause);
             }
             // Its WARN, naming who released it, went out already (`taken_away.rs`).
             LostCause::ForceReleased => telemetry.lost(key, cause),
             _ => {
-                tracing::warn!(key, %cause, "lock lost");
+                tracing::warn!(key, token = %token, %cause, "lock lost");
                 telemetry.lost(key, cause);
             }
         }
