@@ -103,8 +103,9 @@ impl TokenMaker {
     /// process's next tenure of the same lock.
     pub(crate) fn successor(&self, ttl: Duration, previous: &str) -> Token {
         let mut text = self.start(ttl);
-        if let Identity::Process(process) = Identity::of_token(previous) {
-            text.push_label(&process.function);
+        // The last field, read off as it is: `lr-<id>.<n>/<since>/<ttl>/<pid>@<host>/<service>/`.
+        if let Some(function) = previous.splitn(6, '/').nth(5) {
+            text.push_label(function);
         }
         text.token()
     }
@@ -480,6 +481,26 @@ mod tests {
         assert!(!odd.contains('\n'));
         let process = Identity::of_token(&odd).process().cloned().expect("ours");
         assert_eq!(process.function, "a/b c_d");
+    }
+
+    #[test]
+    fn a_successor_names_the_same_function_with_its_own_lease() {
+        let maker = TokenMaker::new(Some("shop"));
+        let site = CallSite::function("a/b::c", "x.rs", 1);
+        let first = maker.token(Duration::from_secs(1), &site);
+        let next = maker.successor(Duration::from_secs(2), &first);
+        assert_ne!(next, first);
+        let named = Identity::of_token(&next).process().cloned().expect("ours");
+        assert_eq!(named.function, "a/b::c");
+        assert_eq!(named.ttl, Duration::from_secs(2));
+        let foreign = maker.successor(Duration::from_secs(2), "not ours");
+        assert_eq!(
+            Identity::of_token(&foreign)
+                .process()
+                .expect("ours")
+                .function,
+            ""
+        );
     }
 
     #[test]

@@ -489,6 +489,27 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 /// (prelude.lua's `forget`: the window period, at most 16 s, and one second).
 pub const TTLS_MEMORY_MS: i64 = 17_000;
 
+/// What the channel starts with on which a client hears that an operator released one of
+/// its locks (`~lock/notice/<client id>`, one per client that renewed a lease, for the
+/// client's life).
+pub const NOTICE_CHANNEL: &str = "~lock/notice/";
+
+/// `PUBSUB CHANNELS *` on `admin`, without the clients' notice channels ([`NOTICE_CHANNEL`]:
+/// each lives as long as its client), sorted.
+pub fn lock_channels(admin: &mut redis::Connection) -> Vec<String> {
+    let all: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg("*")
+        .query(admin)
+        .unwrap();
+    let mut channels: Vec<String> = all
+        .into_iter()
+        .filter(|channel| !channel.starts_with(NOTICE_CHANNEL))
+        .collect();
+    channels.sort();
+    channels
+}
+
 /// Whether `key`, left after every queue emptied, is a queue's ttls hash (`~lock/ttls{KEY}`,
 /// or `~lock/ttls/KEY` for a key with a hash tag) that ends by itself within
 /// [`TTLS_MEMORY_MS`]: not a leftover.

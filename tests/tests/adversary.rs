@@ -1447,7 +1447,7 @@ fn parent(redlock: bool) {
     // notice channel for its life: at most one channel per client, and no other.
     let (notices, channels): (Vec<String>, Vec<String>) = channels
         .into_iter()
-        .partition(|channel| channel.starts_with("~lock/notice/"));
+        .partition(|channel| channel.starts_with(lock_tests::NOTICE_CHANNEL));
     let mut listeners = 0;
     for client in &clients {
         match notice_listeners(client) {

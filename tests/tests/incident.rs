@@ -233,7 +233,7 @@ async fn until_renewed(server: &RedisServer, token: &str) {
         .strip_prefix("lr-")
         .and_then(|rest| rest.split('.').next())
         .unwrap();
-    let channel = format!("~lock/notice/{id}");
+    let channel = format!("{}{id}", lock_tests::NOTICE_CHANNEL);
     for _ in 0..1000 {
         let (_, subscribers): (String, u64) = redis::cmd("PUBSUB")
             .arg("NUMSUB")

@@ -18,14 +18,7 @@ fn client(server: &RedisServer, prefix: &str) -> LockClient {
 /// Channels the server has subscribers on (a client's notice channel, which lives as long
 /// as the client, not counted).
 fn channels(server: &RedisServer) -> Vec<String> {
-    let all: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg("*")
-        .query(&mut server.conn())
-        .unwrap();
-    all.into_iter()
-        .filter(|channel| !channel.starts_with("~lock/notice/"))
-        .collect()
+    lock_tests::lock_channels(&mut server.conn())
 }
 
 /// Polls a server- or client-side state with no event to wait on, every 5 ms for at most

@@ -705,13 +705,7 @@ async fn warm_client(
 /// The channels with a subscriber on `server` (a client's notice channel, which lives as
 /// long as the client, not counted).
 fn subscribed_channels(server: &RedisServer) -> usize {
-    redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .query::<Vec<String>>(&mut server.conn())
-        .unwrap()
-        .iter()
-        .filter(|channel| !channel.starts_with("~lock/notice/"))
-        .count()
+    lock_tests::lock_channels(&mut server.conn()).len()
 }
 
 /// One master of three silent (SIGSTOP): a waiter in another process gets the lock within

@@ -51,14 +51,7 @@ fn key_of(channel: &str) -> &str {
 
 /// `PUBSUB CHANNELS *`, but a client's notice channel (it lives as long as the client).
 fn server_channels(admin: &mut redis::Connection) -> BTreeSet<String> {
-    let all: BTreeSet<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg("*")
-        .query(admin)
-        .unwrap();
-    all.into_iter()
-        .filter(|channel| !channel.starts_with("~lock/notice/"))
-        .collect()
+    lock_tests::lock_channels(admin).into_iter().collect()
 }
 
 /// `PUBSUB NUMSUB` of `channels`.
