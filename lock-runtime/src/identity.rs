@@ -157,21 +157,20 @@ impl TokenText {
         }
     }
 
-    /// Appends `n` in hexadecimal (lower case, no leading zeros): a few instructions per
-    /// digit, where decimal takes a division each.
+    /// Appends `n` in hexadecimal (lower case, no leading zeros): written in place, a few
+    /// instructions per digit, where decimal takes a division each.
     fn push_number(&mut self, mut n: u64) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut digits = [0u8; 16];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = HEX[(n & 0xf) as usize];
+        let digits = ((u64::BITS - (n | 1).leading_zeros()).div_ceil(4)) as usize;
+        let end = self.len + digits;
+        let Some(room) = self.bytes.get_mut(self.len..end) else {
+            return;
+        };
+        for digit in room.iter_mut().rev() {
+            *digit = HEX[(n & 0xf) as usize];
             n >>= 4;
-            if n == 0 {
-                break;
-            }
         }
-        self.push(&digits[at..]);
+        self.len = end;
     }
 
     /// Appends `n` in decimal (a line number: a few digits).
@@ -501,6 +500,24 @@ mod tests {
                 .function,
             ""
         );
+    }
+
+    #[test]
+    fn numbers_are_written_in_hexadecimal_without_leading_zeros() {
+        for (n, hex) in [
+            (0, "0"),
+            (1, "1"),
+            (0xf, "f"),
+            (0x10, "10"),
+            (0xea60, "ea60"),
+        ] {
+            let mut text = TokenText::new();
+            text.push_number(n);
+            assert_eq!(&text.bytes[..text.len], hex.as_bytes());
+        }
+        let mut text = TokenText::new();
+        text.push_number(u64::MAX);
+        assert_eq!(&text.bytes[..text.len], b"ffffffffffffffff");
     }
 
     #[test]
