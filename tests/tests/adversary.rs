@@ -28,8 +28,8 @@
 //! - One task in four of each child sometimes takes two or three of the keys `n0`, `n1`,
 //!   `n2` in a random order, each inside the guarded body of the one before, with an inner
 //!   wait far longer than the deadlock detection's delay (100 ms here): real deadlock
-//!   cycles form, within a process and across processes (`adversary/nested.rs`; on the
-//!   single server: deadlock.rs finds cycles over Redlock masters).
+//!   cycles form, within a process and across processes (`adversary/nested.rs`), on the
+//!   single server and over the Redlock masters alike.
 //! - A python3 process holds redis-py `Lock`s on the key `f`, which the children lock too.
 //! - Each body records its tenure: the wall-clock interval from the return of acquire to the
 //!   end of the body (recorded in a destructor, so a dropped body ends when it is dropped,
@@ -143,8 +143,9 @@ fn lock_config(url: &str, redlock: bool) -> Config {
         // Generous against a loaded machine, and still far below the smallest ttl.
         Config::redlock(url.split(',')).node_timeout(REDLOCK_NODE_TIMEOUT)
     } else {
-        Config::single(url).deadlock_detection(nested::DELAY)
+        Config::single(url)
     }
+    .deadlock_detection(nested::DELAY)
     .connect_timeout(CONNECT_TIMEOUT)
 }
 
@@ -246,8 +247,6 @@ struct Worker {
     stop: Instant,
     /// Lines for the parent (holds, findings), printed at the end.
     lines: Mutex<Vec<String>>,
-    /// Redlock mode: no nested locks (Redlock has no deadlock detection).
-    redlock: bool,
     counters: Mutex<BTreeMap<&'static str, u64>>,
     /// Tenures open now in this process, per Redis key (a lock passed between local tasks
     /// may keep its token: the leak check does not judge a key held locally).
@@ -594,7 +593,7 @@ async fn task(worker: Arc<Worker>, index: usize, seed: u64) {
             tokio::time::sleep(rng.millis(0, 4)).await;
             continue;
         }
-        if !worker.redlock && nested::takes_part(index) && rng.chance(nested::PERCENT) {
+        if nested::takes_part(index) && rng.chance(nested::PERCENT) {
             let holder = format!("{}-{index}-{iteration}", worker.name);
             nested::iteration(&worker, &mut rng, holder).await;
             tokio::time::sleep(rng.millis(0, 4)).await;
@@ -767,7 +766,6 @@ fn worker_process(role: &str) {
             direct: redis::Client::open(direct).unwrap(),
             stop: Instant::now() + Duration::from_secs(secs),
             lines: Mutex::new(Vec::new()),
-            redlock,
             counters: Mutex::new(BTreeMap::new()),
             local: Mutex::new(HashMap::new()),
             checks: Mutex::new(Vec::new()),
@@ -1540,7 +1538,7 @@ fn parent(redlock: bool) {
         "seed {seed}: no semaphore permit was taken: {summary}"
     );
     assert!(
-        redlock || nests.deadlocks() > 0,
+        nests.deadlocks() > 0,
         "seed {seed}: no nested wait gave way in a deadlock: {summary}"
     );
 }
