@@ -227,7 +227,8 @@ async fn renewals_and_progress_are_visible_to_inspect() {
 
 /// With `log_long_holds` and `log_long_waits` at 300 ms: a hold of about 1.5 s logs one
 /// `lock held long` (key, token, held_ms, and how long ago it reported progress), and a
-/// waiter that waits for it logs one `lock wait long` (key, waited_ms); a hold and a wait
+/// waiter that waits for it logs one `lock wait long` (key, waited_ms, and the holder by
+/// name and token, with how long it has held the key); a hold and a wait
 /// shorter than the thresholds log nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_holds_and_long_waits_are_logged_once_at_info() {
@@ -267,5 +268,11 @@ async fn long_holds_and_long_waits_are_logged_once_at_info() {
     let waited = events::mentioning(&["INFO", "lock wait long", "key=\"long\""]);
     assert_eq!(waited.len(), 1, "{waited:?}");
     assert!(waited[0].contains("waited_ms="), "{waited:?}");
+    assert!(
+        waited[0].contains(&format!("holder_token=\"{token}\""))
+            && waited[0].contains(" pid ")
+            && waited[0].contains("held_ms="),
+        "{waited:?}"
+    );
     assert!(events::mentioning(&["long: past", "key=\"quick\""]).is_empty());
 }

@@ -25,17 +25,21 @@ impl LockClient {
         else {
             return err;
         };
-        let look = tokio::time::timeout(LOOK_BOUND, self.inspect_names(names)).await;
-        let holder = look
-            .ok()
-            .and_then(Result::ok)
-            .as_ref()
-            .and_then(oldest_holder);
         LockError::Timeout {
             key,
             waited,
-            holder: holder.map(Box::new),
+            holder: self.seen_holder(names).await.map(Box::new),
         }
+    }
+
+    /// The holder of `names` that has held longest, as one read-only look at the key sees
+    /// it (at most [`LOOK_BOUND`]); `None` when the look fails or the key is free.
+    pub(crate) async fn seen_holder(&self, names: &KeyNames) -> Option<SeenHolder> {
+        let look = tokio::time::timeout(LOOK_BOUND, self.inspect_names(names)).await;
+        look.ok()
+            .and_then(Result::ok)
+            .as_ref()
+            .and_then(oldest_holder)
     }
 }
 

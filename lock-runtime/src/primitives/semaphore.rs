@@ -508,6 +508,10 @@ impl Waiting for PermitWait<'_> {
         self.place.client.telemetry()
     }
 
+    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
+        Some((&self.place.client, &self.place.names))
+    }
+
     async fn subscribe(&mut self) -> bool {
         let names = &self.place.names;
         let channel = (names.lock(), names.channel(), &*self.place.token);

@@ -288,6 +288,10 @@ impl Waiting for RedisWait<'_> {
         self.client.telemetry()
     }
 
+    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
+        Some((self.client, self.names))
+    }
+
     async fn subscribe(&mut self) -> bool {
         let names = (self.names.lock(), self.names.channel(), &*self.place.token);
         wait::subscribe(self.client, names, self.ticket, self.deadline).await

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lease::jitter;
+use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
 use crate::wakeups::{WaitTicket, Woken};
 
@@ -67,6 +68,12 @@ pub(crate) trait Waiting {
 
     /// Where the wait is counted while it lasts (its client's live gauges).
     fn telemetry(&self) -> &Telemetry;
+
+    /// The client and the key's names, for a look at the key's holder when the wait has
+    /// gone on long ([`LongWait`]); `None` where the wait has no one client (a quorum's).
+    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
+        None
+    }
 
     /// Registers the waiter on the key's release channel and subscribes it (see
     /// [`subscribe`]); true when the caller should try again at once.
@@ -148,6 +155,7 @@ impl LongWait {
     /// Parks `waiter` for `retry_in`, telling the event at `at` if the park lasts that long.
     async fn park_telling<W: Waiting>(&mut self, waiter: &mut W, retry_in: Duration, at: Instant) {
         let key = waiter.bounds().0.to_owned();
+        let lookup = (waiter.looked_up()).map(|(client, names)| (client.clone(), names.clone()));
         let park = waiter.park(retry_in);
         tokio::pin!(park);
         tokio::select! {
@@ -155,12 +163,26 @@ impl LongWait {
             () = &mut park => return,
             () = tokio::time::sleep_until(at) => {}
         }
-        // Told now, once: a park that ended sooner leaves it due for a later one.
+        // Told now, once: a park that ended sooner leaves it due for a later one. With the
+        // holder as one look at the key sees it (bounded: the park goes on meanwhile, a
+        // release it hears meanwhile ends it at once after).
         self.at = None;
         let waited_ms = crate::lease::millis(self.started.elapsed());
+        let seen = match &lookup {
+            Some((client, names)) => client.seen_holder(names).await,
+            None => None,
+        };
         tracing::info!(
             key,
             waited_ms,
+            holder = seen
+                .as_ref()
+                .map(|seen| tracing::field::display(&seen.identity)),
+            holder_token = seen.as_ref().map(|seen| seen.token.as_str()),
+            held_ms = seen
+                .as_ref()
+                .and_then(|seen| seen.held_for)
+                .map(crate::lease::millis),
             "lock wait long: past the log_long_waits threshold"
         );
         park.await;

@@ -98,6 +98,10 @@ impl Waiting for Drain<'_> {
         self.client.telemetry()
     }
 
+    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
+        Some((self.client, self.names))
+    }
+
     async fn subscribe(&mut self) -> bool {
         // The last reader's release names our token, marked, on the key's channel: the
         // process's waiter in the key's queue may still be registered under the bare
