@@ -40,8 +40,9 @@ impl Config {
     }
 
     /// Logs one INFO event, `lock wait long`, when an acquire has waited `threshold` for a
-    /// held key (with its key and how long it has waited), as PostgreSQL's
-    /// `log_lock_waits` does; default [`DEFAULT_LOG_LONG_WAITS`](crate::DEFAULT_LOG_LONG_WAITS) (10 s), zero turns it off.
+    /// held key (with its key, how long it has waited, and who holds the key then, from
+    /// one read-only look at it bounded to 250 ms), as PostgreSQL's `log_lock_waits`
+    /// does; default [`DEFAULT_LOG_LONG_WAITS`](crate::DEFAULT_LOG_LONG_WAITS) (10 s), zero turns it off.
     /// A wait that ends sooner logs nothing here (a `Timeout` has its own event).
     pub fn log_long_waits(mut self, threshold: Duration) -> Self {
         self.long.wait = (!threshold.is_zero()).then_some(threshold);
