@@ -36,6 +36,8 @@ const MAX_LOOKS: u32 = 100_000;
 pub(crate) struct Watcher {
     held: Vec<(Arc<KeyNames>, Token)>,
     delay: Duration,
+    /// How long the wait may last (its records live that long).
+    wait: Duration,
 }
 
 impl Watcher {
@@ -43,13 +45,13 @@ impl Watcher {
     /// holds no lock through it (its wait cannot close a cycle), or detection is off. Asked before
     /// the wait's future is made, so that a wait that is not watched is not moved into
     /// another future.
-    pub(crate) fn for_task(client: &LockClient) -> Option<Watcher> {
+    pub(crate) fn for_task(client: &LockClient, wait: Duration) -> Option<Watcher> {
         let delay = client.deadlock_delay();
         if delay.is_zero() {
             return None;
         }
         let held = context::held_keys(client.id());
-        (!held.is_empty()).then_some(Watcher { held, delay })
+        (!held.is_empty()).then_some(Watcher { held, delay, wait })
     }
 
     /// `wait` (the task's wait for the lock `names`), watched: its own outcome, or
@@ -64,7 +66,7 @@ impl Watcher {
         tokio::select! {
             biased;
             taken = &mut wait => taken,
-            deadlock = watch(client, names, self.held, self.delay) => Err(deadlock),
+            deadlock = watch(client, names, self.held, (self.delay, self.wait)) => Err(deadlock),
         }
     }
 }
@@ -75,10 +77,13 @@ async fn watch(
     client: &LockClient,
     names: &KeyNames,
     held: Vec<(Arc<KeyNames>, Token)>,
-    delay: Duration,
+    (delay, wait): (Duration, Duration),
 ) -> LockError {
     tokio::time::sleep(delay).await;
-    Watch::new(client, names, held, delay).run(delay).await
+    let lives = chain::lives(delay, wait.saturating_sub(delay));
+    Watch::new(client, names, held, delay)
+        .run(delay, lives)
+        .await
 }
 
 /// One holding task's watched wait.
@@ -116,18 +121,23 @@ impl Watch {
         }
     }
 
-    /// Records the wait, then follows the chain once per delay (and writes the records
-    /// again every few delays, before they expire); resolves only with the
-    /// deadlock this wait gives way in (its records are removed when it is dropped).
-    async fn run(&self, delay: Duration) -> LockError {
+    /// Records the wait, to live `lives` (as long as the wait can last), then follows the
+    /// chain once per delay (a wait that outlives its records writes them again first);
+    /// resolves only with the deadlock this wait gives way in (its records are removed
+    /// when it is dropped).
+    async fn run(&self, delay: Duration, lives: Duration) -> LockError {
         let records =
-            Records::write(&self.client, &self.names, &self.held, &self.record, delay).await;
-        for look in 1..=MAX_LOOKS {
+            Records::write(&self.client, &self.names, &self.held, &self.record, lives).await;
+        let rewrite_every = u64::try_from(lives.as_millis() / delay.as_millis().max(1))
+            .unwrap_or(u64::MAX)
+            .saturating_sub(2)
+            .max(1);
+        for look in 1..=u64::from(MAX_LOOKS) {
             if let Some(err) = self.look().await {
                 return err;
             }
             tokio::time::sleep(delay).await;
-            if look % (chain::LIVES - 2) == 0 {
+            if look % rewrite_every == 0 {
                 records.refresh().await;
             }
         }

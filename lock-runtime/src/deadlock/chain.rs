@@ -25,10 +25,18 @@ use crate::topology::deployment::Majority;
 /// At most this many steps along a chain (a longer one is not followed to its end).
 const MAX_STEPS: usize = 32;
 
-/// How many detection delays a wait's records live unless written again: the watch writes
-/// them again every `LIVES - 2` looks, so a wait costs one walk per delay and a write of
-/// its records every few; a process that dies leaves them this long at most.
-pub(crate) const LIVES: u32 = 10;
+/// The longest a wait's records live unless written again: a wait longer than this
+/// writes them again before they expire.
+const MAX_LIFE: Duration = Duration::from_secs(3600);
+
+/// How long the records of a wait that may last `wait_left` more live: that long and two
+/// delays more, at least three delays and at most [`MAX_LIFE`]. Written once, they need
+/// no refresh while the wait lasts (a wait costs one walk per delay); a process that dies
+/// leaves them that long at most, inert once its tokens have left the keys (a walk reads
+/// a record only under the token that holds the key).
+pub(crate) fn lives(delay: Duration, wait_left: Duration) -> Duration {
+    (wait_left + delay * 2).clamp(delay * 3, MAX_LIFE.max(delay * 3))
+}
 
 /// What a holding task's wait records: the key it waits for, when the wait began, and an
 /// id that tells two waits begun in the same millisecond apart.
@@ -76,7 +84,7 @@ pub(crate) struct Records {
 impl Records {
     /// Writes `record` beside each of `held` (its key's names and the token there), and
     /// the held keys beside `waited` (the key the wait is for) under the client's id, to
-    /// live [`LIVES`] delays ([`refresh`](Self::refresh) writes them again before that). A
+    /// live `lives` (see [`lives`]; [`refresh`](Self::refresh) writes them again). A
     /// failed write is skipped: a walk then stops at that key, and the wait ends at its
     /// `wait` unless a later write succeeds.
     pub(crate) async fn write(
@@ -84,7 +92,7 @@ impl Records {
         waited: &KeyNames,
         held: &[(Arc<KeyNames>, Token)],
         record: &Record,
-        delay: Duration,
+        lives: Duration,
     ) -> Records {
         let value = record.encode();
         let mut written: Vec<_> = held
@@ -100,13 +108,13 @@ impl Records {
         let records = Records {
             client: client.clone(),
             written,
-            lives: delay * LIVES,
+            lives,
         };
         records.refresh().await;
         records
     }
 
-    /// Writes the records again, each to live [`LIVES`] delays from now (a hash another
+    /// Writes the records again, each to live its `lives` from now (a hash another
     /// wait keeps longer keeps its expiry): one pipeline per hash, each on its key's node
     /// (on every master under Redlock).
     pub(crate) async fn refresh(&self) {
@@ -376,6 +384,15 @@ mod tests {
             answer(None, None),
         ];
         assert_eq!(StepAnswer::verdict("k", split, 2).holder, None);
+    }
+
+    #[test]
+    fn records_live_as_long_as_the_wait_can_within_bounds() {
+        let (delay, second) = (Duration::from_secs(1), Duration::from_secs(1));
+        assert_eq!(lives(delay, second * 10), second * 12);
+        assert_eq!(lives(delay, Duration::ZERO), second * 3);
+        assert_eq!(lives(delay, second * 100_000), MAX_LIFE);
+        assert_eq!(lives(second * 7200, second), second * 21_600);
     }
 
     #[test]

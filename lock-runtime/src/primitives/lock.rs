@@ -264,7 +264,7 @@ impl Lock {
         // The wait's future is made in each arm: one that is not watched is not moved. A
         // watched one (a nested lock's) is boxed, so that this future does not grow by it
         // (nested guarded bodies hold one each).
-        let acquired = match Watcher::for_task(&client) {
+        let acquired = match Watcher::for_task(&client, self.spec.options.wait) {
             Some(watcher) => {
                 let acquire = self.acquire_new(client.clone(), names.clone(), started);
                 Box::pin(watcher.watch(&client, &names, acquire)).await
