@@ -133,31 +133,38 @@ impl Watch {
             .saturating_sub(2)
             .max(1);
         for look in 1..=u64::from(MAX_LOOKS) {
-            if let Some(err) = self.look().await {
+            let (found, records_kept) = self.look(records.mark()).await;
+            if let Some(err) = found {
                 return err;
             }
-            tokio::time::sleep(delay).await;
-            if look % rewrite_every == 0 {
+            // Lost by the node (a restart, a failover), or about to expire: written again.
+            if !records_kept || look % rewrite_every == 0 {
                 records.refresh().await;
             }
+            tokio::time::sleep(delay).await;
         }
         std::future::pending().await
     }
 
-    /// One look along the chain: the error when this wait closes a cycle and is its victim.
-    async fn look(&self) -> Option<LockError> {
+    /// One look along the chain: the error when this wait closes a cycle and is its
+    /// victim, and whether its records were still where the walk's first step read
+    /// (`mark`).
+    async fn look(&self, mark: (&str, &str)) -> (Option<LockError>, bool) {
         let tokens: Vec<&str> = self.held.iter().map(|(_, token)| &**token).collect();
-        let cycle = chain::walk(&self.client, self.names.lock(), &tokens).await?;
+        let walked = chain::walk(&self.client, self.names.lock(), &tokens, mark).await;
+        let Some(cycle) = walked.cycle else {
+            return (None, walked.records_kept);
+        };
         if !cycle.victim_is(&self.record) {
             tracing::debug!(key = %self.names.lock(), cycle = %cycle, "deadlock found; another wait of the cycle gives way");
-            return None;
+            return (None, walked.records_kept);
         }
         // Followed again: a step read while its task was changing makes no cycle twice.
-        let again = chain::walk(&self.client, self.names.lock(), &tokens).await?;
-        if !again.same_as(&cycle) {
-            return None;
+        let again = chain::walk(&self.client, self.names.lock(), &tokens, mark).await;
+        match again.cycle {
+            Some(again) if again.same_as(&cycle) => (Some(self.give_way(&cycle)), true),
+            _ => (None, walked.records_kept),
         }
-        Some(self.give_way(&cycle))
     }
 
     /// The victim's error, reported.

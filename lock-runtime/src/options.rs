@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::error::LockError;
+
 /// What happens when the lease is lost while a guarded body runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -66,18 +68,86 @@ impl Default for LockOptions {
 
 /// Refuses a `max_hold` under 1 ms (a hold that would end before its body ran), before
 /// any traffic.
-pub(crate) fn check_max_hold(
-    options: &LockOptions,
-    key: &str,
-) -> Result<(), crate::error::LockError> {
+pub(crate) fn check_max_hold(options: &LockOptions, key: &str) -> Result<(), LockError> {
     match options.max_hold {
-        Some(max_hold) if max_hold < Duration::from_millis(1) => {
-            Err(crate::error::LockError::config(format!(
-                "lock `{key}` has a max_hold of {max_hold:?}, which ends the hold before its \
+        Some(max_hold) if max_hold < Duration::from_millis(1) => Err(LockError::config(format!(
+            "lock `{key}` has a max_hold of {max_hold:?}, which ends the hold before its \
                  body runs; give at least 1ms, e.g. max_hold = \"5m\", or leave it out"
-            )))
-        }
+        ))),
         _ => Ok(()),
+    }
+}
+
+/// What takes a [`LockOptions`]: the options each primitive takes differ, and
+/// [`LockOptions::check_for`] holds the one list of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taker {
+    /// A [`Lock`](crate::Lock) (a mutex, a scheduled job's lock).
+    Lock,
+    /// A [`RwLock`](crate::RwLock)'s reader or writer.
+    ReadWrite,
+    /// A [`Semaphore`](crate::Semaphore)'s permit.
+    Semaphore,
+    /// A [`MultiLock`](crate::MultiLock)'s keys, together.
+    Several,
+}
+
+/// The options only some takers take, and who takes each: a fence is a lock's (a writer's,
+/// each of several keys'); a minimum hold is a scheduled job's, on one `Lock`.
+const ONLY_FOR: [(&str, &[Taker]); 2] = [
+    ("fencing", &[Taker::Lock, Taker::ReadWrite, Taker::Several]),
+    ("hold_at_least", &[Taker::Lock]),
+];
+
+impl LockOptions {
+    /// Refuses, before any traffic, what `taker` cannot do with these options (`what`
+    /// names it in the error: ``lock `stock:1` ``): an option it does not take, a lease
+    /// Redis or the watchdog cannot keep, a minimum hold over the lease.
+    pub(crate) fn check_for(&self, taker: Taker, what: &str) -> Result<(), LockError> {
+        let refuse = |why: String| Err(LockError::config(format!("{what} {why}")));
+        let asked = [
+            ("fencing", self.fencing),
+            ("hold_at_least", !self.hold_at_least.is_zero()),
+        ];
+        for (option, takers) in ONLY_FOR {
+            let on = asked.iter().any(|&(name, on)| name == option && on);
+            if on && !takers.contains(&taker) {
+                return refuse(format!(
+                    "asks for {option}, which a {} does not take ({}); turn it off",
+                    taker.name(),
+                    takers
+                        .iter()
+                        .map(|t| t.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ));
+            }
+        }
+        let (ttl, hold) = (self.ttl, self.hold_at_least);
+        if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
+            return refuse(format!(
+                "has a ttl of {ttl:?}; give it a lease from 1ms to 365 days (the watchdog \
+                 renews it for as long as it is held)"
+            ));
+        }
+        if hold > ttl {
+            return refuse(format!(
+                "has hold_at_least {hold:?} over its ttl {ttl:?}; the ttl is the longest the \
+                 key is kept, so give a ttl of at least {hold:?} or a shorter hold_at_least"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Taker {
+    fn name(self) -> &'static str {
+        match self {
+            Taker::Lock => "lock",
+            Taker::ReadWrite => "read-write lock",
+            Taker::Semaphore => "semaphore",
+            Taker::Several => "multi-key lock",
+        }
     }
 }
 
@@ -161,5 +231,66 @@ impl Explicit {
         resolved.wait = wait.unwrap_or(resolved.wait);
         resolved.max_hold = max_hold.or(resolved.max_hold);
         Some(resolved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(options: &LockOptions, taker: Taker) -> Option<String> {
+        match options.check_for(taker, "it") {
+            Err(LockError::Config { reason }) => Some(reason),
+            Err(other) => panic!("{other:?}"),
+            Ok(()) => None,
+        }
+    }
+
+    #[test]
+    fn each_taker_refuses_the_options_it_does_not_take_and_names_them() {
+        let fenced = LockOptions {
+            fencing: true,
+            ..LockOptions::default()
+        };
+        let held = LockOptions {
+            hold_at_least: Duration::from_secs(1),
+            ..LockOptions::default()
+        };
+        for taker in [Taker::Lock, Taker::ReadWrite, Taker::Several] {
+            assert_eq!(refused(&fenced, taker), None, "{taker:?}");
+        }
+        let why = refused(&fenced, Taker::Semaphore).unwrap();
+        assert!(
+            why.starts_with("it asks for fencing") && why.contains("semaphore"),
+            "{why}"
+        );
+        assert_eq!(refused(&held, Taker::Lock), None);
+        for taker in [Taker::ReadWrite, Taker::Semaphore, Taker::Several] {
+            let why = refused(&held, taker).unwrap();
+            assert!(
+                why.contains("hold_at_least") && why.contains("(lock)"),
+                "{why}"
+            );
+        }
+        let over = LockOptions {
+            hold_at_least: Duration::from_secs(40),
+            ..LockOptions::default()
+        };
+        assert!(
+            refused(&over, Taker::Lock)
+                .unwrap()
+                .contains("over its ttl")
+        );
+        for ttl in [Duration::ZERO, MAX_TTL + Duration::from_secs(1)] {
+            let bad = LockOptions {
+                ttl,
+                ..LockOptions::default()
+            };
+            assert!(
+                refused(&bad, Taker::Semaphore)
+                    .unwrap()
+                    .contains("has a ttl of")
+            );
+        }
     }
 }

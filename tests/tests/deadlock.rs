@@ -253,6 +253,61 @@ async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pay
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn records_the_server_lost_are_written_again_at_the_next_look() {
+    let server = RedisServer::start();
+    let (x, y) = (
+        client(Config::single(server.url())),
+        client(Config::single(server.url())),
+    );
+    let held = y.lock("lost:b").acquire().await.unwrap();
+    let waiting = {
+        let x = x.clone();
+        tokio::spawn(async move {
+            let outer = x.lock("lost:a");
+            outer
+                .run(async {
+                    let inner = x.lock("lost:b").wait(LONG_WAIT);
+                    inner.run(async { Ok::<_, LockError>(()) }).await
+                })
+                .await
+        })
+    };
+    let recorded =
+        |state: &lock_runtime::LockState| state.holder().is_some_and(|h| h.waits_for.is_some());
+    let mut seen = false;
+    for _ in 0..500 {
+        seen = recorded(&y.inspect("lost:a").await.unwrap());
+        if seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(seen, "the wait was never recorded");
+    // What a restart without persistence does to them (the locks aside).
+    let records: Vec<String> = redis::cmd("KEYS")
+        .arg("~lock/wait*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let _: () = redis::cmd("DEL")
+        .arg(&records)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!recorded(&y.inspect("lost:a").await.unwrap()));
+    let mut back = false;
+    for _ in 0..500 {
+        back = recorded(&y.inspect("lost:a").await.unwrap());
+        if back {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(back, "the lost records were not written again");
+    held.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cycles_across_cluster_slots_are_found() {
     let cluster = RedisCluster::start(3);
     let clients: Vec<_> = (0..3)

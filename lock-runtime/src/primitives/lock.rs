@@ -12,6 +12,7 @@ use crate::context;
 use crate::deadlock::Watcher;
 use crate::lease::{Taken, Token};
 use crate::options::OnLost;
+use crate::options::{LockOptions, Taker};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
@@ -25,7 +26,7 @@ use crate::topology::deployment::ByDeployment;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::{self, Redlock};
 use crate::turn::Turn;
-use crate::{client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL};
+use crate::{client::LockClient, error::LockError};
 
 /// Waits longer than this (say `Duration::MAX`, "wait forever") are waited this long, so
 /// that deadlines stay representable.
@@ -112,7 +113,7 @@ impl Lock {
     }
 
     /// Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most
-    /// [`MAX_TTL`]).
+    /// [`MAX_TTL`](crate::options::MAX_TTL)).
     ///
     /// [`Config::default_ttl`]: crate::Config::default_ttl
     pub fn ttl(mut self, ttl: Duration) -> Self {
@@ -295,7 +296,7 @@ impl Lock {
         names: Arc<KeyNames>,
         started: Instant,
     ) -> Result<LockGuard, LockError> {
-        self.check_ttl(names.lock())?;
+        self.check_options(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
         let deadline = started + self.spec.options.wait.min(MAX_WAIT);
         let window = (started, deadline);
@@ -420,26 +421,10 @@ impl Lock {
         !self.spec.options.fencing && client.deployment().queues() && client.replicas().is_none()
     }
 
-    /// Refuses a ttl that Redis or the watchdog cannot keep, before any traffic.
-    pub(crate) fn check_ttl(&self, key: &str) -> Result<(), LockError> {
-        let refuse = |why: String| Err(LockError::config(format!("lock `{key}` {why}")));
-        let (ttl, hold) = (self.spec.options.ttl, self.spec.options.hold_at_least);
-        if ttl < Duration::from_millis(1) {
-            return refuse("has a ttl under 1 ms; give it a lease of at least 1ms".into());
-        }
-        if hold > ttl {
-            return refuse(format!(
-                "has hold_at_least {hold:?} over its ttl {ttl:?}; the ttl is the longest the \
-                 key is kept, so give a ttl of at least {hold:?} or a shorter hold_at_least"
-            ));
-        }
-        if ttl > MAX_TTL {
-            return refuse(format!(
-                "has a ttl of {ttl:?}, over the maximum of 365 days; give it a shorter lease \
-                 (the watchdog renews it for as long as it is held)"
-            ));
-        }
-        Ok(())
+    /// Refuses what a lock cannot do with its options, before any traffic (see
+    /// [`LockOptions::check_for`]).
+    pub(crate) fn check_options(&self, key: &str) -> Result<(), LockError> {
+        (self.spec.options).check_for(Taker::Lock, &format!("lock `{key}`"))
     }
 
     /// Takes over the lock the process holds from the task before this one. Free when this

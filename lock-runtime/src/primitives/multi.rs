@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::call_site::CallSite;
 use crate::context::{self, CurrentLock};
 use crate::lock_order::OrderSpec;
-use crate::options::{Explicit, OnLost};
+use crate::options::{Explicit, OnLost, Taker};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::{
     client::LockClient, error::LockError, error::ReleaseOutcome, options::LockOptions,
@@ -169,13 +169,8 @@ impl MultiLock {
     /// Takes every key, in order, within `wait` in all. On an error the keys already
     /// taken are released first; the error names the key that could not be had.
     pub async fn acquire(&self) -> Result<MultiGuard, LockError> {
-        if !self.spec.options.hold_at_least.is_zero() {
-            return Err(LockError::config(format!(
-                "hold_at_least is not supported for several keys ({}); keep a scheduled \
-                 job's key on one `Lock`",
-                self.keys.join(", ")
-            )));
-        }
+        let what = format!("the keys ({})", self.keys.join(", "));
+        (self.spec.options).check_for(Taker::Several, &what)?;
         let (client, this) = with_client(self, &self.keys.join(", "))?;
         let options = &this.spec.options;
         let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use crate::call_site::CallSite;
 use crate::context::{self};
-use crate::options::OnLost;
+use crate::options::{OnLost, Taker};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::queue::wait::{self, Backoff, ride_out};
 use crate::scripts::KeyNames;
@@ -223,15 +223,10 @@ impl RwLock {
         lock
     }
 
-    /// Refuses what a read-write lock cannot do, before any traffic.
+    /// Refuses what a read-write lock cannot do with its options, before any traffic
+    /// (see [`LockOptions::check_for`]).
     fn check(&self, key: &str) -> Result<(), LockError> {
-        if self.spec.options.hold_at_least.is_zero() {
-            return Ok(());
-        }
-        Err(LockError::config(format!(
-            "read-write lock `{key}`: hold_at_least is for a scheduled job's `Lock`; remove \
-             it from the read-write lock"
-        )))
+        (self.spec.options).check_for(Taker::ReadWrite, &format!("read-write lock `{key}`"))
     }
 
     /// What is left of the wait until `deadline`, or zero for a caller that tries once.
@@ -288,7 +283,6 @@ impl RwLock {
     ) -> Result<ReadGuard, LockError> {
         self.check(names.lock())?;
         let mutex = self.mutex(client);
-        mutex.check_ttl(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
         client.may_try(names.lock())?;
         let shares = ShareNames::of(names);
@@ -420,7 +414,6 @@ impl RwLock {
             return mutex.acquire().await;
         }
         self.check(names.lock())?;
-        mutex.check_ttl(names.lock())?;
         let started = Instant::now();
         let deadline = started
             + self

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::call_site::CallSite;
 use crate::lease::{Token, jitter, validity};
-use crate::options::OnLost;
+use crate::options::{OnLost, Taker};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::lock::MAX_WAIT;
 #[cfg(feature = "redlock")]
@@ -35,7 +35,7 @@ use crate::topology::deployment::ByDeployment;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::Redlock;
 use crate::wakeups::WaitTicket;
-use crate::{client::LockClient, error::LockError, options::LockOptions, options::MAX_TTL};
+use crate::{client::LockClient, error::LockError, options::LockOptions};
 
 /// The most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 1_000_000;
@@ -117,7 +117,7 @@ impl Semaphore {
     }
 
     /// Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at
-    /// most [`MAX_TTL`]).
+    /// most [`MAX_TTL`](crate::options::MAX_TTL)).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.spec.ttl(ttl);
         self
@@ -150,8 +150,8 @@ impl Semaphore {
         self
     }
 
-    /// Replaces all options at once (fencing and `hold_at_least` are refused at acquire:
-    /// a semaphore has neither). A `ttl` or `wait` equal to [`LockOptions::default`]'s
+    /// Replaces all options at once (the lock-only ones are refused at acquire, naming
+    /// the option). A `ttl` or `wait` equal to [`LockOptions::default`]'s
     /// counts as not given, as with [`Lock::with_options`](crate::Lock::with_options).
     pub fn with_options(mut self, options: LockOptions) -> Self {
         self.spec.options(options);
@@ -190,7 +190,7 @@ impl Semaphore {
     /// Errors: [`LockError::Busy`] when none is free and `wait` is zero,
     /// [`LockError::Timeout`] when none came within `wait`, [`LockError::Config`] for a
     /// permit count of zero or over [`MAX_PERMITS`], one other than the key's holders use,
-    /// a ttl out of range, fencing or `hold_at_least`, or over
+    /// a ttl out of range, an option only locks take, or over
     /// `MAX_REDLOCK_PERMITS` in Redlock mode;
     /// [`LockError::InvalidKey`] for a bad key or one that holds a lock (not a
     /// semaphore), [`LockError::Backend`] when Redis fails.
@@ -220,22 +220,13 @@ impl Semaphore {
     /// Refuses what a semaphore cannot do, before any traffic.
     fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
         let refuse = |why: String| Err(LockError::config(format!("semaphore `{key}` {why}")));
-        let (permits, ttl) = (self.permits, self.spec.options.ttl);
+        let permits = self.permits;
         if permits == 0 || permits > MAX_PERMITS {
             return refuse(format!(
                 "has {permits} permits; give it from 1 to {MAX_PERMITS} (1 is a mutex)"
             ));
         }
-        if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
-            return refuse(format!(
-                "has a ttl of {ttl:?}; give each permit a lease from 1 ms to 365 days"
-            ));
-        }
-        if self.spec.options.fencing || !self.spec.options.hold_at_least.is_zero() {
-            return refuse(
-                "asks for fencing or hold_at_least, which only locks have; turn them off".into(),
-            );
-        }
+        (self.spec.options).check_for(Taker::Semaphore, &format!("semaphore `{key}`"))?;
         if let Some(most) = client.deployment().most_permits()
             && permits > most
         {

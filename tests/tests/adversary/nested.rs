@@ -53,6 +53,18 @@ const QUIET: Duration = Duration::from_secs(1);
 /// How often (percent) an iteration of a task that takes part is a nest.
 pub(super) const PERCENT: u64 = 30;
 
+/// Whether `key`, left at the end, is a nested wait's deadlock records (`~lock/waits…`,
+/// `~lock/waiters-hold…`) that end by themselves within the inner wait and two delays: a
+/// removal that a fault cut leaves them to their expiry, no leftover.
+pub(super) fn records_end_by_themselves(conn: &mut redis::Connection, key: &str) -> bool {
+    if !key.starts_with("~lock/wait") {
+        return false;
+    }
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(conn).unwrap_or(-1);
+    let most = NESTED_WAIT + DELAY * 2;
+    (0..=i64::try_from(most.as_millis()).unwrap_or(i64::MAX)).contains(&pttl)
+}
+
 /// Whether task `index` of a worker takes nested locks (one in four: the nests' keys stay
 /// contended without every task queuing on them).
 pub(super) fn takes_part(index: usize) -> bool {
