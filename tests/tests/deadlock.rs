@@ -76,6 +76,37 @@ async fn ring_timed(
     (outcomes, detected)
 }
 
+/// Spawns a task that holds `outer` (through `client`, in a guarded body) and waits there
+/// for `inner` up to [`LONG_WAIT`].
+fn hold_then_wait(
+    client: &LockClient,
+    outer: &str,
+    inner: &str,
+) -> tokio::task::JoinHandle<Result<(), LockError>> {
+    let (client, outer, inner) = (client.clone(), outer.to_owned(), inner.to_owned());
+    tokio::spawn(async move {
+        let outer = client.lock(&outer);
+        outer
+            .run(async {
+                let inner = client.lock(&inner).wait(LONG_WAIT);
+                inner.run(async { Ok::<_, LockError>(()) }).await
+            })
+            .await
+    })
+}
+
+/// Whether the holder of `key` is recorded as waiting (within 2.5 s), as `client` inspects it.
+async fn until_recorded(client: &LockClient, key: &str) -> bool {
+    for _ in 0..500 {
+        let state = client.inspect(key).await.unwrap();
+        if state.holder().is_some_and(|h| h.waits_for.is_some()) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
 /// Prints the slowest detection of `label`'s trials (a figure for BENCHMARKS.md, not an
 /// assertion: the test runs on busy machines).
 fn report(label: &str, slowest: Duration) {
@@ -161,18 +192,7 @@ async fn a_wait_behind_a_holder_that_waits_for_nothing_is_no_deadlock() {
     );
     // Y holds `b` and waits for nothing; X holds `a` and waits for `b` past many delays.
     let held = y.lock("plain:b").acquire().await.unwrap();
-    let waiter = {
-        let x = x.clone();
-        tokio::spawn(async move {
-            let outer = x.lock("plain:a");
-            outer
-                .run(async {
-                    let inner = x.lock("plain:b").wait(LONG_WAIT);
-                    inner.run(async { Ok::<_, LockError>(()) }).await
-                })
-                .await
-        })
-    };
+    let waiter = hold_then_wait(&x, "plain:a", "plain:b");
     server.until_queued("plain:b", 1).await;
     tokio::time::sleep(DELAY * 10).await;
     held.release().await.unwrap();
@@ -209,25 +229,11 @@ async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pay
     // waits for nothing) per delay; its two records, written once when the watch began,
     // live as long as the wait can and are not written again (redis-rs sends them as
     // HMSET, which no script of ours runs).
-    let holding = {
-        let x = x.clone();
-        tokio::spawn(async move {
-            let outer = x.lock("cost:a");
-            outer
-                .run(async {
-                    let inner = x.lock("cost:b").wait(LONG_WAIT);
-                    inner.run(async { Ok::<_, LockError>(()) }).await
-                })
-                .await
-        })
-    };
-    for _ in 0..500 {
-        let state = y.inspect("cost:a").await.unwrap();
-        if state.holder().is_some_and(|h| h.waits_for.is_some()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let holding = hold_then_wait(&x, "cost:a", "cost:b");
+    assert!(
+        until_recorded(&y, "cost:a").await,
+        "the wait was never recorded"
+    );
     server.reset_stats();
     let started = Instant::now();
     tokio::time::sleep(DELAY * 40).await;
@@ -260,29 +266,11 @@ async fn records_the_server_lost_are_written_again_at_the_next_look() {
         client(Config::single(server.url())),
     );
     let held = y.lock("lost:b").acquire().await.unwrap();
-    let waiting = {
-        let x = x.clone();
-        tokio::spawn(async move {
-            let outer = x.lock("lost:a");
-            outer
-                .run(async {
-                    let inner = x.lock("lost:b").wait(LONG_WAIT);
-                    inner.run(async { Ok::<_, LockError>(()) }).await
-                })
-                .await
-        })
-    };
-    let recorded =
-        |state: &lock_runtime::LockState| state.holder().is_some_and(|h| h.waits_for.is_some());
-    let mut seen = false;
-    for _ in 0..500 {
-        seen = recorded(&y.inspect("lost:a").await.unwrap());
-        if seen {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(seen, "the wait was never recorded");
+    let waiting = hold_then_wait(&x, "lost:a", "lost:b");
+    assert!(
+        until_recorded(&y, "lost:a").await,
+        "the wait was never recorded"
+    );
     // What a restart without persistence does to them (the locks aside).
     let records: Vec<String> = redis::cmd("KEYS")
         .arg("~lock/wait*")
@@ -293,16 +281,15 @@ async fn records_the_server_lost_are_written_again_at_the_next_look() {
         .arg(&records)
         .query(&mut server.conn())
         .unwrap();
-    assert!(!recorded(&y.inspect("lost:a").await.unwrap()));
-    let mut back = false;
-    for _ in 0..500 {
-        back = recorded(&y.inspect("lost:a").await.unwrap());
-        if back {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(back, "the lost records were not written again");
+    let state = y.inspect("lost:a").await.unwrap();
+    assert!(
+        state.holder().is_some_and(|h| h.waits_for.is_none()),
+        "{state}"
+    );
+    assert!(
+        until_recorded(&y, "lost:a").await,
+        "the lost records were not written again"
+    );
     held.release().await.unwrap();
     waiting.await.unwrap().unwrap();
 }
