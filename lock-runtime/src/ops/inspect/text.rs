@@ -25,29 +25,7 @@ impl fmt::Display for LockState {
         }
         for holder in &self.holders {
             writeln!(f, "{holder}")?;
-            if let Some(process) = holder.identity().process() {
-                write!(f, "         by {process}  since {}", Utc(process.since))?;
-                write!(f, " ({} ago)", Seconds(process.age(self.server_time)))?;
-                if let Some(renewed) = holder.since_renewal() {
-                    write!(f, "  renewed {} ago", Seconds(renewed))?;
-                }
-                if let Some(progress) = holder.last_progress {
-                    let ago = self
-                        .server_time
-                        .duration_since(progress)
-                        .unwrap_or_default();
-                    write!(f, "  progress {} ago", Seconds(ago))?;
-                }
-                writeln!(f)?;
-                if let Some(waits_for) = &holder.waits_for {
-                    writeln!(f, "         waits for {waits_for} meanwhile")?;
-                }
-            } else if holder.identity() == Identity::Foreign {
-                writeln!(
-                    f,
-                    "         by a foreign client (not a token of this crate)"
-                )?;
-            }
+            self.who(holder, f)?;
         }
         match self.fence {
             Some(fence) => writeln!(f, "fence    {fence}")?,
@@ -67,6 +45,36 @@ impl fmt::Display for LockState {
                 Some(None) => f.write_str("free")?,
                 None => f.write_str("no answer")?,
             }
+        }
+        Ok(())
+    }
+}
+
+impl LockState {
+    /// The lines under `holder` that say who it is: its process, since when, its last
+    /// renewal and progress, and what it waits for meanwhile; or that it is foreign.
+    fn who(&self, holder: &Holder, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(process) = holder.identity().process().cloned() else {
+            if holder.identity() == Identity::Foreign {
+                writeln!(
+                    f,
+                    "         by a foreign client (not a token of this crate)"
+                )?;
+            }
+            return Ok(());
+        };
+        write!(f, "         by {process}  since {}", Utc(process.since))?;
+        write!(f, " ({} ago)", Seconds(process.age(self.server_time)))?;
+        if let Some(renewed) = holder.since_renewal() {
+            write!(f, "  renewed {} ago", Seconds(renewed))?;
+        }
+        if let Some(progress) = holder.last_progress {
+            let ago = (self.server_time.duration_since(progress)).unwrap_or_default();
+            write!(f, "  progress {} ago", Seconds(ago))?;
+        }
+        writeln!(f)?;
+        if let Some(waits_for) = &holder.waits_for {
+            writeln!(f, "         waits for {waits_for} meanwhile")?;
         }
         Ok(())
     }
