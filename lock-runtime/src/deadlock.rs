@@ -41,10 +41,10 @@ pub(crate) struct Watcher {
 }
 
 impl Watcher {
-    /// The watcher of the current task's next wait through `client`: `None` when the task
-    /// holds no lock through it (its wait cannot close a cycle), or detection is off. Asked before
-    /// the wait's future is made, so that a wait that is not watched is not moved into
-    /// another future.
+    /// The watcher of the current task's next wait through `client`, of at most `wait`:
+    /// `None` when the task holds no lock through it (its wait cannot close a cycle), or
+    /// detection is off. Asked before the wait's future is made, so that a wait that is not
+    /// watched is not moved into another future.
     pub(crate) fn for_task(client: &LockClient, wait: Duration) -> Option<Watcher> {
         let delay = client.deadlock_delay();
         if delay.is_zero() {

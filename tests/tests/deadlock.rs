@@ -259,6 +259,38 @@ async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pay
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wait_through_another_client_than_the_holds_is_not_watched() {
+    let server = RedisServer::start();
+    let clients: Vec<_> = (0..3)
+        .map(|_| client(Config::single(server.url())))
+        .collect();
+    let (xa, xb, y) = (&clients[0], &clients[1], &clients[2]);
+    let ring = Arc::new(Barrier::new(2));
+    let nest = |outer: &LockClient, inner: &LockClient, keys: (&str, &str), wait| {
+        let (outer, inner, ring) = (outer.clone(), inner.clone(), ring.clone());
+        let (first, second) = (keys.0.to_owned(), keys.1.to_owned());
+        tokio::spawn(async move {
+            let lock = outer.lock(&first);
+            lock.run(async {
+                ring.wait().await;
+                let then = inner.lock(&second).wait(wait);
+                then.run(async { Ok::<_, LockError>(()) }).await
+            })
+            .await
+        })
+    };
+    // X holds `two:a` through one client and waits for `two:b` through another; Y holds
+    // `two:b` and waits for `two:a` through one. X's wait is not watched (its client holds
+    // nothing) and Y's walk finds no record of it: no deadlock is found. X's shorter wait
+    // runs out, and Y gets `two:a` then.
+    let x = nest(xa, xb, ("two:a", "two:b"), DELAY * 8);
+    let y = nest(y, y, ("two:b", "two:a"), LONG_WAIT);
+    let (x, y) = (x.await.unwrap(), y.await.unwrap());
+    assert!(matches!(x, Err(LockError::Timeout { .. })), "{x:?}");
+    assert!(y.is_ok(), "{y:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn records_the_server_lost_are_written_again_at_the_next_look() {
     let server = RedisServer::start();
     let (x, y) = (
