@@ -261,19 +261,16 @@ impl Lock {
         }
         let order = self.spec.check_order(&client, &self.key, names.lock())?;
         let started = Instant::now();
-        let telemetry = client.telemetry().clone();
+        let telemetry = client.telemetry();
         // The wait's future is made in each arm: one that is not watched is not moved. A
         // watched one (a nested lock's) is boxed, so that this future does not grow by it
         // (nested guarded bodies hold one each).
         let acquired = match Watcher::for_task(&client, self.spec.options.wait) {
             Some(watcher) => {
-                let acquire = self.acquire_new(client.clone(), names.clone(), started);
+                let acquire = self.acquire_new(&client, &names, started);
                 Box::pin(watcher.watch(&client, &names, acquire)).await
             }
-            None => {
-                self.acquire_new(client.clone(), names.clone(), started)
-                    .await
-            }
+            None => self.acquire_new(&client, &names, started).await,
         };
         match acquired {
             Ok(guard) => {
@@ -290,32 +287,34 @@ impl Lock {
         }
     }
 
+    /// A lock this task does not hold yet, taken within its wait from `started` (the
+    /// client and the names are borrowed: a guard clones them once it is made).
     async fn acquire_new(
         &self,
-        client: LockClient,
-        names: Arc<KeyNames>,
+        client: &LockClient,
+        names: &Arc<KeyNames>,
         started: Instant,
     ) -> Result<LockGuard, LockError> {
         self.check_options(names.lock())?;
         client.shutdown_state().check_open(names.lock())?;
         let deadline = started + self.spec.options.wait.min(MAX_WAIT);
         let window = (started, deadline);
-        let (member, tried_alone) = match self.enter(&client, &names, window).await? {
+        let (member, tried_alone) = match self.enter(client, names, window).await? {
             Entered::Alone(guard) => return Ok(guard),
             Entered::Joined(member, tried_alone) => (member, tried_alone),
         };
-        let turn = self.turn(&member, (&client, names.lock()), window).await?;
+        let turn = self.turn(&member, (client, names.lock()), window).await?;
         // The task before us passed the lock on: take it over.
         let mut unclaimed = Unclaimed::new(&member);
         if let Some(tenure) = unclaimed.tenure() {
-            let taken = self.take_over(&client, &names, tenure).await;
+            let taken = self.take_over(client, names, tenure).await;
             // Claimed either way: taken over, or (`None`) its lease already given back.
             if let (Some(tenure), Some((lease, fence))) = (unclaimed.claim(), taken) {
                 drop(unclaimed);
                 let local = Holding::new(member, turn, (Some(&tenure), tenure.began), true);
                 return Ok(LockGuard::new(
-                    client,
-                    names,
+                    client.clone(),
+                    names.clone(),
                     tenure.token,
                     fence,
                     &self.spec.options,
@@ -329,13 +328,13 @@ impl Lock {
         // cluster's node, a Sentinel's primary), or across the Redlock masters.
         let lead = LeadWait {
             lock: self,
-            client: &client,
-            names: &names,
+            client,
+            names,
             member: (&member, tried_alone),
             window,
         };
         let taken = client.deployment().take(lead).await?;
-        Ok(self.new_guard(client, names, Some((member, turn)), taken))
+        Ok(self.new_guard(client.clone(), names.clone(), Some((member, turn)), taken))
     }
 
     /// The turn in the key's local queue: at once (or `Busy`) with `wait` zero, else by the
