@@ -423,7 +423,7 @@ impl Lock {
     /// Refuses what a lock cannot do with its options, before any traffic (see
     /// [`LockOptions::check_for`]).
     pub(crate) fn check_options(&self, key: &str) -> Result<(), LockError> {
-        (self.spec.options).check_for(Taker::Lock, &format!("lock `{key}`"))
+        (self.spec.options).check_for(Taker::Lock, key)
     }
 
     /// Takes over the lock the process holds from the task before this one. Free when this

@@ -169,8 +169,7 @@ impl MultiLock {
     /// Takes every key, in order, within `wait` in all. On an error the keys already
     /// taken are released first; the error names the key that could not be had.
     pub async fn acquire(&self) -> Result<MultiGuard, LockError> {
-        let what = format!("the keys ({})", self.keys.join(", "));
-        (self.spec.options).check_for(Taker::Several, &what)?;
+        (self.spec.options).check_for(Taker::Several, &self.keys.join(", "))?;
         let (client, this) = with_client(self, &self.keys.join(", "))?;
         let options = &this.spec.options;
         let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);

@@ -226,7 +226,7 @@ impl RwLock {
     /// Refuses what a read-write lock cannot do with its options, before any traffic
     /// (see [`LockOptions::check_for`]).
     fn check(&self, key: &str) -> Result<(), LockError> {
-        (self.spec.options).check_for(Taker::ReadWrite, &format!("read-write lock `{key}`"))
+        (self.spec.options).check_for(Taker::ReadWrite, key)
     }
 
     /// What is left of the wait until `deadline`, or zero for a caller that tries once.

@@ -226,7 +226,7 @@ impl Semaphore {
                 "has {permits} permits; give it from 1 to {MAX_PERMITS} (1 is a mutex)"
             ));
         }
-        (self.spec.options).check_for(Taker::Semaphore, &format!("semaphore `{key}`"))?;
+        (self.spec.options).check_for(Taker::Semaphore, key)?;
         if let Some(most) = client.deployment().most_permits()
             && permits > most
         {
