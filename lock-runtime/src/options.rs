@@ -107,7 +107,7 @@ impl LockOptions {
     pub(crate) fn check_for(&self, taker: Taker, key: &str) -> Result<(), LockError> {
         let refuse = |why: String| {
             let what = match taker {
-                Taker::Several => format!("the keys ({key})"),
+                Taker::Several => format!("{} ({key})", taker.name()),
                 _ => format!("{} `{key}`", taker.name()),
             };
             Err(LockError::config(format!("{what} {why}")))
