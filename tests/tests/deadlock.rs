@@ -226,9 +226,8 @@ async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pay
         .unwrap();
     assert!(records.is_empty(), "{records:?}");
     // A wait of a task that holds `cost:a`: one walk (one step here: `cost:b`'s holder
-    // waits for nothing) per delay; its two records, written once when the watch began,
-    // live as long as the wait can and are not written again (redis-rs sends them as
-    // HMSET, which no script of ours runs).
+    // waits for nothing) and its two records written again, per delay (redis-rs sends
+    // them as HMSET, which no script of ours runs).
     let holding = hold_then_wait(&x, "cost:a", "cost:b");
     assert!(
         until_recorded(&y, "cost:a").await,
@@ -249,8 +248,8 @@ async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pay
         "{walked} walks in {delays:.1} delays"
     );
     assert!(walked > 0, "{}", server.command_calls());
-    assert_eq!(
-        recorded, 0,
+    assert!(
+        recorded as f64 <= 2.0 * (delays + 2.0),
         "{recorded} record writes in {delays:.1} delays"
     );
     held.release().await.unwrap();

@@ -12,9 +12,9 @@ impl Config {
     /// Only a task that holds locks (inside a guarded body: the attribute, or a `run`) and
     /// waits for another can close a cycle, so only such a wait pays. Past the delay it
     /// records, beside each key it holds and beside the key it waits for, what it waits for
-    /// and what it holds: one pipeline per key, once (the records live as long as the wait
-    /// can, at most an hour, and are written again when a walk finds them gone, as after a
-    /// restart). Then it follows the chain once per delay: one pipeline per step, key →
+    /// and what it holds: one pipeline per key, written again after each look (so that a
+    /// record a restart took is back within a delay). Then it follows the chain once per
+    /// delay: one pipeline per step, key →
     /// its holder → what that holder waits for → ...; in Redlock mode each step reads every
     /// master and follows what a majority of them says. When the chain comes back to a key
     /// it holds, the task of the cycle whose wait began last fails with

@@ -25,14 +25,11 @@ use crate::topology::deployment::Majority;
 /// At most this many steps along a chain (a longer one is not followed to its end).
 const MAX_STEPS: usize = 32;
 
-/// The longest a wait's records live unless written again: a wait longer than this
-/// writes them again before they expire.
+/// The longest a wait's records live unless written again.
 const MAX_LIFE: Duration = Duration::from_secs(3600);
 
 /// How long the records of a wait that may last `wait_left` more live: that long and two
-/// delays more, at least three delays and at most [`MAX_LIFE`]. Written once, they need
-/// no refresh while the wait lasts (a wait costs one walk per delay) unless a node loses
-/// them, which a walk finds ([`Walk::records_kept`]); a process that dies
+/// delays more, at least three delays and at most [`MAX_LIFE`]. A process that dies
 /// leaves them that long at most, inert once its tokens have left the keys (a walk reads
 /// a record only under the token that holds the key).
 pub(crate) fn lives(delay: Duration, wait_left: Duration) -> Duration {
@@ -113,17 +110,6 @@ impl Records {
         };
         records.refresh().await;
         records
-    }
-
-    /// Where the walk checks that the records are still written: the hash beside the key
-    /// waited for, and this wait's first field there.
-    pub(crate) fn mark(&self) -> (&str, &str) {
-        let last = self.written.last();
-        let field = last.and_then(|(_, fields)| fields.first());
-        (
-            last.map_or("", |(name, _)| name.as_str()),
-            field.map_or("", |(field, _)| field.as_str()),
-        )
     }
 
     /// Writes the records again, each to live its `lives` from now (a hash another
@@ -248,55 +234,19 @@ impl fmt::Display for Cycle {
     }
 }
 
-/// What a walk found: the cycle it closed, if any, and whether the walker's own record
-/// was where its first step read (beside the key it waits for): `false` when that node
-/// lost it (a restart without persistence, a failover to a replica that never had it),
-/// and the walker must write its records again.
-pub(crate) struct Walk {
-    pub(crate) cycle: Option<Cycle>,
-    pub(crate) records_kept: bool,
-}
-
 /// Follows the chain from `key` (which the walker waits for): each key's holder, and what
 /// that holder's task waits for, until a holder is one of `mine` (the tokens the walker
-/// holds): the cycle. No cycle when the chain ends (a free key, a holder that does not
+/// holds): the cycle. `None` when the chain ends (a free key, a holder that does not
 /// wait, a key of another kind, a failed read) or loops without the walker (that cycle's
-/// own tasks find it). The first step also asks whether `mark` (a hash and the walker's
-/// field there, beside `key`) is still written.
-pub(crate) async fn walk(
-    client: &LockClient,
-    key: &str,
-    mine: &[&str],
-    mark: (&str, &str),
-) -> Walk {
-    let mut records_kept = true;
-    let cycle = follow(client, key, mine, mark, &mut records_kept).await;
-    Walk {
-        cycle,
-        records_kept,
-    }
-}
-
-/// [`walk`]'s steps; `kept` says whether the first step saw `mark`.
-async fn follow(
-    client: &LockClient,
-    key: &str,
-    mine: &[&str],
-    mark: (&str, &str),
-    kept: &mut bool,
-) -> Option<Cycle> {
+/// own tasks find it).
+pub(crate) async fn walk(client: &LockClient, key: &str, mine: &[&str]) -> Option<Cycle> {
     let mut steps: Vec<Step> = Vec::new();
     let mut key = key.to_owned();
     for _ in 0..MAX_STEPS {
         if steps.iter().any(|step| step.key == key) {
             return None;
         }
-        let first = steps.is_empty().then_some(mark);
-        let answer = step_on(client, &key, first).await?;
-        if first.is_some() {
-            *kept = answer.marked;
-        }
-        let (holder, records) = (answer.holder?, answer.records);
+        let (holder, records) = step_on(client, &key).await?;
         if mine.contains(&holder.as_str()) {
             steps.push(Step {
                 key,
@@ -317,60 +267,42 @@ async fn follow(
     None
 }
 
-/// The holder of `key` and the records beside it, and whether `mark` is written there,
-/// in one pipeline on its node (under Redlock, on every master: the holder a majority
-/// has, its record where a majority has it, the mark where a majority has it).
-async fn step_on(client: &LockClient, key: &str, mark: Option<(&str, &str)>) -> Option<StepAnswer> {
+/// The holder of `key` and the records beside it, in one pipeline on its node (under
+/// Redlock, on every master: the holder a majority has, and its record where a majority
+/// has it).
+async fn step_on(client: &LockClient, key: &str) -> Option<(String, HashMap<String, String>)> {
     let names = KeyNames::prefixed("", key).ok()?;
     let ask = |mut connection: Connection| {
         let names = &names;
         async move {
             let mut pipe = redis::pipe();
             pipe.get(names.lock()).hgetall(names.waits());
-            let failed = |err| LockError::backend(names.lock(), err);
-            // The mark is in the key's slot (a hash beside it); only the first step asks.
-            let Some((hash, field)) = mark else {
-                let (holder, records) = pipe.query_async(&mut connection).await.map_err(failed)?;
-                return Ok(StepAnswer {
-                    holder,
-                    records,
-                    marked: true,
-                });
-            };
-            pipe.hexists(hash, field);
-            let (holder, records, marked) =
-                pipe.query_async(&mut connection).await.map_err(failed)?;
-            Ok(StepAnswer {
-                holder,
-                records,
-                marked,
-            })
+            let read = pipe.query_async(&mut connection).await;
+            let (holder, records) = read.map_err(|err| LockError::backend(names.lock(), err))?;
+            Ok(StepAnswer { holder, records })
         }
     };
     let deployment = client.deployment();
     let answer = deployment.ask_each(client.nodes(), || client.connection(), key, ask);
-    answer.await.ok()
+    let StepAnswer { holder, records } = answer.await.ok()?;
+    Some((holder?, records))
 }
 
-/// A node's answer to a step: the key's holder, the records beside the key, and whether
-/// the walker's mark is written there (true when it asked for none).
+/// A node's answer to a step: the key's holder, and the records beside the key.
 struct StepAnswer {
     holder: Option<String>,
     records: HashMap<String, String>,
-    marked: bool,
 }
 
 impl Majority for StepAnswer {
     /// The holder `quorum` masters name, with its record where `quorum` of them have it.
     fn verdict(_key: &str, answers: Vec<Option<Self>>, quorum: usize) -> Self {
         let answers: Vec<StepAnswer> = answers.into_iter().flatten().collect();
-        let marked = answers.iter().filter(|answer| answer.marked).count() >= quorum;
         let holders = answers.iter().filter_map(|answer| answer.holder.as_deref());
         let Some(holder) = most_named(holders, quorum) else {
             return StepAnswer {
                 holder: None,
                 records: HashMap::new(),
-                marked,
             };
         };
         let records = answers
@@ -383,7 +315,6 @@ impl Majority for StepAnswer {
                 .into_iter()
                 .collect(),
             holder: Some(holder.to_owned()),
-            marked,
         }
     }
 }
@@ -428,7 +359,6 @@ mod tests {
                     .map(|(h, r)| (h.to_owned(), r.to_owned()))
                     .into_iter()
                     .collect(),
-                marked: true,
             })
         };
         let two_of_three = vec![
