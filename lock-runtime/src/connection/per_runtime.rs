@@ -30,9 +30,8 @@ impl RuntimeConnection {
     /// connection is a large future, and rare.
     ///
     /// With `name` (and how long its reply may take), the connection names itself (`CLIENT
-    /// SETNAME`), sent beside its first request rather than before it (the request does not
-    /// wait for it): an operator's `CLIENT LIST` shows whose it is. A server that refuses or
-    /// does not answer in time leaves it unnamed.
+    /// SETNAME`) before its first request: an operator's `CLIENT LIST` shows whose it is.
+    /// A server that refuses or does not answer in time leaves it unnamed.
     pub(super) async fn open(
         &self,
         client: &redis::Client,
@@ -40,19 +39,16 @@ impl RuntimeConnection {
         name: Option<(&str, Duration)>,
     ) -> redis::RedisResult<MultiplexedConnection> {
         Box::pin(self.connection.get_or_try_init(|| async {
-            let connection = client
+            let mut connection = client
                 .get_multiplexed_async_connection_with_config(config)
                 .await?;
             if let Some((name, limit)) = name {
-                let (mut named, name) = (connection.clone(), name.to_owned());
-                tokio::spawn(async move {
-                    let mut set_name = redis::cmd("CLIENT");
-                    set_name.arg("SETNAME").arg(&name);
-                    let sent = set_name.query_async::<()>(&mut named);
-                    if let Ok(Err(err)) = tokio::time::timeout(limit, sent).await {
-                        tracing::debug!(name, error = %err, "the server did not take the connection's name");
-                    }
-                });
+                let mut set_name = redis::cmd("CLIENT");
+                set_name.arg("SETNAME").arg(name);
+                let named = set_name.query_async::<()>(&mut connection);
+                if let Ok(Err(err)) = tokio::time::timeout(limit, named).await {
+                    tracing::debug!(name, error = %err, "the server did not take the connection's name");
+                }
             }
             let _ = self.runtime.set(runtime_mark());
             Ok(connection)
