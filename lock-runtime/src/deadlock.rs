@@ -122,40 +122,49 @@ impl Watch {
     }
 
     /// Records the wait, to live `lives` (as long as the wait can last), then follows the
-    /// chain once per delay, writing the records again after each look; resolves only with
-    /// the deadlock this wait gives way in (its records are removed when it is dropped).
+    /// chain once per delay; resolves only with the deadlock this wait gives way in (its
+    /// records are removed when it is dropped).
     ///
-    /// Written again each time, not once: the removal that an earlier wait of this task
-    /// sent for the same field (its drop, in the background) may land after this wait
-    /// wrote it, and a node may lose them (a restart without persistence, a failover); a
-    /// walk then finds them back within a delay.
+    /// Written once: a walk's first step also reads whether they are still there, and they
+    /// are written again only when a node lost them (a restart without persistence, a
+    /// failover) or they near the end of their `lives` (a wait longer than an hour).
     async fn run(&self, delay: Duration, lives: Duration) -> LockError {
         let records =
             Records::write(&self.client, &self.names, &self.held, &self.record, lives).await;
+        let mut written = tokio::time::Instant::now();
         for _ in 0..MAX_LOOKS {
-            if let Some(err) = self.look().await {
+            let (found, records_kept) = self.look(records.mark()).await;
+            if let Some(err) = found {
                 return err;
             }
+            if !records_kept || written.elapsed() + delay * 2 >= lives {
+                records.refresh().await;
+                written = tokio::time::Instant::now();
+            }
             tokio::time::sleep(delay).await;
-            records.refresh().await;
         }
         std::future::pending().await
     }
 
-    /// One look along the chain: the error when this wait closes a cycle and is its victim.
-    async fn look(&self) -> Option<LockError> {
+    /// One look along the chain: the error when this wait closes a cycle and is its
+    /// victim, and whether its records were still where the walk's first step read
+    /// (`mark`).
+    async fn look(&self, mark: (&str, &str)) -> (Option<LockError>, bool) {
         let tokens: Vec<&str> = self.held.iter().map(|(_, token)| &**token).collect();
-        let cycle = chain::walk(&self.client, self.names.lock(), &tokens).await?;
+        let walked = chain::walk(&self.client, self.names.lock(), &tokens, mark).await;
+        let Some(cycle) = walked.cycle else {
+            return (None, walked.records_kept);
+        };
         if !cycle.victim_is(&self.record) {
             tracing::debug!(key = %self.names.lock(), cycle = %cycle, "deadlock found; another wait of the cycle gives way");
-            return None;
+            return (None, walked.records_kept);
         }
         // Followed again: a step read while its task was changing makes no cycle twice.
-        let again = chain::walk(&self.client, self.names.lock(), &tokens).await?;
-        if !again.same_as(&cycle) {
-            return None;
+        let again = chain::walk(&self.client, self.names.lock(), &tokens, mark).await;
+        match again.cycle {
+            Some(again) if again.same_as(&cycle) => (Some(self.give_way(&cycle)), true),
+            _ => (None, walked.records_kept),
         }
-        Some(self.give_way(&cycle))
     }
 
     /// The victim's error, reported.

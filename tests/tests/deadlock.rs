@@ -225,9 +225,9 @@ async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pay
         .query(&mut server.conn())
         .unwrap();
     assert!(records.is_empty(), "{records:?}");
-    // A wait of a task that holds `cost:a`: one walk (one step here: `cost:b`'s holder
-    // waits for nothing) and its two records written again, per delay (redis-rs sends
-    // them as HMSET, which no script of ours runs).
+    // A wait of a task that holds `cost:a`: one walk per delay (one step here: `cost:b`'s
+    // holder waits for nothing), and its two records written once (redis-rs sends them as
+    // HMSET, which no script of ours runs): the second may land after the first was seen.
     let holding = hold_then_wait(&x, "cost:a", "cost:b");
     assert!(
         until_recorded(&y, "cost:a").await,
@@ -249,8 +249,8 @@ async fn a_holding_waiter_pays_one_walk_per_delay_and_one_that_holds_nothing_pay
     );
     assert!(walked > 0, "{}", server.command_calls());
     assert!(
-        recorded as f64 <= 2.0 * (delays + 2.0),
-        "{recorded} record writes in {delays:.1} delays"
+        recorded <= 1,
+        "{recorded} record writes in {delays:.1} delays: written again"
     );
     held.release().await.unwrap();
     plain.await.unwrap().unwrap();

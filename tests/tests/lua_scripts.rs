@@ -1081,3 +1081,43 @@ fn a_forced_release_hands_a_kept_fenced_head_the_key_for_the_short_bound() {
         "the hand-over holds the key {pttl} ms for a kept head"
     );
 }
+
+/// forget_wait.lua removes a wait's deadlock record only while the field still holds it:
+/// a later wait of the same task (the same token, another record) may have written the
+/// field before the earlier wait's removal reached the server.
+#[test]
+fn forgetting_a_wait_leaves_a_later_wait_s_record_of_the_same_token() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let forget = redis::Script::new(include_str!("../../lock-runtime/src/lua/forget_wait.lua"));
+    let waits = "~lock/waits{k}";
+    let (earlier, later) = ("b\t1795000000000\tff", "c\t1795000001000\t1");
+    let _: () = redis::cmd("HSET")
+        .arg(waits)
+        .arg("lr-x")
+        .arg(later)
+        .query(&mut conn)
+        .unwrap();
+    let removed: i64 = forget
+        .key(waits)
+        .arg("lr-x")
+        .arg(earlier)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(removed, 0, "removed another wait's record");
+    let kept: Option<String> = redis::cmd("HGET")
+        .arg(waits)
+        .arg("lr-x")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(kept.as_deref(), Some(later));
+    let removed: i64 = forget
+        .key(waits)
+        .arg("lr-x")
+        .arg(later)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(removed, 1, "its own record stays");
+    let left: u64 = redis::cmd("EXISTS").arg(waits).query(&mut conn).unwrap();
+    assert_eq!(left, 0, "the record was not removed");
+}

@@ -12,9 +12,10 @@ impl Config {
     /// Only a task that holds locks (inside a guarded body: the attribute, or a `run`) and
     /// waits for another can close a cycle, so only such a wait pays. Past the delay it
     /// records, beside each key it holds and beside the key it waits for, what it waits for
-    /// and what it holds: one pipeline per key, written again after each look (so that a
-    /// record a restart took is back within a delay). Then it follows the chain once per
-    /// delay: one pipeline per step, key →
+    /// and what it holds: one pipeline per key, written once (the walk's first step also
+    /// reads whether they are still there, so that records a restart took are written
+    /// again within a delay). Then it follows the chain once per delay: one pipeline per
+    /// step, key →
     /// its holder → what that holder waits for → ...; in Redlock mode each step reads every
     /// master and follows what a majority of them says. When the chain comes back to a key
     /// it holds, the task of the cycle whose wait began last fails with

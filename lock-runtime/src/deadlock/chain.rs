@@ -7,10 +7,16 @@
 //! key's holder and that hash in one pipeline on the key's node. Beside the key the task
 //! waits for, the hash `~lock/waiters-hold{KEY}` says what it holds (a field
 //! `<client id>.<wait id>.<n>` per held key, the key as its value), so that `inspect`
-//! shows it under the waiter of that client.
+//! shows it under the waiter of that client. The records are written once; the walk's
+//! first step reads whether the first of those fields is still there (a node that lost
+//! them), and they are written again only then. When the wait ends they are removed, each
+//! record only while it is still that wait's (`forget_wait.lua`): the next wait of the
+//! same task writes the same field, and the removal, sent in the background, may come
+//! after it.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +25,7 @@ use crate::connection::Connection;
 use crate::error::LockError;
 use crate::identity::Identity;
 use crate::lease::{Token, millis};
-use crate::scripts::KeyNames;
+use crate::scripts::{KeyNames, forget_wait_call, invoke};
 use crate::topology::deployment::Majority;
 
 /// At most this many steps along a chain (a longer one is not followed to its end).
@@ -73,8 +79,13 @@ impl Record {
 /// for (what it holds, for `inspect`); removed when dropped.
 pub(crate) struct Records {
     client: LockClient,
-    /// Each hash and the fields written there, with their values.
-    written: Vec<(String, Vec<(String, String)>)>,
+    /// The record, as each `waits` hash holds it.
+    value: String,
+    /// Beside each held key: its `waits` hash, and the token there (the record's field).
+    beside_held: Vec<(String, Token)>,
+    /// Beside the key waited for: its `waiters-hold` hash, and a field per held key (the
+    /// held key its value). The first field is the walk's mark ([`Records::mark`]).
+    beside_waited: (String, Vec<(String, String)>),
     /// How long a write lives.
     lives: Duration,
 }
@@ -82,9 +93,9 @@ pub(crate) struct Records {
 impl Records {
     /// Writes `record` beside each of `held` (its key's names and the token there), and
     /// the held keys beside `waited` (the key the wait is for) under the client's id, to
-    /// live `lives` (see [`lives`]; [`refresh`](Self::refresh) writes them again). A
-    /// failed write is skipped: a walk then stops at that key, and the wait ends at its
-    /// `wait` unless a later write succeeds.
+    /// live `lives` (see [`lives`]). Written once: a walk checks the mark and
+    /// [`refresh`](Self::refresh) writes them again when a node lost them. A failed write
+    /// is skipped: the next walk then finds the mark missing.
     pub(crate) async fn write(
         client: &LockClient,
         waited: &KeyNames,
@@ -92,73 +103,121 @@ impl Records {
         record: &Record,
         lives: Duration,
     ) -> Records {
-        let value = record.encode();
-        let mut written: Vec<_> = held
+        let beside_held = held
             .iter()
-            .map(|(names, token)| (names.waits(), vec![(token.to_string(), value.clone())]))
+            .map(|(names, token)| (names.waits(), token.clone()))
             .collect();
         let client_id = client.tokens().client_id();
         let holds = held.iter().enumerate().map(|(index, (names, _))| {
-            let field = format!("{client_id}.{:x}.{index}", record.id);
+            let field = format!("{client_id}.{:x}.{index:04}", record.id);
             (field, names.lock().to_owned())
         });
-        written.push((waited.waiters_hold(), holds.collect()));
         let records = Records {
             client: client.clone(),
-            written,
+            value: record.encode(),
+            beside_held,
+            beside_waited: (waited.waiters_hold(), holds.collect()),
             lives,
         };
         records.refresh().await;
         records
     }
 
-    /// Writes the records again, each to live its `lives` from now (a hash another
+    /// Where a walk checks that the records are still written: the hash beside the key
+    /// waited for, and this wait's first field there.
+    pub(crate) fn mark(&self) -> (&str, &str) {
+        let (hash, fields) = &self.beside_waited;
+        let field = fields.first().map_or("", |(field, _)| field.as_str());
+        (hash, field)
+    }
+
+    /// Writes the records (again), each to live its `lives` from now (a hash another
     /// wait keeps longer keeps its expiry): one pipeline per hash, each on its key's node
-    /// (on every master under Redlock).
+    /// (on every master under Redlock). What the wait holds, beside the key waited for, goes
+    /// last and only when every record was written: the walk's mark is among it, so a mark
+    /// it finds says that the records were written (a failed write is tried again at the
+    /// next look).
     pub(crate) async fn refresh(&self) {
-        let lives = i64::try_from(millis(self.lives)).unwrap_or(i64::MAX);
-        for (name, fields) in &self.written {
-            let mut pipe = redis::pipe();
-            pipe.hset_multiple(name, fields).ignore();
-            pipe.cmd("PEXPIRE").arg(name).arg(lives).arg("NX").ignore();
-            pipe.cmd("PEXPIRE").arg(name).arg(lives).arg("GT").ignore();
-            send(&self.client, name, &pipe).await;
+        let beside_held = self.beside_held.iter().map(|(hash, token)| {
+            let fields = vec![(token.to_string(), self.value.clone())];
+            (hash, fields)
+        });
+        for (name, fields) in beside_held {
+            if !self.write_hash(name, &fields).await {
+                return;
+            }
         }
+        let (hash, holds) = &self.beside_waited;
+        self.write_hash(hash, holds).await;
+    }
+
+    /// Writes `fields` into the hash `name`, to live `lives` from now: whether enough
+    /// nodes took it (the one node, or a majority of Redlock masters).
+    async fn write_hash(&self, name: &str, fields: &[(String, String)]) -> bool {
+        let lives = i64::try_from(millis(self.lives)).unwrap_or(i64::MAX);
+        let mut pipe = redis::pipe();
+        pipe.hset_multiple(name, fields).ignore();
+        pipe.cmd("PEXPIRE").arg(name).arg(lives).arg("NX").ignore();
+        pipe.cmd("PEXPIRE").arg(name).arg(lives).arg("GT").ignore();
+        let pipe = &pipe;
+        send(&self.client, name, |mut connection| async move {
+            pipe.query_async::<()>(&mut connection).await
+        })
+        .await
     }
 }
 
 impl Drop for Records {
-    /// Removes the records, in the background on the client's runtime.
+    /// Removes the records, in the background on the client's runtime: each record only
+    /// while it is still this wait's (forget_wait.lua), as a later wait of the same task
+    /// writes the same field and this removal may reach the server after that write.
     fn drop(&mut self) {
-        let written = std::mem::take(&mut self.written);
-        if written.is_empty() {
-            return;
-        }
-        let client = self.client.clone();
+        let beside_held = std::mem::take(&mut self.beside_held);
+        let (hash, holds) = std::mem::take(&mut self.beside_waited);
+        let (client, value) = (self.client.clone(), std::mem::take(&mut self.value));
         self.client.runtime().spawn(async move {
-            for (name, fields) in written {
-                let mut pipe = redis::pipe();
-                let remove = pipe.cmd("HDEL").arg(&name);
-                for (field, _) in &fields {
-                    remove.arg(field);
-                }
-                send(&client, &name, pipe.ignore()).await;
+            for (name, token) in &beside_held {
+                let call = &forget_wait_call(name, token, &value);
+                send(&client, name, |mut connection| async move {
+                    invoke::<()>(call, &mut connection).await
+                })
+                .await;
             }
+            let mut pipe = redis::pipe();
+            let remove = pipe.cmd("HDEL").arg(&hash);
+            for (field, _) in &holds {
+                remove.arg(field);
+            }
+            let pipe = &*pipe.ignore();
+            send(&client, &hash, |mut connection| async move {
+                pipe.query_async::<()>(&mut connection).await
+            })
+            .await;
         });
     }
 }
 
-/// Sends `pipe` (writes to the hash `name`) to the node of `name`'s slot, or to every
-/// master under Redlock; a failure is logged and left (the records expire).
-async fn send(client: &LockClient, name: &str, pipe: &redis::Pipeline) {
-    let ask = |mut connection: Connection| async move {
-        let sent = pipe.query_async::<()>(&mut connection).await;
+/// Sends what `write` sends (writes to the hash `name`) to the node of `name`'s slot, or
+/// to every master under Redlock: whether it reached that node (or a majority of the
+/// masters). A failure is logged and left (the records expire).
+async fn send<F, Fut>(client: &LockClient, name: &str, write: F) -> bool
+where
+    F: Fn(Connection) -> Fut,
+    Fut: Future<Output = redis::RedisResult<()>>,
+{
+    let write = &write;
+    let ask = |connection: Connection| async move {
+        let sent = write(connection).await;
         sent.map_err(|err| LockError::backend(name, err))
     };
     let deployment = client.deployment();
     let sent = deployment.answers(client.nodes(), || client.connection(), name, ask);
-    if let Err(err) = sent.await {
-        tracing::debug!(key = %name, error = %err, "writing or removing a wait's deadlock record failed; it expires");
+    match sent.await {
+        Ok((answers, quorum)) => answers.iter().flatten().count() >= quorum,
+        Err(err) => {
+            tracing::debug!(key = %name, error = %err, "writing or removing a wait's deadlock record failed; it expires");
+            false
+        }
     }
 }
 
@@ -234,19 +293,55 @@ impl fmt::Display for Cycle {
     }
 }
 
+/// What a walk found: the cycle it closed, if any, and whether the walker's own records
+/// were where its first step read (beside the key it waits for): `false` when that node
+/// lost them (a restart without persistence, a failover to a replica that never had them,
+/// their expiry), and the walker must write them again.
+pub(crate) struct Walk {
+    pub(crate) cycle: Option<Cycle>,
+    pub(crate) records_kept: bool,
+}
+
 /// Follows the chain from `key` (which the walker waits for): each key's holder, and what
 /// that holder's task waits for, until a holder is one of `mine` (the tokens the walker
-/// holds): the cycle. `None` when the chain ends (a free key, a holder that does not
+/// holds): the cycle. No cycle when the chain ends (a free key, a holder that does not
 /// wait, a key of another kind, a failed read) or loops without the walker (that cycle's
-/// own tasks find it).
-pub(crate) async fn walk(client: &LockClient, key: &str, mine: &[&str]) -> Option<Cycle> {
+/// own tasks find it). The first step also asks whether `mark` (a hash and the walker's
+/// field there, beside `key`) is still written.
+pub(crate) async fn walk(
+    client: &LockClient,
+    key: &str,
+    mine: &[&str],
+    mark: (&str, &str),
+) -> Walk {
+    let mut records_kept = true;
+    let cycle = follow(client, key, mine, mark, &mut records_kept).await;
+    Walk {
+        cycle,
+        records_kept,
+    }
+}
+
+/// [`walk`]'s steps; `kept` says whether the first step saw `mark`.
+async fn follow(
+    client: &LockClient,
+    key: &str,
+    mine: &[&str],
+    mark: (&str, &str),
+    kept: &mut bool,
+) -> Option<Cycle> {
     let mut steps: Vec<Step> = Vec::new();
     let mut key = key.to_owned();
     for _ in 0..MAX_STEPS {
         if steps.iter().any(|step| step.key == key) {
             return None;
         }
-        let (holder, records) = step_on(client, &key).await?;
+        let first = steps.is_empty().then_some(mark);
+        let answer = step_on(client, &key, first).await?;
+        if first.is_some() {
+            *kept = answer.marked;
+        }
+        let (holder, records) = (answer.holder?, answer.records);
         if mine.contains(&holder.as_str()) {
             steps.push(Step {
                 key,
@@ -267,42 +362,61 @@ pub(crate) async fn walk(client: &LockClient, key: &str, mine: &[&str]) -> Optio
     None
 }
 
-/// The holder of `key` and the records beside it, in one pipeline on its node (under
-/// Redlock, on every master: the holder a majority has, and its record where a majority
-/// has it).
-async fn step_on(client: &LockClient, key: &str) -> Option<(String, HashMap<String, String>)> {
+/// The holder of `key` and the records beside it, and whether `mark` is written there,
+/// in one pipeline on its node (under Redlock, on every master: the holder a majority
+/// has, its record where a majority has it, the mark where a majority has it).
+async fn step_on(client: &LockClient, key: &str, mark: Option<(&str, &str)>) -> Option<StepAnswer> {
     let names = KeyNames::prefixed("", key).ok()?;
     let ask = |mut connection: Connection| {
         let names = &names;
         async move {
             let mut pipe = redis::pipe();
             pipe.get(names.lock()).hgetall(names.waits());
-            let read = pipe.query_async(&mut connection).await;
-            let (holder, records) = read.map_err(|err| LockError::backend(names.lock(), err))?;
-            Ok(StepAnswer { holder, records })
+            let failed = |err| LockError::backend(names.lock(), err);
+            // The mark is in the key's slot (a hash beside it); only the first step asks.
+            let Some((hash, field)) = mark else {
+                let (holder, records) = pipe.query_async(&mut connection).await.map_err(failed)?;
+                return Ok(StepAnswer {
+                    holder,
+                    records,
+                    marked: true,
+                });
+            };
+            pipe.hexists(hash, field);
+            let (holder, records, marked) =
+                pipe.query_async(&mut connection).await.map_err(failed)?;
+            Ok(StepAnswer {
+                holder,
+                records,
+                marked,
+            })
         }
     };
     let deployment = client.deployment();
     let answer = deployment.ask_each(client.nodes(), || client.connection(), key, ask);
-    let StepAnswer { holder, records } = answer.await.ok()?;
-    Some((holder?, records))
+    answer.await.ok()
 }
 
-/// A node's answer to a step: the key's holder, and the records beside the key.
+/// A node's answer to a step: the key's holder, the records beside the key, and whether
+/// the walker's mark is written there (true when it asked for none).
 struct StepAnswer {
     holder: Option<String>,
     records: HashMap<String, String>,
+    marked: bool,
 }
 
 impl Majority for StepAnswer {
-    /// The holder `quorum` masters name, with its record where `quorum` of them have it.
+    /// The holder `quorum` masters name, with its record where `quorum` of them have it,
+    /// and the mark where `quorum` of them have it.
     fn verdict(_key: &str, answers: Vec<Option<Self>>, quorum: usize) -> Self {
         let answers: Vec<StepAnswer> = answers.into_iter().flatten().collect();
+        let marked = answers.iter().filter(|answer| answer.marked).count() >= quorum;
         let holders = answers.iter().filter_map(|answer| answer.holder.as_deref());
         let Some(holder) = most_named(holders, quorum) else {
             return StepAnswer {
                 holder: None,
                 records: HashMap::new(),
+                marked,
             };
         };
         let records = answers
@@ -315,6 +429,7 @@ impl Majority for StepAnswer {
                 .into_iter()
                 .collect(),
             holder: Some(holder.to_owned()),
+            marked,
         }
     }
 }
@@ -359,6 +474,7 @@ mod tests {
                     .map(|(h, r)| (h.to_owned(), r.to_owned()))
                     .into_iter()
                     .collect(),
+                marked: true,
             })
         };
         let two_of_three = vec![

@@ -9,8 +9,8 @@ use super::call::Call;
 #[cfg(feature = "redlock")]
 use super::catalog::RAISE_FENCE;
 use super::catalog::{
-    ACQUIRE, ALIVE, FORCE_RELEASE, INSPECT, KEEPALIVE, LuaScript, READ, READ_RELEASE, RELEASE,
-    RENEW, RETAKE, SEMAPHORE_ACQUIRE, WRITE_READY,
+    ACQUIRE, ALIVE, FORCE_RELEASE, FORGET_WAIT, INSPECT, KEEPALIVE, LuaScript, READ, READ_RELEASE,
+    RELEASE, RENEW, RETAKE, SEMAPHORE_ACQUIRE, WRITE_READY,
 };
 use super::{GRANT_CONFIRM_WINDOW, GROW_ONLY, KeyNames, QUEUE_LEASE, ShareNames};
 use crate::lease::millis;
@@ -350,5 +350,13 @@ pub(crate) fn keepalive_call<'t>(
     for token in tokens {
         call.arg(token);
     }
+    call
+}
+
+/// forget_wait.lua: removes `record`, a wait's deadlock record under `field` in the hash
+/// `waits`, unless another wait has written that field since.
+pub(crate) fn forget_wait_call(waits: &str, field: &str, record: &str) -> Call<'static> {
+    let mut call = Call::new(&FORGET_WAIT, &[waits]);
+    call.arg(field).arg(record);
     call
 }

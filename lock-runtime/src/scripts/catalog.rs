@@ -184,8 +184,16 @@ pub(crate) static KEEPALIVE: LuaScript = LuaScript::new(
     include_str!("../lua/keepalive.lua"),
 );
 
+/// Removes a wait's deadlock record while it is still that wait's (deadlock/chain.rs).
+pub(crate) static FORGET_WAIT: LuaScript = LuaScript::new(
+    "forget_wait",
+    "",
+    &[],
+    include_str!("../lua/forget_wait.lua"),
+);
+
 /// Every script, in the library's order.
-pub(super) static ALL: [&LuaScript; 15] = [
+pub(super) static ALL: [&LuaScript; 16] = [
     &ACQUIRE,
     &RELEASE,
     &RENEW,
@@ -201,4 +209,5 @@ pub(super) static ALL: [&LuaScript; 15] = [
     &SEMAPHORE_ACQUIRE,
     &FORCE_RELEASE,
     &KEEPALIVE,
+    &FORGET_WAIT,
 ];
