@@ -40,7 +40,12 @@
 //! them in `leases`). An event's target is the module that emits it, under
 //! `lock_runtime::`. The `distributed_lock` span of a guarded call (`semaphore` for a
 //! permit) covers the body only, so the application's own events in the body say which
-//! lock they ran under.
+//! lock they ran under. A wait that does not take the key at its first try lasts as a
+//! `lock wait` span (INFO, a child of the caller's span): `key` from the start, and
+//! `holder` (host, pid, service, function), `holder_token` and `held_ms` once the wait
+//! has looked at the key, when it passes `log_long_waits` (its `lock wait long` event is
+//! inside the span) or when it runs out; a trace then shows each wait and whom it waited
+//! for.
 //!
 //! An event is named by the start of its message (`…` stands for a part that varies); the
 //! table lists every event the crate emits:

@@ -274,5 +274,12 @@ async fn long_holds_and_long_waits_are_logged_once_at_info() {
             && waited[0].contains("held_ms="),
         "{waited:?}"
     );
+    // The event runs in the wait's span, which names the holder from then on.
+    let (span, _) = waited[0].split_once("}: ").unwrap();
+    assert!(
+        span.contains("lock wait{key=\"long\" holder=")
+            && span.contains(&format!("holder_token=\"{token}\"")),
+        "{waited:?}"
+    );
     assert!(events::mentioning(&["long: past", "key=\"quick\""]).is_empty());
 }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::identity::SeenHolder;
 use crate::lease::jitter;
 use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
@@ -94,7 +95,9 @@ pub(crate) trait Waiting {
 /// again at once: a release between that try and the subscription would go unheard.
 ///
 /// From the first try that did not take until the wait ends (also when its future is
-/// dropped), the wait is counted on the live gauges, as begun when the waiter started.
+/// dropped), the wait is counted on the live gauges, as begun when the waiter started,
+/// and lasts as a `lock wait` span ([`WaitSpan`]) that names the holder once the wait has
+/// seen it (past `long_wait`, or at its timeout).
 /// A wait still going after `long_wait` ([`Config::log_long_waits`](crate::Config::log_long_waits))
 /// is told once, at INFO, when it passes it (see [`LongWait`]).
 pub(crate) async fn wait<W: Waiting>(
@@ -110,10 +113,15 @@ pub(crate) async fn wait<W: Waiting>(
             Step::Again => continue,
             Step::Park(retry_in) => retry_in,
         };
-        waiter.check_time()?;
-        waiting.get_or_insert_with(|| {
+        if let Err(err) = waiter.check_time() {
+            let span = waiting.as_ref().map(|(_, span)| span);
+            // Boxed: only a wait that ran out looks at the holder.
+            return Err(Box::pin(timed_out(&*waiter, span, err)).await);
+        }
+        let (_, span) = waiting.get_or_insert_with(|| {
             let (key, _, started, _) = waiter.bounds();
-            waiter.telemetry().wait_started(key, started.into_std())
+            let gauge = waiter.telemetry().wait_started(key, started.into_std());
+            (gauge, WaitSpan::new(key))
         });
         if !subscribed_before && waiter.subscribe().await {
             continue;
@@ -122,10 +130,56 @@ pub(crate) async fn wait<W: Waiting>(
             None => waiter.park(retry_in).await,
             // Boxed: the one park that tells the event does not grow every wait's future
             // (nested guarded bodies hold several).
-            Some(at) => Box::pin(long.park_telling(waiter, retry_in, at)).await,
+            Some(at) => Box::pin(long.park_telling(waiter, retry_in, at, span)).await,
         }
     }
     Err(waiter.timeout())
+}
+
+/// `err`, the error of `waiter`'s wait that ran out, with the holder of the key as one
+/// look sees it when it is a `Timeout` (see [`LockClient::with_holder`]), told to the
+/// wait's span.
+async fn timed_out<W: Waiting>(waiter: &W, span: Option<&WaitSpan>, err: LockError) -> LockError {
+    let (Some(span), Some((client, names))) = (span, waiter.looked_up()) else {
+        return err;
+    };
+    let err = client.with_holder(names, err).await;
+    if let LockError::Timeout {
+        holder: Some(seen), ..
+    } = &err
+    {
+        span.saw(seen);
+    }
+    err
+}
+
+/// The `lock wait` span (INFO) of a wait that did not take at its first try: its `key`
+/// from the start, and the `holder` (host, pid, service, function), `holder_token` and
+/// `held_ms` once the wait has looked at the key (past `log_long_waits`, or when it ran
+/// out). It lasts as long as the wait, so a trace shows the wait and whom it waited for.
+pub(crate) struct WaitSpan(tracing::Span);
+
+impl WaitSpan {
+    fn new(key: &str) -> Self {
+        use tracing::field::Empty;
+        WaitSpan(tracing::info_span!(
+            "lock wait",
+            key,
+            holder = Empty,
+            holder_token = Empty,
+            held_ms = Empty
+        ))
+    }
+
+    /// Tells the span whom the wait saw holding the key.
+    fn saw(&self, seen: &SeenHolder) {
+        let span = &self.0;
+        span.record("holder", tracing::field::display(&seen.identity));
+        span.record("holder_token", seen.token.as_str());
+        if let Some(held) = seen.held_for {
+            span.record("held_ms", crate::lease::millis(held));
+        }
+    }
 }
 
 /// The one INFO event of a long wait (PostgreSQL's `log_lock_waits`): due at its start
@@ -153,7 +207,13 @@ impl LongWait {
     }
 
     /// Parks `waiter` for `retry_in`, telling the event at `at` if the park lasts that long.
-    async fn park_telling<W: Waiting>(&mut self, waiter: &mut W, retry_in: Duration, at: Instant) {
+    async fn park_telling<W: Waiting>(
+        &mut self,
+        waiter: &mut W,
+        retry_in: Duration,
+        at: Instant,
+        span: &WaitSpan,
+    ) {
         let key = waiter.bounds().0.to_owned();
         let lookup = (waiter.looked_up()).map(|(client, names)| (client.clone(), names.clone()));
         let park = waiter.park(retry_in);
@@ -172,19 +232,25 @@ impl LongWait {
             Some((client, names)) => client.seen_holder(names).await,
             None => None,
         };
-        tracing::info!(
-            key,
-            waited_ms,
-            holder = seen
-                .as_ref()
-                .map(|seen| tracing::field::display(&seen.identity)),
-            holder_token = seen.as_ref().map(|seen| seen.token.as_str()),
-            held_ms = seen
-                .as_ref()
-                .and_then(|seen| seen.held_for)
-                .map(crate::lease::millis),
-            "lock wait long: past the log_long_waits threshold"
-        );
+        if let Some(seen) = &seen {
+            span.saw(seen);
+        }
+        // Inside the wait's span, which names the holder now.
+        span.0.in_scope(|| {
+            tracing::info!(
+                key,
+                waited_ms,
+                holder = seen
+                    .as_ref()
+                    .map(|seen| tracing::field::display(&seen.identity)),
+                holder_token = seen.as_ref().map(|seen| seen.token.as_str()),
+                held_ms = seen
+                    .as_ref()
+                    .and_then(|seen| seen.held_for)
+                    .map(crate::lease::millis),
+                "lock wait long: past the log_long_waits threshold"
+            )
+        });
         park.await;
     }
 }
