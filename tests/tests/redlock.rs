@@ -881,14 +881,11 @@ async fn a_clock_jump_on_one_master_allows_a_second_holder_until_the_first_is_to
     drop(a);
 }
 
-/// A master that is down when a lock is released (the majority released it) and back
-/// within the release's budget gets the release too: its copy of the token does not stay
-/// until its ttl, where it would block the key should another master fail. The master
-/// keeps its keys across the restart (AOF), as a restarted production master does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_master_back_soon_after_a_release_gets_it_too() {
+/// Three masters that keep their keys across a restart (AOF), as a restarted production
+/// master does, and a client on them.
+fn persistent_masters() -> (Vec<RedisServer>, LockClient) {
     let persistent = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut servers: Vec<RedisServer> = (0..3)
+    let servers: Vec<RedisServer> = (0..3)
         .map(|_| RedisServer::start_with(&persistent))
         .collect();
     // Each write waits for its fsync (`appendfsync always`), which a busy disk can hold
@@ -900,14 +897,19 @@ async fn a_master_back_soon_after_a_release_gets_it_too() {
             .response_timeout(Duration::from_secs(3)),
     )
     .unwrap();
-    // Every connection open first (see a_lock_is_held_on_every_master_and_released_on_all).
-    assert!(!client.is_locked("back-soon").await.unwrap());
-    let guard = client
-        .lock("back-soon")
-        .ttl(Duration::from_secs(30))
-        .acquire()
-        .await
-        .unwrap();
+    (servers, client)
+}
+
+/// Kills master 0 while `key` holds `token` on every master, gives the lease back with
+/// `release` (the two live masters release it), restarts the master and checks that the
+/// release reaches it too within its budget: its copy of the token does not stay until
+/// its ttl (30 s), where it would block the key should another master fail.
+async fn a_master_back_soon_gets_the_release(
+    servers: &mut [RedisServer],
+    key: &str,
+    token: &str,
+    release: impl std::future::Future<Output = Result<ReleaseOutcome, LockError>>,
+) {
     let _: () = redis::cmd("SET")
         .arg("marker")
         .arg(1)
@@ -917,33 +919,33 @@ async fn a_master_back_soon_after_a_release_gets_it_too() {
     // majority granted (plus a short grace), so on a busy machine a master whose write
     // waits for its fsync may get no grant: it gets the token here, as its late grant
     // would have given it (this test is about the release, not the acquire).
-    let token = Some(guard.token().to_owned());
+    let token = Some(token.to_owned());
     let on_all = lock_tests::until(Duration::from_secs(2), Duration::from_millis(5), || {
-        holders(&servers, "back-soon") == vec![token.clone(); 3]
+        holders(servers, key) == vec![token.clone(); 3]
     })
     .await;
     if on_all.is_none() {
-        for server in &servers {
+        for server in servers.iter() {
             let _: () = redis::cmd("SET")
-                .arg("back-soon")
-                .arg(guard.token())
+                .arg(key)
+                .arg(token.as_deref())
                 .arg("PX")
                 .arg(30_000)
                 .query(&mut server.conn())
                 .unwrap();
         }
     }
-    assert_eq!(holders(&servers, "back-soon"), vec![token.clone(); 3]);
+    assert_eq!(holders(servers, key), vec![token.clone(); 3]);
     servers[0].kill9();
-    let before = holders(&servers[1..], "back-soon");
-    let released = guard.release().await.unwrap();
+    let before = holders(&servers[1..], key);
+    let released = release.await.unwrap();
     assert_eq!(
         released,
         ReleaseOutcome::Released,
         "the two live masters held {before:?} before the release, {:?} after",
-        holders(&servers[1..], "back-soon")
+        holders(&servers[1..], key)
     );
-    assert_eq!(holders(&servers[1..], "back-soon"), vec![None, None]);
+    assert_eq!(holders(&servers[1..], key), vec![None, None]);
     servers[0].restart();
     assert_eq!(
         servers[0].get("marker").as_deref(),
@@ -952,12 +954,42 @@ async fn a_master_back_soon_after_a_release_gets_it_too() {
     );
     // The ttl is 30 s: only the release can take the key away within the bound.
     for _ in 0..300 {
-        if servers[0].get("back-soon").is_none() {
+        if servers[0].get(key).is_none() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("the master back from its restart kept the released token");
+    panic!("the master back from its restart kept the released token at {key}");
+}
+
+/// A master that is down when a lock is released (the majority released it) and back
+/// within the release's budget gets the release too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_back_soon_after_a_release_gets_it_too() {
+    let (mut servers, client) = persistent_masters();
+    // Every connection open first (see a_lock_is_held_on_every_master_and_released_on_all).
+    assert!(!client.is_locked("back-soon").await.unwrap());
+    let guard = client
+        .lock("back-soon")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let token = guard.token().to_owned();
+    a_master_back_soon_gets_the_release(&mut servers, "back-soon", &token, guard.release()).await;
+}
+
+/// The same for a reader's share of a read-write lock: a master back soon after the share
+/// was given back gets the give-back too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_back_soon_after_a_share_is_given_back_gets_it_too() {
+    let (mut servers, client) = persistent_masters();
+    assert!(!client.is_locked("back-soon-doc").await.unwrap());
+    let rw = client.rw_lock("back-soon-doc").ttl(Duration::from_secs(30));
+    let reader = rw.read().await.unwrap();
+    let token = reader.token().to_owned();
+    let share = format!("~lock/share/{token}{{back-soon-doc}}");
+    a_master_back_soon_gets_the_release(&mut servers, &share, &token, reader.release()).await;
 }
 
 /// A round this process was too late to read is lost, not failed: with one master down,

@@ -10,7 +10,7 @@ use crate::connection::Connection;
 use crate::error::LockError;
 use crate::options::LockOptions;
 use crate::replicas::Replicas;
-use crate::scripts::{HANDOVER, KeyNames};
+use crate::scripts::{Call, HANDOVER, KeyNames, invoke};
 use crate::topology::one_node::{self, Waiters};
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::{self, Redlock, every_master};
@@ -161,6 +161,27 @@ impl Deployment {
             }
             #[cfg(feature = "redlock")]
             Deployment::Quorum(redlock) => redlock::release_all(all, redlock, names, token).await,
+        }
+    }
+
+    /// One send of a release `call` of the lease at `key` (its reply: 1 released, 0 gone,
+    /// -1 another owner's): on the node `next` picks, or on every master of `all`, where a
+    /// majority must release it and a master that failed it for a passing reason (a
+    /// restart) is asked again in the background, so that it does not keep the lease until
+    /// its ttl.
+    pub(crate) async fn release_with(
+        &self,
+        #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] all: &[Connection],
+        next: impl FnOnce() -> Connection,
+        key: &str,
+        call: impl Fn() -> Call<'static>,
+    ) -> Result<i64, LockError> {
+        match self {
+            Deployment::OneNode => invoke::<i64>(&call(), &mut next())
+                .await
+                .map_err(|err| LockError::backend(key, err)),
+            #[cfg(feature = "redlock")]
+            Deployment::Quorum(redlock) => redlock::release_each(all, redlock, key, call).await,
         }
     }
 

@@ -47,7 +47,7 @@ use redis::{RedisError, RedisResult};
 use crate::options::fence_lifetime;
 use crate::renewal::shutdown::Shutdown;
 use crate::scripts::{
-    KeyNames, RELEASE, acquire_call, announced_release_call, queue_call, raise_fence_call,
+    Call, KeyNames, RELEASE, acquire_call, announced_release_call, queue_call, raise_fence_call,
     retake_call,
 };
 use crate::wakeups::{WaitTicket, Wakeups};
@@ -412,6 +412,18 @@ pub(crate) async fn release_all(
     token: &str,
 ) -> Result<i64, LockError> {
     let call = || announced_release_call(names, token, "PUBLISH");
+    release_each(nodes, redlock, names.lock(), call).await
+}
+
+/// Sends a release `call` of the lease at `key` (its reply: 1 released, 0 gone, -1 another
+/// owner's) to every master, as [`release_all`] does: 1 when a majority released it; a
+/// master that failed it for a passing reason (a restart) is asked again in the background.
+pub(crate) async fn release_each(
+    nodes: &[Connection],
+    redlock: &Redlock,
+    key: &str,
+    call: impl Fn() -> Call<'static>,
+) -> Result<i64, LockError> {
     let (replies, _) = ask_all(
         nodes,
         redlock.majority(),
@@ -436,9 +448,9 @@ pub(crate) async fn release_all(
         .collect::<Vec<_>>();
     let error = replies.into_iter().flatten().find_map(Result::err);
     match error {
-        Some(err) if count == 0 => Err(LockError::backend(names.lock(), err)),
+        Some(err) if count == 0 => Err(LockError::backend(key, err)),
         None if count == 0 && !silent.is_empty() => Err(LockError::backend(
-            names.lock(),
+            key,
             RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!("no answer from {}", silent.join(", ")),

@@ -12,7 +12,7 @@ use crate::lease::{Token, validity};
 use crate::options::LockOptions;
 use crate::primitives::guard::outcome_of;
 use crate::queue::redis_queue::release::{RELEASE_BUDGET, RELEASE_TRIES};
-use crate::scripts::{KeyNames, invoke, invoke_granting};
+use crate::scripts::{KeyNames, invoke_granting};
 use crate::scripts::{ShareNames, read_call, read_release_call};
 
 /// One call of rw_read.lua: 1 taken, 0 the quick path is closed, -1 `gate` no longer holds
@@ -69,7 +69,8 @@ pub(super) async fn take_share(
 }
 
 /// One call of rw_read_release.lua: 1 released, 0 the share was gone, -1 another token's.
-/// On independent masters, on every master: released when a majority released it.
+/// On independent masters, on every master: released when a majority released it (a
+/// master that failed it for a passing reason is asked again in the background).
 pub(super) async fn give_share_back(
     client: &LockClient,
     names: &KeyNames,
@@ -77,31 +78,10 @@ pub(super) async fn give_share_back(
     token: &str,
 ) -> Result<i64, LockError> {
     let shares = ShareNames::of(names);
-    let call = read_release_call((names, &shares, share), token, client.publish_command());
-    let ask = |mut connection| {
-        let call = &call;
-        async move {
-            invoke::<i64>(call, &mut connection)
-                .await
-                .map_err(|err| LockError::backend(names.lock(), err))
-        }
-    };
-    let (answers, quorum) = (client.deployment())
-        .answers(client.nodes(), || client.connection(), names.lock(), ask)
-        .await?;
-    let count = |reply: i64| {
-        answers
-            .iter()
-            .filter(|answer| **answer == Some(reply))
-            .count()
-    };
-    Ok(if count(1) >= quorum {
-        1
-    } else if count(-1) > 0 {
-        -1
-    } else {
-        0
-    })
+    let call = || read_release_call((names, &shares, share), token, client.publish_command());
+    (client.deployment())
+        .release_with(client.nodes(), || client.connection(), names.lock(), call)
+        .await
 }
 
 /// Gives a share back, trying again after transient errors like a release does, for at
