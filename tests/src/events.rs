@@ -27,10 +27,22 @@ fn log() -> MutexGuard<'static, Vec<u8>> {
 /// Captures every event at `level` and above from now on (the first call's level holds for
 /// the whole binary; later calls do nothing).
 pub fn capture(level: tracing::Level) {
+    install(level, tracing_subscriber::fmt::format::FmtSpan::NONE);
+}
+
+/// [`capture`], with a line for each span at `level` and above when it closes, which shows
+/// the fields the span recorded (`<name>{<fields>}: <target>: close ...`). Every test of a
+/// binary that reads span closes calls this one.
+pub fn capture_with_span_closes(level: tracing::Level) {
+    install(level, tracing_subscriber::fmt::format::FmtSpan::CLOSE);
+}
+
+fn install(level: tracing::Level, spans: tracing_subscriber::fmt::format::FmtSpan) {
     INSTALLED.call_once(|| {
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(level)
             .with_ansi(false)
+            .with_span_events(spans)
             .with_writer(|| Capture)
             .finish();
         tracing::subscriber::set_global_default(subscriber)

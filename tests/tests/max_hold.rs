@@ -27,7 +27,7 @@ const SLACK: Duration = Duration::from_secs(3);
 /// the hung holder's last renewal gave it; a WARN names the key and the token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_body_is_ended_at_max_hold_and_a_waiter_then_gets_the_key() {
-    events::capture(tracing::Level::INFO);
+    events::capture_with_span_closes(tracing::Level::INFO);
     let server = RedisServer::start();
     let holder = client(&server, |config| config);
     let waiter = client(&server, |config| config);
@@ -232,7 +232,7 @@ async fn renewals_and_progress_are_visible_to_inspect() {
 /// shorter than the thresholds log nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_holds_and_long_waits_are_logged_once_at_info() {
-    events::capture(tracing::Level::INFO);
+    events::capture_with_span_closes(tracing::Level::INFO);
     let server = RedisServer::start();
     let configure = |config: Config| {
         config
@@ -282,4 +282,28 @@ async fn long_holds_and_long_waits_are_logged_once_at_info() {
         "{waited:?}"
     );
     assert!(events::mentioning(&["long: past", "key=\"quick\""]).is_empty());
+}
+
+/// A wait that runs out without passing `log_long_waits` names the holder on its `lock wait`
+/// span too: the one look its `Timeout` takes is told to the span before the span closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_runs_out_names_the_holder_on_its_span() {
+    events::capture_with_span_closes(tracing::Level::INFO);
+    let server = RedisServer::start();
+    let holder = client(&server, |config| config);
+    let waiter = client(&server, |config| config);
+    let guard = holder.lock("stuck-span").acquire().await.unwrap();
+    let lock = waiter.lock("stuck-span").wait(Duration::from_millis(600));
+    let err = lock.acquire().await.unwrap_err();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    let token = guard.token().to_owned();
+    guard.release().await.unwrap();
+    let closed = events::mentioning(&["lock wait{key=\"stuck-span\"", "close"]);
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert!(
+        closed[0].contains(&format!("holder_token=\"{token}\""))
+            && closed[0].contains(" pid ")
+            && closed[0].contains("held_ms="),
+        "{closed:?}"
+    );
 }
