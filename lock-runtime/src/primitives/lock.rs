@@ -15,6 +15,7 @@ use crate::options::OnLost;
 use crate::options::{LockOptions, Taker};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};
+use crate::primitives::run_path::run_held;
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 #[cfg(feature = "redlock")]
 use crate::queue::quorum_wait;
@@ -552,18 +553,13 @@ impl Lock {
     /// instead of the body's result. The body ran to its end then: its effects may have
     /// happened without the lock. With [`OnLost::Continue`](crate::OnLost::Continue) the body's result is returned
     /// and its [`current_lock`](crate::current_lock) reads lost.
-    pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
+    pub fn run<F, T, E>(&self, body: F) -> impl Future<Output = Result<T, E>>
     where
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key);
-        crate::primitives::run_path::run_held!(
-            self.acquire(),
-            self.spec.options.on_lost,
-            body,
-            span
-        )
+        run_held(|| self.acquire(), self.spec.options.on_lost, body, span)
     }
 }
 

@@ -11,6 +11,7 @@ use crate::context::{self, CurrentLock};
 use crate::lock_order::OrderSpec;
 use crate::options::{Explicit, OnLost, Taker};
 use crate::primitives::builder::{Builder, LockSpec, with_client};
+use crate::primitives::run_path::run_held;
 use crate::{
     client::LockClient, error::LockError, error::ReleaseOutcome, options::LockOptions,
     primitives::guard::LockGuard, primitives::lock::Lock,
@@ -226,18 +227,13 @@ impl MultiLock {
     ///     .await?;
     /// # Ok(()) }
     /// ```
-    pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
+    pub fn run<F, T, E>(&self, body: F) -> impl Future<Output = Result<T, E>>
     where
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
-        crate::primitives::run_path::run_held!(
-            self.acquire(),
-            self.spec.options.on_lost,
-            body,
-            span
-        )
+        run_held(|| self.acquire(), self.spec.options.on_lost, body, span)
     }
 }
 

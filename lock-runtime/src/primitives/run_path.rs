@@ -6,7 +6,9 @@
 use std::future::Future;
 
 use crate::error::{LockError, ReleaseOutcome};
+use crate::options::OnLost;
 use crate::primitives::held_lease::HeldLease;
+use crate::renewal::lost_signal::until_lost;
 
 /// What the run path needs of a hold: a lock's, a reader's, a permit's, or several locks'.
 pub(crate) trait Held: Sized {
@@ -39,73 +41,59 @@ pub(crate) trait LossWatch {
     fn lost_now(&self) -> Option<LockError>;
 }
 
-/// Runs `$body` in `$span` under what `$acquire` (a future) takes (see the module's docs),
-/// in the calling `async fn` itself: a macro, not a function, so that the body's future is
-/// not moved into one more future (each such layer holds the body again, and nested guarded
-/// bodies doubled their size per level: `mutation_gaps`'s nested bodies overflowed their
-/// stack).
+/// Runs `body` in `span` under what `acquire()` takes (see the module's docs).
+///
+/// A front returns this future itself (it is no `async fn` of its own): each future that
+/// holds a body as an argument holds it again, and nested guarded bodies would double their
+/// size per level (`mutation_gaps`'s nested bodies overflowed their stack). The acquire is
+/// made inside, so that its future is not kept beside the body's.
 ///
 /// The span covers the body only, so that the application's events in it say which lock
 /// they ran under; the lock's own events (acquired, released, lost) stay outside it and
 /// name the key themselves: once per line.
-macro_rules! run_held {
-    ($acquire:expr, $on_lost:expr, $body:expr, $span:expr) => {{
-        use $crate::primitives::run_path::{Held, LossWatch as _};
-        let body = tracing::Instrument::instrument($body, $span);
-        let on_lost: $crate::options::OnLost = $on_lost;
-        match $acquire.await {
-            Err(err) => Err(err.into()),
-            Ok(held) if Held::is_reentrant(&held) => body.await,
-            Ok(held) => {
-                let watch = Held::watch(&held);
-                // The body ends (is dropped) here, before the release: a body stopped by a
-                // loss takes no step while its lock is given back.
-                let outcome = {
-                    let body = $crate::primitives::run_path::hold(&held, &watch, body);
-                    // Pinned here: moved into `until_lost`, a nested body would double its
-                    // size.
-                    tokio::pin!(body);
-                    match on_lost {
-                        $crate::options::OnLost::Continue => Ok(body.await),
-                        _ => {
-                            $crate::renewal::lost_signal::until_lost(
-                                body,
-                                || watch.lost_now(),
-                                Held::lost(&held),
-                            )
-                            .await
-                        }
-                    }
-                };
-                if let Err($crate::error::LockError::Lost { key, cause }) = &outcome {
-                    tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
-                }
-                if let Err(err) = Held::release(held).await {
-                    // The body's outcome stands; the lease runs out by itself.
-                    tracing::warn!(key = %err.key(), error = %err.cause(), "giving the lock back failed");
-                }
-                // A loss the release found (or one reported after the body ended) is a loss
-                // like one found while the body ran; the body's effects may have happened.
-                match (outcome, watch.lost_now()) {
-                    (Ok(_), Some(lost)) if on_lost != $crate::options::OnLost::Continue => {
-                        Err(lost.into())
-                    }
-                    (outcome, _) => outcome.unwrap_or_else(|err| Err(err.into())),
-                }
-            }
-        }
-    }};
-}
-
-pub(crate) use run_held;
-
-/// The body of `held` with [`crate::current_lock`] describing it (for [`run_held!`]).
-pub(crate) fn hold<'w, H: Held, F: Future>(
-    _held: &H,
-    watch: &'w H::LossWatch,
+pub(crate) async fn run_held<H, A, F, T, E>(
+    acquire: impl FnOnce() -> A,
+    on_lost: OnLost,
     body: F,
-) -> impl Future<Output = F::Output> + use<'w, H, F> {
-    H::hold(watch, body)
+    span: tracing::Span,
+) -> Result<T, E>
+where
+    H: Held,
+    A: Future<Output = Result<H, LockError>>,
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    let body = tracing::Instrument::instrument(body, span);
+    let held = match acquire().await {
+        Err(err) => return Err(err.into()),
+        Ok(held) if held.is_reentrant() => return body.await,
+        Ok(held) => held,
+    };
+    let watch = held.watch();
+    // The body ends (is dropped) here, before the release: a body stopped by a loss takes
+    // no step while its lock is given back.
+    let outcome = {
+        let body = H::hold(&watch, body);
+        // Pinned here: moved into `until_lost`, a nested body would double its size.
+        tokio::pin!(body);
+        match on_lost {
+            OnLost::Continue => Ok(body.await),
+            _ => until_lost(body, || watch.lost_now(), held.lost()).await,
+        }
+    };
+    if let Err(LockError::Lost { key, cause }) = &outcome {
+        tracing::info!(key = %key, %cause, "the lease was lost: the guarded body was stopped");
+    }
+    if let Err(err) = held.release().await {
+        // The body's outcome stands; the lease runs out by itself.
+        tracing::warn!(key = %err.key(), error = %err.cause(), "giving the lock back failed");
+    }
+    // A loss the release found (or one reported after the body ended) is a loss like one
+    // found while the body ran; the body's effects may have happened.
+    match (outcome, watch.lost_now()) {
+        (Ok(_), Some(lost)) if on_lost != OnLost::Continue => Err(lost.into()),
+        (outcome, _) => outcome.unwrap_or_else(|err| Err(err.into())),
+    }
 }
 
 impl LossWatch for crate::context::CurrentLock {

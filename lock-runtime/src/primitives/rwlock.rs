@@ -509,13 +509,13 @@ impl RwLock {
     ///     .await?;
     /// # Ok(()) }
     /// ```
-    pub async fn run_read<F, T, E>(&self, body: F) -> Result<T, E>
+    pub fn run_read<F, T, E>(&self, body: F) -> impl Future<Output = Result<T, E>>
     where
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "read");
-        run_held!(self.read(), self.spec.options.on_lost, body, span)
+        run_held(|| self.read(), self.spec.options.on_lost, body, span)
     }
 
     /// Takes the key for writing, runs `body`, and releases it, also when `body` returns an
@@ -533,13 +533,13 @@ impl RwLock {
     ///     .await?;
     /// # Ok(()) }
     /// ```
-    pub async fn run_write<F, T, E>(&self, body: F) -> Result<T, E>
+    pub fn run_write<F, T, E>(&self, body: F) -> impl Future<Output = Result<T, E>>
     where
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
         let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "write");
-        run_held!(self.write(), self.spec.options.on_lost, body, span)
+        run_held(|| self.write(), self.spec.options.on_lost, body, span)
     }
 }
 

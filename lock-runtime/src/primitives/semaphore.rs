@@ -24,6 +24,7 @@ use crate::primitives::builder::{Builder, LockSpec, with_client};
 use crate::primitives::lock::MAX_WAIT;
 #[cfg(feature = "redlock")]
 use crate::primitives::permit_slots::take_slot;
+use crate::primitives::run_path::run_held;
 use crate::primitives::semaphore_guard::SemaphoreGuard;
 use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
@@ -320,18 +321,13 @@ impl Semaphore {
     ///     .await
     /// # }
     /// ```
-    pub async fn run<F, T, E>(&self, body: F) -> Result<T, E>
+    pub fn run<F, T, E>(&self, body: F) -> impl Future<Output = Result<T, E>>
     where
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
         let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
-        crate::primitives::run_path::run_held!(
-            self.acquire(),
-            self.spec.options.on_lost,
-            body,
-            span
-        )
+        run_held(|| self.acquire(), self.spec.options.on_lost, body, span)
     }
 
     /// The error for a key whose holders use `held` permits, not this semaphore's count.
