@@ -249,7 +249,7 @@ pub(crate) fn holds_by_client(fields: &[String]) -> HashMap<&str, Vec<String>> {
 /// One step of a cycle: a key, the token that holds it, and what that holder's task waits
 /// for (none for the step that comes back to the walker).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Step {
+struct CycleStep {
     key: String,
     holder: String,
     record: Option<Record>,
@@ -258,7 +258,7 @@ struct Step {
 /// A closed cycle, from the walker's wait on.
 #[derive(Debug, Clone)]
 pub(crate) struct Cycle {
-    steps: Vec<Step>,
+    steps: Vec<CycleStep>,
 }
 
 impl Cycle {
@@ -330,7 +330,7 @@ async fn follow(
     mark: (&str, &str),
     kept: &mut bool,
 ) -> Option<Cycle> {
-    let mut steps: Vec<Step> = Vec::new();
+    let mut steps: Vec<CycleStep> = Vec::new();
     let mut key = key.to_owned();
     for _ in 0..MAX_STEPS {
         if steps.iter().any(|step| step.key == key) {
@@ -343,7 +343,7 @@ async fn follow(
         }
         let (holder, records) = (answer.holder?, answer.records);
         if mine.contains(&holder.as_str()) {
-            steps.push(Step {
+            steps.push(CycleStep {
                 key,
                 holder,
                 record: None,
@@ -352,7 +352,7 @@ async fn follow(
         }
         let record = Record::decode(records.get(&holder)?)?;
         let next = record.waits_for.clone();
-        steps.push(Step {
+        steps.push(CycleStep {
             key,
             holder,
             record: Some(record),
@@ -525,12 +525,12 @@ mod tests {
     fn the_victim_is_the_wait_that_began_last() {
         let cycle = Cycle {
             steps: vec![
-                Step {
+                CycleStep {
                     key: "b".into(),
                     holder: "lr-1".into(),
                     record: Some(record("a", 100, 1)),
                 },
-                Step {
+                CycleStep {
                     key: "a".into(),
                     holder: "lr-2".into(),
                     record: None,

@@ -56,7 +56,7 @@ struct Pass {
 }
 
 /// The outcome of each channel of a pass, in the pass's order.
-struct Outcome {
+struct PassOutcome {
     subscribed: Vec<RedisResult<()>>,
     unsubscribed: Vec<RedisResult<()>>,
 }
@@ -149,7 +149,7 @@ impl Registry {
     fn settle(
         &mut self,
         pass: Pass,
-        outcome: Outcome,
+        outcome: PassOutcome,
         on_server: &mut HashSet<String>,
     ) -> Option<bool> {
         if self.closed {
@@ -189,7 +189,7 @@ impl Registry {
 }
 
 impl Subscriber {
-    async fn apply(&mut self, pass: &Pass) -> Outcome {
+    async fn apply(&mut self, pass: &Pass) -> PassOutcome {
         match self {
             Subscriber::Single(subscriber) => single(subscriber, pass).await,
             #[cfg(feature = "cluster")]
@@ -208,12 +208,12 @@ impl Subscriber {
 }
 
 /// A single server: one `SUBSCRIBE` and one `UNSUBSCRIBE` for all the pass's channels.
-async fn single(subscriber: &mut SingleSubscriber, pass: &Pass) -> Outcome {
+async fn single(subscriber: &mut SingleSubscriber, pass: &Pass) -> PassOutcome {
     let subscribe: Vec<&str> = pass.subscribe.iter().map(|(c, _)| c.as_str()).collect();
     let unsubscribe: Vec<&str> = pass.unsubscribe.iter().map(String::as_str).collect();
     let subscribed = subscriber.send(Command::Subscribe, &subscribe).await;
     let unsubscribed = subscriber.send(Command::Unsubscribe, &unsubscribe).await;
-    Outcome {
+    PassOutcome {
         subscribed: vec![subscribed; subscribe.len()],
         unsubscribed: vec![unsubscribed; unsubscribe.len()],
     }
@@ -222,11 +222,11 @@ async fn single(subscriber: &mut SingleSubscriber, pass: &Pass) -> Outcome {
 /// A cluster: one sharded command per channel, all at once (a sharded command must stay
 /// within one slot, and each channel has its own).
 #[cfg(feature = "cluster")]
-async fn sharded(lazy: &LazyCluster, pass: &Pass) -> Outcome {
+async fn sharded(lazy: &LazyCluster, pass: &Pass) -> PassOutcome {
     let connection = match lazy.get().await {
         Ok(connection) => connection,
         Err(err) => {
-            return Outcome {
+            return PassOutcome {
                 subscribed: vec![Err(err.clone()); pass.subscribe.len()],
                 unsubscribed: vec![Err(err); pass.unsubscribe.len()],
             };
@@ -241,7 +241,7 @@ async fn sharded(lazy: &LazyCluster, pass: &Pass) -> Outcome {
         async move { connection.sunsubscribe(channel).await }
     }));
     let (subscribed, unsubscribed) = join(subscribe, unsubscribe).await;
-    Outcome {
+    PassOutcome {
         subscribed,
         unsubscribed,
     }
