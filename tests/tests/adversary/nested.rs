@@ -22,8 +22,8 @@
 //! - no nested wait runs out its wait (`timeout`) while its window held a stretch of
 //!   [`QUIET`] without a fault (a standing cycle outlived the delay and its margin).
 //!
-//! On the single server always; over the Redlock masters with `ADVERSARY_REDLOCK_NESTS=1`
-//! (each step of a walk there is what a majority of them says).
+//! On the single server, and over the Redlock masters (each step of a walk there is what a
+//! majority of them says) unless `ADVERSARY_REDLOCK_NESTS=0`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
