@@ -23,7 +23,7 @@ use crate::lease::{Token, millis, validity};
 use crate::renewal::liveness::Liveness;
 use crate::renewal::lost_signal::LostSignal;
 use crate::replicas::Replicas;
-use crate::scripts::{GROW_ONLY, KeyNames, QUEUE_LEASE, invoke};
+use crate::scripts::{KeyNames, QUEUE_LEASE, invoke};
 use crate::telemetry::Telemetry;
 
 mod hold_clock;

@@ -1,7 +1,7 @@
 //! The typed call of every script: one builder per script names its keys and arguments,
 //! in the order the script reads them, so that no caller writes a positional `.arg()` chain.
-//! (The watchdog's batched renewals and the shutdown's pipeline build `EVALSHA` commands of
-//! their own: see `renewals.rs` and `shutdown.rs`.)
+//! The watchdog's batched renewals are an `EVALSHA` command of their own
+//! ([`renew_many_command`]), which goes into its pipeline as it is.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use super::call::Call;
 use super::catalog::RAISE_FENCE;
 use super::catalog::{
     ACQUIRE, ALIVE, FORCE_RELEASE, FORGET_WAIT, INSPECT, KEEPALIVE, LuaScript, READ, READ_RELEASE,
-    RELEASE, RENEW, RETAKE, SEMAPHORE_ACQUIRE, WRITE_READY,
+    RELEASE, RENEW, RENEW_MANY, RETAKE, SEMAPHORE_ACQUIRE, WRITE_READY,
 };
 use super::{GRANT_CONFIRM_WINDOW, GROW_ONLY, KeyNames, QUEUE_LEASE, ShareNames};
 use crate::lease::millis;
@@ -359,4 +359,46 @@ pub(crate) fn forget_wait_call(waits: &str, field: &str, record: &str) -> Call<'
     let mut call = Call::new(&FORGET_WAIT, &[waits]);
     call.arg(field).arg(record);
     call
+}
+
+/// One lease of a [`renew_many_command`]: its key's names, its token and lease, and, when
+/// its holder reported progress, the hold record to note the renewal in with how long ago
+/// that was.
+pub(crate) struct RenewedLease<'a> {
+    pub(crate) names: &'a KeyNames,
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+    /// The lock's hold record (`None`: the renewal records nothing).
+    pub(crate) hold: Option<&'a str>,
+    /// How long before this renewal its holder last reported progress.
+    pub(crate) progress_ago: Option<Duration>,
+}
+
+/// The watchdog's batched renewal: one `EVALSHA` of renew_many.lua for `leases` (on one
+/// server; in a cluster, in one slot). With `alive`, the process's liveness key, each lease
+/// names its queue keys too: renewing notes its holder for the key's waiters.
+pub(crate) fn renew_many_command(leases: &[RenewedLease<'_>], alive: Option<&str>) -> redis::Cmd {
+    let queue_keys = if alive.is_some() { 3 } else { 1 };
+    let keys_of = |lease: &RenewedLease<'_>| queue_keys + usize::from(lease.hold.is_some());
+    let mut command = redis::cmd("EVALSHA");
+    command.arg(RENEW_MANY.script().get_hash());
+    command.arg(leases.iter().map(keys_of).sum::<usize>());
+    for lease in leases {
+        command.arg(lease.names.lock());
+        if alive.is_some() {
+            command.arg(lease.names.queue()).arg(lease.names.ttls());
+        }
+        command.arg(lease.hold);
+    }
+    command.arg(GROW_ONLY).arg(alive.unwrap_or(""));
+    for lease in leases {
+        (command.arg(lease.token))
+            .arg(millis(lease.ttl))
+            .arg(keys_of(lease));
+        match lease.progress_ago {
+            Some(ago) => command.arg(u64::try_from(ago.as_millis()).unwrap_or(u64::MAX)),
+            None => command.arg(""),
+        };
+    }
+    command
 }

@@ -7,7 +7,7 @@ use super::*;
 #[cfg(feature = "cluster")]
 use crate::connection::cluster_nodes::key_slot;
 use crate::replicas::Answer;
-use crate::scripts::RENEW_MANY;
+use crate::scripts::{RENEW_MANY, RenewedLease, renew_many_command};
 
 /// What the nodes said of one lease's renewal.
 pub(super) enum Verdict {
@@ -312,8 +312,6 @@ impl Renewals<'_> {
     fn renew_call(&self, leases: &[&Renewal]) -> redis::Cmd {
         let alive =
             (self.alive).and_then(|liveness| liveness.key_for(leases.first()?.names.lock()));
-        let mut command = redis::cmd("EVALSHA");
-        command.arg(RENEW_MANY.script().get_hash());
         let holds: Vec<Option<String>> = leases
             .iter()
             .map(|lease| {
@@ -321,28 +319,16 @@ impl Renewals<'_> {
                 record.then(|| lease.names.hold()).flatten()
             })
             .collect();
-        let queue_keys = if alive.is_some() { 3 } else { 1 };
-        let counts: Vec<usize> = (holds.iter())
-            .map(|hold| queue_keys + usize::from(hold.is_some()))
+        let renewed: Vec<RenewedLease<'_>> = (leases.iter().zip(&holds))
+            .map(|(lease, hold)| RenewedLease {
+                names: &lease.names,
+                token: &lease.token,
+                ttl: lease.ttl,
+                hold: hold.as_deref(),
+                progress_ago: lease.progress_ago,
+            })
             .collect();
-        command.arg(counts.iter().sum::<usize>());
-        for (lease, hold) in leases.iter().zip(&holds) {
-            let names = &lease.names;
-            command.arg(names.lock());
-            if alive.is_some() {
-                command.arg(names.queue()).arg(names.ttls());
-            }
-            command.arg(hold.as_deref());
-        }
-        command.arg(GROW_ONLY).arg(alive.as_deref().unwrap_or(""));
-        for (lease, keys) in leases.iter().zip(counts) {
-            command.arg(&*lease.token).arg(millis(lease.ttl)).arg(keys);
-            match lease.progress_ago {
-                Some(ago) => command.arg(u64::try_from(ago.as_millis()).unwrap_or(u64::MAX)),
-                None => command.arg(""),
-            };
-        }
-        command
+        renew_many_command(&renewed, alive.as_deref())
     }
 
     /// Whether two leases' keys may share a call: always on one server; in a cluster, when
