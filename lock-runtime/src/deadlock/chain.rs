@@ -314,33 +314,29 @@ pub(crate) async fn walk(
     mine: &[&str],
     mark: (&str, &str),
 ) -> Walk {
-    let mut records_kept = true;
-    let cycle = follow(client, key, mine, mark, &mut records_kept).await;
+    let Some(first) = step_on(client, key, Some(mark)).await else {
+        // Nothing read: no verdict on the records either.
+        return Walk {
+            cycle: None,
+            records_kept: true,
+        };
+    };
     Walk {
-        cycle,
-        records_kept,
+        records_kept: first.marked,
+        cycle: follow(client, key, first, mine).await,
     }
 }
 
-/// [`walk`]'s steps; `kept` says whether the first step saw `mark`.
+/// [`walk`]'s steps from `key`, whose holder and records `answer` read.
 async fn follow(
     client: &LockClient,
     key: &str,
+    mut answer: StepAnswer,
     mine: &[&str],
-    mark: (&str, &str),
-    kept: &mut bool,
 ) -> Option<Cycle> {
     let mut steps: Vec<CycleStep> = Vec::new();
     let mut key = key.to_owned();
-    for _ in 0..MAX_STEPS {
-        if steps.iter().any(|step| step.key == key) {
-            return None;
-        }
-        let first = steps.is_empty().then_some(mark);
-        let answer = step_on(client, &key, first).await?;
-        if first.is_some() {
-            *kept = answer.marked;
-        }
+    for taken in 1..=MAX_STEPS {
         let (holder, records) = (answer.holder?, answer.records);
         if mine.contains(&holder.as_str()) {
             steps.push(CycleStep {
@@ -357,6 +353,10 @@ async fn follow(
             holder,
             record: Some(record),
         });
+        if taken == MAX_STEPS || steps.iter().any(|step| step.key == next) {
+            return None;
+        }
+        answer = step_on(client, &next, None).await?;
         key = next;
     }
     None
