@@ -245,3 +245,22 @@ async fn a_permit_and_a_task_waiting_for_one_are_counted() {
     until_equal("lock_held", Some("permits"), 0.0).await;
     until_equal("lock_oldest_hold_seconds", Some("permits"), 0.0).await;
 }
+
+/// A gauge one client published and another did not see is still set back to zero when its
+/// entry ends: client B publishes `stuck`'s hold (its first publication comes at once) and
+/// is dropped while the hold lasts; A, whose hold it is, has not published since before
+/// the hold began. The gauges are the process's, so whichever client publishes next sets
+/// it to zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_series_another_client_published_is_zeroed_when_its_entry_ends() {
+    recorder();
+    let server = RedisServer::start();
+    let a = labelled_client(&server);
+    let guard = a.lock("stuck:1").acquire().await.unwrap();
+    let b = labelled_client(&server);
+    until_equal("lock_held", Some("stuck"), 1.0).await;
+    drop(b);
+    guard.release().await.unwrap();
+    until_equal("lock_held", Some("stuck"), 0.0).await;
+    until_equal("lock_oldest_hold_seconds", Some("stuck"), 0.0).await;
+}

@@ -10,10 +10,12 @@
 //!
 //! The table is the process's, not the client's: a process with two clients (the global
 //! one and one of its own) publishes the same values from both, never one client's view
-//! over the other's. An entry is removed by dropping its [`Live`]: a guard dropped without
+//! over the other's. So is the record of which labelled series were last published above
+//! zero: once a series' entries end, whichever client publishes next sets it to zero, also
+//! when the client that published it is gone. An entry is removed by dropping its [`Live`]: a guard dropped without
 //! a release, a wait whose future was dropped, a panic, all end it the same way.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,12 @@ pub(crate) const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 static HOLDS: Mutex<Entries> = Mutex::new(Entries::new());
 /// The waits of the process's tasks, while they last.
 static WAITS: Mutex<Entries> = Mutex::new(Entries::new());
+/// The labelled series some client last published with a count above zero, by table
+/// (0: holds, 1: waits): the gauges are the process's, so whichever client publishes next
+/// sets such a series back to zero once its entries are gone, also when the client that
+/// published it is gone (or never sees it at zero). Taken for a whole publication, so that
+/// two clients' publications never interleave.
+static PUBLISHED: Mutex<BTreeSet<(usize, String)>> = Mutex::new(BTreeSet::new());
 
 /// What a gauge series is labelled with.
 #[derive(Clone)]
@@ -188,7 +196,6 @@ impl Telemetry {
         tokio::spawn(async move {
             let mut publisher = Publisher {
                 unlabeled: telemetry.key_label.is_none(),
-                seen: HashSet::new(),
             };
             let mut every = tokio::time::interval(PUBLISH_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -236,20 +243,19 @@ const TABLES: [(&Mutex<Entries>, &str, &str); 2] = [
     (&WAITS, WAITING, OLDEST_WAIT_SECONDS),
 ];
 
-/// One client's publisher: which labelled series it has published, so that a series whose
-/// last hold or wait ended is set to zero once.
+/// A client's publisher of the gauges (its task stops when the client is dropped).
 struct Publisher {
-    /// This client has no key label: the unlabeled series is published, zero included.
+    /// The client has no key label: the series without labels is always published.
     unlabeled: bool,
-    /// The tables (their index in [`TABLES`]) and `key` labels published non-zero at the
-    /// last tick.
-    seen: HashSet<(usize, String)>,
 }
 
 impl Publisher {
+    /// Sets every series in the tables, and to zero each labelled series some client
+    /// published above zero whose entries are gone.
     fn publish(&mut self) {
+        let mut published = PUBLISHED.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
-        let mut seen = HashSet::new();
+        let mut above_zero = BTreeSet::new();
         for (index, (table, count_name, oldest_name)) in TABLES.into_iter().enumerate() {
             let mut series = sample(table);
             let none = Sample {
@@ -259,7 +265,7 @@ impl Publisher {
             if self.unlabeled {
                 series.entry(None).or_insert(none);
             }
-            for (_, label) in self.seen.iter().filter(|(table, _)| *table == index) {
+            for (_, label) in published.iter().filter(|(table, _)| *table == index) {
                 series.entry(Some(label.clone())).or_insert(none);
             }
             for (label, sample) in series {
@@ -271,24 +277,23 @@ impl Publisher {
                     age,
                 );
                 if let (Some(label), true) = (label, sample.count > 0) {
-                    seen.insert((index, label));
+                    above_zero.insert((index, label));
                 }
             }
         }
-        self.seen = seen;
+        *published = above_zero;
     }
 }
 
 impl Drop for Publisher {
-    /// The client is gone (its runtime dropped this task), and with it its holds and
-    /// waits: the series it published that no hold or wait of the process is in any more
-    /// are set to zero. The others are left to the other clients' publishers: a zero here
-    /// would be a false one until their next tick.
+    /// The last word of a client that goes: the series it would set to zero now are set.
     fn drop(&mut self) {
+        let mut published = PUBLISHED.lock().unwrap_or_else(PoisonError::into_inner);
         let unlabeled = self.unlabeled.then_some(None);
+        let mut zeroed = Vec::new();
         for (index, (table, count_name, oldest_name)) in TABLES.into_iter().enumerate() {
             let present = sample(table);
-            let labels = self.seen.iter().filter(|(table, _)| *table == index);
+            let labels = published.iter().filter(|(table, _)| *table == index);
             let labels = labels.map(|(_, label)| Some(label.clone()));
             for label in labels.chain(unlabeled.clone()) {
                 if !present.contains_key(&label) {
@@ -298,8 +303,12 @@ impl Drop for Publisher {
                         0,
                         Duration::ZERO,
                     );
+                    zeroed.extend(label.map(|label| (index, label)));
                 }
             }
+        }
+        for series in zeroed {
+            published.remove(&series);
         }
     }
 }
