@@ -369,7 +369,7 @@ pub(crate) struct RenewedLease<'a> {
     pub(crate) token: &'a str,
     pub(crate) ttl: Duration,
     /// The lock's hold record (`None`: the renewal records nothing).
-    pub(crate) hold: Option<&'a str>,
+    pub(crate) hold: Option<String>,
     /// How long before this renewal its holder last reported progress.
     pub(crate) progress_ago: Option<Duration>,
 }
@@ -388,7 +388,7 @@ pub(crate) fn renew_many_command(leases: &[RenewedLease<'_>], alive: Option<&str
         if alive.is_some() {
             command.arg(lease.names.queue()).arg(lease.names.ttls());
         }
-        command.arg(lease.hold);
+        command.arg(lease.hold.as_deref());
     }
     command.arg(GROW_ONLY).arg(alive.unwrap_or(""));
     for lease in leases {

@@ -12,8 +12,9 @@
 //! one and one of its own) publishes the same values from both, never one client's view
 //! over the other's. So is the record of which labelled series were last published above
 //! zero: once a series' entries end, whichever client publishes next sets it to zero, also
-//! when the client that published it is gone. An entry is removed by dropping its [`Live`]: a guard dropped without
-//! a release, a wait whose future was dropped, a panic, all end it the same way.
+//! when the client that published it is gone. An entry is removed by dropping its
+//! [`Live`]: a guard dropped without a release, a wait whose future was dropped, a panic,
+//! all end it the same way.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -194,7 +195,7 @@ impl Telemetry {
     pub(crate) fn start_publishing(&self) {
         let telemetry = self.clone();
         tokio::spawn(async move {
-            let mut publisher = Publisher {
+            let publisher = Publisher {
                 unlabeled: telemetry.key_label.is_none(),
             };
             let mut every = tokio::time::interval(PUBLISH_EVERY);
@@ -252,7 +253,7 @@ struct Publisher {
 impl Publisher {
     /// Sets every series in the tables, and to zero each labelled series some client
     /// published above zero whose entries are gone.
-    fn publish(&mut self) {
+    fn publish(&self) {
         let mut published = PUBLISHED.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         let mut above_zero = BTreeSet::new();
@@ -286,7 +287,10 @@ impl Publisher {
 }
 
 impl Drop for Publisher {
-    /// The last word of a client that goes: the series it would set to zero now are set.
+    /// The client is gone (its runtime dropped this task): the published series that no
+    /// hold or wait of the process is in any more are set to zero now, as its next tick
+    /// would have (the last client of the process has no other to do it). The others are
+    /// left to the other clients: a zero here would be a false one until their next tick.
     fn drop(&mut self) {
         let mut published = PUBLISHED.lock().unwrap_or_else(PoisonError::into_inner);
         let unlabeled = self.unlabeled.then_some(None);

@@ -312,20 +312,18 @@ impl Renewals<'_> {
     fn renew_call(&self, leases: &[&Renewal]) -> redis::Cmd {
         let alive =
             (self.alive).and_then(|liveness| liveness.key_for(leases.first()?.names.lock()));
-        let holds: Vec<Option<String>> = leases
+        let renewed: Vec<RenewedLease<'_>> = leases
             .iter()
             .map(|lease| {
+                // A holder that reports progress has its renewals recorded (a permit never).
                 let record = lease.progress_ago.is_some() && !is_permit(&lease.token);
-                record.then(|| lease.names.hold()).flatten()
-            })
-            .collect();
-        let renewed: Vec<RenewedLease<'_>> = (leases.iter().zip(&holds))
-            .map(|(lease, hold)| RenewedLease {
-                names: &lease.names,
-                token: &lease.token,
-                ttl: lease.ttl,
-                hold: hold.as_deref(),
-                progress_ago: lease.progress_ago,
+                RenewedLease {
+                    names: &lease.names,
+                    token: &lease.token,
+                    ttl: lease.ttl,
+                    hold: record.then(|| lease.names.hold()).flatten(),
+                    progress_ago: lease.progress_ago,
+                }
             })
             .collect();
         renew_many_command(&renewed, alive.as_deref())
