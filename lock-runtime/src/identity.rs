@@ -35,6 +35,8 @@ const MAX_PART: usize = 64;
 /// Makes a client's tokens: its random id, process, host and service written once.
 #[derive(Debug)]
 pub(crate) struct TokenMaker {
+    /// The client's random id.
+    id: u64,
     /// `lr-<random id>.`
     head: String,
     /// `/<pid>@<host>/<service>/`
@@ -53,6 +55,7 @@ impl TokenMaker {
         let service = clean(&service.map_or_else(binary_name, str::to_owned));
         let (pid, host) = (std::process::id(), clean(&host_name()));
         TokenMaker {
+            id,
             head: format!("{OUR_TOKEN}{id:016x}."),
             process: format!("/{pid}@{host}/{service}/"),
             connection_name: format!("{OUR_TOKEN}{id:016x}/{pid}@{host}/{service}").into(),
@@ -85,81 +88,118 @@ impl TokenMaker {
     /// A fresh token for a lease of `ttl`, asked for at `site` (the guarded function, or
     /// a builder's call), never made before.
     pub(crate) fn token(&self, ttl: Duration, site: &CallSite) -> Token {
-        let mut text = self.start(ttl);
-        match site.function_path() {
-            Some(function) => text.push_label(function),
-            None => {
-                let (file, line) = site.file_line();
-                let name = file.rfind(['/', '\\']).map_or(file, |at| &file[at + 1..]);
-                text.push_label(name);
-                text.push(b":");
-                text.push_decimal(line);
+        let numbers = self.numbers();
+        WRITING.with_borrow_mut(|writing| {
+            let Writing { of, tail, text } = writing;
+            // The head and the tail are written again only when the client, the lease or
+            // the site changes: a task that takes the same lock again reuses them.
+            let same_client = of.is_some_and(|(id, ..)| id == self.id);
+            if !(same_client
+                && of.is_some_and(|(_, was_ttl, was_site)| was_ttl == ttl && was_site.same(site)))
+            {
+                tail.clear();
+                self.write_tail(tail, ttl, |tail| push_site(tail, site));
+                *of = Some((self.id, ttl, *site));
             }
-        }
-        text.token()
+            if same_client {
+                // The last token, this client's, begins with its head.
+                text.truncate(self.head.len());
+            } else {
+                text.clear();
+                text.push_str(&self.head);
+            }
+            text.push_str(numbers.as_str());
+            text.push_str(tail);
+            Token::from(text.as_str())
+        })
     }
 
     /// A fresh token for a lease of `ttl` that names the function `previous` names: the
     /// process's next tenure of the same lock.
     pub(crate) fn successor(&self, ttl: Duration, previous: &str) -> Token {
-        let mut text = self.start(ttl);
         // The last field, read off as it is: `lr-<id>.<n>/<since>/<ttl>/<pid>@<host>/<service>/`.
-        if let Some(function) = previous.splitn(6, '/').nth(5) {
-            text.push_label(function);
-        }
-        text.token()
+        let function = previous.splitn(6, '/').nth(5).unwrap_or_default();
+        let mut text = self.head.clone();
+        text.push_str(self.numbers().as_str());
+        self.write_tail(&mut text, ttl, |text| push_label(text, function));
+        Token::from(text)
     }
 
-    /// A token's fields up to the function's.
-    fn start(&self, ttl: Duration) -> TokenText {
+    /// A new token's counter and clock: `<n>/<since>`.
+    fn numbers(&self) -> Numbers {
         let made = self.made.fetch_add(1, Ordering::Relaxed);
         let since = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, millis);
-        let mut text = TokenText::new();
-        text.push(self.head.as_bytes());
-        text.push_number(made);
-        text.push(b"/");
-        text.push_number(since);
-        text.push(b"/");
-        text.push_number(millis(ttl));
-        text.push(self.process.as_bytes());
-        text
+        let mut numbers = Numbers::default();
+        numbers.push_hex(made);
+        numbers.push(b'/');
+        numbers.push_hex(since);
+        numbers
+    }
+
+    /// A token's fields after its clock: `/<ttl>/<pid>@<host>/<service>/`, then what
+    /// `function` writes.
+    fn write_tail(&self, text: &mut String, ttl: Duration, function: impl FnOnce(&mut String)) {
+        text.push('/');
+        let mut numbers = Numbers::default();
+        numbers.push_hex(millis(ttl));
+        text.push_str(numbers.as_str());
+        text.push_str(&self.process);
+        function(text);
     }
 }
 
-/// The longest token: the per-client part (its parts cut to [`MAX_PART`]), three numbers
-/// and the function's [`MAX_PART`] fit.
-const MAX_TOKEN: usize = 384;
+/// What a thread writes its tokens with, kept between tokens: a token then costs its one
+/// allocation, and the part that names the process and function is written once for as
+/// long as the thread's tokens share it.
+struct Writing {
+    /// The client's id, the lease and the site `tail` was written for.
+    of: Option<(u64, Duration, CallSite)>,
+    /// `/<ttl>/<pid>@<host>/<service>/<function>`.
+    tail: String,
+    /// The token being written; between tokens, the last one written.
+    text: String,
+}
 
-/// A token being written, on the stack: one allocation when it is done, as the random
-/// token before it took.
-struct TokenText {
-    bytes: [u8; MAX_TOKEN],
+thread_local! {
+    static WRITING: std::cell::RefCell<Writing> = const {
+        std::cell::RefCell::new(Writing {
+            of: None,
+            tail: String::new(),
+            text: String::new(),
+        })
+    };
+}
+
+/// Hexadecimal numbers and `/`, written on the stack (two numbers and a `/` fit).
+struct Numbers {
+    bytes: [u8; 33],
     len: usize,
 }
 
-impl TokenText {
-    fn new() -> Self {
-        TokenText {
-            bytes: [0; MAX_TOKEN],
+impl Default for Numbers {
+    fn default() -> Self {
+        Numbers {
+            bytes: [0; 33],
             len: 0,
         }
     }
+}
 
-    /// Appends `part`, or nothing when it does not fit (never: [`MAX_TOKEN`] holds the
-    /// longest token).
-    fn push(&mut self, part: &[u8]) {
-        let end = self.len + part.len();
-        if let Some(room) = self.bytes.get_mut(self.len..end) {
-            room.copy_from_slice(part);
-            self.len = end;
+impl Numbers {
+    /// Appends `byte` (ASCII), or nothing when it does not fit (never: two numbers and a
+    /// separator fit).
+    fn push(&mut self, byte: u8) {
+        if let Some(room) = self.bytes.get_mut(self.len) {
+            *room = byte;
+            self.len += 1;
         }
     }
 
-    /// Appends `n` in hexadecimal (lower case, no leading zeros): written in place, a few
-    /// instructions per digit, where decimal takes a division each.
-    fn push_number(&mut self, mut n: u64) {
+    /// Appends `n` in hexadecimal (lower case, no leading zeros): a few instructions per
+    /// digit, where decimal takes a division each.
+    fn push_hex(&mut self, mut n: u64) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let digits = ((u64::BITS - (n | 1).leading_zeros()).div_ceil(4)) as usize;
         let end = self.len + digits;
@@ -173,49 +213,62 @@ impl TokenText {
         self.len = end;
     }
 
-    /// Appends `n` in decimal (a line number: a few digits).
-    fn push_decimal(&mut self, mut n: u32) {
-        let mut digits = [0u8; 10];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.push(&digits[at..]);
+    /// What was written (only ASCII is).
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
     }
+}
 
-    /// Appends at most [`MAX_PART`] bytes of the function's name as it is: the last field,
-    /// which may hold any character but a control one (a guarded function's path is
-    /// letters, digits, `_` and `::`; a file name is what `file!()` says), so its check
-    /// stays off the acquire path. A control character becomes `_`.
-    fn push_label(&mut self, part: &str) {
-        let head = &part.as_bytes()[..part.len().min(MAX_PART)];
-        if !head.iter().any(u8::is_ascii_control) {
-            self.push(head);
-            return;
-        }
-        for &byte in head {
-            self.push(if byte.is_ascii_control() {
-                b"_"
-            } else {
-                std::slice::from_ref(&byte)
-            });
+/// Appends the site's label: the guarded function's path, or a builder's `file:line`.
+fn push_site(text: &mut String, site: &CallSite) {
+    match site.function_path() {
+        Some(function) => push_label(text, function),
+        None => {
+            let (file, line) = site.file_line();
+            let name = file.rfind(['/', '\\']).map_or(file, |at| &file[at + 1..]);
+            push_label(text, name);
+            text.push(':');
+            push_decimal(text, line);
         }
     }
+}
 
-    /// The token written.
-    fn token(&self) -> Token {
-        // Only ASCII is written (every other character became `_`); the fallback (never
-        // taken) copies lossily.
-        match std::str::from_utf8(&self.bytes[..self.len]) {
-            Ok(text) => Token::from(text),
-            Err(_) => Token::from(String::from_utf8_lossy(&self.bytes[..self.len]).as_ref()),
+/// Appends `n` in decimal (a line number: a few digits).
+fn push_decimal(text: &mut String, n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
     }
+    for &digit in &digits[at..] {
+        text.push(char::from(digit));
+    }
+}
+
+/// Appends at most [`MAX_PART`] bytes of the function's name (cut at a character's
+/// boundary) as it is: the last field, which may hold any character but a control one (a
+/// guarded function's path is letters, digits, `_` and `::`; a file name is what `file!()`
+/// says), so its check stays off the acquire path. A control character becomes `_`.
+fn push_label(text: &mut String, part: &str) {
+    let mut end = part.len().min(MAX_PART);
+    while !part.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &part[..end];
+    if !head.bytes().any(|byte| byte.is_ascii_control()) {
+        text.push_str(head);
+        return;
+    }
+    text.extend(
+        head.chars()
+            .map(|c| if c.is_ascii_control() { '_' } else { c }),
+    );
 }
 
 /// Whether a token may carry `c` as it is: what a host, a Rust path and a file name use,
@@ -483,6 +536,47 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_that_alternates_clients_leases_and_sites_names_each_rightly() {
+        let (shop, mail) = (TokenMaker::new(Some("shop")), TokenMaker::new(Some("mail")));
+        let buy = CallSite::function("shop::buy", "src/lib.rs", 1);
+        let (line_7, line_8) = (CallSite::at("src/a.rs", 7), CallSite::at("src/a.rs", 8));
+        let (second, minute) = (Duration::from_secs(1), Duration::from_secs(60));
+        let cases = [
+            (&shop, second, &buy, "shop", "shop::buy"),
+            (&shop, second, &buy, "shop", "shop::buy"),
+            (&shop, minute, &buy, "shop", "shop::buy"),
+            (&mail, minute, &buy, "mail", "shop::buy"),
+            (&mail, minute, &line_7, "mail", "a.rs:7"),
+            (&mail, minute, &line_8, "mail", "a.rs:8"),
+            (&shop, minute, &line_8, "shop", "a.rs:8"),
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for _round in 0..2 {
+            for (maker, ttl, site, service, function) in cases {
+                let token = maker.token(ttl, site);
+                assert!(seen.insert(token.clone()), "made twice: {token}");
+                let named = Identity::of_token(&token).process().cloned().expect("ours");
+                assert_eq!(
+                    (named.service.as_str(), named.ttl),
+                    (service, ttl),
+                    "{token}"
+                );
+                assert_eq!(named.function, function, "{token}");
+                assert!(token.starts_with(&maker.head), "{token}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_name_cut_to_its_limit_keeps_whole_characters() {
+        let long = format!("{}é", "a".repeat(MAX_PART - 1));
+        let site = CallSite::function(Box::leak(long.into_boxed_str()), "x.rs", 1);
+        let token = TokenMaker::new(None).token(Duration::from_secs(1), &site);
+        let named = Identity::of_token(&token).process().cloned().expect("ours");
+        assert_eq!(named.function, "a".repeat(MAX_PART - 1));
+    }
+
+    #[test]
     fn a_successor_names_the_same_function_with_its_own_lease() {
         let maker = TokenMaker::new(Some("shop"));
         let site = CallSite::function("a/b::c", "x.rs", 1);
@@ -511,13 +605,15 @@ mod tests {
             (0x10, "10"),
             (0xea60, "ea60"),
         ] {
-            let mut text = TokenText::new();
-            text.push_number(n);
-            assert_eq!(&text.bytes[..text.len], hex.as_bytes());
+            let mut numbers = Numbers::default();
+            numbers.push_hex(n);
+            assert_eq!(numbers.as_str(), hex);
         }
-        let mut text = TokenText::new();
-        text.push_number(u64::MAX);
-        assert_eq!(&text.bytes[..text.len], b"ffffffffffffffff");
+        let mut numbers = Numbers::default();
+        numbers.push_hex(u64::MAX);
+        numbers.push(b'/');
+        numbers.push_hex(u64::MAX);
+        assert_eq!(numbers.as_str(), "ffffffffffffffff/ffffffffffffffff");
     }
 
     #[test]

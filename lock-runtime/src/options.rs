@@ -92,12 +92,10 @@ pub(crate) enum Taker {
     Several,
 }
 
-/// The options only some takers take, and who takes each: a fence is a lock's (a writer's,
-/// each of several keys'); a minimum hold is a scheduled job's, on one `Lock`.
-const ONLY_FOR: [(&str, &[Taker]); 2] = [
-    ("fencing", &[Taker::Lock, Taker::ReadWrite, Taker::Several]),
-    ("hold_at_least", &[Taker::Lock]),
-];
+/// Who takes a fence: a lock, a writer, each of several keys.
+const FENCE_TAKERS: &[Taker] = &[Taker::Lock, Taker::ReadWrite, Taker::Several];
+/// Who takes a minimum hold: a scheduled job's `Lock`.
+const HOLD_TAKERS: &[Taker] = &[Taker::Lock];
 
 impl LockOptions {
     /// Refuses, before any traffic, what `taker` cannot do with these options on `key`
@@ -112,13 +110,13 @@ impl LockOptions {
             };
             Err(LockError::config(format!("{what} {why}")))
         };
-        let asked = [
-            ("fencing", self.fencing),
-            ("hold_at_least", !self.hold_at_least.is_zero()),
+        // The options only some takers take, and who takes each.
+        let only_for = [
+            ("fencing", self.fencing, FENCE_TAKERS),
+            ("hold_at_least", !self.hold_at_least.is_zero(), HOLD_TAKERS),
         ];
-        for (option, takers) in ONLY_FOR {
-            let on = asked.iter().any(|&(name, on)| name == option && on);
-            if on && !takers.contains(&taker) {
+        for (option, asked, takers) in only_for {
+            if asked && !takers.contains(&taker) {
                 return refuse(format!(
                     "asks for {option}, which a {} does not take ({}); turn it off",
                     taker.name(),

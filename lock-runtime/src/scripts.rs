@@ -2,6 +2,8 @@
 //! (`FCALL`, see `library.rs`) or by `EVALSHA`, and the names of
 //! the auxiliary keys and channel they use.
 
+use std::sync::OnceLock;
+
 use crate::error::LockError;
 
 mod call;
@@ -71,18 +73,43 @@ impl ShareNames {
 /// and `{x}`, not `a` and `{a}:queue`, whatever prefix or braces they carry.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyNames {
-    /// The lock key, then its auxiliary names in [`AUX_KINDS`] order, one after another:
-    /// one allocation for all six, built without `format!` (they are made on every
-    /// acquisition, and kept while the lock is held).
+    /// The lock key, then its queue's name: what every acquire and release names, written
+    /// on every acquire without `format!`, in one allocation.
     text: String,
-    /// Where the lock key ends in `text`, then where each auxiliary name ends.
-    ends: [usize; 1 + AUX_KINDS.len()],
+    /// Where the lock key ends in `text`.
+    lock_end: usize,
+    /// Whether the lock key hashes by its hash tag (else whole).
+    tagged: bool,
+    /// The other auxiliary names in [`AUX_KINDS`] order (from the fence counter on), one
+    /// after another, and where each ends: written the first time one is asked for (an
+    /// uncontended lock without a fence never asks).
+    rest: OnceLock<(String, [usize; AUX_KINDS.len() - 1])>,
 }
 
-/// The kinds of auxiliary names, in the order `KeyNames::text` holds them: the fence
-/// counter, the queue, the queue's deadlines, the queued waiters' ttls (so that a release
-/// can grant the head the lock directly), and the release channel.
-const AUX_KINDS: [&str; 5] = ["fence", "queue", "deadlines", "ttls", "released"];
+/// The kinds of auxiliary names: the queue (written with the lock key), then those
+/// written when first asked for: the fence counter, the queue's deadlines, the queued
+/// waiters' ttls (so that a release can grant the head the lock directly), and the release
+/// channel.
+const AUX_KINDS: [&str; 5] = ["queue", "fence", "deadlines", "ttls", "released"];
+
+/// What each auxiliary name of [`AUX_KINDS`] puts before the lock key: [`AUX_PREFIX`], the
+/// kind, and `{` for a key without a hash tag (index 0), `/` for one with (index 1).
+const AUX_HEADS: [[&str; AUX_KINDS.len()]; 2] = [
+    [
+        "~lock/queue{",
+        "~lock/fence{",
+        "~lock/deadlines{",
+        "~lock/ttls{",
+        "~lock/released{",
+    ],
+    [
+        "~lock/queue/",
+        "~lock/fence/",
+        "~lock/deadlines/",
+        "~lock/ttls/",
+        "~lock/released/",
+    ],
+];
 
 /// What every auxiliary key and channel name starts with; a lock key that starts with it
 /// is refused, so no lock key can name another lock's queue, fence or channel.
@@ -99,14 +126,12 @@ impl KeyNames {
     /// key.
     pub(crate) fn prefixed(prefix: &str, key: &str) -> Result<Self, LockError> {
         let lock_len = prefix.len() + key.len();
-        let kinds: usize = AUX_KINDS.iter().map(|kind| kind.len()).sum();
-        let mut text = String::with_capacity(
-            lock_len + kinds + AUX_KINDS.len() * (AUX_PREFIX.len() + 2 + lock_len),
-        );
+        // The lock key, then the queue's name: its head, the lock key again, a `}`.
+        let mut text = String::with_capacity(2 * lock_len + AUX_HEADS[0][0].len() + 1);
         text.push_str(prefix);
         text.push_str(key);
         let tagged = hashes_by_tag(&text)?;
-        Ok(Self::named(text, prefix, key, tagged))
+        Ok(Self::named(text, tagged))
     }
 
     /// The hash of what the holders of this lock wait for, by holder token, in its slot
@@ -128,7 +153,7 @@ impl KeyNames {
     /// share of a read-write lock, [`KeyNames::aux_parts`]): it carries a hash tag, and is
     /// not refused for starting with [`AUX_PREFIX`].
     pub(crate) fn owned(name: &str) -> Self {
-        Self::named(name.to_owned(), "", name, true)
+        Self::named(name.to_owned(), true)
     }
 
     /// The names of this semaphore key's permit slot `index`, where a quorum of
@@ -139,10 +164,12 @@ impl KeyNames {
     pub(crate) fn slot(&self, index: u32) -> Self {
         let (kind, around) = self.aux_parts("permit/");
         let mut slot = Self::owned(&format!("{kind}{index}{around}"));
-        let channel = AUX_KINDS.len();
-        slot.text.truncate(slot.ends[channel - 1]);
-        slot.text.push_str(self.channel());
-        slot.ends[channel] = slot.text.len();
+        let (mut rest, mut ends) = slot.write_rest();
+        let channel = ends.len() - 1;
+        rest.truncate(ends[channel - 1]);
+        rest.push_str(self.channel());
+        ends[channel] = rest.len();
+        slot.rest = OnceLock::from((rest, ends));
         slot
     }
 
@@ -158,60 +185,76 @@ impl KeyNames {
         )
     }
 
-    /// The names of the lock key `text` (`prefix` + `key`), which has a hash tag or not
-    /// (`tagged`).
-    fn named(mut text: String, prefix: &str, key: &str, tagged: bool) -> Self {
-        let mut ends = [0; 1 + AUX_KINDS.len()];
-        ends[0] = text.len();
-        // Pushed one by one, not through `around`'s strings: this runs on every acquire.
-        for (kind, end) in AUX_KINDS.iter().zip(&mut ends[1..]) {
-            text.push_str(AUX_PREFIX);
-            text.push_str(kind);
-            text.push(if tagged { '/' } else { '{' });
-            text.push_str(prefix);
-            text.push_str(key);
+    /// The names of the lock key `text`, which has a hash tag or not (`tagged`): the
+    /// queue's written now, the others when first asked for.
+    fn named(mut text: String, tagged: bool) -> Self {
+        let lock_end = text.len();
+        text.push_str(AUX_HEADS[usize::from(tagged)][0]);
+        text.extend_from_within(..lock_end);
+        if !tagged {
+            text.push('}');
+        }
+        KeyNames {
+            text,
+            lock_end,
+            tagged,
+            rest: OnceLock::new(),
+        }
+    }
+
+    /// The auxiliary names after the queue's, one after another, and where each ends.
+    fn write_rest(&self) -> (String, [usize; AUX_KINDS.len() - 1]) {
+        let (lock, tagged) = (self.lock(), self.tagged);
+        let mut ends = [0; AUX_KINDS.len() - 1];
+        let heads = &AUX_HEADS[usize::from(tagged)][1..];
+        let mut text =
+            String::with_capacity(heads.iter().map(|head| head.len() + lock.len() + 1).sum());
+        for (head, end) in heads.iter().zip(&mut ends) {
+            text.push_str(head);
+            text.push_str(lock);
             if !tagged {
                 text.push('}');
             }
             *end = text.len();
         }
-        KeyNames { text, ends }
+        (text, ends)
     }
 
-    /// The `index`th name: 0 the lock key, then the auxiliary names.
-    fn name(&self, index: usize) -> &str {
-        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &self.text[start..self.ends[index]]
+    /// The `index`th of the names after the queue's (0: the fence counter).
+    fn rest(&self, index: usize) -> &str {
+        let (text, ends) = self.rest.get_or_init(|| self.write_rest());
+        let start = index.checked_sub(1).map_or(0, |before| ends[before]);
+        &text[start..ends[index]]
     }
 
     /// The lock key (the client's prefix included).
     pub(crate) fn lock(&self) -> &str {
-        self.name(0)
+        &self.text[..self.lock_end]
     }
 
     /// The fence counter.
     pub(crate) fn fence(&self) -> &str {
-        self.name(1)
+        self.rest(0)
     }
 
     /// The queue of waiting tokens (a sorted set by arrival).
     pub(crate) fn queue(&self) -> &str {
-        self.name(2)
+        &self.text[self.lock_end..]
     }
 
     /// The queued tokens' place deadlines.
     pub(crate) fn deadlines(&self) -> &str {
-        self.name(3)
+        self.rest(1)
     }
 
     /// Each queued waiter's ttl, so that a release can grant it the lock directly.
     pub(crate) fn ttls(&self) -> &str {
-        self.name(4)
+        self.rest(2)
     }
 
     /// The channel a release is announced on.
     pub(crate) fn channel(&self) -> &str {
-        self.name(5)
+        self.rest(3)
     }
 
     /// The lock's hold record: what its renewals record of its holder (the token, when it
@@ -258,7 +301,7 @@ fn hashes_by_tag(key: &str) -> Result<bool, LockError> {
     if has_hash_tag(key) {
         return Ok(true);
     }
-    if key.contains('}') {
+    if key.as_bytes().contains(&b'}') {
         return Err(LockError::InvalidKey {
             key: key.to_owned(),
             reason: "a `}` without a `{…}` hash tag keeps the lock's queue and fence counter \
@@ -271,9 +314,13 @@ fn hashes_by_tag(key: &str) -> Result<bool, LockError> {
 
 /// Whether Redis Cluster would hash only part of `key` (a non-empty `{…}` section).
 fn has_hash_tag(key: &str) -> bool {
-    key.find('{')
-        .and_then(|open| key[open + 1..].find('}'))
-        .is_some_and(|len| len > 0)
+    // Byte by byte: a key is short, and `{` and `}` are ASCII.
+    let bytes = key.as_bytes();
+    let Some(open) = bytes.iter().position(|&byte| byte == b'{') else {
+        return false;
+    };
+    let tag = &bytes[open + 1..];
+    tag.first().is_some_and(|&first| first != b'}') && tag[1..].contains(&b'}')
 }
 
 impl crate::telemetry::LockKey for KeyNames {
@@ -285,6 +332,33 @@ impl crate::telemetry::LockKey for KeyNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_auxiliary_head_is_the_prefix_the_kind_and_the_opening() {
+        for (tagged, open) in [(false, "{"), (true, "/")] {
+            for (kind, head) in AUX_KINDS.iter().zip(AUX_HEADS[usize::from(tagged)]) {
+                assert_eq!(head, format!("{AUX_PREFIX}{kind}{open}"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_hash_tag_is_a_non_empty_section_in_the_first_braces() {
+        for (key, tagged) in [
+            ("a{b}c", true),
+            ("{b}", true),
+            ("a{}b}", false),
+            ("a{}{b}", false),
+            ("a{", false),
+            ("a}{b", false),
+            ("a{{b}", true),
+            ("plain", false),
+            ("{", false),
+            ("{}", false),
+        ] {
+            assert_eq!(has_hash_tag(key), tagged, "{key}");
+        }
+    }
 
     /// Redis Cluster's slot of a key (CRC16/XMODEM of its hash tag, or of the whole key).
     fn slot(key: &str) -> u16 {

@@ -100,7 +100,7 @@ impl LockGuard {
             LeaseOrigin::Taken(sent, answered) => {
                 // The turn goes on the schedule with the lease (one visit of the watchdog).
                 let terms = Terms::of(options);
-                let lease = watchdog.register(&names, &token, terms, sent, turn);
+                let lease = watchdog.register(&names, &token, terms, (sent, answered), turn);
                 (lease, validity(sent, options.ttl), answered)
             }
             LeaseOrigin::Passed(lease) => {

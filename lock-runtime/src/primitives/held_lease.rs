@@ -107,11 +107,10 @@ impl HeldLease {
         terms: Terms,
         sent: Instant,
     ) -> Self {
-        let handle = client
-            .watchdog()
-            .register(leased, &token, terms, sent, None);
+        let now = Instant::now();
+        let handle = (client.watchdog()).register(leased, &token, terms, (sent, now), None);
         let valid_until = validity(sent, terms.ttl);
-        let times = (Instant::now(), valid_until);
+        let times = (now, valid_until);
         HeldLease::new(client.clone(), names.clone(), token, handle, times)
     }
 

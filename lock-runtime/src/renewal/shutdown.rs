@@ -135,6 +135,9 @@ impl Leftover {
 /// and what it needs to give everything back (its watchdog and its connections).
 pub(crate) struct Shutdown {
     state: Mutex<ShutdownState>,
+    /// No new locks: shut down, explicitly or with the runtime. Set under `state`'s lock
+    /// as the give-backs in flight are collected; read without it on every acquire.
+    closed: std::sync::atomic::AtomicBool,
     watchdog: Watchdog,
     /// The one server's (or the cluster's) connection, or every Redlock master's.
     nodes: Vec<Connection>,
@@ -152,8 +155,6 @@ struct ShutdownState {
     next_id: u64,
     /// Background releases and leaves spawned and not finished, by id.
     pending: HashMap<u64, Leftover>,
-    /// No new locks: shut down, explicitly or with the runtime.
-    closed: bool,
     /// What was given back already (token, place), so that nothing goes twice.
     given_back: HashSet<(Token, bool)>,
 }
@@ -203,6 +204,7 @@ impl Shutdown {
         };
         Shutdown {
             state: Mutex::default(),
+            closed: std::sync::atomic::AtomicBool::new(false),
             watchdog,
             nodes,
             mode,
@@ -219,7 +221,7 @@ impl Shutdown {
 
     /// Refuses a new acquisition of `key` once the client is shut down.
     pub(crate) fn check_open(&self, key: &str) -> Result<(), LockError> {
-        if self.state().closed {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(LockError::Shutdown {
                 key: key.to_owned(),
             });
@@ -297,7 +299,7 @@ impl Shutdown {
     fn close(&self, orphan: Option<Leftover>) -> Vec<Leftover> {
         let mut batch: Vec<Leftover> = {
             let mut state = self.state();
-            state.closed = true;
+            self.closed.store(true, std::sync::atomic::Ordering::Release);
             state
                 .pending
                 .drain()

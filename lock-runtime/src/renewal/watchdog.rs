@@ -275,15 +275,16 @@ impl Watchdog {
         Watchdog { shared, wake }
     }
 
-    /// Puts a freshly acquired lease (command sent at `sent`) on the schedule, with what is
-    /// kept with it (see [`attach`](Self::attach)). Without renewal it is only watched
-    /// for the end of its validity (and of its `max_hold`).
+    /// Puts a freshly acquired lease (command sent at `sent`, answered at `held_from`, when
+    /// the hold began) on the schedule, with what is kept with it (see
+    /// [`attach`](Self::attach)). Without renewal it is only watched for the end of its
+    /// validity (and of its `max_hold`, counted from `held_from`).
     pub(crate) fn register(
         &self,
         names: &Arc<KeyNames>,
         token: &Token,
         terms: Terms,
-        sent: Instant,
+        (sent, held_from): (Instant, Instant),
         attached: Option<Attachment>,
     ) -> LeaseHandle {
         let Terms {
@@ -293,6 +294,7 @@ impl Watchdog {
         } = terms;
         let lost = LostSignal::new();
         let receiver = lost.clone();
+        let renewal_period = ttl / 3;
         let valid_until = validity(sent, ttl);
         lost.valid_until(valid_until, renew);
         let lease = Lease {
@@ -300,20 +302,26 @@ impl Watchdog {
             token: token.clone(),
             ttl,
             renew,
-            next_renewal: sent + ttl / 3,
+            next_renewal: sent + renewal_period,
             valid_until,
             in_flight: false,
             entry: None,
             contended: false,
             lost,
             attached,
-            hold: hold_clock::HoldClock::new(Instant::now(), max_hold, self.shared.long_hold),
+            hold: hold_clock::HoldClock::new(held_from, max_hold, self.shared.long_hold),
         };
         let first_event = lease.first_event();
         let mut state = self.shared.state();
         state.next_id += 1;
         let id = state.next_id;
-        let period = first_event.saturating_duration_since(sent).max(MIN_IDLE);
+        // The renewal's period as it is, without a clock subtraction, when it comes first.
+        let period = if first_event == lease.next_renewal {
+            renewal_period
+        } else {
+            first_event.saturating_duration_since(sent)
+        };
+        let period = period.max(MIN_IDLE);
         state.recent_period = Some(state.recent_period.map_or(period, |p| p.min(period)));
         state.insert_lease(id, lease);
         self.wake_for(state, first_event);
