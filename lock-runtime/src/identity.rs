@@ -341,9 +341,15 @@ pub struct ProcessIdentity {
     /// The guarded function that asked for the key (`shop::buy`), or the `file:line` of
     /// the builder's call.
     pub function: String,
-    /// When the process asked for the key, by its own clock: the start of the hold, or of
-    /// the wait that ended in it. A process that passes the lock between its own tasks
-    /// keeps the token, and this, for the whole tenure.
+    /// Since when: for a holder that waited in the key's queue, when it took the key (the
+    /// server's clock, recorded beside the key at the take, [`Holder::took`]); otherwise
+    /// when the process asked for the key, by its own clock: for a holder that took the key
+    /// at its first ask, the start of the hold; for a waiter, the start of its wait; over
+    /// Redlock masters, where nobody queues, the start of the wait that ended in the hold.
+    /// A process that passes the lock between its own tasks keeps the token, and this, for
+    /// the whole tenure.
+    ///
+    /// [`Holder::took`]: crate::Holder::took
     pub since: SystemTime,
     /// The lease it asked for (the watchdog renews to this).
     pub ttl: Duration,
@@ -488,7 +494,7 @@ impl fmt::Display for Seconds {
 }
 
 impl ProcessIdentity {
-    /// How long ago the process asked for the key, by `now` (zero if its clock is ahead).
+    /// How long ago [`since`](Self::since) was, by `now` (zero if `since` is ahead).
     pub fn age(&self, now: SystemTime) -> Duration {
         now.duration_since(self.since).unwrap_or_default()
     }

@@ -16,9 +16,9 @@ pub(crate) use call::{Call, invoke, invoke_granting, invoke_noting_repeat};
 pub(crate) use calls::raise_fence_call;
 pub(crate) use calls::{
     ASK_FULL_RELEASE, KeptAlive, PermitTry, RenewedLease, Requeue, acquire_call, alive_call,
-    announced_release_call, force_release_call, forget_wait_call, inspect_call, keepalive_call,
-    queue_call, read_call, read_release_call, release_call, renew_call, renew_many_command,
-    retake_call, semaphore_acquire_call, short_release_call, write_ready_call,
+    announced_release_call, force_release_call, forget_wait_call, full_release_call, inspect_call,
+    keepalive_call, queue_call, read_call, read_release_call, release_call, renew_call,
+    renew_many_command, retake_call, semaphore_acquire_call, short_release_call, write_ready_call,
 };
 pub(crate) use catalog::{LEAVE, RELEASE, RENEW, RENEW_MANY};
 

@@ -147,6 +147,57 @@ async fn two_waiting_processes_are_listed_in_their_queue_order() {
     second_guard.release().await.unwrap();
 }
 
+/// A holder that waited in the key's queue shows since when it holds the key, not since it
+/// asked: granted outright (no fence) and handed over (fenced), and still after renewals.
+#[tokio::test]
+async fn a_holder_that_waited_shows_since_it_took_the_key() {
+    let server = RedisServer::start();
+    for fencing in [false, true] {
+        let key = format!("inspect:since:{fencing}");
+        let (first, waiter) = (server.lock_client(), server.lock_client());
+        let held = first.lock(&key).acquire().await.unwrap();
+        let asked = std::time::SystemTime::now();
+        let task = {
+            let lock = (waiter.lock(&key))
+                .wait(BOUND)
+                .ttl(Duration::from_millis(600))
+                .fencing(fencing);
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        server.until_queued(&key, 1).await;
+        // The wait lasts a while before the key is given back.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let released = std::time::SystemTime::now();
+        held.release().await.unwrap();
+        let guard = tokio::time::timeout(BOUND, task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        // Right after the take, and after two renewals (every 200 ms) kept the record.
+        for look in [Duration::ZERO, Duration::from_millis(700)] {
+            tokio::time::sleep(look).await;
+            let state = first.inspect(&key).await.unwrap();
+            let holder = state.holder().unwrap();
+            assert_eq!(holder.token, guard.token());
+            let process = holder.identity().process().cloned().unwrap();
+            let slack = Duration::from_millis(50);
+            assert!(
+                process.since + slack >= released,
+                "fencing {fencing}, {look:?} after the take: since {:?}, asked at {asked:?}, \
+                 released at {released:?}",
+                process.since
+            );
+            assert_eq!(holder.took, Some(process.since));
+            assert!(guard.lost_cause().is_none());
+        }
+        guard.release().await.unwrap();
+        // The release takes the record with it.
+        let record = format!("~lock/hold{{{key}}}");
+        assert_eq!(server.get(&record), None, "{record} left behind");
+    }
+}
+
 /// The holder of the attribute test below tells the test it runs, then works "forever".
 static STARTED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 

@@ -6,6 +6,9 @@
 -- KEYS[3] wait queue      } (a sorted set: waiter token -> arrival time in microseconds)
 -- KEYS[4] queue deadlines } (a sorted set: waiter token -> server time in ms it expires)
 -- KEYS[5] queue ttls      } (a hash: waiter token -> its lease in ms, for a direct grant)
+-- KEYS[6] (optional) the lock's hold record (renew_lease.lua's note_renewal): a take after
+--         a wait records there when the hold began, which the token (made when the caller
+--         asked) does not say
 -- ARGV[1] token (also the waiter's id in the queue)
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] fence counter lifetime in milliseconds, or 0 for no fence
@@ -57,6 +60,11 @@ end
 -- script again on every hand-over.
 local function acquire(woken)
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if KEYS[6] then
+    -- '<token> <renewed ms> <progress ms or -> <took ms>': taken now, no progress yet.
+    local now_ms = server_time()
+    redis.call('SET', KEYS[6], ARGV[1] .. ' ' .. now_ms .. ' - ' .. now_ms, 'PX', ARGV[2])
+  end
   if alive and redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('HDEL', KEYS[5], '~seen')
     if ARGV[9] == '1' then

@@ -1,6 +1,7 @@
 -- Release a lock only if this owner still holds it (compare-and-delete), and hand it to the
 -- waiter whose turn it is. A waiter is a process: its tasks queue locally, one entry here.
--- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls
+-- KEYS[1] lock key, KEYS[2] wait queue, KEYS[3] queue deadlines, KEYS[4] queue ttls,
+-- KEYS[5] (optional) the lock's hold record: deleted when this holder's, unless it keeps the key
 -- ARGV[1] token, ARGV[2] the key's release channel, ARGV[3] PUBLISH or SPUBLISH (cluster),
 -- ARGV[4] the confirmation window of a direct grant (ms),
 -- ARGV[5] the releasing process's next queue entry when more of its tasks wait for the key
@@ -53,6 +54,15 @@ if current ~= ARGV[1] then
   end
   return 0
 end
+-- Deletes the lock's hold record (KEYS[5], when named) if it is this holder's: its take
+-- after a wait wrote it, or its renewals kept it. Not when the holder keeps the key for its
+-- process's next task: the tenure, and its record, go on.
+local function forget_hold()
+  local noted = KEYS[5] and redis.call('GET', KEYS[5])
+  if noted and string.sub(noted, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+    redis.call('DEL', KEYS[5])
+  end
+end
 local alive = ARGV[10]
 if alive == '' then
   alive = nil
@@ -74,6 +84,7 @@ if not head and requeue == '' then
   -- queued means nobody to wake: no message on the uncontended path (but in Redlock mode,
   -- whose waiters do not queue).
   redis.call('DEL', KEYS[1])
+  forget_hold()
   if queued or ARGV[9] == '1' then
     redis.call(ARGV[3], ARGV[2], '')
   end
@@ -97,6 +108,7 @@ if window > 0 then
     -- entry) wait for the end; the first of ours to take the key after it closes the
     -- window and sets when the next is due.
     redis.call('DEL', KEYS[1])
+    forget_hold()
     redis.call('HSET', KEYS[4], '~gap', now_ms + window)
     redis.call('HDEL', KEYS[4], '~gap-due')
     if head then
@@ -114,6 +126,7 @@ if not head then
   return 2
 end
 grant_head(KEYS[1], KEYS[2], KEYS[3], KEYS[4], head, ARGV[2], ARGV[3], tonumber(ARGV[4]), now_ms)
+forget_hold()
 if requeue ~= '' then
   join(KEYS[2], KEYS[3], KEYS[4], requeue, ARGV[6], tonumber(ARGV[7]), now_ms, now_us, alive)
 end

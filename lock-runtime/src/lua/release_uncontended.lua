@@ -16,6 +16,12 @@ if string.sub(ARGV[1], 1, 7) ~= 'permit:' and (ARGV[5] or '') == '' then
     head_queued = redis.call('EXISTS', KEYS[2]) == 1
     if not head_queued then
       redis.call('DEL', KEYS[1])
+      -- The full form may name the lock's hold record (KEYS[5]): deleted when this
+      -- holder's (its take after a wait wrote it, or its renewals kept it).
+      local noted = KEYS[5] and redis.call('GET', KEYS[5])
+      if noted and string.sub(noted, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+        redis.call('DEL', KEYS[5])
+      end
       if ARGV[9] == '1' then
         redis.call(ARGV[3], ARGV[2], '')
       end

@@ -38,15 +38,22 @@ end
 
 -- Records a renewal of `lock` by `token` with a `ttl_ms` lease at the server's `now_ms` in
 -- `hold` (the lock's hold record, in its slot), for an operator's inspect.lua: the token,
--- when it was renewed, and when its holder last reported progress (`progress_ago` ms
--- before now; '' when it has not during this hold): one string, '<token> <renewed ms>
--- <progress ms or ->', kept as long as the lease. Only the renewals of a holder that
--- reported progress write it (the watchdog names the record then): acquiring and releasing
--- cost nothing more, and a stale record (another token's) is not shown.
+-- when it was renewed, when its holder last reported progress (`progress_ago` ms before
+-- now; '' when it has not during this hold), and when it took the key (kept from the
+-- record its take wrote after a wait, acquire.lua; '-' when none did): one string,
+-- '<token> <renewed ms> <progress ms or -> <took ms or ->', kept as long as the lease. Only
+-- the renewals of a holder that reported progress or took the key after a wait write it
+-- (the watchdog names the record then): an uncontended acquire and its release cost
+-- nothing more, and a stale record (another token's) is not shown.
 local function note_renewal(hold, token, ttl_ms, now_ms, progress_ago)
   local progress = '-'
   if progress_ago ~= '' then
     progress = tostring(now_ms - tonumber(progress_ago))
   end
-  redis.call('SET', hold, token .. ' ' .. now_ms .. ' ' .. progress, 'PX', ttl_ms)
+  local took = '-'
+  local noted = redis.call('GET', hold)
+  if noted and string.sub(noted, 1, #token + 1) == token .. ' ' then
+    took = string.match(string.sub(noted, #token + 2), '^%S+ %S+ (%S+)$') or '-'
+  end
+  redis.call('SET', hold, token .. ' ' .. now_ms .. ' ' .. progress .. ' ' .. took, 'PX', ttl_ms)
 end

@@ -96,6 +96,10 @@ pub struct Holder {
     /// carried it (the renewal after a report writes a small record beside the key, read
     /// here; a holder that never reports costs nothing more).
     pub last_progress: Option<SystemTime>,
+    /// When the holder took the key after waiting in its queue (the server's clock, from
+    /// the hold record its take wrote); `None` when it took the key at its first ask, or
+    /// over Redlock masters. [`identity`](Self::identity)'s `since` is this when known.
+    pub took: Option<SystemTime>,
 }
 
 /// What a [`Holder`] holds.
@@ -133,7 +137,8 @@ impl Holder {
     }
 
     /// Who holds it, as its token names it: host, process id, service, the function that
-    /// asked for the key and since when; or a foreign client.
+    /// asked for the key and since when (for a holder that waited in the key's queue, since
+    /// it [`took`](Self::took) the key); or a foreign client.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lock_runtime::LockError> {
@@ -144,7 +149,11 @@ impl Holder {
     /// # Ok(()) }
     /// ```
     pub fn identity(&self) -> Identity {
-        Identity::of_token(&self.token)
+        let mut identity = Identity::of_token(&self.token);
+        if let (Identity::Process(process), Some(took)) = (&mut identity, self.took) {
+            process.since = took;
+        }
+        identity
     }
 
     /// How long ago the holder last renewed its lease (or took it): the lease its token
@@ -164,6 +173,7 @@ impl Holder {
             kind: HolderKind::Exclusive,
             last_renewal: None,
             last_progress: None,
+            took: None,
             waits_for: None,
         }
     }
@@ -180,20 +190,29 @@ impl Holder {
     }
 
     /// This holder with what its hold record says (`<token> <renewed ms> <progress ms or
-    /// ->`, written by its renewals), when the record is this holder's.
+    /// -> <took ms or ->`, written by its take after a wait and by its renewals; a record
+    /// of an earlier version ends before `took`), when the record is this holder's.
     fn with_record(mut self, record: Option<&str>) -> Self {
-        // Read from the end: the two times have no space, whatever the token holds.
-        let mut parts = record.unwrap_or_default().rsplitn(3, ' ');
-        let (progress, renewed) = (parts.next(), parts.next());
-        if parts.next() != Some(self.token.as_str()) {
+        let record = record.unwrap_or_default();
+        // Read from the end: the times have no space, whatever the token holds.
+        let fields = |count: usize| {
+            let mut parts = record.rsplitn(count + 1, ' ');
+            let mut times = [None; 3];
+            for time in times.iter_mut().take(count).rev() {
+                *time = parts.next();
+            }
+            (parts.next() == Some(self.token.as_str())).then_some(times)
+        };
+        let Some([renewed, progress, took]) = fields(3).or_else(|| fields(2)) else {
             return self;
-        }
+        };
         let time = |ms: Option<&str>| {
             let ms = ms?.parse::<u64>().ok()?;
             Some(UNIX_EPOCH + Duration::from_millis(ms))
         };
         self.last_renewal = time(renewed);
         self.last_progress = time(progress);
+        self.took = time(took);
         self
     }
 }
@@ -413,6 +432,7 @@ pub(crate) fn holders(
             },
             last_renewal: None,
             last_progress: None,
+            took: None,
         }));
     (holders.collect(), handover)
 }
@@ -509,6 +529,19 @@ mod tests {
         let spaced = Holder::exclusive("t with spaces".into(), None);
         let spaced = spaced.with_record(Some("t with spaces 1795540488551 -"));
         assert!(spaced.last_renewal.is_some());
+        let took = foreign
+            .clone()
+            .with_record(Some("t 1795540488551 - 1795540480000"));
+        assert_eq!(took.took, at(1_795_540_480_000));
+        assert_eq!(took.last_renewal, at(1_795_540_488_551));
+        assert_eq!(took.last_progress, None);
+        let spaced_took = Holder::exclusive("t with spaces".into(), None)
+            .with_record(Some("t with spaces 1795540488551 - 1795540480000"));
+        assert_eq!(spaced_took.took, at(1_795_540_480_000));
+        assert_eq!(
+            no_progress.took, None,
+            "a record of an earlier version names no take"
+        );
         let stale = foreign.clone().with_record(Some("u 1795540488551 -"));
         assert_eq!(
             stale, foreign,

@@ -259,8 +259,7 @@ impl Waiting for RedisWait<'_> {
         let quick = std::mem::take(&mut self.quick);
         let attempt = try_acquire(
             self.client,
-            self.names,
-            &self.place.token,
+            (self.names, &self.place.token, self.place.queued),
             self.options,
             (quick, self.overrun, sent),
         );
@@ -494,11 +493,11 @@ pub(crate) async fn yield_lock(
 
 /// One acquire try: a round trip to the acquire script, or with `quick` first a plain
 /// `SET NX PX` (and the script only when that finds the key taken and we may wait). Its
-/// requests end by `until` where the connection keeps deadlines.
+/// requests end by `until` where the connection keeps deadlines. A try `queued` behind
+/// others records when its hold began, should it take the key.
 async fn try_acquire(
     client: &LockClient,
-    names: &KeyNames,
-    token: &str,
+    (names, token, queued): (&KeyNames, &str, bool),
     options: &LockOptions,
     (quick, until, now): (bool, Instant, Instant),
 ) -> Result<Attempt, LockError> {
@@ -519,7 +518,7 @@ async fn try_acquire(
         token,
         options.ttl,
         fence_lifetime(options),
-        !options.wait.is_zero(),
+        (!options.wait.is_zero(), queued),
         (client.pass_bound().time, kept),
     );
     // After a quick try, the clock is read again: its round trip is not this request's.

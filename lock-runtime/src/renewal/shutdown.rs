@@ -28,6 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -43,7 +44,8 @@ use crate::renewal::tries_in_flight::{TriesInFlight, TryInFlight};
 use crate::renewal::watchdog::Watchdog;
 use crate::scripts::renew_call;
 use crate::scripts::{
-    Call, KeyNames, LEAVE, RELEASE, RENEW, announced_release_call, invoke, queue_call,
+    Call, KeyNames, LEAVE, RELEASE, RENEW, announced_release_call, full_release_call, invoke,
+    queue_call,
 };
 
 /// The longest the release at shutdown may take, connecting included; what Redis has not
@@ -137,7 +139,7 @@ pub(crate) struct Shutdown {
     state: Mutex<ShutdownState>,
     /// No new locks: shut down, explicitly or with the runtime. Set under `state`'s lock
     /// as the give-backs in flight are collected; read without it on every acquire.
-    closed: std::sync::atomic::AtomicBool,
+    closed: AtomicBool,
     watchdog: Watchdog,
     /// The one server's (or the cluster's) connection, or every Redlock master's.
     nodes: Vec<Connection>,
@@ -204,7 +206,7 @@ impl Shutdown {
         };
         Shutdown {
             state: Mutex::default(),
-            closed: std::sync::atomic::AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             watchdog,
             nodes,
             mode,
@@ -221,7 +223,7 @@ impl Shutdown {
 
     /// Refuses a new acquisition of `key` once the client is shut down.
     pub(crate) fn check_open(&self, key: &str) -> Result<(), LockError> {
-        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) {
             return Err(LockError::Shutdown {
                 key: key.to_owned(),
             });
@@ -299,7 +301,7 @@ impl Shutdown {
     fn close(&self, orphan: Option<Leftover>) -> Vec<Leftover> {
         let mut batch: Vec<Leftover> = {
             let mut state = self.state();
-            self.closed.store(true, std::sync::atomic::Ordering::Release);
+            self.closed.store(true, Ordering::Release);
             state
                 .pending
                 .drain()
@@ -486,7 +488,7 @@ where
             } else if mode.redlock {
                 announced_release_call(names, token, "PUBLISH")
             } else {
-                queue_call(&RELEASE, names, token, mode.publish)
+                full_release_call(names, token, mode.publish)
             }
         })
         .collect();

@@ -217,6 +217,10 @@ struct Renewal {
     /// How long before the renewal was sent its holder last reported progress (`None`:
     /// not during this hold), recorded with it in Redis.
     progress_ago: Option<Duration>,
+    /// Waiters queue behind the lease: it was taken after queueing (its take recorded
+    /// when the hold began, in the hold record), or a renewal found them. Its renewals
+    /// keep the hold record.
+    contended: bool,
 }
 
 impl WatchdogShared {
@@ -675,6 +679,7 @@ mod tests {
             token: "t".into(),
             ttl: Duration::from_secs(3),
             progress_ago: None,
+            contended: false,
         };
         assert_eq!(Keys(&[renewal("a")]).to_string(), "a");
         let many: Vec<Renewal> = (0..10).map(|i| renewal(&format!("k{i}"))).collect();

@@ -28,26 +28,36 @@ pub(crate) struct KeptAlive<'a> {
     pub(crate) renews: bool,
 }
 
-/// A call of acquire.lua by `token`: the lock and its auxiliary keys, the lease, the fence
-/// counter's lifetime (0: no fence), whether to join the queue when the lock cannot be taken
-/// now, the queue lease, and the foreign windows' period while foreign clients use them;
-/// with `kept`, the process's liveness key (the reply then has a third element).
+/// A call of acquire.lua by `token`: the lock and its auxiliary keys (and, for a caller
+/// `queued` in the key's queue, its hold record), the lease, the fence counter's lifetime
+/// (0: no fence), whether to join the queue when the lock cannot be taken now, the queue
+/// lease, and the foreign windows' period while foreign clients use them; with `kept`, the
+/// process's liveness key (the reply then has a third element).
 pub(crate) fn acquire_call(
     names: &KeyNames,
     token: &str,
     ttl: Duration,
     fence_lifetime: u64,
-    may_wait: bool,
+    (may_wait, queued): (bool, bool),
     (foreign_every, kept): (Duration, Option<KeptAlive<'_>>),
 ) -> Call<'static> {
+    // A caller that waits in the key's queue names the lock's hold record too: its take
+    // records there when the hold began (and its release, a full one, deletes it).
+    let hold = queued.then(|| names.hold()).flatten();
     let keys = [
         names.lock(),
         names.fence(),
         names.queue(),
         names.deadlines(),
         names.ttls(),
+        hold.as_deref().unwrap_or_default(),
     ];
-    let mut invocation = Call::new(&ACQUIRE, &keys);
+    let keys = if hold.is_some() {
+        &keys[..]
+    } else {
+        &keys[..5]
+    };
+    let mut invocation = Call::new(&ACQUIRE, keys);
     invocation
         .arg(token)
         .arg(millis(ttl))
@@ -75,6 +85,33 @@ pub(crate) fn queue_call<'a>(
     publish: &str,
 ) -> Call<'a> {
     let mut invocation = Call::new(script, &names.queue_keys());
+    invocation
+        .arg(token)
+        .arg(names.channel())
+        .arg(publish)
+        .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
+    invocation
+}
+
+/// A full release of `token` (release.lua): [`queue_call`]'s keys and arguments, and the
+/// lock's hold record, which the release deletes when it is this holder's (a take after a
+/// wait wrote it, or renewals kept it).
+pub(crate) fn full_release_call(names: &KeyNames, token: &str, publish: &str) -> Call<'static> {
+    let hold = names.hold();
+    let [lock, queue, deadlines, ttls] = names.queue_keys();
+    let keys = [
+        lock,
+        queue,
+        deadlines,
+        ttls,
+        hold.as_deref().unwrap_or_default(),
+    ];
+    let keys = if hold.is_some() {
+        &keys[..]
+    } else {
+        &keys[..4]
+    };
+    let mut invocation = Call::new(&RELEASE, keys);
     invocation
         .arg(token)
         .arg(names.channel())
@@ -117,7 +154,7 @@ pub(crate) fn announced_release_call(
     token: &str,
     publish: &str,
 ) -> Call<'static> {
-    let mut invocation = queue_call(&RELEASE, names, token, publish);
+    let mut invocation = full_release_call(names, token, publish);
     invocation.arg("").arg(1).arg(1).arg(0).arg(1);
     invocation
 }
@@ -132,7 +169,7 @@ pub(crate) fn release_call(
     requeue: &Requeue,
     alive: Option<&str>,
 ) -> Call<'static> {
-    let mut invocation = queue_call(&RELEASE, names, token, publish);
+    let mut invocation = full_release_call(names, token, publish);
     invocation
         .arg(&*requeue.token)
         .arg(millis(requeue.ttl))

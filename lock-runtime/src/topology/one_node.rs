@@ -10,8 +10,8 @@ use crate::lease::Token;
 use crate::options::{LockOptions, fence_lifetime};
 use crate::replicas::Replicas;
 use crate::scripts::{
-    ASK_FULL_RELEASE, KeyNames, RELEASE, Requeue, invoke_granting, invoke_noting_repeat,
-    queue_call, release_call, retake_call, short_release_call,
+    ASK_FULL_RELEASE, KeyNames, Requeue, full_release_call, invoke_granting, invoke_noting_repeat,
+    release_call, retake_call, short_release_call,
 };
 
 /// What a release knows of the key's waiters, which picks the form of its script call.
@@ -62,7 +62,7 @@ pub(crate) async fn release(
             };
             release_call(names, token, publish, &nobody, None)
         }
-        Waiters::Unknown => queue_call(&RELEASE, names, token, publish),
+        Waiters::Unknown => full_release_call(names, token, publish),
         Waiters::NoneKnown => {
             // The short form, which an uncontended key's release needs; the full form
             // follows only when it asks for it.
@@ -74,7 +74,7 @@ pub(crate) async fn release(
                 return Ok(after_lost_reply(names, reply, repeated));
             }
             lost = repeated;
-            queue_call(&RELEASE, names, token, publish)
+            full_release_call(names, token, publish)
         }
     };
     let (reply, repeated): (i64, bool) = invoke_noting_repeat(&call, &mut connection)

@@ -47,7 +47,7 @@ use redis::{RedisError, RedisResult};
 use crate::options::fence_lifetime;
 use crate::renewal::shutdown::Shutdown;
 use crate::scripts::{
-    Call, KeyNames, RELEASE, acquire_call, announced_release_call, queue_call, raise_fence_call,
+    Call, KeyNames, acquire_call, announced_release_call, full_release_call, raise_fence_call,
     retake_call,
 };
 use crate::wakeups::{WaitTicket, Wakeups};
@@ -223,7 +223,7 @@ pub(crate) async fn acquire_round(
             token,
             options.ttl,
             lifetime,
-            false,
+            (false, false),
             (Duration::ZERO, None),
         )
     };
@@ -471,7 +471,7 @@ pub(crate) async fn give_back(
 ) {
     // A silent release: announcing it would wake every waiter into the next split of the
     // votes.
-    let call = || queue_call(&RELEASE, names, token, "PUBLISH");
+    let call = || full_release_call(names, token, "PUBLISH");
     let (replies, _) = ask_all::<i64>(
         nodes,
         redlock.majority(),

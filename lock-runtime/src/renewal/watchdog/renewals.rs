@@ -315,8 +315,11 @@ impl Renewals<'_> {
         let renewed: Vec<RenewedLease<'_>> = leases
             .iter()
             .map(|lease| {
-                // A holder that reports progress has its renewals recorded (a permit never).
-                let record = lease.progress_ago.is_some() && !is_permit(&lease.token);
+                // A holder that reports progress, or that waiters queue behind (one that
+                // took the key after a wait recorded then when the hold began), has its
+                // renewals recorded (a permit never).
+                let record =
+                    (lease.progress_ago.is_some() || lease.contended) && !is_permit(&lease.token);
                 RenewedLease {
                     names: &lease.names,
                     token: &lease.token,

@@ -167,6 +167,7 @@ fn due_leases(state: &mut WatchdogState, now: Instant) -> DueLeases {
                 ttl: lease.ttl,
                 progress_ago: (lease.lost.last_progress())
                     .map(|at| now.saturating_duration_since(at)),
+                contended: lease.contended,
             });
         }
         state.reschedule(id);
