@@ -343,11 +343,12 @@ pub struct ProcessIdentity {
     pub function: String,
     /// Since when: for a holder that waited in the key's queue, when it took the key (the
     /// server's clock, recorded beside the key at the take, [`Holder::took`]); otherwise
-    /// when the process asked for the key, by its own clock: for a holder that took the key
-    /// at its first ask, the start of the hold; for a waiter, the start of its wait; over
-    /// Redlock masters, where nobody queues, the start of the wait that ended in the hold.
-    /// A process that passes the lock between its own tasks keeps the token, and this, for
-    /// the whole tenure.
+    /// when the process asked for the key with this token, by its own clock: for a holder
+    /// that took the key at its first ask, the start of the hold; over Redlock masters,
+    /// where each round of a wait asks with a token of its own, the round that took the
+    /// key; for a waiter, the start of its wait. A semaphore's permit that waited shows
+    /// since its process asked (a permit's take is not recorded). A process that passes the
+    /// lock between its own tasks keeps the token, and this, for the whole tenure.
     ///
     /// [`Holder::took`]: crate::Holder::took
     pub since: SystemTime,

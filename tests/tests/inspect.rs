@@ -198,6 +198,61 @@ async fn a_holder_that_waited_shows_since_it_took_the_key() {
     }
 }
 
+/// A read-write lock's writer that waited shows since it took the key, as a lock's holder
+/// does; a semaphore's permit that waited shows since it asked (a permit's take is not
+/// recorded: the documented limit of `ProcessIdentity::since`).
+#[tokio::test]
+async fn a_writer_shows_since_it_took_the_key_and_a_permit_since_it_asked() {
+    let server = RedisServer::start();
+    let (first, waiter) = (server.lock_client(), server.lock_client());
+    let slack = Duration::from_millis(50);
+    let held = first.rw_lock("inspect:since:rw").write().await.unwrap();
+    let lock = waiter.rw_lock("inspect:since:rw").wait(BOUND);
+    let task = tokio::spawn(async move { lock.write().await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = std::time::SystemTime::now();
+    held.release().await.unwrap();
+    let writer = tokio::time::timeout(BOUND, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let state = first.inspect("inspect:since:rw").await.unwrap();
+    let since = state.holder().unwrap().identity().process().unwrap().since;
+    assert!(
+        since + slack >= released,
+        "writer since {since:?}, released {released:?}"
+    );
+    writer.release().await.unwrap();
+
+    let held = first
+        .semaphore("inspect:since:permits", 1)
+        .acquire()
+        .await
+        .unwrap();
+    let asked = std::time::SystemTime::now();
+    let semaphore = waiter.semaphore("inspect:since:permits", 1).wait(BOUND);
+    let task = tokio::spawn(async move { semaphore.acquire().await });
+    server.until_queued("inspect:since:permits", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = std::time::SystemTime::now();
+    held.release().await.unwrap();
+    let permit = tokio::time::timeout(BOUND, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let state = first.inspect("inspect:since:permits").await.unwrap();
+    let holder = state.holders.first().unwrap();
+    assert_eq!(holder.took, None);
+    let since = holder.identity().process().unwrap().since;
+    assert!(
+        since + slack >= asked && since < released,
+        "permit since {since:?}, asked {asked:?}, released {released:?}"
+    );
+    permit.release().await.unwrap();
+}
+
 /// The holder of the attribute test below tells the test it runs, then works "forever".
 static STARTED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 

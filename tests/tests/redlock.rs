@@ -1433,3 +1433,41 @@ async fn a_majority_of_shares_or_of_the_writers_key_keeps_the_other_side_out() {
     assert_eq!(servers.iter().map(shares_on).collect::<Vec<_>>(), [0, 0, 0]);
     assert_eq!(writer.release().await.unwrap(), ReleaseOutcome::Released);
 }
+
+/// Over Redlock masters nobody queues and no take is recorded, yet a holder that waited
+/// shows since it took the key: each round of its wait asks with a token of its own, so the
+/// token that won names the round that took the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_waited_shows_since_the_round_that_took_the_key() {
+    let servers = masters(3);
+    let (first, waiter) = (client_for(&servers), client_for(&servers));
+    let key = "redlock:since";
+    let held = first.lock(key).acquire().await.unwrap();
+    let asked = std::time::SystemTime::now();
+    let task = {
+        let lock = waiter.lock(key).wait(Duration::from_secs(10));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = std::time::SystemTime::now();
+    held.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let state = first.inspect(key).await.unwrap();
+    let holder = state.holder().unwrap();
+    assert_eq!(holder.token, guard.token());
+    assert_eq!(holder.took, None, "{holder:?}");
+    let since = holder.identity().process().unwrap().since;
+    let slack = Duration::from_millis(50);
+    assert!(
+        since + slack >= released,
+        "since {since:?}, asked at {asked:?}, released at {released:?}"
+    );
+    guard.release().await.unwrap();
+    for server in &servers {
+        assert_eq!(server.dbsize(), 0, "left behind on a master");
+    }
+}

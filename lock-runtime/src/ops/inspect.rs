@@ -97,8 +97,10 @@ pub struct Holder {
     /// here; a holder that never reports costs nothing more).
     pub last_progress: Option<SystemTime>,
     /// When the holder took the key after waiting in its queue (the server's clock, from
-    /// the hold record its take wrote); `None` when it took the key at its first ask, or
-    /// over Redlock masters. [`identity`](Self::identity)'s `since` is this when known.
+    /// the hold record its take wrote); `None` when it took the key at its first ask, and
+    /// over Redlock masters (where each round of a wait asks with a token of its own, so
+    /// the token's time is the round's). [`identity`](Self::identity)'s `since` is this
+    /// when known.
     pub took: Option<SystemTime>,
 }
 
