@@ -50,14 +50,8 @@ pub(crate) fn acquire_call(
         names.queue(),
         names.deadlines(),
         names.ttls(),
-        hold.as_deref().unwrap_or_default(),
     ];
-    let keys = if hold.is_some() {
-        &keys[..]
-    } else {
-        &keys[..5]
-    };
-    let mut invocation = Call::new(&ACQUIRE, keys);
+    let mut invocation = Call::new(&ACQUIRE, &and_hold(&keys, hold.as_deref()));
     invocation
         .arg(token)
         .arg(millis(ttl))
@@ -84,7 +78,17 @@ pub(crate) fn queue_call<'a>(
     token: &str,
     publish: &str,
 ) -> Call<'a> {
-    let mut invocation = Call::new(script, &names.queue_keys());
+    queue_call_on(script, (names, &names.queue_keys()), token, publish)
+}
+
+/// [`queue_call`] on `keys` (the queue's, and perhaps more) of the lock `names`.
+fn queue_call_on<'a>(
+    script: &'a LuaScript,
+    (names, keys): (&KeyNames, &[&str]),
+    token: &str,
+    publish: &str,
+) -> Call<'a> {
+    let mut invocation = Call::new(script, keys);
     invocation
         .arg(token)
         .arg(names.channel())
@@ -98,26 +102,14 @@ pub(crate) fn queue_call<'a>(
 /// wait wrote it, or renewals kept it).
 pub(crate) fn full_release_call(names: &KeyNames, token: &str, publish: &str) -> Call<'static> {
     let hold = names.hold();
-    let [lock, queue, deadlines, ttls] = names.queue_keys();
-    let keys = [
-        lock,
-        queue,
-        deadlines,
-        ttls,
-        hold.as_deref().unwrap_or_default(),
-    ];
-    let keys = if hold.is_some() {
-        &keys[..]
-    } else {
-        &keys[..4]
-    };
-    let mut invocation = Call::new(&RELEASE, keys);
-    invocation
-        .arg(token)
-        .arg(names.channel())
-        .arg(publish)
-        .arg(GRANT_CONFIRM_WINDOW.as_millis() as u64);
-    invocation
+    let keys = and_hold(&names.queue_keys(), hold.as_deref());
+    queue_call_on(&RELEASE, (names, &keys), token, publish)
+}
+
+/// `keys` and, when the lock has one, its hold record: the names of a call that writes or
+/// deletes the record (a take after a wait, a full release).
+fn and_hold<'k>(keys: &[&'k str], hold: Option<&'k str>) -> Vec<&'k str> {
+    keys.iter().copied().chain(hold).collect()
 }
 
 /// The reply of a short release ([`short_release_call`]) that did not release: the full form
