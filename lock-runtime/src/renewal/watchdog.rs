@@ -217,9 +217,8 @@ struct Renewal {
     /// How long before the renewal was sent its holder last reported progress (`None`:
     /// not during this hold), recorded with it in Redis.
     progress_ago: Option<Duration>,
-    /// Waiters queue behind the lease: it was taken after queueing (its take recorded
-    /// when the hold began, in the hold record), or a renewal found them. Its renewals
-    /// keep the hold record.
+    /// Waiters queue behind the lease (its take after a wait recorded when the hold
+    /// began): its renewals keep the hold record.
     contended: bool,
 }
 
@@ -279,10 +278,9 @@ impl Watchdog {
         Watchdog { shared, wake }
     }
 
-    /// Puts a freshly acquired lease (command sent at `sent`, answered at `held_from`, when
-    /// the hold began) on the schedule, with what is kept with it (see
-    /// [`attach`](Self::attach)). Without renewal it is only watched for the end of its
-    /// validity (and of its `max_hold`, counted from `held_from`).
+    /// Puts a fresh lease (sent at `sent`, answered at `held_from`: the hold's start) on the
+    /// schedule, with what is kept with it ([`attach`](Self::attach)). Without renewal it
+    /// is only watched for the end of its validity (and of its `max_hold`).
     pub(crate) fn register(
         &self,
         names: &Arc<KeyNames>,
@@ -319,13 +317,13 @@ impl Watchdog {
         let mut state = self.shared.state();
         state.next_id += 1;
         let id = state.next_id;
-        // The renewal's period as it is, without a clock subtraction, when it comes first.
+        // The renewal's period without a clock subtraction when it comes first.
         let period = if first_event == lease.next_renewal {
             renewal_period
         } else {
             first_event.saturating_duration_since(sent)
-        };
-        let period = period.max(MIN_IDLE);
+        }
+        .max(MIN_IDLE);
         state.recent_period = Some(state.recent_period.map_or(period, |p| p.min(period)));
         state.insert_lease(id, lease);
         self.wake_for(state, first_event);
