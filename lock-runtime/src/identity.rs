@@ -23,6 +23,7 @@
 //! hexadecimal, which takes a few instructions per digit where decimal takes a division.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -94,9 +95,9 @@ impl TokenMaker {
             // The head and the tail are written again only when the client, the lease or
             // the site changes: a task that takes the same lock again reuses them.
             let same_client = of.is_some_and(|(id, ..)| id == self.id);
-            if !(same_client
-                && of.is_some_and(|(_, was_ttl, was_site)| was_ttl == ttl && was_site.same(site)))
-            {
+            let same_tail = same_client
+                && of.is_some_and(|(_, was_ttl, was_site)| was_ttl == ttl && was_site.same(site));
+            if !same_tail {
                 tail.clear();
                 self.write_tail(tail, ttl, |tail| push_site(tail, site));
                 *of = Some((self.id, ttl, *site));
@@ -227,27 +228,9 @@ fn push_site(text: &mut String, site: &CallSite) {
             let (file, line) = site.file_line();
             let name = file.rfind(['/', '\\']).map_or(file, |at| &file[at + 1..]);
             push_label(text, name);
-            text.push(':');
-            push_decimal(text, line);
+            // Written once per site and lease (the tail is kept), so plain formatting.
+            let _ = write!(text, ":{line}");
         }
-    }
-}
-
-/// Appends `n` in decimal (a line number: a few digits).
-fn push_decimal(text: &mut String, n: u32) {
-    let mut digits = [0u8; 10];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &digit in &digits[at..] {
-        text.push(char::from(digit));
     }
 }
 

@@ -178,7 +178,7 @@ impl KeyNames {
     /// token goes (`kind` ending in `/`: one key per token) or with nothing between.
     pub(crate) fn aux_parts(&self, kind: &str) -> (String, String) {
         let lock = self.lock();
-        let (open, close) = around(has_hash_tag(lock));
+        let (open, close) = around(self.tagged);
         (
             format!("{AUX_PREFIX}{kind}"),
             format!("{open}{lock}{close}"),

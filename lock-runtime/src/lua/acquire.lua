@@ -53,6 +53,10 @@ local function fenced()
   return {1, fence}
 end
 
+-- The server's time, read once per call where the script needs it (below, after the
+-- common case): a take reuses it.
+local now_ms, now_us
+
 -- With `woken`, the next waiter was already told to look again: a release that granted
 -- the key to this caller woke it (and its look finds this grant, which lasts only the
 -- confirmation window, so it does not park past that), or an earlier try of this same
@@ -62,8 +66,8 @@ local function acquire(woken)
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if KEYS[6] then
     -- '<token> <renewed ms> <progress ms or -> <took ms>': taken now, no progress yet.
-    local now_ms = server_time()
-    redis.call('SET', KEYS[6], ARGV[1] .. ' ' .. now_ms .. ' - ' .. now_ms, 'PX', ARGV[2])
+    local took = now_ms or server_time()
+    redis.call('SET', KEYS[6], ARGV[1] .. ' ' .. took .. ' - ' .. took, 'PX', ARGV[2])
   end
   if alive and redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('HDEL', KEYS[5], '~seen')
@@ -146,7 +150,7 @@ if not queued then
   end
 end
 
-local now_ms, now_us = server_time()
+now_ms, now_us = server_time()
 purge(KEYS[3], KEYS[4], KEYS[5], now_ms, 1)
 
 local wait_ms

@@ -47,7 +47,7 @@ use redis::{RedisError, RedisResult};
 use crate::options::fence_lifetime;
 use crate::renewal::shutdown::Shutdown;
 use crate::scripts::{
-    Call, KeyNames, acquire_call, announced_release_call, full_release_call, raise_fence_call,
+    Call, KeyNames, RELEASE, acquire_call, announced_release_call, queue_call, raise_fence_call,
     retake_call,
 };
 use crate::wakeups::{WaitTicket, Wakeups};
@@ -470,8 +470,8 @@ pub(crate) async fn give_back(
     answered: &[bool],
 ) {
     // A silent release: announcing it would wake every waiter into the next split of the
-    // votes.
-    let call = || full_release_call(names, token, "PUBLISH");
+    // votes. A lost round's token never had a hold record to delete.
+    let call = || queue_call(&RELEASE, names, token, "PUBLISH");
     let (replies, _) = ask_all::<i64>(
         nodes,
         redlock.majority(),
