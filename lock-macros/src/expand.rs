@@ -319,7 +319,7 @@ fn options_expr(
     }
     if let Some((hold_ms, _)) = options.hold_at_least_ms {
         // Without a written `ttl`, checked by the runtime against the ttl in force.
-        setters.extend(quote!(.hold_at_least_ms(#hold_ms)));
+        setters.extend(quote!(.hold_at_least(::core::time::Duration::from_millis(#hold_ms))));
     }
     if let Some(max_hold) = &options.max_hold {
         setters.extend(duration_setter(max_hold, "max_hold"));
@@ -328,7 +328,7 @@ fn options_expr(
         // Borrowed, so that naming a field (`client = state.locks`) moves nothing; the
         // call is spanned at the expression, where a wrong type is reported.
         let value = quote_spanned! {client.span()=> #private::client_of(&(#client)) };
-        setters.extend(quote!(.client(#value)));
+        setters.extend(quote!(.client_named(#value)));
     }
     let build = quote!(#private::Options::new() #setters);
     (max_ttl_check, build)

@@ -360,7 +360,7 @@ impl LockClient {
     /// place it holds in a wait queue left, on its own connections, one pipeline per
     /// server, within [`SHUTDOWN_BUDGET`](crate::SHUTDOWN_BUDGET). Tasks that still hold a
     /// guard are told the lease is gone ([`LostCause::Shutdown`](crate::LostCause::Shutdown):
-    /// a guarded body with `on_lost = "cancel"` is stopped at its next await point), and
+    /// a guarded body under [`OnLost::Cancel`](crate::OnLost::Cancel) is stopped at its next await point), and
     /// tasks waiting for a lock fail with [`LockError::Shutdown`].
     ///
     /// Call it when the application stops (after SIGTERM, once the server stopped taking

@@ -46,78 +46,24 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use std::time::Duration;
-
-use crate::options::{LockOptions, OnLost};
-use crate::primitives::builder::{Builder, LockSpec};
-use crate::{client::LockClient, error::LockError, primitives::lock::Lock};
+use crate::primitives::builder::{LockBuilder, LockSpec};
+use crate::primitives::kind::PerRequest;
+use crate::{error::LockError, primitives::lock::Lock};
 
 /// A [`Layer`] that runs each request under the lock named by `key(&request)`.
 ///
-/// Options default as for [`Lock`] (ttl 30 s, wait 10 s, watchdog on, cancel on loss);
-/// for an HTTP route, set `wait` to what the route's latency budget allows.
-pub struct LockLayer<K> {
-    key: Arc<K>,
-    /// The options, which of them were given, and the client.
-    spec: LockSpec,
-}
+/// Options default as for [`Lock`] (ttl 30 s, wait 10 s, watchdog on, cancel on loss) and
+/// are set with [`LockBuilder`]'s setters; for an HTTP route, set `wait` to what the
+/// route's latency budget allows.
+pub type LockLayer<K> = LockBuilder<PerRequest<K>>;
 
 impl<K> LockLayer<K> {
     /// A layer that locks the key `key` returns for each request (`None`: no lock).
     pub fn new(key: K) -> Self {
-        LockLayer {
-            key: Arc::new(key),
+        LockBuilder {
+            kind: PerRequest { key: Arc::new(key) },
             spec: LockSpec::default(),
         }
-    }
-
-    /// Sets the lease (see [`Lock::ttl`]).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.spec.ttl(ttl);
-        self
-    }
-
-    /// Sets how long a request waits for a held lock (see [`Lock::wait`]); zero answers a
-    /// concurrent request with 429 at once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.spec.wait(wait);
-        self
-    }
-
-    /// Sets what happens when the lease is lost while the inner service runs.
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.spec.on_lost(on_lost);
-        self
-    }
-
-    /// Sets every option at once.
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.spec.options(options);
-        self
-    }
-
-    /// Takes the locks through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.spec.client(client);
-        self
-    }
-}
-
-impl<K> Clone for LockLayer<K> {
-    fn clone(&self) -> Self {
-        LockLayer {
-            key: Arc::clone(&self.key),
-            spec: self.spec.clone(),
-        }
-    }
-}
-
-impl<K> fmt::Debug for LockLayer<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockLayer")
-            .field("options", &self.spec.options)
-            .field("client", &self.spec.client)
-            .finish_non_exhaustive()
     }
 }
 
@@ -183,7 +129,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let key = (self.layer.key)(&request);
+        let key = (self.layer.kind.key)(&request);
         // The service that was polled ready serves this request; its clone stays for the
         // next one (tower's usual swap).
         let ready = self.inner.clone();
@@ -210,15 +156,5 @@ where
                 }
             }
         })
-    }
-}
-
-impl<K> Builder for LockLayer<K> {
-    fn spec(&self) -> &LockSpec {
-        &self.spec
-    }
-
-    fn spec_mut(&mut self) -> &mut LockSpec {
-        &mut self.spec
     }
 }

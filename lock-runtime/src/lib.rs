@@ -44,8 +44,8 @@
 //!
 //! # Reference
 //!
-//! - The attribute's options (`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `fencing`,
-//!   `hold_at_least`, `max_hold`, `permits`, `mode`, `client`, `crate`): [`distributed_lock`].
+//! - The attribute's options, what each means and its default: [`distributed_lock`]; the
+//!   programmatic API's setters: [`LockBuilder`].
 //! - The errors, when each happens and what to do: [`LockError`].
 //! - The settings of a client (deployment, timeouts, key prefix, replicas): [`Config`].
 //!
@@ -157,7 +157,9 @@ pub use lock_order::LockOrderCheck;
 pub use ops::force_release::{CheckedRelease, ForcedRelease, ReleaseCheck, force_release};
 pub use ops::inspect::{Holder, HolderKind, LockState, MAX_LISTED_WAITERS, Waiter, inspect};
 pub use options::{FENCE_COUNTER_LIFETIME, LockOptions, MAX_TTL, OnLost};
+pub use primitives::builder::LockBuilder;
 pub use primitives::guard::LockGuard;
+pub use primitives::kind;
 pub use primitives::lock::Lock;
 pub use primitives::multi::{MultiGuard, MultiLock};
 pub use primitives::rwlock::RwLock;

@@ -64,7 +64,7 @@ impl LockClient {
     /// releaser. A younger hold, or one in a cluster (whose sharded channels the release
     /// cannot reach), finds the token gone at its next renewal (within a third of its ttl:
     /// [`LostCause::TokenGone`](crate::LostCause::TokenGone)). A guarded body with
-    /// `on_lost = "cancel"` then stops at its next await point and returns
+    /// [`OnLost::Cancel`](crate::OnLost::Cancel) then stops at its next await point and returns
     /// [`LockError::Lost`]. Until then it still believes it holds the lock: use
     /// [fencing](crate::Lock::fencing) where that matters. A key that holds another Redis
     /// type is refused ([`LockError::InvalidKey`]) and left alone.

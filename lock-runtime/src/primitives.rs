@@ -4,6 +4,7 @@
 pub(crate) mod builder;
 pub(crate) mod guard;
 pub(crate) mod held_lease;
+pub mod kind;
 pub(crate) mod lock;
 pub(crate) mod multi;
 #[cfg(feature = "redlock")]

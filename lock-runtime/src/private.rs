@@ -16,9 +16,10 @@ use crate::client::LockClient;
 use crate::error::LockError;
 pub use crate::key::KeyBuilder;
 use crate::lock_order::OrderSpec;
+use crate::options::MAX_TTL;
 pub use crate::options::OnLost;
-use crate::options::{Explicit, LockOptions, MAX_TTL};
-use crate::primitives::builder::Builder;
+use crate::primitives::builder::{LockBuilder, LockSpec};
+use crate::primitives::kind::Attribute;
 use crate::primitives::lock::Lock;
 use crate::primitives::multi::MultiLock;
 use crate::primitives::rwlock::RwLock;
@@ -33,39 +34,19 @@ pub const MAX_TTL_MS: u64 = {
 };
 
 /// The options of one annotated function: the runtime's defaults
-/// ([`LockOptions::default`], or the client's `Config::default_ttl` and `default_wait`
+/// ([`LockOptions::default`](crate::LockOptions::default), or the client's `Config::default_ttl` and `default_wait`
 /// for a `ttl` or `wait` the attribute leaves out), with the options the attribute names
-/// set on them, each from a value it checked at compile time, or from an expression; and
-/// the client named by `client = ...`.
-#[derive(Debug)]
-pub struct Options {
-    options: LockOptions,
-    explicit: Explicit,
-    client: Choice,
-    /// The key templates as written (the lock-order check's classes), and the function.
-    order: (&'static [&'static str], CallSite),
-}
-
-/// The client a call goes through.
-#[derive(Debug)]
-enum Choice {
-    /// No `client = ...`: the global client.
-    Global,
-    /// `client = EXPR` gave one.
-    Given(LockClient),
-    /// `client = EXPR` gave `None`.
-    Unset,
-}
+/// set on them by [`LockBuilder`]'s setters, each from a value it checked at compile time
+/// or from an expression; and the client named by `client = ...`.
+pub type Options = LockBuilder<Attribute>;
 
 impl Options {
-    /// The defaults of [`LockOptions`], on the global client.
+    /// The defaults of [`LockOptions`](crate::LockOptions), on the global client.
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        Options {
-            options: LockOptions::default(),
-            explicit: Explicit::default(),
-            client: Choice::Global,
-            order: (&[], CallSite::UNKNOWN),
+        LockBuilder {
+            kind: Attribute::default(),
+            spec: LockSpec::default(),
         }
     }
 
@@ -78,7 +59,8 @@ impl Options {
         file: &'static str,
         line: u32,
     ) -> Self {
-        self.order = (templates, CallSite::function(function, file, line));
+        self.kind.templates = templates;
+        self.spec.order.site = CallSite::function(function, file, line);
         self
     }
 
@@ -92,94 +74,52 @@ impl Options {
         self.wait(Duration::from_millis(ms))
     }
 
-    /// `ttl = EXPR`: checked when the lock is taken, as [`Lock::ttl`] is.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.options.ttl = ttl;
-        self.explicit.ttl = true;
-        self
-    }
-
-    /// `wait = EXPR`.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.options.wait = wait;
-        self.explicit.wait = true;
-        self
-    }
-
-    /// `watchdog = true | false`.
-    pub fn watchdog(mut self, on: bool) -> Self {
-        self.options.watchdog = on;
-        self
-    }
-
-    /// `on_lost = "cancel" | "continue"`.
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.options.on_lost = on_lost;
-        self
-    }
-
-    /// `fencing = true | false`.
-    pub fn fencing(mut self, on: bool) -> Self {
-        self.options.fencing = on;
-        self
-    }
-
-    /// `hold_at_least = "..."`: checked against the ttl in force when the lock is taken.
-    pub fn hold_at_least_ms(mut self, ms: u64) -> Self {
-        self.options.hold_at_least = Duration::from_millis(ms);
-        self
-    }
-
-    /// `max_hold = EXPR` (a `Duration`, checked when the lock is taken).
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.options.max_hold = Some(max_hold);
-        self.explicit.max_hold = true;
-        self
-    }
-
     /// `max_hold = "..."`, checked at compile time.
     pub fn max_hold_ms(self, ms: u64) -> Self {
         self.max_hold(Duration::from_millis(ms))
     }
 
     /// `client = EXPR`, read by [`client_of`]: `None` fails the call.
-    pub fn client(mut self, client: Option<LockClient>) -> Self {
-        self.client = client.map_or(Choice::Unset, Choice::Given);
+    pub fn client_named(mut self, client: Option<LockClient>) -> Self {
+        self.kind.client_unset = client.is_none();
+        self.spec.client = client;
         self
-    }
-
-    /// The lock's options as set so far.
-    pub fn lock_options(&self) -> &LockOptions {
-        &self.options
     }
 
     /// The client named by `client = ...` (`None`: the global one), or the error of a
     /// `client = ...` that gave none.
     fn named_client(&self, key: &str) -> Result<Option<&LockClient>, LockError> {
-        match &self.client {
-            Choice::Global => Ok(None),
-            Choice::Given(client) => Ok(Some(client)),
-            Choice::Unset => Err(LockError::config(format!(
+        if self.kind.client_unset {
+            return Err(LockError::config(format!(
                 "lock `{key}`: its `client = ...` gave `None`: the client is not set; \
                  set it before the first call"
-            ))),
+            )));
         }
+        Ok(self.spec.client.as_ref())
     }
 }
 
 /// `builder`, one of the programmatic API's builders, with `options` applied; a
 /// `client = ...` that gave none is the error (the calling function returns it as its `E`).
-fn build<B: Builder>(builder: B, options: Options, key: &str) -> Result<B, LockError> {
+fn build<K>(
+    builder: LockBuilder<K>,
+    options: Options,
+    key: &str,
+) -> Result<LockBuilder<K>, LockError> {
     let client = options.named_client(key)?.cloned();
-    let (templates, site) = options.order;
-    let mut builder = builder.with_explicit_options(options.options, options.explicit);
-    let spec = builder.spec_mut();
-    if let Some(client) = client {
-        spec.client(&client);
+    let LockSpec {
+        options: lock_options,
+        explicit,
+        order,
+        ..
+    } = options.spec;
+    let mut builder = builder.with_explicit_options(lock_options, explicit);
+    if client.is_some() {
+        builder.spec.client = client;
     }
-    spec.order = OrderSpec {
-        class: templates.first().map(|template| Cow::Borrowed(*template)),
-        site,
+    builder.spec.order = OrderSpec {
+        class: (options.kind.templates.first()).map(|template| Cow::Borrowed(*template)),
+        site: order.site,
     };
     Ok(builder)
 }
@@ -397,7 +337,12 @@ where
     F: Future<Output = Result<T, C::Error>>,
 {
     // Each key with its template, the class the lock-order check knows it by.
-    let templates = options.order.0.iter().copied().chain(std::iter::repeat(""));
+    let templates = options
+        .kind
+        .templates
+        .iter()
+        .copied()
+        .chain(std::iter::repeat(""));
     let keys: Vec<(String, &'static str)> = (keys.into_iter().zip(templates))
         .map(|(key, template)| key.map(|key| (key, template)))
         .collect::<Result<_, _>>()?;

@@ -7,15 +7,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::call_site::CallSite;
 use crate::context;
 use crate::deadlock::Watcher;
 use crate::lease::{Taken, Token};
-use crate::options::OnLost;
-use crate::options::{LockOptions, Taker};
-use crate::primitives::builder::{Builder, LockSpec, with_client};
+use crate::options::Taker;
+use crate::primitives::builder::{LockBuilder, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};
-use crate::primitives::run_path::run_held;
+use crate::primitives::kind::Exclusive;
 use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 #[cfg(feature = "redlock")]
 use crate::queue::quorum_wait;
@@ -45,7 +43,8 @@ impl LockClient {
 /// [`run`](Lock::run) a future under it.
 ///
 /// This is what `#[distributed_lock]` expands to; use it directly for keys computed at run
-/// time or for locks held across calls.
+/// time or for locks held across calls. Its options are set with [`LockBuilder`]'s setters,
+/// every one of which a lock takes.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -61,12 +60,7 @@ impl LockClient {
 /// assert_eq!(guard.release().await?, ReleaseOutcome::Released);
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct Lock {
-    key: String,
-    /// The options, which of them were given, and the client.
-    spec: LockSpec,
-}
+pub type Lock = LockBuilder<Exclusive>;
 
 /// What the first step of an acquisition came to (see [`Lock::enter`]). It lives for one
 /// step, on the stack: boxing the guard would add an allocation to the uncontended path.
@@ -85,12 +79,7 @@ impl Lock {
     /// check ([`Config::lock_order_check`](crate::Config::lock_order_check)).
     #[track_caller]
     pub fn new(key: impl Into<String>) -> Self {
-        let mut spec = LockSpec::default();
-        spec.order.site = CallSite::caller();
-        Lock {
-            key: key.into(),
-            spec,
-        }
+        LockBuilder::of(Exclusive { key: key.into() })
     }
 
     /// Names the class of this lock for the lock-order check
@@ -113,128 +102,6 @@ impl Lock {
         self
     }
 
-    /// Sets the lease (default 30 s, or the client's [`Config::default_ttl`]; at most
-    /// [`MAX_TTL`](crate::options::MAX_TTL)).
-    ///
-    /// [`Config::default_ttl`]: crate::Config::default_ttl
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.spec.ttl(ttl);
-        self
-    }
-
-    /// Sets how long to wait for a held lock (default 10 s, or the client's
-    /// [`Config::default_wait`]; zero tries once).
-    ///
-    /// [`Config::default_wait`]: crate::Config::default_wait
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.spec.wait(wait);
-        self
-    }
-
-    /// Turns renewal on or off (default on).
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.spec.watchdog(watchdog);
-        self
-    }
-
-    /// Bounds how long a hold may last (default: unbounded, or the client's
-    /// [`Config::default_max_hold`](crate::Config::default_max_hold)). A hold that reaches
-    /// it is ended as lost with [`LostCause::MaxHold`](crate::LostCause::MaxHold): the
-    /// watchdog stops renewing it, [`run`](Lock::run) stops the body and releases the lock
-    /// at once, and a guard reads [`is_lost`](LockGuard::is_lost). See
-    /// [`LockOptions::max_hold`].
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
-    /// use std::time::Duration;
-    /// let lock = lock_runtime::Lock::new("report:daily").max_hold(Duration::from_secs(300));
-    /// lock.run(async {
-    ///     // ... a step that could hang on a dead peer is stopped after 5 minutes ...
-    ///     Ok::<(), lock_runtime::LockError>(())
-    /// })
-    /// .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.spec.max_hold(max_hold);
-        self
-    }
-
-    /// Sets what [`run`](Lock::run) does when the lease is lost (default cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.spec.on_lost(on_lost);
-        self
-    }
-
-    /// Issues a fencing token on every acquisition (default off).
-    pub fn fencing(mut self, fencing: bool) -> Self {
-        self.spec.fencing(fencing);
-        self
-    }
-
-    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given: the client's [`Config::default_ttl`] and
-    /// [`Config::default_wait`] apply to it.
-    ///
-    /// [`Config::default_ttl`]: crate::Config::default_ttl
-    /// [`Config::default_wait`]: crate::Config::default_wait
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.spec.options(options);
-        self
-    }
-
-    /// Takes the lock through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.spec.client(client);
-        self
-    }
-
-    /// Keeps the key at least `hold` after acquiring it (default zero: released at once).
-    ///
-    /// A release (or drop) that comes sooner does not delete the key: it stops renewing it
-    /// and sets its expiry (owner-checked) to what is left of `hold`, so other owners find
-    /// it held until then; nor is the lock passed to another task of this process. This is
-    /// ShedLock's `lockAtLeastFor` for a job scheduled on every replica: with `wait` zero the
-    /// first replica runs the tick and a replica whose schedule fires a little late is told
-    /// [`LockError::Busy`] too. `ttl` is the "at most": `hold` may not exceed it
-    /// ([`LockError::Config`] at acquisition). Not for [`crate::MultiLock`].
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use lock_runtime::{Lock, LockError};
-    ///
-    /// # async fn tick() -> Result<(), LockError> {
-    /// match Lock::new("job:daily-report")
-    ///     .ttl(Duration::from_secs(60))
-    ///     .wait(Duration::ZERO)
-    ///     .hold_at_least(Duration::from_secs(30))
-    ///     .acquire()
-    ///     .await
-    /// {
-    ///     Ok(guard) => {
-    ///         // ... the job: this replica runs this tick ...
-    ///         guard.release().await?; // the key stays until 30 s after it was taken
-    ///     }
-    ///     Err(LockError::Busy { .. }) => { /* another replica ran this tick */ }
-    ///     Err(other) => return Err(other),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn hold_at_least(mut self, hold: Duration) -> Self {
-        self.spec.options.hold_at_least = hold;
-        self
-    }
-
-    /// The key as given (without the client's prefix).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The options in force.
-    pub fn options(&self) -> &LockOptions {
-        &self.spec.options
-    }
-
     /// Acquires the lock, waiting up to `wait` while another owner holds it.
     ///
     /// Waiters are served in arrival order, across processes: a task that releases and asks
@@ -248,19 +115,21 @@ impl Lock {
     /// when still held after `wait`, [`LockError::InvalidKey`] before any Redis traffic,
     /// [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
-        let (client, lock) = with_client(self, &self.key)?;
+        let (client, lock) = with_client(self, &self.kind.key)?;
         lock.acquire_through(client).await
     }
 
     async fn acquire_through(&self, client: LockClient) -> Result<LockGuard, LockError> {
-        let names = Arc::new(client.key_names(&self.key)?);
+        let names = Arc::new(client.key_names(&self.kind.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             if held.is_read() {
                 return Err(LockError::upgrade_refused(names.lock()));
             }
             return Ok(LockGuard::reentrant(client, names, &held));
         }
-        let order = self.spec.check_order(&client, &self.key, names.lock())?;
+        let order = self
+            .spec
+            .check_order(&client, &self.kind.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry();
         // The wait's future is made in each arm: one that is not watched is not moved. A
@@ -558,18 +427,8 @@ impl Lock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        let span = tracing::debug_span!("distributed_lock", key = %self.key);
-        run_held(|| self.acquire(), self.spec.options.on_lost, body, span)
-    }
-}
-
-impl Builder for Lock {
-    fn spec(&self) -> &LockSpec {
-        &self.spec
-    }
-
-    fn spec_mut(&mut self) -> &mut LockSpec {
-        &mut self.spec
+        let span = tracing::debug_span!("distributed_lock", key = %self.kind.key);
+        self.run_under(|| self.acquire(), body, span)
     }
 }
 

@@ -2,19 +2,16 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::call_site::CallSite;
 use crate::context::{self, CurrentLock};
 use crate::lock_order::OrderSpec;
-use crate::options::{Explicit, OnLost, Taker};
-use crate::primitives::builder::{Builder, LockSpec, with_client};
-use crate::primitives::run_path::run_held;
+use crate::options::{Explicit, Taker};
+use crate::primitives::builder::{LockBuilder, LockSpec, with_client};
+use crate::primitives::kind::KeySet;
 use crate::{
-    client::LockClient, error::LockError, error::ReleaseOutcome, options::LockOptions,
-    primitives::guard::LockGuard, primitives::lock::Lock,
+    error::LockError, error::ReleaseOutcome, primitives::guard::LockGuard, primitives::lock::Lock,
 };
 
 /// Locks on several keys, taken all or none (Redisson's `MultiLock`, node-redlock's
@@ -22,7 +19,8 @@ use crate::{
 ///
 /// The keys are taken one after another in a canonical order (sorted, duplicates once), so
 /// two callers that name the same keys in different orders never wait for each other in a
-/// cycle. The options apply to each key; `wait` bounds the whole acquisition. When a key
+/// cycle. The options ([`LockBuilder`]'s setters, but the minimum hold) apply to each key;
+/// `wait` bounds the whole acquisition. When a key
 /// cannot be had in time, the keys already taken are released before the error returns.
 /// In a cluster the keys may live in different slots: each is a lock of its own.
 ///
@@ -54,15 +52,7 @@ use crate::{
 /// both.release().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct MultiLock {
-    keys: Vec<String>,
-    /// The class of each key for the lock-order check, in the order of `keys` (none: each
-    /// key is its class).
-    classes: Vec<&'static str>,
-    /// The options, which of them were given, the client and the call site.
-    spec: LockSpec,
-}
+pub type MultiLock = LockBuilder<KeySet>;
 
 /// The guards of a [`MultiLock`]: releasing (or dropping) it releases every key.
 #[derive(Debug)]
@@ -86,13 +76,10 @@ impl MultiLock {
         let mut keys: Vec<String> = keys.into_iter().map(Into::into).collect();
         keys.sort();
         keys.dedup();
-        let mut spec = LockSpec::default();
-        spec.order.site = CallSite::caller();
-        MultiLock {
+        LockBuilder::of(KeySet {
             keys,
             classes: Vec::new(),
-            spec,
-        }
+        })
     }
 
     /// Locks on each key of `keys`, known to the lock-order check by the class beside it
@@ -102,88 +89,34 @@ impl MultiLock {
         keys.sort_by(|a, b| a.0.cmp(&b.0));
         keys.dedup_by(|later, first| later.0 == first.0);
         let (keys, classes) = keys.into_iter().unzip();
-        MultiLock {
-            keys,
-            classes,
+        LockBuilder {
+            kind: KeySet { keys, classes },
             spec: LockSpec::default(),
         }
     }
 
-    /// Sets each lock's lease (default 30 s).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.spec.ttl(ttl);
-        self
-    }
-
-    /// Sets how long the whole acquisition may wait (default 10 s; zero tries each once).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.spec.wait(wait);
-        self
-    }
-
-    /// Turns renewal of each key's lease on or off (default on).
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.spec.watchdog(watchdog);
-        self
-    }
-
-    /// Issues a fencing token for each key on every acquisition (default off): each
-    /// guard of [`MultiGuard::guards`] has its key's [`fence`](LockGuard::fence).
-    pub fn fencing(mut self, fencing: bool) -> Self {
-        self.spec.fencing(fencing);
-        self
-    }
-
-    /// Bounds how long a hold may last, as [`Lock::max_hold`](crate::Lock::max_hold) does
-    /// (default: unbounded, or the client's
-    /// [`Config::default_max_hold`](crate::Config::default_max_hold)).
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.spec.max_hold(max_hold);
-        self
-    }
-
-    /// Sets what [`run`](MultiLock::run) does when the lease of any key is lost (default
-    /// cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.spec.on_lost(on_lost);
-        self
-    }
-
-    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given, as with [`Lock::with_options`].
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.spec.options(options);
-        self
-    }
-
-    /// Takes the locks through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.spec.client(client);
-        self
-    }
-
     /// The keys, in the order they are taken.
     pub fn keys(&self) -> &[String] {
-        &self.keys
+        &self.kind.keys
     }
 
     /// Takes every key, in order, within `wait` in all. On an error the keys already
     /// taken are released first; the error names the key that could not be had.
     pub async fn acquire(&self) -> Result<MultiGuard, LockError> {
-        (self.spec.options).check_for(Taker::Several, &self.keys.join(", "))?;
-        let (client, this) = with_client(self, &self.keys.join(", "))?;
+        (self.spec.options).check_for(Taker::Several, &self.kind.keys.join(", "))?;
+        let (client, this) = with_client(self, &self.kind.keys.join(", "))?;
         let options = &this.spec.options;
         let deadline = Instant::now() + options.wait.min(crate::primitives::lock::MAX_WAIT);
-        let mut guards = Vec::with_capacity(self.keys.len());
-        for (at, key) in self.keys.iter().enumerate() {
+        let mut guards = Vec::with_capacity(self.kind.keys.len());
+        for (at, key) in self.kind.keys.iter().enumerate() {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut lock = Lock::new(key.clone())
                 .with_explicit_options(options.clone(), Explicit::ALL)
                 .wait(left)
                 .client(&client);
             // The keys are not held in the task while they are taken: no order among them.
-            lock.spec_mut().order = OrderSpec {
-                class: (self.classes.get(at))
+            lock.spec.order = OrderSpec {
+                class: (self.kind.classes.get(at))
                     .filter(|class| !class.is_empty())
                     .map(|class| Cow::Borrowed(*class)),
                 site: self.spec.order.site,
@@ -232,8 +165,8 @@ impl MultiLock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        let span = tracing::debug_span!("distributed_lock", keys = ?self.keys);
-        run_held(|| self.acquire(), self.spec.options.on_lost, body, span)
+        let span = tracing::debug_span!("distributed_lock", keys = ?self.kind.keys);
+        self.run_under(|| self.acquire(), body, span)
     }
 }
 
@@ -318,15 +251,5 @@ impl crate::primitives::run_path::Held for MultiGuard {
 
     fn release(self) -> impl Future<Output = Result<Vec<ReleaseOutcome>, LockError>> {
         MultiGuard::release(self)
-    }
-}
-
-impl Builder for MultiLock {
-    fn spec(&self) -> &LockSpec {
-        &self.spec
-    }
-
-    fn spec_mut(&mut self) -> &mut LockSpec {
-        &mut self.spec
     }
 }

@@ -23,22 +23,20 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::call_site::CallSite;
 use crate::context::{self};
-use crate::options::{OnLost, Taker};
-use crate::primitives::builder::{Builder, LockSpec, with_client};
+use crate::options::Taker;
+use crate::primitives::builder::{LockBuilder, with_client};
+use crate::primitives::kind::ReadWrite;
 use crate::queue::wait::{self, Backoff, ride_out};
 use crate::scripts::KeyNames;
 use crate::scripts::ShareNames;
 use crate::{
-    client::LockClient, error::LockError, options::LockOptions, primitives::guard::LockGuard,
-    primitives::lock::Lock,
+    client::LockClient, error::LockError, primitives::guard::LockGuard, primitives::lock::Lock,
 };
 
 mod drain;
 pub(crate) mod read_guard;
 pub(crate) mod shares;
-use crate::primitives::run_path::run_held;
 use drain::Drain;
 use read_guard::ReadGuard;
 use shares::*;
@@ -98,7 +96,8 @@ impl LockClient {
 /// crashes gives its share back when its ttl runs out, a waiter that crashes costs the
 /// others about a second (its place in the queue lapses), as with [`Lock`].
 ///
-/// The options are [`Lock`]'s; fencing applies to writers ([`LockGuard::fence`]).
+/// The options are [`LockBuilder`]'s setters, as for a [`Lock`] but for the minimum hold;
+/// fencing applies to writers ([`LockGuard::fence`]).
 /// `#[distributed_lock(key = "...", mode = "read")]` and `mode = "write"` expand to
 /// [`run_read`](RwLock::run_read) and [`run_write`](RwLock::run_write).
 ///
@@ -129,12 +128,7 @@ impl LockClient {
 /// writing.release().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct RwLock {
-    key: String,
-    /// The options, which of them were given, and the client.
-    spec: LockSpec,
-}
+pub type RwLock = LockBuilder<ReadWrite>;
 
 impl RwLock {
     /// A read-write lock on `key` with default options, on the global client (the line
@@ -142,84 +136,16 @@ impl RwLock {
     /// class).
     #[track_caller]
     pub fn new(key: impl Into<String>) -> Self {
-        let mut spec = LockSpec::default();
-        spec.order.site = CallSite::caller();
-        RwLock {
-            key: key.into(),
-            spec,
-        }
-    }
-
-    /// Sets the lease of each holder, reader or writer (default 30 s or the client's
-    /// `Config::default_ttl`).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.spec.ttl(ttl);
-        self
-    }
-
-    /// Sets how long to wait (default 10 s; zero tries once). A writer's wait covers its
-    /// turn in the queue and the readers' leaving.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.spec.wait(wait);
-        self
-    }
-
-    /// Turns renewal on or off (default on).
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.spec.watchdog(watchdog);
-        self
-    }
-
-    /// Bounds how long a hold may last, as [`Lock::max_hold`](crate::Lock::max_hold) does
-    /// (default: unbounded, or the client's
-    /// [`Config::default_max_hold`](crate::Config::default_max_hold)).
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.spec.max_hold(max_hold);
-        self
-    }
-
-    /// Sets what the `run_*` helpers do when the lease is lost (default cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.spec.on_lost(on_lost);
-        self
-    }
-
-    /// Issues a fencing token on every write acquisition (default off; readers get none).
-    pub fn fencing(mut self, fencing: bool) -> Self {
-        self.spec.fencing(fencing);
-        self
-    }
-
-    /// Replaces all options at once. A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given, as with [`Lock::with_options`].
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.spec.options(options);
-        self
-    }
-
-    /// Takes the lock through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.spec.client(client);
-        self
-    }
-
-    /// The key as given (without the client's prefix).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The options in force.
-    pub fn options(&self) -> &LockOptions {
-        &self.spec.options
+        LockBuilder::of(ReadWrite { key: key.into() })
     }
 
     /// The mutex on the same key, with these options (the writer's lock, and the gate a
     /// reader passes behind a queue).
     fn mutex(&self, client: &LockClient) -> Lock {
-        let mut lock = Lock::new(self.key.clone())
+        let mut lock = Lock::new(self.kind.key.clone())
             .with_explicit_options(self.spec.options.clone(), self.spec.explicit)
             .client(client);
-        lock.spec_mut().order = self.spec.order.clone();
+        lock.spec.order = self.spec.order.clone();
         lock
     }
 
@@ -249,16 +175,18 @@ impl RwLock {
     ///
     /// Errors as [`Lock::acquire`]'s: `Busy`, `Timeout`, `InvalidKey`, `Backend`, `Config`.
     pub async fn read(&self) -> Result<ReadGuard, LockError> {
-        let (client, rwlock) = with_client(self, &self.key)?;
+        let (client, rwlock) = with_client(self, &self.kind.key)?;
         rwlock.read_through(client).await
     }
 
     async fn read_through(&self, client: LockClient) -> Result<ReadGuard, LockError> {
-        let names = Arc::new(client.key_names(&self.key)?);
+        let names = Arc::new(client.key_names(&self.kind.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
             return Ok(ReadGuard::reentrant(client, names, &held));
         }
-        let order = self.spec.check_order(&client, &self.key, names.lock())?;
+        let order = self
+            .spec
+            .check_order(&client, &self.kind.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
         match self.read_new(&client, &names, started).await {
@@ -402,12 +330,12 @@ impl RwLock {
     /// Errors: [`LockError::Config`] inside a body of this task that holds the key for
     /// reading (an upgrade would wait for itself), else as [`Lock::acquire`]'s.
     pub async fn write(&self) -> Result<LockGuard, LockError> {
-        let (client, rwlock) = with_client(self, &self.key)?;
+        let (client, rwlock) = with_client(self, &self.kind.key)?;
         rwlock.write_through(client).await
     }
 
     async fn write_through(&self, client: LockClient) -> Result<LockGuard, LockError> {
-        let names = client.key_names(&self.key)?;
+        let names = client.key_names(&self.kind.key)?;
         let mutex = self.mutex(&client);
         if context::held_by_this_task(client.id(), names.lock()).is_some() {
             // Reentrant when the task writes; refused when it reads.
@@ -514,8 +442,8 @@ impl RwLock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "read");
-        run_held(|| self.read(), self.spec.options.on_lost, body, span)
+        let span = tracing::debug_span!("distributed_lock", key = %self.kind.key, mode = "read");
+        self.run_under(|| self.read(), body, span)
     }
 
     /// Takes the key for writing, runs `body`, and releases it, also when `body` returns an
@@ -538,17 +466,7 @@ impl RwLock {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        let span = tracing::debug_span!("distributed_lock", key = %self.key, mode = "write");
-        run_held(|| self.write(), self.spec.options.on_lost, body, span)
-    }
-}
-
-impl Builder for RwLock {
-    fn spec(&self) -> &LockSpec {
-        &self.spec
-    }
-
-    fn spec_mut(&mut self) -> &mut LockSpec {
-        &mut self.spec
+        let span = tracing::debug_span!("distributed_lock", key = %self.kind.key, mode = "write");
+        self.run_under(|| self.write(), body, span)
     }
 }

@@ -17,14 +17,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::call_site::CallSite;
 use crate::lease::{Token, jitter, validity};
-use crate::options::{OnLost, Taker};
-use crate::primitives::builder::{Builder, LockSpec, with_client};
+use crate::options::Taker;
+use crate::primitives::builder::{LockBuilder, LockSpec, with_client};
+use crate::primitives::kind::Permits;
 use crate::primitives::lock::MAX_WAIT;
 #[cfg(feature = "redlock")]
 use crate::primitives::permit_slots::take_slot;
-use crate::primitives::run_path::run_held;
 use crate::primitives::semaphore_guard::SemaphoreGuard;
 use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
@@ -36,7 +35,7 @@ use crate::topology::deployment::ByDeployment;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::Redlock;
 use crate::wakeups::WaitTicket;
-use crate::{client::LockClient, error::LockError, options::LockOptions};
+use crate::{client::LockClient, error::LockError};
 
 /// The most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 1_000_000;
@@ -67,7 +66,8 @@ impl LockClient {
 /// while anyone holds it, and an acquisition with another number fails with
 /// [`LockError::Config`] naming the key and both numbers (once nobody holds the key, the
 /// next acquisition records its own). A semaphore is not reentrant: a task that acquires
-/// twice holds two permits.
+/// twice holds two permits. Its options are [`LockBuilder`]'s setters, but a permit takes
+/// no fencing token and no minimum hold.
 ///
 /// In Redlock mode (independent masters, no single order of holders) each permit is one of
 /// `permits` numbered slots, each a lock of its own on a majority of the masters, so never
@@ -92,13 +92,7 @@ impl LockClient {
 /// permit.release().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct Semaphore {
-    key: String,
-    permits: u32,
-    /// The options, which of them were given, and the client.
-    spec: LockSpec,
-}
+pub type Semaphore = LockBuilder<Permits>;
 
 impl Semaphore {
     /// A semaphore of `permits` on `key` with default options (ttl 30 s, wait 10 s,
@@ -108,76 +102,15 @@ impl Semaphore {
     /// is its class.
     #[track_caller]
     pub fn new(key: impl Into<String>, permits: u32) -> Self {
-        let mut spec = LockSpec::default();
-        spec.order.site = CallSite::caller();
-        Semaphore {
+        LockBuilder::of(Permits {
             key: key.into(),
             permits,
-            spec,
-        }
-    }
-
-    /// Sets each permit's lease (default 30 s or the client's `Config::default_ttl`, at
-    /// most [`MAX_TTL`](crate::options::MAX_TTL)).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.spec.ttl(ttl);
-        self
-    }
-
-    /// Sets how long to wait for a free permit (default 10 s or the client's
-    /// `Config::default_wait`; zero tries once).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.spec.wait(wait);
-        self
-    }
-
-    /// Turns renewal on or off (default on); off, a permit ends `ttl` after it was taken.
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.spec.watchdog(watchdog);
-        self
-    }
-
-    /// Bounds how long a hold may last, as [`Lock::max_hold`](crate::Lock::max_hold) does
-    /// (default: unbounded, or the client's
-    /// [`Config::default_max_hold`](crate::Config::default_max_hold)).
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.spec.max_hold(max_hold);
-        self
-    }
-
-    /// Sets what [`run`](Semaphore::run) does when the permit's lease is lost (default cancel).
-    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.spec.on_lost(on_lost);
-        self
-    }
-
-    /// Replaces all options at once (the lock-only ones are refused at acquire, naming
-    /// the option). A `ttl` or `wait` equal to [`LockOptions::default`]'s
-    /// counts as not given, as with [`Lock::with_options`](crate::Lock::with_options).
-    pub fn with_options(mut self, options: LockOptions) -> Self {
-        self.spec.options(options);
-        self
-    }
-
-    /// Takes the permits through `client` instead of the global one.
-    pub fn client(mut self, client: &LockClient) -> Self {
-        self.spec.client(client);
-        self
-    }
-
-    /// The key as given (without the client's prefix).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The options in force.
-    pub fn options(&self) -> &LockOptions {
-        &self.spec.options
+        })
     }
 
     /// How many holders the key admits at once.
     pub fn permits(&self) -> u32 {
-        self.permits
+        self.kind.permits
     }
 
     /// Tries once: a permit, or [`LockError::Busy`] at once when none is free (or the free
@@ -196,13 +129,15 @@ impl Semaphore {
     /// [`LockError::InvalidKey`] for a bad key or one that holds a lock (not a
     /// semaphore), [`LockError::Backend`] when Redis fails.
     pub async fn acquire(&self) -> Result<SemaphoreGuard, LockError> {
-        let (client, semaphore) = with_client(self, &self.key)?;
+        let (client, semaphore) = with_client(self, &self.kind.key)?;
         semaphore.acquire_through(client).await
     }
 
     async fn acquire_through(&self, client: LockClient) -> Result<SemaphoreGuard, LockError> {
-        let names = Arc::new(client.key_names(&self.key)?);
-        let order = self.spec.check_order(&client, &self.key, names.lock())?;
+        let names = Arc::new(client.key_names(&self.kind.key)?);
+        let order = self
+            .spec
+            .check_order(&client, &self.kind.key, names.lock())?;
         let started = Instant::now();
         let telemetry = client.telemetry().clone();
         match self.acquire_permit(client.clone(), names.clone()).await {
@@ -221,7 +156,7 @@ impl Semaphore {
     /// Refuses what a semaphore cannot do, before any traffic.
     fn check(&self, client: &LockClient, key: &str) -> Result<(), LockError> {
         let refuse = |why: String| Err(LockError::config(format!("semaphore `{key}` {why}")));
-        let permits = self.permits;
+        let permits = self.kind.permits;
         if permits == 0 || permits > MAX_PERMITS {
             return refuse(format!(
                 "has {permits} permits; give it from 1 to {MAX_PERMITS} (1 is a mutex)"
@@ -292,7 +227,7 @@ impl Semaphore {
         let permit = PermitTry {
             token: &place.token,
             ttl: self.spec.options.ttl,
-            permits: self.permits,
+            permits: self.kind.permits,
             may_wait: !self.spec.options.wait.is_zero(),
             publish: client.publish_command(),
             alive: alive.as_deref(),
@@ -326,8 +261,9 @@ impl Semaphore {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        let span = tracing::debug_span!("semaphore", key = %self.key, permits = self.permits);
-        run_held(|| self.acquire(), self.spec.options.on_lost, body, span)
+        let span =
+            tracing::debug_span!("semaphore", key = %self.kind.key, permits = self.kind.permits);
+        self.run_under(|| self.acquire(), body, span)
     }
 
     /// The error for a key whose holders use `held` permits, not this semaphore's count.
@@ -335,7 +271,7 @@ impl Semaphore {
         LockError::config(format!(
             "semaphore `{key}` is held with {held} permits, this caller asks for {}; \
              every holder of a key must use the same number of permits",
-            self.permits
+            self.kind.permits
         ))
     }
 }
@@ -368,11 +304,11 @@ impl ByDeployment for TakePermit<'_> {
     #[cfg(feature = "redlock")]
     async fn quorum(self, redlock: &Redlock) -> Self::Output {
         let semaphore = self.semaphore;
-        let key = (&*self.names, semaphore.permits);
+        let key = (&*self.names, semaphore.kind.permits);
         let (slot, token, sent) =
             take_slot(self.client, key, &semaphore.spec, redlock, self.window).await?;
         let names = (self.names, slot);
-        let held = (&semaphore.spec.options, semaphore.permits);
+        let held = (&semaphore.spec.options, semaphore.kind.permits);
         Ok(SemaphoreGuard::new(self.client, names, token, held, sent))
     }
 }
@@ -460,7 +396,7 @@ impl Waiting for PermitWait<'_> {
                 self.place.settle();
                 let token = std::mem::take(&mut self.place.token);
                 let names = (names.clone(), names);
-                let held = (&self.semaphore.spec.options, self.semaphore.permits);
+                let held = (&self.semaphore.spec.options, self.semaphore.kind.permits);
                 let guard = SemaphoreGuard::new(&client, names, token, held, sent);
                 return Ok(Step::Done(guard));
             }
@@ -533,15 +469,5 @@ fn not_a_semaphore(key: &str) -> LockError {
         reason: "the key holds a lock or another value, not a semaphore's permits; give the \
                  semaphore a key of its own"
             .into(),
-    }
-}
-
-impl Builder for Semaphore {
-    fn spec(&self) -> &LockSpec {
-        &self.spec
-    }
-
-    fn spec_mut(&mut self) -> &mut LockSpec {
-        &mut self.spec
     }
 }

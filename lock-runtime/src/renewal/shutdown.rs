@@ -21,10 +21,10 @@
 //!
 //! The releases are the owner-checked release script (so a lock another owner holds now
 //! is left alone, and the next queued process is granted the lock at once), the leaves
-//! the queue-leaving script. A `hold_at_least` lock whose holder is done with it (its
-//! guard's give-back in flight) is not deleted: an owner-checked `PEXPIRE` leaves the key
-//! for what is left of the hold, as its own give-back would have, so that the other
-//! processes still skip that run.
+//! the queue-leaving script. A lock whose minimum hold is still ahead when its holder is
+//! done with it (its guard's give-back in flight) is not deleted: an owner-checked
+//! `PEXPIRE` leaves the key for what is left of the hold, as its own give-back would have,
+//! so that the other processes still skip that run.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -76,8 +76,9 @@ pub struct ShutdownReport {
     /// Releases or leaves Redis did not answer within [`SHUTDOWN_BUDGET`]: those end by
     /// their ttl (a queue place within a second).
     pub failed: usize,
-    /// `hold_at_least` locks whose holder was done with them, left in Redis until their
-    /// hold_at_least point (the key keeps what is left of the hold, so that the other
+    /// Locks whose holder was done with them before their minimum hold
+    /// ([`LockOptions::hold_at_least`](crate::LockOptions::hold_at_least)) ran out, left in
+    /// Redis until it ends (the key keeps what is left of the hold, so that the other
     /// processes still skip that run) instead of released.
     pub kept: usize,
 }
@@ -100,7 +101,7 @@ pub(crate) struct Leftover {
     pub(crate) names: Arc<KeyNames>,
     pub(crate) token: Token,
     pub(crate) place: bool,
-    /// For a lock that must stay until then (`hold_at_least`): kept, not released.
+    /// For a lock that must stay until then (its minimum hold): kept, not released.
     pub(crate) keep_until: Option<Instant>,
 }
 
@@ -116,7 +117,7 @@ impl Leftover {
     }
 
     /// A lock `token` holds on `names` whose key must stay until `until`
-    /// (`hold_at_least`): given back by leaving it to expire then.
+    /// (its minimum hold): given back by leaving it to expire then.
     pub(crate) fn kept(names: &Arc<KeyNames>, token: &Token, until: Instant) -> Self {
         Leftover {
             keep_until: Some(until),

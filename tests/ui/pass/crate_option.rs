@@ -31,7 +31,7 @@ pub mod facade {
             // Only the written option differs from the runtime's defaults.
             let mut expected = lock_runtime::LockOptions::default();
             expected.ttl = std::time::Duration::from_secs(5);
-            assert_eq!(options.lock_options(), &expected);
+            assert_eq!(options.options(), &expected);
             super::super::RAN_THROUGH_FACADE.store(true, std::sync::atomic::Ordering::SeqCst);
             body.await
         }

@@ -167,8 +167,8 @@ pub(crate) enum Expiry {
     /// Only lengthen it ([`GROW_ONLY`]): an extension, which a renewal in flight may reach
     /// the server after.
     Grow,
-    /// Set it as asked: the give-back of a `hold_at_least` lock, which leaves the key only
-    /// for what is left of the hold.
+    /// Set it as asked: the give-back of a lock with a minimum hold ahead, which leaves the
+    /// key only for what is left of the hold.
     Set,
 }
 
@@ -210,7 +210,7 @@ pub(crate) async fn extend_lease(
     }
 }
 
-/// Ends a hold that must keep the key until `until` (`hold_at_least`): instead of deleting
+/// Ends a hold that must keep the key until `until` (its minimum hold): instead of deleting
 /// the key, an owner-checked `PEXPIRE` to what is left of the hold ([`extend_lease`]), so
 /// that other owners find it held until then. Tried again like a release, until
 /// `valid_until` (within the release budget). When the token is gone, the release script
@@ -225,7 +225,7 @@ pub(crate) async fn keep_until(
 ) -> Result<i64, LockError> {
     let (kept, _) = retrying(
         names,
-        "keeping the key for hold_at_least",
+        "keeping the key for its minimum hold",
         (valid_until, false),
         |_, _| {
             let left = until
