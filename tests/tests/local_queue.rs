@@ -467,12 +467,24 @@ async fn a_task_dropped_while_the_lock_passes_to_it_leaves_nothing_behind() {
         if let Some(next) = next {
             next.await.unwrap().unwrap();
         }
-        eventually(
-            Duration::from_secs(5),
-            &format!("round {round} left something"),
-            || server.dbsize() == 0 && client.held_leases() == 0 && client.waiting() == (0, 0),
-        )
-        .await;
+        let clean =
+            || server.dbsize() == 0 && client.held_leases() == 0 && client.waiting() == (0, 0);
+        if until(Duration::from_secs(5), Duration::from_millis(5), clean)
+            .await
+            .is_none()
+        {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("*")
+                .query(&mut server.conn())
+                .unwrap();
+            panic!(
+                "round {round} left something after 5s: keys {keys:?} (pttl {:?}), {} held \
+                 leases, waiting {:?}",
+                keys.iter().map(|key| server.pttl(key)).collect::<Vec<_>>(),
+                client.held_leases(),
+                client.waiting(),
+            );
+        }
     }
 }
 
