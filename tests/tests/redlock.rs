@@ -609,6 +609,44 @@ async fn redlock_waiters_are_woken_by_releases() {
     );
 }
 
+/// A round that hears fewer masters than a majority while one master is down says little of
+/// the others: one starved for a moment (a busy machine) misses the node timeout, and the
+/// round fails for want of a majority. Such a round is tried again at once, as a round
+/// that heard no master is; the second, which the starved master answers, takes the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_short_of_a_majority_is_tried_once_more() {
+    let node_timeout = Duration::from_millis(400);
+    let (servers, proxies, client) = proxied_masters(node_timeout, "k").await;
+    // The first master silent for good; the second slow for a moment: its first request
+    // after this reaches it past the first round's node timeout (the requests behind it
+    // wait for it, as on a starved server), well within the second round's.
+    proxies[0].set_blackhole(Direction::Up, true);
+    proxies[1].set_delay(Direction::Up, node_timeout * 3 / 2);
+    let before = proxies[1].requests();
+    let acquire = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let lock = client.lock("k").ttl(Duration::from_secs(5));
+            lock.wait(Duration::from_secs(5)).acquire().await
+        }
+    });
+    let reached = lock_tests::until(Duration::from_secs(5), Duration::from_millis(1), || {
+        proxies[1].requests() > before
+    })
+    .await;
+    assert!(
+        reached.is_some(),
+        "the first round never reached the second master"
+    );
+    proxies[1].set_delay(Direction::Up, Duration::ZERO);
+    let guard = acquire
+        .await
+        .unwrap()
+        .expect("the second round, which a majority answered, takes the lock");
+    assert_eq!(servers[2].get("k").as_deref(), Some(guard.token()));
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
 /// A round that hears no master at all says nothing of the masters: a client stalled past
 /// the node timeout (a busy machine, a starved thread) reads no reply, and every master
 /// seems silent at once. Such a round is tried again at once, and the second round, which

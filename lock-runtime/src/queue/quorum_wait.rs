@@ -19,8 +19,8 @@ use crate::options::LockOptions;
 use crate::queue::wait::{self, Step, Waiting};
 use crate::scripts::KeyNames;
 use crate::topology::redlock::{
-    MAX_PARK, Masters, Redlock, Round, acquire_round, give_back, give_back_lost, subscribe,
-    take_won, won,
+    MAX_PARK, Masters, Redlock, Round, acquire_round, give_back, give_back_lost, no_quorum,
+    subscribe, take_won, won,
 };
 use crate::wakeups::WaitTicket;
 
@@ -58,7 +58,7 @@ pub(crate) async fn acquire_any(
         options,
         window,
         tickets: Vec::new(),
-        unheard_before: false,
+        short_before: false,
         pause: Pause::Park,
     };
     let long_wait = waiter.masters.long_wait;
@@ -87,8 +87,8 @@ struct QuorumWait<'a> {
     window: (Instant, Instant),
     /// One release-message ticket per master, made after the first lost round.
     tickets: Vec<WaitTicket>,
-    /// The last round heard no master at all.
-    unheard_before: bool,
+    /// The last round was short of a majority of answers.
+    short_before: bool,
     /// How the next pause goes.
     pause: Pause,
 }
@@ -97,8 +97,8 @@ struct QuorumWait<'a> {
 enum SlotRound {
     /// Won: the token and the lease.
     Won(Token, Taken),
-    /// A round that heard no master at all, the first in a row: the try starts again.
-    Unheard,
+    /// A round short of a majority of answers, the first in a row: the try starts again.
+    Short,
     /// Lost, its grants given back.
     Lost(Round),
 }
@@ -106,7 +106,7 @@ enum SlotRound {
 impl QuorumWait<'_> {
     /// The error that ends a try-once caller's wait after a lost try that a majority
     /// answered: `Busy` when another owner holds a slot (`held`), else `Timeout` (a split
-    /// vote, a late round). (A round without a majority of answers failed at once with
+    /// vote, a late round). (A round without a majority of answers failed with
     /// `NoQuorum`.)
     fn once_lost(&self, held: bool) -> LockError {
         let key = self.names.lock();
@@ -127,17 +127,19 @@ impl QuorumWait<'_> {
         let (maker, site) = self.masters.tokens;
         let token = maker.token(options.ttl, site);
         let round = acquire_round(nodes, redlock, slot, &token, options).await?;
-        // A round that heard no master at all says nothing of the masters: a process
+        // A round short of a majority of answers says little of the masters: a process
         // stalled past the node timeout (a busy machine, a starved thread) reads no reply,
-        // and every master seems silent at once. It is tried again at once (after giving
-        // back what the silent masters may have granted); two in a row are a verdict.
-        let unheard = round.answered.iter().all(|answered| !answered);
-        if unheard && !self.unheard_before && !options.wait.is_zero() && Instant::now() < deadline {
-            self.unheard_before = true;
+        // and every master seems silent at once; a master starved for a moment misses the
+        // node timeout while another is down. It is tried again at once (after giving back
+        // what the silent masters may have granted); two in a row are a verdict.
+        let short = round.answered.iter().all(|answered| !answered)
+            || no_quorum(&round.failures, redlock, slot.lock()).is_some();
+        if short && !self.short_before && !options.wait.is_zero() && Instant::now() < deadline {
+            self.short_before = true;
             give_back(nodes, redlock, slot, &token, &round.answered).await;
-            return Ok(SlotRound::Unheard);
+            return Ok(SlotRound::Short);
         }
-        self.unheard_before = unheard;
+        self.short_before = short;
         if won(&round, redlock, options.ttl)
             && let Some(taken) =
                 take_won(&self.masters, redlock, slot, options, (&token, &round)).await?
@@ -172,7 +174,7 @@ impl Waiting for QuorumWait<'_> {
             let index = (first + turn) % slots.len();
             match self.round(&slots[index]).await? {
                 SlotRound::Won(token, taken) => return Ok(Step::Done((index, token, taken))),
-                SlotRound::Unheard => return Ok(Step::Again),
+                SlotRound::Short => return Ok(Step::Again),
                 SlotRound::Lost(round) => {
                     scatter |= round.granted > 0 || round.late;
                     if let Some(held) = round.held_for {

@@ -11,8 +11,10 @@
 //! answers nothing) costs next to nothing while a majority answers: a round or a release
 //! ends once its outcome is known, giving the other masters a short grace (a silent master
 //! still gets a release in the background), and a waiter subscribes on a majority without
-//! waiting for the rest. A round without a majority of answers fails with `NoQuorum` at the
-//! node timeout, whatever the response timeout.
+//! waiting for the rest. A round without a majority of answers ends at the node timeout,
+//! whatever the response timeout; the first such round of a wait in a row is tried again at
+//! once (a stalled process, or a master starved for a moment beside one that is down), and
+//! the second fails the call with `NoQuorum`.
 //!
 //! Waiting goes through the one wait loop (`queue/quorum_wait.rs` holds the waiter; this
 //! module its rounds, subscriptions and give-backs): a waiter subscribes to the key's
@@ -21,8 +23,8 @@
 //! capped by the holder's remaining lease (a crashed holder publishes nothing). A round lost
 //! to a split vote (waiters woken together took a master each) is retried after a random
 //! pause, as in the reference algorithm; a fair queue across independent masters would need
-//! its own consensus. When so many masters refuse or do not answer that no majority is left,
-//! the call fails at once with `NoQuorum`.
+//! its own consensus. When so many masters refuse or do not answer that no majority is left
+//! in two rounds in a row, the call fails with `NoQuorum`.
 //!
 //! Fencing: each master keeps the key's counter, as in single-instance mode (a grant issues
 //! `max(counter + 1, server time in µs)`). The token is the largest fence of the masters that
