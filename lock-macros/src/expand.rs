@@ -145,27 +145,17 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
     let (max_ttl_check, build_options) = options_expr(&private, options, &sig.ident);
 
     let (inner_attrs, body) = split_inner_attributes(body);
-    let mut block = Group::new(Delimiter::Brace, body);
-    block.set_span(brace_span);
-    let mut body = quote_spanned!(brace_span=> async move #block);
-    let mut fake_return = TokenStream::new();
-    let mut failure_check = TokenStream::new();
-    let mut run_span = Span::call_site();
-    if let ReturnType::Type(_, ty) = &sig.output {
-        run_span = ty.span();
-        let erased = erase_impl_trait(ty);
-        fake_return = self::fake_return(&erased);
-        failure_check = self::failure_check(&private, ty, &failure_var);
-        // At the body: a bound of `run` that the body's future breaks (an error type other
-        // than the function's) is reported where `body` reports it, not at the attribute.
-        // (A `crate = "..."` path keeps its spans: if it does not resolve, that is reported
-        // at the path the user wrote, once.)
-        let private_at_body = match options.krate {
-            Some(_) => private.clone(),
-            None => respan(private.clone(), brace_span),
-        };
-        body = quote_spanned!(brace_span=> #private_at_body::body::<#erased, _>(#body));
-    }
+    let Checked {
+        body,
+        fake_return,
+        failure_check,
+        run_span,
+    } = checked_body(
+        options,
+        &private,
+        (&sig.output, &failure_var),
+        (body, brace_span),
+    );
     // The call is spanned at the return type: a body future of another output type is
     // reported there.
     let private_at_ty = respan(private.clone(), run_span);
@@ -185,6 +175,55 @@ fn generate(options: &Options, templates: &[Template], function: LockedFn) -> To
             let #options_var = #build_options;
             #run
         }
+    }
+}
+
+/// The body as the future `run` takes, and what checks it against the function's return
+/// type (none for a function without one).
+struct Checked {
+    /// `async move { .. }`, its output fixed to the return type.
+    body: TokenStream,
+    /// See [`fake_return`].
+    fake_return: TokenStream,
+    /// See [`failure_check`].
+    failure_check: TokenStream,
+    /// Where `run`'s call is spanned: the return type.
+    run_span: Span,
+}
+
+/// The body (`body`, within braces at `brace_span`) as an `async move` block, its output
+/// fixed to the return type `output`, and the checks of that type.
+fn checked_body(
+    options: &Options,
+    private: &TokenStream,
+    (output, failure_var): (&ReturnType, &Ident),
+    (body, brace_span): (TokenStream, Span),
+) -> Checked {
+    let mut block = Group::new(Delimiter::Brace, body);
+    block.set_span(brace_span);
+    let body = quote_spanned!(brace_span=> async move #block);
+    let ReturnType::Type(_, ty) = output else {
+        return Checked {
+            body,
+            fake_return: TokenStream::new(),
+            failure_check: TokenStream::new(),
+            run_span: Span::call_site(),
+        };
+    };
+    let erased = erase_impl_trait(ty);
+    // At the body: a bound of `run` that the body's future breaks (an error type other
+    // than the function's) is reported where `body` reports it, not at the attribute.
+    // (A `crate = "..."` path keeps its spans: if it does not resolve, that is reported
+    // at the path the user wrote, once.)
+    let private_at_body = match options.krate {
+        Some(_) => private.clone(),
+        None => respan(private.clone(), brace_span),
+    };
+    Checked {
+        body: quote_spanned!(brace_span=> #private_at_body::body::<#erased, _>(#body)),
+        fake_return: fake_return(&erased),
+        failure_check: failure_check(private, ty, failure_var),
+        run_span: ty.span(),
     }
 }
 
