@@ -1,7 +1,6 @@
 //! The client: connections to Redis, the watchdog, and the global instance.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use once_cell::sync::OnceCell;
@@ -12,10 +11,9 @@ use crate::connection::Connection;
 use crate::renewal::liveness::Liveness;
 use crate::renewal::shutdown::{Shutdown, ShutdownReport};
 use crate::renewal::watchdog::Watchdog;
-use crate::replicas::Replicas;
 use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
-use crate::topology::deployment::Deployment;
+use crate::topology::reach::{Reach, publish_command};
 use crate::topology::{BuiltTopology, Setup};
 use crate::wakeups::Wakeups;
 use crate::{config::Config, error::LockError};
@@ -119,10 +117,8 @@ pub struct LockClient {
 }
 
 struct ClientInner {
-    /// Single mode: the pool, used round robin. Redlock mode: one per master, in order.
-    /// Cluster mode: the one cluster connection.
-    connections: Vec<Connection>,
-    next: AtomicUsize,
+    /// How its steps reach Redis: the connections, the deployment, the replicas.
+    reach: Reach,
     key_prefix: String,
     watchdog: Watchdog,
     wakeups: Wakeups,
@@ -130,16 +126,8 @@ struct ClientInner {
     pass_bound: PassBound,
     /// How long a foreign window leaves a contended key free (zero: never).
     foreign_window: Duration,
-    /// How the client's steps reach Redis (one node, or Redlock's masters).
-    deployment: Deployment,
-    /// Whether Redis ever answered an acquire through this client.
-    answered: AtomicBool,
-    /// How long one request may wait for its reply.
-    response_timeout: Duration,
     /// Where outcomes are reported (events, and metrics with the `metrics` feature).
     telemetry: Telemetry,
-    /// How many replicas must confirm a grant (`None`: grants count at once).
-    replicas: Option<Replicas>,
     /// What the client holds in Redis is given back at shutdown (see `shutdown.rs`).
     shutdown: Arc<Shutdown>,
     /// Wakes the parked waiters when a server is declared down or the client shuts down.
@@ -162,7 +150,7 @@ struct ClientInner {
 impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockClient")
-            .field("connections", &self.inner.connections.len())
+            .field("connections", &self.inner.reach.nodes().len())
             .field("key_prefix", &self.inner.key_prefix)
             .finish_non_exhaustive()
     }
@@ -218,8 +206,11 @@ impl LockClient {
         }
         Ok(LockClient {
             inner: Arc::new(ClientInner {
-                connections,
-                next: AtomicUsize::new(0),
+                reach: Reach::new(
+                    (connections, deployment),
+                    config.replicas,
+                    config.response_timeout,
+                ),
                 key_prefix: config.key_prefix,
                 watchdog,
                 wakeups,
@@ -228,11 +219,7 @@ impl LockClient {
                     time: config.local_pass_time,
                 },
                 foreign_window: config.foreign_window,
-                deployment,
-                answered: AtomicBool::new(false),
-                response_timeout: config.response_timeout,
                 telemetry,
-                replicas: config.replicas,
                 shutdown,
                 interrupt,
                 liveness,
@@ -292,8 +279,7 @@ impl LockClient {
     /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;
-        let deployment = &self.inner.deployment;
-        (deployment.is_locked(&self.inner.connections, || self.connection(), &redis_key)).await
+        self.inner.reach.is_locked(&redis_key).await
     }
 
     /// How many held leases the watchdog is tracking now (renewed, or watched for expiry).
@@ -302,29 +288,9 @@ impl LockClient {
         self.inner.watchdog.len()
     }
 
-    /// The next connection of the pool (round robin).
-    pub(crate) fn connection(&self) -> Connection {
-        let connections = &self.inner.connections;
-        let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % connections.len();
-        connections[index].clone()
-    }
-
-    /// Whether the connections bound a call's requests by its deadline
-    /// ([`Connection::until`]): a single server's (also behind Sentinel), not a cluster's
-    /// nor Redlock's masters.
-    pub(crate) fn keeps_deadlines(&self) -> bool {
-        (self.inner.deployment).keeps_deadlines(&self.inner.connections[0])
-    }
-
-    /// Notes that Redis answered an acquire: a later timeout may hide a grant.
-    pub(crate) fn mark_answered(&self) {
-        self.inner.answered.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether Redis ever answered an acquire through this client. Until it has, a timeout
-    /// is a server that cannot be reached (no command got through, nothing to find again).
-    pub(crate) fn has_answered(&self) -> bool {
-        self.inner.answered.load(Ordering::Relaxed)
+    /// How its steps reach Redis: the connections, the deployment, the replicas.
+    pub(crate) fn reach(&self) -> &Reach {
+        &self.inner.reach
     }
 
     /// The client's shutdown: background give-backs, and whether it still takes locks.
@@ -350,9 +316,7 @@ impl LockClient {
     /// of its slot) is declared down: a failed try then ends the acquisition instead of
     /// being tried again.
     pub(crate) fn outage(&self, key: &str) -> Option<LockError> {
-        self.inner
-            .deployment
-            .outage(&self.inner.connections[0], key)
+        self.inner.reach.outage(key)
     }
 
     /// Shuts the client down: no new locks (acquiring fails with
@@ -382,14 +346,6 @@ impl LockClient {
     /// ```
     pub async fn shutdown(&self) -> ShutdownReport {
         self.inner.shutdown.run().await
-    }
-
-    pub(crate) fn response_timeout(&self) -> Duration {
-        self.inner.response_timeout
-    }
-
-    pub(crate) fn replicas(&self) -> Option<&Replicas> {
-        self.inner.replicas.as_ref()
     }
 
     pub(crate) fn telemetry(&self) -> &Telemetry {
@@ -430,16 +386,6 @@ impl LockClient {
         self.inner.thread.handle()
     }
 
-    /// How this client's steps reach Redis, and what they may count on there.
-    pub(crate) fn deployment(&self) -> &Deployment {
-        &self.inner.deployment
-    }
-
-    /// Every connection: the masters in Redlock mode.
-    pub(crate) fn nodes(&self) -> &[Connection] {
-        &self.inner.connections
-    }
-
     /// The process's liveness key, where queue places name it (see [`crate::renewal::liveness`]).
     pub(crate) fn liveness(&self) -> Option<&Arc<Liveness>> {
         self.inner.liveness.as_ref()
@@ -448,11 +394,6 @@ impl LockClient {
     /// The process's liveness key for `lock`, if it has one ([`Liveness::key_for`]).
     pub(crate) fn liveness_key(&self, lock: &str) -> Option<std::borrow::Cow<'_, str>> {
         self.liveness()?.key_for(lock)
-    }
-
-    /// The command that announces a release: sharded in a cluster.
-    pub(crate) fn publish_command(&self) -> &'static str {
-        publish_command(&self.inner.connections[0])
     }
 
     pub(crate) fn pass_bound(&self) -> PassBound {
@@ -555,13 +496,4 @@ fn start_renewal(
     ));
     let _ = shutdown_slot.set(Arc::downgrade(&shutdown));
     (watchdog, liveness, shutdown)
-}
-
-/// The command that announces a release on `connection`'s deployment: sharded in a cluster.
-fn publish_command(connection: &Connection) -> &'static str {
-    if connection.is_cluster() {
-        "SPUBLISH"
-    } else {
-        "PUBLISH"
-    }
 }

@@ -46,9 +46,7 @@ impl LockClient {
     /// What the lock `names` holds now (see [`LockClient::inspect`]).
     pub(crate) async fn inspect_names(&self, names: &KeyNames) -> Result<LockState, LockError> {
         let ask = |connection| inspect_on(names, connection);
-        (self.deployment())
-            .ask_each(self.nodes(), || self.connection(), names.lock(), ask)
-            .await
+        self.reach().ask_each(names.lock(), ask).await
     }
 
     /// Takes the lock `key` away from whoever holds it, for an operator (a holder stuck in
@@ -160,8 +158,6 @@ impl LockClient {
     ) -> Result<CheckedRelease, LockError> {
         let names = self.key_names(key)?;
         let ask = |connection| force_release_on(self, &names, check, connection);
-        (self.deployment())
-            .ask_each(self.nodes(), || self.connection(), names.lock(), ask)
-            .await
+        self.reach().ask_each(names.lock(), ask).await
     }
 }

@@ -28,6 +28,7 @@ use redlock::Redlock;
 
 pub(crate) mod deployment;
 pub(crate) mod one_node;
+pub(crate) mod reach;
 #[cfg(feature = "redlock")]
 pub(crate) mod redlock;
 

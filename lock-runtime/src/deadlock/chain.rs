@@ -210,8 +210,7 @@ where
         let sent = write(connection).await;
         sent.map_err(|err| LockError::backend(name, err))
     };
-    let deployment = client.deployment();
-    let sent = deployment.answers(client.nodes(), || client.connection(), name, ask);
+    let sent = client.reach().answers(name, ask);
     match sent.await {
         Ok((answers, quorum)) => answers.iter().flatten().count() >= quorum,
         Err(err) => {
@@ -392,8 +391,7 @@ async fn step_on(client: &LockClient, key: &str, mark: Option<(&str, &str)>) -> 
             })
         }
     };
-    let deployment = client.deployment();
-    let answer = deployment.ask_each(client.nodes(), || client.connection(), key, ask);
+    let answer = client.reach().ask_each(key, ask);
     answer.await.ok()
 }
 

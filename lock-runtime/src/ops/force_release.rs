@@ -146,7 +146,7 @@ pub(crate) async fn force_release_on(
     let call = force_release_call(
         names,
         &shares,
-        client.publish_command(),
+        client.reach().publish_command(),
         (expected, check.foreign),
         client.tokens().releaser(),
     );

@@ -315,7 +315,7 @@ impl LockGuard {
         let reply = match kept_until {
             Some(until) => {
                 keep_until(
-                    &self.lease.client,
+                    self.lease.client.reach(),
                     &self.lease.names,
                     &self.lease.token,
                     until,
@@ -325,7 +325,7 @@ impl LockGuard {
             }
             None => {
                 release_contended(
-                    &self.lease.client,
+                    self.lease.client.reach(),
                     &self.lease.names,
                     &self.lease.token,
                     valid_until,
@@ -385,7 +385,7 @@ impl LockGuard {
         let ending = match (&self.local, kept_until) {
             (Some(local), None) => local.ending(
                 self.lease.handle.id,
-                self.lease.client.deployment().queues(),
+                self.lease.client.reach().deployment().queues(),
             ),
             _ => Ending::Release,
         };
@@ -615,8 +615,8 @@ impl Drop for LockGuard {
         let shutdown = self.lease.client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
             let reply = match kept_until {
-                Some(until) => keep_until(&client, &names, &token, until, valid_until).await,
-                None => release_contended(&client, &names, &token, valid_until, waiters).await,
+                Some(until) => keep_until(client.reach(), &names, &token, until, valid_until).await,
+                None => release_contended(client.reach(), &names, &token, valid_until, waiters).await,
             };
             drop(local);
             match reply {

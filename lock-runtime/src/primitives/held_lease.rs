@@ -189,7 +189,7 @@ impl HeldLease {
         let sent = Instant::now();
         let watchdog = self.client.watchdog();
         let grow = (ttl, Expiry::Grow);
-        let extended = match extend_lease(&self.client, leased, &self.token, grow).await {
+        let extended = match extend_lease(self.client.reach(), leased, &self.token, grow).await {
             Err(err @ (LockError::NotReplicated { .. } | LockError::NotDurable { .. })) => {
                 // Not counted, but the primary took it: a shorter ttl holds from now on.
                 watchdog.shorten(self.handle.id, ttl, sent);

@@ -203,7 +203,7 @@ impl Lock {
             member: (&member, tried_alone),
             window,
         };
-        let taken = client.deployment().take(lead).await?;
+        let taken = client.reach().deployment().take(lead).await?;
         Ok(self.new_guard(client.clone(), names.clone(), Some((member, turn)), taken))
     }
 
@@ -287,11 +287,13 @@ impl Lock {
     /// server (a cluster's node, a Sentinel's primary; not Redlock), grants that wait for
     /// no replica.
     fn may_try_alone(&self, client: &LockClient) -> bool {
-        !self.spec.options.fencing && client.deployment().queues() && client.replicas().is_none()
+        !self.spec.options.fencing
+            && client.reach().deployment().queues()
+            && client.reach().replicas().is_none()
     }
 
     /// Refuses what a lock cannot do with its options, before any traffic (see
-    /// [`LockOptions::check_for`]).
+    /// [`LockOptions::check_for`](crate::options::LockOptions::check_for)).
     pub(crate) fn check_options(&self, key: &str) -> Result<(), LockError> {
         (self.spec.options).check_for(Taker::Lock, key)
     }
@@ -384,7 +386,9 @@ impl Lock {
                 if let Some(place) = member.keep_place(place)
                     && matches!(err, LockError::Timeout { .. })
                 {
-                    place.leave(window.1 + client.response_timeout()).await;
+                    place
+                        .leave(window.1 + client.reach().response_timeout())
+                        .await;
                 }
                 Err(err)
             }
@@ -462,7 +466,7 @@ impl ByDeployment for LeadWait<'_> {
     #[cfg(feature = "redlock")]
     async fn quorum(self, redlock: &Redlock) -> Self::Output {
         let masters = redlock::Masters {
-            nodes: self.client.nodes(),
+            nodes: self.client.reach().nodes(),
             shutdown: self.client.shutdown_state(),
             interrupt: self.client.interrupt(),
             long_wait: self.client.telemetry().long_wait(),

@@ -33,7 +33,7 @@ pub(crate) async fn take_slot(
     let options = &spec.options;
     let mut slots: Vec<KeyNames> = (0..permits).map(|index| names.slot(index)).collect();
     let masters = Masters {
-        nodes: client.nodes(),
+        nodes: client.reach().nodes(),
         shutdown: client.shutdown_state(),
         interrupt: client.interrupt(),
         long_wait: client.telemetry().long_wait(),

@@ -150,7 +150,7 @@ impl RwLock {
     }
 
     /// Refuses what a read-write lock cannot do with its options, before any traffic
-    /// (see [`LockOptions::check_for`]).
+    /// (see [`LockOptions::check_for`](crate::options::LockOptions::check_for)).
     fn check(&self, key: &str) -> Result<(), LockError> {
         (self.spec.options).check_for(Taker::ReadWrite, key)
     }

@@ -163,7 +163,7 @@ impl Semaphore {
             ));
         }
         (self.spec.options).check_for(Taker::Semaphore, key)?;
-        if let Some(most) = client.deployment().most_permits()
+        if let Some(most) = client.reach().deployment().most_permits()
             && permits > most
         {
             return refuse(format!(
@@ -189,7 +189,7 @@ impl Semaphore {
             names,
             window: (started, deadline),
         };
-        client.deployment().take(take).await
+        client.reach().deployment().take(take).await
     }
 
     /// A permit from the key's permit set, waiting in the key's queue (one node).
@@ -199,7 +199,7 @@ impl Semaphore {
         names: Arc<KeyNames>,
         (started, deadline): (Instant, Instant),
     ) -> Result<SemaphoreGuard, LockError> {
-        let overrun = deadline + client.response_timeout();
+        let overrun = deadline + client.reach().response_timeout();
         let mut wait = PermitWait {
             semaphore: self,
             place: Place::new(client, &names, permit_token(client, &self.spec), false),
@@ -229,12 +229,12 @@ impl Semaphore {
             ttl: self.spec.options.ttl,
             permits: self.kind.permits,
             may_wait: !self.spec.options.wait.is_zero(),
-            publish: client.publish_command(),
+            publish: client.reach().publish_command(),
             alive: alive.as_deref(),
         };
         let call = semaphore_acquire_call(names, &permit);
-        let replicas = (client.replicas(), names.lock());
-        let reply = invoke_granting(&call, replicas, &mut client.connection()).await?;
+        let replicas = (client.reach().replicas(), names.lock());
+        let reply = invoke_granting(&call, replicas, &mut client.reach().connection()).await?;
         Ok((reply, alive.is_none()))
     }
 
@@ -385,7 +385,7 @@ impl Waiting for PermitWait<'_> {
                 return Ok(Step::Again);
             }
         };
-        client.mark_answered();
+        client.reach().mark_answered();
         if code == 1
             && let Some(shortfall) = shortfall
         {
@@ -403,7 +403,8 @@ impl Waiting for PermitWait<'_> {
             1 => {
                 // The reply came after the lease's validity point: it holds nothing.
                 tracing::warn!(key = %names.lock(), "permit reply arrived after the lease validity; retrying");
-                let _ = release_script(&client, &names, &self.place.token, Instant::now()).await;
+                let _ =
+                    release_script(client.reach(), &names, &self.place.token, Instant::now()).await;
                 return Ok(Step::Again);
             }
             -1 => return Err(self.semaphore.other_permits(names.lock(), value)),

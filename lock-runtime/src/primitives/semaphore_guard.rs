@@ -131,7 +131,7 @@ impl SemaphoreGuard {
             .telemetry()
             .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
         let reply = release_script(
-            &self.lease.client,
+            self.lease.client.reach(),
             &self.leased,
             &self.lease.token,
             valid_until,
@@ -175,7 +175,7 @@ impl Drop for SemaphoreGuard {
         let leftover = Leftover::lock(&names, &token);
         let shutdown = client.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
-            if let Err(err) = release_script(&client, &names, &token, valid_until).await {
+            if let Err(err) = release_script(client.reach(), &names, &token, valid_until).await {
                 tracing::warn!(key = %names.lock(), error = %err.cause(), "giving the permit back failed; it ends by its ttl");
             }
         });

@@ -430,7 +430,7 @@ fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
     let leftover = crate::renewal::shutdown::Leftover::lock(&names, &tenure.token);
     let shutdown = client.shutdown_state().clone();
     shutdown.give_back_in_background(leftover, async move {
-        if let Err(err) = release_script(&client, &names, &tenure.token, valid_until).await {
+        if let Err(err) = release_script(client.reach(), &names, &tenure.token, valid_until).await {
             tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a parked lock failed; it expires by its ttl");
         }
     });

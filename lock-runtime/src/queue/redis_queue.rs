@@ -48,7 +48,7 @@ pub(crate) const LONG_PARK: Duration = Duration::from_secs(30 * 60);
 /// function's future, it cost the uncontended cycle about 650 instructions (`bench/count`).
 macro_rules! bounded_try {
     ($client:expr, $overrun:expr, $attempt:expr) => {{
-        let bounded = $client.keeps_deadlines();
+        let bounded = $client.reach().keeps_deadlines();
         let outcome = if bounded {
             Ok($attempt.await)
         } else {
@@ -81,7 +81,7 @@ pub(crate) async fn try_alone(
     (started, deadline): (Instant, Instant),
 ) -> Result<Alone, LockError> {
     client.may_try(names.lock())?;
-    let overrun = deadline + client.response_timeout();
+    let overrun = deadline + client.reach().response_timeout();
     let sent = Instant::now();
     let tried = bounded_try!(
         client,
@@ -105,7 +105,7 @@ pub(crate) async fn try_alone(
                 return Ok(Alone::Taken(taken));
             }
             tracing::warn!(key = %names.lock(), "acquire reply arrived after the lease validity; retrying");
-            release_token(client, names, token).await;
+            release_token(client.reach(), names, token).await;
             // Tried again within the wait, as a wait's late grant is; none left: timed out.
             if Instant::now() >= deadline {
                 return Err(LockError::timeout(names.lock(), started.elapsed()));
@@ -119,7 +119,7 @@ pub(crate) async fn try_alone(
         // The SET may have been applied (a dropped connection), or, with replicas (not
         // asked here), not confirmed: whatever our token holds is given back.
         SetNx::Dropped | SetNx::Done(Attempt::Unreplicated(_)) => {
-            release_token(client, names, token).await;
+            release_token(client.reach(), names, token).await;
             Ok(Alone::Refused)
         }
     }
@@ -220,7 +220,7 @@ pub(crate) async fn acquire(
         ticket,
         started,
         deadline,
-        overrun: deadline + client.response_timeout(),
+        overrun: deadline + client.reach().response_timeout(),
         quick,
         backoff: Backoff::new(),
         attempts: 0,
@@ -357,7 +357,7 @@ impl RedisWait<'_> {
     async fn late_grant(&mut self) -> Step<Taken> {
         self.place.joined = false;
         tracing::warn!(key = %self.names.lock(), "acquire reply arrived after the lease validity; retrying");
-        release_token(self.client, self.names, &self.place.token).await;
+        release_token(self.client.reach(), self.names, &self.place.token).await;
         self.late = true;
         Step::Park(Duration::ZERO)
     }
@@ -433,10 +433,7 @@ pub(crate) async fn retake(
     token: &str,
     options: &LockOptions,
 ) -> Result<Option<Option<u64>>, LockError> {
-    let nodes = (client.nodes(), || client.connection());
-    (client.deployment())
-        .retake(nodes, client.replicas(), names, token, options)
-        .await
+    client.reach().retake(names, token, options).await
 }
 
 /// What a release that offers to requeue the process found.
@@ -471,11 +468,11 @@ pub(crate) async fn yield_lock(
                 &release_call(
                     names,
                     token,
-                    client.publish_command(),
+                    client.reach().publish_command(),
                     requeue,
                     client.liveness_key(names.lock()).as_deref(),
                 ),
-                &mut client.connection(),
+                &mut client.reach().connection(),
             )
             .await
             .map_err(|err| LockError::backend(names.lock(), err))
@@ -510,7 +507,7 @@ async fn try_acquire(
     let alive = client.liveness_key(names.lock());
     let kept = alive.as_deref().map(|alive| KeptAlive {
         alive,
-        publish: client.publish_command(),
+        publish: client.reach().publish_command(),
         renews: options.watchdog,
     });
     let call = acquire_call(
@@ -523,8 +520,8 @@ async fn try_acquire(
     );
     // After a quick try, the clock is read again: its round trip is not this request's.
     let now = if quick { Instant::now() } else { now };
-    let mut connection = client.connection().until(until, now);
-    let replicas = (client.replicas(), names.lock());
+    let mut connection = client.reach().connection().until(until, now);
+    let replicas = (client.reach().replicas(), names.lock());
     let (reply, shortfall): (AcquireReply, _) =
         invoke_granting(&call, replicas, &mut connection).await?;
     let AcquireReply {
@@ -532,7 +529,7 @@ async fn try_acquire(
         value,
         watch,
     } = reply;
-    client.mark_answered();
+    client.reach().mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
     if acquired != 1 {
         return Ok(Attempt::NotNow {
@@ -603,9 +600,9 @@ async fn try_set_nx(
         .arg("NX")
         .arg("PX")
         .arg(millis(options.ttl));
-    let mut connection = client.connection().until(until, now);
+    let mut connection = client.reach().connection().until(until, now);
     // Read as a bare value: `OK` or nil, with no string made of the reply.
-    let reply: redis::RedisResult<(redis::Value, _)> = match client.replicas() {
+    let reply: redis::RedisResult<(redis::Value, _)> = match client.reach().replicas() {
         None => connection.query(&set).await.map(|reply| (reply, None)),
         Some(replicas) => replicas
             .send(&set, &mut connection)
@@ -614,7 +611,7 @@ async fn try_set_nx(
     };
     match reply {
         Ok((redis::Value::Nil, _)) => {
-            client.mark_answered();
+            client.reach().mark_answered();
             if !options.wait.is_zero() {
                 return Ok(SetNx::Held);
             }
@@ -625,7 +622,7 @@ async fn try_set_nx(
             }))
         }
         Ok((_, shortfall)) => {
-            client.mark_answered();
+            client.reach().mark_answered();
             Ok(SetNx::Done(match shortfall {
                 Some(shortfall) => Attempt::Unreplicated(shortfall),
                 None => Attempt::Acquired { fence: None },

@@ -422,5 +422,5 @@ pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
             err,
             LockError::NotReplicated { .. } | LockError::NotDurable { .. }
         )
-        || (client.has_answered() && err.is_connection())
+        || (client.reach().has_answered() && err.is_connection())
 }

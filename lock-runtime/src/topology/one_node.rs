@@ -87,7 +87,7 @@ pub(crate) async fn release(
 }
 
 /// Re-dates the lock `token` holds on `connection` for a task of its process that takes
-/// it over (see [`Deployment::retake`](super::deployment::Deployment::retake)); when
+/// it over (see [`Reach::retake`](super::reach::Reach::retake)); when
 /// grants wait for `replicas`, a re-dating too few of them confirmed is their error.
 pub(crate) async fn retake(
     mut connection: Connection,

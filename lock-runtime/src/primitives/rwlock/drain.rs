@@ -57,8 +57,8 @@ impl Waiting for Drain<'_> {
                     .map_err(|err| LockError::backend(names.lock(), err))
             }
         };
-        let reply = (client.deployment())
-            .answers(client.nodes(), || client.connection(), names.lock(), ask)
+        let reply = (client.reach())
+            .answers(names.lock(), ask)
             .await
             .map(|(answers, quorum)| readers_left(&answers, quorum));
         let (ready, wait_ms): (i64, u64) = match reply {

@@ -30,16 +30,14 @@ pub(super) async fn take_share(
     gate: &str,
 ) -> Result<i64, LockError> {
     let call = read_call((names, shares, share), token, options.ttl, gate);
-    let replicas = (client.replicas(), names.lock());
+    let replicas = (client.reach().replicas(), names.lock());
     let sent = Instant::now();
     let ask = |mut connection| {
         let call = &call;
         async move { invoke_granting::<i64>(call, replicas, &mut connection).await }
     };
-    let (mut answers, quorum) = (client.deployment())
-        .answers(client.nodes(), || client.connection(), names.lock(), ask)
-        .await?;
-    client.mark_answered();
+    let (mut answers, quorum) = (client.reach()).answers(names.lock(), ask).await?;
+    client.reach().mark_answered();
     if quorum == 1
         && answers.len() == 1
         && let Some(Some((taken, shortfall))) = answers.pop()
@@ -78,10 +76,14 @@ pub(super) async fn give_share_back(
     token: &str,
 ) -> Result<i64, LockError> {
     let shares = ShareNames::of(names);
-    let call = || read_release_call((names, &shares, share), token, client.publish_command());
-    (client.deployment())
-        .release_with(client.nodes(), || client.connection(), names.lock(), call)
-        .await
+    let call = || {
+        read_release_call(
+            (names, &shares, share),
+            token,
+            client.reach().publish_command(),
+        )
+    };
+    (client.reach()).release_with(names.lock(), call).await
 }
 
 /// Gives a share back, trying again after transient errors like a release does, for at

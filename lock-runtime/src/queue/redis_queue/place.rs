@@ -129,7 +129,9 @@ impl Place {
     /// only logged: the grant expires by its ttl.
     pub(crate) async fn undo_unconfirmed(&mut self, undo_by: Instant) {
         self.joined = false;
-        if let Err(err) = release_script(&self.client, &self.names, &self.token, undo_by).await {
+        if let Err(err) =
+            release_script(self.client.reach(), &self.names, &self.token, undo_by).await
+        {
             tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
         }
     }
@@ -140,9 +142,11 @@ impl Place {
         if !self.joined {
             return;
         }
-        if let Ok(Ok(())) =
-            tokio::time::timeout_at(bound, leave_queue(&self.client, &self.names, &self.token))
-                .await
+        if let Ok(Ok(())) = tokio::time::timeout_at(
+            bound,
+            leave_queue(self.client.reach(), &self.names, &self.token),
+        )
+        .await
         {
             self.settle();
         }
@@ -171,7 +175,7 @@ impl Drop for Place {
                 &names,
                 "leaving the queue",
                 (Instant::now() + RELEASE_BUDGET, false),
-                |_, _| leave_queue(&client, &names, &token),
+                |_, _| leave_queue(client.reach(), &names, &token),
             )
             .await;
         });

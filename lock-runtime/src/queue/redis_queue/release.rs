@@ -13,6 +13,7 @@ use crate::lease::Token;
 use crate::scripts::renew_call;
 use crate::scripts::{KeyNames, LEAVE, invoke, invoke_granting, queue_call};
 use crate::topology::one_node::{Waiters, after_lost_reply};
+use crate::topology::reach::Reach;
 
 /// Compare-and-delete that wakes the next waiter; 1 released, 0 gone, -1 another owner.
 ///
@@ -21,17 +22,17 @@ use crate::topology::one_node::{Waiters, after_lost_reply};
 /// It gives up at the lease's validity point `valid_until` (after it the key expires by
 /// itself) and after [`RELEASE_BUDGET`] at most, whichever comes first.
 pub(crate) async fn release_script(
-    client: &LockClient,
+    reach: &Reach,
     names: &KeyNames,
     token: &str,
     valid_until: Instant,
 ) -> Result<i64, LockError> {
-    release_contended(client, names, token, valid_until, Waiters::Unknown).await
+    release_contended(reach, names, token, valid_until, Waiters::Unknown).await
 }
 
 /// [`release_script`] by a holder that knows what `waiters` says.
 pub(crate) async fn release_contended(
-    client: &LockClient,
+    reach: &Reach,
     names: &KeyNames,
     token: &str,
     valid_until: Instant,
@@ -40,8 +41,8 @@ pub(crate) async fn release_contended(
     let (reply, reply_lost) = retrying(
         names,
         "release",
-        (valid_until, client.keeps_deadlines()),
-        |until, now| release_once(client, names, token, waiters, (until, now)),
+        (valid_until, reach.keeps_deadlines()),
+        |until, now| release_once(reach, names, token, waiters, (until, now)),
     )
     .await?;
     Ok(after_lost_reply(names, reply, reply_lost))
@@ -126,27 +127,23 @@ pub(super) const MIN_RELEASE_TRY: Duration = Duration::from_millis(50);
 pub(crate) const RELEASE_TRIES: u32 = 8;
 
 pub(super) async fn release_once(
-    client: &LockClient,
+    reach: &Reach,
     names: &KeyNames,
     token: &str,
     waiters: Waiters,
     (until, now): (Instant, Instant),
 ) -> Result<i64, LockError> {
-    let next = || client.connection().until(until, now);
-    let publish = client.publish_command();
-    (client.deployment())
-        .release(client.nodes(), next, names, (token, waiters), publish)
-        .await
+    (reach).release(names, (token, waiters), (until, now)).await
 }
 
 pub(crate) async fn leave_queue(
-    client: &LockClient,
+    reach: &Reach,
     names: &KeyNames,
     token: &str,
 ) -> Result<(), LockError> {
     invoke::<i64>(
-        &queue_call(&LEAVE, names, token, client.publish_command()),
-        &mut client.connection(),
+        &queue_call(&LEAVE, names, token, reach.publish_command()),
+        &mut reach.connection(),
     )
     .await
     .map(|_| ())
@@ -154,9 +151,9 @@ pub(crate) async fn leave_queue(
 }
 
 /// Best-effort release of a token we should not keep (a late acquire reply).
-pub(super) async fn release_token(client: &LockClient, names: &KeyNames, token: &str) {
+pub(super) async fn release_token(reach: &Reach, names: &KeyNames, token: &str) {
     let give_up = Instant::now() + RELEASE_BUDGET;
-    if let Err(err) = release_script(client, names, token, give_up).await {
+    if let Err(err) = release_script(reach, names, token, give_up).await {
         tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a late acquisition failed; it expires by its ttl");
     }
 }
@@ -176,24 +173,23 @@ pub(crate) enum Expiry {
 /// master (true when a majority still held the token). When grants wait for replicas, an
 /// extension too few replicas confirmed is [`LockError::NotReplicated`].
 pub(crate) async fn extend_lease(
-    client: &LockClient,
+    reach: &Reach,
     names: &KeyNames,
     token: &str,
     (ttl, expiry): (Duration, Expiry),
 ) -> Result<bool, LockError> {
     let call = renew_call(names, token, ttl, expiry == Expiry::Grow);
-    if client.replicas().is_some() {
+    if reach.replicas().is_some() {
         // Never with Redlock (refused when the client is built): one primary.
-        let replicas = (client.replicas(), names.lock());
+        let replicas = (reach.replicas(), names.lock());
         let (renewed, shortfall): (i64, _) =
-            invoke_granting(&call, replicas, &mut client.connection()).await?;
+            invoke_granting(&call, replicas, &mut reach.connection()).await?;
         if let Some(shortfall) = shortfall.filter(|_| renewed == 1) {
             return Err(shortfall);
         }
         return Ok(renewed == 1);
     }
-    let (mut nodes, quorum) =
-        (client.deployment()).step_nodes(client.nodes(), || client.connection());
+    let (mut nodes, quorum) = reach.step_nodes();
     let replies =
         futures_util::future::join_all(nodes.iter_mut().map(|node| invoke::<i64>(&call, node)))
             .await;
@@ -217,7 +213,7 @@ pub(crate) async fn extend_lease(
 /// says whether the key is free or another owner's (it never deletes theirs). Replies as
 /// the release script does: 1 kept, 0 already expired, -1 another owner's.
 pub(crate) async fn keep_until(
-    client: &LockClient,
+    reach: &Reach,
     names: &KeyNames,
     token: &str,
     until: Instant,
@@ -231,14 +227,14 @@ pub(crate) async fn keep_until(
             let left = until
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
-            extend_lease(client, names, token, (left, Expiry::Set))
+            extend_lease(reach, names, token, (left, Expiry::Set))
         },
     )
     .await?;
     if kept {
         return Ok(1);
     }
-    release_contended(client, names, token, valid_until, Waiters::Unknown).await
+    release_contended(reach, names, token, valid_until, Waiters::Unknown).await
 }
 
 /// Gives back, in the background, a lock `token` may still hold: a lease the watchdog gave
@@ -248,6 +244,6 @@ pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {
     let leftover = crate::renewal::shutdown::Leftover::lock(&names, &token);
     let shutdown = client.shutdown_state().clone();
     shutdown.give_back_in_background(leftover, async move {
-        release_token(&client, &names, &token).await;
+        release_token(client.reach(), &names, &token).await;
     });
 }
