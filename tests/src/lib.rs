@@ -29,13 +29,27 @@ pub mod tls;
 /// How long a server may take to answer PING after it was started.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A free TCP port on 127.0.0.1 (the OS picks it; a race with another process is possible,
-/// and `start` retries on a new port when it happens).
+/// The ports [`free_port`] handed out in this process. A server that a test kills and
+/// restarts keeps its port while it is down; without this, a test running beside it could
+/// be handed that port, and the two servers' tests would share one server (the restart's
+/// PING answered by the other test's server), until one of them stopped it.
+static HANDED_OUT: Lazy<std::sync::Mutex<std::collections::HashSet<u16>>> =
+    Lazy::new(Default::default);
+
+/// A free TCP port on 127.0.0.1 that this process has not handed out before (the OS picks
+/// it; a race with another process is possible, and `start` retries on a new port when it
+/// happens).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("no free loopback port")
+    for _ in 0..1_000 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("no free loopback port");
+        if HANDED_OUT.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+    panic!("no loopback port left that this process has not used");
 }
 
 /// A real redis-server on 127.0.0.1.
@@ -161,7 +175,7 @@ impl RedisServer {
         let deadline = Instant::now() + READY_TIMEOUT;
         while Instant::now() < deadline {
             if self.ping() {
-                return Ok(());
+                return self.answered_by_own_process();
             }
             if !self.process_alive() {
                 break;
@@ -184,6 +198,28 @@ impl RedisServer {
             return false;
         };
         redis::cmd("PING").query::<String>(&mut conn).is_ok()
+    }
+
+    /// Ok when the server that answers on the port is the process this harness started
+    /// (`INFO server`'s `process_id`): not another server that took the port first.
+    fn answered_by_own_process(&mut self) -> Result<(), String> {
+        let info: Result<String, _> = self
+            .redis()
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .and_then(|mut conn| redis::cmd("INFO").arg("server").query(&mut conn));
+        let pid = info.ok().and_then(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("process_id:"))
+                .and_then(|pid| pid.trim().parse::<u32>().ok())
+        });
+        if pid == Some(self.pid) || pid.is_none() {
+            return Ok(());
+        }
+        self.stop();
+        Err(format!(
+            "port {} is served by another process ({pid:?}, not {})",
+            self.port, self.pid
+        ))
     }
 
     fn process_alive(&self) -> bool {
