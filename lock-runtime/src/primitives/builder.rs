@@ -4,10 +4,9 @@
 //! and [`LockBuilder::run_under`] runs a guarded body as the options say.
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
-use std::future::Future;
 
 use crate::call_site::CallSite;
 use crate::client::{LockClient, client};

@@ -19,7 +19,7 @@ use crate::options::LockOptions;
 use crate::queue::wait::{self, Step, Waiting};
 use crate::scripts::KeyNames;
 use crate::topology::redlock::{
-    MAX_PARK, Masters, Redlock, Round, acquire_round, give_back, give_back_lost, no_quorum,
+    MAX_PARK, Masters, Redlock, Round, acquire_round, give_back, give_back_lost, short_of_quorum,
     subscribe, take_won, won,
 };
 use crate::wakeups::WaitTicket;
@@ -133,7 +133,7 @@ impl QuorumWait<'_> {
         // node timeout while another is down. It is tried again at once (after giving back
         // what the silent masters may have granted); two in a row are a verdict.
         let short = round.answered.iter().all(|answered| !answered)
-            || no_quorum(&round.failures, redlock, slot.lock()).is_some();
+            || short_of_quorum(&round.failures, redlock);
         if short && !self.short_before && !options.wait.is_zero() && Instant::now() < deadline {
             self.short_before = true;
             give_back(nodes, redlock, slot, &token, &round.answered).await;

@@ -387,10 +387,15 @@ pub(crate) fn won(round: &Round, redlock: &Redlock, ttl: Duration) -> bool {
     round.granted >= redlock.quorum && Instant::now() < validity(round.sent, ttl)
 }
 
+/// Whether so many masters failed (`failures`) that no quorum is left.
+pub(crate) fn short_of_quorum(failures: &[String], redlock: &Redlock) -> bool {
+    failures.len() > redlock.urls.len() - redlock.quorum
+}
+
 /// The error for a round in which too many masters failed (`failures`) for any quorum.
 pub(crate) fn no_quorum(failures: &[String], redlock: &Redlock, key: &str) -> Option<LockError> {
     let nodes = redlock.urls.len();
-    (failures.len() > nodes - redlock.quorum).then(|| LockError::NoQuorum {
+    short_of_quorum(failures, redlock).then(|| LockError::NoQuorum {
         key: key.to_owned(),
         answered: nodes - failures.len(),
         needed: redlock.quorum,

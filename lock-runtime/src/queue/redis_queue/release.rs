@@ -42,7 +42,7 @@ pub(crate) async fn release_contended(
         names,
         "release",
         (valid_until, reach.keeps_deadlines()),
-        |until, now| release_once(reach, names, token, waiters, (until, now)),
+        |until, now| reach.release(names, (token, waiters), (until, now)),
     )
     .await?;
     Ok(after_lost_reply(names, reply, reply_lost))
@@ -125,16 +125,6 @@ pub(super) const MIN_RELEASE_TRY: Duration = Duration::from_millis(50);
 
 /// How many times a release (a dropped waiter's leave, a reader's share) is tried at most.
 pub(crate) const RELEASE_TRIES: u32 = 8;
-
-pub(super) async fn release_once(
-    reach: &Reach,
-    names: &KeyNames,
-    token: &str,
-    waiters: Waiters,
-    (until, now): (Instant, Instant),
-) -> Result<i64, LockError> {
-    (reach).release(names, (token, waiters), (until, now)).await
-}
 
 pub(crate) async fn leave_queue(
     reach: &Reach,
