@@ -117,8 +117,9 @@ pub struct LockClient {
 }
 
 struct ClientInner {
-    /// How its steps reach Redis: the connections, the deployment, the replicas.
-    reach: Reach,
+    /// How its steps reach Redis: the connections, the deployment, the replicas (shared
+    /// with a wait that looks at a key's holder while it parks).
+    reach: Arc<Reach>,
     key_prefix: String,
     watchdog: Watchdog,
     wakeups: Wakeups,
@@ -206,11 +207,11 @@ impl LockClient {
         }
         Ok(LockClient {
             inner: Arc::new(ClientInner {
-                reach: Reach::new(
+                reach: Arc::new(Reach::new(
                     (connections, deployment),
                     config.replicas,
                     config.response_timeout,
-                ),
+                )),
                 key_prefix: config.key_prefix,
                 watchdog,
                 wakeups,
@@ -289,7 +290,7 @@ impl LockClient {
     }
 
     /// How its steps reach Redis: the connections, the deployment, the replicas.
-    pub(crate) fn reach(&self) -> &Reach {
+    pub(crate) fn reach(&self) -> &Arc<Reach> {
         &self.inner.reach
     }
 
@@ -302,21 +303,6 @@ impl LockClient {
     /// then looks again (and fails).
     pub(crate) fn interrupt(&self) -> &tokio::sync::Notify {
         &self.inner.interrupt
-    }
-
-    /// Whether a try for `key` may go to Redis now: not once the client is shut down, and
-    /// not while the server it needs (single mode; in a cluster, the master that serves
-    /// its slot) is declared down (see `outage.rs`, `cluster_nodes.rs`).
-    pub(crate) fn may_try(&self, key: &str) -> Result<(), LockError> {
-        self.inner.shutdown.check_open(key)?;
-        self.outage(key).map_or(Ok(()), Err)
-    }
-
-    /// The outage error for `key` when its server (single mode; in a cluster, the master
-    /// of its slot) is declared down: a failed try then ends the acquisition instead of
-    /// being tried again.
-    pub(crate) fn outage(&self, key: &str) -> Option<LockError> {
-        self.inner.reach.outage(key)
     }
 
     /// Shuts the client down: no new locks (acquiring fails with

@@ -5,11 +5,12 @@
 pub(crate) mod force_release;
 pub(crate) mod inspect;
 mod majority;
-mod seen_holder;
+pub(crate) mod seen_holder;
 
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::scripts::KeyNames;
+use crate::topology::reach::Reach;
 use force_release::{CheckedRelease, ForcedRelease, ReleaseCheck, force_release_on};
 use inspect::{LockState, inspect_on};
 
@@ -40,13 +41,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn inspect(&self, key: &str) -> Result<LockState, LockError> {
-        self.inspect_names(&self.key_names(key)?).await
-    }
-
-    /// What the lock `names` holds now (see [`LockClient::inspect`]).
-    pub(crate) async fn inspect_names(&self, names: &KeyNames) -> Result<LockState, LockError> {
-        let ask = |connection| inspect_on(names, connection);
-        self.reach().ask_each(names.lock(), ask).await
+        inspect_names(self.reach(), &self.key_names(key)?).await
     }
 
     /// Takes the lock `key` away from whoever holds it, for an operator (a holder stuck in
@@ -160,4 +155,10 @@ impl LockClient {
         let ask = |connection| force_release_on(self, &names, check, connection);
         self.reach().ask_each(names.lock(), ask).await
     }
+}
+
+/// What the lock `names` holds now, as `reach` finds it (see [`LockClient::inspect`]).
+pub(crate) async fn inspect_names(reach: &Reach, names: &KeyNames) -> Result<LockState, LockError> {
+    let ask = |connection| inspect_on(names, connection);
+    reach.ask_each(names.lock(), ask).await
 }

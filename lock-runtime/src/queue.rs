@@ -6,3 +6,4 @@ pub(crate) mod cohort;
 pub(crate) mod quorum_wait;
 pub(crate) mod redis_queue;
 pub(crate) mod wait;
+pub(crate) mod wait_context;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use crate::context;
 use crate::deadlock::Watcher;
 use crate::lease::{Taken, Token};
+use crate::ops::seen_holder::with_holder;
 use crate::options::Taker;
 use crate::primitives::builder::{LockBuilder, with_client};
 use crate::primitives::guard::{LeaseOrigin, LockGuard};
@@ -19,6 +20,7 @@ use crate::queue::cohort::{self, Holding, Member, Tenure, Unclaimed};
 use crate::queue::quorum_wait;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::{self, Alone, release::give_back};
+use crate::queue::wait_context::WaitContext;
 use crate::renewal::watchdog::{LeaseHandle, Retake};
 use crate::scripts::KeyNames;
 use crate::topology::deployment::ByDeployment;
@@ -150,7 +152,7 @@ impl Lock {
                 Ok(guard.ordered(order))
             }
             Err(err) => {
-                let err = client.with_holder(&names, err).await;
+                let err = with_holder(client.reach(), &names, err).await;
                 telemetry.refused(&err, started.elapsed());
                 Err(err)
             }
@@ -246,7 +248,13 @@ impl Lock {
         // A shutdown meanwhile waits until the lease is registered, then gives it back.
         let _in_flight = (!self.spec.options.wait.is_zero()).then(|| shutdown.try_in_flight());
         let token = client.new_token(self.spec.options.ttl, &self.spec.order.site);
-        let alone = redis_queue::try_alone(client, names, &token, &self.spec.options, window);
+        let alone = redis_queue::try_alone(
+            WaitContext::of(client),
+            names,
+            &token,
+            &self.spec.options,
+            window,
+        );
         if let Alone::Taken(taken) = alone.await? {
             let guard = self.new_guard(client.clone(), names.clone(), None, (token, taken));
             return Ok(Entered::Alone(guard));
@@ -317,7 +325,7 @@ impl Lock {
             (None, None)
         } else {
             let sent = Instant::now();
-            match redis_queue::retake(client, names, &tenure.token, options).await {
+            match client.reach().retake(names, &tenure.token, options).await {
                 Ok(Some(fence)) => {
                     let retake = Retake {
                         ttl: options.ttl,
@@ -368,7 +376,7 @@ impl Lock {
         });
         let mut ticket = member.take_ticket();
         let taken = redis_queue::acquire(
-            client,
+            WaitContext::of(client),
             names,
             &self.spec.options,
             &mut place,

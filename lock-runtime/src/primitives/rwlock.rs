@@ -24,10 +24,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context::{self};
+use crate::ops::seen_holder::with_holder;
 use crate::options::Taker;
 use crate::primitives::builder::{LockBuilder, with_client};
 use crate::primitives::kind::ReadWrite;
 use crate::queue::wait::{self, Backoff, ride_out};
+use crate::queue::wait_context::WaitContext;
 use crate::scripts::KeyNames;
 use crate::scripts::ShareNames;
 use crate::{
@@ -72,7 +74,9 @@ where
     let mut backoff = Backoff::new();
     for _ in 0..MAX_ROUNDS {
         match call().await {
-            Err(err) => ride_out(client, key, err, deadline, &mut backoff).await?,
+            Err(err) => {
+                ride_out(&WaitContext::of(client), key, err, deadline, &mut backoff).await?
+            }
             outcome => return outcome,
         }
     }
@@ -196,7 +200,7 @@ impl RwLock {
                 Ok(guard)
             }
             Err(err) => {
-                let err = client.with_holder(&names, err).await;
+                let err = with_holder(client.reach(), &names, err).await;
                 telemetry.refused(&err, started.elapsed());
                 Err(err)
             }
@@ -211,8 +215,7 @@ impl RwLock {
     ) -> Result<ReadGuard, LockError> {
         self.check(names.lock())?;
         let mutex = self.mutex(client);
-        client.shutdown_state().check_open(names.lock())?;
-        client.may_try(names.lock())?;
+        WaitContext::of(client).may_try(names.lock())?;
         let shares = ShareNames::of(names);
         let token = client.new_token(self.spec.options.ttl, &self.spec.order.site);
         let share = Arc::new(shares.share(&token));

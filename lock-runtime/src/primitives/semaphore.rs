@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::lease::{Token, jitter, validity};
+use crate::ops::seen_holder::with_holder;
 use crate::options::Taker;
 use crate::primitives::builder::{LockBuilder, LockSpec, with_client};
 use crate::primitives::kind::Permits;
@@ -29,9 +30,11 @@ use crate::queue::redis_queue::LONG_PARK;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
+use crate::queue::wait_context::WaitContext;
 use crate::scripts::{KeyNames, QUEUE_LEASE, invoke_granting};
 use crate::scripts::{PermitTry, semaphore_acquire_call};
 use crate::topology::deployment::ByDeployment;
+use crate::topology::reach::Reach;
 #[cfg(feature = "redlock")]
 use crate::topology::redlock::Redlock;
 use crate::wakeups::WaitTicket;
@@ -146,7 +149,7 @@ impl Semaphore {
                 Ok(guard.ordered(order))
             }
             Err(err) => {
-                let err = client.with_holder(&names, err).await;
+                let err = with_holder(client.reach(), &names, err).await;
                 telemetry.refused(&err, started.elapsed());
                 Err(err)
             }
@@ -363,8 +366,9 @@ impl Waiting for PermitWait<'_> {
 
     async fn attempt(&mut self) -> Result<Step<SemaphoreGuard>, LockError> {
         let (client, names) = (self.place.client.clone(), self.place.names.clone());
-        client.may_try(names.lock())?;
-        if let Some(liveness) = client.liveness() {
+        let context = WaitContext::of(&client);
+        context.may_try(names.lock())?;
+        if let Some(liveness) = context.liveness {
             self.lapses = liveness.lapses();
         }
         // A shutdown meanwhile waits until the reply's place or permit is registered.
@@ -381,7 +385,14 @@ impl Waiting for PermitWait<'_> {
         let (((code, value, heads), shortfall), per_key) = match reply {
             Ok(reply) => reply,
             Err(err) => {
-                ride_out(&client, names.lock(), err, self.deadline, &mut self.backoff).await?;
+                ride_out(
+                    &context,
+                    names.lock(),
+                    err,
+                    self.deadline,
+                    &mut self.backoff,
+                )
+                .await?;
                 return Ok(Step::Again);
             }
         };
@@ -432,14 +443,20 @@ impl Waiting for PermitWait<'_> {
         self.place.client.telemetry()
     }
 
-    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
-        Some((&self.place.client, &self.place.names))
+    fn looked_up(&self) -> Option<(&Arc<Reach>, &KeyNames)> {
+        Some((self.place.client.reach(), &self.place.names))
     }
 
     async fn subscribe(&mut self) -> bool {
         let names = &self.place.names;
         let channel = (names.lock(), names.channel(), &*self.place.token);
-        wait::subscribe(&self.place.client, channel, &mut self.ticket, self.deadline).await
+        wait::subscribe(
+            self.place.client.wakeups(),
+            channel,
+            &mut self.ticket,
+            self.deadline,
+        )
+        .await
     }
 
     /// The head of the queue, its place kept by its process's liveness key, parks until the
@@ -448,7 +465,7 @@ impl Waiting for PermitWait<'_> {
     /// that frees is its. Any other waiter parks at most one queue lease: a waiter ahead of
     /// it may be gone, and only a try drops it (and a place kept per key lives by its tries).
     async fn park(&mut self, retry_in: Duration) {
-        let client = &self.place.client;
+        let context = WaitContext::of(&self.place.client);
         let key = self.place.names.lock();
         let kept = (self.ticket.as_ref())
             .filter(|ticket| self.heads && ticket.is_subscribed() && self.place.kept_by_liveness());
@@ -457,8 +474,8 @@ impl Waiting for PermitWait<'_> {
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
         match kept {
-            Some(ticket) => wait::park_kept(client, (key, self.lapses), ticket, park, None).await,
-            None => wait::park_on(client, key, self.ticket.as_ref(), park).await,
+            Some(ticket) => wait::park_kept(&context, (key, self.lapses), ticket, park, None).await,
+            None => wait::park_on(&context, key, self.ticket.as_ref(), park).await,
         };
     }
 }

@@ -1,12 +1,13 @@
 //! The Redis level of the two-level queue, client side: one process's place in a key's
 //! Redis queue ([`Place`]), the wait for the lock that the process's leading task runs
-//! ([`acquire`]), and the script calls that take, give back, pass on or re-date the lock.
+//! ([`acquire`]), and the script calls that take, give back or pass on the lock.
 //!
 //! A process waits in Redis as one entry per key, whatever number of its tasks want the key
 //! (those wait in the local queue, [`crate::queue::cohort`]). The entry lives only while the
 //! process keeps it alive (the watchdog's keep-alive); a release grants the head entry the
 //! lock for a short confirmation window, which the process's next try confirms.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,11 +16,13 @@ use crate::connection::Query;
 use crate::lease::{Taken, jitter, millis, validity};
 use crate::options::fence_lifetime;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
+use crate::queue::wait_context::WaitContext;
 use crate::scripts::{
     GRANT_CONFIRM_WINDOW, KeptAlive, KeyNames, QUEUE_LEASE, Requeue, acquire_call, invoke_granting,
     invoke_noting_repeat, release_call,
 };
 use crate::topology::one_node::after_lost_reply;
+use crate::topology::reach::Reach;
 use crate::wakeups::WaitTicket;
 use crate::{client::LockClient, error::LockError, options::LockOptions};
 
@@ -47,8 +50,8 @@ pub(crate) const LONG_PARK: Duration = Duration::from_secs(30 * 60);
 /// macro, so that the try's future is awaited where it was made: moved into a helper
 /// function's future, it cost the uncontended cycle about 650 instructions (`bench/count`).
 macro_rules! bounded_try {
-    ($client:expr, $overrun:expr, $attempt:expr) => {{
-        let bounded = $client.reach().keeps_deadlines();
+    ($context:expr, $overrun:expr, $attempt:expr) => {{
+        let bounded = $context.reach.keeps_deadlines();
         let outcome = if bounded {
             Ok($attempt.await)
         } else {
@@ -74,22 +77,22 @@ pub(crate) enum Alone {
 /// [`LockError::Busy`]; an error is ridden out as a wait's first try would be (or
 /// returned); a reply past the lease's validity gives the lock back.
 pub(crate) async fn try_alone(
-    client: &LockClient,
+    context: WaitContext<'_>,
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
     (started, deadline): (Instant, Instant),
 ) -> Result<Alone, LockError> {
-    client.may_try(names.lock())?;
-    let overrun = deadline + client.reach().response_timeout();
+    context.may_try(names.lock())?;
+    let overrun = deadline + context.reach.response_timeout();
     let sent = Instant::now();
     let tried = bounded_try!(
-        client,
+        context,
         overrun,
-        try_set_nx(client, names, token, options, (overrun, sent))
+        try_set_nx(context, names, token, options, (overrun, sent))
     );
     let (window, backoff) = ((started, overrun, deadline), &mut Backoff::new());
-    let Some(attempt) = settle_try(client, names.lock(), tried, window, backoff).await? else {
+    let Some(attempt) = settle_try(context, names.lock(), tried, window, backoff).await? else {
         return Ok(Alone::Refused);
     };
     match attempt {
@@ -105,7 +108,7 @@ pub(crate) async fn try_alone(
                 return Ok(Alone::Taken(taken));
             }
             tracing::warn!(key = %names.lock(), "acquire reply arrived after the lease validity; retrying");
-            release_token(client.reach(), names, token).await;
+            release_token(context.reach, names, token).await;
             // Tried again within the wait, as a wait's late grant is; none left: timed out.
             if Instant::now() >= deadline {
                 return Err(LockError::timeout(names.lock(), started.elapsed()));
@@ -119,7 +122,7 @@ pub(crate) async fn try_alone(
         // The SET may have been applied (a dropped connection), or, with replicas (not
         // asked here), not confirmed: whatever our token holds is given back.
         SetNx::Dropped | SetNx::Done(Attempt::Unreplicated(_)) => {
-            release_token(client.reach(), names, token).await;
+            release_token(context.reach, names, token).await;
             Ok(Alone::Refused)
         }
     }
@@ -132,7 +135,7 @@ pub(crate) async fn try_alone(
 /// response timeout, or outlasted the wait by a whole response timeout. A server that
 /// never answered is unreachable: reported at once, within the connect timeout.
 async fn settle_try<T>(
-    client: &LockClient,
+    context: WaitContext<'_>,
     key: &str,
     (bounded, outcome): (
         bool,
@@ -144,7 +147,7 @@ async fn settle_try<T>(
     match outcome {
         Ok(Ok(reply)) => Ok(Some(reply)),
         Ok(Err(err)) if !bounded || Instant::now() < overrun => {
-            ride_out(client, key, err, deadline, backoff).await?;
+            ride_out(&context, key, err, deadline, backoff).await?;
             Ok(None)
         }
         _ => Err(LockError::timeout(key, started.elapsed())),
@@ -174,7 +177,7 @@ enum Attempt {
 /// queue, subscribes to the key's release messages once, and parks until a release wakes
 /// or grants it, the holder's lease would end, or `deadline`.
 struct RedisWait<'a> {
-    client: &'a LockClient,
+    context: WaitContext<'a>,
     names: &'a KeyNames,
     options: &'a LockOptions,
     place: &'a mut Place,
@@ -200,7 +203,7 @@ struct RedisWait<'a> {
 /// On success the place is settled (its token is the lock's). On an error the place is
 /// left to the caller: kept for the process's next leading task, or dropped (it leaves).
 pub(crate) async fn acquire(
-    client: &LockClient,
+    context: WaitContext<'_>,
     names: &KeyNames,
     options: &LockOptions,
     place: &mut Place,
@@ -213,14 +216,14 @@ pub(crate) async fn acquire(
         ticket.retoken(&place.token);
     }
     let mut wait = RedisWait {
-        client,
+        context,
         names,
         options,
         place,
         ticket,
         started,
         deadline,
-        overrun: deadline + client.reach().response_timeout(),
+        overrun: deadline + context.reach.response_timeout(),
         quick,
         backoff: Backoff::new(),
         attempts: 0,
@@ -235,7 +238,7 @@ pub(crate) async fn acquire(
         wait.check_time()?;
         wait.park(GRANT_CONFIRM_WINDOW).await;
     }
-    wait::wait(&mut wait, client.telemetry().long_wait()).await
+    wait::wait(&mut wait, context.telemetry.long_wait()).await
 }
 
 impl Waiting for RedisWait<'_> {
@@ -243,30 +246,30 @@ impl Waiting for RedisWait<'_> {
 
     async fn attempt(&mut self) -> Result<Step<Taken>, LockError> {
         // Shut down, or Redis declared down: fail now rather than at the end of the wait.
-        self.client.may_try(self.names.lock())?;
+        self.context.may_try(self.names.lock())?;
         self.attempts += 1;
-        if let Some(liveness) = self.client.liveness() {
+        if let Some(liveness) = self.context.liveness {
             self.lapses = liveness.lapses();
         }
         // A shutdown meanwhile waits until the reply's place is kept (a grant's lease is
         // registered by the caller, after this try).
         let _in_flight =
-            (!self.options.wait.is_zero()).then(|| self.client.shutdown_state().try_in_flight());
+            (!self.options.wait.is_zero()).then(|| self.context.shutdown.try_in_flight());
         let sent = Instant::now();
         // Until the reply says otherwise, this try may have queued us or granted us the
         // lock: giving up now must clean both.
         self.place.joined = true;
         let quick = std::mem::take(&mut self.quick);
         let attempt = try_acquire(
-            self.client,
+            self.context,
             (self.names, &self.place.token, self.place.queued),
             self.options,
             (quick, self.overrun, sent),
         );
-        let tried = bounded_try!(self.client, self.overrun, attempt);
+        let tried = bounded_try!(self.context, self.overrun, attempt);
         let window = (self.started, self.overrun, self.deadline);
         let names = self.names;
-        let settled = settle_try(self.client, names.lock(), tried, window, &mut self.backoff);
+        let settled = settle_try(self.context, names.lock(), tried, window, &mut self.backoff);
         let Some(attempt) = settled.await? else {
             return Ok(Step::Again);
         };
@@ -284,16 +287,16 @@ impl Waiting for RedisWait<'_> {
     }
 
     fn telemetry(&self) -> &crate::telemetry::Telemetry {
-        self.client.telemetry()
+        self.context.telemetry
     }
 
-    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
-        Some((self.client, self.names))
+    fn looked_up(&self) -> Option<(&Arc<Reach>, &KeyNames)> {
+        Some((self.context.reach, self.names))
     }
 
     async fn subscribe(&mut self) -> bool {
         let names = (self.names.lock(), self.names.channel(), &*self.place.token);
-        wait::subscribe(self.client, names, self.ticket, self.deadline).await
+        wait::subscribe(self.context.wakeups, names, self.ticket, self.deadline).await
     }
 
     /// Parks until a release wakes us, `retry_in` (capped) passes, or the wait ends; while
@@ -357,7 +360,7 @@ impl RedisWait<'_> {
     async fn late_grant(&mut self) -> Step<Taken> {
         self.place.joined = false;
         tracing::warn!(key = %self.names.lock(), "acquire reply arrived after the lease validity; retrying");
-        release_token(self.client.reach(), self.names, &self.place.token).await;
+        release_token(self.context.reach, self.names, &self.place.token).await;
         self.late = true;
         Step::Park(Duration::ZERO)
     }
@@ -380,7 +383,7 @@ impl RedisWait<'_> {
     /// One park of [`park`](Self::park); true when a release woke us to look later.
     async fn park_once(&mut self, retry_in: Duration) -> bool {
         let watch = self.watch.take();
-        let watching = match (self.client.liveness(), &watch, self.ticket.as_ref()) {
+        let watching = match (self.context.liveness, &watch, self.ticket.as_ref()) {
             (Some(liveness), Some(key), Some(ticket)) if ticket.is_subscribed() => {
                 if liveness.lapses() != self.lapses {
                     // Our own places may have been dropped meanwhile: look again now.
@@ -408,33 +411,19 @@ impl RedisWait<'_> {
             .min(self.deadline.saturating_duration_since(Instant::now()));
         if let Some((watch, ticket)) = watching {
             let waiter = (self.names.lock(), self.lapses);
-            return wait::park_kept(self.client, waiter, ticket, park, Some(watch.gone())).await;
+            return wait::park_kept(&self.context, waiter, ticket, park, Some(watch.gone())).await;
         }
         // A grant (the key holds our token for its confirmation window) is confirmed by
         // the next try, which takes the key for our whole ttl, so the lease is dated from
         // that try, as any other. A grant that lapsed meanwhile (this process was too slow
         // to confirm) queues us again instead.
-        wait::park_on(self.client, self.names.lock(), self.ticket.as_ref(), park).await
+        wait::park_on(&self.context, self.names.lock(), self.ticket.as_ref(), park).await
     }
 }
 
 /// A bound on the look-later messages one park follows (each is a release of another
 /// process's lock), far above what a wait meets within its park.
 const MAX_LOOK_LATER: u32 = 10_000;
-
-/// Re-dates the lock `token` holds for a task of its process that takes it over: the
-/// key's expiry becomes `options.ttl` and, with fencing, a fresh fence is issued.
-/// `Ok(None)` when the token no longer holds the key. When grants wait for replicas, a
-/// re-dating too few replicas confirmed is [`LockError::NotReplicated`] (the caller gives
-/// the lock back and takes it in Redis).
-pub(crate) async fn retake(
-    client: &LockClient,
-    names: &KeyNames,
-    token: &str,
-    options: &LockOptions,
-) -> Result<Option<Option<u64>>, LockError> {
-    client.reach().retake(names, token, options).await
-}
 
 /// What a release that offers to requeue the process found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -493,21 +482,21 @@ pub(crate) async fn yield_lock(
 /// requests end by `until` where the connection keeps deadlines. A try `queued` behind
 /// others records when its hold began, should it take the key.
 async fn try_acquire(
-    client: &LockClient,
+    context: WaitContext<'_>,
     (names, token, queued): (&KeyNames, &str, bool),
     options: &LockOptions,
     (quick, until, now): (bool, Instant, Instant),
 ) -> Result<Attempt, LockError> {
     if quick
         && let SetNx::Done(attempt) =
-            try_set_nx(client, names, token, options, (until, now)).await?
+            try_set_nx(context, names, token, options, (until, now)).await?
     {
         return Ok(attempt);
     }
-    let alive = client.liveness_key(names.lock());
+    let alive = context.liveness_key(names.lock());
     let kept = alive.as_deref().map(|alive| KeptAlive {
         alive,
-        publish: client.reach().publish_command(),
+        publish: context.reach.publish_command(),
         renews: options.watchdog,
     });
     let call = acquire_call(
@@ -516,12 +505,12 @@ async fn try_acquire(
         options.ttl,
         fence_lifetime(options),
         (!options.wait.is_zero(), queued),
-        (client.pass_bound().time, kept),
+        (context.pass_bound.time, kept),
     );
     // After a quick try, the clock is read again: its round trip is not this request's.
     let now = if quick { Instant::now() } else { now };
-    let mut connection = client.reach().connection().until(until, now);
-    let replicas = (client.reach().replicas(), names.lock());
+    let mut connection = context.reach.connection().until(until, now);
+    let replicas = (context.reach.replicas(), names.lock());
     let (reply, shortfall): (AcquireReply, _) =
         invoke_granting(&call, replicas, &mut connection).await?;
     let AcquireReply {
@@ -529,7 +518,7 @@ async fn try_acquire(
         value,
         watch,
     } = reply;
-    client.reach().mark_answered();
+    context.reach.mark_answered();
     let value = u64::try_from(value).unwrap_or(0);
     if acquired != 1 {
         return Ok(Attempt::NotNow {
@@ -586,7 +575,7 @@ enum SetNx {
 /// The quick first try: a plain `SET NX PX`. The caller goes on with the script when the
 /// key was held and it may wait, or when the connection was dropped.
 async fn try_set_nx(
-    client: &LockClient,
+    context: WaitContext<'_>,
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
@@ -600,9 +589,9 @@ async fn try_set_nx(
         .arg("NX")
         .arg("PX")
         .arg(millis(options.ttl));
-    let mut connection = client.reach().connection().until(until, now);
+    let mut connection = context.reach.connection().until(until, now);
     // Read as a bare value: `OK` or nil, with no string made of the reply.
-    let reply: redis::RedisResult<(redis::Value, _)> = match client.reach().replicas() {
+    let reply: redis::RedisResult<(redis::Value, _)> = match context.reach.replicas() {
         None => connection.query(&set).await.map(|reply| (reply, None)),
         Some(replicas) => replicas
             .send(&set, &mut connection)
@@ -611,7 +600,7 @@ async fn try_set_nx(
     };
     match reply {
         Ok((redis::Value::Nil, _)) => {
-            client.reach().mark_answered();
+            context.reach.mark_answered();
             if !options.wait.is_zero() {
                 return Ok(SetNx::Held);
             }
@@ -622,7 +611,7 @@ async fn try_set_nx(
             }))
         }
         Ok((_, shortfall)) => {
-            client.reach().mark_answered();
+            context.reach.mark_answered();
             Ok(SetNx::Done(match shortfall {
                 Some(shortfall) => Attempt::Unreplicated(shortfall),
                 None => Attempt::Acquired { fence: None },

@@ -4,18 +4,21 @@
 //! ([`Waiting::attempt`]) and in what a park watches; the read-write lock's script calls
 //! ride out transient errors the same way ([`ride_out`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::client::LockClient;
+use super::wait_context::WaitContext;
 use crate::error::LockError;
 use crate::identity::SeenHolder;
 use crate::lease::jitter;
+use crate::ops::seen_holder::{seen_holder, with_holder};
 use crate::scripts::KeyNames;
 use crate::telemetry::Telemetry;
-use crate::wakeups::{WaitTicket, Woken};
+use crate::topology::reach::Reach;
+use crate::wakeups::{WaitTicket, Wakeups, Woken};
 
 /// The first pause after a transient error; it doubles up to [`MAX_TRANSIENT_PAUSE`] while
 /// the errors go on (a server restarting).
@@ -70,9 +73,9 @@ pub(crate) trait Waiting {
     /// Where the wait is counted while it lasts (its client's live gauges).
     fn telemetry(&self) -> &Telemetry;
 
-    /// The client and the key's names, for a look at the key's holder when the wait has
+    /// Where the key is and its names, for a look at the key's holder when the wait has
     /// gone on long ([`LongWait`]); `None` where the wait has no one client (a quorum's).
-    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
+    fn looked_up(&self) -> Option<(&Arc<Reach>, &KeyNames)> {
         None
     }
 
@@ -137,13 +140,12 @@ pub(crate) async fn wait<W: Waiting>(
 }
 
 /// `err`, the error of `waiter`'s wait that ran out, with the holder of the key as one
-/// look sees it when it is a `Timeout` (see [`LockClient::with_holder`]), told to the
-/// wait's span.
+/// look sees it when it is a `Timeout` (see [`with_holder`]), told to the wait's span.
 async fn timed_out<W: Waiting>(waiter: &W, span: Option<&WaitSpan>, err: LockError) -> LockError {
-    let (Some(span), Some((client, names))) = (span, waiter.looked_up()) else {
+    let (Some(span), Some((reach, names))) = (span, waiter.looked_up()) else {
         return err;
     };
-    let err = client.with_holder(names, err).await;
+    let err = with_holder(reach, names, err).await;
     if let LockError::Timeout {
         holder: Some(seen), ..
     } = &err
@@ -215,7 +217,7 @@ impl LongWait {
         span: &WaitSpan,
     ) {
         let key = waiter.bounds().0.to_owned();
-        let lookup = (waiter.looked_up()).map(|(client, names)| (client.clone(), names.clone()));
+        let lookup = (waiter.looked_up()).map(|(reach, names)| (reach.clone(), names.clone()));
         let park = waiter.park(retry_in);
         tokio::pin!(park);
         tokio::select! {
@@ -229,7 +231,7 @@ impl LongWait {
         self.at = None;
         let waited_ms = crate::lease::millis(self.started.elapsed());
         let seen = match &lookup {
-            Some((client, names)) => client.seen_holder(names).await,
+            Some((reach, names)) => seen_holder(reach, names).await,
             None => None,
         };
         if let Some(seen) = &seen {
@@ -261,12 +263,12 @@ impl LongWait {
 /// ends the wait); false when the subscription failed and the waiter must rely on its
 /// park's bound instead.
 pub(crate) async fn subscribe(
-    client: &LockClient,
+    wakeups: &Wakeups,
     (key, channel, token): (&str, &str, &str),
     ticket: &mut Option<WaitTicket>,
     deadline: Instant,
 ) -> bool {
-    let ticket = ticket.get_or_insert_with(|| client.wakeups().register(channel, token));
+    let ticket = ticket.get_or_insert_with(|| wakeups.register(channel, token));
     if ticket.is_subscribed() {
         return true;
     }
@@ -285,14 +287,14 @@ pub(crate) async fn subscribe(
 /// or the client is interrupted (shut down, Redis declared down). True when a release woke
 /// it to look later.
 pub(crate) async fn park_kept(
-    client: &LockClient,
+    context: &WaitContext<'_>,
     (key, lapses): (&str, u64),
     ticket: &WaitTicket,
     park: Duration,
     gone: Option<&Notify>,
 ) -> bool {
-    let Some(liveness) = client.liveness() else {
-        return park_on(client, key, Some(ticket), park).await;
+    let Some(liveness) = context.liveness else {
+        return park_on(context, key, Some(ticket), park).await;
     };
     let never = Notify::new();
     let gone = gone.unwrap_or(&never).notified();
@@ -304,7 +306,7 @@ pub(crate) async fn park_kept(
         return false;
     }
     tokio::select! {
-        look_later = park_on(client, key, Some(ticket), park) => look_later,
+        look_later = park_on(context, key, Some(ticket), park) => look_later,
         () = gone => false,
         () = lapsed => false,
     }
@@ -314,15 +316,15 @@ pub(crate) async fn park_kept(
 /// down or the client shut down ends it early (the next try then fails at once). True when
 /// a release woke us only to look later ([`Woken::LookLater`]).
 pub(crate) async fn park_on(
-    client: &LockClient,
+    context: &WaitContext<'_>,
     key: &str,
     ticket: Option<&WaitTicket>,
     park: Duration,
 ) -> bool {
-    let interrupted = client.interrupt().notified();
+    let interrupted = context.interrupt.notified();
     tokio::pin!(interrupted);
     interrupted.as_mut().enable();
-    if client.may_try(key).is_err() {
+    if context.may_try(key).is_err() {
         return false;
     }
     match ticket {
@@ -374,13 +376,14 @@ impl Backoff {
         self.pause.saturating_add(jitter())
     }
 
-    /// Sleeps the next pause (until `deadline` at most; a server declared down or the
-    /// client shut down ends it early) and doubles the one after.
-    pub(crate) async fn sleep(&mut self, client: &LockClient, deadline: Instant) {
+    /// Sleeps the next pause (until `deadline` at most; `interrupt`, which fires when a
+    /// server is declared down or the client shuts down, ends it early) and doubles the
+    /// one after.
+    pub(crate) async fn sleep(&mut self, interrupt: &Notify, deadline: Instant) {
         let pause = self
             .next()
             .min(deadline.saturating_duration_since(Instant::now()));
-        let interrupted = client.interrupt().notified();
+        let interrupted = interrupt.notified();
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
             () = interrupted => {}
@@ -394,33 +397,33 @@ impl Backoff {
 /// is worth another try within `deadline` (see [`is_retryable`]); else the error to give
 /// up with (`err`, or the outage of a server unreachable past the client's grace).
 pub(crate) async fn ride_out(
-    client: &LockClient,
+    context: &WaitContext<'_>,
     key: &str,
     err: LockError,
     deadline: Instant,
     backoff: &mut Backoff,
 ) -> Result<(), LockError> {
-    if !is_retryable(client, &err) || Instant::now() >= deadline {
+    if !is_retryable(context.reach, &err) || Instant::now() >= deadline {
         return Err(err);
     }
-    if let Some(outage) = client.outage(key) {
+    if let Some(outage) = context.reach.outage(key) {
         // Unreachable past the grace: no use waiting for it.
         return Err(outage);
     }
     tracing::debug!(key, error = %err.cause(), "transient error; retrying");
-    backoff.sleep(client, deadline).await;
+    backoff.sleep(context.interrupt, deadline).await;
     Ok(())
 }
 
 /// Whether a wait may try again after `err`: a transient server state, a grant too few
 /// replicas confirmed (undone by the try that got it), or, once Redis has answered this
-/// client, a lost connection (refused or reset while it restarts, a reply that timed out
-/// and may hide a grant).
-pub(crate) fn is_retryable(client: &LockClient, err: &LockError) -> bool {
+/// client (`reach`), a lost connection (refused or reset while it restarts, a reply that
+/// timed out and may hide a grant).
+pub(crate) fn is_retryable(reach: &Reach, err: &LockError) -> bool {
     err.is_transient()
         || matches!(
             err,
             LockError::NotReplicated { .. } | LockError::NotDurable { .. }
         )
-        || (client.reach().has_answered() && err.is_connection())
+        || (reach.has_answered() && err.is_connection())
 }

@@ -1,6 +1,7 @@
 //! A writer's wait for the readers to leave: the one wait loop ([`crate::queue::wait`])
 //! over a look at the readers, which also renews the writer's hold of the lock key.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -11,9 +12,11 @@ use crate::lease::jitter;
 use crate::options::LockOptions;
 use crate::primitives::guard::LockGuard;
 use crate::queue::wait::{self, Backoff, Step, Waiting, ride_out};
+use crate::queue::wait_context::WaitContext;
 use crate::scripts::ShareNames;
 use crate::scripts::write_ready_call;
 use crate::scripts::{KeyNames, invoke};
+use crate::topology::reach::Reach;
 use crate::wakeups::WaitTicket;
 
 /// What the last reader's release adds to the waiting writer's token in its message (the
@@ -65,7 +68,7 @@ impl Waiting for Drain<'_> {
             Ok(reply) => reply,
             Err(err) => {
                 ride_out(
-                    self.client,
+                    &WaitContext::of(self.client),
                     names.lock(),
                     err,
                     self.deadline,
@@ -98,8 +101,8 @@ impl Waiting for Drain<'_> {
         self.client.telemetry()
     }
 
-    fn looked_up(&self) -> Option<(&LockClient, &KeyNames)> {
-        Some((self.client, self.names))
+    fn looked_up(&self) -> Option<(&Arc<Reach>, &KeyNames)> {
+        Some((self.client.reach(), self.names))
     }
 
     async fn subscribe(&mut self) -> bool {
@@ -109,14 +112,26 @@ impl Waiting for Drain<'_> {
         // it instead of us.
         let waiter = format!("{}{DRAINED}", self.guard.token());
         let channel = (self.names.lock(), self.names.channel(), waiter.as_str());
-        wait::subscribe(self.client, channel, &mut self.ticket, self.deadline).await
+        wait::subscribe(
+            self.client.wakeups(),
+            channel,
+            &mut self.ticket,
+            self.deadline,
+        )
+        .await
     }
 
     async fn park(&mut self, retry_in: Duration) {
         let park = retry_in
             .saturating_add(jitter())
             .min(self.deadline.saturating_duration_since(Instant::now()));
-        wait::park_on(self.client, self.names.lock(), self.ticket.as_ref(), park).await;
+        wait::park_on(
+            &WaitContext::of(self.client),
+            self.names.lock(),
+            self.ticket.as_ref(),
+            park,
+        )
+        .await;
     }
 }
 
