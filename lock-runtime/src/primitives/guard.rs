@@ -486,7 +486,9 @@ impl LockGuard {
                 ttl,
                 window: client.foreign_window(),
             };
-            let yielded = yield_lock(&client, &names, &token, &requeue, valid_until).await;
+            let alive = client.liveness_key(names.lock());
+            let reach = (&**client.reach(), alive.as_deref());
+            let yielded = yield_lock(reach, &names, &token, &requeue, valid_until).await;
             // The turn is given up only once the lock is parked, or the next place is.
             let Some(local) = local else {
                 return yielded.map(|_| ReleaseOutcome::Released);

@@ -341,7 +341,11 @@ impl Lock {
                 Err(err) => {
                     tracing::debug!(key = %names.lock(), error = %err.cause(), "taking a passed lock over failed; taking it in Redis");
                     client.watchdog().remove(tenure.lease);
-                    give_back(client, names, &tenure.token);
+                    give_back(
+                        (client.reach(), client.shutdown_state()),
+                        names,
+                        &tenure.token,
+                    );
                     return None;
                 }
             }
@@ -349,7 +353,11 @@ impl Lock {
         let lease = (client.watchdog()).hand_over(tenure.lease, retake, options.max_hold);
         if lease.is_none() {
             // Lost meanwhile: the watchdog gave up on it, and the key may still hold it.
-            give_back(client, names, &tenure.token);
+            give_back(
+                (client.reach(), client.shutdown_state()),
+                names,
+                &tenure.token,
+            );
         }
         lease.map(|lease| (lease, fence))
     }

@@ -205,6 +205,7 @@ impl Semaphore {
         let overrun = deadline + client.reach().response_timeout();
         let mut wait = PermitWait {
             semaphore: self,
+            client,
             place: Place::new(client, &names, permit_token(client, &self.spec), false),
             ticket: None,
             started,
@@ -329,6 +330,7 @@ fn permit_token(client: &LockClient, spec: &LockSpec) -> Token {
 /// script, which queues it behind earlier waiters.
 struct PermitWait<'a> {
     semaphore: &'a Semaphore,
+    client: &'a LockClient,
     place: Place,
     ticket: Option<WaitTicket>,
     started: Instant,
@@ -343,6 +345,22 @@ struct PermitWait<'a> {
 }
 
 impl PermitWait<'_> {
+    /// A permit the try granted: the guard when the reply came within the lease's
+    /// validity, else (it holds nothing) given back before another try.
+    async fn granted(&mut self, names: Arc<KeyNames>, sent: Instant) -> Step<SemaphoreGuard> {
+        let client = self.client;
+        if Instant::now() < validity(sent, self.semaphore.spec.options.ttl) {
+            self.place.settle();
+            let token = std::mem::take(&mut self.place.token);
+            let names = (names.clone(), names);
+            let held = (&self.semaphore.spec.options, self.semaphore.kind.permits);
+            return Step::Done(SemaphoreGuard::new(client, names, token, held, sent));
+        }
+        tracing::warn!(key = %names.lock(), "permit reply arrived after the lease validity; retrying");
+        let _ = release_script(client.reach(), &names, &self.place.token, Instant::now()).await;
+        Step::Again
+    }
+
     /// A permit too few replicas confirmed does not count: given back, then tried again
     /// within the wait as a lock's grant is (or `shortfall` when no room is left).
     async fn undo(
@@ -365,21 +383,20 @@ impl Waiting for PermitWait<'_> {
     type Taken = SemaphoreGuard;
 
     async fn attempt(&mut self) -> Result<Step<SemaphoreGuard>, LockError> {
-        let (client, names) = (self.place.client.clone(), self.place.names.clone());
-        let context = WaitContext::of(&client);
+        let (client, names) = (self.client, self.place.names.clone());
+        let context = WaitContext::of(client);
         context.may_try(names.lock())?;
         if let Some(liveness) = context.liveness {
             self.lapses = liveness.lapses();
         }
         // A shutdown meanwhile waits until the reply's place or permit is registered.
-        let shutdown = client.shutdown_state().clone();
-        let _in_flight = shutdown.try_in_flight();
+        let _in_flight = context.shutdown.try_in_flight();
         let sent = Instant::now();
         // Until the reply says otherwise, this try may have queued us or given us a
         // permit: giving up now must clean both.
         self.place.joined = true;
         let reply =
-            tokio::time::timeout_at(self.overrun, self.semaphore.try_once(&client, &self.place))
+            tokio::time::timeout_at(self.overrun, self.semaphore.try_once(client, &self.place))
                 .await
                 .map_err(|_| self.timeout())?;
         let (((code, value, heads), shortfall), per_key) = match reply {
@@ -403,21 +420,7 @@ impl Waiting for PermitWait<'_> {
             return self.undo(shortfall, sent).await;
         }
         match code {
-            1 if Instant::now() < validity(sent, self.semaphore.spec.options.ttl) => {
-                self.place.settle();
-                let token = std::mem::take(&mut self.place.token);
-                let names = (names.clone(), names);
-                let held = (&self.semaphore.spec.options, self.semaphore.kind.permits);
-                let guard = SemaphoreGuard::new(&client, names, token, held, sent);
-                return Ok(Step::Done(guard));
-            }
-            1 => {
-                // The reply came after the lease's validity point: it holds nothing.
-                tracing::warn!(key = %names.lock(), "permit reply arrived after the lease validity; retrying");
-                let _ =
-                    release_script(client.reach(), &names, &self.place.token, Instant::now()).await;
-                return Ok(Step::Again);
-            }
+            1 => return Ok(self.granted(names, sent).await),
             -1 => return Err(self.semaphore.other_permits(names.lock(), value)),
             -2 => return Err(not_a_semaphore(names.lock())),
             _ => {}
@@ -440,18 +443,18 @@ impl Waiting for PermitWait<'_> {
     }
 
     fn telemetry(&self) -> &crate::telemetry::Telemetry {
-        self.place.client.telemetry()
+        self.client.telemetry()
     }
 
     fn looked_up(&self) -> Option<(&Arc<Reach>, &KeyNames)> {
-        Some((self.place.client.reach(), &self.place.names))
+        Some((self.client.reach(), &self.place.names))
     }
 
     async fn subscribe(&mut self) -> bool {
         let names = &self.place.names;
         let channel = (names.lock(), names.channel(), &*self.place.token);
         wait::subscribe(
-            self.place.client.wakeups(),
+            self.client.wakeups(),
             channel,
             &mut self.ticket,
             self.deadline,
@@ -465,7 +468,7 @@ impl Waiting for PermitWait<'_> {
     /// that frees is its. Any other waiter parks at most one queue lease: a waiter ahead of
     /// it may be gone, and only a try drops it (and a place kept per key lives by its tries).
     async fn park(&mut self, retry_in: Duration) {
-        let context = WaitContext::of(&self.place.client);
+        let context = WaitContext::of(self.client);
         let key = self.place.names.lock();
         let kept = (self.ticket.as_ref())
             .filter(|ticket| self.heads && ticket.is_subscribed() && self.place.kept_by_liveness());

@@ -24,7 +24,9 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::client::LockClient;
+use crate::config::PassBound;
 use crate::lease::{Token, passable};
+use crate::queue::handles::QueueHandles;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
 use crate::scripts::KeyNames;
@@ -123,6 +125,11 @@ struct Cohort {
     /// holder holds the lock, or leads the process's wait in Redis.
     turn: Semaphore,
     state: Mutex<CohortState>,
+    /// The client's watchdog that holds a parked lock, and the reach and shutdown that give
+    /// it back.
+    handles: QueueHandles,
+    /// How long the process may keep the key for its own tasks while another waits.
+    pass_bound: PassBound,
 }
 
 #[derive(Default)]
@@ -220,6 +227,8 @@ fn enter(client: &LockClient, key: CohortKey, mut map: MutexGuard<'_, ShardMap>)
             Arc::new(Cohort {
                 turn: Semaphore::new(1),
                 state: Mutex::default(),
+                handles: QueueHandles::of(client),
+                pass_bound: client.pass_bound(),
             })
         })
         .clone();
@@ -230,7 +239,6 @@ fn enter(client: &LockClient, key: CohortKey, mut map: MutexGuard<'_, ShardMap>)
     }
     drop(map);
     Member {
-        client: client.clone(),
         key,
         cohort,
         waiting: true,
@@ -262,7 +270,6 @@ impl LockClient {
 /// release. The last member to leave gives back what the process still has of the key:
 /// a lock parked between two tasks is released, a place in the Redis queue is left.
 pub(crate) struct Member {
-    client: LockClient,
     /// The key's entry in the registry (and the key's names).
     key: CohortKey,
     cohort: Arc<Cohort>,
@@ -378,7 +385,7 @@ impl Drop for Member {
             (parked.tenure, parked.place, parked.ticket)
         };
         if let Some(tenure) = tenure {
-            release_parked(&self.client, &self.key.names, tenure);
+            release_parked(&self.cohort.handles, &self.key.names, tenure);
         }
     }
 }
@@ -388,7 +395,7 @@ impl Drop for Member {
 /// re-dates the lease) gives the lock back instead of leaving it held and renewed.
 pub(crate) struct Unclaimed<'a> {
     tenure: Option<Tenure>,
-    client: &'a LockClient,
+    handles: &'a QueueHandles,
     names: &'a KeyNames,
 }
 
@@ -396,7 +403,7 @@ impl<'a> Unclaimed<'a> {
     pub(crate) fn new(member: &'a Member) -> Self {
         Unclaimed {
             tenure: member.state().take(|parked| &mut parked.tenure),
-            client: &member.client,
+            handles: &member.cohort.handles,
             names: &member.key.names,
         }
     }
@@ -415,22 +422,21 @@ impl<'a> Unclaimed<'a> {
 impl Drop for Unclaimed<'_> {
     fn drop(&mut self) {
         if let Some(tenure) = self.tenure.take() {
-            release_parked(self.client, self.names, tenure);
+            release_parked(self.handles, self.names, tenure);
         }
     }
 }
 
 /// Releases, in the background, a lock parked for a task that gave up before taking it.
-fn release_parked(client: &LockClient, names: &KeyNames, tenure: Tenure) {
-    let Some(valid_until) = client.watchdog().remove(tenure.lease) else {
+fn release_parked(handles: &QueueHandles, names: &KeyNames, tenure: Tenure) {
+    let Some(valid_until) = handles.watchdog.remove(tenure.lease) else {
         return; // lost meanwhile: nothing of ours to release
     };
-    let (client, names) = (client.clone(), Arc::new(names.clone()));
+    let (reach, names) = (handles.reach.clone(), Arc::new(names.clone()));
     // Given back synchronously instead when the runtime drops it (shutting down).
     let leftover = crate::renewal::shutdown::Leftover::lock(&names, &tenure.token);
-    let shutdown = client.shutdown_state().clone();
-    shutdown.give_back_in_background(leftover, async move {
-        if let Err(err) = release_script(client.reach(), &names, &tenure.token, valid_until).await {
+    handles.shutdown.give_back_in_background(leftover, async move {
+        if let Err(err) = release_script(&reach, &names, &tenure.token, valid_until).await {
             tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a parked lock failed; it expires by its ttl");
         }
     });
@@ -503,14 +509,14 @@ impl Holding {
             return Ending::Release;
         }
         let now = Instant::now();
-        let watchdog = self.member.client.watchdog();
+        let watchdog = &self.member.cohort.handles.watchdog;
         let Some((valid_until, ttl)) = watchdog.lease_state(lease) else {
             return Ending::Release;
         };
         if !passable(valid_until, ttl, now) {
             return Ending::Release;
         }
-        let bound = self.member.client.pass_bound();
+        let bound = self.member.cohort.pass_bound;
         if self.passes < bound.passes && now.saturating_duration_since(self.began) < bound.time {
             return Ending::Pass;
         }

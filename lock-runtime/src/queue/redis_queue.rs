@@ -24,7 +24,7 @@ use crate::scripts::{
 use crate::topology::one_node::after_lost_reply;
 use crate::topology::reach::Reach;
 use crate::wakeups::WaitTicket;
-use crate::{client::LockClient, error::LockError, options::LockOptions};
+use crate::{error::LockError, options::LockOptions};
 
 pub(crate) mod place;
 pub(crate) mod release;
@@ -443,9 +443,11 @@ pub(crate) enum Yielded {
 
 /// Gives the lock to the next process in the queue and puts this one at the tail with
 /// `requeue`, in one round trip; keeps it when no other process waits. Retried as a
-/// release, until `valid_until` (2 s at most).
+/// release, until `valid_until` (2 s at most). The call goes through `reach`, and names
+/// the process's liveness key for the lock (`alive`), if it has one, as what keeps the
+/// requeued place.
 pub(crate) async fn yield_lock(
-    client: &LockClient,
+    (reach, alive): (&Reach, Option<&str>),
     names: &KeyNames,
     token: &str,
     requeue: &Requeue,
@@ -454,14 +456,8 @@ pub(crate) async fn yield_lock(
     let ((reply, repeated), reply_lost): ((i64, bool), bool) =
         retrying(names, "release", (valid_until, false), |_, _| async {
             invoke_noting_repeat(
-                &release_call(
-                    names,
-                    token,
-                    client.reach().publish_command(),
-                    requeue,
-                    client.liveness_key(names.lock()).as_deref(),
-                ),
-                &mut client.reach().connection(),
+                &release_call(names, token, reach.publish_command(), requeue, alive),
+                &mut reach.connection(),
             )
             .await
             .map_err(|err| LockError::backend(names.lock(), err))

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::lease::Token;
+use crate::queue::handles::QueueHandles;
 use crate::scripts::KeyNames;
 
 /// A process's stake in a key's Redis queue: its place (one per key, whichever of its
@@ -16,7 +17,9 @@ use crate::scripts::KeyNames;
 /// before the lock was taken (every task of the process gave up, Redis failed) leaves the
 /// queue in the background, which also passes such a grant on.
 pub(crate) struct Place {
-    pub(crate) client: LockClient,
+    /// The watchdog that keeps it alive, the reach it leaves through, the shutdown that runs
+    /// a leave in the background when it is dropped.
+    handles: QueueHandles,
     pub(crate) names: Arc<KeyNames>,
     pub(crate) token: Token,
     /// A try may have queued this token or granted it the lock: leaving must clean both.
@@ -35,7 +38,8 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// A place not yet in Redis (`joined` false), or one a release just put at the tail of
+    /// A place of `client`'s in the queue of `names` (it keeps the parts of the client it
+    /// uses): not yet in Redis (`joined` false), or one a release just put at the tail of
     /// the queue (`joined` true: kept alive from now on).
     pub(crate) fn new(
         client: &LockClient,
@@ -44,7 +48,7 @@ impl Place {
         joined: bool,
     ) -> Self {
         let mut place = Place {
-            client: client.clone(),
+            handles: QueueHandles::of(client),
             names: names.clone(),
             token,
             joined,
@@ -101,13 +105,10 @@ impl Place {
         self.queued = true;
         match self.kept {
             Some((_, kept_per_key)) if kept_per_key == per_key => return,
-            Some((id, _)) => self.client.watchdog().forget_queued(id),
+            Some((id, _)) => self.handles.watchdog.forget_queued(id),
             None => {}
         }
-        let id = self
-            .client
-            .watchdog()
-            .keep_queued(&self.names, &self.token, per_key);
+        let id = (self.handles.watchdog).keep_queued(&self.names, &self.token, per_key);
         self.kept = Some((id, per_key));
     }
 
@@ -120,7 +121,7 @@ impl Place {
     pub(crate) fn settle(&mut self) {
         self.joined = false;
         if let Some((id, _)) = self.kept.take() {
-            self.client.watchdog().forget_queued(id);
+            self.handles.watchdog.forget_queued(id);
         }
     }
 
@@ -130,7 +131,7 @@ impl Place {
     pub(crate) async fn undo_unconfirmed(&mut self, undo_by: Instant) {
         self.joined = false;
         if let Err(err) =
-            release_script(self.client.reach(), &self.names, &self.token, undo_by).await
+            release_script(&self.handles.reach, &self.names, &self.token, undo_by).await
         {
             tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
         }
@@ -144,7 +145,7 @@ impl Place {
         }
         if let Ok(Ok(())) = tokio::time::timeout_at(
             bound,
-            leave_queue(self.client.reach(), &self.names, &self.token),
+            leave_queue(&self.handles.reach, &self.names, &self.token),
         )
         .await
         {
@@ -160,8 +161,8 @@ impl Drop for Place {
         if !joined {
             return;
         }
-        let (client, names, token) = (
-            self.client.clone(),
+        let (reach, names, token) = (
+            self.handles.reach.clone(),
             self.names.clone(),
             std::mem::take(&mut self.token),
         );
@@ -169,15 +170,16 @@ impl Drop for Place {
         // (its reply lost with a reset connection) would otherwise stay until its window ends.
         // Left synchronously instead when the runtime drops it (shutting down).
         let leftover = crate::renewal::shutdown::Leftover::place(&names, &token);
-        let shutdown = client.shutdown_state().clone();
-        shutdown.give_back_in_background(leftover, async move {
-            let _ = retrying(
-                &names,
-                "leaving the queue",
-                (Instant::now() + RELEASE_BUDGET, false),
-                |_, _| leave_queue(client.reach(), &names, &token),
-            )
-            .await;
-        });
+        self.handles
+            .shutdown
+            .give_back_in_background(leftover, async move {
+                let _ = retrying(
+                    &names,
+                    "leaving the queue",
+                    (Instant::now() + RELEASE_BUDGET, false),
+                    |_, _| leave_queue(&reach, &names, &token),
+                )
+                .await;
+            });
     }
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lease::Token;
+use crate::renewal::shutdown::Shutdown;
 use crate::scripts::renew_call;
 use crate::scripts::{KeyNames, LEAVE, invoke, invoke_granting, queue_call};
 use crate::topology::one_node::{Waiters, after_lost_reply};
@@ -227,13 +227,17 @@ pub(crate) async fn keep_until(
     release_contended(reach, names, token, valid_until, Waiters::Unknown).await
 }
 
-/// Gives back, in the background, a lock `token` may still hold: a lease the watchdog gave
-/// up on (renewals failing past its validity), which may still be in Redis.
-pub(crate) fn give_back(client: &LockClient, names: &KeyNames, token: &str) {
-    let (client, names, token) = (client.clone(), Arc::new(names.clone()), Token::from(token));
+/// Gives back through `reach`, in the background of `shutdown`, a lock `token` may still
+/// hold: a lease the watchdog gave up on (renewals failing past its validity), which may
+/// still be in Redis.
+pub(crate) fn give_back(
+    (reach, shutdown): (&Arc<Reach>, &Arc<Shutdown>),
+    names: &KeyNames,
+    token: &str,
+) {
+    let (reach, names, token) = (reach.clone(), Arc::new(names.clone()), Token::from(token));
     let leftover = crate::renewal::shutdown::Leftover::lock(&names, &token);
-    let shutdown = client.shutdown_state().clone();
     shutdown.give_back_in_background(leftover, async move {
-        release_token(client.reach(), &names, &token).await;
+        release_token(&reach, &names, &token).await;
     });
 }
