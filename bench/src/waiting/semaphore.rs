@@ -8,7 +8,8 @@ use futures_util::future::join_all;
 use lock_runtime::{Config, LockClient};
 use tokio::time::Instant;
 
-use super::{Case, Failures, READY_LIMIT, serve};
+use super::case::Case;
+use super::protocol::{Failures, READY_LIMIT, serve};
 use crate::error::BenchResult;
 
 /// What the holders hold: a lock on each key, or the one permit of each key's semaphore.
