@@ -157,25 +157,7 @@ pub(crate) async fn measure(
 
 async fn one_run(cluster: &Cluster, run: usize) -> BenchResult<ClusterWatchdogRecord> {
     let client = LockClient::new(Config::cluster(cluster.urls.iter().cloned()))?;
-    let started = Instant::now();
-    let acquired: Vec<BenchResult<LockGuard>> = futures_util::stream::iter(0..LOCKS)
-        .map(|n| {
-            let client = &client;
-            async move {
-                let guard = lock_runtime::Lock::new(key(n))
-                    .ttl(TTL)
-                    .wait(Duration::ZERO)
-                    .client(client)
-                    .acquire()
-                    .await?;
-                Ok(guard)
-            }
-        })
-        .buffer_unordered(1_000)
-        .collect()
-        .await;
-    let acquire_s = started.elapsed().as_secs_f64();
-    let held: Vec<LockGuard> = acquired.into_iter().collect::<BenchResult<_>>()?;
+    let (held, acquire_s) = take_all(&client).await?;
     // One renewal round passes (every ttl/3) before the window opens.
     tokio::time::sleep(TTL / 3 + Duration::from_millis(200)).await;
     let mut keys = Vec::with_capacity(cluster.len());
@@ -190,15 +172,7 @@ async fn one_run(cluster: &Cluster, run: usize) -> BenchResult<ClusterWatchdogRe
     let cpu = admin::cpu_time().saturating_sub(cpu0).as_secs_f64();
     let window_s = window.elapsed().as_secs_f64();
     let lost = held.iter().filter(|guard| guard.is_lost()).count() as u64;
-    let released: Vec<BenchResult<()>> = futures_util::stream::iter(held)
-        .map(|guard| async move {
-            guard.release().await?;
-            Ok(())
-        })
-        .buffer_unordered(1_000)
-        .collect()
-        .await;
-    released.into_iter().collect::<BenchResult<()>>()?;
+    release_all(held).await?;
     let masters = cluster
         .urls
         .iter()
@@ -222,4 +196,40 @@ async fn one_run(cluster: &Cluster, run: usize) -> BenchResult<ClusterWatchdogRe
         client_cpu_share: cpu / window_s,
         lost,
     })
+}
+
+/// Takes the [`LOCKS`] keys with `client`, 1,000 at a time: the guards, and how long
+/// taking them all took.
+async fn take_all(client: &LockClient) -> BenchResult<(Vec<LockGuard>, f64)> {
+    let started = Instant::now();
+    let acquired: Vec<BenchResult<LockGuard>> = futures_util::stream::iter(0..LOCKS)
+        .map(|n| async move {
+            let guard = lock_runtime::Lock::new(key(n))
+                .ttl(TTL)
+                .wait(Duration::ZERO)
+                .client(client)
+                .acquire()
+                .await?;
+            Ok(guard)
+        })
+        .buffer_unordered(1_000)
+        .collect()
+        .await;
+    let acquire_s = started.elapsed().as_secs_f64();
+    let held: Vec<LockGuard> = acquired.into_iter().collect::<BenchResult<_>>()?;
+    Ok((held, acquire_s))
+}
+
+/// Releases every guard, 1,000 at a time.
+async fn release_all(held: Vec<LockGuard>) -> BenchResult<()> {
+    let released: Vec<BenchResult<()>> = futures_util::stream::iter(held)
+        .map(|guard| async move {
+            guard.release().await?;
+            Ok(())
+        })
+        .buffer_unordered(1_000)
+        .collect()
+        .await;
+    released.into_iter().collect::<BenchResult<()>>()?;
+    Ok(())
 }

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use lock_runtime::{Config, LockClient, LockError};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::Instant;
 
 use crate::error::BenchResult;
@@ -210,22 +210,86 @@ async fn measure_one(
         std::process::id()
     );
     let (inside, overlaps) = (format!("{key}:inside"), format!("{key}:overlaps"));
-    let redis = redis::Client::open(url)?;
-    let mut conn = redis.get_multiplexed_async_connection().await?;
-    let _: () = redis::cmd("DEL")
-        .arg(&key)
-        .arg(&inside)
-        .arg(&overlaps)
-        .query_async(&mut conn)
-        .await?;
+    let mut conn = cleared(url, [&key, &inside, &overlaps]).await?;
     let ours = LockClient::new(Config::single(url))?;
     // Warm-up: the connection, the scripts, the subscription.
     ours.lock(format!("{key}:warm"))
         .run(async { Ok::<_, LockError>(()) })
         .await?;
 
+    let (mut child, mut lines) = start_child(foreign, url, &key, window).await?;
+    let end = Instant::now() + window;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (ours, conn) = (ours.clone(), conn.clone());
+            let keys = (key.clone(), inside.clone(), overlaps.clone());
+            tokio::spawn(contend(ours, conn, keys, end))
+        })
+        .collect();
+    let mut waits = Vec::new();
+    let mut open = 0;
+    for task in tasks {
+        let (task_waits, task_open) = task.await??;
+        waits.extend(task_waits);
+        open = open.max(task_open);
+    }
+    let report = child_report(&mut child, &mut lines, end).await?;
+    let found = overlaps_found(&mut conn, &inside, &overlaps).await?;
+    waits.sort_unstable();
+    let mut theirs = report.waits_us;
+    theirs.sort_unstable();
+    Ok(ForeignRecord {
+        foreign: foreign.id().to_owned(),
+        run,
+        window_s: window.as_secs_f64(),
+        ours: waits.len() as u64,
+        theirs: theirs.len() as u64,
+        our_p50_us: percentile(&waits, 0.50),
+        our_p99_us: percentile(&waits, 0.99),
+        our_max_us: waits.last().copied().unwrap_or(0),
+        our_open_us: open,
+        their_p99_us: percentile(&theirs, 0.99),
+        overlaps: found.unwrap_or(0),
+    })
+}
+
+/// A connection of the bench's own to `url`, with `keys` deleted.
+async fn cleared(url: &str, keys: [&str; 3]) -> BenchResult<redis::aio::MultiplexedConnection> {
+    let redis = redis::Client::open(url)?;
+    let mut conn = redis.get_multiplexed_async_connection().await?;
+    let _: () = redis::cmd("DEL")
+        .arg(keys[0])
+        .arg(keys[1])
+        .arg(keys[2])
+        .query_async(&mut conn)
+        .await?;
+    Ok(conn)
+}
+
+/// The overlaps the counter found; then deletes it and the `inside` mark.
+async fn overlaps_found(
+    conn: &mut redis::aio::MultiplexedConnection,
+    inside: &str,
+    overlaps: &str,
+) -> BenchResult<Option<u64>> {
+    let found: Option<u64> = redis::cmd("GET").arg(overlaps).query_async(conn).await?;
+    let _: () = redis::cmd("DEL")
+        .arg(inside)
+        .arg(overlaps)
+        .query_async(conn)
+        .await?;
+    Ok(found)
+}
+
+/// The foreign child, started and told `go` once it said `ready`; its stdout's lines.
+async fn start_child(
+    foreign: &Foreign<'_>,
+    url: &str,
+    key: &str,
+    window: Duration,
+) -> BenchResult<(Child, Lines<BufReader<ChildStdout>>)> {
     let mut child = foreign
-        .command(url, &key, window)
+        .command(url, key, window)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -246,57 +310,61 @@ async fn measure_one(
     stdin.write_all(b"go\n").await?;
     stdin.flush().await?;
     drop(stdin);
-    let end = Instant::now() + window;
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let (ours, mut conn, key) = (ours.clone(), conn.clone(), key.clone());
-            let (inside, overlaps) = (inside.clone(), overlaps.clone());
-            tokio::spawn(async move {
-                let (mut waits, mut open) = (Vec::new(), 0u64);
-                for _ in 0..1_000_000 {
-                    let asked = Instant::now();
-                    let left = end.saturating_duration_since(asked);
-                    if left.is_zero() {
-                        break;
-                    }
-                    let held = ours
-                        .lock(key.as_str())
-                        .ttl(Duration::from_secs(10))
-                        .wait(left)
-                        .run(async {
-                            let waited = asked.elapsed();
-                            // A failed mark is reported after the hold, not as the lock's.
-                            let marked = hold(&mut conn, &inside, &overlaps).await;
-                            Ok::<_, LockError>(marked.map(|()| waited))
-                        })
-                        .await;
-                    match held {
-                        Ok(Err(err)) => return Err(format!("the overlap counter: {err}")),
-                        Ok(Ok(waited)) if Instant::now() < end => {
-                            waits.push(waited.as_micros() as u64);
-                        }
-                        Ok(Ok(waited)) => {
-                            open = open.max(waited.as_micros() as u64);
-                            break;
-                        }
-                        Err(LockError::Timeout { .. }) => {
-                            open = open.max(asked.elapsed().as_micros() as u64);
-                            break;
-                        }
-                        Err(other) => return Err(other.to_string()),
-                    }
-                }
-                Ok((waits, open))
+    Ok((child, lines))
+}
+
+/// One task of ours: takes the lock on `key` until `end`, each hold marked on the
+/// `inside` and `overlaps` counters. Returns its waits (µs) and its longest wait left open
+/// at the window's end.
+async fn contend(
+    ours: LockClient,
+    mut conn: redis::aio::MultiplexedConnection,
+    (key, inside, overlaps): (String, String, String),
+    end: Instant,
+) -> Result<(Vec<u64>, u64), String> {
+    let (mut waits, mut open) = (Vec::new(), 0u64);
+    for _ in 0..1_000_000 {
+        let asked = Instant::now();
+        let left = end.saturating_duration_since(asked);
+        if left.is_zero() {
+            break;
+        }
+        let held = ours
+            .lock(key.as_str())
+            .ttl(Duration::from_secs(10))
+            .wait(left)
+            .run(async {
+                let waited = asked.elapsed();
+                // A failed mark is reported after the hold, not as the lock's.
+                let marked = hold(&mut conn, &inside, &overlaps).await;
+                Ok::<_, LockError>(marked.map(|()| waited))
             })
-        })
-        .collect();
-    let mut waits = Vec::new();
-    let mut open = 0;
-    for task in tasks {
-        let (task_waits, task_open) = task.await??;
-        waits.extend(task_waits);
-        open = open.max(task_open);
+            .await;
+        match held {
+            Ok(Err(err)) => return Err(format!("the overlap counter: {err}")),
+            Ok(Ok(waited)) if Instant::now() < end => {
+                waits.push(waited.as_micros() as u64);
+            }
+            Ok(Ok(waited)) => {
+                open = open.max(waited.as_micros() as u64);
+                break;
+            }
+            Err(LockError::Timeout { .. }) => {
+                open = open.max(asked.elapsed().as_micros() as u64);
+                break;
+            }
+            Err(other) => return Err(other.to_string()),
+        }
     }
+    Ok((waits, open))
+}
+
+/// The foreign child's report after its window, and its exit.
+async fn child_report(
+    child: &mut Child,
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    end: Instant,
+) -> BenchResult<ChildReport> {
     let line = tokio::time::timeout_at(end + CHILD_LIMIT, lines.next_line())
         .await
         .map_err(|_| "the foreign child did not report within 60 s of its window")??
@@ -308,31 +376,7 @@ async fn measure_one(
     if !status.success() {
         return Err(format!("the foreign child failed: {status}").into());
     }
-    let found: Option<u64> = redis::cmd("GET")
-        .arg(&overlaps)
-        .query_async(&mut conn)
-        .await?;
-    let _: () = redis::cmd("DEL")
-        .arg(&inside)
-        .arg(&overlaps)
-        .query_async(&mut conn)
-        .await?;
-    waits.sort_unstable();
-    let mut theirs = report.waits_us;
-    theirs.sort_unstable();
-    Ok(ForeignRecord {
-        foreign: foreign.id().to_owned(),
-        run,
-        window_s: window.as_secs_f64(),
-        ours: waits.len() as u64,
-        theirs: theirs.len() as u64,
-        our_p50_us: percentile(&waits, 0.50),
-        our_p99_us: percentile(&waits, 0.99),
-        our_max_us: waits.last().copied().unwrap_or(0),
-        our_open_us: open,
-        their_p99_us: percentile(&theirs, 0.99),
-        overlaps: found.unwrap_or(0),
-    })
+    Ok(report)
 }
 
 /// One hold of ours: marks the overlap counter around [`HOLD`].

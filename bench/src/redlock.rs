@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admin::{Admin, CommandStats, Monitored};
+use crate::admin::{Admin, CommandStats, Monitor, Monitored};
 use crate::contenders::{Clients, Contender};
 use crate::error::BenchResult;
 use crate::scenarios::{self, HotRecord};
@@ -49,6 +49,56 @@ impl Masters {
             admins,
             clients,
         }))
+    }
+
+    /// A warm-up acquisition on the key `warm`: connections to every master open and
+    /// scripts loaded before the counters start.
+    async fn warm_up(&self, contender: Contender, warm: &str) -> BenchResult<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        match self.clients.acquire_hot(contender, warm, deadline).await? {
+            Some(held) => held.release().await?,
+            None => return Err("the warm-up acquisition did not finish in 5 s".into()),
+        }
+        Ok(())
+    }
+
+    /// Every master's counters reset, then a `MONITOR` tap on each (`None` where none
+    /// could be opened).
+    async fn tap(&self) -> BenchResult<Vec<Option<Monitor>>> {
+        for admin in &self.admins {
+            admin.reset_stats().await?;
+        }
+        let mut monitors = Vec::new();
+        for admin in &self.admins {
+            monitors.push(admin.monitor().await?);
+        }
+        Ok(monitors)
+    }
+
+    /// What the taps saw, summed (`None` if a master had no tap), and the commands every
+    /// master ran, summed.
+    async fn counted(
+        &self,
+        monitors: Vec<Option<Monitor>>,
+    ) -> BenchResult<(Option<Monitored>, CommandStats)> {
+        let mut monitored = Some(Monitored::default());
+        for (monitor, admin) in monitors.into_iter().zip(&self.admins) {
+            match monitor {
+                Some(monitor) => {
+                    let seen = monitor.finish(admin).await?;
+                    if let Some(total) = monitored.as_mut() {
+                        total.requests += seen.requests;
+                        total.in_lua += seen.in_lua;
+                    }
+                }
+                None => monitored = None,
+            }
+        }
+        let mut commands = CommandStats::default();
+        for admin in &self.admins {
+            commands.add(&admin.command_stats().await?);
+        }
+        Ok((monitored, commands))
     }
 }
 
@@ -112,22 +162,8 @@ pub(crate) async fn hot_key(
     // A warm-up acquisition on a key of its own: connections to every master open and
     // scripts loaded before the counters start.
     let warm = format!("bench:redlock-warm:{}:{run}", contender.id());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    match masters
-        .clients
-        .acquire_hot(contender, &warm, deadline)
-        .await?
-    {
-        Some(held) => held.release().await?,
-        None => return Err("the warm-up acquisition did not finish in 5 s".into()),
-    }
-    for admin in &masters.admins {
-        admin.reset_stats().await?;
-    }
-    let mut monitors = Vec::new();
-    for admin in &masters.admins {
-        monitors.push(admin.monitor().await?);
-    }
+    masters.warm_up(contender, &warm).await?;
+    let monitors = masters.tap().await?;
     let silenced = match (silent, masters.admins.last()) {
         (true, Some(last)) => Some(Silenced::new(last).await?),
         _ => None,
@@ -136,23 +172,7 @@ pub(crate) async fn hot_key(
         scenarios::hot_tasks(&masters.clients, contender, &key, tasks, hold, window).await;
     drop(silenced);
     // The taps and counters are read (and the keys cleaned) whatever the outcome.
-    let mut monitored = Some(Monitored::default());
-    for (monitor, admin) in monitors.into_iter().zip(&masters.admins) {
-        match monitor {
-            Some(monitor) => {
-                let seen = monitor.finish(admin).await?;
-                if let Some(total) = monitored.as_mut() {
-                    total.requests += seen.requests;
-                    total.in_lua += seen.in_lua;
-                }
-            }
-            None => monitored = None,
-        }
-    }
-    let mut commands = CommandStats::default();
-    for admin in &masters.admins {
-        commands.add(&admin.command_stats().await?);
-    }
+    let (monitored, commands) = masters.counted(monitors).await?;
     tokio::time::sleep(Duration::from_millis(100)).await;
     for admin in &masters.admins {
         admin.del_matching(&format!("*{key}*")).await?;

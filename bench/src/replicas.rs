@@ -214,95 +214,20 @@ pub(crate) async fn measure_run(
     measured: &mut Measured,
     skipped: &mut Vec<String>,
 ) {
-    let mut variants: Vec<(Contender, bool)> = list
-        .iter()
-        .flat_map(|&contender| [(contender, false), (contender, true)])
-        .collect();
-    if !variants.is_empty() {
-        let by = run % variants.len();
-        variants.rotate_left(by);
-    }
+    let variants = variants(list, run);
     for (tasks, duration) in [(1, uncontended), (many_tasks, many)] {
-        for &(contender, waits) in &variants {
-            let clients = pair.clients(waits);
-            let keys = pair.key_run(run, waits);
-            let outcome = scenarios::cycles(clients, &pair.admin, contender, keys, tasks, duration)
-                .await
-                .map(|record| CycleRecord { run, ..record });
-            if pair.rule != Rule::Replicas {
-                // Grants undone or releases given up leave keys to their ttl; the next
-                // measurement on the same keys must not find them.
-                if let Err(err) = pair.admin.del_matching("bench:*").await {
-                    note(
-                        skipped,
-                        run,
-                        "clean-up",
-                        (contender, pair.rule, waits),
-                        &*err,
-                    );
-                }
-            }
-            match outcome {
-                Ok(record) => {
-                    eprintln!(
-                        "run {run} replicas {tasks:>3} tasks {:<50} {:>9.0} cycles/s, {} busy",
-                        label(contender, pair.rule, waits),
-                        record.per_s,
-                        record.failures
-                    );
-                    let variant = Variant { waits, record };
-                    if tasks == 1 {
-                        measured.uncontended.push(variant);
-                    } else {
-                        measured.many_keys.push(variant);
-                    }
-                }
-                Err(err) => note(
-                    skipped,
-                    run,
-                    &format!("{tasks} tasks"),
-                    (contender, pair.rule, waits),
-                    &*err,
-                ),
-            }
+        for &variant in &variants {
+            let scenario = (tasks, duration);
+            measure_cycles(pair, run, variant, scenario, measured, skipped).await;
         }
     }
     // The hot key: for the replicas only (durable grants are measured on cycles).
     let hot = variants
         .iter()
         .filter(|(c, _)| *c == Contender::Api && pair.rule == Rule::Replicas);
-    for &(contender, waits) in hot {
-        let clients = pair.clients(waits);
-        let outcome = scenarios::hot_key(
-            clients,
-            &pair.admin,
-            contender,
-            run,
-            HOT_TASKS,
-            hold,
-            window,
-            None,
-        )
-        .await;
-        match outcome {
-            Ok(record) => {
-                eprintln!(
-                    "run {run} replicas hot key {:<50} {:>9.0} acq/s, p99 {:.1} ms, {} violations",
-                    label(contender, pair.rule, waits),
-                    record.per_s,
-                    record.p99_us as f64 / 1e3,
-                    record.violations
-                );
-                measured.hot_key.push(Variant { waits, record });
-            }
-            Err(err) => note(
-                skipped,
-                run,
-                "hot key",
-                (contender, pair.rule, waits),
-                &*err,
-            ),
-        }
+    for &variant in hot {
+        let scenario = (hold, window);
+        measure_hot(pair, run, variant, scenario, measured, skipped).await;
     }
     match pair.replica_link().await {
         Ok(link) => measured.replica_link = link,
@@ -311,6 +236,113 @@ pub(crate) async fn measure_run(
             run,
             "replica link",
             (Contender::Raw, pair.rule, false),
+            &*err,
+        ),
+    }
+}
+
+/// Every contender in `list` without and with the option, the order rotated by `run`.
+fn variants(list: &[Contender], run: usize) -> Vec<(Contender, bool)> {
+    let mut variants: Vec<(Contender, bool)> = list
+        .iter()
+        .flat_map(|&contender| [(contender, false), (contender, true)])
+        .collect();
+    if !variants.is_empty() {
+        let by = run % variants.len();
+        variants.rotate_left(by);
+    }
+    variants
+}
+
+/// One contender's cycles, without or with the option, on `tasks` keys for `duration`.
+async fn measure_cycles(
+    pair: &Replicated,
+    run: usize,
+    (contender, waits): (Contender, bool),
+    (tasks, duration): (u64, Duration),
+    measured: &mut Measured,
+    skipped: &mut Vec<String>,
+) {
+    let clients = pair.clients(waits);
+    let keys = pair.key_run(run, waits);
+    let outcome = scenarios::cycles(clients, &pair.admin, contender, keys, tasks, duration)
+        .await
+        .map(|record| CycleRecord { run, ..record });
+    if pair.rule != Rule::Replicas {
+        // Grants undone or releases given up leave keys to their ttl; the next
+        // measurement on the same keys must not find them.
+        if let Err(err) = pair.admin.del_matching("bench:*").await {
+            note(
+                skipped,
+                run,
+                "clean-up",
+                (contender, pair.rule, waits),
+                &*err,
+            );
+        }
+    }
+    match outcome {
+        Ok(record) => {
+            eprintln!(
+                "run {run} replicas {tasks:>3} tasks {:<50} {:>9.0} cycles/s, {} busy",
+                label(contender, pair.rule, waits),
+                record.per_s,
+                record.failures
+            );
+            let variant = Variant { waits, record };
+            if tasks == 1 {
+                measured.uncontended.push(variant);
+            } else {
+                measured.many_keys.push(variant);
+            }
+        }
+        Err(err) => note(
+            skipped,
+            run,
+            &format!("{tasks} tasks"),
+            (contender, pair.rule, waits),
+            &*err,
+        ),
+    }
+}
+
+/// Ours on the hot key, without or with the option.
+async fn measure_hot(
+    pair: &Replicated,
+    run: usize,
+    (contender, waits): (Contender, bool),
+    (hold, window): (Duration, Duration),
+    measured: &mut Measured,
+    skipped: &mut Vec<String>,
+) {
+    let clients = pair.clients(waits);
+    let outcome = scenarios::hot_key(
+        clients,
+        &pair.admin,
+        contender,
+        run,
+        HOT_TASKS,
+        hold,
+        window,
+        None,
+    )
+    .await;
+    match outcome {
+        Ok(record) => {
+            eprintln!(
+                "run {run} replicas hot key {:<50} {:>9.0} acq/s, p99 {:.1} ms, {} violations",
+                label(contender, pair.rule, waits),
+                record.per_s,
+                record.p99_us as f64 / 1e3,
+                record.violations
+            );
+            measured.hot_key.push(Variant { waits, record });
+        }
+        Err(err) => note(
+            skipped,
+            run,
+            "hot key",
+            (contender, pair.rule, waits),
             &*err,
         ),
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_runtime::{Lock, RwLock};
+use lock_runtime::{Lock, LockError, RwLock};
 use tokio::time::Instant;
 
 use crate::error::BenchResult;
@@ -65,51 +65,8 @@ pub(crate) async fn read_heavy(
     let mut handles = Vec::new();
     for task in 0..tasks {
         let (key, errors) = (key.clone(), errors.clone());
-        handles.push(tokio::spawn(async move {
-            let mut waits = (Vec::new(), Vec::new());
-            let mut seed = 0x9E37_79B9_7F4A_7C15_u64 ^ (task + 1).wrapping_mul(run as u64 + 7);
-            while Instant::now() < end {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let read = seed % 100 < READ_PERCENT;
-                let asked = Instant::now();
-                let held = match (kind, read) {
-                    (Kind::ReadWrite, true) => match RwLock::new(key.as_str()).read().await {
-                        Ok(guard) => {
-                            let waited = asked.elapsed();
-                            tokio::time::sleep(hold).await;
-                            guard.release().await.map(|_| waited)
-                        }
-                        Err(err) => Err(err),
-                    },
-                    (Kind::ReadWrite, false) => match RwLock::new(key.as_str()).write().await {
-                        Ok(guard) => {
-                            let waited = asked.elapsed();
-                            tokio::time::sleep(hold).await;
-                            guard.release().await.map(|_| waited)
-                        }
-                        Err(err) => Err(err),
-                    },
-                    (Kind::Mutex, _) => match Lock::new(key.as_str()).acquire().await {
-                        Ok(guard) => {
-                            let waited = asked.elapsed();
-                            tokio::time::sleep(hold).await;
-                            guard.release().await.map(|_| waited)
-                        }
-                        Err(err) => Err(err),
-                    },
-                };
-                match held {
-                    Ok(waited) if read => waits.0.push(waited.as_micros() as u64),
-                    Ok(waited) => waits.1.push(waited.as_micros() as u64),
-                    Err(_) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            waits
-        }));
+        let operations = one_task(kind, (run, task), key, errors, (hold, end));
+        handles.push(tokio::spawn(operations));
     }
     let (mut reads, mut writes) = (Vec::new(), Vec::new());
     for handle in handles {
@@ -131,6 +88,66 @@ pub(crate) async fn read_heavy(
         write_p99_us: percentile(&writes, 0.99),
         errors: errors.load(Ordering::Relaxed),
     })
+}
+
+/// One task of [`read_heavy`]: reads or writes (90 to 10, by its own xorshift sequence)
+/// until `end`; its read waits and its write waits, in µs, each error counted in `errors`.
+async fn one_task(
+    kind: Kind,
+    (run, task): (usize, u64),
+    key: String,
+    errors: Arc<AtomicU64>,
+    (hold, end): (Duration, Instant),
+) -> (Vec<u64>, Vec<u64>) {
+    let mut waits = (Vec::new(), Vec::new());
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64 ^ (task + 1).wrapping_mul(run as u64 + 7);
+    while Instant::now() < end {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let read = seed % 100 < READ_PERCENT;
+        let held = operate(kind, read, &key, hold).await;
+        match held {
+            Ok(waited) if read => waits.0.push(waited.as_micros() as u64),
+            Ok(waited) => waits.1.push(waited.as_micros() as u64),
+            Err(_) => {
+                errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    waits
+}
+
+/// One operation: takes the key (to read, to write, or the mutex), holds it for `hold` and
+/// releases it; how long it waited for it.
+async fn operate(kind: Kind, read: bool, key: &str, hold: Duration) -> Result<Duration, LockError> {
+    let asked = Instant::now();
+    match (kind, read) {
+        (Kind::ReadWrite, true) => match RwLock::new(key).read().await {
+            Ok(guard) => {
+                let waited = asked.elapsed();
+                tokio::time::sleep(hold).await;
+                guard.release().await.map(|_| waited)
+            }
+            Err(err) => Err(err),
+        },
+        (Kind::ReadWrite, false) => match RwLock::new(key).write().await {
+            Ok(guard) => {
+                let waited = asked.elapsed();
+                tokio::time::sleep(hold).await;
+                guard.release().await.map(|_| waited)
+            }
+            Err(err) => Err(err),
+        },
+        (Kind::Mutex, _) => match Lock::new(key).acquire().await {
+            Ok(guard) => {
+                let waited = asked.elapsed();
+                tokio::time::sleep(hold).await;
+                guard.release().await.map(|_| waited)
+            }
+            Err(err) => Err(err),
+        },
+    }
 }
 
 /// Runs both kinds `runs` times (interleaved, the order alternating): every measurement,

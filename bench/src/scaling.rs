@@ -15,6 +15,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use lock_runtime::{Config, LockClient};
 use serde::Serialize;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::admin::Admin;
@@ -89,15 +90,7 @@ pub(crate) async fn wakeup(
     let prefix = format!("bench:wake:{}:{keys}:{run}", contender.id());
     let names: Vec<String> = (0..keys).map(|k| format!("{prefix}:{k}")).collect();
     let started = Instant::now();
-    let holders: Vec<BenchResult<Held>> = futures_util::stream::iter(names.clone())
-        .map(|key| {
-            let holder_client = &holder_client;
-            async move { hold(clients, holder_client, contender, &key).await }
-        })
-        .buffer_unordered(1_000)
-        .collect()
-        .await;
-    let holders: Vec<Held> = holders.into_iter().collect::<BenchResult<_>>()?;
+    let holders = hold_all(clients, &holder_client, contender, &names).await?;
     // Every waiter waits at most until the releases plus WAKE_LIMIT.
     let settle = Duration::from_millis(200) + Duration::from_micros(50) * keys as u32;
     let until = started + Duration::from_secs(30) + settle + WAKE_LIMIT;
@@ -120,29 +113,8 @@ pub(crate) async fn wakeup(
         .collect();
     tokio::time::sleep(settle).await;
     admin.reset_stats().await?;
-    // All holders release together; each notes when its release was called.
-    let released: Vec<BenchResult<Instant>> =
-        futures_util::future::join_all(holders.into_iter().map(|held| async move {
-            let at = Instant::now();
-            held.release().await?;
-            BenchResult::Ok(at)
-        }))
-        .await;
-    let mut latencies = Vec::new();
-    let (mut early, mut missed) = (0u64, 0u64);
-    for (waiter, released) in waiters.into_iter().zip(released) {
-        let released = released?;
-        match tokio::time::timeout_at(until + Duration::from_secs(5), waiter).await {
-            Ok(joined) => match joined?? {
-                Some(acquired) if acquired >= released => {
-                    latencies.push(u64::try_from((acquired - released).as_micros())?);
-                }
-                Some(_) => early += 1,
-                None => missed += 1,
-            },
-            Err(_) => missed += 1,
-        }
-    }
+    let released = release_all(holders).await;
+    let (mut latencies, early, missed) = outcomes(waiters, released, until).await?;
     let commands = admin.command_stats().await?;
     admin.del_matching(&format!("*{prefix}*")).await?;
     latencies.sort_unstable();
@@ -159,6 +131,56 @@ pub(crate) async fn wakeup(
         max_us: latencies.last().copied().unwrap_or(0),
         server_cmds_per_key: commands.total_calls() as f64 / keys.max(1) as f64,
     })
+}
+
+/// Every key of `names` taken by its holder, 1,000 at a time.
+async fn hold_all(
+    clients: &Arc<Clients>,
+    holder_client: &LockClient,
+    contender: Contender,
+    names: &[String],
+) -> BenchResult<Vec<Held>> {
+    let holders: Vec<BenchResult<Held>> = futures_util::stream::iter(names.to_vec())
+        .map(|key| async move { hold(clients, holder_client, contender, &key).await })
+        .buffer_unordered(1_000)
+        .collect()
+        .await;
+    holders.into_iter().collect::<BenchResult<_>>()
+}
+
+/// All holders release together; each notes when its release was called.
+async fn release_all(holders: Vec<Held>) -> Vec<BenchResult<Instant>> {
+    futures_util::future::join_all(holders.into_iter().map(|held| async move {
+        let at = Instant::now();
+        held.release().await?;
+        BenchResult::Ok(at)
+    }))
+    .await
+}
+
+/// Each waiter's outcome against its holder's release: the latencies (µs), the
+/// waiters that acquired early and those that missed.
+async fn outcomes(
+    waiters: Vec<JoinHandle<BenchResult<Option<Instant>>>>,
+    released: Vec<BenchResult<Instant>>,
+    until: Instant,
+) -> BenchResult<(Vec<u64>, u64, u64)> {
+    let mut latencies = Vec::new();
+    let (mut early, mut missed) = (0u64, 0u64);
+    for (waiter, released) in waiters.into_iter().zip(released) {
+        let released = released?;
+        match tokio::time::timeout_at(until + Duration::from_secs(5), waiter).await {
+            Ok(joined) => match joined?? {
+                Some(acquired) if acquired >= released => {
+                    latencies.push(u64::try_from((acquired - released).as_micros())?);
+                }
+                Some(_) => early += 1,
+                None => missed += 1,
+            },
+            Err(_) => missed += 1,
+        }
+    }
+    Ok((latencies, early, missed))
 }
 
 /// Takes `key` at once for a holder of the wake-up sweep.

@@ -103,49 +103,7 @@ async fn holders(
         .map(|_| {
             let (client, key) = (client.clone(), key.to_owned());
             let (inside, most) = (inside.clone(), most.clone());
-            tokio::spawn(async move {
-                let mut waits = Vec::new();
-                for _ in 0..MAX_ITERATIONS {
-                    let t0 = Instant::now();
-                    if t0 >= end {
-                        break;
-                    }
-                    let wait = end.saturating_duration_since(t0) + Duration::from_secs(5);
-                    let enter = |inside: &AtomicU64, most: &AtomicU64| {
-                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                        most.fetch_max(now, Ordering::SeqCst);
-                    };
-                    match permits {
-                        Some(permits) => {
-                            let permit = client
-                                .semaphore(key.as_str(), permits)
-                                .ttl(TTL)
-                                .wait(wait)
-                                .acquire()
-                                .await?;
-                            waits.push(t0.elapsed());
-                            enter(&inside, &most);
-                            tokio::time::sleep(HOLD).await;
-                            inside.fetch_sub(1, Ordering::SeqCst);
-                            permit.release().await?;
-                        }
-                        None => {
-                            let guard = client
-                                .lock(key.as_str())
-                                .ttl(TTL)
-                                .wait(wait)
-                                .acquire()
-                                .await?;
-                            waits.push(t0.elapsed());
-                            enter(&inside, &most);
-                            tokio::time::sleep(HOLD).await;
-                            inside.fetch_sub(1, Ordering::SeqCst);
-                            guard.release().await?;
-                        }
-                    }
-                }
-                BenchResult::Ok(waits)
-            })
+            tokio::spawn(holder(client, key, permits, (inside, most), end))
         })
         .collect();
     let mut waits = Vec::new();
@@ -164,6 +122,58 @@ async fn holders(
         most.load(Ordering::SeqCst),
         p99,
     ))
+}
+
+/// One task of [`holders`]: takes the key, holds it [`HOLD`], gives it back, until `end`;
+/// its waits. `inside` counts the holders now, `most` the most seen at once.
+async fn holder(
+    client: LockClient,
+    key: String,
+    permits: Option<u32>,
+    (inside, most): (Arc<AtomicU64>, Arc<AtomicU64>),
+    end: Instant,
+) -> BenchResult<Vec<Duration>> {
+    let mut waits = Vec::new();
+    for _ in 0..MAX_ITERATIONS {
+        let t0 = Instant::now();
+        if t0 >= end {
+            break;
+        }
+        let wait = end.saturating_duration_since(t0) + Duration::from_secs(5);
+        let enter = |inside: &AtomicU64, most: &AtomicU64| {
+            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+        };
+        match permits {
+            Some(permits) => {
+                let permit = client
+                    .semaphore(key.as_str(), permits)
+                    .ttl(TTL)
+                    .wait(wait)
+                    .acquire()
+                    .await?;
+                waits.push(t0.elapsed());
+                enter(&inside, &most);
+                tokio::time::sleep(HOLD).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                permit.release().await?;
+            }
+            None => {
+                let guard = client
+                    .lock(key.as_str())
+                    .ttl(TTL)
+                    .wait(wait)
+                    .acquire()
+                    .await?;
+                waits.push(t0.elapsed());
+                enter(&inside, &most);
+                tokio::time::sleep(HOLD).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.release().await?;
+            }
+        }
+    }
+    BenchResult::Ok(waits)
 }
 
 /// [`TASKS`] tasks send `PING` on one multiplexed connection until `window` ends: round
