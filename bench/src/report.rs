@@ -72,12 +72,7 @@ pub(crate) fn write_all(
     let contention = contention_goals(&results.settings, &uncontended, &hot, &spread);
     let redlock = hot_summaries(&results.redlock_hot);
     let counted = instruction_summaries(&results.instructions);
-    let mut redlock_path_goals = Vec::from(redlock_hot_key::redlock_goals(&redlock));
-    redlock_path_goals.push(instructions_per_cycle::attribute_instructions_goal(
-        &counted,
-    ));
-    redlock_path_goals.extend(cycle_goals::cycle_goals(&uncontended, &many, &counted));
-    redlock_path_goals.extend(cost_growth::held_goals(&results.scaling.held));
+    let redlock_path_goals = redlock_path_goals(results, (&uncontended, &many), &redlock, &counted);
     let mut scale_goals = cost_at_scale::scale_goals(results, &spread);
     scale_goals.extend(cluster_watchdog::goals(results));
     let summary = Summary {
@@ -118,6 +113,20 @@ pub(crate) fn write_all(
     );
     std::fs::write(report, markdown)?;
     Ok(())
+}
+
+/// The goals of Redlock, the uncontended path and held locks, in the table's order.
+fn redlock_path_goals(
+    results: &Results,
+    (uncontended, many): (&[CycleSummary], &[CycleSummary]),
+    redlock: &[HotSummary],
+    counted: &[InstructionSummary],
+) -> Vec<Goal> {
+    let mut redlock_path_goals = Vec::from(redlock_hot_key::redlock_goals(redlock));
+    redlock_path_goals.push(instructions_per_cycle::attribute_instructions_goal(counted));
+    redlock_path_goals.extend(cycle_goals::cycle_goals(uncontended, many, counted));
+    redlock_path_goals.extend(cost_growth::held_goals(&results.scaling.held));
+    redlock_path_goals
 }
 
 /// Sections 9 and 10 alone, for a `BENCH_ONLY=semaphore` or `BENCH_ONLY=rwlock` run

@@ -90,7 +90,21 @@ pub(super) fn contention_goals(
     for (scenario, list, utilization, commands) in
         [(&one, hot, 0.97, 1.0), (&many, spread, 0.93, 5.0)]
     {
-        rows.push(side_by_side(
+        rows.extend(hot_key_rows(scenario, list, utilization, commands));
+    }
+    rows.extend(across_processes_rows(s, &many, spread));
+    rows.into_iter().flatten().collect()
+}
+
+/// The hot key's utilization and server commands per acquisition, in one scenario.
+fn hot_key_rows(
+    scenario: &str,
+    list: &[HotSummary],
+    utilization: f64,
+    commands: f64,
+) -> [Option<SideBySide>; 2] {
+    [
+        side_by_side(
             scenario,
             format!("utilization (acquisitions/s × mean hold) ≥ {utilization:.2}"),
             list,
@@ -106,8 +120,8 @@ pub(super) fn contention_goals(
                     h.utilization >= utilization,
                 ))
             },
-        ));
-        rows.push(side_by_side(
+        ),
+        side_by_side(
             scenario,
             format!("server commands per acquisition (Lua included) ≤ {commands:.0}"),
             list,
@@ -118,11 +132,21 @@ pub(super) fn contention_goals(
                     h.server_cmds_per_acq <= commands,
                 ))
             },
-        ));
-    }
+        ),
+    ]
+}
+
+/// The hot key across processes (`many`): each process's share, the p99 and max waits,
+/// and no two holders at once.
+fn across_processes_rows(
+    s: &Settings,
+    many: &str,
+    spread: &[HotSummary],
+) -> Vec<Option<SideBySide>> {
+    let mut rows = Vec::new();
     let quarter = 1.0 / s.hot_processes.max(1) as f64;
     rows.push(side_by_side(
-        &many,
+        many,
         format!(
             "each process's share of acquisitions within ±25 % of 1/{} ({:.1}–{:.1} %)",
             s.hot_processes,
@@ -147,7 +171,7 @@ pub(super) fn contention_goals(
         ("max", 3.0, |h: &HotSummary| h.max_us),
     ] {
         rows.push(side_by_side(
-            &many,
+            many,
             format!("{name} wait ≤ {times:.0} × (contenders × mean hold)"),
             spread,
             |h| h.contender,
@@ -159,13 +183,13 @@ pub(super) fn contention_goals(
         ));
     }
     rows.push(side_by_side(
-        &many,
+        many,
         "no two holders at once (wall-clock holds of all processes)".into(),
         spread,
         |h| h.contender,
         |h| Some((format!("{} overlaps", h.violations), h.violations == 0)),
     ));
-    rows.into_iter().flatten().collect()
+    rows
 }
 
 /// The contention goals with every contender of the run side by side.

@@ -7,6 +7,7 @@ use super::results::Results;
 use super::summaries::{HotSummary, find};
 use crate::contenders::Contender;
 use crate::figures::{median, ms};
+use crate::processes::QueueSettings;
 use crate::tenures::{Tenures, cohort_worst_wait_us, holds_per_tenure};
 
 /// Every goal of cost at scale this run measured, in the table's order.
@@ -85,7 +86,6 @@ fn two_level_queue_wait(results: &Results, ours: &HotSummary, t: &Tenures) -> St
     let step = hold + t.mean_pass_us;
     let pass_time_us = q.local_pass_time_ms as f64 * 1e3;
     let per_tenure = holds_per_tenure(step, u64::from(q.local_passes), pass_time_us);
-    let ends = 1 + local.saturating_sub(1) / per_tenure.max(1);
     let queue = cohort_worst_wait_us(
         (processes, local),
         hold,
@@ -95,33 +95,7 @@ fn two_level_queue_wait(results: &Results, ours: &HotSummary, t: &Tenures) -> St
     let next_tenure = (local - 1) as f64 * step
         + (processes - 1) as f64 * (per_tenure as f64 * step + t.mean_handover_us);
     let acquisitions = ours.per_s * s.hot_processes_window_s;
-    let settings = if q == crate::processes::QueueSettings::defaults() {
-        String::new()
-    } else {
-        format!(
-            " (this run's settings, not the defaults: local_passes {}, local_pass_time {} ms, \
-             foreign_window {} ms)",
-            q.local_passes, q.local_pass_time_ms, q.foreign_window_ms
-        )
-    };
-    let tenure = if per_tenure < local {
-        format!(
-            "a tenure ends at the first release {} ms or more after it began, or after {} \
-             passes{settings}, so it serves T = {per_tenure} holds while L = {local} tasks of \
-             its process queue: a task that held late in a tenure skips its process's next one \
-             and waits for {ends} turns of the other P − 1 = {} processes, where a \
-             first-come-first-served queue waits for one",
-            q.local_pass_time_ms,
-            q.local_passes,
-            processes - 1
-        )
-    } else {
-        format!(
-            "a tenure serves T = {per_tenure} holds{settings}, at least the L = {local} tasks \
-             of its process, so every task waits for one turn of the other P − 1 = {} processes",
-            processes - 1
-        )
-    };
+    let tenure = tenure_rule(q, (processes, local), per_tenure);
     let share = ours.tasks as f64 / acquisitions.max(1.0);
     let p99_among = if share > 0.01 {
         "more than 1 %, so the p99 is one of them"
@@ -158,6 +132,39 @@ fn two_level_queue_wait(results: &Results, ours: &HotSummary, t: &Tenures) -> St
         ms(queue + t.longest_idle_us as f64),
         s.hot_tasks.saturating_sub(1),
     )
+}
+
+/// How a tenure of the two-level queue ends and what that makes a task wait for, with
+/// this run's queue settings `q` when they are not the defaults.
+fn tenure_rule(q: QueueSettings, (processes, local): (u64, u64), per_tenure: u64) -> String {
+    let ends = 1 + local.saturating_sub(1) / per_tenure.max(1);
+    let settings = if q == QueueSettings::defaults() {
+        String::new()
+    } else {
+        format!(
+            " (this run's settings, not the defaults: local_passes {}, local_pass_time {} ms, \
+             foreign_window {} ms)",
+            q.local_passes, q.local_pass_time_ms, q.foreign_window_ms
+        )
+    };
+    if per_tenure < local {
+        format!(
+            "a tenure ends at the first release {} ms or more after it began, or after {} \
+             passes{settings}, so it serves T = {per_tenure} holds while L = {local} tasks of \
+             its process queue: a task that held late in a tenure skips its process's next one \
+             and waits for {ends} turns of the other P − 1 = {} processes, where a \
+             first-come-first-served queue waits for one",
+            q.local_pass_time_ms,
+            q.local_passes,
+            processes - 1
+        )
+    } else {
+        format!(
+            "a tenure serves T = {per_tenure} holds{settings}, at least the L = {local} tasks \
+             of its process, so every task waits for one turn of the other P − 1 = {} processes",
+            processes - 1
+        )
+    }
 }
 
 /// Four processes on a hot key. The first-come bound (2 × contenders × mean hold, the

@@ -7,8 +7,33 @@ use super::results::Results;
 use crate::error::BenchResult;
 use crate::instructions;
 
+/// What writes one CSV file's text.
+type Writer = fn(&Results) -> String;
+
+/// Each CSV file and what writes it, in the order they are written.
+const FILES: [(&str, Writer); 10] = [
+    ("cycles.csv", cycles_csv),
+    ("hot_key.csv", hot_key_csv),
+    ("hot_key_processes.csv", hot_key_processes_csv),
+    ("hot_key_waits.csv", hot_key_waits_csv),
+    ("watchdog.csv", watchdog_csv),
+    ("redlock_hot_key.csv", redlock_hot_key_csv),
+    ("instructions.csv", instructions_csv),
+    ("scaling_cycles.csv", scaling_cycles_csv),
+    ("scaling_held.csv", scaling_held_csv),
+    ("scaling_wakeups.csv", scaling_wakeups_csv),
+];
+
 /// The CSV files of every scenario.
 pub(super) fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
+    for (name, csv) in FILES {
+        std::fs::write(dir.join(name), csv(results))?;
+    }
+    Ok(())
+}
+
+/// cycles.csv: scenarios 1 and 2: a row per measurement.
+fn cycles_csv(results: &Results) -> String {
     let mut cycles = String::from(
         "scenario,contender,run,tasks,cycles,failures,elapsed_s,per_s,client_cpu_us_per_cycle,server_cmds_per_cycle,server_us_per_cycle\n",
     );
@@ -33,8 +58,11 @@ pub(super) fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             );
         }
     }
-    std::fs::write(dir.join("cycles.csv"), cycles)?;
+    cycles
+}
 
+/// hot_key.csv: scenario 3: a row per measurement.
+fn hot_key_csv(results: &Results) -> String {
     let mut hot = String::from(
         "contender,run,tasks,acquisitions,per_s,p50_us,p99_us,max_us,mean_hold_us,same_task_share,requests_per_acq,lua_cmds_per_acq,server_cmds_per_acq,open_waits,violations,utilization\n",
     );
@@ -61,8 +89,11 @@ pub(super) fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.utilization
         );
     }
-    std::fs::write(dir.join("hot_key.csv"), hot)?;
+    hot
+}
 
+/// hot_key_processes.csv: scenario 3b: a row per measurement.
+fn hot_key_processes_csv(results: &Results) -> String {
     let mut spread = String::from(
         "contender,run,processes,tasks,acquisitions,per_s,utilization,mean_hold_us,p50_us,p99_us,max_us,process_acquisitions,same_task_share,requests_per_acq,server_cmds_per_acq,open_waits,violations\n",
     );
@@ -91,8 +122,11 @@ pub(super) fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.violations
         );
     }
-    std::fs::write(dir.join("hot_key_processes.csv"), spread)?;
+    spread
+}
 
+/// hot_key_waits.csv: scenario 3: every wait, open (censored) or not.
+fn hot_key_waits_csv(results: &Results) -> String {
     let mut waits = String::from("contender,run,wait_us,open\n");
     for r in &results.hot_key {
         for w in &r.waits_us {
@@ -102,8 +136,11 @@ pub(super) fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             let _ = writeln!(waits, "{},{},{w},1", r.contender.id(), r.run);
         }
     }
-    std::fs::write(dir.join("hot_key_waits.csv"), waits)?;
+    waits
+}
 
+/// watchdog.csv: scenario 4: a row per measurement.
+fn watchdog_csv(results: &Results) -> String {
     let mut wd = String::from(
         "contender,run,locks,ttl_ms,acquire_s,hold_s,renewals_per_period,server_reads_per_period,client_cpu_share,client_cpu_us_per_renewal,rss_per_lock_bytes,dbsize_before,dbsize_held,dbsize_after,settle_ms,lost\n",
     );
@@ -129,13 +166,11 @@ pub(super) fn write_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.lost
         );
     }
-    std::fs::write(dir.join("watchdog.csv"), wd)?;
-    write_more_csv(results, dir)?;
-    Ok(())
+    wd
 }
 
-/// redlock_hot_key.csv and instructions.csv.
-fn write_more_csv(results: &Results, dir: &Path) -> BenchResult<()> {
+/// redlock_hot_key.csv: section 5: a row per measurement.
+fn redlock_hot_key_csv(results: &Results) -> String {
     let mut hot = String::from(
         "contender,run,tasks,acquisitions,per_s,utilization,mean_hold_us,p50_us,p99_us,max_us,same_task_share,requests_per_acq,server_cmds_per_acq,open_waits,violations\n",
     );
@@ -161,7 +196,11 @@ fn write_more_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.violations
         );
     }
-    std::fs::write(dir.join("redlock_hot_key.csv"), hot)?;
+    hot
+}
+
+/// instructions.csv: section 6: a row per measurement.
+fn instructions_csv(results: &Results) -> String {
     let mut counted =
         String::from("contender,run,short_cycles,long_cycles,short_total,long_total,per_cycle\n");
     for r in &results.instructions {
@@ -177,7 +216,11 @@ fn write_more_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.per_cycle
         );
     }
-    std::fs::write(dir.join("instructions.csv"), counted)?;
+    counted
+}
+
+/// scaling_cycles.csv: section 7, tasks on distinct keys: a row per measurement.
+fn scaling_cycles_csv(results: &Results) -> String {
     let mut cycles = String::from(
         "contender,run,tasks,cycles,per_s,client_cpu_us_per_cycle,server_us_per_cycle,server_cmds_per_cycle\n",
     );
@@ -195,7 +238,11 @@ fn write_more_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.server_cmds_per_cycle
         );
     }
-    std::fs::write(dir.join("scaling_cycles.csv"), cycles)?;
+    cycles
+}
+
+/// scaling_held.csv: section 7, held locks: a row per measurement.
+fn scaling_held_csv(results: &Results) -> String {
     let mut held = String::from(
         "contender,locks,acquire_s,heap_per_lock_bytes,rss_per_lock_bytes,renewals_per_period,server_reads_per_period,client_cpu_us_per_renewal,client_cpu_share,lost\n",
     );
@@ -215,7 +262,11 @@ fn write_more_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.lost
         );
     }
-    std::fs::write(dir.join("scaling_held.csv"), held)?;
+    held
+}
+
+/// scaling_wakeups.csv: section 7, wake-ups: a row per measurement.
+fn scaling_wakeups_csv(results: &Results) -> String {
     let mut wake = String::from(
         "contender,run,keys,woken,missed,early,p50_us,p99_us,max_us,server_cmds_per_key\n",
     );
@@ -235,6 +286,5 @@ fn write_more_csv(results: &Results, dir: &Path) -> BenchResult<()> {
             r.server_cmds_per_key
         );
     }
-    std::fs::write(dir.join("scaling_wakeups.csv"), wake)?;
-    Ok(())
+    wake
 }

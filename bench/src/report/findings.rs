@@ -17,6 +17,34 @@ pub(super) fn findings(
     s: &Settings,
 ) {
     let mut notes = Vec::new();
+    notes.extend(uncontended_findings(uncontended));
+    notes.extend(hot_key_findings(hot, s));
+    if let Some(ours) = find(watchdog, Contender::Api, |w| w.contender)
+        && ours.renewals_per_period > 1.2 * ours.locks as f64
+    {
+        notes.push(format!(
+            "**Renewals more often than every ttl/3.** {} renewals per period for {} \
+                 locks: leases renewed early (up to ttl/12 before they fall due, to share a \
+                 pipeline) restart their ttl/3 from the early send time.",
+            thousands(ours.renewals_per_period),
+            ours.locks
+        ));
+    }
+    notes.extend(replicas::finding(&results.replicas));
+    notes.extend(replicas::durable_finding(results));
+    if notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## Findings\n");
+    for note in notes {
+        let _ = writeln!(out, "- {note}");
+    }
+    let _ = writeln!(out);
+}
+
+/// The uncontended cycle's findings: a task wake-up per cycle, the server time per cycle.
+fn uncontended_findings(uncontended: &[CycleSummary]) -> Vec<String> {
+    let mut notes = Vec::new();
     let api = find(uncontended, Contender::Api, |c| c.contender);
     let raw = find(uncontended, Contender::Raw, |c| c.contender);
     if let (Some(api), Some(raw)) = (api, raw) {
@@ -48,6 +76,12 @@ pub(super) fn findings(
             ));
         }
     }
+    notes
+}
+
+/// The hot key's findings: three requests per hand-over, the timer's longer holds.
+fn hot_key_findings(hot: &[HotSummary], s: &Settings) -> Vec<String> {
+    let mut notes = Vec::new();
     if let Some(ours) = find(hot, Contender::Api, |h| h.contender) {
         if ours.requests_per_acq.is_some_and(|r| r > 2.5) {
             notes.push(format!(
@@ -75,25 +109,5 @@ pub(super) fn findings(
             ));
         }
     }
-    if let Some(ours) = find(watchdog, Contender::Api, |w| w.contender)
-        && ours.renewals_per_period > 1.2 * ours.locks as f64
-    {
-        notes.push(format!(
-            "**Renewals more often than every ttl/3.** {} renewals per period for {} \
-                 locks: leases renewed early (up to ttl/12 before they fall due, to share a \
-                 pipeline) restart their ttl/3 from the early send time.",
-            thousands(ours.renewals_per_period),
-            ours.locks
-        ));
-    }
-    notes.extend(replicas::finding(&results.replicas));
-    notes.extend(replicas::durable_finding(results));
-    if notes.is_empty() {
-        return;
-    }
-    let _ = writeln!(out, "## Findings\n");
-    for note in notes {
-        let _ = writeln!(out, "- {note}");
-    }
-    let _ = writeln!(out);
+    notes
 }

@@ -77,6 +77,11 @@ pub(super) fn instructions_section(
         let _ = writeln!(out, "Not measured in this run.\n");
         return;
     }
+    instructions_table(out, results, counted);
+}
+
+/// Section 6's table: a row per contender.
+fn instructions_table(out: &mut String, results: &Results, counted: &[InstructionSummary]) {
     let raw = find(counted, Contender::Raw, |c| c.contender).map(|c| c.per_cycle);
     let api = find(counted, Contender::Api, |c| c.contender).map(|c| c.per_cycle);
     let _ = writeln!(

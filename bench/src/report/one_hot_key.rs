@@ -24,33 +24,7 @@ pub(super) fn hot_key_section(
          async-redis-lock polls every 100 ms, redis-py polls every 100 ms.\n",
         s.hot_tasks, s.hot_window_s, s.hot_hold_ms
     );
-    let _ = writeln!(
-        out,
-        "| contender | acquisitions/s | p50 wait | p99 wait | max wait | mean hold | utilization | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
-    );
-    let _ = writeln!(
-        out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for h in hot {
-        let _ = writeln!(
-            out,
-            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.1}% | {} | {:.1} | {:.0} | {} |",
-            h.contender.label(),
-            h.per_s,
-            ms(h.p50_us),
-            ms(h.p99_us),
-            ms(h.max_us),
-            ms(h.mean_hold_us),
-            h.utilization,
-            h.same_task_share * 100.0,
-            h.requests_per_acq
-                .map_or("–".to_owned(), |r| format!("{r:.2}")),
-            h.server_cmds_per_acq,
-            h.open_waits,
-            h.violations
-        );
-    }
+    hot_table(out, hot);
     let _ = writeln!(
         out,
         "\n*Requests sent* are the commands clients sent (counted by a `MONITOR` tap, which \
@@ -105,6 +79,43 @@ pub(super) fn hot_processes_section(out: &mut String, s: &Settings, spread: &[Ho
         let _ = writeln!(out, "Not measured in this run.\n");
         return;
     }
+    processes_table(out, spread);
+    let _ = writeln!(out);
+}
+
+/// Section 3's table: a row per contender.
+fn hot_table(out: &mut String, hot: &[HotSummary]) {
+    let _ = writeln!(
+        out,
+        "| contender | acquisitions/s | p50 wait | p99 wait | max wait | mean hold | utilization | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for h in hot {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.1}% | {} | {:.1} | {:.0} | {} |",
+            h.contender.label(),
+            h.per_s,
+            ms(h.p50_us),
+            ms(h.p99_us),
+            ms(h.max_us),
+            ms(h.mean_hold_us),
+            h.utilization,
+            h.same_task_share * 100.0,
+            h.requests_per_acq
+                .map_or("–".to_owned(), |r| format!("{r:.2}")),
+            h.server_cmds_per_acq,
+            h.open_waits,
+            h.violations
+        );
+    }
+}
+
+/// Section 3b's table: a row per contender.
+fn processes_table(out: &mut String, spread: &[HotSummary]) {
     let _ = writeln!(
         out,
         "| contender | acquisitions/s | utilization | mean hold | p50 wait | p99 wait | max wait | contenders × mean hold | share per process | went back to the releaser | requests sent/acq | server cmds/acq | open waits at end | exclusion violations |"
@@ -135,5 +146,4 @@ pub(super) fn hot_processes_section(out: &mut String, s: &Settings, spread: &[Ho
             h.violations
         );
     }
-    let _ = writeln!(out);
 }

@@ -59,21 +59,31 @@ pub(crate) fn semaphore_section(out: &mut String, results: &Results, hold_us: Op
         "| raw round trips (`PING`) | {} | |",
         thousands(of(|r| r.raw_round_trips_per_s))
     );
-    let most: Vec<String> = records
-        .iter()
-        .map(|r| r.semaphore_most_at_once.to_string())
-        .collect();
-    let most = if most.iter().all(|m| *m == most[0]) {
-        format!("{} (every run)", most[0])
-    } else {
-        most.join(", ")
-    };
+    let most = most_at_once(records);
     let _ = writeln!(out, "| most permit holders seen at once | {most} | |");
     let _ = writeln!(
         out,
         "| semaphore p99 wait | {} | |\n",
         ms(of(|r| r.semaphore_p99_wait_us as f64))
     );
+    permits_against_mutex(out, per_s, to_mutex, hold_us);
+}
+
+/// The most permit holders seen at once in each run ("4 (every run)" when all agree).
+fn most_at_once(records: &[SemaphoreRecord]) -> String {
+    let most: Vec<String> = records
+        .iter()
+        .map(|r| r.semaphore_most_at_once.to_string())
+        .collect();
+    if most.iter().all(|m| *m == most[0]) {
+        format!("{} (every run)", most[0])
+    } else {
+        most.join(", ")
+    }
+}
+
+/// Why the permits give `to_mutex` times the mutex, not one per permit.
+fn permits_against_mutex(out: &mut String, per_s: f64, to_mutex: f64, hold_us: Option<f64>) {
     let utilization = hold_us.map_or(String::new(), |hold| {
         format!(
             " (utilization {} × {} / {} = {:.2})",

@@ -81,6 +81,20 @@ pub(super) fn redlock_section(
         let _ = writeln!(out, "Not measured in this run.\n");
         return;
     }
+    redlock_table(out, hot, silent);
+    let _ = writeln!(
+        out,
+        "\n*Utilization* is acquisitions/s × mean hold. Exclusion is checked in-process (two \
+         tasks holding at once). *1 master silent*: the last master is stopped with `SIGSTOP` \
+         (it accepts connections and answers nothing, as behind a dead network path) for the \
+         whole window, after the warm-up, and continued (`SIGCONT`) before the counters are \
+         read; ours only (node timeout 100 ms), its requests and commands counted on the two \
+         masters that answer.\n"
+    );
+}
+
+/// Section 5's table: a row per contender, then the rows with a master silent.
+fn redlock_table(out: &mut String, hot: &[HotSummary], silent: &[HotSummary]) {
     let _ = writeln!(
         out,
         "| contender | acquisitions/s | utilization | mean hold | p50 wait | p99 wait | max wait | went back to the releaser | requests sent/acq (3 masters) | server cmds/acq (3 masters) | open waits at end | exclusion violations |"
@@ -112,13 +126,4 @@ pub(super) fn redlock_section(
             h.violations
         );
     }
-    let _ = writeln!(
-        out,
-        "\n*Utilization* is acquisitions/s × mean hold. Exclusion is checked in-process (two \
-         tasks holding at once). *1 master silent*: the last master is stopped with `SIGSTOP` \
-         (it accepts connections and answers nothing, as behind a dead network path) for the \
-         whole window, after the warm-up, and continued (`SIGCONT`) before the counters are \
-         read; ours only (node timeout 100 ms), its requests and commands counted on the two \
-         masters that answer.\n"
-    );
 }

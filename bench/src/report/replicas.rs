@@ -66,8 +66,6 @@ fn cycle_rows(records: &[Variant<CycleRecord>], rule: Rule) -> Vec<CycleRow> {
             if mine.is_empty() {
                 continue;
             }
-            let this =
-                |v: &Variant<CycleRecord>| v.waits == waits && v.record.contender == contender;
             rows.push(CycleRow {
                 contender,
                 rule,
@@ -75,34 +73,8 @@ fn cycle_rows(records: &[Variant<CycleRecord>], rule: Rule) -> Vec<CycleRow> {
                 per_s: median(mine.iter().map(|r| r.per_s)),
                 min: mine.iter().map(|r| r.per_s).fold(f64::INFINITY, f64::min),
                 max: mine.iter().map(|r| r.per_s).fold(0.0, f64::max),
-                to_raw: (contender != Contender::Raw)
-                    .then(|| {
-                        paired(
-                            records,
-                            this,
-                            |m, o| {
-                                o.waits == m.waits
-                                    && o.record.contender == Contender::Raw
-                                    && o.record.run == m.record.run
-                            },
-                            |r| r.per_s,
-                        )
-                    })
-                    .flatten(),
-                to_without: waits
-                    .then(|| {
-                        paired(
-                            records,
-                            this,
-                            |m, o| {
-                                !o.waits
-                                    && o.record.contender == m.record.contender
-                                    && o.record.run == m.record.run
-                            },
-                            |r| r.per_s,
-                        )
-                    })
-                    .flatten(),
+                to_raw: to_raw(records, contender, waits),
+                to_without: to_without(records, contender, waits),
                 cpu_us: median(mine.iter().map(|r| r.client_cpu_us_per_cycle)),
                 server_cmds: median(mine.iter().map(|r| r.server_cmds_per_cycle)),
                 wait_cmds: median(
@@ -118,6 +90,45 @@ fn cycle_rows(records: &[Variant<CycleRecord>], rule: Rule) -> Vec<CycleRow> {
         }
     }
     rows
+}
+
+/// `contender`'s cycles/s over raw's with the same option, same run (`None` for raw).
+fn to_raw(records: &[Variant<CycleRecord>], contender: Contender, waits: bool) -> Option<f64> {
+    let this = |v: &Variant<CycleRecord>| v.waits == waits && v.record.contender == contender;
+    (contender != Contender::Raw)
+        .then(|| {
+            paired(
+                records,
+                this,
+                |m, o| {
+                    o.waits == m.waits
+                        && o.record.contender == Contender::Raw
+                        && o.record.run == m.record.run
+                },
+                |r| r.per_s,
+            )
+        })
+        .flatten()
+}
+
+/// `contender`'s cycles/s with the option over its own without, same run (`None` without
+/// the option).
+fn to_without(records: &[Variant<CycleRecord>], contender: Contender, waits: bool) -> Option<f64> {
+    let this = |v: &Variant<CycleRecord>| v.waits == waits && v.record.contender == contender;
+    waits
+        .then(|| {
+            paired(
+                records,
+                this,
+                |m, o| {
+                    !o.waits
+                        && o.record.contender == m.record.contender
+                        && o.record.run == m.record.run
+                },
+                |r| r.per_s,
+            )
+        })
+        .flatten()
 }
 
 fn cycle_table(out: &mut String, rows: &[CycleRow], rule: Rule) {
@@ -195,6 +206,23 @@ fn replicas_part(out: &mut String, results: &Results) {
         let _ = writeln!(out, "Not measured in this run.\n");
         return;
     }
+    replicas_cycle_tables(out, s, m);
+    if !m.hot_key.is_empty() {
+        hot_table(out, s, &m.hot_key);
+    }
+    let _ = writeln!(
+        out,
+        "The replica's link after the measurements: `master_link_status:{}`.\n",
+        if m.replica_link.is_empty() {
+            "not read"
+        } else {
+            m.replica_link.as_str()
+        }
+    );
+}
+
+/// The one-task and many-keys tables of grants that wait for replicas.
+fn replicas_cycle_tables(out: &mut String, s: &Settings, m: &Measured) {
     for (title, records) in [
         (
             format!(
@@ -218,18 +246,6 @@ fn replicas_part(out: &mut String, results: &Results) {
         cycle_table(out, &cycle_rows(records, Rule::Replicas), Rule::Replicas);
         let _ = writeln!(out);
     }
-    if !m.hot_key.is_empty() {
-        hot_table(out, s, &m.hot_key);
-    }
-    let _ = writeln!(
-        out,
-        "The replica's link after the measurements: `master_link_status:{}`.\n",
-        if m.replica_link.is_empty() {
-            "not read"
-        } else {
-            m.replica_link.as_str()
-        }
-    );
 }
 
 /// Durable grants (`WAITAOF`), on the Valkey pair: one task and many keys, with the
@@ -336,54 +352,59 @@ fn hot_table(out: &mut String, s: &Settings, records: &[Variant<HotRecord>]) {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for waits in [false, true] {
-        let mine: Vec<&HotRecord> = records
-            .iter()
-            .filter(|v| v.waits == waits)
-            .map(|v| &v.record)
-            .collect();
-        let Some(first) = mine.first() else { continue };
-        let to_without = waits
-            .then(|| {
-                paired(
-                    records,
-                    |v| v.waits,
-                    |m, o| !o.waits && o.record.run == m.record.run,
-                    |r| r.per_s,
-                )
-            })
-            .flatten();
-        let _ = writeln!(
-            out,
-            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {:.2} | {} |",
-            replicas::label(first.contender, Rule::Replicas, waits),
-            median(mine.iter().map(|r| r.per_s)),
-            if waits {
-                ratio(to_without)
-            } else {
-                "1.00×".to_owned()
-            },
-            ms(median(mine.iter().map(|r| r.p50_us as f64))),
-            ms(median(mine.iter().map(|r| r.p99_us as f64))),
-            ms(median(mine.iter().map(|r| r.max_us as f64))),
-            ms(median(mine.iter().map(|r| r.mean_hold_us))),
-            median(mine.iter().map(|r| r.utilization)),
-            if mine.iter().all(|r| r.requests_per_acq.is_some()) {
-                format!(
-                    "{:.2}",
-                    median(mine.iter().filter_map(|r| r.requests_per_acq))
-                )
-            } else {
-                "–".to_owned()
-            },
-            median(mine.iter().map(|r| r.server_cmds_per_acq)),
-            median(
-                mine.iter()
-                    .map(|r| r.commands.get("wait") as f64 / r.acquisitions.max(1) as f64)
-            ),
-            mine.iter().map(|r| r.violations).sum::<u64>()
-        );
+        hot_row(out, records, waits);
     }
     let _ = writeln!(out);
+}
+
+/// One row of [`hot_table`]: the medians without or with the option.
+fn hot_row(out: &mut String, records: &[Variant<HotRecord>], waits: bool) {
+    let mine: Vec<&HotRecord> = records
+        .iter()
+        .filter(|v| v.waits == waits)
+        .map(|v| &v.record)
+        .collect();
+    let Some(first) = mine.first() else { return };
+    let to_without = waits
+        .then(|| {
+            paired(
+                records,
+                |v| v.waits,
+                |m, o| !o.waits && o.record.run == m.record.run,
+                |r| r.per_s,
+            )
+        })
+        .flatten();
+    let _ = writeln!(
+        out,
+        "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {:.2} | {} |",
+        replicas::label(first.contender, Rule::Replicas, waits),
+        median(mine.iter().map(|r| r.per_s)),
+        if waits {
+            ratio(to_without)
+        } else {
+            "1.00×".to_owned()
+        },
+        ms(median(mine.iter().map(|r| r.p50_us as f64))),
+        ms(median(mine.iter().map(|r| r.p99_us as f64))),
+        ms(median(mine.iter().map(|r| r.max_us as f64))),
+        ms(median(mine.iter().map(|r| r.mean_hold_us))),
+        median(mine.iter().map(|r| r.utilization)),
+        if mine.iter().all(|r| r.requests_per_acq.is_some()) {
+            format!(
+                "{:.2}",
+                median(mine.iter().filter_map(|r| r.requests_per_acq))
+            )
+        } else {
+            "–".to_owned()
+        },
+        median(mine.iter().map(|r| r.server_cmds_per_acq)),
+        median(
+            mine.iter()
+                .map(|r| r.commands.get("wait") as f64 / r.acquisitions.max(1) as f64)
+        ),
+        mine.iter().map(|r| r.violations).sum::<u64>()
+    );
 }
 
 /// The finding of section 8, for the Findings list: what waiting for one replica costs.
