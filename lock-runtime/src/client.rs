@@ -317,7 +317,7 @@ impl LockClient {
     /// requests): the other replicas get the locks at once instead of after their ttl.
     /// Without it, the locks still held when the process exits (`main` returns) are
     /// released then, synchronously, within the same budget. A second call finds
-    /// nothing left to do. The process-wide [`shutdown`](crate::shutdown) does this for
+    /// nothing left to do. The process-wide [`shutdown`](crate::shutdown()) does this for
     /// every client of the process at once.
     ///
     /// ```no_run

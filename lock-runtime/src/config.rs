@@ -374,7 +374,7 @@ impl Config {
     }
 
     /// A Redis Cluster through the application's own cluster client settings: `builder`
-    /// makes a [`ClusterClientBuilder`](redis::cluster::ClusterClientBuilder) the way the
+    /// makes a [`redis::cluster::ClusterClientBuilder`] the way the
     /// application makes its own (seeds, credentials, TLS, timeouts). It is called three
     /// times, once each for the command connection, the wake-up subscriptions and the
     /// connection that reads the slot map and probes the masters, because a builder cannot

@@ -2,7 +2,7 @@
 //! a delay, and one victim.
 //!
 //! Only a task that holds locks and waits for another can close a cycle, so only its wait
-//! is watched ([`watched`]); a task that holds nothing pays one look at its task-local
+//! is watched ([`Watcher`]); a task that holds nothing pays one look at its task-local
 //! holds. Once the wait has gone on for the client's delay
 //! ([`Config::deadlock_detection`](crate::Config::deadlock_detection)), the task records,
 //! beside each key it holds, what it waits for ([`chain::Record`]: the key, when the wait

@@ -8,7 +8,7 @@ use crate::error::LockError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnLost {
-    /// Drop the body at its next await point and return [`LockError::Lost`](crate::LockError::Lost);
+    /// Drop the body at its next await point and return [`LockError::Lost`];
     /// a loss found only at the release returns `Lost` too, instead of the body's result.
     #[default]
     Cancel,
@@ -173,7 +173,7 @@ pub(crate) fn fence_lifetime(options: &LockOptions) -> u64 {
 }
 
 /// The longest lease a lock takes (365 days); a longer `ttl` is refused with
-/// [`LockError::Config`](crate::LockError::Config) before any Redis traffic.
+/// [`LockError::Config`] before any Redis traffic.
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A client's lease, wait and maximum hold for the locks that set none

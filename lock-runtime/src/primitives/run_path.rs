@@ -1,7 +1,7 @@
 //! The one run path of guarded bodies (`Lock::run`, the attribute, `RwLock::run_read` and
 //! `run_write`, `Semaphore::run`, `MultiLock::run`): the lock error instead of the body,
 //! the body described by [`crate::current_lock`] while it runs and stopped at a loss (with
-//! [`OnLost::Cancel`](crate::OnLost::Cancel)), the release after it, and a loss the release found reported.
+//! [`OnLost::Cancel`]), the release after it, and a loss the release found reported.
 
 use std::future::Future;
 

@@ -6,7 +6,7 @@
 //! every wait is an entry in a small process-wide table while it lasts (an index into a
 //! vector behind a mutex, taken once when it starts and once when it ends: no allocation
 //! once the vector has grown to the process's peak), and each client's own runtime scans
-//! the table every [`PUBLISH_EVERY`] and sets the four gauges.
+//! the table every `PUBLISH_EVERY` and sets the four gauges.
 //!
 //! The table is the process's, not the client's: a process with two clients (the global
 //! one and one of its own) publishes the same values from both, never one client's view
