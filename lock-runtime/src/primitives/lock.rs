@@ -248,13 +248,8 @@ impl Lock {
         // A shutdown meanwhile waits until the lease is registered, then gives it back.
         let _in_flight = (!self.spec.options.wait.is_zero()).then(|| shutdown.try_in_flight());
         let token = client.new_token(self.spec.options.ttl, &self.spec.order.site);
-        let alone = redis_queue::try_alone(
-            WaitContext::of(client),
-            names,
-            &token,
-            &self.spec.options,
-            window,
-        );
+        let context = WaitContext::of(client);
+        let alone = redis_queue::try_alone(&context, names, &token, &self.spec.options, window);
         if let Alone::Taken(taken) = alone.await? {
             let guard = self.new_guard(client.clone(), names.clone(), None, (token, taken));
             return Ok(Entered::Alone(guard));

@@ -77,7 +77,7 @@ pub(crate) enum Alone {
 /// [`LockError::Busy`]; an error is ridden out as a wait's first try would be (or
 /// returned); a reply past the lease's validity gives the lock back.
 pub(crate) async fn try_alone(
-    context: WaitContext<'_>,
+    context: &WaitContext<'_>,
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
@@ -135,7 +135,7 @@ pub(crate) async fn try_alone(
 /// response timeout, or outlasted the wait by a whole response timeout. A server that
 /// never answered is unreachable: reported at once, within the connect timeout.
 async fn settle_try<T>(
-    context: WaitContext<'_>,
+    context: &WaitContext<'_>,
     key: &str,
     (bounded, outcome): (
         bool,
@@ -147,7 +147,7 @@ async fn settle_try<T>(
     match outcome {
         Ok(Ok(reply)) => Ok(Some(reply)),
         Ok(Err(err)) if !bounded || Instant::now() < overrun => {
-            ride_out(&context, key, err, deadline, backoff).await?;
+            ride_out(context, key, err, deadline, backoff).await?;
             Ok(None)
         }
         _ => Err(LockError::timeout(key, started.elapsed())),
@@ -261,7 +261,7 @@ impl Waiting for RedisWait<'_> {
         self.place.joined = true;
         let quick = std::mem::take(&mut self.quick);
         let attempt = try_acquire(
-            self.context,
+            &self.context,
             (self.names, &self.place.token, self.place.queued),
             self.options,
             (quick, self.overrun, sent),
@@ -269,7 +269,13 @@ impl Waiting for RedisWait<'_> {
         let tried = bounded_try!(self.context, self.overrun, attempt);
         let window = (self.started, self.overrun, self.deadline);
         let names = self.names;
-        let settled = settle_try(self.context, names.lock(), tried, window, &mut self.backoff);
+        let settled = settle_try(
+            &self.context,
+            names.lock(),
+            tried,
+            window,
+            &mut self.backoff,
+        );
         let Some(attempt) = settled.await? else {
             return Ok(Step::Again);
         };
@@ -478,7 +484,7 @@ pub(crate) async fn yield_lock(
 /// requests end by `until` where the connection keeps deadlines. A try `queued` behind
 /// others records when its hold began, should it take the key.
 async fn try_acquire(
-    context: WaitContext<'_>,
+    context: &WaitContext<'_>,
     (names, token, queued): (&KeyNames, &str, bool),
     options: &LockOptions,
     (quick, until, now): (bool, Instant, Instant),
@@ -571,7 +577,7 @@ enum SetNx {
 /// The quick first try: a plain `SET NX PX`. The caller goes on with the script when the
 /// key was held and it may wait, or when the connection was dropped.
 async fn try_set_nx(
-    context: WaitContext<'_>,
+    context: &WaitContext<'_>,
     names: &KeyNames,
     token: &str,
     options: &LockOptions,
