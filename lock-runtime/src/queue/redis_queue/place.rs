@@ -67,10 +67,11 @@ impl Place {
     }
 
     /// A place the release that queued it also granted the key to another process with
-    /// (see [`Yielded::Passed`](super::Yielded::Passed)): the wait starts with a park instead of a try. The try
-    /// would find the grant, not yet confirmed and so not noted as a holder to watch, and
-    /// park for its confirmation window; meanwhile a release reaching this place wakes it
-    /// as any other. That try was one script run per hand-over between processes.
+    /// (see [`Yielded::Passed`](super::Yielded::Passed)): the wait starts with a park
+    /// instead of a try. The try would find the grant, not yet confirmed and so not noted
+    /// as a holder to watch, and park for its confirmation window; meanwhile a release
+    /// reaching this place wakes it as any other. That try was one script run per
+    /// hand-over between processes.
     pub(crate) fn behind_grant(mut self) -> Self {
         self.behind_grant = true;
         self

@@ -151,8 +151,8 @@ pub(super) async fn release_token(reach: &Reach, names: &KeyNames, token: &str) 
 /// Whether an owner-checked `PEXPIRE` may shorten the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expiry {
-    /// Only lengthen it ([`GROW_ONLY`](crate::scripts::GROW_ONLY)): an extension, which a renewal in flight may reach
-    /// the server after.
+    /// Only lengthen it ([`GROW_ONLY`](crate::scripts::GROW_ONLY)): an extension, which a
+    /// renewal in flight may reach the server after.
     Grow,
     /// Set it as asked: the give-back of a lock with a minimum hold ahead, which leaves the
     /// key only for what is left of the hold.
