@@ -1,10 +1,16 @@
 //! How long a hold has lasted, as the watchdog watches it: the end of its `max_hold`
-//! ([`LostCause::MaxHold`]) and the one INFO event of a long hold
+//! ([`LostCause::MaxHold`](crate::error::LostCause::MaxHold)) and the one INFO event of a long hold
 //! ([`Config::log_long_holds`](crate::Config::log_long_holds)). Both are events on the
 //! schedule's timeline, so a hold costs nothing more until one falls due, and a hung body
 //! (one that awaits forever) is ended on time, since the watchdog never waits on it.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::lease::{Token, millis};
+use crate::scripts::KeyNames;
 
 /// A hold's clock: when its holder got it, its bound, and when it counts as long.
 #[derive(Debug, Clone, Copy)]
@@ -55,23 +61,15 @@ impl HoldClock {
 /// A hold that passed the long-hold threshold, to be logged once the scheduler let go of
 /// the state.
 pub(super) struct LongHold {
-    names: Arc<KeyNames>,
-    token: Token,
-    held: Duration,
-    last_progress: Option<Instant>,
+    pub(super) names: Arc<KeyNames>,
+    pub(super) token: Token,
+    /// How long it has been held.
+    pub(super) held: Duration,
+    /// When its holder last reported progress (`None`: never during this hold).
+    pub(super) last_progress: Option<Instant>,
 }
 
 impl LongHold {
-    /// The event of `lease`, at `now`.
-    pub(super) fn of(lease: &Lease, now: Instant) -> Self {
-        LongHold {
-            names: lease.names.clone(),
-            token: lease.token.clone(),
-            held: now.saturating_duration_since(lease.hold.since),
-            last_progress: lease.lost.last_progress(),
-        }
-    }
-
     /// The INFO event: the key, the token, how long it has been held, and how long ago its
     /// holder last reported progress (`progress_ago_ms` absent: never during this hold).
     pub(super) fn log(&self) {
@@ -84,23 +82,6 @@ impl LongHold {
             held_ms,
             progress_ago_ms,
             "lock held long: past the log_long_holds threshold"
-        );
-    }
-}
-
-impl Lease {
-    /// Tells of a hold that reached its `max_hold`: a WARN naming the key, the token, how
-    /// long it was held and the bound (a hold that outlives its bound is a bug in its
-    /// holder, as a statement past PostgreSQL's `statement_timeout` is).
-    pub(super) fn warn_max_hold(&self) {
-        let held_ms = millis(self.hold.since.elapsed());
-        let max_hold_ms = self.hold.max_hold.map_or(0, millis);
-        tracing::warn!(
-            key = self.names.lock(),
-            token = %self.token,
-            held_ms,
-            max_hold_ms,
-            "lock held past its max_hold: renewal stopped and the holder told it is lost"
         );
     }
 }

@@ -1,13 +1,57 @@
 //! Renewals: one pipeline of renewals per node for the leases due together, and what
 //! the replies mean for each lease (renewed, gone, or to be tried again soon).
 
-use redis::{FromRedisValue, Value};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-use super::*;
+use futures_util::future::join_all;
+use redis::{FromRedisValue, Value};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::state::WatchdogShared;
+use crate::connection::Connection;
 #[cfg(feature = "cluster")]
 use crate::connection::cluster_nodes::key_slot;
+use crate::error::LostCause;
+use crate::lease::{Token, validity};
+use crate::renewal::liveness::Liveness;
 use crate::replicas::Answer;
+use crate::replicas::Replicas;
+use crate::scripts::KeyNames;
 use crate::scripts::{RENEW_MANY, RenewedLease, renew_many_command};
+
+/// A renewal that failed with an error is retried after this share of the ttl.
+const RETRY_DIVISOR: u32 = 10;
+
+/// Where renewals go: every node (one in single mode), and how many must confirm.
+#[derive(Clone)]
+pub(super) struct Nodes {
+    pub(super) connections: Vec<Connection>,
+    pub(super) quorum: usize,
+    /// Per-node time limit on a renewal pipeline (Redlock mode).
+    pub(super) timeout: Option<Duration>,
+    /// How many replicas must confirm a renewal (its pipeline ends with their `WAIT`).
+    pub(super) replicas: Option<Replicas>,
+    /// The client's liveness key, named by renewals of contended keys (see
+    /// [`crate::renewal::liveness`]); `None` where queue places are kept per key.
+    pub(super) alive: Option<Arc<Liveness>>,
+}
+
+/// A lease's renewal, as the scheduler took it out of the schedule to send.
+#[derive(Clone)]
+pub(super) struct Renewal {
+    pub(super) id: u64,
+    pub(super) names: Arc<KeyNames>,
+    pub(super) token: Token,
+    pub(super) ttl: Duration,
+    /// How long before the renewal was sent its holder last reported progress (`None`:
+    /// not during this hold), recorded with it in Redis.
+    pub(super) progress_ago: Option<Duration>,
+    /// Waiters queue behind the lease (its take after a wait recorded when the hold
+    /// began): its renewals keep the hold record.
+    pub(super) contended: bool,
+}
 
 /// What the nodes said of one lease's renewal.
 pub(super) enum Verdict {
@@ -464,5 +508,28 @@ pub(super) fn log_errors(replies: &[redis::RedisResult<i64>], batch: &[Renewal])
         {
             tracing::warn!(key = %renewal.names.lock(), error = %err, "lease renewal failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_names_its_first_keys_and_counts_the_rest() {
+        let renewal = |key: &str| Renewal {
+            id: 0,
+            names: Arc::new(KeyNames::prefixed("", key).unwrap()),
+            token: "t".into(),
+            ttl: Duration::from_secs(3),
+            progress_ago: None,
+            contended: false,
+        };
+        assert_eq!(Keys(&[renewal("a")]).to_string(), "a");
+        let many: Vec<Renewal> = (0..10).map(|i| renewal(&format!("k{i}"))).collect();
+        assert_eq!(
+            Keys(&many).to_string(),
+            "k0, k1, k2, k3, k4, k5, k6, k7 and 2 more"
+        );
     }
 }

@@ -2,10 +2,28 @@
 //! due, then sends what is due (renewals in batches, keep-alives of queue places, the
 //! liveness key) and ends the leases found lost.
 
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
 use super::hold_clock::LongHold;
-use super::renewals::renew_batch;
-use super::*;
-use crate::scripts::keepalive_call;
+use super::lease::Lease;
+use super::places::{KEEPALIVE_EVERY, KeepAlive, group_places, keep_places};
+use super::renewals::{Nodes, Renewal, renew_batch};
+use super::state::{WatchdogShared, WatchdogState};
+use crate::error::LostCause;
+use crate::renewal::liveness::Liveness;
+use crate::telemetry::Telemetry;
+
+/// The longest the scheduler sleeps when nothing is scheduled (a registration that needs it
+/// sooner wakes it).
+pub(super) const IDLE: Duration = Duration::from_secs(3600);
+
+/// The shortest idle look-again period, so that a tiny ttl cannot make the scheduler spin.
+pub(super) const MIN_IDLE: Duration = Duration::from_millis(1);
 
 /// The scheduler loop: renew what is due, expire what ran out, sleep until the next event.
 pub(super) async fn schedule(shared: Weak<WatchdogShared>, wake: Arc<Notify>, nodes: Nodes) {
@@ -147,7 +165,7 @@ fn due_leases(state: &mut WatchdogState, now: Instant) -> DueLeases {
         }
         if lease.hold.long_at.is_some_and(|at| now >= at) {
             lease.hold.long_at = None;
-            long.push(LongHold::of(lease, now));
+            long.push(lease.long_hold(now));
         }
         if now >= lease.valid_until {
             let cause = if lease.renew {
@@ -199,51 +217,6 @@ fn due_keepalives(
     (places, refresh)
 }
 
-impl Lease {
-    /// Moves the validity point, and tells the holder's signal, which judges the lease by
-    /// the clock too (see `lost_signal.rs`).
-    pub(super) fn set_valid_until(&mut self, valid_until: Instant) {
-        self.valid_until = valid_until;
-        self.lost.valid_until(valid_until, self.renew);
-    }
-
-    /// Re-dates the lease from an owner-checked command sent at `sent` that set its expiry
-    /// to `ttl`.
-    pub(super) fn redate(&mut self, ttl: Duration, sent: Instant) {
-        self.ttl = ttl;
-        self.set_valid_until(validity(sent, ttl));
-        self.next_renewal = sent + ttl / 3;
-    }
-
-    /// Ends a lease taken off the schedule because it is lost (or, watchdog off, reached
-    /// its ttl): frees its holder's turn first, then reports the loss, and only then tells
-    /// the holder. A task woken by the loss may try the key again at once, and must not
-    /// find its own old turn still taken. Called outside the state's lock, so that the
-    /// woken holder never waits on it.
-    pub(super) fn end(mut self, cause: LostCause, telemetry: &Telemetry) {
-        drop(self.attached.take());
-        let (key, token) = (self.names.lock(), &*self.token);
-        match cause {
-            LostCause::Expired => tracing::debug!(key, token = %token, "lease reached its ttl"),
-            LostCause::MaxHold => {
-                self.warn_max_hold();
-                telemetry.lost(key, cause);
-            }
-            LostCause::TokenGone => {
-                tracing::warn!(key, token = %token, "lock lost: the token is gone from Redis");
-                telemetry.lost(key, cause);
-            }
-            // Its WARN, naming who released it, went out already (`taken_away.rs`).
-            LostCause::ForceReleased => telemetry.lost(key, cause),
-            _ => {
-                tracing::warn!(key, token = %token, %cause, "lock lost");
-                telemetry.lost(key, cause);
-            }
-        }
-        self.lost.set(cause);
-    }
-}
-
 /// The queue places to keep alive now, one call per key, when their time has come.
 pub(super) fn due_places(state: &mut WatchdogState, now: Instant) -> Vec<KeepAlive> {
     if state.queued.is_empty() {
@@ -255,22 +228,6 @@ pub(super) fn due_places(state: &mut WatchdogState, now: Instant) -> Vec<KeepAli
     }
     state.next_keepalive = Some(now + KEEPALIVE_EVERY);
     group_places(state.queued.values())
-}
-
-/// The places, one keep-alive call per key.
-pub(super) fn group_places<'a>(places: impl Iterator<Item = &'a QueuePlace>) -> Vec<KeepAlive> {
-    let mut by_key: HashMap<&str, KeepAlive> = HashMap::new();
-    for place in places {
-        by_key
-            .entry(place.names.lock())
-            .or_insert_with(|| KeepAlive {
-                names: place.names.clone(),
-                tokens: Vec::new(),
-            })
-            .tokens
-            .push(place.token.clone());
-    }
-    by_key.into_values().collect()
 }
 
 /// The liveness key, when its refresh is due: every [`KEEPALIVE_EVERY`] while the client
@@ -300,19 +257,138 @@ pub(super) fn due_refresh(
     Some(liveness)
 }
 
-/// Keeps queue places alive: one script call per key, all in flight at once on the
-/// multiplexed connection. A failure is only logged: the next keep-alive comes a third of
-/// a queue lease later, and a place that lapses costs its waiter its turn, never safety.
-pub(super) async fn keep_places(connection: Connection, places: Vec<KeepAlive>) {
-    join_all(places.iter().map(|place| {
-        let mut connection = connection.clone();
-        async move {
-            let names = &place.names;
-            let call = keepalive_call(names, place.tokens.iter().map(|token| &**token));
-            if let Err(err) = invoke::<i64>(&call, &mut connection).await {
-                tracing::debug!(key = %place.names.lock(), error = %err, "keeping queue places alive failed");
-            }
+#[cfg(test)]
+mod tests {
+    use super::super::lease::for_test as lease;
+    use super::super::places::QueuePlace;
+    use super::*;
+    use crate::lease::Token;
+    use crate::scripts::KeyNames;
+
+    /// A queue place of `token` in the queue of `names` (`per_key` false).
+    fn place(names: &Arc<KeyNames>, token: &str) -> QueuePlace {
+        QueuePlace {
+            names: names.clone(),
+            token: Token::from(token),
+            per_key: false,
         }
-    }))
-    .await;
+    }
+
+    #[test]
+    fn an_idle_scheduler_looks_again_after_the_recent_renewal_interval_then_backs_off() {
+        let now = Instant::now();
+        let mut state = WatchdogState::default();
+        // Never used: the long idle sleep.
+        assert_eq!(collect_due(&mut state, now).next_wake, now + IDLE);
+        // A 3 s lease came and went before the scheduler looked: it looks again after 1 s,
+        // so the next such lease (due no sooner) need not wake it.
+        state.recent_period = Some(Duration::from_secs(1));
+        assert_eq!(
+            collect_due(&mut state, now).next_wake,
+            now + Duration::from_secs(1)
+        );
+        // No lease since: the look-again period doubles.
+        assert_eq!(
+            collect_due(&mut state, now).next_wake,
+            now + Duration::from_secs(2)
+        );
+        assert_eq!(
+            collect_due(&mut state, now).next_wake,
+            now + Duration::from_secs(4)
+        );
+    }
+
+    #[test]
+    fn queue_places_are_kept_alive_a_third_of_a_queue_lease_apart() {
+        let now = Instant::now();
+        let mut state = WatchdogState::default();
+        let names = Arc::new(KeyNames::prefixed("", "k").unwrap());
+        for token in ["a", "b"] {
+            state.next_id += 1;
+            let id = state.next_id;
+            state.queued.insert(id, place(&names, token));
+        }
+        // Due at once (never kept yet): one call for the key, with both places.
+        let due = collect_due(&mut state, now);
+        let (next, places) = (due.next_wake, due.places);
+        assert_eq!(places.len(), 1);
+        assert_eq!(places[0].tokens.len(), 2);
+        assert_eq!(next, now + KEEPALIVE_EVERY);
+        // Not again before its time; then again.
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY / 2)
+                .places
+                .is_empty()
+        );
+        assert_eq!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY).places.len(),
+            1
+        );
+        // No place left: nothing to keep, and the scheduler may idle.
+        state.queued.clear();
+        let due = collect_due(&mut state, now + KEEPALIVE_EVERY * 2);
+        let (next, places) = (due.next_wake, due.places);
+        assert!(places.is_empty());
+        assert!(next > now + KEEPALIVE_EVERY * 3);
+    }
+
+    #[test]
+    fn with_a_liveness_key_places_cost_one_refresh_per_period_and_uncontended_leases_none() {
+        let now = Instant::now();
+        let liveness = Liveness::new();
+        let mut state = WatchdogState {
+            liveness: Some(liveness.clone()),
+            ..WatchdogState::default()
+        };
+        // An uncontended lease renewed by the watchdog: nothing to refresh.
+        state.insert_lease(1, lease(Duration::from_secs(3), now));
+        let due = collect_due(&mut state, now);
+        assert!(due.refresh.is_none() && due.places.is_empty());
+        // A thousand places on a thousand keys: one refresh, no per-key keep-alive.
+        for index in 0..1_000u64 {
+            let names = Arc::new(KeyNames::prefixed("", &format!("k{index}")).unwrap());
+            state
+                .queued
+                .insert(100 + index, place(&names, &format!("t{index}")));
+        }
+        let due = collect_due(&mut state, now);
+        assert!(due.refresh.is_some());
+        assert!(due.places.is_empty());
+        assert!(due.next_wake <= now + KEEPALIVE_EVERY);
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY / 2)
+                .refresh
+                .is_none()
+        );
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY)
+                .refresh
+                .is_some()
+        );
+        // The places gone, a lease that waiters queue behind still keeps the key.
+        state.queued.clear();
+        state.note_contended(1);
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY * 2)
+                .refresh
+                .is_some()
+        );
+        state.leases.clear();
+        assert!(
+            collect_due(&mut state, now + KEEPALIVE_EVERY * 3)
+                .refresh
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_held_lease_sets_the_next_look_at_its_renewal() {
+        let now = Instant::now();
+        let mut state = WatchdogState::default();
+        state.insert_lease(1, lease(Duration::from_secs(3), now));
+        let due = collect_due(&mut state, now);
+        let (batch, next) = (due.batch, due.next_wake);
+        assert!(batch.is_empty());
+        assert_eq!(next, now + Duration::from_secs(1));
+    }
 }
