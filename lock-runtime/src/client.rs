@@ -8,6 +8,7 @@ use once_cell::sync::OnceCell;
 use crate::client_thread::ClientThread;
 use crate::config::PassBound;
 use crate::connection::Connection;
+use crate::lease_parts::LeaseParts;
 use crate::renewal::liveness::Liveness;
 use crate::renewal::shutdown::{Shutdown, ShutdownReport};
 use crate::renewal::watchdog::Watchdog;
@@ -117,41 +118,27 @@ pub struct LockClient {
 }
 
 struct ClientInner {
-    /// How its steps reach Redis: the connections, the deployment, the replicas (shared
-    /// with a wait that looks at a key's holder while it parks).
-    reach: Arc<Reach>,
     key_prefix: String,
-    watchdog: Watchdog,
     wakeups: Wakeups,
     /// How far the lock passes between tasks of this process (see `cohort.rs`).
     pass_bound: PassBound,
-    /// How long a foreign window leaves a contended key free (zero: never).
-    foreign_window: Duration,
-    /// Where outcomes are reported (events, and metrics with the `metrics` feature).
-    telemetry: Telemetry,
-    /// What the client holds in Redis is given back at shutdown (see `shutdown.rs`).
-    shutdown: Arc<Shutdown>,
     /// Wakes the parked waiters when a server is declared down or the client shuts down.
     interrupt: Arc<tokio::sync::Notify>,
-    /// The process's liveness key, which its queue places name (single server, Sentinel).
-    liveness: Option<Arc<Liveness>>,
-    /// The client's own runtime, where its background work runs, on a thread stopped when
-    /// the client is dropped (see `client_thread.rs`).
-    thread: ClientThread,
     /// The ttl and wait of the locks that set none ([`Config::default_ttl`]).
     lock_defaults: crate::options::LockDefaults,
     /// The lock-order check ([`Config::lock_order_check`]; none: off).
     lock_order: Option<crate::lock_order::LockOrder>,
-    /// Makes its tokens, each naming this process ([`crate::identity`]).
-    tokens: crate::identity::TokenMaker,
     /// How long a holding task's wait goes before it looks for a deadlock (zero: never).
     deadlock_delay: std::time::Duration,
+    /// What its guards, queue places and cohorts keep of it (the reach, the watchdog, the
+    /// shutdown, its own thread, ...). Last: dropped after the wake-ups.
+    parts: Arc<LeaseParts>,
 }
 
 impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockClient")
-            .field("connections", &self.inner.reach.nodes().len())
+            .field("connections", &self.inner.parts.reach.nodes().len())
             .field("key_prefix", &self.inner.key_prefix)
             .finish_non_exhaustive()
     }
@@ -179,7 +166,7 @@ impl LockClient {
         let runtime = thread.handle().clone();
         let _entered = runtime.enter();
         let client = LockClient::build(config, caller, thread)?;
-        crate::renewal::at_exit::watch(&client.inner.shutdown);
+        crate::renewal::at_exit::watch(&client.inner.parts.shutdown);
         Ok(client)
     }
 
@@ -205,30 +192,33 @@ impl LockClient {
             let channel = crate::renewal::notices::channel(&tokens);
             crate::renewal::notices::listen(wakeups.registrar(), channel, watchdog.clone());
         }
+        let parts = LeaseParts {
+            reach: Arc::new(Reach::new(
+                (connections, deployment),
+                config.replicas,
+                config.response_timeout,
+            )),
+            watchdog,
+            shutdown,
+            telemetry,
+            tokens,
+            liveness,
+            foreign_window: config.foreign_window,
+            thread,
+        };
         Ok(LockClient {
             inner: Arc::new(ClientInner {
-                reach: Arc::new(Reach::new(
-                    (connections, deployment),
-                    config.replicas,
-                    config.response_timeout,
-                )),
                 key_prefix: config.key_prefix,
-                watchdog,
                 wakeups,
                 pass_bound: PassBound {
                     passes: config.local_passes,
                     time: config.local_pass_time,
                 },
-                foreign_window: config.foreign_window,
-                telemetry,
-                shutdown,
                 interrupt,
-                liveness,
-                thread,
                 lock_defaults: config.lock_defaults,
                 lock_order: crate::lock_order::LockOrder::new(config.lock_order),
-                tokens,
                 deadlock_delay: config.deadlock_delay,
+                parts: Arc::new(parts),
             }),
         })
     }
@@ -280,23 +270,28 @@ impl LockClient {
     /// Whether anyone holds `key` now (in Redlock mode: on a majority of the masters).
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key)?;
-        self.inner.reach.is_locked(&redis_key).await
+        self.inner.parts.reach.is_locked(&redis_key).await
     }
 
     /// How many held leases the watchdog is tracking now (renewed, or watched for expiry).
     /// A released or dropped guard leaves it at once; useful to check for leaks.
     pub fn held_leases(&self) -> usize {
-        self.inner.watchdog.len()
+        self.inner.parts.watchdog.len()
     }
 
     /// How its steps reach Redis: the connections, the deployment, the replicas.
     pub(crate) fn reach(&self) -> &Arc<Reach> {
-        &self.inner.reach
+        &self.inner.parts.reach
+    }
+
+    /// What its guards, queue places and cohorts keep of it.
+    pub(crate) fn parts(&self) -> &Arc<LeaseParts> {
+        &self.inner.parts
     }
 
     /// The client's shutdown: background give-backs, and whether it still takes locks.
     pub(crate) fn shutdown_state(&self) -> &Arc<Shutdown> {
-        &self.inner.shutdown
+        &self.inner.parts.shutdown
     }
 
     /// Fires when a server is declared down or the client shuts down: a parked waiter
@@ -331,11 +326,11 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn shutdown(&self) -> ShutdownReport {
-        self.inner.shutdown.run().await
+        self.inner.parts.shutdown.run().await
     }
 
     pub(crate) fn telemetry(&self) -> &Telemetry {
-        &self.inner.telemetry
+        &self.inner.parts.telemetry
     }
 
     /// A fresh token for a lease of `ttl` asked for at `site`, naming this process.
@@ -344,7 +339,7 @@ impl LockClient {
         ttl: std::time::Duration,
         site: &crate::call_site::CallSite,
     ) -> crate::lease::Token {
-        self.inner.tokens.token(ttl, site)
+        self.inner.parts.tokens.token(ttl, site)
     }
 
     /// How long a holding task's wait goes before it looks for a deadlock (zero: never).
@@ -354,7 +349,7 @@ impl LockClient {
 
     /// What makes its tokens.
     pub(crate) fn tokens(&self) -> &crate::identity::TokenMaker {
-        &self.inner.tokens
+        &self.inner.parts.tokens
     }
 
     /// The lock-order check, when [`Config::lock_order_check`] turned it on.
@@ -363,18 +358,18 @@ impl LockClient {
     }
 
     pub(crate) fn watchdog(&self) -> &Watchdog {
-        &self.inner.watchdog
+        &self.inner.parts.watchdog
     }
 
     /// The client's own runtime: background work that must outlive the caller's runtime
     /// (a release in the background, a hand-over) is spawned there.
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        self.inner.thread.handle()
+        self.inner.parts.runtime()
     }
 
     /// The process's liveness key, where queue places name it (see [`crate::renewal::liveness`]).
     pub(crate) fn liveness(&self) -> Option<&Arc<Liveness>> {
-        self.inner.liveness.as_ref()
+        self.inner.parts.liveness.as_ref()
     }
 
     /// The process's liveness key for `lock`, if it has one ([`Liveness::key_for`]).
@@ -386,17 +381,14 @@ impl LockClient {
         self.inner.pass_bound
     }
 
-    pub(crate) fn foreign_window(&self) -> Duration {
-        self.inner.foreign_window
-    }
-
     pub(crate) fn wakeups(&self) -> &Wakeups {
         &self.inner.wakeups
     }
 
-    /// Identifies this client (all its clones) for task-scoped reentrancy.
+    /// Identifies this client (all its clones) for task-scoped reentrancy (see
+    /// [`LeaseParts::id`]).
     pub(crate) fn id(&self) -> usize {
-        Arc::as_ptr(&self.inner) as usize
+        self.inner.parts.id()
     }
 
     /// The names of the lock `key` (prefix applied), validated.
@@ -422,12 +414,6 @@ impl LockClient {
 
     pub(crate) fn lock_defaults(&self) -> crate::options::LockDefaults {
         self.inner.lock_defaults
-    }
-}
-
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        self.watchdog.shutdown();
     }
 }
 

@@ -120,6 +120,7 @@ pub mod http;
 mod identity;
 mod key;
 mod lease;
+mod lease_parts;
 mod lock_order;
 mod ops;
 mod options;

@@ -2,7 +2,6 @@
 //! process waits for them in Redis, in one place per key.
 
 pub(crate) mod cohort;
-pub(crate) mod handles;
 #[cfg(feature = "redlock")]
 pub(crate) mod quorum_wait;
 pub(crate) mod redis_queue;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, LostCause};
+use lock_runtime::{LockError, LostCause, ReleaseOutcome};
 use lock_tests::RedisServer;
 
 /// `extend` moves the key's expiry (owner-checked) and the guard's own view of its lease;
@@ -233,4 +233,42 @@ async fn a_read_share_extends_as_a_lock_does() {
     let err = reader.extend(Duration::from_secs(5)).await.unwrap_err();
     assert_token_gone(&err);
     assert_eq!(server.get(share), None, "extend re-created the share");
+}
+
+/// A guard outlives every handle on its client (a client made for one call, or dropped with
+/// the component that made it): its lease is still renewed while it is held, and given
+/// back when it is released or dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_that_outlives_its_client_is_renewed_and_given_back() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(600);
+    let (kept, dropped) = {
+        let client = server.lock_client();
+        let kept = client.lock("outlives").ttl(ttl).acquire().await.unwrap();
+        let dropped = client.lock("outlives-drop").ttl(ttl);
+        (kept, dropped.acquire().await.unwrap())
+    };
+    // Past two ttls the keys are still ours: renewed (each renewal is a script call).
+    let calls = server.script_calls();
+    let renewed = lock_tests::until(Duration::from_secs(10), Duration::from_millis(20), || {
+        server.script_calls() >= calls + 6
+    });
+    assert!(renewed.await.is_some(), "no renewals after the client went");
+    let long = lock_tests::until(Duration::from_secs(10), Duration::from_millis(20), || {
+        kept.held_for() > ttl * 2
+    });
+    assert!(long.await.is_some());
+    assert!(!kept.is_lost(), "{:?}", kept.lost_cause());
+    assert_eq!(server.get("outlives").as_deref(), Some(kept.token()));
+    assert_eq!(
+        server.get("outlives-drop").as_deref(),
+        Some(dropped.token())
+    );
+    assert_eq!(kept.release().await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(server.get("outlives"), None);
+    drop(dropped);
+    let gone = lock_tests::until(Duration::from_secs(5), Duration::from_millis(10), || {
+        server.get("outlives-drop").is_none()
+    });
+    assert!(gone.await.is_some(), "the dropped guard's key stayed");
 }

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::context::CurrentLock;
 use crate::lease::{Token, validity};
+use crate::lease_parts::LeaseParts;
 use crate::lock_order::OrderHold;
 use crate::primitives::held_lease::HeldLease;
 use crate::primitives::run_path::OneLease;
@@ -20,10 +21,7 @@ use crate::renewal::shutdown::Leftover;
 use crate::renewal::watchdog::{LeaseHandle, Terms};
 use crate::scripts::{KeyNames, Requeue};
 use crate::topology::one_node::Waiters;
-use crate::{
-    client::LockClient, error::LockError, error::LostCause, error::ReleaseOutcome,
-    options::LockOptions,
-};
+use crate::{error::LockError, error::LostCause, error::ReleaseOutcome, options::LockOptions};
 
 /// A held lock. Release it with [`release`](LockGuard::release); dropping it (cancellation,
 /// panic, early return) stops renewal at once and releases in the background.
@@ -86,7 +84,7 @@ impl LockGuard {
     /// The guard of a lock whose lease came as `came` says; the holder's turn in the local
     /// queue goes on the watchdog with the lease (its loss lets the next local waiter on).
     pub(crate) fn new(
-        client: LockClient,
+        parts: Arc<LeaseParts>,
         names: Arc<KeyNames>,
         token: Token,
         fence: Option<u64>,
@@ -95,7 +93,7 @@ impl LockGuard {
         mut local: Option<Holding>,
     ) -> Self {
         let turn = local.as_mut().and_then(Holding::take_turn);
-        let watchdog = client.watchdog();
+        let watchdog = parts.watchdog();
         let (lease, valid_until, acquired_at) = match came {
             LeaseOrigin::Taken(sent, answered) => {
                 // The turn goes on the schedule with the lease (one visit of the watchdog).
@@ -114,7 +112,7 @@ impl LockGuard {
             }
         };
         LockGuard {
-            lease: HeldLease::new(client, names, token, lease, (acquired_at, valid_until)),
+            lease: HeldLease::new(parts, names, token, lease, (acquired_at, valid_until)),
             fence,
             held: None,
             ttl: options.ttl,
@@ -127,9 +125,13 @@ impl LockGuard {
     }
 
     /// A guard for a lock this task already holds: shares the outer lock's lease.
-    pub(crate) fn reentrant(client: LockClient, names: Arc<KeyNames>, held: &CurrentLock) -> Self {
+    pub(crate) fn reentrant(
+        parts: Arc<LeaseParts>,
+        names: Arc<KeyNames>,
+        held: &CurrentLock,
+    ) -> Self {
         LockGuard {
-            lease: HeldLease::reentrant(client, names, held),
+            lease: HeldLease::reentrant(parts, names, held),
             fence: held.fence(),
             held: None,
             ttl: Duration::ZERO,
@@ -148,7 +150,7 @@ impl LockGuard {
     /// that no renewal with the old ttl can land after the command.
     pub(crate) fn redate(&mut self, ttl: Duration, renew: bool, sent: Instant) -> bool {
         let retake = crate::renewal::watchdog::Retake { ttl, renew, sent };
-        let Some(lease) = (self.lease.client.watchdog()).hand_over(
+        let Some(lease) = (self.lease.parts.watchdog()).hand_over(
             self.lease.handle.id,
             Some(retake),
             self.max_hold,
@@ -212,7 +214,7 @@ impl LockGuard {
             return Duration::ZERO;
         }
         self.lease
-            .client
+            .parts
             .watchdog()
             .lease_state(self.lease.handle.id)
             .map_or(Duration::ZERO, |(valid_until, _)| {
@@ -305,7 +307,7 @@ impl LockGuard {
             // In a task of its own: the other processes and this one's next task depend on
             // it, so it must not stop half-way when this future is dropped.
             let yielding = self.yield_lock();
-            let yielding = self.lease.client.runtime().spawn(yielding);
+            let yielding = self.lease.parts.runtime().spawn(yielding);
             self.lease.released = true;
             return yielding.await.unwrap_or(Ok(ReleaseOutcome::AlreadyExpired));
         }
@@ -315,7 +317,7 @@ impl LockGuard {
         let reply = match kept_until {
             Some(until) => {
                 keep_until(
-                    self.lease.client.reach(),
+                    self.lease.parts.reach(),
                     &self.lease.names,
                     &self.lease.token,
                     until,
@@ -325,7 +327,7 @@ impl LockGuard {
             }
             None => {
                 release_contended(
-                    self.lease.client.reach(),
+                    self.lease.parts.reach(),
                     &self.lease.names,
                     &self.lease.token,
                     valid_until,
@@ -339,7 +341,7 @@ impl LockGuard {
         drop(turn);
         let outcome = outcome_of(reply?);
         self.witness(valid_until).judge(
-            &self.lease.client,
+            &self.lease.parts,
             (&self.lease.names, &self.lease.token),
             outcome,
         );
@@ -385,7 +387,7 @@ impl LockGuard {
         let ending = match (&self.local, kept_until) {
             (Some(local), None) => local.ending(
                 self.lease.handle.id,
-                self.lease.client.reach().deployment().queues(),
+                self.lease.parts.reach().deployment().queues(),
             ),
             _ => Ending::Release,
         };
@@ -408,7 +410,7 @@ impl LockGuard {
         let held = self.lease.acquired_at.elapsed();
         self.held = Some(held);
         self.lease
-            .client
+            .parts
             .telemetry()
             .held(self.lease.names.lock(), held);
         held
@@ -424,7 +426,7 @@ impl LockGuard {
     fn begin_release(&mut self) -> (LocalHold, Instant, Waiters) {
         let removed = self
             .lease
-            .client
+            .parts
             .watchdog()
             .remove_attached(self.lease.handle.id);
         self.took_off_schedule |= removed.is_some();
@@ -432,7 +434,7 @@ impl LockGuard {
         self.lease.valid_until = valid_until;
         let waiters = match &self.local {
             Some(local) if local.contended() => {
-                Waiters::Contended(self.lease.client.foreign_window())
+                Waiters::Contended(self.lease.parts.foreign_window())
             }
             _ => Waiters::NoneKnown,
         };
@@ -444,7 +446,7 @@ impl LockGuard {
     /// next local waiter has gone on already).
     fn pass(&mut self) {
         self.lease.released = true;
-        let turn = self.lease.client.watchdog().detach(self.lease.handle.id);
+        let turn = self.lease.parts.watchdog().detach(self.lease.handle.id);
         if let Some(local) = self.local.take() {
             local.pass(
                 self.lease.token.clone(),
@@ -463,8 +465,8 @@ impl LockGuard {
     /// answered.
     fn yield_lock(&mut self) -> impl Future<Output = Result<ReleaseOutcome, LockError>> + use<> {
         self.lease.released = true;
-        let (client, names, token) = (
-            self.lease.client.clone(),
+        let (parts, names, token) = (
+            self.lease.parts.clone(),
             self.lease.names.clone(),
             std::mem::take(&mut self.lease.token),
         );
@@ -474,20 +476,20 @@ impl LockGuard {
             self.renew,
             self.local.take(),
         );
-        let turn = client.watchdog().detach(lease);
-        let valid_until = client
+        let turn = parts.watchdog().detach(lease);
+        let valid_until = parts
             .watchdog()
             .lease_state(lease)
             .map_or(self.lease.valid_until, |(valid_until, _)| valid_until);
         let mut witness = self.witness(valid_until);
         async move {
             let requeue = Requeue {
-                token: client.tokens().successor(ttl, &token),
+                token: parts.tokens().successor(ttl, &token),
                 ttl,
-                window: client.foreign_window(),
+                window: parts.foreign_window(),
             };
-            let alive = client.liveness_key(names.lock());
-            let reach = (&**client.reach(), alive.as_deref());
+            let alive = parts.liveness_key(names.lock());
+            let reach = (&**parts.reach(), alive.as_deref());
             let yielded = yield_lock(reach, &names, &token, &requeue, valid_until).await;
             // The turn is given up only once the lock is parked, or the next place is.
             let Some(local) = local else {
@@ -498,11 +500,11 @@ impl LockGuard {
                 return Ok(ReleaseOutcome::Released);
             }
             // Off the schedule only now: the watchdog reports a loss it finds until here.
-            witness.ours = client.watchdog().remove(lease).is_some();
+            witness.ours = parts.watchdog().remove(lease).is_some();
             if !matches!(yielded, Ok(Yielded::Gone | Yielded::NotOwner)) {
                 // Queued with the release (or perhaps, when it failed): the next local
                 // waiter leads the wait with this place, or it is left.
-                let place = Place::new(&client, &names, requeue.token, true);
+                let place = Place::new(&parts, &names, requeue.token, true);
                 local.requeued(if matches!(yielded, Ok(Yielded::Passed)) {
                     place.behind_grant()
                 } else {
@@ -515,7 +517,7 @@ impl LockGuard {
                 Yielded::NotOwner => ReleaseOutcome::NotOwner,
                 Yielded::Passed | Yielded::Kept | Yielded::Gapped => ReleaseOutcome::Released,
             };
-            witness.judge(&client, (&names, &token), outcome);
+            witness.judge(&parts, (&names, &token), outcome);
             tracing::debug!(key = %names.lock(), token = %token, ?outcome, "lock yielded to the next process");
             Ok(outcome)
         }
@@ -546,7 +548,7 @@ impl Witness {
     /// was given up, so that whoever hears of the loss finds the key's turn free.
     fn judge(
         &self,
-        client: &LockClient,
+        parts: &LeaseParts,
         (names, token): (&KeyNames, &str),
         outcome: ReleaseOutcome,
     ) {
@@ -571,7 +573,7 @@ impl Witness {
              during the hold); the guarded work ran without the lock for a while"
         );
         let cause = LostCause::FoundAtRelease;
-        client.telemetry().lost(key, cause);
+        parts.telemetry().lost(key, cause);
         self.lost.set(cause);
     }
 }
@@ -601,30 +603,30 @@ impl Drop for LockGuard {
         };
         if yields {
             let yielding = self.yield_lock();
-            self.lease.client.runtime().spawn(yielding);
+            self.lease.parts.runtime().spawn(yielding);
             return;
         }
         // The turn goes with the release: the next local waiter starts once it is done.
         let (local, valid_until, waiters) = self.begin_release();
         let witness = self.witness(valid_until);
-        let (client, names) = (self.lease.client.clone(), self.lease.names.clone());
+        let (parts, names) = (self.lease.parts.clone(), self.lease.names.clone());
         let token = std::mem::take(&mut self.lease.token);
         // Given back synchronously instead when the runtime drops it (shutting down).
         let leftover = match kept_until {
             Some(until) => Leftover::kept(&names, &token, until.into_std()),
             None => Leftover::lock(&names, &token),
         };
-        let shutdown = self.lease.client.shutdown_state().clone();
+        let shutdown = self.lease.parts.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
             let reply = match kept_until {
-                Some(until) => keep_until(client.reach(), &names, &token, until, valid_until).await,
-                None => release_contended(client.reach(), &names, &token, valid_until, waiters).await,
+                Some(until) => keep_until(parts.reach(), &names, &token, until, valid_until).await,
+                None => release_contended(parts.reach(), &names, &token, valid_until, waiters).await,
             };
             drop(local);
             match reply {
                 Ok(reply) => {
                     let outcome = outcome_of(reply);
-                    witness.judge(&client, (&names, &token), outcome);
+                    witness.judge(&parts, (&names, &token), outcome);
                     tracing::debug!(
                         key = %names.lock(),
                         token = %token,

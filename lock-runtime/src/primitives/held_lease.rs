@@ -1,7 +1,7 @@
 //! The lease every guard holds: a lock's ([`LockGuard`](crate::LockGuard)), a reader's
 //! share ([`ReadGuard`](crate::ReadGuard)) and a permit
 //! ([`SemaphoreGuard`](crate::SemaphoreGuard)). One struct keeps what they all keep (the
-//! client, the key, the token, the lease on the watchdog's schedule with its lost signal,
+//! parts of the client a lease uses, the key, the token, the lease on the watchdog's schedule with its lost signal,
 //! when the hold began, its validity point, whether it was given back, whether it re-entered
 //! an outer hold of the task) and does what they all do with it (the getters, the loss
 //! accessors, `extend`, what a guarded body sees); each guard adds only its own.
@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::LockClient;
 use crate::context::CurrentLock;
 use crate::error::{LockError, LostCause};
 use crate::lease::{Token, validity};
+use crate::lease_parts::LeaseParts;
 use crate::lock_order::OrderHold;
 use crate::options::MAX_TTL;
 use crate::queue::redis_queue::release::{Expiry, extend_lease};
@@ -25,7 +25,8 @@ use crate::telemetry::Live;
 /// A held lease, as every guard holds it.
 #[derive(Debug)]
 pub(crate) struct HeldLease {
-    pub(crate) client: LockClient,
+    /// What it keeps of its client.
+    pub(crate) parts: Arc<LeaseParts>,
     /// The key the application named (with the client's prefix).
     pub(crate) names: Arc<KeyNames>,
     pub(crate) token: Token,
@@ -54,15 +55,15 @@ impl HeldLease {
     /// call of its own and copied.
     #[inline(always)]
     pub(crate) fn new(
-        client: LockClient,
+        parts: Arc<LeaseParts>,
         names: Arc<KeyNames>,
         token: Token,
         handle: LeaseHandle,
         (acquired_at, valid_until): (Instant, Instant),
     ) -> Self {
-        let live = (client.telemetry()).hold_started(&names, acquired_at.into_std());
+        let live = (parts.telemetry()).hold_started(&names, acquired_at.into_std());
         HeldLease {
-            client,
+            parts,
             names,
             token,
             handle,
@@ -77,14 +78,18 @@ impl HeldLease {
 
     /// The lease `outer` (this task's hold of the same key) owns, as a reentrant guard
     /// sees it: its token and lost signal, on no schedule of its own.
-    pub(crate) fn reentrant(client: LockClient, names: Arc<KeyNames>, outer: &CurrentLock) -> Self {
+    pub(crate) fn reentrant(
+        parts: Arc<LeaseParts>,
+        names: Arc<KeyNames>,
+        outer: &CurrentLock,
+    ) -> Self {
         let handle = LeaseHandle {
             id: 0,
             lost: outer.lost_signal(),
         };
         let now = Instant::now();
         HeldLease {
-            client,
+            parts,
             names,
             token: outer.token().clone(),
             handle,
@@ -101,17 +106,17 @@ impl HeldLease {
     /// `leased` is the key the lease keeps (the lock's, a reader's share, the semaphore's),
     /// renewed (or not) and bounded as `terms` say.
     pub(crate) fn registered(
-        client: &LockClient,
+        parts: &Arc<LeaseParts>,
         (names, leased): (&Arc<KeyNames>, &Arc<KeyNames>),
         token: Token,
         terms: Terms,
         sent: Instant,
     ) -> Self {
         let now = Instant::now();
-        let handle = (client.watchdog()).register(leased, &token, terms, (sent, now), None);
+        let handle = (parts.watchdog()).register(leased, &token, terms, (sent, now), None);
         let valid_until = validity(sent, terms.ttl);
         let times = (now, valid_until);
-        HeldLease::new(client.clone(), names.clone(), token, handle, times)
+        HeldLease::new(parts.clone(), names.clone(), token, handle, times)
     }
 
     /// The Redis key (with the client's prefix, if any).
@@ -143,7 +148,7 @@ impl HeldLease {
     /// hold's fence.
     pub(crate) fn current(&self, fence: Option<u64>) -> CurrentLock {
         CurrentLock::new(
-            self.client.id(),
+            self.parts.id(),
             self.names.clone(),
             self.token.clone(),
             fence,
@@ -154,7 +159,7 @@ impl HeldLease {
 
     /// Takes the lease off the watchdog; its validity point as last known.
     pub(crate) fn stop_renewing(&mut self) -> Instant {
-        if let Some(valid_until) = self.client.watchdog().remove(self.handle.id) {
+        if let Some(valid_until) = self.parts.watchdog().remove(self.handle.id) {
             self.valid_until = valid_until;
         }
         self.valid_until
@@ -187,9 +192,9 @@ impl HeldLease {
             });
         }
         let sent = Instant::now();
-        let watchdog = self.client.watchdog();
+        let watchdog = self.parts.watchdog();
         let grow = (ttl, Expiry::Grow);
-        let extended = match extend_lease(self.client.reach(), leased, &self.token, grow).await {
+        let extended = match extend_lease(self.parts.reach(), leased, &self.token, grow).await {
             Err(err @ (LockError::NotReplicated { .. } | LockError::NotDurable { .. })) => {
                 // Not counted, but the primary took it: a shorter ttl holds from now on.
                 watchdog.shorten(self.handle.id, ttl, sent);
@@ -213,7 +218,7 @@ impl HeldLease {
     /// lost already, and the lease leaves the watchdog's schedule so that its next renewal
     /// does not report it again. The guard reads as lost from now on.
     fn found_lost(&self) {
-        let on_schedule = self.client.watchdog().remove(self.handle.id).is_some();
+        let on_schedule = self.parts.watchdog().remove(self.handle.id).is_some();
         let reported = matches!(
             self.handle.lost.reported(),
             Some(LostCause::TokenGone | LostCause::RenewalFailed)
@@ -221,7 +226,7 @@ impl HeldLease {
         if on_schedule || !reported {
             tracing::warn!(key = %self.key(), token = %self.token, "lock lost: extending found the token gone");
             let cause = LostCause::TokenGone;
-            self.client.telemetry().lost(self.key(), cause);
+            self.parts.telemetry().lost(self.key(), cause);
             self.handle.lost.set(cause);
         }
     }

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use crate::context;
 use crate::deadlock::Watcher;
 use crate::lease::{Taken, Token};
+use crate::lease_parts::LeaseParts;
 use crate::ops::seen_holder::with_holder;
 use crate::options::Taker;
 use crate::primitives::builder::{LockBuilder, with_client};
@@ -127,7 +128,7 @@ impl Lock {
             if held.is_read() {
                 return Err(LockError::upgrade_refused(names.lock()));
             }
-            return Ok(LockGuard::reentrant(client, names, &held));
+            return Ok(LockGuard::reentrant(client.parts().clone(), names, &held));
         }
         let order = self
             .spec
@@ -185,7 +186,7 @@ impl Lock {
                 drop(unclaimed);
                 let local = Holding::new(member, turn, (Some(&tenure), tenure.began), true);
                 return Ok(LockGuard::new(
-                    client.clone(),
+                    client.parts().clone(),
                     names.clone(),
                     tenure.token,
                     fence,
@@ -206,7 +207,7 @@ impl Lock {
             window,
         };
         let taken = client.reach().deployment().take(lead).await?;
-        Ok(self.new_guard(client.clone(), names.clone(), Some((member, turn)), taken))
+        Ok(self.new_guard(client.parts(), names.clone(), Some((member, turn)), taken))
     }
 
     /// The turn in the key's local queue: at once (or `Busy`) with `wait` zero, else by the
@@ -251,7 +252,7 @@ impl Lock {
         let context = WaitContext::of(client);
         let alone = redis_queue::try_alone(&context, names, &token, &self.spec.options, window);
         if let Alone::Taken(taken) = alone.await? {
-            let guard = self.new_guard(client.clone(), names.clone(), None, (token, taken));
+            let guard = self.new_guard(client.parts(), names.clone(), None, (token, taken));
             return Ok(Entered::Alone(guard));
         }
         Ok(Entered::Joined(cohort::join(client, names), true))
@@ -261,16 +262,16 @@ impl Lock {
     /// local queue, or alone on the key: none).
     fn new_guard(
         &self,
-        client: LockClient,
+        parts: &Arc<LeaseParts>,
         names: Arc<KeyNames>,
         local: Option<(Member, Turn)>,
         (token, taken): (Token, Taken),
     ) -> LockGuard {
         let local = local
             .map(|(member, turn)| Holding::new(member, turn, (None, taken.answered), taken.queued));
-        let watchdog = taken.queued.then(|| client.watchdog().clone());
+        let watchdog = taken.queued.then(|| parts.watchdog().clone());
         let guard = LockGuard::new(
-            client,
+            parts.clone(),
             names,
             token,
             taken.fence,
@@ -369,7 +370,7 @@ impl Lock {
     ) -> Result<(Token, Taken), LockError> {
         let mut place = member.take_place().unwrap_or_else(|| {
             let token = client.new_token(self.spec.options.ttl, &self.spec.order.site);
-            let place = Place::new(client, names, token, false);
+            let place = Place::new(client.parts(), names, token, false);
             // Found held just now: the wait starts with the script.
             if tried_alone {
                 place.after_try_alone()

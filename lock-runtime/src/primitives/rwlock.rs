@@ -186,7 +186,7 @@ impl RwLock {
     async fn read_through(&self, client: LockClient) -> Result<ReadGuard, LockError> {
         let names = Arc::new(client.key_names(&self.kind.key)?);
         if let Some(held) = context::held_by_this_task(client.id(), names.lock()) {
-            return Ok(ReadGuard::reentrant(client, names, &held));
+            return Ok(ReadGuard::reentrant(client.parts().clone(), names, &held));
         }
         let order = self
             .spec
@@ -248,7 +248,7 @@ impl RwLock {
                 if unsure.load(Ordering::Relaxed) {
                     // A try whose reply was lost may have taken the share: give it back
                     // rather than leave it to hold writers up until its ttl.
-                    release_in_background(client, names, &share, token, false);
+                    release_in_background(client.parts(), names, &share, token, false);
                 }
                 Err(err)
             }
@@ -269,7 +269,7 @@ impl RwLock {
     ) -> Result<Instant, LockError> {
         let take = |gate: String| async move {
             let taken = take_share(
-                client,
+                client.parts(),
                 names,
                 shares,
                 share,

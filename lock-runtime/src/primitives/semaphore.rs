@@ -206,7 +206,12 @@ impl Semaphore {
         let mut wait = PermitWait {
             semaphore: self,
             client,
-            place: Place::new(client, &names, permit_token(client, &self.spec), false),
+            place: Place::new(
+                client.parts(),
+                &names,
+                permit_token(client, &self.spec),
+                false,
+            ),
             ticket: None,
             started,
             deadline,

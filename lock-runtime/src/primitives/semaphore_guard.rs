@@ -45,7 +45,7 @@ impl SemaphoreGuard {
     ) -> Self {
         let terms = crate::renewal::watchdog::Terms::of(options);
         SemaphoreGuard {
-            lease: HeldLease::registered(client, (&names, &leased), token, terms, sent),
+            lease: HeldLease::registered(client.parts(), (&names, &leased), token, terms, sent),
             leased,
             permits,
         }
@@ -127,11 +127,11 @@ impl SemaphoreGuard {
     pub async fn release(mut self) -> Result<ReleaseOutcome, LockError> {
         let valid_until = self.stop_renewing();
         self.lease
-            .client
+            .parts
             .telemetry()
             .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
         let reply = release_script(
-            self.lease.client.reach(),
+            self.lease.parts.reach(),
             &self.leased,
             &self.lease.token,
             valid_until,
@@ -146,7 +146,7 @@ impl SemaphoreGuard {
             let cause = LostCause::FoundAtRelease;
             tracing::warn!(key = %self.lease.names.lock(), token = %self.lease.token, %cause, "permit lost");
             self.lease
-                .client
+                .parts
                 .telemetry()
                 .lost(self.lease.names.lock(), cause);
             self.lease.handle.lost.set(cause);
@@ -167,15 +167,15 @@ impl Drop for SemaphoreGuard {
         }
         self.lease.released = true;
         let valid_until = self.stop_renewing();
-        let (client, names, token) = (
-            self.lease.client.clone(),
+        let (parts, names, token) = (
+            self.lease.parts.clone(),
             self.leased.clone(),
             self.lease.token.clone(),
         );
         let leftover = Leftover::lock(&names, &token);
-        let shutdown = client.shutdown_state().clone();
+        let shutdown = parts.shutdown_state().clone();
         shutdown.give_back_in_background(leftover, async move {
-            if let Err(err) = release_script(client.reach(), &names, &token, valid_until).await {
+            if let Err(err) = release_script(parts.reach(), &names, &token, valid_until).await {
                 tracing::warn!(key = %names.lock(), error = %err.cause(), "giving the permit back failed; it ends by its ttl");
             }
         });

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::config::PassBound;
 use crate::lease::{Token, passable};
-use crate::queue::handles::QueueHandles;
+use crate::lease_parts::LeaseParts;
 use crate::queue::redis_queue::place::Place;
 use crate::queue::redis_queue::release::release_script;
 use crate::scripts::KeyNames;
@@ -127,7 +127,7 @@ struct Cohort {
     state: Mutex<CohortState>,
     /// The client's watchdog that holds a parked lock, and the reach and shutdown that give
     /// it back.
-    handles: QueueHandles,
+    parts: Arc<LeaseParts>,
     /// How long the process may keep the key for its own tasks while another waits.
     pass_bound: PassBound,
 }
@@ -227,7 +227,7 @@ fn enter(client: &LockClient, key: CohortKey, mut map: MutexGuard<'_, ShardMap>)
             Arc::new(Cohort {
                 turn: Semaphore::new(1),
                 state: Mutex::default(),
-                handles: QueueHandles::of(client),
+                parts: client.parts().clone(),
                 pass_bound: client.pass_bound(),
             })
         })
@@ -385,7 +385,7 @@ impl Drop for Member {
             (parked.tenure, parked.place, parked.ticket)
         };
         if let Some(tenure) = tenure {
-            release_parked(&self.cohort.handles, &self.key.names, tenure);
+            release_parked(&self.cohort.parts, &self.key.names, tenure);
         }
     }
 }
@@ -395,7 +395,7 @@ impl Drop for Member {
 /// re-dates the lease) gives the lock back instead of leaving it held and renewed.
 pub(crate) struct Unclaimed<'a> {
     tenure: Option<Tenure>,
-    handles: &'a QueueHandles,
+    parts: &'a LeaseParts,
     names: &'a KeyNames,
 }
 
@@ -403,7 +403,7 @@ impl<'a> Unclaimed<'a> {
     pub(crate) fn new(member: &'a Member) -> Self {
         Unclaimed {
             tenure: member.state().take(|parked| &mut parked.tenure),
-            handles: &member.cohort.handles,
+            parts: &member.cohort.parts,
             names: &member.key.names,
         }
     }
@@ -422,20 +422,20 @@ impl<'a> Unclaimed<'a> {
 impl Drop for Unclaimed<'_> {
     fn drop(&mut self) {
         if let Some(tenure) = self.tenure.take() {
-            release_parked(self.handles, self.names, tenure);
+            release_parked(self.parts, self.names, tenure);
         }
     }
 }
 
 /// Releases, in the background, a lock parked for a task that gave up before taking it.
-fn release_parked(handles: &QueueHandles, names: &KeyNames, tenure: Tenure) {
-    let Some(valid_until) = handles.watchdog.remove(tenure.lease) else {
+fn release_parked(parts: &LeaseParts, names: &KeyNames, tenure: Tenure) {
+    let Some(valid_until) = parts.watchdog.remove(tenure.lease) else {
         return; // lost meanwhile: nothing of ours to release
     };
-    let (reach, names) = (handles.reach.clone(), Arc::new(names.clone()));
+    let (reach, names) = (parts.reach.clone(), Arc::new(names.clone()));
     // Given back synchronously instead when the runtime drops it (shutting down).
     let leftover = crate::renewal::shutdown::Leftover::lock(&names, &tenure.token);
-    handles.shutdown.give_back_in_background(leftover, async move {
+    parts.shutdown.give_back_in_background(leftover, async move {
         if let Err(err) = release_script(&reach, &names, &tenure.token, valid_until).await {
             tracing::warn!(key = %names.lock(), error = %err.cause(), "releasing a parked lock failed; it expires by its ttl");
         }
@@ -509,7 +509,7 @@ impl Holding {
             return Ending::Release;
         }
         let now = Instant::now();
-        let watchdog = &self.member.cohort.handles.watchdog;
+        let watchdog = &self.member.cohort.parts.watchdog;
         let Some((valid_until, ttl)) = watchdog.lease_state(lease) else {
             return Ending::Release;
         };

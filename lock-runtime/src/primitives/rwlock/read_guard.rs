@@ -11,6 +11,7 @@ use crate::client::LockClient;
 use crate::context::CurrentLock;
 use crate::error::{LockError, LostCause, ReleaseOutcome};
 use crate::lease::Token;
+use crate::lease_parts::LeaseParts;
 use crate::options::LockOptions;
 use crate::primitives::held_lease::HeldLease;
 use crate::primitives::run_path::OneLease;
@@ -41,15 +42,19 @@ impl ReadGuard {
         sent: Instant,
     ) -> Self {
         let terms = crate::renewal::watchdog::Terms::of(options);
-        let lease = HeldLease::registered(client, (names, &share), token, terms, sent);
+        let lease = HeldLease::registered(client.parts(), (names, &share), token, terms, sent);
         ReadGuard { lease, share }
     }
 
     /// A share of a key this task already holds (for reading or writing).
-    pub(super) fn reentrant(client: LockClient, names: Arc<KeyNames>, held: &CurrentLock) -> Self {
+    pub(super) fn reentrant(
+        parts: Arc<LeaseParts>,
+        names: Arc<KeyNames>,
+        held: &CurrentLock,
+    ) -> Self {
         ReadGuard {
             share: names.clone(),
-            lease: HeldLease::reentrant(client, names, held),
+            lease: HeldLease::reentrant(parts, names, held),
         }
     }
 
@@ -129,12 +134,12 @@ impl ReadGuard {
             return Ok(ReleaseOutcome::Released);
         }
         self.lease
-            .client
+            .parts
             .telemetry()
             .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
         let valid_until = self.stop_renewing();
         let reply = release_share(
-            &self.lease.client,
+            &self.lease.parts,
             &self.lease.names,
             &self.share,
             &self.lease.token,
@@ -158,7 +163,7 @@ impl ReadGuard {
         tracing::warn!(key = %self.lease.names.lock(), token = %self.lease.token, "read lock lost: its release found the share gone (a failover, an eviction or a DEL during the hold)");
         let cause = LostCause::FoundAtRelease;
         self.lease
-            .client
+            .parts
             .telemetry()
             .lost(self.lease.names.lock(), cause);
         self.lease.handle.lost.set(cause);
@@ -171,13 +176,13 @@ impl Drop for ReadGuard {
             return;
         }
         self.lease
-            .client
+            .parts
             .telemetry()
             .held(self.lease.names.lock(), self.lease.acquired_at.elapsed());
         self.stop_renewing();
         let token = std::mem::take(&mut self.lease.token);
         release_in_background(
-            &self.lease.client,
+            &self.lease.parts,
             &self.lease.names,
             &self.share,
             token,

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::LockClient;
 use crate::error::{LockError, ReleaseOutcome};
 use crate::lease::{Token, validity};
+use crate::lease_parts::LeaseParts;
 use crate::options::LockOptions;
 use crate::primitives::guard::outcome_of;
 use crate::queue::redis_queue::release::{RELEASE_BUDGET, RELEASE_TRIES};
@@ -21,7 +21,7 @@ use crate::scripts::{ShareNames, read_call, read_release_call};
 /// the share is taken when a majority took it within its lease's validity; else what some
 /// took is given back, and the quick path counts as closed (or the gate as lost).
 pub(super) async fn take_share(
-    client: &LockClient,
+    parts: &Arc<LeaseParts>,
     names: &KeyNames,
     shares: &ShareNames,
     share: &KeyNames,
@@ -30,21 +30,21 @@ pub(super) async fn take_share(
     gate: &str,
 ) -> Result<i64, LockError> {
     let call = read_call((names, shares, share), token, options.ttl, gate);
-    let replicas = (client.reach().replicas(), names.lock());
+    let replicas = (parts.reach().replicas(), names.lock());
     let sent = Instant::now();
     let ask = |mut connection| {
         let call = &call;
         async move { invoke_granting::<i64>(call, replicas, &mut connection).await }
     };
-    let (mut answers, quorum) = (client.reach()).answers(names.lock(), ask).await?;
-    client.reach().mark_answered();
+    let (mut answers, quorum) = (parts.reach()).answers(names.lock(), ask).await?;
+    parts.reach().mark_answered();
     if quorum == 1
         && answers.len() == 1
         && let Some(Some((taken, shortfall))) = answers.pop()
     {
         if let Some(shortfall) = shortfall.filter(|_| taken == 1) {
             // Not counted: given back (the wait tries again), or left to expire by its ttl.
-            if let Err(err) = give_share_back(client, names, share, token).await {
+            if let Err(err) = give_share_back(parts, names, share, token).await {
                 tracing::warn!(key = %names.lock(), error = %err, "undoing a share the replicas did not confirm failed; it expires by its ttl");
             }
             return Err(shortfall);
@@ -59,7 +59,7 @@ pub(super) async fn take_share(
         return Ok(1);
     }
     if (granted > 0 || answers.iter().any(Option::is_none))
-        && let Err(err) = give_share_back(client, names, share, token).await
+        && let Err(err) = give_share_back(parts, names, share, token).await
     {
         tracing::debug!(key = %names.lock(), error = %err, "giving back a share no majority took failed; it expires by its ttl");
     }
@@ -70,7 +70,7 @@ pub(super) async fn take_share(
 /// On independent masters, on every master: released when a majority released it (a
 /// master that failed it for a passing reason is asked again in the background).
 pub(super) async fn give_share_back(
-    client: &LockClient,
+    parts: &Arc<LeaseParts>,
     names: &KeyNames,
     share: &KeyNames,
     token: &str,
@@ -80,16 +80,16 @@ pub(super) async fn give_share_back(
         read_release_call(
             (names, &shares, share),
             token,
-            client.reach().publish_command(),
+            parts.reach().publish_command(),
         )
     };
-    (client.reach()).release_with(names.lock(), call).await
+    (parts.reach()).release_with(names.lock(), call).await
 }
 
 /// Gives a share back, trying again after transient errors like a release does, for at
 /// most [`RELEASE_BUDGET`] (the share then ends by its ttl).
 pub(super) async fn release_share(
-    client: &LockClient,
+    parts: &Arc<LeaseParts>,
     names: &KeyNames,
     share: &KeyNames,
     token: &str,
@@ -98,7 +98,7 @@ pub(super) async fn release_share(
     let mut pause = Duration::from_millis(25);
     let mut last = None;
     for _ in 0..RELEASE_TRIES {
-        match tokio::time::timeout_at(give_up, give_share_back(client, names, share, token)).await {
+        match tokio::time::timeout_at(give_up, give_share_back(parts, names, share, token)).await {
             Ok(Ok(reply)) => return Ok(outcome_of(reply)),
             Ok(Err(err)) => last = Some(err),
             Err(_) => break,
@@ -126,17 +126,17 @@ pub(super) async fn release_share(
 /// (shutting down): the share key is released like a lock key; its entry in the set of
 /// readers is tidied by the next reader or writer. A failure is logged when `warn`.
 pub(super) fn release_in_background(
-    client: &LockClient,
+    parts: &Arc<LeaseParts>,
     names: &Arc<KeyNames>,
     share: &Arc<KeyNames>,
     token: Token,
     warn: bool,
 ) {
-    let (client, names, share) = (client.clone(), names.clone(), share.clone());
+    let (parts, names, share) = (parts.clone(), names.clone(), share.clone());
     let leftover = crate::renewal::shutdown::Leftover::lock(&share, &token);
-    let shutdown = client.shutdown_state().clone();
+    let shutdown = parts.shutdown_state().clone();
     shutdown.give_back_in_background(leftover, async move {
-        let released = release_share(&client, &names, &share, &token).await;
+        let released = release_share(&parts, &names, &share, &token).await;
         if let (Err(err), true) = (released, warn) {
             tracing::warn!(key = %names.lock(), error = %err.cause(), "giving a read share back on drop failed; it expires by its ttl");
         }

@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::client::LockClient;
 use crate::lease::Token;
-use crate::queue::handles::QueueHandles;
+use crate::lease_parts::LeaseParts;
 use crate::scripts::KeyNames;
 
 /// A process's stake in a key's Redis queue: its place (one per key, whichever of its
@@ -19,7 +18,7 @@ use crate::scripts::KeyNames;
 pub(crate) struct Place {
     /// The watchdog that keeps it alive, the reach it leaves through, the shutdown that runs
     /// a leave in the background when it is dropped.
-    handles: QueueHandles,
+    parts: Arc<LeaseParts>,
     pub(crate) names: Arc<KeyNames>,
     pub(crate) token: Token,
     /// A try may have queued this token or granted it the lock: leaving must clean both.
@@ -38,17 +37,16 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// A place of `client`'s in the queue of `names` (it keeps the parts of the client it
-    /// uses): not yet in Redis (`joined` false), or one a release just put at the tail of
+    /// A place in the queue of `names` of the client whose `parts` it keeps: not yet in Redis (`joined` false), or one a release just put at the tail of
     /// the queue (`joined` true: kept alive from now on).
     pub(crate) fn new(
-        client: &LockClient,
+        parts: &Arc<LeaseParts>,
         names: &Arc<KeyNames>,
         token: Token,
         joined: bool,
     ) -> Self {
         let mut place = Place {
-            handles: QueueHandles::of(client),
+            parts: parts.clone(),
             names: names.clone(),
             token,
             joined,
@@ -60,7 +58,7 @@ impl Place {
         if joined {
             // The release that queued it named the process's liveness key for the lock,
             // if it had one.
-            let per_key = client.liveness_key(names.lock()).is_none();
+            let per_key = parts.liveness_key(names.lock()).is_none();
             place.keep(per_key);
         }
         place
@@ -106,10 +104,10 @@ impl Place {
         self.queued = true;
         match self.kept {
             Some((_, kept_per_key)) if kept_per_key == per_key => return,
-            Some((id, _)) => self.handles.watchdog.forget_queued(id),
+            Some((id, _)) => self.parts.watchdog.forget_queued(id),
             None => {}
         }
-        let id = (self.handles.watchdog).keep_queued(&self.names, &self.token, per_key);
+        let id = (self.parts.watchdog).keep_queued(&self.names, &self.token, per_key);
         self.kept = Some((id, per_key));
     }
 
@@ -122,7 +120,7 @@ impl Place {
     pub(crate) fn settle(&mut self) {
         self.joined = false;
         if let Some((id, _)) = self.kept.take() {
-            self.handles.watchdog.forget_queued(id);
+            self.parts.watchdog.forget_queued(id);
         }
     }
 
@@ -131,8 +129,7 @@ impl Place {
     /// only logged: the grant expires by its ttl.
     pub(crate) async fn undo_unconfirmed(&mut self, undo_by: Instant) {
         self.joined = false;
-        if let Err(err) =
-            release_script(&self.handles.reach, &self.names, &self.token, undo_by).await
+        if let Err(err) = release_script(&self.parts.reach, &self.names, &self.token, undo_by).await
         {
             tracing::warn!(key = %self.names.lock(), error = %err, "undoing a grant the replicas did not confirm failed; it expires by its ttl");
         }
@@ -146,7 +143,7 @@ impl Place {
         }
         if let Ok(Ok(())) = tokio::time::timeout_at(
             bound,
-            leave_queue(&self.handles.reach, &self.names, &self.token),
+            leave_queue(&self.parts.reach, &self.names, &self.token),
         )
         .await
         {
@@ -163,7 +160,7 @@ impl Drop for Place {
             return;
         }
         let (reach, names, token) = (
-            self.handles.reach.clone(),
+            self.parts.reach.clone(),
             self.names.clone(),
             std::mem::take(&mut self.token),
         );
@@ -171,7 +168,7 @@ impl Drop for Place {
         // (its reply lost with a reset connection) would otherwise stay until its window ends.
         // Left synchronously instead when the runtime drops it (shutting down).
         let leftover = crate::renewal::shutdown::Leftover::place(&names, &token);
-        self.handles
+        self.parts
             .shutdown
             .give_back_in_background(leftover, async move {
                 let _ = retrying(
