@@ -149,7 +149,8 @@ impl LockClient {
     ///
     /// The client serves every Tokio runtime of the process, and may be created outside
     /// one: its connections, watchdog and background releases run on a thread of its own
-    /// (`lock-runtime`), which ends when the client's last clone is dropped.
+    /// (`lock-runtime`), which ends when the client's last clone, and the last guard taken
+    /// through it, are dropped.
     pub fn new(config: Config) -> Result<Self, LockError> {
         // The caller's runtime, for the blocking Sentinel lookup (before entering ours).
         let caller = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
@@ -347,34 +348,9 @@ impl LockClient {
         self.inner.deadlock_delay
     }
 
-    /// What makes its tokens.
-    pub(crate) fn tokens(&self) -> &crate::identity::TokenMaker {
-        &self.inner.parts.tokens
-    }
-
     /// The lock-order check, when [`Config::lock_order_check`] turned it on.
     pub(crate) fn lock_order(&self) -> Option<&crate::lock_order::LockOrder> {
         self.inner.lock_order.as_ref()
-    }
-
-    pub(crate) fn watchdog(&self) -> &Watchdog {
-        &self.inner.parts.watchdog
-    }
-
-    /// The client's own runtime: background work that must outlive the caller's runtime
-    /// (a release in the background, a hand-over) is spawned there.
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        self.inner.parts.runtime()
-    }
-
-    /// The process's liveness key, where queue places name it (see [`crate::renewal::liveness`]).
-    pub(crate) fn liveness(&self) -> Option<&Arc<Liveness>> {
-        self.inner.parts.liveness.as_ref()
-    }
-
-    /// The process's liveness key for `lock`, if it has one ([`Liveness::key_for`]).
-    pub(crate) fn liveness_key(&self, lock: &str) -> Option<std::borrow::Cow<'_, str>> {
-        self.liveness()?.key_for(lock)
     }
 
     pub(crate) fn pass_bound(&self) -> PassBound {

@@ -12,7 +12,8 @@
 //! on the runtime of the task that sends (see `connection/per_runtime.rs`), so the
 //! uncontended path crosses no thread.
 //!
-//! The thread ends when the client (its last clone) is dropped; the tasks still on it are
+//! The thread ends when the client (its last clone, and the last guard, queue place or
+//! cohort it handed out: see `lease_parts.rs`) is dropped; the tasks still on it are
 //! dropped then, as a runtime's are when it shuts down (see `shutdown.rs`).
 
 use std::future::Future;

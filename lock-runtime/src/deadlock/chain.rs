@@ -107,7 +107,7 @@ impl Records {
             .iter()
             .map(|(names, token)| (names.waits(), token.clone()))
             .collect();
-        let client_id = client.tokens().client_id();
+        let client_id = client.parts().tokens().client_id();
         let holds = held.iter().enumerate().map(|(index, (names, _))| {
             let field = format!("{client_id}.{:x}.{index:04}", record.id);
             (field, names.lock().to_owned())
@@ -175,7 +175,7 @@ impl Drop for Records {
         let beside_held = std::mem::take(&mut self.beside_held);
         let (hash, holds) = std::mem::take(&mut self.beside_waited);
         let (client, value) = (self.client.clone(), std::mem::take(&mut self.value));
-        self.client.runtime().spawn(async move {
+        self.client.parts().runtime().spawn(async move {
             for (name, token) in &beside_held {
                 let call = &forget_wait_call(name, token, &value);
                 send(&client, name, |mut connection| async move {

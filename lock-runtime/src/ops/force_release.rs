@@ -148,7 +148,7 @@ pub(crate) async fn force_release_on(
         &shares,
         client.reach().publish_command(),
         (expected, check.foreign),
-        client.tokens().releaser(),
+        client.parts().tokens().releaser(),
     );
     let (removed, pttl, woken, granted, others, verdict): ForceReply =
         invoke(&call, &mut connection)

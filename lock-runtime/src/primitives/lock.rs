@@ -331,12 +331,12 @@ impl Lock {
                     (Some(retake), fence)
                 }
                 Ok(None) => {
-                    client.watchdog().remove(tenure.lease);
+                    client.parts().watchdog().remove(tenure.lease);
                     return None;
                 }
                 Err(err) => {
                     tracing::debug!(key = %names.lock(), error = %err.cause(), "taking a passed lock over failed; taking it in Redis");
-                    client.watchdog().remove(tenure.lease);
+                    client.parts().watchdog().remove(tenure.lease);
                     give_back(
                         (client.reach(), client.shutdown_state()),
                         names,
@@ -346,7 +346,7 @@ impl Lock {
                 }
             }
         };
-        let lease = (client.watchdog()).hand_over(tenure.lease, retake, options.max_hold);
+        let lease = (client.parts().watchdog()).hand_over(tenure.lease, retake, options.max_hold);
         if lease.is_none() {
             // Lost meanwhile: the watchdog gave up on it, and the key may still hold it.
             give_back(
@@ -482,7 +482,7 @@ impl ByDeployment for LeadWait<'_> {
             shutdown: self.client.shutdown_state(),
             interrupt: self.client.interrupt(),
             long_wait: self.client.telemetry().long_wait(),
-            tokens: (self.client.tokens(), &self.lock.spec.order.site),
+            tokens: (self.client.parts().tokens(), &self.lock.spec.order.site),
             telemetry: self.client.telemetry(),
         };
         let options = &self.lock.spec.options;

@@ -37,7 +37,7 @@ pub(crate) async fn take_slot(
         shutdown: client.shutdown_state(),
         interrupt: client.interrupt(),
         long_wait: client.telemetry().long_wait(),
-        tokens: (client.tokens(), &spec.order.site),
+        tokens: (client.parts().tokens(), &spec.order.site),
         telemetry: client.telemetry(),
     };
     let keys = (names, &slots[..]);

@@ -232,7 +232,7 @@ impl Semaphore {
         place: &Place,
     ) -> Result<(TryReply, bool), LockError> {
         let names = &place.names;
-        let alive = client.liveness_key(names.lock());
+        let alive = client.parts().liveness_key(names.lock());
         let permit = PermitTry {
             token: &place.token,
             ttl: self.spec.options.ttl,

@@ -42,7 +42,7 @@ impl<'a> WaitContext<'a> {
         WaitContext {
             reach: client.reach(),
             wakeups: client.wakeups(),
-            liveness: client.liveness(),
+            liveness: client.parts().liveness(),
             shutdown: client.shutdown_state(),
             interrupt: client.interrupt(),
             telemetry: client.telemetry(),
