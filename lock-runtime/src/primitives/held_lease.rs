@@ -1,10 +1,11 @@
 //! The lease every guard holds: a lock's ([`LockGuard`](crate::LockGuard)), a reader's
 //! share ([`ReadGuard`](crate::ReadGuard)) and a permit
 //! ([`SemaphoreGuard`](crate::SemaphoreGuard)). One struct keeps what they all keep (the
-//! parts of the client a lease uses, the key, the token, the lease on the watchdog's schedule with its lost signal,
-//! when the hold began, its validity point, whether it was given back, whether it re-entered
-//! an outer hold of the task) and does what they all do with it (the getters, the loss
-//! accessors, `extend`, what a guarded body sees); each guard adds only its own.
+//! parts of the client a lease uses, the key, the token, the lease on the watchdog's
+//! schedule with its lost signal, when the hold began, its validity point, whether it was
+//! given back, whether it re-entered an outer hold of the task) and does what they all do
+//! with it (the getters, the loss accessors, `extend`, what a guarded body sees); each
+//! guard adds only its own.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -37,8 +37,9 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// A place in the queue of `names` of the client whose `parts` it keeps: not yet in Redis (`joined` false), or one a release just put at the tail of
-    /// the queue (`joined` true: kept alive from now on).
+    /// A place in the queue of `names` of the client whose `parts` it keeps: not yet in
+    /// Redis (`joined` false), or one a release just put at the tail of the queue (`joined`
+    /// true: kept alive from now on).
     pub(crate) fn new(
         parts: &Arc<LeaseParts>,
         names: &Arc<KeyNames>,

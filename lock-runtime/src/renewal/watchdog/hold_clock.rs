@@ -1,8 +1,8 @@
 //! How long a hold has lasted, as the watchdog watches it: the end of its `max_hold`
-//! ([`LostCause::MaxHold`](crate::error::LostCause::MaxHold)) and the one INFO event of a long hold
-//! ([`Config::log_long_holds`](crate::Config::log_long_holds)). Both are events on the
-//! schedule's timeline, so a hold costs nothing more until one falls due, and a hung body
-//! (one that awaits forever) is ended on time, since the watchdog never waits on it.
+//! ([`LostCause::MaxHold`](crate::error::LostCause::MaxHold)) and the one INFO event of a
+//! long hold ([`Config::log_long_holds`](crate::Config::log_long_holds)). Both are events
+//! on the schedule's timeline, so a hold costs nothing more until one falls due, and a hung
+//! body (one that awaits forever) is ended on time, since the watchdog never waits on it.
 
 use std::sync::Arc;
 use std::time::Duration;
