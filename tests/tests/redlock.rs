@@ -697,6 +697,34 @@ async fn a_round_that_hears_no_master_is_tried_once_more() {
     );
 }
 
+/// The same for a reader's share: a round of shares that hears no master (every master
+/// silent past the node timeout, as a stalled client sees them) is asked once more at once,
+/// and the reader takes its share in the second round, long before its wait ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_round_that_hears_no_master_is_tried_once_more() {
+    let servers = masters(3);
+    let node_timeout = Duration::from_millis(500);
+    let client = warm_client(&servers, node_timeout, Duration::from_secs(4)).await;
+    let warm = client.rw_lock("doc").read().await.unwrap();
+    warm.release().await.unwrap();
+    // Every master silent through the first round and into the second.
+    let silent: Vec<Silenced<'_>> = servers.iter().map(Silenced::new).collect();
+    let read = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let rw = client.rw_lock("doc").wait(Duration::from_secs(5));
+            rw.read().await
+        }
+    });
+    tokio::time::sleep(node_timeout + Duration::from_millis(100)).await;
+    drop(silent);
+    let reader = read
+        .await
+        .unwrap()
+        .expect("the second round, which the masters answered, takes the share");
+    assert_eq!(reader.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
 /// A master stopped with SIGSTOP (a dead network path, a long stall: connections are
 /// accepted, nothing is answered) until dropped, when it gets SIGCONT, so no test leaves a
 /// server stopped, whatever fails.

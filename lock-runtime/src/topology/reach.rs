@@ -203,7 +203,10 @@ impl Reach {
     /// Asks `ask` of the node that holds `key`, or of every master at once (each within the
     /// node timeout): each node's answer (`None` for a master that failed) and how many of
     /// them make a majority, for the caller to count. The one node's failure is its error;
-    /// fewer masters answering than a majority is [`LockError::NoQuorum`].
+    /// fewer masters answering than a majority is [`LockError::NoQuorum`], once a second
+    /// round, asked at once, is short too: as the lock's wait does (`quorum_wait.rs`), since
+    /// a process stalled past the node timeout hears no master at all. `ask` must be safe to
+    /// ask twice (a reader's share with the same token, a look).
     pub(crate) async fn answers<T, F, Fut>(
         &self,
         #[cfg_attr(not(feature = "redlock"), allow(unused_variables))] key: &str,
@@ -216,10 +219,16 @@ impl Reach {
         match &self.deployment {
             Deployment::OneNode => Ok((vec![Some(ask(self.connection()).await?)], 1)),
             #[cfg(feature = "redlock")]
-            Deployment::Quorum(redlock) => Ok((
-                every_master::ask_each(&self.connections, redlock, key, ask).await?,
-                redlock.quorum,
-            )),
+            Deployment::Quorum(redlock) => {
+                let nodes = &self.connections;
+                let answers = match every_master::ask_each(nodes, redlock, key, &ask).await {
+                    Err(LockError::NoQuorum { .. }) => {
+                        every_master::ask_each(nodes, redlock, key, &ask).await?
+                    }
+                    answers => answers?,
+                };
+                Ok((answers, redlock.quorum))
+            }
         }
     }
 
